@@ -1,0 +1,13 @@
+// ember/ember.hpp — everything in one include.
+#pragma once
+
+#include "ember/autograd.hpp"
+#include "ember/device.hpp"
+#include "ember/dtype.hpp"
+#include "ember/error.hpp"
+#include "ember/memory.hpp"
+#include "ember/ops.hpp"
+#include "ember/random.hpp"
+#include "ember/runtime.hpp"
+#include "ember/shape.hpp"
+#include "ember/tensor.hpp"

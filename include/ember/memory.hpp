@@ -1,0 +1,57 @@
+// ember/memory.hpp — memory pools and their accounting (ARCHITECTURE §3).
+//
+// Every device has two pools. Persistent holds parameters, buffers, their gradients and
+// optimizer state; Pass holds activations and temporaries and is recycled every step.
+#pragma once
+
+#include <cstdint>
+
+#include "ember/device.hpp"
+
+namespace ember {
+
+class Tensor;
+
+enum class Pool : uint8_t { Persistent, Pass };
+
+/// Figures for one device. Bytes are the sizes of blocks handed out (rounded up to the
+/// pool's block size); `reserved` counts blocks held in the cache as well.
+struct MemoryStats {
+  int64_t persistent_bytes = 0;      // persistent blocks in use
+  int64_t persistent_reserved = 0;   // persistent blocks in use + cached
+  int64_t pass_in_use = 0;           // pass blocks in use
+  int64_t pass_reserved = 0;         // pass blocks in use + cached
+  int64_t pass_peak = 0;             // high-water mark of pass_in_use
+  int64_t host_to_device_bytes = 0;  // bytes copied onto this device from the host
+  int64_t device_to_host_bytes = 0;  // bytes copied from this device to the host
+  int64_t alloc_count = 0;           // allocation requests served
+  int64_t cache_hits = 0;            // requests served from a cached block
+  int64_t system_allocs = 0;         // requests that went to the system allocator
+  double fragmentation = 0.0;        // cached-but-unused share of reserved bytes
+};
+
+/// Current figures for `device`. Example: memory_stats(Device::cpu()).pass_peak
+MemoryStats memory_stats(Device device);
+/// Resets the pass peak to the bytes in use now (for per-step measurement).
+void reset_peak_stats(Device device);
+/// Returns every cached (unused) block of `device` to the system.
+void empty_cache(Device device);
+/// The pool that owns the storage of `t`.
+Pool pool_of(const Tensor& t);
+
+/// While alive, new storages on this thread come from `pool`.
+/// Example: { PoolGuard g(Pool::Persistent); state = zeros(shape); }
+class PoolGuard {
+ public:
+  explicit PoolGuard(Pool pool);
+  ~PoolGuard();
+  PoolGuard(const PoolGuard&) = delete;
+  PoolGuard& operator=(const PoolGuard&) = delete;
+
+ private:
+  Pool previous_;
+};
+/// The pool new storages on this thread come from (Pass unless a PoolGuard says otherwise).
+Pool current_pool();
+
+}  // namespace ember

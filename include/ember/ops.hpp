@@ -1,0 +1,152 @@
+// ember/ops.hpp — every tensor operation. Differentiable ops record autograd nodes when
+// an input requires grad and grad mode is on. Binary ops broadcast (NumPy rules); shape
+// errors name the op and both shapes.
+//
+//   Tensor h = relu(linear(x, w1, b1));
+//   Tensor loss = cross_entropy(linear(h, w2, b2), labels);
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ember/tensor.hpp"
+
+namespace ember {
+
+enum class Reduction : uint8_t { none, mean, sum };
+
+// ---- elementwise, binary (broadcasting) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+/// a ** b elementwise (both tensors, broadcasting).
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// with a scalar
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+/// x * s (ggmlR's ag_scale).
+Tensor scale(const Tensor& x, double s);
+Tensor pow(const Tensor& x, double exponent);
+/// Elements limited to [lo, hi]; the gradient passes where lo <= x <= hi.
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+// ---- elementwise, unary ----
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+/// "none": x·Φ(x) with the exact erf; "tanh": the tanh approximation (as PyTorch).
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);
+
+// ---- comparisons and selection (not differentiable, results are bool) ----
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+/// cond ? a : b, broadcasting all three; differentiable in a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// x with `value` where mask is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions (dims may be negative; empty dims = all) ----
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+/// Largest element; the gradient goes to the maxima (split evenly between ties).
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor min(const Tensor& x);
+Tensor min(const Tensor& x, const Shape& dims, bool keepdim = false);
+/// Variance with `correction` (1 = unbiased, as torch.var's default).
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor var(const Tensor& x, int64_t correction = 1);
+/// Index of the largest element along `dim` (i64).
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- softmax family ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- linear algebra ----
+/// torch.matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// x·Wᵀ + b in one GEMM (bias optional). W is [out, in] as in PyTorch.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- shape (views where possible; differentiable) ----
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Pieces of `split_size` along dim (the last may be smaller).
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+/// Sums `x` down to `shape` (undoes broadcasting). Used by autograd; public for users too.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- indexing ----
+/// Rows of `x` along `dim` picked by integer `index` (1-D). Backward: scatter-add.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// out[i][j] = x[i][index[i][j]] (dim 1), as torch.gather.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/// x with src added at index along dim, as torch.scatter_add (out-of-place).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// Embedding lookup: weight[index] for an index tensor of any shape.
+Tensor embedding(const Tensor& weight, const Tensor& index);
+
+// ---- neural-network functions ----
+/// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p) in training.
+Tensor dropout(const Tensor& x, double p, bool training = true);
+/// Normalises over the trailing dims `normalized_shape`; weight/bias optional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+/// Batch norm over dim 1 (N, C, ...). Training: batch statistics, running stats updated in
+/// place (momentum as PyTorch, unbiased running var). Eval: running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+
+// ---- losses ----
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/// Cross-entropy on probabilities (ggmlR ag_cross_entropy): -Σ target·log(p) / rows.
+Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::mean);
+/// Softmax cross-entropy on logits [N, C] (or [N, C, ...]) with class-index targets (i64).
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options = {});
+/// Negative log-likelihood on log-probabilities [N, C] with class-index targets.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,
+                int64_t ignore_index = -100);
+/// Binary cross-entropy on logits (numerically stable), targets in [0, 1].
+Tensor bce_with_logits(const Tensor& logits, const Tensor& target,
+                       Reduction reduction = Reduction::mean, const Tensor& pos_weight = Tensor());
+
+}  // namespace ember

@@ -1,0 +1,46 @@
+// ember/storage.hpp — a block of bytes on one device, owned by one pool.
+//
+// Storage is shared by a tensor and all its views. It carries the version counter that
+// autograd uses to detect in-place changes to saved tensors. Storages on non-CPU devices
+// are registered with their device so `release_device` can rescue them to the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ember/device.hpp"
+#include "ember/memory.hpp"
+
+namespace ember {
+
+class Storage {
+ public:
+  /// Allocates `bytes` on `device` from `pool` (through that device's caching allocator).
+  Storage(size_t bytes, Device device, Pool pool);
+  /// Wraps memory ember does not own (never freed by ember). Host only.
+  static Storage* wrap_external(void* data, size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  Pool pool() const { return pool_; }
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+  /// Moves the bytes to `target` (same pool); used by release_device. Data pointer changes.
+  void migrate(Device target);
+
+ private:
+  Storage() = default;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  size_t block_bytes_ = 0;  // size of the block actually reserved
+  Device device_;
+  Pool pool_ = Pool::Pass;
+  uint64_t version_ = 0;
+  bool owned_ = true;
+};
+
+}  // namespace ember

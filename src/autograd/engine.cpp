@@ -1,0 +1,235 @@
+// src/autograd/engine.cpp — grad mode, saved tensors, graph wiring and the backward engine.
+//
+// Note [Backward order]: the engine counts, for every node reachable from the roots, how
+// many consumers will send it a gradient, and runs a node once all of them have. Each
+// node's incoming gradients are summed in `pending_grad`. Gradients are reduced to each
+// input's shape here (sum_to) and nowhere else.
+#include <atomic>
+#include <unordered_map>
+
+#include "autograd/node.hpp"
+#include "ember/ops.hpp"
+
+namespace ember {
+
+namespace {
+thread_local bool t_grad_mode = true;
+std::atomic<uint64_t> g_sequence{0};
+std::atomic<uint64_t> g_visit_epoch{0};
+}  // namespace
+
+bool grad_mode_enabled() { return t_grad_mode; }
+void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_mode) { t_grad_mode = false; }
+NoGradGuard::~NoGradGuard() { t_grad_mode = previous_; }
+
+namespace autograd {
+
+uint64_t next_sequence_nr() { return g_sequence.fetch_add(1, std::memory_order_relaxed); }
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_mode_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) return true;
+  return false;
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  tensor_ = t.detach();
+  version_ = t.version();
+}
+
+Tensor SavedTensor::get() const {
+  EMBER_CHECK(!tensor_.defined() || tensor_.version() == version_,
+              "a tensor needed for the gradient was modified in place after it was saved "
+              "(version ",
+              tensor_.version(), ", expected ", version_,
+              "); clone it before the in-place change, or make the change out of place");
+  return tensor_;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return impl->grad_fn;
+  std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl->grad_accumulator = acc;
+  }
+  return acc;
+}
+
+void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tensor* const> inputs) {
+  node->sequence_nr = next_sequence_nr();
+  node->edges.reserve(inputs.size());
+  for (const Tensor* in : inputs) {
+    if (in->defined() && in->requires_grad())
+      node->edges.push_back({gradient_edge(*in), in->shape()});
+    else
+      node->edges.push_back({nullptr, in->defined() ? in->shape() : Shape()});
+  }
+  out.impl()->requires_grad = true;
+  out.impl()->grad_fn = node;
+}
+
+void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
+  Tensor g = grad_out;
+  if (g.dtype() != leaf_->dtype) g = g.to(leaf_->dtype);
+  const bool persistent = leaf_->storage->pool() == Pool::Persistent;
+  if (!leaf_->grad) {
+    const bool stealable = !persistent && g.impl_ptr().use_count() <= 2 &&
+                           g.storage().use_count() == 1 && g.is_contiguous() &&
+                           g.device() == leaf_->storage->device();
+    if (stealable) {
+      leaf_->grad = g.impl_ptr();
+    } else {
+      PoolGuard pool(leaf_->storage->pool());
+      Tensor owned = empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
+      owned.copy_(g);
+      leaf_->grad = owned.impl_ptr();
+    }
+    return;
+  }
+  Tensor current(leaf_->grad);
+  if (persistent) {
+    current.add_(g);  // same buffer across steps (ARCHITECTURE §3 rule 3)
+  } else {
+    leaf_->grad = add(current, g).impl_ptr();
+  }
+}
+
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                                 bool retain_graph, const std::vector<Tensor>& capture) {
+  NoGradGuard no_grad;
+  const uint64_t epoch = g_visit_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+
+  // Capture targets (autograd::grad): the node each input's gradient arrives at.
+  std::unordered_map<Node*, size_t> capture_index;
+  std::vector<Tensor> captured(capture.size());
+  for (size_t i = 0; i < capture.size(); ++i) {
+    EMBER_CHECK(capture[i].defined() && capture[i].requires_grad(),
+                "grad: input ", i, " does not require grad (set requires_grad_() before the forward)");
+    capture_index[gradient_edge(capture[i]).get()] = i;
+  }
+
+  // Pass 1: discover the graph and count consumers per node.
+  std::vector<Node*> visited;
+  std::vector<Node*> stack;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    EMBER_CHECK(root.defined(), "backward: the tensor is undefined");
+    EMBER_CHECK(root.requires_grad(),
+                "backward: the tensor does not require grad and has no grad_fn (got a tensor ",
+                "computed from inputs none of which require grad; expected at least one input made "
+                "with requires_grad_() or parameter())");
+    std::shared_ptr<Node> node = gradient_edge(root);
+    root_nodes.push_back(node);
+    if (node->visit_mark != epoch) {
+      node->visit_mark = epoch;
+      node->pending_deps = 0;
+      visited.push_back(node.get());
+      stack.push_back(node.get());
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    EMBER_CHECK(!n->released,
+                "backward: trying to backward through the graph a second time, but the saved "
+                "tensors of '",
+                n->name,
+                "' were freed after the first backward (expected retain_graph=true in the first "
+                "backward call if you need to backward twice)");
+    for (Edge& e : n->edges) {
+      if (!e.node) continue;
+      Node* m = e.node.get();
+      if (m->visit_mark != epoch) {
+        m->visit_mark = epoch;
+        m->pending_deps = 0;
+        visited.push_back(m);
+        stack.push_back(m);
+      }
+      ++m->pending_deps;
+    }
+  }
+
+  struct Cleanup {
+    std::vector<Node*>& nodes;
+    ~Cleanup() {
+      for (Node* n : nodes) n->pending_grad = Tensor();
+    }
+  } cleanup{visited};
+
+  // Seed the roots.
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    Tensor g = r < grads.size() ? grads[r] : Tensor();
+    if (!g.defined()) {
+      EMBER_CHECK(root.numel() == 1, "backward: grad can be created implicitly only for a scalar "
+                  "output (got shape ", root.shape().to_string(),
+                  "; expected a gradient tensor of that shape: t.backward(grad))");
+      g = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+    } else {
+      EMBER_CHECK(g.shape() == root.shape(), "backward: gradient shape ", g.shape().to_string(),
+                  " does not match the output shape ", root.shape().to_string());
+    }
+    Node* n = root_nodes[r].get();
+    n->pending_grad = n->pending_grad.defined() ? add(n->pending_grad, g) : g;
+  }
+  std::vector<Node*> ready;
+  for (auto& n : root_nodes)
+    if (n->pending_deps == 0 && n->visit_mark == epoch) {
+      n->visit_mark = epoch + (1ull << 62);  // queued once
+      ready.push_back(n.get());
+    }
+
+  GradList grad_inputs;
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    Tensor grad = std::move(n->pending_grad);
+    n->pending_grad = Tensor();
+    if (!capture.empty()) {
+      auto it = capture_index.find(n);
+      if (it != capture_index.end()) captured[it->second] = grad;
+      if (n->is_accumulator()) continue;
+    }
+    grad_inputs.assign(n->edges.size(), Tensor());
+    if (grad.defined()) {
+      try {
+        n->apply(grad, grad_inputs);
+      } catch (const Error& e) {
+        throw Error(detail::concat("backward of ", n->name, ": ", e.what()));
+      }
+    }
+    if (!retain_graph && !n->is_accumulator()) {
+      n->release();
+      n->released = true;
+    }
+    for (size_t i = 0; i < n->edges.size(); ++i) {
+      Edge& e = n->edges[i];
+      if (!e.node) continue;
+      Node* m = e.node.get();
+      Tensor& g = grad_inputs[i];
+      if (g.defined()) {
+        if (g.shape() != e.shape) g = sum_to(g, e.shape);
+        m->pending_grad = m->pending_grad.defined() ? add(m->pending_grad, g) : std::move(g);
+      }
+      if (--m->pending_deps == 0) ready.push_back(m);
+    }
+    if (!retain_graph && !n->is_accumulator()) n->edges.clear();
+  }
+  return captured;
+}
+
+}  // namespace autograd
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  EMBER_CHECK(!inputs.empty(), "grad: no inputs given (expected at least one tensor)");
+  return autograd::run_backward(outputs, grad_outputs, retain_graph, inputs);
+}
+
+}  // namespace ember

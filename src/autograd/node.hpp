@@ -1,0 +1,125 @@
+// src/autograd/node.hpp — graph nodes and the recording helper every op uses (ARCHITECTURE §4).
+//
+// A Node is the backward of one op application: it holds edges to the nodes of its
+// differentiable inputs (with each input's shape) and a backward function over the
+// tensors it saved. Backward functions produce gradients shaped like the op's broadcast
+// operands; the engine sums them down to each input's shape (broadcasting is undone in
+// exactly one place: Engine, via sum_to).
+//
+// Defining an op's backward (see src/ops/*.cpp):
+//   Tensor out = ...forward...;
+//   if (autograd::needs_grad(x))
+//     autograd::record("sigmoid", out, {&x}, [y = autograd::SavedTensor(out)](
+//         const Tensor& g, autograd::GradList& gi) { Tensor s = y.get(); gi[0] = g * s * (1.0 - s); });
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ember/autograd.hpp"
+#include "ember/tensor.hpp"
+
+namespace ember::autograd {
+
+struct Node;
+
+/// Where a gradient flows: the input's node (AccumulateGrad for leaves) and its shape.
+struct Edge {
+  std::shared_ptr<Node> node;  // null when that input needs no gradient
+  Shape shape;
+};
+
+using GradList = std::vector<Tensor>;
+
+struct Node {
+  explicit Node(const char* op) : name(op) {}
+  virtual ~Node() = default;
+  /// Fills grad_inputs[i] (same order as edges; may stay undefined) from the output grad.
+  virtual void apply(const Tensor& grad_out, GradList& grad_inputs) = 0;
+  /// Drops saved tensors once the graph is freed.
+  virtual void release() {}
+  virtual bool is_accumulator() const { return false; }
+
+  const char* name;
+  std::vector<Edge> edges;
+  uint64_t sequence_nr = 0;
+  bool released = false;
+  // engine scratch (single-threaded backward)
+  Tensor pending_grad;
+  int pending_deps = 0;
+  uint64_t visit_mark = 0;
+};
+
+/// Accumulates into a leaf's .grad. Persistent-pool leaves keep one grad buffer that is
+/// accumulated in place, so its data_ptr is stable across steps.
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+      : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+  void apply(const Tensor& grad_out, GradList& grad_inputs) override;
+  bool is_accumulator() const override { return true; }
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+/// A tensor saved for backward: a graph-free alias plus the version it had when saved.
+/// get() throws when the tensor was modified in place since.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor get() const;
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+};
+
+template <typename F>
+struct LambdaNode final : Node {
+  LambdaNode(const char* op, F&& f) : Node(op), fn_(std::move(f)) {}
+  void apply(const Tensor& grad_out, GradList& grad_inputs) override { (*fn_)(grad_out, grad_inputs); }
+  void release() override { fn_.reset(); }
+
+ private:
+  std::optional<F> fn_;
+};
+
+/// True when grad mode is on and any input requires grad.
+inline bool needs_grad(const Tensor& a) { return grad_mode_enabled() && a.requires_grad(); }
+template <typename... T>
+bool needs_grad(const Tensor& a, const T&... rest) {
+  return grad_mode_enabled() && (a.requires_grad() || (rest.requires_grad() || ...));
+}
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+/// The node gradients of `t` flow into: its grad_fn, or its leaf accumulator (created once).
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+uint64_t next_sequence_nr();
+
+/// Wires `node` to `inputs` and makes it `out`'s grad_fn (out becomes a non-leaf needing grad).
+void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tensor* const> inputs);
+
+/// Records backward `fn(grad_out, grad_inputs)` for `out` computed from `inputs`.
+template <typename F>
+void record(const char* op, Tensor& out, std::initializer_list<const Tensor*> inputs, F&& fn) {
+  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op, std::forward<F>(fn));
+  attach(node, out, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+}
+template <typename F>
+void record(const char* op, Tensor& out, const std::vector<const Tensor*>& inputs, F&& fn) {
+  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op, std::forward<F>(fn));
+  attach(node, out, std::span<const Tensor* const>(inputs.data(), inputs.size()));
+}
+
+/// Runs backward from `roots` with `grads` (engine entry). When `capture` is non-empty,
+/// gradients reaching those tensors are returned instead of accumulated into `.grad`.
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                                 bool retain_graph, const std::vector<Tensor>& capture);
+
+}  // namespace ember::autograd

@@ -1,0 +1,134 @@
+// src/backend/backend.hpp — the seam between ops and devices (ARCHITECTURE §5).
+//
+// A backend is one table of kernels for one device type. Kernels see raw pointers,
+// shapes and strides only (a View); they never see Tensor, autograd or modules. Ops do
+// every shape check and broadcast before calling a kernel: a kernel may assume its
+// views are valid, that `out` has the shape the op computed, and that inputs have been
+// broadcast to `out`'s shape with stride-0 dims. The CPU table is filled in src/cpu,
+// the CUDA table in src/cuda.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ember/device.hpp"
+#include "ember/dtype.hpp"
+#include "ember/memory.hpp"
+#include "ember/shape.hpp"
+
+namespace ember::backend {
+
+/// A strided window on device memory. `data` points at element 0 (offset applied);
+/// strides are in elements and may be 0 (broadcast) but never negative.
+struct View {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+  Shape strides;
+  int64_t numel() const { return shape.numel(); }
+};
+
+// The op catalogue for the generic kernels. Each table below is indexed by these enums;
+// add an entry at the end and the static_asserts in the backends flag missing cases.
+enum class UnaryOp : uint8_t {
+  neg, abs, sqrt, rsqrt, square, exp, log, sign, relu, sigmoid, tanh,
+  gelu_erf, gelu_tanh, silu,
+  // parameterised: out = f(x; a, b)
+  affine,     // x * a + b
+  pow_scalar, // x ** a
+  clamp,      // min(max(x, a), b)
+  // derivative helpers used by backward rules: out = f'(x)
+  relu_grad,      // x > 0 ? 1 : 0
+  gelu_erf_grad,  // d gelu_erf / dx
+  gelu_tanh_grad, // d gelu_tanh / dx
+  silu_grad,      // d silu / dx
+  clamp_mask,     // a <= x <= b ? 1 : 0
+  logical_not,    // bool out
+  count
+};
+
+enum class BinaryOp : uint8_t {
+  add, sub, mul, div, pow, maximum, minimum,
+  eq, ne, lt, le, gt, ge,  // bool out
+  count
+};
+
+enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin, count };
+
+/// Operands of a batched GEMM: C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b], row-major.
+/// Batch strides may be 0 (a broadcast operand). Transposes are flags, never copies.
+struct GemmArgs {
+  DType dtype = DType::f32;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  const void* a = nullptr;
+  int64_t lda = 0, batch_stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, batch_stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, batch_stride_c = 0;
+  double alpha = 1.0, beta = 0.0;
+  /// Optional bias of length n added to each row of C (after alpha·AB + beta·C); may be null.
+  const void* bias = nullptr;
+};
+
+/// The kernel table of one device type. Every slot must be filled.
+struct Backend {
+  const char* name;
+  // memory
+  void* (*allocate)(int device, size_t bytes, Pool pool, size_t* block_bytes);  // throws OutOfMemory
+  void (*deallocate)(int device, void* ptr, size_t block_bytes, Pool pool);    // returns to cache
+  void (*memcpy_to_host)(int device, void* host_dst, const void* src, size_t bytes);
+  void (*memcpy_from_host)(int device, void* dst, const void* host_src, size_t bytes);
+  void (*empty_cache)(int device);
+  void (*memory_stats)(int device, MemoryStats* stats);
+  void (*reset_peak)(int device);
+  void (*synchronize)(int device);
+  // elementwise
+  void (*fill)(const View& out, double value);                      // any dtype
+  void (*copy)(const View& out, const View& in);                    // strided, casts dtypes
+  void (*unary)(UnaryOp op, const View& out, const View& in, double a, double b);  // f32/f64
+  void (*binary)(BinaryOp op, const View& out, const View& a, const View& b);      // same dtype in
+  void (*where)(const View& out, const View& cond, const View& a, const View& b);  // cond bool
+  /// Reduces `in` over the dims where out.shape == 1 and in.shape != 1 (out keeps rank).
+  /// argmax/argmin: out is i64, exactly one dim reduced.
+  void (*reduce)(ReduceOp op, const View& out, const View& in);
+  /// Sum of squared deviations over reduced dims divided by (count - correction).
+  void (*variance)(const View& out, const View& in, int64_t correction);
+  // linear algebra
+  void (*gemm)(const GemmArgs& args);  // f32/f64, contiguous rows (ld*) given
+  // softmax over `dim` of a contiguous tensor; log_softmax when `log`.
+  void (*softmax)(const View& out, const View& in, int dim, bool log);
+  /// grad_in = softmax backward given out (the forward result) and grad_out; all contiguous.
+  void (*softmax_backward)(const View& grad_in, const View& grad_out, const View& out, int dim,
+                           bool log);
+  // indexing (index is i64 or i32, contiguous; `in`/`out` contiguous)
+  /// out = in.index_select(dim, index). Returns false when an index is out of range.
+  bool (*index_select)(const View& out, const View& in, int dim, const View& index);
+  /// out.index_add_(dim, index, src) (accumulates). Returns false on an out-of-range index.
+  bool (*index_add)(const View& out, int dim, const View& index, const View& src);
+  /// out = gather(in, dim, index); out has index's shape. False on out-of-range.
+  bool (*gather)(const View& out, const View& in, int dim, const View& index);
+  /// out.scatter_add_(dim, index, src). False on out-of-range.
+  bool (*scatter_add)(const View& out, int dim, const View& index, const View& src);
+  // random (counter-based so every device gives the same stream for a seed)
+  /// Uniform [lo, hi) for float dtypes, from Philox(seed, offset + i).
+  void (*uniform)(const View& out, uint64_t seed, uint64_t offset, double lo, double hi);
+  void (*normal)(const View& out, uint64_t seed, uint64_t offset, double mean, double std);
+  /// Dropout: mask[i] = u_i >= p ? 1/(1-p) : 0 (mask has in's dtype, contiguous) and
+  /// out = in * mask, with u_i from Philox(seed, offset + i).
+  void (*dropout)(const View& out, const View& mask, const View& in, double p, uint64_t seed,
+                  uint64_t offset);
+};
+
+/// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.
+const Backend& backend_for(DeviceType type);
+inline const Backend& backend_for(Device d) { return backend_for(d.type); }
+
+/// Each backend's registration file defines its table getter (no static-init order games).
+const Backend& cpu_backend();
+#if defined(EMBER_WITH_CUDA)
+const Backend& cuda_backend();
+#endif
+
+}  // namespace ember::backend

@@ -1,0 +1,160 @@
+// src/core/factory.cpp — tensor factories, the parameter factory and the global generator.
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "ember/random.hpp"
+#include "ops/common.hpp"
+
+namespace ember {
+
+namespace {
+std::atomic<uint64_t> g_seed{0x853c49e6748fea9bull};
+std::atomic<uint64_t> g_offset{0};
+
+Device device_or_default(const TensorOptions& o) { return o.device ? *o.device : default_device(); }
+DType dtype_or_default(const TensorOptions& o) { return o.dtype.value_or(DType::f32); }
+
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  g_seed.store(seed);
+  g_offset.store(0);
+}
+RngState get_rng_state() { return {g_seed.load(), g_offset.load()}; }
+void set_rng_state(RngState s) {
+  g_seed.store(s.seed);
+  g_offset.store(s.offset);
+}
+uint64_t advance_rng(uint64_t count) {
+  // Round to a multiple of 4 so streams of different ops never share a Philox block.
+  return g_offset.fetch_add((count + 3) & ~uint64_t{3});
+}
+
+Tensor empty(const Shape& shape, TensorOptions o) {
+  return finish(ops::make_tensor(shape, dtype_or_default(o), device_or_default(o)), o);
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions o) {
+  Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
+  ops::backend_of(t).fill(ops::view_of(t), value);
+  return finish(t, o);
+}
+Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
+Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
+
+static TensorOptions like(const Tensor& t) { return {.dtype = t.dtype(), .device = t.device()}; }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }
+
+Tensor arange(double start, double end, double step, TensorOptions o) {
+  EMBER_CHECK(step != 0.0, "arange: step is 0 (expected a non-zero step)");
+  EMBER_CHECK((end - start) / step >= 0.0, "arange: the range [", start, ", ", end,
+              ") is empty or has the wrong direction for step ", step);
+  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<double>(i);
+  return from_vector(v, {n}, o);
+}
+Tensor arange(double end, TensorOptions o) { return arange(0.0, end, 1.0, o); }
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
+  EMBER_CHECK(steps >= 0, "linspace: steps is ", steps, " (expected >= 0)");
+  std::vector<double> v(static_cast<size_t>(steps));
+  const double d = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  for (int64_t i = 0; i < steps; ++i)
+    v[i] = (i == steps - 1 && steps > 1) ? end : start + d * static_cast<double>(i);
+  return from_vector(v, {steps}, o);
+}
+
+Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
+  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "rand: unsupported dtype ", dtype_name(dtype_or_default(o)),
+              " (expected f32 or f64)");
+  Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
+  const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
+  ops::backend_of(t).uniform(ops::view_of(t), g_seed.load(), offset, low, high);
+  return finish(t, o);
+}
+
+Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
+  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "randn: unsupported dtype ", dtype_name(dtype_or_default(o)),
+              " (expected f32 or f64)");
+  Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
+  const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
+  ops::backend_of(t).normal(ops::view_of(t), g_seed.load(), offset, mean, std);
+  return finish(t, o);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o) {
+  EMBER_CHECK(high > low, "randint: empty range [", low, ", ", high, ") (expected high > low)");
+  Device dev = device_or_default(o);
+  Tensor u = rand(shape, {.dtype = DType::f64, .device = dev}, static_cast<double>(low),
+                  static_cast<double>(high));
+  // floor via the i64 cast (values are >= low); clamp guards the rounding edge at `high`.
+  Tensor r = clamp(u, static_cast<double>(low), static_cast<double>(high - 1)).to(DType::i64);
+  const DType want = o.dtype.value_or(DType::i64);
+  return want == DType::i64 ? r : r.to(want);
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions o) {
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "from_vector: ", values.size(),
+              " values do not fill shape ", shape.to_string(), " (expected ", shape.numel(), ")");
+  Device dev = device_or_default(o);
+  const DType src = dtype_of<T>();
+  Tensor host = ops::make_tensor(shape, src, Device::cpu());
+  if (!values.empty()) {
+    if constexpr (std::is_same_v<T, bool>) {
+      auto* p = static_cast<uint8_t*>(host.data_ptr());
+      for (size_t i = 0; i < values.size(); ++i) p[i] = values[i] ? 1 : 0;
+    } else {
+      std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(T));
+    }
+  }
+  Tensor t = host;
+  if (o.dtype && *o.dtype != src) t = t.to(*o.dtype);
+  if (dev != Device::cpu()) t = t.to(dev);
+  return finish(t, o);
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
+template Tensor from_vector<Half>(const std::vector<Half>&, const Shape&, TensorOptions);
+template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const Shape&, TensorOptions);
+
+Tensor tensor(std::initializer_list<float> values, const Shape& shape, TensorOptions o) {
+  std::vector<float> v(values);
+  Shape s = shape.empty() ? Shape{static_cast<int64_t>(v.size())} : shape;
+  if (!o.dtype) o.dtype = DType::f32;
+  return from_vector(v, s, o);
+}
+
+Tensor scalar_tensor(double value, TensorOptions o) { return full(Shape{}, value, o); }
+
+Tensor parameter(const Tensor& init) {
+  ops::check_defined("parameter", init);
+  EMBER_CHECK(is_floating(init.dtype()), "parameter: dtype ", dtype_name(init.dtype()),
+              " cannot require grad (expected a floating dtype)");
+  Tensor p;
+  {
+    PoolGuard pool(Pool::Persistent);
+    p = ops::make_tensor(init.shape(), init.dtype(), init.device());
+  }
+  {
+    NoGradGuard no_grad;
+    p.copy_(init);
+  }
+  p.requires_grad_(true);
+  return p;
+}
+
+}  // namespace ember

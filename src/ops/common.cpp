@@ -1,0 +1,97 @@
+// src/ops/common.cpp — shared op helpers (see common.hpp).
+#include "ops/common.hpp"
+
+namespace ember::ops {
+
+Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0, "empty: negative dimension in shape ", shape.to_string());
+  auto impl = std::make_shared<TensorImpl>();
+  const size_t bytes = static_cast<size_t>(shape.numel()) * element_size(dtype);
+  impl->storage = std::make_shared<Storage>(bytes, device, current_pool());
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+backend::View broadcast_view(const Tensor& t, const Shape& shape) {
+  backend::View v;
+  v.data = t.data_ptr();
+  v.dtype = t.dtype();
+  v.shape = shape;
+  v.strides = Shape::filled(shape.size(), 0);
+  const int lead = shape.size() - t.dim();
+  EMBER_ASSERT(lead >= 0, "broadcast_view: rank grows");
+  for (int i = 0; i < t.dim(); ++i)
+    v.strides[lead + i] = (t.shape()[i] == 1 && shape[lead + i] != 1) ? 0 : t.strides()[i];
+  return v;
+}
+
+void check_defined(const char* op, const Tensor& t, const char* what) {
+  EMBER_CHECK(t.defined(), op, ": ", what, " is an undefined tensor (expected a tensor)");
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch (got ", dtype_name(a.dtype()), " and ",
+              dtype_name(b.dtype()), ", expected both the same; convert with .to(DType))");
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.device() == b.device(), op, ": tensors on different devices (got ",
+              a.device().str(), " and ", b.device().str(), ", expected one device; move with .to(Device))");
+}
+
+void check_float(const char* op, const Tensor& t) {
+  EMBER_CHECK(is_compute_float(t.dtype()), op, ": unsupported dtype ", dtype_name(t.dtype()),
+              " (expected f32 or f64; convert with .to(DType::f32))");
+}
+
+void check_index_dtype(const char* op, const Tensor& index) {
+  EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
+              ": index dtype ", dtype_name(index.dtype()), " (expected i64 or i32)");
+}
+
+void check_inplace(const char* op, const Tensor& t) {
+  EMBER_CHECK(!(grad_mode_enabled() && t.requires_grad()), op,
+              ": in-place change of a tensor that requires grad while recording the graph (got a ",
+              t.is_leaf() ? "leaf" : "non-leaf",
+              " that requires grad; expected the change inside a NoGradGuard, or on a detach()ed "
+              "tensor)");
+  t.storage()->bump_version();
+}
+
+Shape reduced_shape(const Shape& in, const Shape& dims, const char* op) {
+  Shape out = in;
+  if (dims.empty()) {
+    for (int i = 0; i < out.size(); ++i) out[i] = 1;
+    return out;
+  }
+  for (int64_t d : dims) out[wrap_dim(d, in.size(), op)] = 1;
+  return out;
+}
+
+Shape squeeze_dims(const Shape& keep, const Shape& in, const Shape& dims) {
+  bool drop[kMaxRank] = {};
+  if (dims.empty()) {
+    for (int i = 0; i < in.size(); ++i) drop[i] = true;
+  } else {
+    for (int64_t d : dims) drop[d < 0 ? d + in.size() : d] = true;
+  }
+  Shape out;
+  for (int i = 0; i < keep.size(); ++i)
+    if (!drop[i]) out.push_back(keep[i]);
+  return out;
+}
+
+}  // namespace ember::ops

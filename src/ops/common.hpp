@@ -1,0 +1,45 @@
+// src/ops/common.hpp — helpers every op family shares: output allocation, backend views,
+// dtype/device checks. Shape rules live in the op files; kernels live in the backends.
+#pragma once
+
+#include "autograd/node.hpp"
+#include "backend/backend.hpp"
+#include "ember/ops.hpp"
+#include "ember/tensor.hpp"
+
+namespace ember::ops {
+
+/// A new contiguous tensor from the current pool (Pass unless a PoolGuard says otherwise).
+Tensor make_tensor(const Shape& shape, DType dtype, Device device);
+
+/// An alias of `base`'s storage with new geometry (no autograd).
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
+
+inline backend::View view_of(const Tensor& t) {
+  return {t.data_ptr(), t.dtype(), t.shape(), t.strides()};
+}
+
+/// `t` seen with `shape` (t's shape must broadcast to it): stride 0 on broadcast dims.
+backend::View broadcast_view(const Tensor& t, const Shape& shape);
+
+inline const backend::Backend& backend_of(const Tensor& t) {
+  return backend::backend_for(t.device().type);
+}
+
+void check_defined(const char* op, const Tensor& t, const char* what = "input");
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+/// f32 or f64 (what CPU kernels compute in); names the op and the dtype otherwise.
+void check_float(const char* op, const Tensor& t);
+void check_index_dtype(const char* op, const Tensor& index);
+
+/// Bumps the version of `t` after an in-place write, refusing a write that would corrupt the
+/// graph (a leaf that requires grad while recording).
+void check_inplace(const char* op, const Tensor& t);
+
+/// Reduced-to-keepdim shape: dims listed in `dims` become 1 (all when empty).
+Shape reduced_shape(const Shape& in, const Shape& dims, const char* op);
+/// Drop the size-1 reduced dims (for keepdim = false).
+Shape squeeze_dims(const Shape& keep, const Shape& in, const Shape& dims);
+
+}  // namespace ember::ops

@@ -1,0 +1,341 @@
+// src/ops/elementwise.cpp — unary and binary elementwise ops with their backward rules.
+//
+// Binary ops broadcast: the backward produces gradients in the broadcast shape and the
+// engine sums them back to each input's shape (Note [Backward order] in engine.cpp).
+#include <cmath>
+
+#include "ops/common.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+using backend::BinaryOp;
+using backend::UnaryOp;
+
+namespace ops {
+
+Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0.0, double b = 0.0) {
+  check_defined(name, x);
+  check_float(name, x);
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
+  backend_of(x).unary(op, view_of(out), view_of(x), a, b);
+  return out;
+}
+
+Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  check_defined(name, a, "first input");
+  check_defined(name, b, "second input");
+  check_same_dtype(name, a, b);
+  check_same_device(name, a, b);
+  const bool comparison = op >= BinaryOp::eq;
+  if (!comparison && (op == BinaryOp::pow)) check_float(name, a);
+  EMBER_CHECK(comparison || a.dtype() != DType::boolean, name,
+              ": unsupported dtype bool (expected a numeric dtype)");
+  EMBER_CHECK(a.dtype() != DType::f16 && a.dtype() != DType::bf16, name, ": unsupported dtype ",
+              dtype_name(a.dtype()), " on ", a.device().str(),
+              " (f16/bf16 are storage types here; convert with .to(DType::f32))");
+  const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device());
+  backend_of(a).binary(op, view_of(out), broadcast_view(a, shape), broadcast_view(b, shape));
+  return out;
+}
+
+}  // namespace ops
+
+using ops::binary_forward;
+using ops::unary_forward;
+
+// ---- binary ----
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::add, "add", a, b);
+  if (autograd::needs_grad(a, b))
+    autograd::record("add", out, {&a, &b}, [](const Tensor& g, GradList& gi) {
+      gi[0] = g;
+      gi[1] = g;
+    });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::sub, "sub", a, b);
+  if (autograd::needs_grad(a, b))
+    autograd::record("sub", out, {&a, &b}, [nb = b.requires_grad()](const Tensor& g, GradList& gi) {
+      gi[0] = g;
+      if (nb) gi[1] = neg(g);
+    });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::mul, "mul", a, b);
+  if (autograd::needs_grad(a, b)) {
+    const bool na = a.requires_grad(), nb = b.requires_grad();
+    autograd::record("mul", out, {&a, &b},
+                     [na, nb, sa = SavedTensor(nb ? a : Tensor()), sb = SavedTensor(na ? b : Tensor())](
+                         const Tensor& g, GradList& gi) {
+                       if (na) gi[0] = mul(g, sb.get());
+                       if (nb) gi[1] = mul(g, sa.get());
+                     });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::div, "div", a, b);
+  if (autograd::needs_grad(a, b)) {
+    const bool nb = b.requires_grad();
+    autograd::record("div", out, {&a, &b},
+                     [nb, sb = SavedTensor(b), so = SavedTensor(nb ? out : Tensor())](
+                         const Tensor& g, GradList& gi) {
+                       Tensor bb = sb.get();
+                       Tensor ga = div(g, bb);
+                       if (nb) gi[1] = neg(mul(ga, so.get()));
+                       gi[0] = ga;
+                     });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::pow, "pow", a, b);
+  if (autograd::needs_grad(a, b)) {
+    const bool na = a.requires_grad(), nb = b.requires_grad();
+    autograd::record("pow", out, {&a, &b},
+                     [na, nb, sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](
+                         const Tensor& g, GradList& gi) {
+                       Tensor x = sa.get(), e = sb.get();
+                       // d/da a^b = b·a^(b-1); d/db a^b = a^b·log(a)
+                       if (na) gi[0] = mul(g, mul(e, pow(x, sub(e, ones_like(e)))));
+                       if (nb) gi[1] = mul(g, mul(so.get(), log(x)));
+                     });
+  }
+  return out;
+}
+
+namespace {
+// Gradient routing for maximum/minimum: the winner gets g, ties split it evenly (as PyTorch).
+Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(op, name, a, b);
+  if (autograd::needs_grad(a, b)) {
+    const bool is_max = op == BinaryOp::maximum;
+    autograd::record(name, out, {&a, &b},
+                     [is_max, sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
+                       Tensor x = sa.get(), y = sb.get();
+                       Tensor wins = (is_max ? gt(x, y) : lt(x, y)).to(g.dtype());
+                       Tensor ties = eq(x, y).to(g.dtype());
+                       Tensor share_a = add(wins, mul(ties, 0.5));
+                       gi[0] = mul(g, share_a);
+                       gi[1] = sub(g, gi[0]);
+                     });
+  }
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, "minimum", a, b); }
+
+// ---- with a scalar: out = x·s + t in one pass ----
+
+namespace {
+Tensor affine(const Tensor& x, double s, double t, const char* name) {
+  Tensor out = unary_forward(UnaryOp::affine, name, x, s, t);
+  if (autograd::needs_grad(x))
+    autograd::record(name, out, {&x}, [s](const Tensor& g, GradList& gi) {
+      gi[0] = s == 1.0 ? g : affine(g, s, 0.0, "scale");
+    });
+  return out;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return affine(a, 1.0, b, "add"); }
+Tensor mul(const Tensor& a, double b) { return affine(a, b, 0.0, "mul"); }
+Tensor scale(const Tensor& x, double s) { return affine(x, s, 0.0, "scale"); }
+
+Tensor pow(const Tensor& x, double e) {
+  Tensor out = unary_forward(UnaryOp::pow_scalar, "pow", x, e);
+  if (autograd::needs_grad(x))
+    autograd::record("pow", out, {&x}, [e, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = e == 0.0 ? zeros_like(g) : mul(g, mul(pow(sx.get(), e - 1.0), e));
+    });
+  return out;
+}
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  EMBER_CHECK(!(lo > hi), "clamp: lower bound ", lo, " is above upper bound ", hi);
+  Tensor out = unary_forward(UnaryOp::clamp, "clamp", x, lo, hi);
+  if (autograd::needs_grad(x))
+    autograd::record("clamp", out, {&x}, [lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = mul(g, unary_forward(UnaryOp::clamp_mask, "clamp", sx.get(), lo, hi));
+    });
+  return out;
+}
+
+// ---- unary ----
+
+Tensor neg(const Tensor& x) { return affine(x, -1.0, 0.0, "neg"); }
+
+namespace {
+// Unary op whose derivative is g · f'(x) with f' computed by the `grad_op` kernel.
+Tensor unary_with_grad_kernel(UnaryOp op, UnaryOp grad_op, const char* name, const Tensor& x) {
+  Tensor out = unary_forward(op, name, x);
+  if (autograd::needs_grad(x))
+    autograd::record(name, out, {&x}, [grad_op, name, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = mul(g, unary_forward(grad_op, name, sx.get()));
+    });
+  return out;
+}
+}  // namespace
+
+Tensor relu(const Tensor& x) { return unary_with_grad_kernel(UnaryOp::relu, UnaryOp::relu_grad, "relu", x); }
+Tensor silu(const Tensor& x) { return unary_with_grad_kernel(UnaryOp::silu, UnaryOp::silu_grad, "silu", x); }
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
+              approximate, "' (expected \"none\" or \"tanh\")");
+  if (approximate == "tanh")
+    return unary_with_grad_kernel(UnaryOp::gelu_tanh, UnaryOp::gelu_tanh_grad, "gelu", x);
+  return unary_with_grad_kernel(UnaryOp::gelu_erf, UnaryOp::gelu_erf_grad, "gelu", x);
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::abs, "abs", x);
+  if (autograd::needs_grad(x))
+    autograd::record("abs", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = mul(g, sign(sx.get()));
+    });
+  return out;
+}
+
+Tensor sign(const Tensor& x) { return unary_forward(UnaryOp::sign, "sign", x); }
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sqrt, "sqrt", x);
+  if (autograd::needs_grad(x))
+    autograd::record("sqrt", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+      gi[0] = div(mul(g, 0.5), so.get());
+    });
+  return out;
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::rsqrt, "rsqrt", x);
+  if (autograd::needs_grad(x))
+    autograd::record("rsqrt", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+      // d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
+      gi[0] = mul(g, mul(pow(so.get(), 3.0), -0.5));
+    });
+  return out;
+}
+
+Tensor square(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::square, "square", x);
+  if (autograd::needs_grad(x))
+    autograd::record("square", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = mul(g, mul(sx.get(), 2.0));
+    });
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::exp, "exp", x);
+  if (autograd::needs_grad(x))
+    autograd::record("exp", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+      gi[0] = mul(g, so.get());
+    });
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::log, "log", x);
+  if (autograd::needs_grad(x))
+    autograd::record("log", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+      gi[0] = div(g, sx.get());
+    });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sigmoid, "sigmoid", x);
+  if (autograd::needs_grad(x))
+    autograd::record("sigmoid", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+      Tensor y = so.get();
+      gi[0] = mul(g, mul(y, affine(y, -1.0, 1.0, "sub")));
+    });
+  return out;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::tanh, "tanh", x);
+  if (autograd::needs_grad(x))
+    autograd::record("tanh", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+      Tensor y = so.get();
+      gi[0] = mul(g, affine(square(y), -1.0, 1.0, "sub"));
+    });
+  return out;
+}
+
+// ---- comparisons and selection ----
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, "ge", a, b); }
+namespace {
+Tensor scalar_like(const Tensor& a, double v) {
+  return full(Shape{}, v, {.dtype = a.dtype(), .device = a.device()});
+}
+}  // namespace
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ops::check_defined("where", cond, "condition");
+  ops::check_defined("where", a, "first input");
+  ops::check_defined("where", b, "second input");
+  EMBER_CHECK(cond.dtype() == DType::boolean, "where: condition dtype ", dtype_name(cond.dtype()),
+              " (expected bool; build it with a comparison such as gt(x, 0.0))");
+  ops::check_same_dtype("where", a, b);
+  ops::check_same_device("where", a, b);
+  ops::check_same_device("where", cond, a);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = ops::make_tensor(shape, a.dtype(), a.device());
+  ops::backend_of(a).where(ops::view_of(out), ops::broadcast_view(cond, shape),
+                           ops::broadcast_view(a, shape), ops::broadcast_view(b, shape));
+  if (autograd::needs_grad(a, b))
+    autograd::record("where", out, {&a, &b}, [sc = SavedTensor(cond)](const Tensor& g, GradList& gi) {
+      Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
+      Tensor c = sc.get();
+      gi[0] = where(c, g, zero);
+      gi[1] = where(c, zero, g);
+    });
+  return out;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  ops::check_defined("masked_fill", x);
+  return where(mask, full(Shape{}, value, {.dtype = x.dtype(), .device = x.device()}), x);
+}
+
+// ---- operators ----
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return affine(a, 1.0, -b, "sub"); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return affine(a, 1.0 / b, 0.0, "div"); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return affine(b, -1.0, a, "rsub"); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return mul(pow(b, -1.0), a); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace ember

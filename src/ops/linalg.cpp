@@ -1,0 +1,221 @@
+// src/ops/linalg.cpp — matmul (torch.matmul semantics, batched with broadcasting) and
+// linear (x·Wᵀ + b with the bias fused into the GEMM). Transposed operands are passed to
+// the backend as flags, never materialised.
+#include "ops/common.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+
+namespace {
+
+// How one GEMM operand is laid out: its data, leading dimension, transpose flag and the
+// stride between batch entries. Falls back to a contiguous copy only when the strides
+// cannot be described that way.
+struct Operand {
+  Tensor keep;  // keeps a copy alive when one was needed
+  const void* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  int64_t batch_stride = 0;
+};
+
+bool collapse_batch(const Tensor& t, int batch_dims, int64_t* stride) {
+  int64_t s = 0;
+  bool have = false;
+  for (int i = batch_dims - 1; i >= 0; --i) {
+    const int64_t n = t.shape()[i];
+    if (n == 1) continue;
+    const int64_t st = t.strides()[i];
+    if (!have) {
+      s = st;
+      have = true;
+      continue;
+    }
+    // The batch index walks dims i+1.. first; dim i must continue that walk.
+    int64_t inner_count = 1;
+    for (int j = i + 1; j < batch_dims; ++j) inner_count *= t.shape()[j];
+    if (st != s * inner_count) return false;
+  }
+  *stride = s;
+  return true;
+}
+
+Operand operand(const Tensor& t, int batch_dims) {
+  Operand op;
+  const int64_t r = t.shape()[batch_dims], c = t.shape()[batch_dims + 1];
+  const int64_t sr = t.strides()[batch_dims], sc = t.strides()[batch_dims + 1];
+  int64_t bs = 0;
+  const bool batch_ok = collapse_batch(t, batch_dims, &bs);
+  if (batch_ok && (sc == 1 || c == 1) && (r == 1 || sr >= c)) {
+    op.data = t.data_ptr();
+    op.ld = r == 1 ? std::max<int64_t>(c, 1) : std::max<int64_t>(sr, 1);
+    op.trans = false;
+    op.batch_stride = bs;
+    return op;
+  }
+  if (batch_ok && (sr == 1 || r == 1) && (c == 1 || sc >= r)) {
+    op.data = t.data_ptr();
+    op.ld = c == 1 ? std::max<int64_t>(r, 1) : std::max<int64_t>(sc, 1);
+    op.trans = true;
+    op.batch_stride = bs;
+    return op;
+  }
+  op.keep = t.contiguous();
+  op.data = op.keep.data_ptr();
+  op.ld = std::max<int64_t>(c, 1);
+  op.batch_stride = r * c;
+  return op;
+}
+
+// out[B..., m, n] = a[B..., m, k] · b[B..., k, n] (+ bias[n]); batch shapes already equal.
+Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch) {
+  const int bd = batch.size();
+  const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = ops::make_tensor(out_shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  if (k == 0) {
+    ops::backend_of(a).fill(ops::view_of(out), 0.0);
+    if (bias.defined()) {
+      backend::View o = ops::view_of(out);
+      ops::backend_of(a).binary(backend::BinaryOp::add, o, o, ops::broadcast_view(bias, out_shape));
+    }
+    return out;
+  }
+  Operand A = operand(a, bd), B = operand(b, bd);
+  backend::GemmArgs g;
+  g.dtype = a.dtype();
+  g.trans_a = A.trans;
+  g.trans_b = B.trans;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch.numel();
+  g.a = A.data;
+  g.lda = A.ld;
+  g.batch_stride_a = A.batch_stride;
+  g.b = B.data;
+  g.ldb = B.ld;
+  g.batch_stride_b = B.batch_stride;
+  g.c = out.data_ptr();
+  g.ldc = n;
+  g.batch_stride_c = m * n;
+  Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  g.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
+  ops::backend_of(a).gemm(g);
+  return out;
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+  ops::check_defined(op, a, "first input");
+  ops::check_defined(op, b, "second input");
+  ops::check_same_dtype(op, a, b);
+  ops::check_same_device(op, a, b);
+  ops::check_float(op, a);
+}
+
+// Rank >= 2 on both sides.
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int64_t k = a.shape().at(-1);
+  EMBER_CHECK(k == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
+              b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(-2), got ",
+              k, " and ", b.shape().at(-2), ")");
+  Shape ba(std::span<const int64_t>(a.shape().begin(), a.dim() - 2));
+  Shape bb(std::span<const int64_t>(b.shape().begin(), b.dim() - 2));
+  const Shape batch = ba == bb ? ba : broadcast_shapes(ba, bb, "matmul");
+  Shape sa = batch, sb = batch;
+  sa.push_back(a.shape().at(-2));
+  sa.push_back(k);
+  sb.push_back(k);
+  sb.push_back(b.shape().at(-1));
+  Tensor out;
+  {
+    NoGradGuard g;  // the expands below are internal
+    out = gemm(a.expand(sa), b.expand(sb), Tensor(), batch);
+  }
+  if (autograd::needs_grad(a, b)) {
+    const bool na = a.requires_grad(), nb = b.requires_grad();
+    autograd::record("matmul", out, {&a, &b},
+                     [na, nb, sa_ = SavedTensor(nb ? a : Tensor()), sb_ = SavedTensor(na ? b : Tensor())](
+                         const Tensor& g, GradList& gi) {
+                       // grads in the broadcast shape; the engine sums them to each input's shape
+                       if (na) gi[0] = matmul_nd(g, sb_.get().transpose(-1, -2));
+                       if (nb) gi[1] = matmul_nd(sa_.get().transpose(-1, -2), g);
+                     });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands("matmul", a, b);
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both inputs need at least one dim (got shapes ",
+              a.shape().to_string(), " and ", b.shape().to_string(), ")");
+  if (a.dim() == 1 && b.dim() == 1) {
+    EMBER_CHECK(a.numel() == b.numel(), "matmul: shapes ", a.shape().to_string(), " and ",
+                b.shape().to_string(), " cannot be multiplied (expected equal lengths for a dot product)");
+    return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape(Shape{});
+  }
+  if (a.dim() == 1) {
+    EMBER_CHECK(a.shape()[0] == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
+                b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(-2), got ",
+                a.shape()[0], " and ", b.shape().at(-2), ")");
+    return matmul_nd(a.unsqueeze(0), b).squeeze(-2);
+  }
+  if (b.dim() == 1) {
+    EMBER_CHECK(a.shape().at(-1) == b.shape()[0], "matmul: shapes ", a.shape().to_string(), " and ",
+                b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(0), got ",
+                a.shape().at(-1), " and ", b.shape()[0], ")");
+    return matmul_nd(a, b.unsqueeze(1)).squeeze(-1);
+  }
+  return matmul_nd(a, b);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands("linear", x, weight);
+  EMBER_CHECK(weight.dim() == 2, "linear: weight shape ", weight.shape().to_string(),
+              " (expected [out_features, in_features])");
+  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == weight.shape()[1], "linear: input shape ",
+              x.shape().to_string(), " does not match weight shape ", weight.shape().to_string(),
+              " (expected input.size(-1) == ", weight.shape()[1], ", got ",
+              x.dim() ? x.shape().at(-1) : 0, ")");
+  if (bias.defined()) {
+    ops::check_same_dtype("linear", x, bias);
+    ops::check_same_device("linear", x, bias);
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias shape ",
+                bias.shape().to_string(), " (expected [", weight.shape()[0], "])");
+  }
+  const int64_t in = weight.shape()[1], out_f = weight.shape()[0];
+  Tensor x2;
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_f;
+  {
+    NoGradGuard g;
+    x2 = x.reshape({x.numel() / std::max<int64_t>(in, 1), in});
+  }
+  Tensor y2;
+  {
+    NoGradGuard g;
+    y2 = gemm(x2, weight.t(), bias, Shape{});
+  }
+  Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
+  if (autograd::needs_grad(x, weight, bias)) {
+    const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.defined() && bias.requires_grad();
+    autograd::record("linear", out, {&x, &weight, &bias},
+                     [nx, nw, nb, in, out_f, sx = SavedTensor(nw ? x2 : Tensor()), sw = SavedTensor(nx ? weight : Tensor()),
+                      xs = x.shape()](const Tensor& g, GradList& gi) {
+                       Tensor g2 = g.reshape({g.numel() / std::max<int64_t>(out_f, 1), out_f});
+                       if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
+                       if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
+                       if (nb) gi[2] = sum(g2, {0});
+                     });
+  }
+  return out;
+}
+
+}  // namespace ember
