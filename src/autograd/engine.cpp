@@ -113,8 +113,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     capture_index[gradient_edge(capture[i]).get()] = i;
   }
 
-  // Pass 1: discover the graph and count consumers per node.
-  std::vector<Node*> visited;
+  // Pass 1: discover the graph and count consumers per node. `visited` owns every node
+  // until backward ends: freeing the graph (edges cleared) must not destroy queued nodes.
+  std::vector<std::shared_ptr<Node>> visited;
   std::vector<Node*> stack;
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t r = 0; r < roots.size(); ++r) {
@@ -129,7 +130,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (node->visit_mark != epoch) {
       node->visit_mark = epoch;
       node->pending_deps = 0;
-      visited.push_back(node.get());
+      visited.push_back(node);
       stack.push_back(node.get());
     }
   }
@@ -148,7 +149,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       if (m->visit_mark != epoch) {
         m->visit_mark = epoch;
         m->pending_deps = 0;
-        visited.push_back(m);
+        visited.push_back(e.node);
         stack.push_back(m);
       }
       ++m->pending_deps;
@@ -156,9 +157,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
 
   struct Cleanup {
-    std::vector<Node*>& nodes;
+    std::vector<std::shared_ptr<Node>>& nodes;
     ~Cleanup() {
-      for (Node* n : nodes) n->pending_grad = Tensor();
+      for (auto& n : nodes) n->pending_grad = Tensor();
     }
   } cleanup{visited};
 

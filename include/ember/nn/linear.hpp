@@ -1,0 +1,157 @@
+// ember/nn/linear.hpp — Linear, Flatten, Dropout and the activation modules.
+#pragma once
+
+#include "ember/nn/module.hpp"
+
+namespace ember::nn {
+
+struct LinearOptions {
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  bool bias = true;
+};
+
+/// y = x·Wᵀ + b. weight [out, in] ~ U(±1/√in), bias ~ U(±1/√in) (PyTorch's defaults).
+class LinearImpl : public ModuleImpl {
+ public:
+  explicit LinearImpl(LinearOptions options);
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias = true)
+      : LinearImpl(LinearOptions{in_features, out_features, bias}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Linear"; }
+  json options() const override;
+  std::string extra_repr() const override;
+  Tensor& weight() { return param("weight"); }
+  Tensor bias() const { return bias_; }
+
+ private:
+  LinearOptions options_;
+  Tensor weight_, bias_;
+};
+class Linear : public ModuleHolder<LinearImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Flattens dims start_dim..end_dim (default 1..-1, as PyTorch).
+class FlattenImpl : public ModuleImpl {
+ public:
+  explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+  std::string type_name() const override { return "Flatten"; }
+  json options() const override { return {{"start_dim", start_}, {"end_dim", end_}}; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t start_, end_;
+};
+class Flatten : public ModuleHolder<FlattenImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Inverted dropout in training mode, identity in eval mode; seeded by manual_seed.
+class DropoutImpl : public ModuleImpl {
+ public:
+  explicit DropoutImpl(double p = 0.5);
+  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
+  std::string type_name() const override { return "Dropout"; }
+  json options() const override { return {{"p", p_}}; }
+  std::string extra_repr() const override;
+
+ private:
+  double p_;
+};
+class Dropout : public ModuleHolder<DropoutImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Stateless activation modules. GELU takes approximate = "none" | "tanh"; Softmax and
+/// LogSoftmax take the dim.
+#define EMBER_ACTIVATION(Name, expr)                                               \
+  class Name##Impl : public ModuleImpl {                                           \
+   public:                                                                         \
+    Tensor forward(const Tensor& x) override { return expr; }                      \
+    std::string type_name() const override { return #Name; }                       \
+  };                                                                               \
+  class Name : public ModuleHolder<Name##Impl> {                                   \
+   public:                                                                         \
+    using ModuleHolder::ModuleHolder;                                              \
+  };
+EMBER_ACTIVATION(ReLU, relu(x))
+EMBER_ACTIVATION(SiLU, silu(x))
+EMBER_ACTIVATION(Sigmoid, sigmoid(x))
+EMBER_ACTIVATION(Tanh, tanh(x))
+EMBER_ACTIVATION(Identity, x)
+#undef EMBER_ACTIVATION
+
+class GELUImpl : public ModuleImpl {
+ public:
+  explicit GELUImpl(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate_); }
+  std::string type_name() const override { return "GELU"; }
+  json options() const override { return {{"approximate", approximate_}}; }
+  std::string extra_repr() const override;
+
+ private:
+  std::string approximate_;
+};
+class GELU : public ModuleHolder<GELUImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+class SoftmaxImpl : public ModuleImpl {
+ public:
+  explicit SoftmaxImpl(int64_t dim = -1) : dim_(dim) {}
+  Tensor forward(const Tensor& x) override { return softmax(x, dim_); }
+  std::string type_name() const override { return "Softmax"; }
+  json options() const override { return {{"dim", dim_}}; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+
+ private:
+  int64_t dim_;
+};
+class Softmax : public ModuleHolder<SoftmaxImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+class LogSoftmaxImpl : public ModuleImpl {
+ public:
+  explicit LogSoftmaxImpl(int64_t dim = -1) : dim_(dim) {}
+  Tensor forward(const Tensor& x) override { return log_softmax(x, dim_); }
+  std::string type_name() const override { return "LogSoftmax"; }
+  json options() const override { return {{"dim", dim_}}; }
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+
+ private:
+  int64_t dim_;
+};
+class LogSoftmax : public ModuleHolder<LogSoftmaxImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Runs children in order; children are named "0", "1", ... as in PyTorch.
+/// Example: nn::Sequential net({nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)});
+class SequentialImpl : public ModuleImpl {
+ public:
+  SequentialImpl() = default;
+  explicit SequentialImpl(const std::vector<Module>& modules);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sequential"; }
+  json config() const override;
+  void push_back(const Module& m);
+  size_t size() const { return named_children().size(); }
+  Module operator[](size_t i) const;
+};
+class Sequential : public ModuleHolder<SequentialImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+  Sequential(std::initializer_list<Module> modules)
+      : ModuleHolder(std::make_shared<SequentialImpl>(std::vector<Module>(modules))) {}
+};
+
+}  // namespace ember::nn

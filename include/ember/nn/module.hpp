@@ -1,0 +1,164 @@
+// ember/nn/module.hpp — modules (ARCHITECTURE §6): named parameters, buffers and children
+// registered in order, PyTorch state_dict names, train/eval, device moves, config JSON.
+//
+// A module is used through a handle with reference semantics (copying a handle shares
+// the module), as in libtorch:
+//   nn::Linear fc(784, 256);            // handle to a LinearImpl
+//   Tensor y = fc(x);                   // forward
+//   for (auto& [name, p] : fc->named_parameters()) ...   // "weight", "bias"
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/ops.hpp"
+#include "ember/tensor.hpp"
+
+namespace ember::nn {
+
+using json = nlohmann::json;
+
+/// An ordered name → tensor list (the order of registration, as PyTorch's OrderedDict).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+/// A state dict: parameters and buffers by their PyTorch names.
+using StateDict = NamedTensors;
+
+/// What load_state_dict found: names applied, missing from the dict, unexpected in it, and
+/// names whose shape or dtype differs ("name: expected [..] f32, got [..] f32").
+struct LoadReport {
+  std::vector<std::string> applied, missing, unexpected, mismatched;
+  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+};
+
+class ModuleImpl;
+using ModulePtr = std::shared_ptr<ModuleImpl>;
+
+/// Base of every module. Subclasses register parameters, buffers and children in their
+/// constructor (in forward order) and implement forward, type_name and options().
+class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
+ public:
+  virtual ~ModuleImpl() = default;
+
+  /// The forward pass on one input.
+  virtual Tensor forward(const Tensor& input) = 0;
+  /// Type name used by the registry and config() ("Linear", "Conv2d", ...).
+  virtual std::string type_name() const = 0;
+  /// Constructor arguments as JSON (what the registry factory needs to rebuild the module).
+  virtual json options() const { return json::object(); }
+  /// One-line description for the summary, e.g. "Linear(in_features=784, out_features=256, bias=True)".
+  virtual std::string extra_repr() const { return ""; }
+  /// Called by train()/eval() after the flag changes (for modules with mode-dependent state).
+  virtual void on_mode_change() {}
+
+  /// Architecture: {"type": ..., "options": {...}, "children": {"name": {...}}}. Containers
+  /// (Sequential) put their children in order; nn::build(config()) rebuilds the module.
+  virtual json config() const;
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
+  std::vector<ModulePtr> children() const;
+  /// Every module in the tree, depth-first, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, ModulePtr>> named_modules(const std::string& prefix = "") const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Moves parameters and buffers to `device` in place: every handle to them sees the move.
+  void to(Device device);
+  /// Converts floating parameters and buffers to `dtype` in place.
+  void to(DType dtype);
+  /// Drops (or zeroes) the gradients of all parameters.
+  void zero_grad(bool set_to_none = true);
+
+  /// Parameters then buffers of each module, depth-first, with PyTorch names ("0.weight").
+  StateDict state_dict() const;
+  /// Copies values from `sd`. Strict: throws one ember::Error listing every missing and
+  /// unexpected name and every shape/dtype mismatch, and changes nothing. Non-strict: applies
+  /// what fits and returns the report.
+  LoadReport load_state_dict(const StateDict& sd, bool strict = true);
+
+  /// Total parameter count (recursive).
+  int64_t parameter_count() const;
+  /// PyTorch-style tree with parameter counts.
+  void print(std::ostream& out, int indent = 0, const std::string& name = "") const;
+
+  /// Parameter / buffer / child by (non-dotted) name; throws when absent.
+  Tensor& param(const std::string& name);
+  Tensor& buffer(const std::string& name);
+  ModulePtr child(const std::string& name) const;
+
+ protected:
+  /// Registers a trainable parameter (moved to the Persistent pool, requires_grad set).
+  /// An undefined tensor registers an absent optional parameter (e.g. bias=false): skipped.
+  Tensor& register_parameter(const std::string& name, const Tensor& init);
+  /// Registers state that is saved but not trained (e.g. running_mean), Persistent pool.
+  Tensor& register_buffer(const std::string& name, const Tensor& init);
+  ModulePtr register_module(const std::string& name, ModulePtr module);
+
+  bool training_ = true;
+
+ private:
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, ModulePtr>> children_;
+};
+
+std::ostream& operator<<(std::ostream& out, const ModuleImpl& m);
+
+/// Type-erased handle to any module: Module m = nn::Linear(2, 3); m(x); m->parameters().
+class Module {
+ public:
+  Module() = default;
+  Module(ModulePtr impl) : impl_(std::move(impl)) {}  // NOLINT: handles convert freely
+  template <typename Holder, typename = decltype(std::declval<Holder>().ptr())>
+  Module(const Holder& h) : impl_(h.ptr()) {}  // NOLINT
+
+  Tensor operator()(const Tensor& x) const { return impl_->forward(x); }
+  ModuleImpl* operator->() const { return impl_.get(); }
+  ModuleImpl& operator*() const { return *impl_; }
+  const ModulePtr& ptr() const { return impl_; }
+  bool defined() const { return impl_ != nullptr; }
+
+ private:
+  ModulePtr impl_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Module& m);
+
+/// Typed handle base: class Linear : public ModuleHolder<LinearImpl> { using ModuleHolder::ModuleHolder; };
+template <typename Impl>
+class ModuleHolder {
+ public:
+  explicit ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  template <typename... Args>
+  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
+  Tensor operator()(const Tensor& x) const { return impl_->forward(x); }
+  Impl* operator->() const { return impl_.get(); }
+  Impl& operator*() const { return *impl_; }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  operator Module() const { return Module(impl_); }  // NOLINT
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// ---- the registry: config JSON -> module, data only (no code from a file ever runs) ----
+
+using ModuleFactory = std::function<ModulePtr(const json& config)>;
+/// Registers a factory for `type_name`; user modules call this once (e.g. at startup).
+/// The factory receives the whole config object ({"type", "options", "children"}).
+void register_module_type(const std::string& type_name, ModuleFactory factory);
+bool module_type_registered(const std::string& type_name);
+/// Rebuilds a module from config() JSON; unknown types are a clear error listing known ones.
+Module build(const json& config);
+
+}  // namespace ember::nn

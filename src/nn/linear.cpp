@@ -1,0 +1,84 @@
+// src/nn/linear.cpp — Linear, Flatten, Dropout, GELU and Sequential.
+#include "ember/nn/linear.hpp"
+
+#include <sstream>
+
+#include "ember/nn/init.hpp"
+
+namespace ember::nn {
+
+LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
+  EMBER_CHECK(o.in_features > 0 && o.out_features > 0, "Linear: in_features ", o.in_features,
+              " and out_features ", o.out_features, " (expected both > 0)");
+  weight_ = register_parameter("weight", init::kaiming_uniform_default({o.out_features, o.in_features}));
+  if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_features, o.in_features));
+}
+
+Tensor LinearImpl::forward(const Tensor& x) {
+  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features, "Linear(in_features=",
+              options_.in_features, ", out_features=", options_.out_features, "): input shape ",
+              x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
+              " features in its last dim (expected ", options_.in_features, ")");
+  return linear(x, weight_, bias_);
+}
+
+json LinearImpl::options() const {
+  return {{"in_features", options_.in_features}, {"out_features", options_.out_features}, {"bias", options_.bias}};
+}
+
+std::string LinearImpl::extra_repr() const {
+  return "in_features=" + std::to_string(options_.in_features) + ", out_features=" +
+         std::to_string(options_.out_features) + ", bias=" + (options_.bias ? "True" : "False");
+}
+
+std::string FlattenImpl::extra_repr() const {
+  return "start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_);
+}
+
+DropoutImpl::DropoutImpl(double p) : p_(p) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, "Dropout: p ", p, " (expected 0 <= p <= 1)");
+}
+
+std::string DropoutImpl::extra_repr() const {
+  std::ostringstream s;
+  s << "p=" << p_ << ", inplace=False";
+  return s.str();
+}
+
+GELUImpl::GELUImpl(std::string approximate) : approximate_(std::move(approximate)) {
+  EMBER_CHECK(approximate_ == "none" || approximate_ == "tanh", "GELU: approximate '", approximate_,
+              "' (expected \"none\" or \"tanh\")");
+}
+
+std::string GELUImpl::extra_repr() const {
+  return approximate_ == "none" ? "" : "approximate='" + approximate_ + "'";
+}
+
+SequentialImpl::SequentialImpl(const std::vector<Module>& modules) {
+  for (const Module& m : modules) push_back(m);
+}
+
+void SequentialImpl::push_back(const Module& m) {
+  EMBER_CHECK(m.defined(), "Sequential: cannot add an undefined module");
+  register_module(std::to_string(size()), m.ptr());
+}
+
+Module SequentialImpl::operator[](size_t i) const {
+  auto kids = named_children();
+  EMBER_CHECK(i < kids.size(), "Sequential: index ", i, " is out of range (size ", kids.size(), ")");
+  return Module(kids[i].second);
+}
+
+Tensor SequentialImpl::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& [name, m] : named_children()) h = m->forward(h);
+  return h;
+}
+
+json SequentialImpl::config() const {
+  json children = json::array();
+  for (auto& [name, m] : named_children()) children.push_back(m->config());
+  return {{"type", type_name()}, {"options", json::object()}, {"children", children}};
+}
+
+}  // namespace ember::nn

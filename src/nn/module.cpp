@@ -1,0 +1,330 @@
+// src/nn/module.cpp — ModuleImpl: registration, traversal, modes, device/dtype moves,
+// state_dict / load_state_dict, config JSON, the printed summary, and the type registry.
+#include "ember/nn/module.hpp"
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "ember/autograd.hpp"
+#include "ember/ops.hpp"
+
+namespace ember::nn {
+
+namespace {
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+Tensor* find(NamedTensors& list, const std::string& name) {
+  for (auto& [n, t] : list)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+// Replaces a tensor's storage in place, so every handle to it sees the new device/dtype.
+void retarget(Tensor& t, const Tensor& replacement) {
+  TensorImpl* impl = t.impl();
+  impl->storage = replacement.storage();
+  impl->offset = replacement.offset();
+  impl->shape = replacement.shape();
+  impl->strides = replacement.strides();
+  impl->dtype = replacement.dtype();
+  impl->grad.reset();
+}
+
+}  // namespace
+
+Tensor& ModuleImpl::register_parameter(const std::string& name, const Tensor& init) {
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(),
+              ": parameter name '", name, "' is empty or contains '.'");
+  EMBER_CHECK(!find(params_, name) && !find(buffers_, name), type_name(), ": name '", name,
+              "' is already registered");
+  Tensor p = init.defined() ? parameter(init) : Tensor();
+  params_.emplace_back(name, p);
+  return params_.back().second;
+}
+
+Tensor& ModuleImpl::register_buffer(const std::string& name, const Tensor& init) {
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(),
+              ": buffer name '", name, "' is empty or contains '.'");
+  EMBER_CHECK(!find(params_, name) && !find(buffers_, name), type_name(), ": name '", name,
+              "' is already registered");
+  Tensor b;
+  if (init.defined()) {
+    PoolGuard pool(Pool::Persistent);
+    NoGradGuard g;
+    b = init.detach().clone();
+  }
+  buffers_.emplace_back(name, b);
+  return buffers_.back().second;
+}
+
+ModulePtr ModuleImpl::register_module(const std::string& name, ModulePtr module) {
+  EMBER_CHECK(module != nullptr, type_name(), ": child '", name, "' is null");
+  for (auto& [n, m] : children_)
+    EMBER_CHECK(n != name, type_name(), ": child name '", name, "' is already registered");
+  children_.emplace_back(name, module);
+  return module;
+}
+
+NamedTensors ModuleImpl::named_parameters(bool recurse) const {
+  NamedTensors out;
+  for (auto& [n, t] : params_)
+    if (t.defined()) out.emplace_back(n, t);
+  if (recurse)
+    for (auto& [cn, c] : children_)
+      for (auto& [n, t] : c->named_parameters(true)) out.emplace_back(join(cn, n), t);
+  return out;
+}
+
+std::vector<Tensor> ModuleImpl::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors ModuleImpl::named_buffers(bool recurse) const {
+  NamedTensors out;
+  for (auto& [n, t] : buffers_)
+    if (t.defined()) out.emplace_back(n, t);
+  if (recurse)
+    for (auto& [cn, c] : children_)
+      for (auto& [n, t] : c->named_buffers(true)) out.emplace_back(join(cn, n), t);
+  return out;
+}
+
+std::vector<Tensor> ModuleImpl::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<ModulePtr> ModuleImpl::children() const {
+  std::vector<ModulePtr> out;
+  for (auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, ModulePtr>> ModuleImpl::named_modules(const std::string& prefix) const {
+  std::vector<std::pair<std::string, ModulePtr>> out;
+  out.emplace_back(prefix, std::const_pointer_cast<ModuleImpl>(shared_from_this()));
+  for (auto& [cn, c] : children_)
+    for (auto& entry : c->named_modules(join(prefix, cn))) out.push_back(entry);
+  return out;
+}
+
+void ModuleImpl::train(bool on) {
+  training_ = on;
+  on_mode_change();
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void ModuleImpl::to(Device device) {
+  NoGradGuard g;
+  auto move = [&](NamedTensors& list) {
+    for (auto& [n, t] : list) {
+      if (!t.defined() || t.device() == device) continue;
+      PoolGuard pool(t.storage()->pool());
+      retarget(t, t.to(device));
+    }
+  };
+  move(params_);
+  move(buffers_);
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+void ModuleImpl::to(DType dtype) {
+  EMBER_CHECK(is_floating(dtype), type_name(), ".to: dtype ", dtype_name(dtype),
+              " (expected a floating dtype for parameters)");
+  NoGradGuard g;
+  auto convert = [&](NamedTensors& list) {
+    for (auto& [n, t] : list) {
+      if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
+      PoolGuard pool(t.storage()->pool());
+      retarget(t, t.to(dtype));
+    }
+  };
+  convert(params_);
+  convert(buffers_);
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
+void ModuleImpl::zero_grad(bool set_to_none) {
+  for (Tensor& p : parameters()) p.zero_grad(set_to_none);
+}
+
+StateDict ModuleImpl::state_dict() const {
+  StateDict out;
+  for (auto& [n, t] : params_)
+    if (t.defined()) out.emplace_back(n, t);
+  for (auto& [n, t] : buffers_)
+    if (t.defined()) out.emplace_back(n, t);
+  for (auto& [cn, c] : children_)
+    for (auto& [n, t] : c->state_dict()) out.emplace_back(join(cn, n), t);
+  return out;
+}
+
+LoadReport ModuleImpl::load_state_dict(const StateDict& sd, bool strict) {
+  LoadReport report;
+  StateDict mine = state_dict();
+  std::map<std::string, const Tensor*> given;
+  for (auto& [n, t] : sd) {
+    EMBER_CHECK(given.emplace(n, &t).second, "load_state_dict: name '", n, "' appears twice in the state dict");
+  }
+  std::vector<std::pair<Tensor, const Tensor*>> to_copy;
+  for (auto& [n, t] : mine) {
+    auto it = given.find(n);
+    if (it == given.end()) {
+      report.missing.push_back(n);
+      continue;
+    }
+    const Tensor& src = *it->second;
+    if (!src.defined() || src.shape() != t.shape() || src.dtype() != t.dtype()) {
+      std::ostringstream m;
+      m << n << ": expected " << t.shape().to_string() << " " << dtype_name(t.dtype()) << ", got ";
+      if (src.defined()) m << src.shape().to_string() << " " << dtype_name(src.dtype());
+      else m << "an undefined tensor";
+      report.mismatched.push_back(m.str());
+    } else {
+      to_copy.emplace_back(t, &src);
+      report.applied.push_back(n);
+    }
+    given.erase(it);
+  }
+  for (auto& [n, t] : given) report.unexpected.push_back(n);
+  if (strict && !report.ok()) {
+    std::ostringstream m;
+    m << "load_state_dict: the state dict does not match " << type_name() << " (strict)";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      m << "; " << what << " (" << names.size() << "):";
+      for (auto& s : names) m << " " << s << (&s == &names.back() ? "" : ",");
+    };
+    list("missing", report.missing);
+    list("unexpected", report.unexpected);
+    list("mismatched", report.mismatched);
+    detail::throw_error(m.str());
+  }
+  NoGradGuard g;
+  for (auto& [dst, src] : to_copy) Tensor(dst).assign_(*src);
+  return report;
+}
+
+int64_t ModuleImpl::parameter_count() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+json ModuleImpl::config() const {
+  json j = {{"type", type_name()}, {"options", options()}};
+  return j;
+}
+
+void ModuleImpl::print(std::ostream& out, int indent, const std::string& name) const {
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  out << pad;
+  if (!name.empty()) out << "(" << name << "): ";
+  out << type_name() << "(" << extra_repr();
+  if (children_.empty()) {
+    out << ")";
+    const int64_t n = parameter_count();
+    if (n) out << "  # " << with_commas(n) << " params";
+    out << "\n";
+    return;
+  }
+  out << "\n";
+  for (auto& [cn, c] : children_) c->print(out, indent + 2, cn);
+  out << pad << ")";
+  if (indent == 0) out << "  # " << with_commas(parameter_count()) << " params in total";
+  out << "\n";
+}
+
+Tensor& ModuleImpl::param(const std::string& name) {
+  Tensor* t = find(params_, name);
+  EMBER_CHECK(t, type_name(), ": no parameter named '", name, "'");
+  return *t;
+}
+
+Tensor& ModuleImpl::buffer(const std::string& name) {
+  Tensor* t = find(buffers_, name);
+  EMBER_CHECK(t, type_name(), ": no buffer named '", name, "'");
+  return *t;
+}
+
+ModulePtr ModuleImpl::child(const std::string& name) const {
+  for (auto& [n, c] : children_)
+    if (n == name) return c;
+  detail::throw_error(detail::concat(type_name(), ": no child module named '", name, "'"));
+}
+
+std::ostream& operator<<(std::ostream& out, const ModuleImpl& m) {
+  m.print(out);
+  return out;
+}
+std::ostream& operator<<(std::ostream& out, const Module& m) { return out << *m; }
+
+// ---- registry ----
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, ModuleFactory> factories;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+}  // namespace
+
+void register_module_type(const std::string& type_name, ModuleFactory factory) {
+  EMBER_CHECK(!type_name.empty() && factory, "register_module_type: empty type name or factory");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.factories[type_name] = std::move(factory);
+}
+
+bool module_type_registered(const std::string& type_name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.factories.count(type_name) != 0;
+}
+
+void register_builtin_modules();  // src/nn/registry.cpp
+
+Module build(const json& config) {
+  register_builtin_modules();
+  EMBER_CHECK(config.is_object() && config.contains("type") && config["type"].is_string(),
+              "nn::build: config is not a module spec (expected an object with a string \"type\", got ",
+              config.dump().substr(0, 200), ")");
+  const std::string type = config["type"].get<std::string>();
+  ModuleFactory f;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.factories.find(type);
+    if (it == r.factories.end()) {
+      std::string known;
+      for (auto& [n, fn] : r.factories) known += (known.empty() ? "" : ", ") + n;
+      detail::throw_error(detail::concat("nn::build: unknown module type '", type,
+                                         "' (known types: ", known,
+                                         "; register custom modules with nn::register_module_type)"));
+    }
+    f = it->second;
+  }
+  try {
+    return Module(f(config));
+  } catch (const nlohmann::json::exception& e) {
+    detail::throw_error(detail::concat("nn::build: bad options for '", type, "': ", e.what()));
+  }
+}
+
+}  // namespace ember::nn
