@@ -1,0 +1,75 @@
+// ember/io/checkpoint.hpp — models and training state as safetensors files (ARCHITECTURE §7).
+//
+//   io::save_model(net, "mlp.safetensors");
+//   nn::Module back = io::load_model("mlp.safetensors");            // rebuilt, eval mode
+//   io::save_checkpoint("ckpt.safetensors", net, opt, &sched, step);  // resume exactly later
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/data/dataloader.hpp"
+#include "ember/io/safetensors.hpp"
+#include "ember/nn/module.hpp"
+#include "ember/optim/optimizer.hpp"
+#include "ember/optim/scheduler.hpp"
+
+namespace ember::io {
+
+struct SaveOptions {
+  /// Store floating tensors in this dtype (f32 when unset; f16/bf16 halve the file). The
+  /// original dtype is recorded and restored on load.
+  std::optional<DType> storage_dtype;
+  /// Extra string metadata (keys must not start with "ember." or be "format").
+  std::map<std::string, std::string> metadata;
+};
+
+/// Parameters, buffers and the architecture (config JSON), written atomically.
+void save_model(const nn::Module& model, const std::string& path, const SaveOptions& options = {});
+/// Rebuilds the module from the stored architecture with the module registry (no code from
+/// the file ever runs), copies the values onto `device`, returns it in eval mode.
+nn::Module load_model(const std::string& path, Device device = Device::cpu());
+/// As above, with the module built by `builder(architecture)` instead of the registry.
+nn::Module load_model(const std::string& path, const std::function<nn::Module(const nn::json&)>& builder,
+                      Device device = Device::cpu());
+/// Loads values into an existing module. Strict: one error listing every missing and
+/// unexpected name and every shape or dtype mismatch (nothing is changed). Non-strict:
+/// applies what fits and returns the report.
+nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool strict = true);
+
+/// Everything needed to resume training bit-identically.
+struct CheckpointInfo {
+  int64_t step = 0;
+  nn::json extra;
+  int64_t loader_epoch = 0, loader_position = 0;
+};
+/// Model + optimizer state (+ scheduler, RNG, DataLoader position when given) + step + extra.
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
+                     const nn::json& extra = nn::json::object(), const data::DataLoader* loader = nullptr);
+/// Restores what save_checkpoint wrote into existing objects (strict names and shapes),
+/// including ember's RNG state and the DataLoader's epoch and position.
+CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
+                               optim::LRScheduler* scheduler = nullptr, data::DataLoader* loader = nullptr);
+
+/// What a file holds, readable without knowing the model.
+struct Inspection {
+  std::string path, kind, format_version, ember_version, created;
+  nn::json architecture;  // null when absent
+  std::map<std::string, std::string> metadata;
+  struct Row {
+    std::string name, dtype, role;  // role: parameter, buffer, optimizer, tensor
+    Shape shape;
+    uint64_t bytes = 0;
+  };
+  std::vector<Row> tensors;
+  uint64_t total_bytes = 0, parameter_count = 0, file_bytes = 0;
+  /// Table text as `ember inspect` prints it.
+  std::string to_string() const;
+  nn::json to_json() const;
+};
+Inspection inspect(const std::string& path);
+
+}  // namespace ember::io

@@ -1,0 +1,80 @@
+// ember/io/safetensors.hpp — reading and writing safetensors files (ARCHITECTURE §7).
+//
+// Layout: u64 little-endian header length N, N bytes of UTF-8 JSON (padded with spaces
+// to a multiple of 8), then the tensors' raw little-endian bytes back to back. Writes are
+// atomic (temporary file, fsync, rename, fsync of the folder). Reading maps the file and
+// validates everything before a single byte is trusted; every problem is an ember::Error
+// naming the file and what is wrong.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/tensor.hpp"
+
+namespace ember::io {
+
+/// "F32", "F64", "F16", "BF16", "I32", "I64", "U8", "BOOL".
+std::string safetensors_dtype_name(DType t);
+
+/// One tensor entry of a file: name, dtype, shape, and its byte range in the data section.
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // offsets into the data section
+};
+
+/// A validated, memory-mapped safetensors file. Tensors are read with one copy into
+/// their destination (host memory or device memory).
+class SafetensorsFile {
+ public:
+  /// Maps and validates `path` (see ARCHITECTURE §7 for the checks, in order).
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  /// Entries in file order (ascending offsets).
+  const std::vector<TensorEntry>& entries() const { return entries_; }
+  const TensorEntry* find(const std::string& name) const;
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  uint64_t data_size() const { return data_size_; }
+  uint64_t file_size() const { return file_size_; }
+  /// Raw bytes of an entry inside the mapping (may be unaligned).
+  const uint8_t* bytes(const TensorEntry& e) const { return data_ + e.begin; }
+  /// A new tensor with the entry's values on `device` (dtype as stored).
+  Tensor read(const std::string& name, Device device = Device::cpu()) const;
+  /// Copies the entry into `dst` (same shape; dtype converted when different; dst keeps
+  /// its buffer). One copy from the mapping into dst's memory when dtypes match.
+  void read_into(const std::string& name, Tensor& dst) const;
+  /// Checks `ember.data_checksum` when present; throws on mismatch.
+  void verify_checksum() const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  uint64_t file_size_ = 0;
+  const uint8_t* data_ = nullptr;
+  uint64_t data_size_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::vector<TensorEntry> entries_;
+};
+
+/// Writes tensors (any device; written in falling element-size order, no holes) and
+/// string metadata atomically to `path`, adding `format: pt` and `ember.data_checksum`.
+/// Duplicate names are refused; tensors sharing one storage range (tied weights) must be
+/// passed once.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       std::map<std::string, std::string> metadata);
+
+/// XXH3-64 of `size` bytes as 16 lowercase hex digits (the checksum format).
+std::string checksum_hex(const void* data, size_t size);
+
+}  // namespace ember::io

@@ -1,0 +1,143 @@
+// ember/train/fit.hpp — the training loop: fit() with validation, metrics, callbacks
+// (early stopping, LR schedules, user hooks) and a progress display; evaluate().
+//
+//   nn::Sequential net({nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)});
+//   optim::Adam opt(net->parameters(), {.lr = 1e-3});
+//   train::History h = train::fit(net, train_loader, opt, train::cross_entropy_loss(),
+//                                 {.epochs = 5, .val_loader = &test_loader});
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/data/dataloader.hpp"
+#include "ember/nn/module.hpp"
+#include "ember/optim/optimizer.hpp"
+#include "ember/optim/scheduler.hpp"
+
+namespace ember::train {
+
+/// loss(output, target) -> scalar tensor.
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+/// Softmax cross-entropy on logits with class-index targets (the usual classifier loss).
+LossFn cross_entropy_loss();
+LossFn mse_loss_fn();
+
+/// Averages over the samples seen. accuracy is set when targets are class indices.
+struct Metrics {
+  double loss = 0.0;
+  std::optional<double> accuracy;
+  int64_t samples = 0;
+};
+
+struct BatchLog {
+  int64_t epoch = 0;         // 0-based
+  int64_t batch = 0;         // 0-based within the epoch
+  int64_t global_step = 0;   // optimizer steps taken so far, this one included
+  double loss = 0.0;         // this batch's loss
+  int64_t batch_size = 0;
+};
+
+struct EpochLog {
+  int64_t epoch = 0;
+  Metrics train;
+  std::optional<Metrics> val;
+  double seconds = 0.0;
+  double samples_per_second = 0.0;
+  std::vector<double> lrs;  // learning rates in force during the epoch
+};
+
+struct History {
+  std::vector<EpochLog> epochs;
+  bool stopped_early = false;
+  std::optional<int64_t> best_epoch;  // set by EarlyStopping
+};
+
+class Trainer;
+
+/// Hooks into fit(). Set `trainer.stop()` to end training after the current epoch.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(Trainer&) {}
+  virtual void on_batch_end(Trainer&, const BatchLog&) {}
+  virtual void on_epoch_end(Trainer&, const EpochLog&) {}
+  virtual void on_train_end(Trainer&, History&) {}
+};
+
+enum class Progress { automatic, bar, lines, none };
+
+struct FitOptions {
+  int64_t epochs = 1;
+  data::DataLoader* val_loader = nullptr;
+  /// Stepped after every batch (per_batch) or every epoch.
+  optim::LRScheduler* scheduler = nullptr;
+  bool scheduler_per_batch = false;
+  /// Stepped with the validation loss (training loss without validation) after every epoch.
+  optim::ReduceLROnPlateau* plateau = nullptr;
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  std::function<void(const BatchLog&)> on_batch;
+  std::function<void(const EpochLog&)> on_epoch;
+  /// automatic: a live bar on a terminal, one line per epoch otherwise.
+  Progress progress = Progress::automatic;
+  std::ostream* out = nullptr;  // std::cout when null
+  /// Batches are moved here when they live elsewhere (default: the model's device).
+  std::optional<Device> device;
+  /// Epoch to start from (set by resuming from a checkpoint); epochs run from here to `epochs`.
+  int64_t start_epoch = 0;
+};
+
+/// The running state fit() hands to callbacks.
+class Trainer {
+ public:
+  Trainer(nn::Module model, optim::Optimizer& optimizer) : model_(std::move(model)), optimizer_(&optimizer) {}
+  nn::Module& model() { return model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  void stop() { stop_ = true; }
+  bool stopping() const { return stop_; }
+  int64_t global_step = 0;
+  int64_t epoch = 0;
+
+ private:
+  nn::Module model_;
+  optim::Optimizer* optimizer_;
+  bool stop_ = false;
+};
+
+/// Trains `model` for options.epochs epochs and returns the per-epoch history.
+History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
+            const LossFn& loss, FitOptions options = {});
+
+/// Loss and accuracy over `loader` in eval mode under NoGradGuard (the mode is restored).
+Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
+                 std::optional<Device> device = std::nullopt);
+
+/// Stops when the monitored metric has not improved for `patience` epochs, and (when
+/// restore_best) puts back the weights of the best epoch.
+struct EarlyStoppingOptions {
+  std::string monitor = "val_loss";  // val_loss, val_accuracy, loss, accuracy
+  int64_t patience = 3;
+  double min_delta = 0.0;
+  bool restore_best = true;
+};
+class EarlyStopping : public Callback {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions options = {});
+  void on_train_begin(Trainer&) override;
+  void on_epoch_end(Trainer& trainer, const EpochLog& log) override;
+  void on_train_end(Trainer& trainer, History& history) override;
+  std::optional<int64_t> best_epoch() const { return best_epoch_; }
+
+ private:
+  EarlyStoppingOptions options_;
+  std::optional<double> best_;
+  std::optional<int64_t> best_epoch_;
+  int64_t bad_epochs_ = 0;
+  nn::StateDict best_state_;
+};
+
+}  // namespace ember::train

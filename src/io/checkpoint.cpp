@@ -1,0 +1,323 @@
+// src/io/checkpoint.cpp — save_model / load_model / load_state / checkpoints / inspect on
+// top of the safetensors layer. Metadata keys are listed in ARCHITECTURE §7.
+#include "ember/io/checkpoint.hpp"
+
+#include <ctime>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "ember/autograd.hpp"
+#include "ember/random.hpp"
+
+namespace ember::io {
+
+namespace {
+
+using json = nn::json;
+constexpr const char* kVersion = "0.1.0";
+constexpr const char* kOptimPrefix = "optim.";
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  detail::throw_error(detail::concat("checkpoint: ", path, ": ", what));
+}
+
+// The model's tensors for saving: tied tensors (one TensorImpl under two names) once.
+struct ModelTensors {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  json tied = json::object();  // alias name -> stored name
+  json buffers = json::array();
+  json dtypes = json::object();  // name -> original dtype when stored converted
+};
+
+ModelTensors collect(const nn::Module& model, std::optional<DType> storage) {
+  ModelTensors out;
+  std::map<const TensorImpl*, std::string> seen;
+  for (auto& [name, t] : model->named_buffers()) out.buffers.push_back(name);
+  NoGradGuard g;
+  for (auto& [name, t] : model->state_dict()) {
+    auto it = seen.find(t.impl());
+    if (it != seen.end()) {
+      out.tied[name] = it->second;
+      continue;
+    }
+    seen.emplace(t.impl(), name);
+    Tensor v = t;
+    if (storage && is_floating(t.dtype()) && t.dtype() != *storage) {
+      out.dtypes[name] = std::string(dtype_name(t.dtype()));
+      v = t.to(*storage);
+    }
+    out.tensors.emplace_back(name, v);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> base_metadata(const nn::Module& model, const ModelTensors& mt, const char* kind) {
+  std::map<std::string, std::string> m;
+  m["ember.kind"] = kind;
+  m["ember.format_version"] = "1";
+  m["ember.architecture"] = model->config().dump();
+  m["ember.buffers"] = mt.buffers.dump();
+  m["ember.version"] = kVersion;
+  m["ember.created"] = now_iso8601();
+  if (!mt.tied.empty()) m["ember.tied"] = mt.tied.dump();
+  if (!mt.dtypes.empty()) m["ember.dtypes"] = mt.dtypes.dump();
+  return m;
+}
+
+json metadata_json(const SafetensorsFile& f, const std::string& key, json fallback) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) return fallback;
+  try {
+    return json::parse(it->second);
+  } catch (const json::exception& e) {
+    fail(f.path(), "metadata '" + key + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
+// dtypes converted back when the file recorded the original). Strict: all problems in one error.
+nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict, bool skip_optim) {
+  const json tied = metadata_json(f, "ember.tied", json::object());
+  const json dtypes = metadata_json(f, "ember.dtypes", json::object());
+  nn::LoadReport report;
+  std::set<std::string> file_names;
+  for (const TensorEntry& e : f.entries())
+    if (!(skip_optim && e.name.rfind(kOptimPrefix, 0) == 0)) file_names.insert(e.name);
+  std::vector<std::pair<Tensor, std::string>> plan;  // destination, stored name
+  for (auto& [name, t] : model->state_dict()) {
+    std::string stored = name;
+    if (!f.contains(name) && tied.contains(name)) stored = tied[name].get<std::string>();
+    const TensorEntry* e = f.find(stored);
+    if (!e) {
+      report.missing.push_back(name);
+      continue;
+    }
+    file_names.erase(stored);
+    const bool dtype_ok = e->dtype == t.dtype() ||
+                          (dtypes.contains(stored) && dtypes[stored].get<std::string>() == dtype_name(t.dtype()));
+    if (e->shape != t.shape() || !dtype_ok) {
+      std::ostringstream m;
+      m << name << ": expected " << t.shape().to_string() << " " << dtype_name(t.dtype()) << ", got "
+        << e->shape.to_string() << " " << safetensors_dtype_name(e->dtype);
+      report.mismatched.push_back(m.str());
+      continue;
+    }
+    plan.emplace_back(t, stored);
+    report.applied.push_back(name);
+  }
+  for (const std::string& n : file_names) report.unexpected.push_back(n);
+  if (strict && !report.ok()) {
+    std::ostringstream m;
+    m << "the file does not match the model (strict)";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      m << "; " << what << " (" << names.size() << "):";
+      for (size_t i = 0; i < names.size(); ++i) m << (i ? ", " : " ") << names[i];
+    };
+    list("missing", report.missing);
+    list("unexpected", report.unexpected);
+    list("mismatched", report.mismatched);
+    fail(f.path(), m.str());
+  }
+  for (auto& [dst, stored] : plan) f.read_into(stored, dst);
+  return report;
+}
+
+nn::Module build_from(const SafetensorsFile& f, const std::function<nn::Module(const json&)>& builder, Device device) {
+  auto it = f.metadata().find("ember.architecture");
+  if (it == f.metadata().end())
+    fail(f.path(), "no ember.architecture in the file (written by another tool?): build the module yourself and "
+                   "use load_state(), or pass a builder to load_model()");
+  const json arch = metadata_json(f, "ember.architecture", json());
+  const RngState rng = get_rng_state();  // building initialises weights: leave the user's stream alone
+  nn::Module model;
+  try {
+    model = builder ? builder(arch) : nn::build(arch);
+  } catch (...) {
+    set_rng_state(rng);
+    throw;
+  }
+  set_rng_state(rng);
+  EMBER_CHECK(model.defined(), "load_model: the builder returned an undefined module");
+  model->to(device);
+  return model;
+}
+
+}  // namespace
+
+void save_model(const nn::Module& model, const std::string& path, const SaveOptions& options) {
+  EMBER_CHECK(model.defined(), "save_model: the model is undefined");
+  if (options.storage_dtype)
+    EMBER_CHECK(is_floating(*options.storage_dtype), "save_model: storage dtype ", dtype_name(*options.storage_dtype),
+                " (expected f32, f64, f16 or bf16)");
+  ModelTensors mt = collect(model, options.storage_dtype);
+  auto meta = base_metadata(model, mt, "model");
+  for (auto& [k, v] : options.metadata) {
+    EMBER_CHECK(k != "format" && k.rfind("ember.", 0) != 0, "save_model: metadata key '", k,
+                "' is reserved (keys starting with 'ember.' and 'format' belong to ember)");
+    meta[k] = v;
+  }
+  write_safetensors(path, mt.tensors, meta);
+}
+
+nn::Module load_model(const std::string& path, Device device) { return load_model(path, nullptr, device); }
+
+nn::Module load_model(const std::string& path, const std::function<nn::Module(const json&)>& builder, Device device) {
+  SafetensorsFile f(path);
+  f.verify_checksum();
+  nn::Module model = build_from(f, builder, device);
+  apply_state(f, model, true, true);
+  model->eval();
+  return model;
+}
+
+nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool strict) {
+  EMBER_CHECK(model.defined(), "load_state: the model is undefined");
+  SafetensorsFile f(path);
+  f.verify_checksum();
+  return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0);
+}
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+                     const optim::LRScheduler* scheduler, int64_t step, const json& extra,
+                     const data::DataLoader* loader) {
+  EMBER_CHECK(model.defined(), "save_checkpoint: the model is undefined");
+  ModelTensors mt = collect(model, std::nullopt);
+  auto meta = base_metadata(model, mt, "checkpoint");
+  optim::OptimizerState os = optimizer.state_dict();
+  for (auto& [name, t] : os.tensors) mt.tensors.emplace_back(kOptimPrefix + name, t);
+  meta["ember.optimizer"] = os.meta.dump();
+  if (scheduler) meta["ember.scheduler"] = scheduler->state_dict().dump();
+  const RngState rng = get_rng_state();
+  meta["ember.rng"] = json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
+  meta["ember.step"] = std::to_string(step);
+  meta["ember.extra"] = extra.dump();
+  if (loader) meta["ember.dataloader"] = json{{"epoch", loader->epoch()}, {"position", loader->position()}}.dump();
+  write_safetensors(path, mt.tensors, meta);
+}
+
+CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
+                               optim::LRScheduler* scheduler, data::DataLoader* loader) {
+  EMBER_CHECK(model.defined(), "load_checkpoint: the model is undefined");
+  SafetensorsFile f(path);
+  auto kind = f.metadata().find("ember.kind");
+  if (kind == f.metadata().end() || kind->second != "checkpoint")
+    fail(path, "not an ember checkpoint (ember.kind is " +
+                   (kind == f.metadata().end() ? std::string("absent") : "'" + kind->second + "'") +
+                   "; model files load with load_model or load_state)");
+  f.verify_checksum();
+  // Validate and stage everything before changing any object.
+  optim::OptimizerState os;
+  os.meta = metadata_json(f, "ember.optimizer", json());
+  if (os.meta.is_null()) fail(path, "the checkpoint has no ember.optimizer state");
+  for (const TensorEntry& e : f.entries())
+    if (e.name.rfind(kOptimPrefix, 0) == 0) os.tensors.emplace_back(e.name.substr(6), f.read(e.name));
+  const json sched = metadata_json(f, "ember.scheduler", json());
+  EMBER_CHECK(!scheduler || !sched.is_null(), "load_checkpoint: ", path, ": a scheduler was given but the checkpoint has none");
+  apply_state(f, model, true, true);
+  optimizer.load_state_dict(os);
+  if (scheduler) scheduler->load_state_dict(sched);
+  CheckpointInfo info;
+  const json rng = metadata_json(f, "ember.rng", json());
+  if (!rng.is_null())
+    set_rng_state({std::stoull(rng["seed"].get<std::string>()), std::stoull(rng["offset"].get<std::string>())});
+  auto step = f.metadata().find("ember.step");
+  if (step != f.metadata().end()) info.step = std::stoll(step->second);
+  info.extra = metadata_json(f, "ember.extra", json::object());
+  const json dl = metadata_json(f, "ember.dataloader", json());
+  if (!dl.is_null()) {
+    info.loader_epoch = dl["epoch"].get<int64_t>();
+    info.loader_position = dl["position"].get<int64_t>();
+    if (loader) loader->set_state(info.loader_epoch, info.loader_position);
+  }
+  return info;
+}
+
+// ---- inspect ----
+
+Inspection inspect(const std::string& path) {
+  SafetensorsFile f(path);
+  Inspection r;
+  r.path = path;
+  r.metadata = f.metadata();
+  r.file_bytes = f.file_size();
+  auto get = [&](const char* k) {
+    auto it = f.metadata().find(k);
+    return it == f.metadata().end() ? std::string() : it->second;
+  };
+  r.kind = get("ember.kind");
+  if (r.kind.empty()) r.kind = "safetensors (not written by ember)";
+  r.format_version = get("ember.format_version");
+  r.ember_version = get("ember.version");
+  r.created = get("ember.created");
+  r.architecture = metadata_json(f, "ember.architecture", json());
+  const json buffers = metadata_json(f, "ember.buffers", json::array());
+  std::set<std::string> buffer_names;
+  for (const json& b : buffers)
+    if (b.is_string()) buffer_names.insert(b.get<std::string>());
+  for (const TensorEntry& e : f.entries()) {
+    Inspection::Row row;
+    row.name = e.name;
+    row.dtype = safetensors_dtype_name(e.dtype);
+    row.shape = e.shape;
+    row.bytes = e.end - e.begin;
+    row.role = e.name.rfind(kOptimPrefix, 0) == 0 ? "optimizer"
+               : buffer_names.count(e.name)       ? "buffer"
+               : r.kind == "safetensors (not written by ember)" ? "tensor"
+                                                                : "parameter";
+    r.total_bytes += row.bytes;
+    if (row.role == "parameter") r.parameter_count += static_cast<uint64_t>(e.shape.numel());
+    r.tensors.push_back(row);
+  }
+  return r;
+}
+
+std::string Inspection::to_string() const {
+  std::ostringstream o;
+  o << path << "\n  kind: " << kind;
+  if (!format_version.empty()) o << " (format version " << format_version << ")";
+  o << "\n";
+  if (!ember_version.empty()) o << "  written by: ember " << ember_version << (created.empty() ? "" : " at " + created) << "\n";
+  if (!architecture.is_null() && architecture.contains("type"))
+    o << "  architecture: " << architecture["type"].get<std::string>() << " (" << architecture.dump().size()
+      << " bytes of config JSON)\n";
+  size_t w = 4;
+  for (const Row& r : tensors) w = std::max(w, r.name.size());
+  o << "\n  " << std::left << std::setw(static_cast<int>(w)) << "name" << "  " << std::setw(5) << "dtype" << "  "
+    << std::setw(18) << "shape" << "  " << std::right << std::setw(12) << "bytes" << "  role\n";
+  for (const Row& r : tensors)
+    o << "  " << std::left << std::setw(static_cast<int>(w)) << r.name << "  " << std::setw(5) << r.dtype << "  "
+      << std::setw(18) << r.shape.to_string() << "  " << std::right << std::setw(12) << r.bytes << "  " << r.role << "\n";
+  o << "\n  " << tensors.size() << " tensors, " << total_bytes << " data bytes, " << parameter_count
+    << " parameters, file " << file_bytes << " bytes\n";
+  return o.str();
+}
+
+json Inspection::to_json() const {
+  json t = json::array();
+  for (const Row& r : tensors)
+    t.push_back({{"name", r.name}, {"dtype", r.dtype}, {"shape", r.shape.vec()}, {"bytes", r.bytes}, {"role", r.role}});
+  return {{"path", path},
+          {"kind", kind},
+          {"format_version", format_version},
+          {"ember_version", ember_version},
+          {"created", created},
+          {"architecture", architecture},
+          {"metadata", metadata},
+          {"tensors", t},
+          {"total_bytes", total_bytes},
+          {"parameter_count", parameter_count},
+          {"file_bytes", file_bytes}};
+}
+
+}  // namespace ember::io

@@ -1,0 +1,283 @@
+// src/train/fit.cpp — fit(), evaluate(), EarlyStopping and the progress display.
+#include "ember/train/fit.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "ember/autograd.hpp"
+#include "ember/ops.hpp"
+
+namespace ember::train {
+
+LossFn cross_entropy_loss() {
+  return [](const Tensor& out, const Tensor& target) { return cross_entropy(out, target); };
+}
+LossFn mse_loss_fn() {
+  return [](const Tensor& out, const Tensor& target) { return mse_loss(out, target); };
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string format_duration(double s) {
+  std::ostringstream o;
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t total = static_cast<int64_t>(s + 0.5);
+  if (total >= 3600) o << total / 3600 << "h" << std::setw(2) << std::setfill('0') << (total / 60) % 60 << "m";
+  else if (total >= 60) o << total / 60 << "m" << std::setw(2) << std::setfill('0') << total % 60 << "s";
+  else o << std::fixed << std::setprecision(1) << s << "s";
+  return o.str();
+}
+
+std::string format_count(double v) {
+  std::string s = std::to_string(static_cast<int64_t>(v + 0.5));
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+// Classification targets are integer class indices next to [N, C] outputs.
+bool is_classification(const Tensor& out, const Tensor& target) {
+  return target.defined() && (target.dtype() == DType::i64 || target.dtype() == DType::i32) &&
+         out.dim() == 2 && target.dim() == 1;
+}
+
+int64_t count_correct(const Tensor& out, const Tensor& target) {
+  NoGradGuard g;
+  Tensor pred = argmax(out, 1);
+  Tensor t = target.dtype() == DType::i64 ? target : target.to(DType::i64);
+  return sum(eq(pred, t).to(DType::i64)).item<int64_t>();
+}
+
+Device model_device(const nn::Module& model) {
+  auto params = model->parameters();
+  return params.empty() ? Device::cpu() : params[0].device();
+}
+
+// Live bar on a terminal; one line per epoch otherwise.
+class ProgressDisplay {
+ public:
+  ProgressDisplay(Progress mode, std::ostream& out, int64_t epochs) : out_(out), epochs_(epochs) {
+    if (mode == Progress::automatic) {
+      const bool tty = (&out == &std::cout && isatty(fileno(stdout))) || (&out == &std::cerr && isatty(fileno(stderr)));
+      mode = tty ? Progress::bar : Progress::lines;
+    }
+    mode_ = mode;
+  }
+
+  void begin_epoch(int64_t epoch, int64_t batches) {
+    epoch_ = epoch;
+    batches_ = batches;
+    last_draw_ = Clock::time_point();
+  }
+
+  void update(int64_t done, double loss, std::optional<double> acc, double samples_per_s, double eta) {
+    if (mode_ != Progress::bar) return;
+    const auto now = Clock::now();
+    if (done < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    constexpr int kWidth = 24;
+    const int filled = batches_ > 0 ? static_cast<int>(kWidth * done / batches_) : kWidth;
+    std::ostringstream line;
+    line << "\repoch " << epoch_ + 1 << "/" << epochs_ << " [";
+    for (int i = 0; i < kWidth; ++i) line << (i < filled ? '=' : (i == filled ? '>' : ' '));
+    line << "] " << done << "/" << batches_ << " loss " << std::fixed << std::setprecision(4) << loss;
+    if (acc) line << " acc " << std::setprecision(2) << *acc * 100.0 << "%";
+    line << " " << format_count(samples_per_s) << " samples/s ETA " << format_duration(eta) << "   ";
+    out_ << line.str() << std::flush;
+  }
+
+  void end_epoch(const EpochLog& log) {
+    if (mode_ == Progress::none) return;
+    std::ostringstream line;
+    if (mode_ == Progress::bar) line << "\r";
+    line << "epoch " << log.epoch + 1 << "/" << epochs_ << ": loss " << std::fixed << std::setprecision(4)
+         << log.train.loss;
+    if (log.train.accuracy) line << " acc " << std::setprecision(2) << *log.train.accuracy * 100.0 << "%";
+    if (log.val) {
+      line << " | val_loss " << std::setprecision(4) << log.val->loss;
+      if (log.val->accuracy) line << " val_acc " << std::setprecision(2) << *log.val->accuracy * 100.0 << "%";
+    }
+    line << " | " << format_count(log.samples_per_second) << " samples/s, " << format_duration(log.seconds);
+    if (!log.lrs.empty()) line << ", lr " << std::defaultfloat << std::setprecision(4) << log.lrs[0];
+    if (mode_ == Progress::bar) line << "          ";
+    out_ << line.str() << "\n" << std::flush;
+  }
+
+ private:
+  std::ostream& out_;
+  Progress mode_;
+  int64_t epochs_, epoch_ = 0, batches_ = 0;
+  Clock::time_point last_draw_;
+};
+
+}  // namespace
+
+Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss, std::optional<Device> device) {
+  EMBER_CHECK(model.defined(), "evaluate: the model is undefined");
+  const bool was_training = model->is_training();
+  model->eval();
+  NoGradGuard no_grad;
+  const Device dev = device ? *device : model_device(model);
+  double loss_sum = 0.0;
+  int64_t correct = 0, samples = 0;
+  bool classification = false;
+  try {
+    for (data::Example& batch : loader) {
+      Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
+      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target : batch.target.to(dev);
+      Tensor out = model(x);
+      const int64_t n = x.dim() ? x.size(0) : 1;
+      loss_sum += loss(out, y).item<double>() * static_cast<double>(n);
+      if (is_classification(out, y)) {
+        classification = true;
+        correct += count_correct(out, y);
+      }
+      samples += n;
+    }
+  } catch (...) {
+    model->train(was_training);
+    throw;
+  }
+  model->train(was_training);
+  Metrics m;
+  m.samples = samples;
+  m.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
+  if (classification && samples) m.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
+  return m;
+}
+
+History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer, const LossFn& loss,
+            FitOptions o) {
+  EMBER_CHECK(model.defined(), "fit: the model is undefined");
+  EMBER_CHECK(o.epochs >= 0 && o.start_epoch >= 0, "fit: epochs ", o.epochs, " and start_epoch ", o.start_epoch,
+              " (expected both >= 0)");
+  EMBER_CHECK(loss != nullptr, "fit: no loss function given");
+  std::ostream& out = o.out ? *o.out : std::cout;
+  ProgressDisplay progress(o.progress, out, o.epochs);
+  const Device dev = o.device ? *o.device : model_device(model);
+  Trainer trainer(model, optimizer);
+  History history;
+  for (auto& cb : o.callbacks) cb->on_train_begin(trainer);
+
+  for (int64_t epoch = o.start_epoch; epoch < o.epochs && !trainer.stopping(); ++epoch) {
+    trainer.epoch = epoch;
+    model->train();
+    const std::vector<double> lrs = optimizer.lrs();
+    const int64_t batches = train_loader.num_batches();
+    progress.begin_epoch(epoch, batches);
+    const auto t0 = Clock::now();
+    double loss_sum = 0.0;
+    int64_t correct = 0, samples = 0, batch_index = train_loader.position();
+    bool classification = false;
+    for (data::Example& batch : train_loader) {
+      Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
+      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target : batch.target.to(dev);
+      Tensor output = model(x);
+      Tensor l = loss(output, y);
+      optimizer.zero_grad();
+      l.backward();
+      optimizer.step();
+      ++trainer.global_step;
+      const int64_t n = x.dim() ? x.size(0) : 1;
+      const double lv = l.item<double>();
+      loss_sum += lv * static_cast<double>(n);
+      if (is_classification(output, y)) {
+        classification = true;
+        correct += count_correct(output, y);
+      }
+      samples += n;
+      if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+      BatchLog bl{epoch, batch_index, trainer.global_step, lv, n};
+      for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
+      if (o.on_batch) o.on_batch(bl);
+      ++batch_index;
+      const double elapsed = seconds_since(t0);
+      const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+      const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
+                                               static_cast<double>(batches - batch_index)
+                                         : 0.0;
+      progress.update(batch_index, loss_sum / static_cast<double>(samples),
+                      classification ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(samples))
+                                     : std::nullopt,
+                      rate, eta);
+    }
+    EpochLog log;
+    log.epoch = epoch;
+    log.lrs = lrs;
+    log.train.samples = samples;
+    log.train.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
+    if (classification && samples) log.train.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
+    log.seconds = seconds_since(t0);
+    log.samples_per_second = log.seconds > 0 ? static_cast<double>(samples) / log.seconds : 0.0;
+    if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss, dev);
+    if (o.scheduler && !o.scheduler_per_batch) o.scheduler->step();
+    if (o.plateau) o.plateau->step(log.val ? log.val->loss : log.train.loss);
+    progress.end_epoch(log);
+    history.epochs.push_back(log);
+    for (auto& cb : o.callbacks) cb->on_epoch_end(trainer, log);
+    if (o.on_epoch) o.on_epoch(log);
+  }
+  history.stopped_early = trainer.stopping();
+  for (auto& cb : o.callbacks) cb->on_train_end(trainer, history);
+  return history;
+}
+
+// ---- EarlyStopping ----
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
+  const std::string& m = options_.monitor;
+  EMBER_CHECK(m == "val_loss" || m == "val_accuracy" || m == "loss" || m == "accuracy",
+              "EarlyStopping: unknown monitor '", m, "' (expected val_loss, val_accuracy, loss or accuracy)");
+  EMBER_CHECK(options_.patience >= 0, "EarlyStopping: patience ", options_.patience, " (expected >= 0)");
+}
+
+void EarlyStopping::on_train_begin(Trainer&) {
+  best_.reset();
+  best_epoch_.reset();
+  bad_epochs_ = 0;
+  best_state_.clear();
+}
+
+void EarlyStopping::on_epoch_end(Trainer& trainer, const EpochLog& log) {
+  const std::string& m = options_.monitor;
+  std::optional<double> value;
+  if (m == "val_loss" && log.val) value = log.val->loss;
+  if (m == "val_accuracy" && log.val) value = log.val->accuracy;
+  if (m == "loss") value = log.train.loss;
+  if (m == "accuracy") value = log.train.accuracy;
+  EMBER_CHECK(value.has_value(), "EarlyStopping: metric '", m,
+              "' is not available (pass a val_loader for val_* metrics; accuracy needs class-index targets)");
+  const bool higher_better = m.find("accuracy") != std::string::npos;
+  const bool improved = !best_ || (higher_better ? *value > *best_ + options_.min_delta
+                                                 : *value < *best_ - options_.min_delta);
+  if (improved) {
+    best_ = value;
+    best_epoch_ = log.epoch;
+    bad_epochs_ = 0;
+    if (options_.restore_best) {
+      NoGradGuard g;
+      best_state_.clear();
+      for (auto& [name, t] : trainer.model()->state_dict()) best_state_.emplace_back(name, t.clone());
+    }
+  } else if (++bad_epochs_ >= options_.patience) {
+    trainer.stop();
+  }
+}
+
+void EarlyStopping::on_train_end(Trainer& trainer, History& history) {
+  history.best_epoch = best_epoch_;
+  if (options_.restore_best && !best_state_.empty()) trainer.model()->load_state_dict(best_state_, true);
+}
+
+}  // namespace ember::train
