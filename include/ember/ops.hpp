@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ember/tensor.hpp"
@@ -130,6 +131,34 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+
+// ---- convolution and pooling (NCHW; an unbatched [C, H, W] input is accepted too) ----
+/// A (height, width) pair; one number means both: conv2d(x, w, b, /*stride=*/2) or {2, 1}.
+struct Size2d {
+  int64_t h = 0, w = 0;
+  Size2d(int64_t both) : h(both), w(both) {}  // NOLINT: 3 reads as (3, 3), as in PyTorch
+  Size2d(int64_t height, int64_t width) : h(height), w(width) {}
+  bool operator==(const Size2d&) const = default;
+};
+/// 2-D cross-correlation as torch.nn.functional.conv2d: x [N, C, H, W], weight
+/// [O, C/groups, kh, kw], bias [O] (optional); out [N, O, oh, ow] with
+/// oh = (H + 2·pad - dilation·(kh - 1) - 1) / stride + 1. Example:
+///   Tensor y = conv2d(x, w, b, /*stride=*/1, /*padding=*/1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2d stride = 1,
+              Size2d padding = 0, Size2d dilation = 1, int64_t groups = 1);
+/// Max over each window (padding counts as -inf) as torch's max_pool2d; stride defaults to the
+/// kernel. The gradient goes to each window's argmax. Example: max_pool2d(x, 2).
+Tensor max_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride = std::nullopt,
+                  Size2d padding = 0, Size2d dilation = 1, bool ceil_mode = false);
+/// max_pool2d and the argmax of each window (i64, h·W + w within its plane, as PyTorch).
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2d kernel,
+                                                  std::optional<Size2d> stride = std::nullopt,
+                                                  Size2d padding = 0, Size2d dilation = 1,
+                                                  bool ceil_mode = false);
+/// Mean over each window as torch's avg_pool2d; count_include_pad counts the zero padding in
+/// the divisor. Example: avg_pool2d(x, 3, 1, 1, false, false).
+Tensor avg_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride = std::nullopt,
+                  Size2d padding = 0, bool ceil_mode = false, bool count_include_pad = true);
 
 // ---- losses ----
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);

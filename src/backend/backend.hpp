@@ -72,6 +72,42 @@ struct GemmArgs {
   const void* bias = nullptr;
 };
 
+/// Geometry of a 2-D window sliding over a contiguous [N, C, H, W] input (convolution and
+/// pooling). The op computes out_h/out_w (PyTorch's formulas, ceil_mode included) and checks
+/// every size; kernels trust them. Window (y, x) of output (oy, ox) reads input rows
+/// oy·stride_h - pad_h + i·dilation_h for i < kernel_h (columns likewise).
+struct Window2d {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;  // input [N, C, H, W]
+  int64_t out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+};
+
+/// One fused Adam/AdamW step on one parameter: torch.optim's single-tensor formulas
+/// (foreach=False), computed in the parameter's dtype with the scalars below cast to it.
+/// `step` is the count after this step's increment (1 on the first step).
+struct AdamArgs {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr·wd first; Adam: g += wd·p
+  bool amsgrad = false;                 // max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq)
+  bool maximize = false;                // ascend: g = -g
+  int64_t step = 1;
+};
+
+/// One fused SGD step on one parameter (torch.optim.SGD, single-tensor formulas).
+/// `first_step`: the momentum buffer is new and takes the gradient itself (no dampening).
+struct SgdArgs {
+  double lr = 1e-3;
+  double momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false, maximize = false;
+  bool first_step = false;
+};
+
 /// The kernel table of one device type. Every slot must be filled.
 struct Backend {
   const char* name;
@@ -119,6 +155,32 @@ struct Backend {
   /// out = in * mask, with u_i from Philox(seed, offset + i).
   void (*dropout)(const View& out, const View& mask, const View& in, double p, uint64_t seed,
                   uint64_t offset);
+  // convolution and pooling (Window2d geometry; every View contiguous, see Window2d)
+  /// columns[C·kh·kw, N·oh·ow] = the input patches of in[N, C, H, W] (zeros in the padding).
+  void (*im2col)(const Window2d& w, const View& columns, const View& in);
+  /// grad_in[N, C, H, W] = Σ of columns[C·kh·kw, N·oh·ow] over the patches (overwrites).
+  void (*col2im)(const Window2d& w, const View& grad_in, const View& columns);
+  /// out[N, C, oh, ow] = window maxima (padding is -inf, NaN wins); indices (i64) = h·W + w
+  /// of each maximum within its [H, W] plane, as PyTorch.
+  void (*max_pool2d)(const Window2d& w, const View& out, const View& indices, const View& in);
+  /// grad_in[N, C, H, W] = grad_out scattered to `indices` (overwrites, accumulates ties).
+  void (*max_pool2d_backward)(const Window2d& w, const View& grad_in, const View& grad_out,
+                              const View& indices);
+  /// out[N, C, oh, ow] = window means; the divisor counts padding when count_include_pad.
+  void (*avg_pool2d)(const Window2d& w, const View& out, const View& in, bool count_include_pad);
+  /// grad_in[N, C, H, W] = grad_out spread evenly over each window (overwrites).
+  void (*avg_pool2d_backward)(const Window2d& w, const View& grad_in, const View& grad_out,
+                              bool count_include_pad);
+  // optimizers (optim_kernels.cpp): fused, in place, one pass over memory. Every View is
+  // contiguous with param's dtype (f32/f64) and numel.
+  /// Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq when args.amsgrad;
+  /// its data is null otherwise) from grad.
+  void (*adam_step)(const View& param, const View& grad, const View& exp_avg,
+                    const View& exp_avg_sq, const View& max_exp_avg_sq, const AdamArgs& args);
+  /// SGD update of param (and momentum_buf when args.momentum != 0; its data is null
+  /// otherwise) from grad.
+  void (*sgd_step)(const View& param, const View& grad, const View& momentum_buf,
+                   const SgdArgs& args);
 };
 
 /// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.

@@ -6,6 +6,9 @@
 
 namespace ember::nn {
 
+void register_transformer_modules();  // src/nn/registry_transformer.cpp
+void register_layer_modules();        // src/nn/registry_layers.cpp
+
 namespace {
 
 template <typename T>
@@ -49,6 +52,8 @@ void register_all() {
     }
     return seq;
   });
+  register_transformer_modules();
+  register_layer_modules();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "ember/autograd.hpp"
+#include "ember/io/checkpoint.hpp"
 #include "ember/ops.hpp"
 
 namespace ember::train {
@@ -166,7 +167,10 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
   std::ostream& out = o.out ? *o.out : std::cout;
   ProgressDisplay progress(o.progress, out, o.epochs);
   const Device dev = o.device ? *o.device : model_device(model);
+  EMBER_CHECK(o.checkpoint_every >= 0 && (o.checkpoint_every == 0 || !o.checkpoint_path.empty()),
+              "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '", o.checkpoint_path, "')");
   Trainer trainer(model, optimizer);
+  trainer.global_step = o.start_step;
   History history;
   for (auto& cb : o.callbacks) cb->on_train_begin(trainer);
 
@@ -198,6 +202,9 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       }
       samples += n;
       if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+      if (o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
+        io::save_checkpoint(o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
+                            nn::json{{"epoch", epoch}}, &train_loader);
       BatchLog bl{epoch, batch_index, trainer.global_step, lv, n};
       for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
       if (o.on_batch) o.on_batch(bl);
@@ -231,6 +238,12 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
   history.stopped_early = trainer.stopping();
   for (auto& cb : o.callbacks) cb->on_train_end(trainer, history);
   return history;
+}
+
+ResumePoint resume(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
+                   optim::LRScheduler* scheduler, data::DataLoader& loader) {
+  io::CheckpointInfo info = io::load_checkpoint(path, model, optimizer, scheduler, &loader);
+  return {loader.epoch(), info.step};
 }
 
 // ---- EarlyStopping ----

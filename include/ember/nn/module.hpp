@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -139,7 +140,9 @@ template <typename Impl>
 class ModuleHolder {
  public:
   explicit ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  /// Constructs the module: nn::Linear fc(784, 256) forwards to LinearImpl(784, 256).
   template <typename... Args>
+    requires(!(sizeof...(Args) == 1 && (std::is_base_of_v<ModuleHolder, std::decay_t<Args>> && ...)))
   explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   Tensor operator()(const Tensor& x) const { return impl_->forward(x); }
   Impl* operator->() const { return impl_.get(); }

@@ -89,7 +89,23 @@ struct FitOptions {
   std::optional<Device> device;
   /// Epoch to start from (set by resuming from a checkpoint); epochs run from here to `epochs`.
   int64_t start_epoch = 0;
+  /// Optimizer steps already taken (set by resuming), so checkpoints keep counting.
+  int64_t start_step = 0;
+  /// Save a checkpoint (model, optimizer, scheduler, RNG, loader position) to
+  /// `checkpoint_path` every N optimizer steps (0 = never), atomically replacing the last.
+  int64_t checkpoint_every = 0;
+  std::string checkpoint_path;
 };
+
+/// Restores a checkpoint written by fit() into the objects and returns FitOptions fields to
+/// continue with (start_epoch, start_step). Example:
+///   auto [epoch, step] = train::resume("ckpt.safetensors", net, opt, sched, loader);
+struct ResumePoint {
+  int64_t epoch = 0;
+  int64_t step = 0;
+};
+ResumePoint resume(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
+                   optim::LRScheduler* scheduler, data::DataLoader& loader);
 
 /// The running state fit() hands to callbacks.
 class Trainer {

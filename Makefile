@@ -1,0 +1,83 @@
+# ember — the commands in README.md. Everything builds in build/ with CMake + Ninja.
+#
+#   make demo     install missing packages, build, run examples/regression
+#   make test     install missing packages, build, run every CTest test
+#   make bench    also install libtorch, build the benchmarks, write build/bench.jsonl
+#   make format   clang-format our sources in place (format-check: report only)
+#   make clean    remove build/
+#
+# Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS.
+
+BUILD_DIR  ?= build
+BUILD_TYPE ?= Release
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS  ?= 2
+CMAKE_ARGS ?=
+
+# Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
+# GoogleTest, nlohmann-json (test fixtures), zlib, CLI11 (the `ember` command).
+DEPS := build-essential cmake ninja-build libopenblas-dev libopenblas0-pthread libgtest-dev \
+        nlohmann-json3-dev zlib1g-dev libcli11-dev
+# Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts.
+BENCH_DEPS := libtorch-dev python3-torch
+
+CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+SOURCE_DIRS := include src tests examples bench tools
+
+.PHONY: all deps deps-bench configure build demo test bench format format-check clean
+
+all: build
+
+# Installs whichever of $(1) dpkg does not know, with one apt-get update; as root, or
+# through sudo. On a system without dpkg it only says so: provide the packages yourself.
+define install_packages
+@set -e; \
+if ! command -v dpkg >/dev/null 2>&1; then \
+  echo "make deps: no dpkg here; make sure these are installed: $(1)"; exit 0; \
+fi; \
+missing=""; \
+for p in $(1); do \
+  dpkg -s "$$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; \
+done; \
+if [ -z "$$missing" ]; then echo "make deps: all packages present"; exit 0; fi; \
+echo "make deps: installing$$missing"; \
+if [ "$$(id -u)" = 0 ]; then sudo=""; \
+elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; \
+else echo "make deps: need root or sudo to install:$$missing" >&2; exit 1; fi; \
+$$sudo apt-get update; \
+$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing
+endef
+
+deps:
+	$(call install_packages,$(DEPS))
+
+deps-bench:
+	$(call install_packages,$(DEPS) $(BENCH_DEPS))
+
+configure: deps
+	$(CONFIGURE)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	./$(BUILD_DIR)/examples/regression
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(TEST_JOBS)
+
+bench: deps-bench
+	$(CONFIGURE) -DEMBER_BUILD_BENCH=ON -DEMBER_BENCH_LIBTORCH=ON
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target bench
+
+format:
+	find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \
+	  -o -name '*.cu' -o -name '*.cuh' \) -print0 | xargs -0 -r clang-format -i --style=file
+
+format-check:
+	find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \
+	  -o -name '*.cu' -o -name '*.cuh' \) -print0 | \
+	  xargs -0 -r clang-format --dry-run --Werror --style=file
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,60 @@
+// ember/data/readers.hpp — file readers: IDX (MNIST-style tensors) and numeric CSV.
+//
+// Every reader throws ember::Error naming the file and what is wrong with it: a corrupt
+// or truncated file never yields a partial tensor.
+//
+//   Tensor images = data::read_idx("train-images-idx3-ubyte.gz");       // u8 [60000, 28, 28]
+//   data::CsvData iris = data::read_csv("iris.csv", {.label_column = "species"});
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ember/tensor.hpp"
+
+namespace ember::data {
+
+// ---- IDX ----
+//
+// Layout: magic bytes 0x00 0x00 <type> <rank>, `rank` big-endian u32 sizes, then the
+// elements in row-major order, big-endian. Type codes and the dtype each is read as:
+//   0x08 u8 -> u8    0x09 i8 -> i32    0x0B i16 -> i32
+//   0x0C i32 -> i32  0x0D f32 -> f32   0x0E f64 -> f64
+// A file starting with the gzip magic (1f 8b) is decompressed as it is read.
+
+/// Reads an IDX file (plain or gzip-compressed) into a CPU tensor. Throws when the magic,
+/// type code, rank (1 to 8) or sizes are invalid, or when the data is shorter or longer
+/// than the sizes say. Example: Tensor y = read_idx("t10k-labels-idx1-ubyte.gz");  // u8 [10000]
+Tensor read_idx(const std::string& path);
+
+/// Writes `t` (u8, i32, f32 or f64; rank 1 to 8) as an IDX file, gzip-compressed when `gzip`.
+/// Example: write_idx("labels-idx1-ubyte.gz", labels.to(DType::u8), true);
+void write_idx(const std::string& path, const Tensor& t, bool gzip = false);
+
+// ---- CSV ----
+
+struct CsvOptions {
+  /// The label column, by header name or by 0-based index (negative counts from the end).
+  std::variant<int64_t, std::string> label_column = int64_t{-1};
+  /// The first line names the columns.
+  bool has_header = true;
+  char delimiter = ',';
+};
+
+struct CsvData {
+  Tensor inputs;                           // f32 [N, F]: every column but the label, in order
+  Tensor labels;                           // [N]: i64 when every label is an integer, else f32
+  std::vector<std::string> feature_names;  // F names (column numbers "0", "1", ... without a header)
+  std::string label_name;
+};
+
+/// Reads a numeric CSV file: one example per line, fields separated by `delimiter`,
+/// optionally double-quoted; blank lines are skipped. Throws naming the file, the line and
+/// the field for a field that is not a number or a row with the wrong number of fields,
+/// and for an empty file, a file with no data rows or an unknown label column.
+/// Example: CsvData d = read_csv("data.csv", {.label_column = 0, .has_header = false});
+CsvData read_csv(const std::string& path, const CsvOptions& options = {});
+
+}  // namespace ember::data

@@ -1,0 +1,114 @@
+// ember/nn/norm.hpp — BatchNorm1d, BatchNorm2d and LayerNorm with PyTorch's parameter and
+// buffer names: weight, bias, running_mean, running_var, num_batches_tracked (i64, 0-d).
+//
+//   nn::BatchNorm2d bn(32);
+//   Tensor y = bn(x);       // training: batch statistics; running stats updated in place
+//   bn->eval();             // eval: running statistics
+#pragma once
+
+#include <optional>
+
+#include "ember/nn/module.hpp"
+
+namespace ember::nn {
+
+struct BatchNormOptions {
+  int64_t num_features = 0;
+  double eps = 1e-5;
+  /// Weight of the new batch in the running stats; unset: cumulative moving average
+  /// (running = mean over every batch so far), as momentum=None in PyTorch.
+  std::optional<double> momentum = 0.1;
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
+/// Batch normalisation over dim 1 (torch.nn.BatchNorm*d). Training normalises with the batch
+/// statistics and updates running_mean / running_var (unbiased) and num_batches_tracked;
+/// eval uses the running statistics (the batch's when track_running_stats is false).
+class BatchNormImpl : public ModuleImpl {
+ public:
+  Tensor forward(const Tensor& x) override;
+  json options() const override;
+  std::string extra_repr() const override;
+  const BatchNormOptions& norm_options() const { return options_; }
+  /// Zeroes the running mean and num_batches_tracked and sets the running variance to one.
+  void reset_running_stats();
+
+ protected:
+  BatchNormImpl(BatchNormOptions options, const char* name);
+  /// Throws unless `x` has a rank this variant accepts.
+  virtual void check_input(const Tensor& x) const = 0;
+
+ private:
+  BatchNormOptions options_;
+  Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+/// Accepts [N, C] or [N, C, L].
+class BatchNorm1dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm1dImpl(BatchNormOptions options) : BatchNormImpl(options, "BatchNorm1d") {}
+  explicit BatchNorm1dImpl(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                           bool affine = true, bool track_running_stats = true)
+      : BatchNorm1dImpl(BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  std::string type_name() const override { return "BatchNorm1d"; }
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+class BatchNorm1d : public ModuleHolder<BatchNorm1dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Accepts [N, C, H, W].
+class BatchNorm2dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm2dImpl(BatchNormOptions options) : BatchNormImpl(options, "BatchNorm2d") {}
+  explicit BatchNorm2dImpl(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+                           bool affine = true, bool track_running_stats = true)
+      : BatchNorm2dImpl(BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  std::string type_name() const override { return "BatchNorm2d"; }
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+class BatchNorm2d : public ModuleHolder<BatchNorm2dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct LayerNormOptions {
+  Shape normalized_shape;
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  bool bias = true;  // only with elementwise_affine
+};
+
+/// Normalises over the trailing `normalized_shape` dims (torch.nn.LayerNorm); weight = 1 and
+/// bias = 0 of that shape when elementwise_affine.
+class LayerNormImpl : public ModuleImpl {
+ public:
+  explicit LayerNormImpl(LayerNormOptions options);
+  explicit LayerNormImpl(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                         bool bias = true)
+      : LayerNormImpl(LayerNormOptions{normalized_shape, eps, elementwise_affine, bias}) {}
+  explicit LayerNormImpl(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true,
+                         bool bias = true)
+      : LayerNormImpl(Shape{normalized_size}, eps, elementwise_affine, bias) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  json options() const override;
+  std::string extra_repr() const override;
+  const LayerNormOptions& norm_options() const { return options_; }
+
+ private:
+  LayerNormOptions options_;
+  Tensor weight_, bias_;
+};
+class LayerNorm : public ModuleHolder<LayerNormImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,8 @@
+// ember/optim.hpp — optimizers, learning-rate schedulers and gradient clipping in one include.
+#pragma once
+
+#include "ember/optim/adam.hpp"
+#include "ember/optim/clip.hpp"
+#include "ember/optim/optimizer.hpp"
+#include "ember/optim/scheduler.hpp"
+#include "ember/optim/sgd.hpp"

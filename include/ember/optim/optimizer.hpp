@@ -1,0 +1,181 @@
+// ember/optim/optimizer.hpp — the Optimizer base (ARCHITECTURE §6): parameter groups with
+// their own options, step(), zero_grad(), and a state dict in PyTorch's layout.
+//
+//   optim::Adam opt(net->parameters(), {.lr = 1e-3});
+//   opt.add_param_group({head->parameters(), optim::AdamOptions{.lr = 1e-2}});
+//   for (...) { opt.zero_grad(); loss(net(x), y).backward(); opt.step(); }
+//   optim::OptimizerState s = opt.state_dict();   // meta JSON + named tensors
+//
+// Updates are in place: every parameter keeps its buffer (data_ptr() never changes) and
+// optimizer state lives in the Persistent pool next to its parameter (ARCHITECTURE §3).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ember/tensor.hpp"
+
+namespace ember::optim {
+
+using json = nlohmann::json;
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// An optimizer's state in checkpoint form.
+/// meta (PyTorch's layout, indices count parameters across groups in order):
+///   {"type": "Adam",
+///    "state": {"0": {"step": 10}, "3": {"step": 10}},
+///    "param_groups": [{"lr": 0.001, "betas": [0.9, 0.999], ..., "params": [0, 1, 2]}]}
+/// tensors: "state.<index>.<name>", e.g. "state.3.exp_avg" (safetensors-ready names).
+/// The tensors are the live state (not copies): serialise or clone them before stepping on.
+struct OptimizerState {
+  json meta;
+  NamedTensors tensors;
+};
+
+/// State of one parameter: steps taken and its named state tensors (Persistent pool, on the
+/// parameter's device, with its dtype and shape).
+struct ParamState {
+  int64_t step = 0;
+  NamedTensors tensors;
+  /// The tensor named `name`, or nullptr.
+  Tensor* find(const std::string& name);
+  const Tensor* find(const std::string& name) const;
+  bool empty() const { return step == 0 && tensors.empty(); }
+};
+
+/// One group of parameters and the hyperparameters that apply to them.
+/// Example: opt.add_param_group({head->parameters(), optim::SGDOptions{.lr = 0.1}});
+template <typename Options>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options;
+  /// PyTorch's 'initial_lr': the lr the first LR scheduler saw (schedulers set and read it).
+  std::optional<double> initial_lr = std::nullopt;
+};
+
+/// Base of every optimizer. The generic view of the groups here is what schedulers, the
+/// training loop and checkpoints use; typed access is on TypedOptimizer::param_groups().
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter that has a gradient (parameters without one are skipped).
+  virtual void step() = 0;
+  /// Drops every parameter's gradient (set_to_none) or zeroes it in place.
+  void zero_grad(bool set_to_none = true);
+  /// "SGD", "Adam", "AdamW" (stored in the state dict and checked on load).
+  virtual std::string type_name() const = 0;
+
+  // ---- the groups, generically ----
+  virtual size_t param_group_count() const = 0;
+  virtual const std::vector<Tensor>& group_params(size_t group) const = 0;
+  virtual double lr(size_t group) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
+  virtual std::optional<double> initial_lr(size_t group) const = 0;
+  virtual void set_initial_lr(size_t group, std::optional<double> lr) = 0;
+  /// Group `group`'s hyperparameters with PyTorch's keys, e.g. {"lr", "betas", "eps", ...}.
+  virtual json group_options(size_t group) const = 0;
+  /// The lr of every group, in order.
+  std::vector<double> lrs() const;
+  /// Every parameter, group by group.
+  std::vector<Tensor> parameters() const;
+
+  /// State of `param` (by identity), or nullptr before its first step.
+  const ParamState* state(const Tensor& param) const;
+
+  /// The state in checkpoint form (see OptimizerState).
+  OptimizerState state_dict() const;
+  /// Restores hyperparameters and per-parameter state from `state`. The group and parameter
+  /// counts and every tensor's shape must match this optimizer's; tensors are copied (cast
+  /// to the parameter's dtype, moved to its device, Persistent pool). On any error it throws
+  /// ember::Error and changes nothing.
+  void load_state_dict(const OptimizerState& state);
+
+  /// State tensor names of a parameter: those every stepped parameter must have, and those
+  /// it may have.
+  struct StateSpec {
+    std::vector<std::string> required;
+    std::vector<std::string> optional;
+  };
+
+ protected:
+  Optimizer() = default;
+
+  /// The state tensors a parameter of `group` has.
+
+  virtual StateSpec state_spec(size_t group) const = 0;
+  /// Validates `options` (keys absent keep the group's value) as group `group`'s
+  /// hyperparameters; applies them when `apply`. Throws ember::Error naming the bad value.
+  virtual void set_group_options(size_t group, const json& options, bool apply) = 0;
+
+  /// Refuses undefined, non-floating or non-leaf tensors and parameters already optimized.
+  void check_new_params(const std::vector<Tensor>& params) const;
+  /// The state of parameter `index` of group `group` (grows the table as groups grow).
+  ParamState& state_slot(size_t group, size_t index);
+
+  std::vector<std::vector<ParamState>> state_;  // [group][param]
+};
+
+/// Holds typed groups for an optimizer whose hyperparameters are `Options`. The options type
+/// provides to_json/from_json (nlohmann ADL) and validate_options(options, who).
+template <typename Options>
+class TypedOptimizer : public Optimizer {
+ public:
+  using Group = ParamGroup<Options>;
+
+  /// Adds a group (options validated; a parameter may be in one group only).
+  void add_param_group(Group group) {
+    validate_options(group.options, type_name());
+    check_new_params(group.params);
+    groups_.push_back(std::move(group));
+    state_.resize(groups_.size());
+  }
+  /// Adds a group that uses the constructor's default options.
+  void add_param_group(std::vector<Tensor> params) {
+    add_param_group(Group{std::move(params), defaults_});
+  }
+  std::vector<Group>& param_groups() { return groups_; }
+  const std::vector<Group>& param_groups() const { return groups_; }
+  const Options& defaults() const { return defaults_; }
+
+  size_t param_group_count() const override { return groups_.size(); }
+  const std::vector<Tensor>& group_params(size_t group) const override { return at(group).params; }
+  double lr(size_t group) const override { return at(group).options.lr; }
+  void set_lr(size_t group, double lr) override { at(group).options.lr = lr; }
+  std::optional<double> initial_lr(size_t group) const override { return at(group).initial_lr; }
+  void set_initial_lr(size_t group, std::optional<double> lr) override { at(group).initial_lr = lr; }
+  json group_options(size_t group) const override { return json(at(group).options); }
+
+ protected:
+  explicit TypedOptimizer(Options defaults) : defaults_(std::move(defaults)) {}
+
+  void set_group_options(size_t group, const json& options, bool apply) override {
+    Options o = at(group).options;
+    try {
+      options.get_to(o);
+    } catch (const json::exception& e) {
+      EMBER_CHECK(false, type_name(), ": bad options for group ", group, " (", e.what(), ")");
+    }
+    validate_options(o, type_name());
+    if (apply) at(group).options = o;
+  }
+
+  Group& at(size_t group) {
+    EMBER_CHECK(group < groups_.size(), type_name(), ": no parameter group ", group, " (got ",
+                groups_.size(), " groups)");
+    return groups_[group];
+  }
+  const Group& at(size_t group) const { return const_cast<TypedOptimizer*>(this)->at(group); }
+
+  std::vector<Group> groups_;
+  Options defaults_;
+};
+
+}  // namespace ember::optim

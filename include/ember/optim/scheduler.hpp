@@ -1,0 +1,290 @@
+// ember/optim/scheduler.hpp — learning-rate schedules with torch.optim.lr_scheduler's
+// semantics (PyTorch 1.13): each scheduler writes the lr of every parameter group of its
+// optimizer, counts epochs in last_epoch, and reports get_last_lr().
+//
+//   optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+//   optim::CosineAnnealingLR sched(opt, /*T_max=*/100);
+//   for (int epoch = 0; epoch < 100; ++epoch) { train(opt); sched.step(); }
+//
+// Construction performs the first step (last_epoch becomes 0), as in PyTorch, and records
+// each group's starting lr as its initial_lr (kept in the optimizer's state dict). Chainable
+// schedulers use PyTorch's recursive forms (they read the groups' current lrs), so several
+// schedulers on one optimizer compose as they do there. Schedulers keep a pointer to their
+// optimizer: the optimizer must outlive them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/optim/optimizer.hpp"
+
+namespace ember::optim {
+
+/// Base of the epoch-driven schedulers.
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  /// Advances one epoch and writes the new lrs into the optimizer's groups.
+  virtual void step();
+  /// PyTorch's step(epoch): jumps to `epoch`, through the closed form where there is one.
+  /// Whole epochs only, except CosineAnnealingWarmRestarts (fractions of an epoch allowed).
+  virtual void step_to(double epoch);
+  /// The lrs the last step wrote, one per group.
+  const std::vector<double>& get_last_lr() const { return last_lr_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  /// The groups' initial lrs when the scheduler was made.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  Optimizer& optimizer() const { return *optimizer_; }
+  /// "StepLR", "CosineAnnealingLR", ... (stored in the state dict and checked on load).
+  virtual std::string type_name() const = 0;
+
+  /// Counters and settings, with PyTorch's key names ("last_epoch", "_step_count",
+  /// "base_lrs", "_last_lr", "gamma", ...) plus "type".
+  virtual json state_dict() const;
+  /// Restores what state_dict() wrote (the type must match). The optimizer's lrs are not
+  /// touched: they come back with the optimizer's own state dict.
+  virtual void load_state_dict(const json& state);
+
+ protected:
+  /// Attaches to `optimizer`. last_epoch == -1: each group's initial_lr is set to its lr
+  /// unless already set; otherwise (resuming) every group must have an initial_lr.
+  LRScheduler(Optimizer& optimizer, int64_t last_epoch);
+  /// For containers that do not attach (SequentialLR, ChainedScheduler).
+  struct NoAttach {};
+  LRScheduler(Optimizer& optimizer, NoAttach);
+
+  /// The step every constructor ends with (PyTorch's _initial_step).
+  void initial_step();
+  /// PyTorch's chainable get_lr(): the lrs for last_epoch_, from the groups' current lrs.
+  virtual std::vector<double> get_lr() = 0;
+  /// PyTorch's _get_closed_form_lr(); nullopt where there is none (get_lr is used then).
+  virtual std::optional<std::vector<double>> closed_form_lr() const { return std::nullopt; }
+  /// Subclass settings and counters for state_dict / load_state_dict.
+  virtual void save_extra(json& state) const { (void)state; }
+  virtual void load_extra(const json& state) { (void)state; }
+  /// Writes `lrs` into the groups and records them as the last lrs.
+  void apply(const std::vector<double>& lrs);
+  /// The groups' current lrs.
+  std::vector<double> group_lrs() const;
+
+  Optimizer* optimizer_;
+  int64_t last_epoch_ = -1;
+  int64_t step_count_ = 0;
+  std::vector<double> base_lrs_;
+  std::vector<double> last_lr_;
+
+  friend class SequentialLR;
+  friend class ChainedScheduler;
+};
+
+/// lr × gamma every step_size epochs.
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, int64_t last_epoch = -1);
+  std::string type_name() const override { return "StepLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+/// lr × gamma at each milestone epoch (a milestone listed twice applies gamma twice).
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1,
+              int64_t last_epoch = -1);
+  std::string type_name() const override { return "MultiStepLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  std::vector<int64_t> milestones_;  // sorted
+  double gamma_;
+};
+
+/// lr × gamma every epoch.
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch = -1);
+  std::string type_name() const override { return "ExponentialLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  double gamma_;
+};
+
+/// Cosine from the initial lr down to eta_min over T_max epochs (and back up after, as
+/// PyTorch): lr_t = eta_min + (base - eta_min)(1 + cos(π t / T_max)) / 2.
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0,
+                    int64_t last_epoch = -1);
+  std::string type_name() const override { return "CosineAnnealingLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
+/// SGDR: cosine from the initial lr to eta_min over T_i epochs, then restart with
+/// T_i × T_mult (T_0 for the first cycle). step_to(epoch) takes fractional epochs.
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& optimizer, int64_t T_0, int64_t T_mult = 1,
+                              double eta_min = 0.0, int64_t last_epoch = -1);
+  void step() override;
+  void step_to(double epoch) override;
+  std::string type_name() const override { return "CosineAnnealingWarmRestarts"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  void write_lrs();
+  int64_t t_0_, t_i_, t_mult_;
+  double eta_min_;
+  double t_cur_;
+};
+
+/// Linear warm-up (or decay): the lr factor goes from start_factor to end_factor over
+/// total_iters epochs, then stays. Example: LinearLR(opt, 0.1, 1.0, 500) warms up over 500.
+class LinearLR : public LRScheduler {
+ public:
+  LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
+           int64_t total_iters = 5, int64_t last_epoch = -1);
+  std::string type_name() const override { return "LinearLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  double start_factor_, end_factor_;
+  int64_t total_iters_;
+};
+
+/// Runs schedulers one after another: schedulers[i] drives epochs from milestones[i-1] on
+/// (it restarts at epoch 0 when its turn comes). milestones.size() == schedulers.size() - 1.
+/// Example: warm-up then cosine:
+///   auto warm = std::make_shared<optim::LinearLR>(opt, 0.01, 1.0, 5);
+///   auto cos = std::make_shared<optim::CosineAnnealingLR>(opt, 95);
+///   optim::SequentialLR sched(opt, {warm, cos}, {5});
+class SequentialLR : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+               std::vector<int64_t> milestones, int64_t last_epoch = -1);
+  void step() override;
+  void step_to(double epoch) override;
+  std::string type_name() const override { return "SequentialLR"; }
+  json state_dict() const override;
+  void load_state_dict(const json& state) override;
+  const std::vector<std::shared_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
+
+ protected:
+  std::vector<double> get_lr() override { return group_lrs(); }
+
+ private:
+  std::vector<std::shared_ptr<LRScheduler>> schedulers_;
+  std::vector<int64_t> milestones_;
+};
+
+/// Steps every scheduler each epoch, in order (their factors multiply).
+class ChainedScheduler : public LRScheduler {
+ public:
+  explicit ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> schedulers);
+  void step() override;
+  void step_to(double epoch) override;
+  std::string type_name() const override { return "ChainedScheduler"; }
+  json state_dict() const override;
+  void load_state_dict(const json& state) override;
+  const std::vector<std::shared_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
+
+ protected:
+  std::vector<double> get_lr() override { return group_lrs(); }
+
+ private:
+  std::vector<std::shared_ptr<LRScheduler>> schedulers_;
+};
+
+enum class PlateauMode : uint8_t { min, max };
+enum class ThresholdMode : uint8_t { rel, abs };
+
+/// Options of ReduceLROnPlateau (PyTorch's defaults).
+struct ReduceLROnPlateauOptions {
+  PlateauMode mode = PlateauMode::min;  // min: lower metric is better
+  double factor = 0.1;                  // new lr = lr · factor (must be < 1)
+  int64_t patience = 10;                // bad epochs tolerated before reducing
+  double threshold = 1e-4;              // improvement needed to count as better
+  ThresholdMode threshold_mode = ThresholdMode::rel;
+  int64_t cooldown = 0;                 // epochs to wait after a reduction
+  std::vector<double> min_lr = {0.0};   // one for all groups, or one per group
+  double eps = 1e-8;                    // reductions smaller than this are skipped
+};
+
+/// Reduces the lr by `factor` when a metric has not improved for `patience` epochs.
+/// Example: sched.step(val_loss);
+class ReduceLROnPlateau {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options = {});
+  ReduceLROnPlateau(const ReduceLROnPlateau&) = delete;
+  ReduceLROnPlateau& operator=(const ReduceLROnPlateau&) = delete;
+
+  /// Records this epoch's metric and reduces the lrs when it is due.
+  void step(double metric);
+  const std::vector<double>& get_last_lr() const { return last_lr_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  bool in_cooldown() const { return cooldown_counter_ > 0; }
+  const ReduceLROnPlateauOptions& options() const { return options_; }
+  Optimizer& optimizer() const { return *optimizer_; }
+  std::string type_name() const { return "ReduceLROnPlateau"; }
+
+  json state_dict() const;
+  void load_state_dict(const json& state);
+
+ private:
+  bool is_better(double a, double best) const;
+  Optimizer* optimizer_;
+  ReduceLROnPlateauOptions options_;
+  std::vector<double> min_lrs_;
+  double best_;
+  int64_t num_bad_epochs_ = 0;
+  int64_t cooldown_counter_ = 0;
+  int64_t last_epoch_ = 0;
+  std::vector<double> last_lr_;
+};
+
+}  // namespace ember::optim

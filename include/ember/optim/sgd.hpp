@@ -1,0 +1,45 @@
+// ember/optim/sgd.hpp — stochastic gradient descent with momentum, Nesterov and weight
+// decay: torch.optim.SGD's update, fused into one in-place pass per parameter.
+//
+//   optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+#pragma once
+
+#include "ember/optim/optimizer.hpp"
+
+namespace ember::optim {
+
+/// Hyperparameters of torch.optim.SGD (lr defaults to 1e-3, as PyTorch 2.x).
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  // L2: g += weight_decay · p
+  bool nesterov = false;      // needs momentum > 0 and dampening == 0
+  bool maximize = false;      // ascend instead of descend
+};
+
+/// PyTorch keys: lr, momentum, dampening, weight_decay, nesterov, maximize.
+void to_json(json& j, const SGDOptions& o);
+/// Reads the keys present in `j` (others keep their value).
+void from_json(const json& j, SGDOptions& o);
+/// Throws ember::Error naming the bad value, e.g. "SGD: invalid learning rate -0.1 (expected lr >= 0)".
+void validate_options(const SGDOptions& o, const std::string& who);
+
+/// Per step, for each parameter p with gradient g (torch.optim.SGD, foreach=False):
+///   g = -g if maximize;  g += weight_decay·p
+///   momentum: buf = g on the first step, else buf = momentum·buf + (1 - dampening)·g;
+///             g = g + momentum·buf (nesterov) or g = buf
+///   p -= lr·g
+/// State per parameter: "momentum_buffer" (only when momentum != 0).
+class SGD : public TypedOptimizer<SGDOptions> {
+ public:
+  explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
+  explicit SGD(std::vector<Group> groups, SGDOptions defaults = {});
+  void step() override;
+  std::string type_name() const override { return "SGD"; }
+
+ protected:
+  StateSpec state_spec(size_t group) const override;
+};
+
+}  // namespace ember::optim

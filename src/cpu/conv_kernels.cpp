@@ -1,0 +1,316 @@
+// src/cpu/conv_kernels.cpp — CPU kernels of convolution (im2col, col2im) and 2-D pooling.
+//
+// Shape letters (Window2d): N batch, C channels, H×W input plane, oh×ow output plane,
+// L = oh·ow, K = kh·kw, NL = N·L. Every operand is contiguous.
+//   im2col   in[N, C, H, W]          -> columns[C·K, NL]   (row r = (c, i, j), column n·L + p)
+//   col2im   columns[C·K, NL]        -> grad_in[N, C, H, W] (sums overlapping patches)
+//   pools    in[N, C, H, W]          -> out[N, C, oh, ow]
+// The columns layout puts a whole batch side by side, so a convolution is one GEMM
+// W[O, C·K] · columns[C·K, NL] (per group: a block of rows), which OpenBLAS threads well.
+//
+// Threading: im2col splits over (row, image) pairs, each writing one contiguous run of L;
+// col2im and the pools split over (n, c) planes, so every task writes memory no other task
+// touches (no atomics, deterministic sums). No BLAS is called here.
+//
+// Note [Valid output range]
+// For kernel offset `off` = j·dilation - pad along a row, output column ox reads input column
+// ox·stride + off, which is inside [0, W) exactly for ox in [lo, hi) below; everything outside
+// is padding (zero for im2col, skipped by col2im). With stride 1 the inside run is a memcpy.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+
+using backend::Window2d;
+
+namespace {
+
+struct Range {
+  int64_t lo, hi;
+};
+
+// Note [Valid output range]: output positions o in [0, out) with 0 <= o·stride + off < size.
+inline Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t out) {
+  int64_t lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  int64_t hi = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::min(hi, out);
+  if (hi < lo) hi = lo;
+  return {lo, hi};
+}
+
+// Grain in tasks for a parallel_for whose tasks each touch `work` elements.
+inline int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)); }
+
+template <typename T>
+void im2col_typed(const Window2d& w, T* __restrict col, const T* __restrict in) {
+  const int64_t L = w.out_h * w.out_w, NL = w.batch * L, K = w.kernel_h * w.kernel_w;
+  const int64_t rows = w.channels * K, plane = w.height * w.width;
+  parallel_for(rows * w.batch, grain_for(L), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r = t / w.batch, n = t % w.batch;
+      const int64_t c = r / K, ki = (r % K) / w.kernel_w, kj = r % w.kernel_w;
+      const T* src = in + (n * w.channels + c) * plane;
+      T* dst = col + r * NL + n * L;
+      const int64_t x_off = kj * w.dilation_w - w.pad_w;
+      const Range xs = valid_range(x_off, w.stride_w, w.width, w.out_w);
+      for (int64_t oy = 0; oy < w.out_h; ++oy) {
+        T* drow = dst + oy * w.out_w;
+        const int64_t iy = oy * w.stride_h - w.pad_h + ki * w.dilation_h;
+        if (iy < 0 || iy >= w.height) {
+          std::fill(drow, drow + w.out_w, T(0));
+          continue;
+        }
+        const T* srow = src + iy * w.width + x_off;
+        std::fill(drow, drow + xs.lo, T(0));
+        if (w.stride_w == 1) {
+          std::memcpy(drow + xs.lo, srow + xs.lo, static_cast<size_t>(xs.hi - xs.lo) * sizeof(T));
+        } else {
+          for (int64_t ox = xs.lo; ox < xs.hi; ++ox) drow[ox] = srow[ox * w.stride_w];
+        }
+        std::fill(drow + xs.hi, drow + w.out_w, T(0));
+      }
+    }
+  });
+}
+
+template <typename T>
+EMBER_VECTORIZE void add_run(T* __restrict dst, const T* __restrict src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+template <typename T>
+void col2im_typed(const Window2d& w, T* __restrict grad_in, const T* __restrict col) {
+  const int64_t L = w.out_h * w.out_w, NL = w.batch * L, K = w.kernel_h * w.kernel_w;
+  const int64_t plane = w.height * w.width;
+  parallel_for(w.batch * w.channels, grain_for(plane * K), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t n = p / w.channels, c = p % w.channels;
+      T* dst = grad_in + p * plane;
+      std::fill(dst, dst + plane, T(0));
+      for (int64_t ki = 0; ki < w.kernel_h; ++ki) {
+        for (int64_t kj = 0; kj < w.kernel_w; ++kj) {
+          const T* src = col + (c * K + ki * w.kernel_w + kj) * NL + n * L;
+          const int64_t x_off = kj * w.dilation_w - w.pad_w;
+          const Range xs = valid_range(x_off, w.stride_w, w.width, w.out_w);
+          const Range ys = valid_range(ki * w.dilation_h - w.pad_h, w.stride_h, w.height, w.out_h);
+          for (int64_t oy = ys.lo; oy < ys.hi; ++oy) {
+            const int64_t iy = oy * w.stride_h - w.pad_h + ki * w.dilation_h;
+            T* drow = dst + iy * w.width + x_off;
+            const T* srow = src + oy * w.out_w;
+            if (w.stride_w == 1) {
+              add_run(drow + xs.lo, srow + xs.lo, xs.hi - xs.lo);
+            } else {
+              for (int64_t ox = xs.lo; ox < xs.hi; ++ox) drow[ox * w.stride_w] += srow[ox];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---- max pooling ----
+
+// The common 2×2, stride 2, no padding, no dilation window (every CNN's MaxPool2d(2)).
+template <typename T>
+void max_pool_2x2(const Window2d& w, const T* src, T* out, int64_t* idx) {
+  for (int64_t oy = 0; oy < w.out_h; ++oy) {
+    const int64_t y = 2 * oy;
+    const T* r0 = src + y * w.width;
+    const T* r1 = r0 + w.width;
+    for (int64_t ox = 0; ox < w.out_w; ++ox) {
+      const int64_t x = 2 * ox;
+      T best = r0[x];
+      int64_t at = y * w.width + x;
+      // PyTorch's rule, in its scan order: a larger value or a NaN takes the place.
+      if (r0[x + 1] > best || std::isnan(r0[x + 1])) best = r0[x + 1], at = y * w.width + x + 1;
+      if (r1[x] > best || std::isnan(r1[x])) best = r1[x], at = (y + 1) * w.width + x;
+      if (r1[x + 1] > best || std::isnan(r1[x + 1])) best = r1[x + 1], at = (y + 1) * w.width + x + 1;
+      out[oy * w.out_w + ox] = best;
+      idx[oy * w.out_w + ox] = at;
+    }
+  }
+}
+
+template <typename T>
+void max_pool_plane(const Window2d& w, const T* src, T* out, int64_t* idx) {
+  for (int64_t oy = 0; oy < w.out_h; ++oy) {
+    int64_t h0 = oy * w.stride_h - w.pad_h;
+    const int64_t h1 = std::min(h0 + (w.kernel_h - 1) * w.dilation_h + 1, w.height);
+    while (h0 < 0) h0 += w.dilation_h;
+    for (int64_t ox = 0; ox < w.out_w; ++ox) {
+      int64_t w0 = ox * w.stride_w - w.pad_w;
+      const int64_t w1 = std::min(w0 + (w.kernel_w - 1) * w.dilation_w + 1, w.width);
+      while (w0 < 0) w0 += w.dilation_w;
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t at = h0 * w.width + w0;
+      for (int64_t y = h0; y < h1; y += w.dilation_h) {
+        for (int64_t x = w0; x < w1; x += w.dilation_w) {
+          const T v = src[y * w.width + x];
+          if (v > best || std::isnan(v)) {
+            best = v;
+            at = y * w.width + x;
+          }
+        }
+      }
+      out[oy * w.out_w + ox] = best;
+      idx[oy * w.out_w + ox] = at;
+    }
+  }
+}
+
+template <typename T>
+void max_pool2d_typed(const Window2d& w, T* out, int64_t* indices, const T* in) {
+  const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+  const bool is_2x2 = w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2 &&
+                      w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
+                      2 * w.out_h <= w.height && 2 * w.out_w <= w.width;
+  parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      if (is_2x2) {
+        max_pool_2x2(w, in + p * plane, out + p * out_plane, indices + p * out_plane);
+      } else {
+        max_pool_plane(w, in + p * plane, out + p * out_plane, indices + p * out_plane);
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out, const int64_t* indices) {
+  const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+  parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* dst = grad_in + p * plane;
+      std::fill(dst, dst + plane, T(0));
+      const T* g = grad_out + p * out_plane;
+      const int64_t* idx = indices + p * out_plane;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const int64_t at = idx[o];
+        if (at >= 0 && at < plane) dst[at] += g[o];  // a window with no input cell has no argmax
+      }
+    }
+  });
+}
+
+// ---- average pooling ----
+
+// The window of output (oy, ox) clipped to the input, and its divisor (PyTorch's rules).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;  // 0: the window has no input cell (output 0)
+};
+
+inline AvgWindow avg_window(const Window2d& w, int64_t oy, int64_t ox, bool count_include_pad) {
+  int64_t h0 = oy * w.stride_h - w.pad_h, w0 = ox * w.stride_w - w.pad_w;
+  int64_t h1 = std::min(h0 + w.kernel_h, w.height + w.pad_h);
+  int64_t w1 = std::min(w0 + w.kernel_w, w.width + w.pad_w);
+  const int64_t padded_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, w.height);
+  w1 = std::min(w1, w.width);
+  if (h0 >= h1 || w0 >= w1) return {h0, h1, w0, w1, 0};
+  return {h0, h1, w0, w1, count_include_pad ? padded_size : (h1 - h0) * (w1 - w0)};
+}
+
+template <typename T>
+void avg_pool2d_typed(const Window2d& w, T* out, const T* in, bool count_include_pad) {
+  const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+  parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T* src = in + p * plane;
+      T* dst = out + p * out_plane;
+      for (int64_t oy = 0; oy < w.out_h; ++oy) {
+        for (int64_t ox = 0; ox < w.out_w; ++ox) {
+          const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
+          if (a.divisor == 0) {
+            dst[oy * w.out_w + ox] = T(0);
+            continue;
+          }
+          T sum = T(0);
+          for (int64_t y = a.h0; y < a.h1; ++y)
+            for (int64_t x = a.w0; x < a.w1; ++x) sum += src[y * w.width + x];
+          dst[oy * w.out_w + ox] = sum / static_cast<T>(a.divisor);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out, bool count_include_pad) {
+  const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+  parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* dst = grad_in + p * plane;
+      std::fill(dst, dst + plane, T(0));
+      const T* g = grad_out + p * out_plane;
+      for (int64_t oy = 0; oy < w.out_h; ++oy) {
+        for (int64_t ox = 0; ox < w.out_w; ++ox) {
+          const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
+          if (a.divisor == 0) continue;
+          const T share = g[oy * w.out_w + ox] / static_cast<T>(a.divisor);
+          for (int64_t y = a.h0; y < a.h1; ++y)
+            for (int64_t x = a.w0; x < a.w1; ++x) dst[y * w.width + x] += share;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void im2col(const Window2d& w, const View& columns, const View& in) {
+  dispatch_float(in.dtype, "im2col", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    im2col_typed(w, static_cast<T*>(columns.data), static_cast<const T*>(in.data));
+  });
+}
+
+void col2im(const Window2d& w, const View& grad_in, const View& columns) {
+  dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    col2im_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(columns.data));
+  });
+}
+
+void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in) {
+  dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_typed(w, static_cast<T*>(out.data), static_cast<int64_t*>(indices.data),
+                     static_cast<const T*>(in.data));
+  });
+}
+
+void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         const View& indices) {
+  dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_backward_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+                              static_cast<const int64_t*>(indices.data));
+  });
+}
+
+void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad) {
+  dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_typed(w, static_cast<T*>(out.data), static_cast<const T*>(in.data), count_include_pad);
+  });
+}
+
+void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         bool count_include_pad) {
+  dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_backward_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+                              count_include_pad);
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,94 @@
+// src/cpu/elementwise.cpp — fill, copy (with dtype casts) and where, for every dtype.
+//
+// All three walk their operands with the strided loop of loops.hpp (Note [Strided loops]):
+// contiguous operands collapse to one flat run that is a memcpy / memset-like loop.
+#include <cstring>
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+
+void fill(const View& out, double value) {
+  const Operand ops[1] = {operand(out)};
+  const Loop<1> loop = make_loop(out.shape, ops);
+  dispatch_all(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = cast<T>(value);
+    parallel_loop(loop, kGrainCheap, [v](char* const* p, const int64_t* s, int64_t n) {
+      T* __restrict o = reinterpret_cast<T*>(p[0]);
+      if (s[0] == static_cast<int64_t>(sizeof(T))) {
+        for (int64_t i = 0; i < n; ++i) o[i] = v;
+      } else {
+        const int64_t so = s[0] / static_cast<int64_t>(sizeof(T));
+        for (int64_t i = 0; i < n; ++i) o[i * so] = v;
+      }
+    });
+  });
+}
+
+namespace {
+
+template <typename To, typename From>
+void copy_typed(const Loop<2>& loop) {
+  parallel_loop(loop, kGrainCheap, [](char* const* p, const int64_t* s, int64_t n) {
+    To* __restrict o = reinterpret_cast<To*>(p[0]);
+    const From* __restrict x = reinterpret_cast<const From*>(p[1]);
+    constexpr int64_t kTo = sizeof(To), kFrom = sizeof(From);
+    if (s[0] == kTo && s[1] == kFrom) {
+      if constexpr (std::is_same_v<To, From>) {
+        std::memcpy(o, x, static_cast<size_t>(n) * sizeof(To));
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = cast<To>(x[i]);
+      }
+    } else if (s[0] == kTo && s[1] == 0) {
+      const To v = cast<To>(x[0]);
+      for (int64_t i = 0; i < n; ++i) o[i] = v;
+    } else {
+      const int64_t so = s[0] / kTo, sx = s[1] / kFrom;
+      for (int64_t i = 0; i < n; ++i) o[i * so] = cast<To>(x[i * sx]);
+    }
+  });
+}
+
+}  // namespace
+
+void copy(const View& out, const View& in) {
+  EMBER_ASSERT(in.shape.size() == out.shape.size(), "copy: rank mismatch ", in.shape.size(),
+               " vs ", out.shape.size());
+  const Operand ops[2] = {operand(out), operand(in)};
+  const Loop<2> loop = make_loop(out.shape, ops);
+  dispatch_all(out.dtype, [&](auto to_tag) {
+    using To = typename decltype(to_tag)::type;
+    dispatch_all(in.dtype, [&](auto from_tag) {
+      using From = typename decltype(from_tag)::type;
+      copy_typed<To, From>(loop);
+    });
+  });
+}
+
+void where(const View& out, const View& cond, const View& a, const View& b) {
+  EMBER_CHECK(cond.dtype == DType::boolean, "where: condition must be bool (got ",
+              dtype_name(cond.dtype), ")");
+  EMBER_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype, "where: dtype mismatch");
+  const Operand ops[4] = {operand(out), operand(cond), operand(a), operand(b)};
+  const Loop<4> loop = make_loop(out.shape, ops);
+  dispatch_bytes(element_size(out.dtype), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    parallel_loop(loop, kGrainCheap, [](char* const* p, const int64_t* s, int64_t n) {
+      U* __restrict o = reinterpret_cast<U*>(p[0]);
+      const uint8_t* __restrict c = reinterpret_cast<const uint8_t*>(p[1]);
+      const U* __restrict x = reinterpret_cast<const U*>(p[2]);
+      const U* __restrict y = reinterpret_cast<const U*>(p[3]);
+      constexpr int64_t kU = sizeof(U);
+      if (s[0] == kU && s[1] == 1 && s[2] == kU && s[3] == kU) {
+        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+      } else {
+        const int64_t so = s[0] / kU, sc = s[1], sx = s[2] / kU, sy = s[3] / kU;
+        for (int64_t i = 0; i < n; ++i) o[i * so] = c[i * sc] ? x[i * sx] : y[i * sy];
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,95 @@
+// src/cpu/gemm.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
+//
+// C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row), row-major, for
+// b in [0, batch) with per-operand batch strides (0 broadcasts one matrix). Transposes go
+// to cblas as flags; nothing is copied. The batch loop calls BLAS from this thread only:
+// OpenBLAS threads each call itself with the count kept equal to ember's pool
+// (src/cpu/threads.cpp), and BLAS must never run inside a parallel_for body.
+#include <cblas.h>
+
+#include <climits>
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+namespace {
+
+template <typename T>
+void blas_gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
+               const T* b, int ldb, T beta, T* c, int ldc) {
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// C = beta · C for an empty inner dimension (BLAS would reject ld = 0 there).
+template <typename T>
+void scale_rows(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    if (beta == T(0)) {
+      for (int64_t j = 0; j < n; ++j) row[j] = T(0);
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+  }
+}
+
+template <typename T>
+EMBER_VECTORIZE void add_bias_rows(T* __restrict c, const T* __restrict bias, int64_t rows,
+                                   int64_t n, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* __restrict row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+  }
+}
+
+int to_int(int64_t v, const char* what) {
+  EMBER_CHECK(v >= 0 && v <= INT_MAX, "gemm: ", what, " = ", v, " is beyond BLAS's 32-bit range");
+  return static_cast<int>(v);
+}
+
+template <typename T>
+void gemm_typed(const GemmArgs& g) {
+  const T* a = static_cast<const T*>(g.a);
+  const T* b = static_cast<const T*>(g.b);
+  T* c = static_cast<T*>(g.c);
+  const T* bias = static_cast<const T*>(g.bias);
+  const int m = to_int(g.m, "m"), n = to_int(g.n, "n"), k = to_int(g.k, "k");
+  const int lda = to_int(g.lda, "lda"), ldb = to_int(g.ldb, "ldb"), ldc = to_int(g.ldc, "ldc");
+  EMBER_ASSERT(ldc >= n, "gemm: ldc ", ldc, " < n ", n);
+  if (k > 0) {
+    EMBER_ASSERT(lda >= (g.trans_a ? m : k) && ldb >= (g.trans_b ? k : n),
+                 "gemm: leading dimensions too small");
+  }
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    T* ci = c + i * g.batch_stride_c;
+    if (k == 0) {
+      scale_rows(ci, m, n, ldc, beta);
+    } else {
+      blas_gemm<T>(g.trans_a, g.trans_b, m, n, k, alpha, a + i * g.batch_stride_a, lda,
+                   b + i * g.batch_stride_b, ldb, beta, ci, ldc);
+    }
+    if (bias) {
+      const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max(n, 1));
+      parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
+        add_bias_rows(ci + r0 * ldc, bias, r1 - r0, n, ldc);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args) {
+  num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
+  if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
+  dispatch_float(args.dtype, "gemm", [&](auto tag) { gemm_typed<typename decltype(tag)::type>(args); });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,280 @@
+// src/cpu/loops.hpp — shared machinery of the CPU kernels: dtype dispatch, casts, and the
+// strided loop that walks N operands of one shape.
+//
+// Note [Strided loops]
+// make_loop collapses the operands' common shape: dims of size 1 are dropped and adjacent
+// dims merge when every operand's strides allow it (stride[d] == stride[d+1]·size[d+1]).
+// Contiguous operands thus become one flat dim, a scalar broadcast (all strides 0) stays
+// stride 0, and a row broadcast ([m, n] with [n]) keeps an inner dim that is contiguous for
+// both. for_each_range then visits any linear range [begin, end) of the logical
+// (row-major) order row by row, calling inner(ptrs, byte_strides, count) with the
+// operands' pointers at the start of a run of `count` elements along the innermost dim.
+// Inner loops check their byte strides to pick a vectorisable path (all contiguous, one
+// operand broadcast) or the general strided one. Because the range is in logical order,
+// the linear position is known too (random kernels use it as the element index).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "backend/backend.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ember/error.hpp"
+
+namespace ember::cpu {
+
+// Hot contiguous loops are compiled twice, for AVX2 and for the portable baseline, and the
+// loader picks one (GCC function multiversioning); plain C++ loops then use 256-bit vectors.
+// Only + - * / and compares are in these loops, no contraction, so both clones give
+// bit-identical results. Sanitizer builds skip the clones: their instrumented ifunc
+// resolvers would run before the sanitizer runtime is initialised.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define EMBER_VECTORIZE __attribute__((target_clones("avx2", "default")))
+#else
+#define EMBER_VECTORIZE
+#endif
+
+static_assert(sizeof(bool) == 1, "bool tensors are stored as one byte");
+
+// Parallel grains, in elements: below these a kernel runs on the caller alone.
+inline constexpr int64_t kGrainCheap = 32768;      // add, copy, fill, compare
+inline constexpr int64_t kGrainMath = 4096;        // exp, tanh, erf, pow
+inline constexpr int64_t kGrainReduceBlock = 16384;  // fixed block of a full reduction
+
+inline int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+/// True when `v` is C-contiguous (size-1 dims may have any stride).
+inline bool is_contiguous(const backend::View& v) {
+  int64_t expected = 1;
+  for (int d = v.shape.size() - 1; d >= 0; --d) {
+    if (v.shape[d] == 1) continue;
+    if (v.strides[d] != expected) return false;
+    expected *= v.shape[d];
+  }
+  return true;
+}
+
+// ---- dtype dispatch ----
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+/// Calls f(Tag<T>{}) for the C++ type of `t` (bool for DType::boolean).
+template <typename F>
+decltype(auto) dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat16>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    case DType::u8: return f(Tag<uint8_t>{});
+    case DType::boolean: return f(Tag<bool>{});
+  }
+  EMBER_ASSERT(false, "unknown dtype ", static_cast<int>(t));
+  return f(Tag<float>{});
+}
+
+/// f32/f64 only; `op` names the kernel in the error for anything else.
+template <typename F>
+decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::f64) return f(Tag<double>{});
+  EMBER_CHECK(t == DType::f32, op, ": the CPU kernel supports f32 and f64 (got ",
+              dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
+/// f32/f64/i32/i64.
+template <typename F>
+decltype(auto) dispatch_numeric(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    default: break;
+  }
+  EMBER_CHECK(false, op, ": the CPU kernel supports f32, f64, i32 and i64 (got ",
+              dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
+/// An unsigned integer type of `bytes` bytes (for kernels that only move elements).
+template <size_t Bytes>
+using BitsOf = std::conditional_t<
+    Bytes == 1, uint8_t,
+    std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+
+/// Calls f(Tag<U>{}) with U the unsigned type of `bytes` bytes (1, 2, 4 or 8).
+template <typename F>
+decltype(auto) dispatch_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(Tag<uint8_t>{});
+    case 2: return f(Tag<uint16_t>{});
+    case 4: return f(Tag<uint32_t>{});
+    default: break;
+  }
+  EMBER_ASSERT(bytes == 8, "unexpected element size ", bytes);
+  return f(Tag<uint64_t>{});
+}
+
+// ---- casts between element types ----
+template <typename T>
+inline constexpr bool kIsHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// Converts like PyTorch's `.to(dtype)`: 16-bit floats go through float, anything to bool is
+/// `!= 0`, floats to u8 go through i64 (so -1.0 becomes 255, as in PyTorch on x86).
+template <typename To, typename From>
+inline To cast(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (kIsHalfLike<From>) {
+    return cast<To>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return x != From(0);
+  } else if constexpr (kIsHalfLike<To>) {
+    return To(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
+    return static_cast<uint8_t>(static_cast<int64_t>(x));
+  } else {
+    return static_cast<To>(x);
+  }
+}
+
+// ---- strided loops (Note [Strided loops]) ----
+struct Operand {
+  void* data;
+  const int64_t* strides;  // in elements, one per dim of the loop shape
+  size_t element_bytes;
+};
+
+inline Operand operand(const backend::View& v) {
+  return {v.data, v.strides.data(), element_size(v.dtype)};
+}
+
+template <int N>
+struct Loop {
+  int rank = 1;
+  int64_t numel = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[N][kMaxRank] = {};  // bytes
+  char* data[N] = {};
+};
+
+/// Collapses `rank` dims of sizes `shape` for N operands (Note [Strided loops]).
+template <int N>
+Loop<N> make_loop(int rank, const int64_t* shape, const Operand (&ops)[N]) {
+  Loop<N> loop;
+  for (int k = 0; k < N; ++k) loop.data[k] = static_cast<char*>(ops[k].data);
+  loop.numel = 1;
+  for (int d = 0; d < rank; ++d) loop.numel *= shape[d];
+  // Collapse from the innermost dim outwards into a reversed list.
+  int64_t rshape[kMaxRank];
+  int64_t rstrides[N][kMaxRank];
+  int r = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t size = shape[d];
+    if (size == 1) continue;
+    bool merge = r > 0;
+    for (int k = 0; k < N && merge; ++k) {
+      const int64_t s = ops[k].strides[d] * static_cast<int64_t>(ops[k].element_bytes);
+      merge = s == rstrides[k][r - 1] * rshape[r - 1];
+    }
+    if (merge) {
+      rshape[r - 1] *= size;
+    } else {
+      rshape[r] = size;
+      for (int k = 0; k < N; ++k)
+        rstrides[k][r] = ops[k].strides[d] * static_cast<int64_t>(ops[k].element_bytes);
+      ++r;
+    }
+  }
+  if (r == 0) {  // every dim is 1 (or a scalar): one element
+    loop.rank = 1;
+    loop.shape[0] = 1;
+    return loop;
+  }
+  loop.rank = r;
+  for (int i = 0; i < r; ++i) {
+    loop.shape[i] = rshape[r - 1 - i];
+    for (int k = 0; k < N; ++k) loop.strides[k][i] = rstrides[k][r - 1 - i];
+  }
+  return loop;
+}
+
+template <int N>
+Loop<N> make_loop(const Shape& shape, const Operand (&ops)[N]) {
+  return make_loop(shape.size(), shape.data(), ops);
+}
+
+/// Visits linear positions [begin, end) of `loop` (logical row-major order).
+template <int N, typename Inner>
+void for_each_range(const Loop<N>& loop, int64_t begin, int64_t end, Inner&& inner) {
+  if (begin >= end) return;
+  const int last = loop.rank - 1;
+  const int64_t row_len = loop.shape[last];
+  int64_t idx[kMaxRank];
+  int64_t rem = begin;
+  for (int d = last; d >= 0; --d) {
+    idx[d] = rem % loop.shape[d];
+    rem /= loop.shape[d];
+  }
+  char* row[N];
+  int64_t inner_strides[N];
+  for (int k = 0; k < N; ++k) {
+    row[k] = loop.data[k];
+    for (int d = 0; d < last; ++d) row[k] += idx[d] * loop.strides[k][d];
+    inner_strides[k] = loop.strides[k][last];
+  }
+  int64_t col = idx[last];
+  int64_t pos = begin;
+  for (;;) {
+    const int64_t count = std::min(row_len - col, end - pos);
+    char* ptrs[N];
+    for (int k = 0; k < N; ++k) ptrs[k] = row[k] + col * inner_strides[k];
+    inner(ptrs, inner_strides, count);
+    pos += count;
+    if (pos >= end) return;
+    col = 0;
+    for (int d = last - 1; d >= 0; --d) {  // next row, carrying into outer dims
+      for (int k = 0; k < N; ++k) row[k] += loop.strides[k][d];
+      if (++idx[d] < loop.shape[d]) break;
+      for (int k = 0; k < N; ++k) row[k] -= loop.shape[d] * loop.strides[k][d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Runs `inner` over the whole loop, split across threads when numel > grain.
+template <int N, typename Inner>
+void parallel_loop(const Loop<N>& loop, int64_t grain, Inner&& inner) {
+  if (loop.numel <= 0) return;
+  parallel_for(loop.numel, grain,
+               [&](int64_t begin, int64_t end) { for_each_range(loop, begin, end, inner); });
+}
+
+/// Like parallel_loop, but inner also receives the linear position of its first element:
+/// inner(ptrs, byte_strides, count, position).
+template <int N, typename Inner>
+void parallel_loop_indexed(const Loop<N>& loop, int64_t grain, Inner&& inner) {
+  if (loop.numel <= 0) return;
+  parallel_for(loop.numel, grain, [&](int64_t begin, int64_t end) {
+    int64_t position = begin;
+    for_each_range(loop, begin, end,
+                   [&](char* const* ptrs, const int64_t* strides, int64_t count) {
+                     inner(ptrs, strides, count, position);
+                     position += count;
+                   });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,283 @@
+// src/cpu/optim_kernels.cpp — fused optimizer steps: Backend::adam_step and sgd_step.
+//
+// Each step is one pass over memory: every element of the parameter, its gradient and its
+// state is read once and written once, where torch.optim's single-tensor path makes 6-10
+// passes. The arithmetic is torch.optim's, operation for operation and in the same order,
+// in the parameter's dtype with each Python scalar cast to it, so an f32 step matches a
+// float32 PyTorch step to the last bit or two (see the formulas beside each kernel).
+//
+// Note [Blocked Adam]
+// sqrt keeps a plain loop scalar (GCC must call sqrtf for errno on negative inputs; see
+// unary.cpp), so the Adam loop is split into L1-resident blocks of kBlock elements:
+// (A) a vectorised loop updates m, v (and v_max) and writes the second moment used by the
+// denominator into a stack buffer, (B) the buffer's square roots come from the SSE/AVX
+// sqrt instructions, (C) a vectorised loop finishes the parameter. Memory traffic stays
+// one pass; blocks (B) and (C) re-read data that is still in L1.
+#pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+
+#include <cmath>
+#include <initializer_list>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+namespace {
+
+using backend::AdamArgs;
+using backend::SgdArgs;
+
+constexpr int64_t kBlock = 256;          // elements per L1-resident block (Note [Blocked Adam])
+constexpr int64_t kGrainAdam = 16384;    // ~10 flops and 5 streams per element
+constexpr int64_t kGrainSgd = kGrainCheap;
+
+// ---- square roots of a block (Note [Blocked Adam]) ----
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void sqrt_block_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+  for (; i < n; ++i) _mm_store_ss(x + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+}
+__attribute__((target("avx2"))) void sqrt_block_avx2(double* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(x + i, _mm256_sqrt_pd(_mm256_loadu_pd(x + i)));
+  for (; i < n; ++i) x[i] = std::sqrt(x[i]);
+}
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+template <typename T>
+void sqrt_block(T* x, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_avx2()) {
+    sqrt_block_avx2(x, n);
+    return;
+  }
+#endif
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+  } else {
+    for (; i + 2 <= n; i += 2) _mm_storeu_pd(x + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
+  }
+#endif
+  for (; i < n; ++i) x[i] = std::sqrt(x[i]);
+}
+
+// ---- Adam / AdamW ----
+//
+// torch.optim.adam._single_tensor_adam (adamw: param.mul_(1 - lr·wd) first, no L2 term):
+//   g = -g if maximize;  g = g + wd·p (Adam, wd != 0)
+//   m = m·β1 + (1-β1)·g                      exp_avg.mul_(β1).add_(g, alpha=1-β1)
+//   v = v·β2 + ((1-β2)·g)·g                  exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
+//   v_max = max(v_max, v)  (amsgrad; the denominator then uses v_max)
+//   denom = sqrt(v) / sqrt(1-β2^t) + eps
+//   p = p·decay + (-(lr / (1-β1^t))·m) / denom     param.addcdiv_(m, denom, value=-step_size)
+
+template <typename T>
+struct AdamScalars {
+  T sign, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2;
+  T bias_correction2_sqrt, eps, neg_step_size, decay;
+};
+
+template <typename T>
+AdamScalars<T> adam_scalars(const AdamArgs& a) {
+  const double t = static_cast<double>(a.step);
+  const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
+  const double step_size = a.lr / bias_correction1;
+  return {.sign = T(a.maximize ? -1 : 1),
+          .weight_decay = T(a.weight_decay),
+          .beta1 = T(a.beta1),
+          .one_minus_beta1 = T(1.0 - a.beta1),
+          .beta2 = T(a.beta2),
+          .one_minus_beta2 = T(1.0 - a.beta2),
+          .bias_correction2_sqrt = T(std::sqrt(bias_correction2)),
+          .eps = T(a.eps),
+          .neg_step_size = T(-step_size),
+          .decay = T(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0)};
+}
+
+// (A): moments; `second` gets the second moment the denominator uses.
+template <typename T, bool kL2, bool kAmsgrad>
+EMBER_VECTORIZE void adam_moments(const T* __restrict p, const T* __restrict g, T* __restrict m,
+                                  T* __restrict v, T* __restrict vmax, T* __restrict second,
+                                  int64_t n, AdamScalars<T> s) {
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i] * s.sign;
+    if constexpr (kL2) gi = gi + s.weight_decay * p[i];
+    const T mi = m[i] * s.beta1 + s.one_minus_beta1 * gi;
+    const T vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    if constexpr (kAmsgrad) {
+      const T old = vmax[i];
+      // torch.maximum: NaN in either operand gives NaN.
+      const T top = (old >= vi || old != old) ? old : vi;
+      vmax[i] = top;
+      second[i] = top;
+    } else {
+      second[i] = vi;
+    }
+  }
+}
+
+// (C): the parameter, from m and the square roots of the second moments.
+template <typename T>
+EMBER_VECTORIZE void adam_apply(T* __restrict p, const T* __restrict m,
+                                const T* __restrict root, int64_t n, AdamScalars<T> s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T denom = root[i] / s.bias_correction2_sqrt + s.eps;
+    p[i] = p[i] * s.decay + (s.neg_step_size * m[i]) / denom;
+  }
+}
+
+template <typename T, bool kL2, bool kAmsgrad>
+void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end,
+                const AdamScalars<T>& s) {
+  alignas(64) T second[kBlock];
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t n = std::min(kBlock, end - b);
+    adam_moments<T, kL2, kAmsgrad>(p + b, g + b, m + b, v + b, kAmsgrad ? vmax + b : nullptr,
+                                   second, n, s);
+    sqrt_block(second, n);
+    adam_apply<T>(p + b, m + b, second, n, s);
+  }
+}
+
+template <typename T, bool kL2, bool kAmsgrad>
+void adam_typed(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
+                const View& max_exp_avg_sq, const AdamArgs& args) {
+  T* p = static_cast<T*>(param.data);
+  const T* g = static_cast<const T*>(grad.data);
+  T* m = static_cast<T*>(exp_avg.data);
+  T* v = static_cast<T*>(exp_avg_sq.data);
+  T* vmax = static_cast<T*>(max_exp_avg_sq.data);
+  const AdamScalars<T> s = adam_scalars<T>(args);
+  parallel_for(param.numel(), kGrainAdam, [&](int64_t begin, int64_t end) {
+    adam_range<T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
+  });
+}
+
+template <typename T>
+void adam_dispatch(const View& param, const View& grad, const View& exp_avg,
+                   const View& exp_avg_sq, const View& max_exp_avg_sq, const AdamArgs& args) {
+  const bool l2 = !args.decoupled_weight_decay && args.weight_decay != 0.0;
+  if (l2) {
+    if (args.amsgrad) adam_typed<T, true, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    else adam_typed<T, true, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  } else {
+    if (args.amsgrad) adam_typed<T, false, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    else adam_typed<T, false, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  }
+}
+
+// ---- SGD ----
+//
+// torch.optim.sgd._single_tensor_sgd:
+//   g = -g if maximize;  g = g + wd·p (wd != 0)
+//   momentum: buf = g on the first step, else buf = buf·μ + (1-dampening)·g
+//             g = g + μ·buf (nesterov) or g = buf
+//   p = p + (-lr)·g                          param.add_(g, alpha=-lr)
+
+template <typename T>
+struct SgdScalars {
+  T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
+};
+
+template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
+EMBER_VECTORIZE void sgd_run(T* __restrict p, const T* __restrict g, T* __restrict buf,
+                             int64_t n, SgdScalars<T> s) {
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i] * s.sign;
+    if constexpr (kL2) gi = gi + s.weight_decay * p[i];
+    if constexpr (kMomentum) {
+      T bi;
+      if constexpr (kFirst) bi = gi;
+      else bi = buf[i] * s.momentum + s.one_minus_dampening * gi;
+      buf[i] = bi;
+      if constexpr (kNesterov) gi = gi + s.momentum * bi;
+      else gi = bi;
+    }
+    p[i] = p[i] + s.neg_lr * gi;
+  }
+}
+
+template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_typed(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& a) {
+  T* p = static_cast<T*>(param.data);
+  const T* g = static_cast<const T*>(grad.data);
+  T* buf = static_cast<T*>(momentum_buf.data);
+  const SgdScalars<T> s{.sign = T(a.maximize ? -1 : 1),
+                        .weight_decay = T(a.weight_decay),
+                        .momentum = T(a.momentum),
+                        .one_minus_dampening = T(1.0 - a.dampening),
+                        .neg_lr = T(-a.lr)};
+  parallel_for(param.numel(), kGrainSgd, [&](int64_t begin, int64_t end) {
+    sgd_run<T, kL2, kMomentum, kFirst, kNesterov>(p + begin, g + begin,
+                                                  kMomentum ? buf + begin : nullptr,
+                                                  end - begin, s);
+  });
+}
+
+// Turns runtime flags into template arguments, one at a time.
+template <typename F>
+void with_bool(bool b, F&& f) {
+  if (b) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+template <typename T>
+void sgd_dispatch(const View& param, const View& grad, const View& momentum_buf,
+                  const SgdArgs& a) {
+  with_bool(a.weight_decay != 0.0, [&](auto l2) {
+    if (a.momentum == 0.0) {
+      sgd_typed<T, decltype(l2)::value, false, false, false>(param, grad, momentum_buf, a);
+      return;
+    }
+    with_bool(a.first_step, [&](auto first) {
+      with_bool(a.nesterov, [&](auto nesterov) {
+        sgd_typed<T, decltype(l2)::value, true, decltype(first)::value,
+                  decltype(nesterov)::value>(param, grad, momentum_buf, a);
+      });
+    });
+  });
+}
+
+void check_views(const char* op, const View& param, std::initializer_list<const View*> others) {
+  EMBER_CHECK(param.dtype == DType::f32 || param.dtype == DType::f64, op,
+              ": unsupported dtype (got ", dtype_name(param.dtype), ", expected f32 or f64)");
+  for (const View* v : others) {
+    EMBER_ASSERT(v->dtype == param.dtype && v->numel() == param.numel(), op,
+                 ": state views must match the parameter");
+  }
+}
+
+}  // namespace
+
+void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
+               const View& max_exp_avg_sq, const AdamArgs& args) {
+  check_views("adam_step", param, {&grad, &exp_avg, &exp_avg_sq});
+  EMBER_ASSERT(!args.amsgrad || max_exp_avg_sq.data != nullptr, "adam_step: amsgrad needs max_exp_avg_sq");
+  if (param.dtype == DType::f32) adam_dispatch<float>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  else adam_dispatch<double>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+}
+
+void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args) {
+  check_views("sgd_step", param, {&grad});
+  EMBER_ASSERT(args.momentum == 0.0 || momentum_buf.data != nullptr, "sgd_step: momentum needs a buffer");
+  if (param.dtype == DType::f32) sgd_dispatch<float>(param, grad, momentum_buf, args);
+  else sgd_dispatch<double>(param, grad, momentum_buf, args);
+}
+
+}  // namespace ember::cpu

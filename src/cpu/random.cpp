@@ -1,0 +1,100 @@
+// src/cpu/random.cpp — uniform, normal and dropout from counter-based Philox.
+//
+// Element i (its position in row-major order) draws block (seed, offset + i), as described
+// in Note [Random streams] (philox.hpp), so results do not depend on threads or strides and
+// the CUDA backend produces the same values. f16/bf16 outputs are drawn as f32 and rounded.
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+#include "cpu/philox.hpp"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kGrainRandom = 4096;  // Philox costs ~10 multiplies per element
+
+template <typename F>
+decltype(auto) dispatch_random(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat16>{});
+    default: break;
+  }
+  EMBER_CHECK(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
+// Fills `out` with gen(block) for element blocks, converting to T.
+template <typename T, typename Gen>
+void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
+  const Operand ops[1] = {operand(out)};
+  const Loop<1> loop = make_loop(out.shape, ops);
+  parallel_loop_indexed(loop, kGrainRandom,
+                        [&](char* const* p, const int64_t* s, int64_t n, int64_t position) {
+                          T* o = reinterpret_cast<T*>(p[0]);
+                          const int64_t so = s[0] / static_cast<int64_t>(sizeof(T));
+                          const uint64_t first = offset + static_cast<uint64_t>(position);
+                          for (int64_t i = 0; i < n; ++i)
+                            o[i * so] = cast<T>(gen(philox::block_for(seed, first + i)));
+                        });
+}
+
+}  // namespace
+
+void uniform(const View& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+  dispatch_random(out.dtype, "uniform", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      generate<T>(out, seed, offset,
+                  [=](const philox::Block& b) { return philox::uniform_value_f64(b, lo, hi); });
+    } else {
+      const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+      generate<T>(out, seed, offset,
+                  [=](const philox::Block& b) { return philox::uniform_value_f32(b, flo, fhi); });
+    }
+  });
+}
+
+void normal(const View& out, uint64_t seed, uint64_t offset, double mean, double std) {
+  dispatch_random(out.dtype, "normal", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      generate<T>(out, seed, offset,
+                  [=](const philox::Block& b) { return mean + std * philox::normal_f64(b); });
+    } else {
+      const float fmean = static_cast<float>(mean), fstd = static_cast<float>(std);
+      generate<T>(out, seed, offset,
+                  [=](const philox::Block& b) { return fmean + fstd * philox::normal_f32(b); });
+    }
+  });
+}
+
+void dropout(const View& out, const View& mask, const View& in, double p, uint64_t seed,
+             uint64_t offset) {
+  EMBER_ASSERT(mask.dtype == in.dtype && out.dtype == in.dtype, "dropout: dtype mismatch");
+  const Operand ops[3] = {operand(out), operand(mask), operand(in)};
+  const Loop<3> loop = make_loop(out.shape, ops);
+  dispatch_float(in.dtype, "dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    parallel_loop_indexed(loop, kGrainRandom,
+                          [&](char* const* ptr, const int64_t* s, int64_t n, int64_t position) {
+                            T* o = reinterpret_cast<T*>(ptr[0]);
+                            T* m = reinterpret_cast<T*>(ptr[1]);
+                            const T* x = reinterpret_cast<const T*>(ptr[2]);
+                            constexpr int64_t kT = sizeof(T);
+                            const int64_t so = s[0] / kT, sm = s[1] / kT, sx = s[2] / kT;
+                            const uint64_t first = offset + static_cast<uint64_t>(position);
+                            for (int64_t i = 0; i < n; ++i) {
+                              const bool kept =
+                                  philox::dropout_keep(philox::block_for(seed, first + i), p);
+                              const T keep = kept ? scale : T(0);
+                              m[i * sm] = keep;
+                              o[i * so] = x[i * sx] * keep;
+                            }
+                          });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,442 @@
+// src/cpu/reduce.cpp — reductions (sum, mean, max, min, prod, argmax, argmin) and variance.
+//
+// `in` is reduced over the dims where out.shape == 1 and in.shape != 1. A plan collapses the
+// dims into kept and reduced runs, then one of three drivers runs a Reducer:
+//   inner  — the innermost dim is reduced: each output scans its group (rows), in parallel
+//            over outputs;
+//   outer  — the innermost dim is kept: blocks of kColumns adjacent outputs accumulate
+//            row after row (vectorised across columns), in parallel over blocks;
+//   full   — few outputs with large groups: each group is cut into fixed blocks of
+//            kGrainReduceBlock elements reduced in parallel and merged in order.
+// Every driver visits a group in the same order whatever the thread count, so results are
+// deterministic. f32 sums accumulate in f64 (8 lanes, then fixed-size blocks); max/min
+// propagate NaN; argmax/argmin keep the first index on ties and treat NaN as the extreme,
+// as PyTorch. variance = mean pass, then a pass summing squared deviations from it.
+#pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int kLanes = 8;       // independent accumulators in a contiguous run
+constexpr int64_t kColumns = 64;  // outputs per block in the outer driver
+
+template <typename T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+// Integer sums and products wrap (two's complement) like PyTorch's instead of being UB.
+template <typename A>
+inline A add_acc(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+template <typename A>
+inline A mul_acc(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
+}
+
+template <typename T>
+inline T max_nan(T a, T b) {  // NaN in either wins
+  if constexpr (std::is_floating_point_v<T>) return (b > a || b != b) ? b : a;
+  else return b > a ? b : a;
+}
+template <typename T>
+inline T min_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return (b < a || b != b) ? b : a;
+  else return b < a ? b : a;
+}
+
+template <typename T, typename A>
+EMBER_VECTORIZE A sum_run(const T* __restrict x, int64_t n) {
+  A lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = add_acc(lane[j], static_cast<A>(x[i + j]));
+  for (; i < n; ++i) lane[0] = add_acc(lane[0], static_cast<A>(x[i]));
+  A total = A(0);
+  for (int j = 0; j < kLanes; ++j) total = add_acc(total, lane[j]);
+  return total;
+}
+
+template <typename T, bool Max>
+EMBER_VECTORIZE T extreme_run(const T* __restrict x, int64_t n, T start) {
+  T lane[kLanes];
+  for (int j = 0; j < kLanes; ++j) lane[j] = start;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j)
+      lane[j] = Max ? max_nan(lane[j], x[i + j]) : min_nan(lane[j], x[i + j]);
+  for (; i < n; ++i) lane[0] = Max ? max_nan(lane[0], x[i]) : min_nan(lane[0], x[i]);
+  T total = start;
+  for (int j = 0; j < kLanes; ++j) total = Max ? max_nan(total, lane[j]) : min_nan(total, lane[j]);
+  return total;
+}
+
+template <typename T>
+EMBER_VECTORIZE double square_deviation_run(const T* __restrict x, int64_t n, double mean) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(x[i + j]) - mean;
+      lane[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - mean;
+    lane[0] += d * d;
+  }
+  double total = 0;
+  for (int j = 0; j < kLanes; ++j) total += lane[j];
+  return total;
+}
+
+// ---- reducers: init (may read the output slot), step, run (contiguous), merge, finish ----
+template <typename T, bool Mean>
+struct SumReducer {
+  using Acc = SumAcc<T>;
+  using Out = T;
+  Acc init(const Out*) const { return Acc(0); }
+  void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
+  void run(Acc& a, const T* x, int64_t n, int64_t) const { a = add_acc(a, sum_run<T, Acc>(x, n)); }
+  void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
+  Out finish(const Acc& a, int64_t count) const {
+    if constexpr (Mean) return static_cast<Out>(a / static_cast<Acc>(count));
+    else return static_cast<Out>(a);
+  }
+};
+
+template <typename T>
+struct ProdReducer {
+  using Acc = SumAcc<T>;
+  using Out = T;
+  Acc init(const Out*) const { return Acc(1); }
+  void step(Acc& a, T x, int64_t) const { a = mul_acc(a, static_cast<Acc>(x)); }
+  void run(Acc& a, const T* x, int64_t n, int64_t) const {
+    for (int64_t i = 0; i < n; ++i) a = mul_acc(a, static_cast<Acc>(x[i]));
+  }
+  void merge(Acc& a, const Acc& b) const { a = mul_acc(a, b); }
+  Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
+};
+
+template <typename T, bool Max>
+struct ExtremeReducer {
+  using Acc = T;
+  using Out = T;
+  static constexpr T start() {
+    if constexpr (std::is_floating_point_v<T>)
+      return Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    else
+      return Max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  }
+  Acc init(const Out*) const { return start(); }
+  void step(Acc& a, T x, int64_t) const { a = Max ? max_nan(a, x) : min_nan(a, x); }
+  void run(Acc& a, const T* x, int64_t n, int64_t) const {
+    const T r = extreme_run<T, Max>(x, n, start());
+    a = Max ? max_nan(a, r) : min_nan(a, r);
+  }
+  void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
+  Out finish(const Acc& a, int64_t) const { return a; }
+};
+
+template <typename T, bool Max>
+struct ArgReducer {
+  struct Acc {
+    T value;
+    int64_t index;  // -1: nothing seen yet
+  };
+  using Out = int64_t;
+  // Strictly better, so ties keep the first index; NaN beats every number.
+  static bool better(T x, T best) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (x != x) return best == best;
+    }
+    return Max ? x > best : x < best;
+  }
+  Acc init(const Out*) const { return {T(0), -1}; }
+  void step(Acc& a, T x, int64_t pos) const {
+    if (a.index < 0 || better(x, a.value)) a = {x, pos};
+  }
+  void run(Acc& a, const T* x, int64_t n, int64_t pos) const {
+    for (int64_t i = 0; i < n; ++i) step(a, x[i], pos + i);
+  }
+  void merge(Acc& a, const Acc& b) const {  // b covers later positions
+    if (b.index >= 0 && (a.index < 0 || better(b.value, a.value))) a = b;
+  }
+  Out finish(const Acc& a, int64_t) const { return a.index < 0 ? 0 : a.index; }
+};
+
+// Second variance pass: the output slot already holds the group's mean.
+template <typename T>
+struct SquareDeviationReducer {
+  struct Acc {
+    double sum;
+    double mean;
+  };
+  using Out = T;
+  int64_t correction;
+  Acc init(const Out* out) const { return {0.0, static_cast<double>(*out)}; }
+  void step(Acc& a, T x, int64_t) const {
+    const double d = static_cast<double>(x) - a.mean;
+    a.sum += d * d;
+  }
+  void run(Acc& a, const T* x, int64_t n, int64_t) const {
+    a.sum += square_deviation_run(x, n, a.mean);
+  }
+  void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
+  Out finish(const Acc& a, int64_t count) const {
+    const double dof = std::max<double>(static_cast<double>(count - correction), 0.0);
+    return static_cast<Out>(a.sum / dof);
+  }
+};
+
+// ---- the plan: collapsed kept and reduced dims ----
+struct Plan {
+  int kept = 0, reduced = 0;
+  int64_t kept_shape[kMaxRank], kept_in[kMaxRank], kept_out[kMaxRank];  // strides: elements
+  int64_t red_shape[kMaxRank], red_in[kMaxRank];
+  int64_t outputs = 1, group = 1;
+  bool innermost_reduced = true;
+};
+
+Plan make_plan(const View& out, const View& in) {
+  EMBER_ASSERT(out.shape.size() == in.shape.size(), "reduce: out must keep in's rank (got ",
+               out.shape.size(), " and ", in.shape.size(), ")");
+  // Walk from the innermost dim outwards, merging neighbours of the same kind.
+  struct Dim {
+    int64_t size, in_stride, out_stride;
+    bool reduced;
+  };
+  Dim dims[kMaxRank];
+  int n = 0;
+  for (int d = in.shape.size() - 1; d >= 0; --d) {
+    const int64_t size = in.shape[d];
+    if (size == 1) continue;
+    const bool reduced = out.shape[d] == 1;
+    const int64_t out_stride = reduced ? 0 : out.strides[d];
+    if (n > 0 && dims[n - 1].reduced == reduced &&
+        in.strides[d] == dims[n - 1].in_stride * dims[n - 1].size &&
+        out_stride == dims[n - 1].out_stride * dims[n - 1].size) {
+      dims[n - 1].size *= size;
+      continue;
+    }
+    dims[n++] = {size, in.strides[d], out_stride, reduced};
+  }
+  Plan plan;
+  plan.innermost_reduced = n == 0 || dims[0].reduced;
+  for (int i = n - 1; i >= 0; --i) {  // back to outermost-first order
+    if (dims[i].reduced) {
+      plan.red_shape[plan.reduced] = dims[i].size;
+      plan.red_in[plan.reduced++] = dims[i].in_stride;
+      plan.group *= dims[i].size;
+    } else {
+      plan.kept_shape[plan.kept] = dims[i].size;
+      plan.kept_in[plan.kept] = dims[i].in_stride;
+      plan.kept_out[plan.kept++] = dims[i].out_stride;
+      plan.outputs *= dims[i].size;
+    }
+  }
+  if (plan.kept == 0) plan.innermost_reduced = true;
+  return plan;
+}
+
+// Walks a range of kept-dim positions, tracking the in and out offsets (elements).
+struct Odometer {
+  const Plan& plan;
+  int dims;  // how many kept dims (outermost first) it walks
+  int64_t idx[kMaxRank] = {};
+  int64_t in_off = 0, out_off = 0;
+
+  void seek(int64_t linear) {
+    in_off = out_off = 0;
+    for (int d = dims - 1; d >= 0; --d) {
+      idx[d] = linear % plan.kept_shape[d];
+      linear /= plan.kept_shape[d];
+      in_off += idx[d] * plan.kept_in[d];
+      out_off += idx[d] * plan.kept_out[d];
+    }
+  }
+  void next() {
+    for (int d = dims - 1; d >= 0; --d) {
+      in_off += plan.kept_in[d];
+      out_off += plan.kept_out[d];
+      if (++idx[d] < plan.kept_shape[d]) return;
+      in_off -= idx[d] * plan.kept_in[d];
+      out_off -= idx[d] * plan.kept_out[d];
+      idx[d] = 0;
+    }
+  }
+};
+
+// Runs positions [begin, end) of one group (the reduced dims at `base`) into `acc`.
+template <typename T, typename Red>
+void reduce_group(const Red& red, const Plan& plan, const T* base, typename Red::Acc& acc,
+                  int64_t begin, int64_t end) {
+  if (plan.reduced == 1 && plan.red_in[0] == 1) {  // one contiguous run
+    red.run(acc, base + begin, end - begin, begin);
+    return;
+  }
+  const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
+  const Loop<1> loop = make_loop(plan.reduced, plan.red_shape, ops);
+  int64_t pos = begin;
+  for_each_range(loop, begin, end, [&](char* const* p, const int64_t* s, int64_t n) {
+    const T* x = reinterpret_cast<const T*>(p[0]);
+    if (s[0] == static_cast<int64_t>(sizeof(T))) {
+      red.run(acc, x, n, pos);
+    } else {
+      const int64_t stride = s[0] / static_cast<int64_t>(sizeof(T));
+      for (int64_t i = 0; i < n; ++i) red.step(acc, x[i * stride], pos + i);
+    }
+    pos += n;
+  });
+}
+
+// One large group split into fixed blocks reduced in parallel, merged in order.
+template <typename T, typename Red>
+typename Red::Out reduce_blocked(const Red& red, const Plan& plan, const T* base,
+                                 const typename Red::Out* out) {
+  using Acc = typename Red::Acc;
+  const int64_t group = plan.group;
+  const int64_t blocks = (group + kGrainReduceBlock - 1) / kGrainReduceBlock;
+  Acc total = red.init(out);
+  if (blocks <= 1) {
+    reduce_group(red, plan, base, total, 0, group);
+    return red.finish(total, group);
+  }
+  std::vector<Acc> partial(static_cast<size_t>(blocks));
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      Acc acc = red.init(out);
+      reduce_group(red, plan, base, acc, b * kGrainReduceBlock,
+                   std::min(group, (b + 1) * kGrainReduceBlock));
+      partial[static_cast<size_t>(b)] = acc;
+    }
+  });
+  for (const Acc& p : partial) red.merge(total, p);
+  return red.finish(total, group);
+}
+
+template <typename T, typename Red>
+void run_reduce(const Red& red, const View& out_view, const View& in_view) {
+  using Out = typename Red::Out;
+  EMBER_ASSERT(out_view.dtype == dtype_of<Out>(), "reduce: unexpected output dtype ",
+               dtype_name(out_view.dtype));
+  const Plan plan = make_plan(out_view, in_view);
+  const T* in = static_cast<const T*>(in_view.data);
+  Out* out = static_cast<Out*>(out_view.data);
+  const int64_t outputs = plan.outputs, group = plan.group;
+  if (outputs == 0) return;
+
+  if (group >= kGrainReduceBlock && outputs < 4) {  // full: parallel inside each group
+    Odometer od{plan, plan.kept};
+    od.seek(0);
+    for (int64_t o = 0; o < outputs; ++o, od.next())
+      out[od.out_off] = reduce_blocked(red, plan, in + od.in_off, out + od.out_off);
+    return;
+  }
+
+  if (plan.innermost_reduced) {  // inner: one group per output
+    const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(group, 1));
+    parallel_for(outputs, grain, [&](int64_t begin, int64_t end) {
+      Odometer od{plan, plan.kept};
+      od.seek(begin);
+      for (int64_t o = begin; o < end; ++o, od.next()) {
+        Out* slot = out + od.out_off;
+        typename Red::Acc acc = red.init(slot);
+        reduce_group(red, plan, in + od.in_off, acc, 0, group);
+        *slot = red.finish(acc, group);
+      }
+    });
+    return;
+  }
+
+  // outer: the innermost kept dim is walked in blocks of kColumns outputs.
+  const int last = plan.kept - 1;
+  const int64_t columns = plan.kept_shape[last];
+  const int64_t col_in = plan.kept_in[last], col_out = plan.kept_out[last];
+  const int64_t col_blocks = (columns + kColumns - 1) / kColumns;
+  const int64_t items = outputs / columns * col_blocks;
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(group * kColumns, 1));
+  parallel_for(items, grain, [&](int64_t begin, int64_t end) {
+    Odometer od{plan, last};
+    typename Red::Acc acc[kColumns];
+    for (int64_t item = begin; item < end; ++item) {
+      od.seek(item / col_blocks);
+      const int64_t c0 = item % col_blocks * kColumns;
+      const int64_t nc = std::min(kColumns, columns - c0);
+      Out* slots = out + od.out_off + c0 * col_out;
+      for (int64_t j = 0; j < nc; ++j) acc[j] = red.init(slots + j * col_out);
+      const T* base = in + od.in_off + c0 * col_in;
+      const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
+      const Loop<1> rows = make_loop(plan.reduced, plan.red_shape, ops);
+      int64_t pos = 0;
+      for_each_range(rows, 0, group, [&](char* const* p, const int64_t* s, int64_t n) {
+        for (int64_t r = 0; r < n; ++r) {
+          const T* row = reinterpret_cast<const T*>(p[0] + r * s[0]);
+          if (col_in == 1) {
+            for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j], pos + r);
+          } else {
+            for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j * col_in], pos + r);
+          }
+        }
+        pos += n;
+      });
+      for (int64_t j = 0; j < nc; ++j) slots[j * col_out] = red.finish(acc[j], group);
+    }
+  });
+}
+
+template <typename T>
+void reduce_typed(ReduceOp op, const View& out, const View& in) {
+  switch (op) {
+    case ReduceOp::sum: return run_reduce<T>(SumReducer<T, false>{}, out, in);
+    case ReduceOp::mean:
+      if constexpr (std::is_floating_point_v<T>) return run_reduce<T>(SumReducer<T, true>{}, out, in);
+      break;
+    case ReduceOp::max: return run_reduce<T>(ExtremeReducer<T, true>{}, out, in);
+    case ReduceOp::min: return run_reduce<T>(ExtremeReducer<T, false>{}, out, in);
+    case ReduceOp::prod: return run_reduce<T>(ProdReducer<T>{}, out, in);
+    case ReduceOp::argmax: return run_reduce<T>(ArgReducer<T, true>{}, out, in);
+    case ReduceOp::argmin: return run_reduce<T>(ArgReducer<T, false>{}, out, in);
+    case ReduceOp::count: break;
+  }
+  EMBER_CHECK(false, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+}
+
+}  // namespace
+
+static_assert(static_cast<int>(ReduceOp::count) == 7, "a ReduceOp was added: handle it here");
+
+void reduce(ReduceOp op, const View& out, const View& in) {
+  if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
+    int reduced = 0;
+    for (int d = 0; d < in.shape.size(); ++d)
+      reduced += (in.shape[d] != 1 && out.shape[d] == 1) ? 1 : 0;
+    EMBER_ASSERT(reduced <= 1, "reduce: argmax/argmin reduce exactly one dim (got ", reduced, ")");
+  }
+  dispatch_numeric(in.dtype, "reduce", [&](auto tag) {
+    reduce_typed<typename decltype(tag)::type>(op, out, in);
+  });
+}
+
+void variance(const View& out, const View& in, int64_t correction) {
+  dispatch_float(in.dtype, "variance", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_reduce<T>(SumReducer<T, true>{}, out, in);  // out now holds each group's mean
+    run_reduce<T>(SquareDeviationReducer<T>{correction}, out, in);
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,261 @@
+// src/cpu/softmax.cpp — softmax / log_softmax over one dim of a contiguous tensor, and
+// their backward.
+//
+// Shape letters: the tensor is [O, D, I] — O = product of dims before `dim` (outer),
+// D = the softmax dim, I = product of dims after it (inner). With I == 1 each row is
+// contiguous and handled by vectorised row loops; otherwise blocks of kColumns adjacent
+// columns are processed together (vectorised across columns). Stable: the max of each
+// slice is subtracted before exp; sums accumulate in f64.
+//   forward:   y = exp(x - max) / Σ exp(x - max);   log: y = x - max - log Σ exp(x - max)
+//   backward:  softmax gi = y · (g - Σ g·y);         log: gi = g - exp(y) · Σ g
+#pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+
+#include <cmath>
+
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+#include "cpu/vec_math.hpp"
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kColumns = 64;
+constexpr int kLanes = 8;
+
+struct Layout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+Layout layout_of(const View& v, int dim, const char* op) {
+  EMBER_ASSERT(dim >= 0 && dim < v.shape.size(), op, ": dim ", dim, " out of range");
+  EMBER_CHECK(is_contiguous(v), op, ": the CPU kernel needs contiguous tensors");
+  Layout l;
+  for (int d = 0; d < dim; ++d) l.outer *= v.shape[d];
+  l.size = v.shape[dim];
+  for (int d = dim + 1; d < v.shape.size(); ++d) l.inner *= v.shape[d];
+  return l;
+}
+
+template <typename T>
+inline T max_nan(T a, T b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// ---- contiguous rows (I == 1) ----
+template <typename T>
+EMBER_VECTORIZE T row_max(const T* __restrict x, int64_t n) {
+  T lane[kLanes];
+  for (int j = 0; j < kLanes; ++j) lane[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] = max_nan(lane[j], x[i + j]);
+  for (; i < n; ++i) lane[0] = max_nan(lane[0], x[i]);
+  T m = lane[0];
+  for (int j = 1; j < kLanes; ++j) m = max_nan(m, lane[j]);
+  return m;
+}
+
+// o = exp(x - shift); returns Σ o (f64 lanes).
+template <typename T>
+EMBER_VECTORIZE double row_exp_sum(T* __restrict o, const T* __restrict x, int64_t n, T shift) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const T e = exp_of(x[i + j] - shift);
+      o[i + j] = e;
+      lane[j] += static_cast<double>(e);
+    }
+  }
+  for (; i < n; ++i) {
+    o[i] = exp_of(x[i] - shift);
+    lane[0] += static_cast<double>(o[i]);
+  }
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
+// Σ exp(x - shift) without storing (log_softmax).
+template <typename T>
+EMBER_VECTORIZE double row_exp_sum_only(const T* __restrict x, int64_t n, T shift) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += static_cast<double>(exp_of(x[i + j] - shift));
+  for (; i < n; ++i) lane[0] += static_cast<double>(exp_of(x[i] - shift));
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
+template <typename T>
+EMBER_VECTORIZE void row_scale(T* __restrict o, int64_t n, T factor) {
+  for (int64_t i = 0; i < n; ++i) o[i] *= factor;
+}
+
+template <typename T>
+EMBER_VECTORIZE void row_shift(T* __restrict o, const T* __restrict x, int64_t n, T shift) {
+  for (int64_t i = 0; i < n; ++i) o[i] = x[i] - shift;
+}
+
+template <typename T>
+void softmax_row(T* o, const T* x, int64_t n, bool log) {
+  const T m = row_max(x, n);
+  if (log) {
+    const double s = row_exp_sum_only(x, n, m);
+    row_shift(o, x, n, static_cast<T>(static_cast<double>(m) + std::log(s)));
+  } else {
+    const double s = row_exp_sum(o, x, n, m);
+    row_scale(o, n, static_cast<T>(1.0 / s));
+  }
+}
+
+// Σ a·b (f64 lanes), or Σ a when b is null.
+template <typename T>
+EMBER_VECTORIZE double row_dot(const T* __restrict a, const T* __restrict b, int64_t n) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j)
+      lane[j] += static_cast<double>(a[i + j]) * static_cast<double>(b[i + j]);
+  for (; i < n; ++i) lane[0] += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
+template <typename T>
+EMBER_VECTORIZE double row_sum(const T* __restrict a, int64_t n) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += static_cast<double>(a[i + j]);
+  for (; i < n; ++i) lane[0] += static_cast<double>(a[i]);
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
+
+template <typename T>
+EMBER_VECTORIZE void row_softmax_grad(T* __restrict gi, const T* __restrict g,
+                                      const T* __restrict y, int64_t n, T dot) {
+  for (int64_t i = 0; i < n; ++i) gi[i] = y[i] * (g[i] - dot);
+}
+
+template <typename T>
+EMBER_VECTORIZE void row_log_softmax_grad(T* __restrict gi, const T* __restrict g,
+                                          const T* __restrict y, int64_t n, T sum) {
+  for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - exp_of(y[i]) * sum;
+}
+
+// ---- column blocks (I > 1): element (d, j) of a block is at d·I + j ----
+template <typename T>
+void softmax_columns(T* o, const T* x, int64_t size, int64_t inner, int64_t nc, bool log) {
+  T m[kColumns];
+  double s[kColumns];
+  for (int64_t j = 0; j < nc; ++j) {
+    m[j] = -INFINITY;
+    s[j] = 0;
+  }
+  for (int64_t d = 0; d < size; ++d)
+    for (int64_t j = 0; j < nc; ++j) m[j] = max_nan(m[j], x[d * inner + j]);
+  for (int64_t d = 0; d < size; ++d) {
+    for (int64_t j = 0; j < nc; ++j) {
+      const T e = exp_of(x[d * inner + j] - m[j]);
+      if (!log) o[d * inner + j] = e;
+      s[j] += static_cast<double>(e);
+    }
+  }
+  if (log) {
+    T shift[kColumns];
+    for (int64_t j = 0; j < nc; ++j) shift[j] = static_cast<T>(static_cast<double>(m[j]) + std::log(s[j]));
+    for (int64_t d = 0; d < size; ++d)
+      for (int64_t j = 0; j < nc; ++j) o[d * inner + j] = x[d * inner + j] - shift[j];
+  } else {
+    T factor[kColumns];
+    for (int64_t j = 0; j < nc; ++j) factor[j] = static_cast<T>(1.0 / s[j]);
+    for (int64_t d = 0; d < size; ++d)
+      for (int64_t j = 0; j < nc; ++j) o[d * inner + j] *= factor[j];
+  }
+}
+
+template <typename T>
+void softmax_grad_columns(T* gi, const T* g, const T* y, int64_t size, int64_t inner, int64_t nc,
+                          bool log) {
+  double acc[kColumns];
+  for (int64_t j = 0; j < nc; ++j) acc[j] = 0;
+  for (int64_t d = 0; d < size; ++d) {
+    for (int64_t j = 0; j < nc; ++j) {
+      const int64_t at = d * inner + j;
+      acc[j] += log ? static_cast<double>(g[at]) : static_cast<double>(g[at]) * y[at];
+    }
+  }
+  T a[kColumns];
+  for (int64_t j = 0; j < nc; ++j) a[j] = static_cast<T>(acc[j]);
+  for (int64_t d = 0; d < size; ++d) {
+    for (int64_t j = 0; j < nc; ++j) {
+      const int64_t at = d * inner + j;
+      gi[at] = log ? g[at] - exp_of(y[at]) * a[j] : y[at] * (g[at] - a[j]);
+    }
+  }
+}
+
+// Calls body(offset, columns) for every row (I == 1) or column block, in parallel.
+template <typename Body>
+void for_each_slice(const Layout& l, int64_t grain_elements, Body&& body) {
+  const int64_t blocks = l.inner == 1 ? 1 : (l.inner + kColumns - 1) / kColumns;
+  const int64_t items = l.outer * blocks;
+  const int64_t per_item = l.size * std::min(l.inner, kColumns);
+  const int64_t grain = std::max<int64_t>(1, grain_elements / std::max<int64_t>(per_item, 1));
+  parallel_for(items, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t o = item / blocks, c0 = item % blocks * kColumns;
+      const int64_t nc = l.inner == 1 ? 1 : std::min(kColumns, l.inner - c0);
+      body(o * l.size * l.inner + c0, nc);
+    }
+  });
+}
+
+}  // namespace
+
+void softmax(const View& out, const View& in, int dim, bool log) {
+  const Layout l = layout_of(in, dim, "softmax");
+  EMBER_CHECK(is_contiguous(out), "softmax: the CPU kernel needs a contiguous output");
+  if (l.size == 0) return;
+  dispatch_float(in.dtype, "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(in.data);
+    T* o = static_cast<T*>(out.data);
+    for_each_slice(l, kGrainMath, [&](int64_t at, int64_t nc) {
+      if (l.inner == 1) softmax_row(o + at, x + at, l.size, log);
+      else softmax_columns(o + at, x + at, l.size, l.inner, nc, log);
+    });
+  });
+}
+
+void softmax_backward(const View& grad_in, const View& grad_out, const View& out, int dim,
+                      bool log) {
+  const Layout l = layout_of(out, dim, "softmax_backward");
+  EMBER_CHECK(is_contiguous(grad_in) && is_contiguous(grad_out),
+              "softmax_backward: the CPU kernel needs contiguous gradients");
+  if (l.size == 0) return;
+  dispatch_float(out.dtype, "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* gi = static_cast<T*>(grad_in.data);
+    const T* g = static_cast<const T*>(grad_out.data);
+    const T* y = static_cast<const T*>(out.data);
+    for_each_slice(l, log ? kGrainMath : kGrainCheap, [&](int64_t at, int64_t nc) {
+      if (l.inner != 1) {
+        softmax_grad_columns(gi + at, g + at, y + at, l.size, l.inner, nc, log);
+      } else if (log) {
+        row_log_softmax_grad(gi + at, g + at, y + at, l.size, static_cast<T>(row_sum(g + at, l.size)));
+      } else {
+        row_softmax_grad(gi + at, g + at, y + at, l.size,
+                         static_cast<T>(row_dot(g + at, y + at, l.size)));
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,191 @@
+// src/data/csv.cpp — numeric CSV reader.
+//
+// One example per line; every column but the label becomes an f32 feature, the label
+// column becomes i64 (all integers) or f32. Fields may be double-quoted ("" is a quote
+// inside quotes); quoted fields cannot span lines. Whitespace around a field is ignored,
+// as are blank lines, a UTF-8 byte-order mark and Windows line ends. Errors name the file,
+// the 1-based line number and the 1-based field number.
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+#include <vector>
+
+#include "ember/data/readers.hpp"
+
+namespace ember::data {
+namespace {
+
+constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53: larger doubles skip integers
+
+template <typename... Args>
+[[noreturn]] void fail(const std::string& where, const Args&... args) {
+  detail::throw_error(detail::concat("read_csv: ", where, ": ", args...));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool is_blank(std::string_view s) { return trim(s).empty(); }
+
+// Splits `line` into trimmed fields; returns an error message (empty on success).
+std::string split_fields(std::string_view line, char delimiter, std::vector<std::string>& fields) {
+  fields.clear();
+  size_t i = 0;
+  for (;;) {
+    std::string field;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      for (;;) {
+        if (i >= line.size())
+          return detail::concat("field ", fields.size() + 1, " has an unterminated quote");
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field += line[i++];
+      }
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i < line.size() && line[i] != delimiter)
+        return detail::concat("field ", fields.size() + 1, " has text after its closing quote");
+    } else {
+      const size_t start = i;
+      while (i < line.size() && line[i] != delimiter) ++i;
+      field = std::string(trim(line.substr(start, i - start)));
+    }
+    fields.push_back(std::move(field));
+    if (i >= line.size()) return {};
+    ++i;  // the delimiter
+  }
+}
+
+// Parses a whole field as a number; returns an error message (empty on success).
+std::string parse_number(std::string_view text, double& value) {
+  std::string_view s = trim(text);
+  if (s.empty()) return "is empty (expected a number)";
+  if (s.front() == '+') s.remove_prefix(1);
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range) return "is out of range for a number";
+  if (ec != std::errc() || end != s.data() + s.size()) return "is not a number";
+  return {};
+}
+
+// Resolves the label column to an index in [0, columns).
+int64_t label_index(const std::string& path, const CsvOptions& options,
+                    const std::vector<std::string>& names, int64_t columns) {
+  if (const auto* name = std::get_if<std::string>(&options.label_column)) {
+    if (!options.has_header)
+      fail(path, "label column '", *name, "' is given by name but has_header is false (give an index)");
+    int64_t found = -1;
+    for (size_t c = 0; c < names.size(); ++c) {
+      if (names[c] != *name) continue;
+      if (found >= 0)
+        fail(path, "label column '", *name, "' names columns ", found + 1, " and ", c + 1,
+             " (expected a unique name)");
+      found = static_cast<int64_t>(c);
+    }
+    if (found < 0) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
+      fail(path, "no column named '", *name, "' (columns: ", list, ")");
+    }
+    return found;
+  }
+  const int64_t given = std::get<int64_t>(options.label_column);
+  const int64_t index = given < 0 ? given + columns : given;
+  if (index < 0 || index >= columns)
+    fail(path, "label column ", given, " is out of range (the file has ", columns, " columns)");
+  return index;
+}
+
+}  // namespace
+
+CsvData read_csv(const std::string& path, const CsvOptions& options) {
+  EMBER_CHECK(options.delimiter != '"' && options.delimiter != '\n' && options.delimiter != '\r',
+              "read_csv: delimiter '", options.delimiter, "' (expected a character other than a quote or line end)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open (", std::strerror(errno), ")");
+
+  std::string line;
+  int64_t line_number = 0;
+  // Reads the next non-blank line; false at the end of the file.
+  auto next_line = [&]() -> bool {
+    while (std::getline(in, line)) {
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line_number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+      if (!is_blank(line)) return true;
+    }
+    return false;
+  };
+  auto where = [&]() { return detail::concat(path, ":", line_number); };
+
+  std::vector<std::string> fields, names;
+  if (!next_line())
+    fail(path, "empty file (expected ", options.has_header ? "a header line" : "data rows", ")");
+  if (auto err = split_fields(line, options.delimiter, fields); !err.empty()) fail(where(), err);
+  const int64_t columns = static_cast<int64_t>(fields.size());
+  const int64_t header_line = line_number;
+  if (options.has_header) {
+    names = fields;
+  } else {
+    for (int64_t c = 0; c < columns; ++c) names.push_back(std::to_string(c));
+  }
+  const int64_t label = label_index(path, options, names, columns);
+
+  std::vector<float> features;
+  std::vector<double> labels;
+  bool integer_labels = true;
+  bool first_is_data = !options.has_header;  // then `fields` already holds the first row
+  for (;;) {
+    if (first_is_data) {
+      first_is_data = false;
+    } else {
+      if (!next_line()) break;
+      if (auto err = split_fields(line, options.delimiter, fields); !err.empty()) fail(where(), err);
+    }
+    if (static_cast<int64_t>(fields.size()) != columns)
+      fail(where(), fields.size(), " fields (expected ", columns, ", as in line ", header_line, ")");
+    for (int64_t c = 0; c < columns; ++c) {
+      double v = 0.0;
+      if (auto err = parse_number(fields[c], v); !err.empty())
+        fail(where(), "field ", c + 1, " '", fields[c], "' ", err, " (column '", names[c], "')");
+      if (c == label) {
+        labels.push_back(v);
+        integer_labels = integer_labels && std::trunc(v) == v && std::fabs(v) <= kMaxExactInteger;
+      } else {
+        features.push_back(static_cast<float>(v));
+      }
+    }
+  }
+  if (in.bad()) fail(path, "read error (", std::strerror(errno), ")");
+  if (labels.empty()) fail(path, "no data rows (expected at least one after the header)");
+
+  const int64_t rows = static_cast<int64_t>(labels.size());
+  CsvData out;
+  out.inputs = from_vector(features, {rows, columns - 1}, {.device = Device::cpu()});
+  if (integer_labels) {
+    std::vector<int64_t> ints(labels.size());
+    for (size_t i = 0; i < labels.size(); ++i) ints[i] = static_cast<int64_t>(labels[i]);
+    out.labels = from_vector(ints, {rows}, {.device = Device::cpu()});
+  } else {
+    std::vector<float> floats(labels.begin(), labels.end());
+    out.labels = from_vector(floats, {rows}, {.device = Device::cpu()});
+  }
+  for (int64_t c = 0; c < columns; ++c)
+    if (c != label) out.feature_names.push_back(names[c]);
+  out.label_name = names[label];
+  return out;
+}
+
+}  // namespace ember::data

@@ -1,0 +1,271 @@
+// src/data/dataloader.cpp — DataLoader: epoch order, batching, and the prefetch thread.
+//
+// Note [Prefetch protocol]
+// One worker thread per iteration, started by begin() at the loader's position. It owns
+// a one-batch slot: it waits until the slot is empty, assembles the next batch, puts it
+// in the slot, and waits again; so it works on batch k+1 exactly while the caller holds
+// batch k. An exception is stored in place of the batch and re-thrown by the caller's
+// take(). Stopping sets a flag and joins: the worker checks the flag before and after
+// assembling a batch, so shutdown waits for at most one get_batch call.
+#include "ember/data/dataloader.hpp"
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "ember/autograd.hpp"
+
+namespace ember::data {
+
+// ---- the epoch order ----
+
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a seed mixer and small generator.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256** (Blackman, Vigna 2018), seeded from (seed, epoch) through splitmix64.
+class Xoshiro256 {
+ public:
+  Xoshiro256(uint64_t seed, uint64_t stream) {
+    uint64_t sm = seed;
+    uint64_t key = splitmix64(sm);
+    sm = key ^ (stream * 0xD1B54A32D192ED03ull);
+    for (uint64_t& word : s_) word = splitmix64(sm);
+  }
+
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+
+  /// Uniform in [0, bound) without modulo bias: draws below 2^64 mod bound are rejected.
+  uint64_t below(uint64_t bound) {
+    const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
+    for (;;) {
+      const uint64_t x = next();
+      if (x >= threshold) return x % bound;
+    }
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+}  // namespace
+
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, int64_t epoch) {
+  EMBER_CHECK(n >= 0, "shuffled_indices: n is ", n, " (expected >= 0)");
+  EMBER_CHECK(epoch >= 0, "shuffled_indices: epoch is ", epoch, " (expected >= 0)");
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  Xoshiro256 rng(seed, static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
+    const auto j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i) + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+// ---- the prefetch worker (Note [Prefetch protocol]) ----
+
+struct DataLoader::Prefetcher {
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+  bool has_batch = false;
+  Example slot;
+  std::exception_ptr error;
+
+  // Runs batches [first, last) of `order` through `make` into the slot.
+  template <typename Make>
+  void run(int64_t first, int64_t last, Make make) {
+    NoGradGuard no_grad;  // grad mode is per thread; batches never record a graph
+    for (int64_t k = first; k < last; ++k) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return stop || !has_batch; });
+        if (stop) return;
+      }
+      Example batch;
+      try {
+        batch = make(k);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        error = std::current_exception();
+        cv.notify_all();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stop) return;
+      slot = std::move(batch);
+      has_batch = true;
+      cv.notify_all();
+    }
+  }
+
+  // Waits for the next batch; re-throws the worker's exception.
+  Example take() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return has_batch || error; });
+    if (!has_batch) std::rethrow_exception(error);
+    Example batch = std::move(slot);
+    slot = Example();
+    has_batch = false;
+    cv.notify_all();
+    return batch;
+  }
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+// ---- DataLoader ----
+
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options) {
+  EMBER_CHECK(dataset_ != nullptr, "DataLoader: the dataset is null (expected a dataset)");
+  EMBER_CHECK(options_.batch_size >= 1, "DataLoader: batch_size is ", options_.batch_size,
+              " (expected >= 1)");
+}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+int64_t DataLoader::size() const { return dataset_->size(); }
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = dataset_->size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void DataLoader::set_state(int64_t epoch, int64_t position) {
+  EMBER_CHECK(epoch >= 0, "DataLoader::set_state: epoch is ", epoch, " (expected >= 0)");
+  EMBER_CHECK(position >= 0 && position <= num_batches(), "DataLoader::set_state: position is ",
+              position, " (expected 0 to ", num_batches(), ", the batches per epoch)");
+  stop_worker();
+  epoch_ = epoch;
+  position_ = position;
+}
+
+std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) const {
+  EMBER_CHECK(batch >= 0 && batch < num_batches(), "DataLoader::batch_indices: batch ", batch,
+              " is out of range (expected 0 to ", num_batches() - 1, ")");
+  const int64_t n = dataset_->size(), b = options_.batch_size;
+  const int64_t first = batch * b, last = std::min(n, first + b);
+  if (!options_.shuffle) {
+    std::vector<int64_t> rows(static_cast<size_t>(last - first));
+    for (int64_t i = first; i < last; ++i) rows[i - first] = i;
+    return rows;
+  }
+  const std::vector<int64_t> order = shuffled_indices(n, options_.seed, epoch);
+  return {order.begin() + first, order.begin() + last};
+}
+
+Example DataLoader::make_batch(const std::vector<int64_t>& order, int64_t batch) const {
+  const int64_t n = static_cast<int64_t>(order.size()), b = options_.batch_size;
+  const int64_t first = batch * b, last = std::min(n, first + b);
+  Example out = dataset_->get_batch(std::span<const int64_t>(order.data() + first, last - first));
+  if (options_.device) {
+    if (out.input.defined()) out.input = out.input.to(*options_.device);
+    if (out.target.defined()) out.target = out.target.to(*options_.device);
+  }
+  return out;
+}
+
+void DataLoader::stop_worker() {
+  if (worker_) {
+    worker_->shutdown();
+    worker_.reset();
+  }
+  active_ = false;
+  current_ = Example();
+}
+
+// Starts iterating the current epoch at position_ (rolls over a finished epoch first).
+void DataLoader::start_epoch() {
+  stop_worker();
+  if (position_ >= num_batches()) {
+    ++epoch_;
+    position_ = 0;
+  }
+  const int64_t n = dataset_->size();
+  std::vector<int64_t> order;
+  if (options_.shuffle) {
+    order = shuffled_indices(n, options_.seed, epoch_);
+  } else {
+    order.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+  }
+  order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
+  active_ = true;
+  if (options_.prefetch && position_ < num_batches()) {
+    worker_ = std::make_unique<Prefetcher>();
+    Prefetcher* w = worker_.get();
+    // The worker holds its own references: the order and dataset outlive any loader change.
+    auto order_ref = order_;
+    auto make = [this, order_ref](int64_t k) { return make_batch(*order_ref, k); };
+    w->thread = std::thread([w, first = position_, last = num_batches(), make] { w->run(first, last, make); });
+  }
+}
+
+// Hands out the batch at position_, or ends the epoch when none is left.
+void DataLoader::advance() {
+  if (position_ >= num_batches()) {
+    stop_worker();
+    ++epoch_;
+    position_ = 0;
+    return;
+  }
+  current_ = worker_ ? worker_->take() : make_batch(*order_, position_);
+  ++position_;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  // An epoch that has no batches at all still counts as visited.
+  if (num_batches() == 0) {
+    stop_worker();
+    ++epoch_;
+    position_ = 0;
+    return end();
+  }
+  start_epoch();
+  advance();
+  return Iterator(this);
+}
+
+Example& DataLoader::Iterator::operator*() const {
+  EMBER_CHECK(loader_ && loader_->active_, "DataLoader::Iterator: dereferenced past the end or after "
+              "the loader started a new iteration");
+  return loader_->current_;
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  EMBER_CHECK(loader_ && loader_->active_, "DataLoader::Iterator: advanced past the end or after "
+              "the loader started a new iteration");
+  loader_->advance();
+  if (!loader_->active_) loader_ = nullptr;
+  return *this;
+}
+
+}  // namespace ember::data

@@ -1,0 +1,123 @@
+// src/nn/conv.cpp — Conv2d, MaxPool2d and AvgPool2d modules over the functional ops in
+// src/ops/conv.cpp and src/ops/pool.cpp.
+#include "ember/nn/conv.hpp"
+
+#include "ember/nn/init.hpp"
+#include "nn/py_repr.hpp"
+
+namespace ember::nn {
+
+namespace {
+
+json size_json(Size2d s) {
+  if (s.h == s.w) return s.h;
+  return json::array({s.h, s.w});
+}
+
+void check_size(const char* module, const char* what, Size2d s, int64_t min) {
+  EMBER_CHECK(s.h >= min && s.w >= min, module, ": ", what, " ", pyrepr::py_pair(s), " (expected every entry >= ",
+              min, ")");
+}
+
+}  // namespace
+
+// ---- Conv2d ----
+
+Conv2dImpl::Conv2dImpl(Conv2dOptions o) : options_(o) {
+  EMBER_CHECK(o.in_channels > 0 && o.out_channels > 0, "Conv2d: in_channels ", o.in_channels,
+              " and out_channels ", o.out_channels, " (expected both > 0)");
+  EMBER_CHECK(o.groups >= 1, "Conv2d: groups ", o.groups, " (expected >= 1)");
+  EMBER_CHECK(o.in_channels % o.groups == 0, "Conv2d: in_channels ", o.in_channels,
+              " is not divisible by groups ", o.groups);
+  EMBER_CHECK(o.out_channels % o.groups == 0, "Conv2d: out_channels ", o.out_channels,
+              " is not divisible by groups ", o.groups);
+  check_size("Conv2d", "kernel_size", o.kernel_size, 1);
+  check_size("Conv2d", "stride", o.stride, 1);
+  check_size("Conv2d", "padding", o.padding, 0);
+  check_size("Conv2d", "dilation", o.dilation, 1);
+  const Shape shape{o.out_channels, o.in_channels / o.groups, o.kernel_size.h, o.kernel_size.w};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
+}
+
+Tensor Conv2dImpl::forward(const Tensor& x) {
+  const Conv2dOptions& o = options_;
+  return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups);
+}
+
+json Conv2dImpl::options() const {
+  const Conv2dOptions& o = options_;
+  return {{"in_channels", o.in_channels}, {"out_channels", o.out_channels},
+          {"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(o.stride)},
+          {"padding", size_json(o.padding)}, {"dilation", size_json(o.dilation)},
+          {"groups", o.groups}, {"bias", o.bias}};
+}
+
+std::string Conv2dImpl::extra_repr() const {
+  // torch.nn.Conv2d's repr: defaults other than the stride are left out.
+  const Conv2dOptions& o = options_;
+  std::string s = std::to_string(o.in_channels) + ", " + std::to_string(o.out_channels) +
+                  ", kernel_size=" + pyrepr::py_pair(o.kernel_size) + ", stride=" + pyrepr::py_pair(o.stride);
+  if (o.padding != Size2d(0)) s += ", padding=" + pyrepr::py_pair(o.padding);
+  if (o.dilation != Size2d(1)) s += ", dilation=" + pyrepr::py_pair(o.dilation);
+  if (o.groups != 1) s += ", groups=" + std::to_string(o.groups);
+  if (!o.bias) s += ", bias=False";
+  return s;
+}
+
+// ---- MaxPool2d ----
+
+MaxPool2dImpl::MaxPool2dImpl(MaxPool2dOptions o) : options_(o) {
+  if (!options_.stride) options_.stride = options_.kernel_size;  // as torch.nn.MaxPool2d stores it
+  check_size("MaxPool2d", "kernel_size", o.kernel_size, 1);
+  check_size("MaxPool2d", "stride", *options_.stride, 1);
+  check_size("MaxPool2d", "padding", o.padding, 0);
+  check_size("MaxPool2d", "dilation", o.dilation, 1);
+}
+
+Tensor MaxPool2dImpl::forward(const Tensor& x) {
+  const MaxPool2dOptions& o = options_;
+  return max_pool2d(x, o.kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
+}
+
+json MaxPool2dImpl::options() const {
+  const MaxPool2dOptions& o = options_;
+  return {{"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(*o.stride)},
+          {"padding", size_json(o.padding)}, {"dilation", size_json(o.dilation)}, {"ceil_mode", o.ceil_mode}};
+}
+
+std::string MaxPool2dImpl::extra_repr() const {
+  const MaxPool2dOptions& o = options_;
+  return "kernel_size=" + pyrepr::py_size(o.kernel_size) + ", stride=" + pyrepr::py_size(*o.stride) +
+         ", padding=" + pyrepr::py_size(o.padding) + ", dilation=" + pyrepr::py_size(o.dilation) +
+         ", ceil_mode=" + pyrepr::py_bool(o.ceil_mode);
+}
+
+// ---- AvgPool2d ----
+
+AvgPool2dImpl::AvgPool2dImpl(AvgPool2dOptions o) : options_(o) {
+  if (!options_.stride) options_.stride = options_.kernel_size;
+  check_size("AvgPool2d", "kernel_size", o.kernel_size, 1);
+  check_size("AvgPool2d", "stride", *options_.stride, 1);
+  check_size("AvgPool2d", "padding", o.padding, 0);
+}
+
+Tensor AvgPool2dImpl::forward(const Tensor& x) {
+  const AvgPool2dOptions& o = options_;
+  return avg_pool2d(x, o.kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad);
+}
+
+json AvgPool2dImpl::options() const {
+  const AvgPool2dOptions& o = options_;
+  return {{"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(*o.stride)},
+          {"padding", size_json(o.padding)}, {"ceil_mode", o.ceil_mode},
+          {"count_include_pad", o.count_include_pad}};
+}
+
+std::string AvgPool2dImpl::extra_repr() const {
+  const AvgPool2dOptions& o = options_;
+  return "kernel_size=" + pyrepr::py_size(o.kernel_size) + ", stride=" + pyrepr::py_size(*o.stride) +
+         ", padding=" + pyrepr::py_size(o.padding);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,277 @@
+// src/ops/conv.cpp — conv2d: shape checks, forward and backward (grad input, weight, bias).
+//
+// Shape letters: N batch, C input channels, O output channels, G groups, Cg = C/G, Og = O/G,
+// kh×kw kernel, K = Cg·kh·kw (one output's receptive field), H×W input, oh×ow output,
+// L = oh·ow, and nb the images of one chunk.
+//
+// Note [Convolution as one GEMM]
+// im2col lays the patches of nb images side by side: columns [C·kh·kw, nb·L]. Group g's
+// rows form one block, so each group is one GEMM and the groups are one batched call:
+//   Y[O, nb·L]      = W[O, K] · columns              (per group: Og rows, K columns)
+//   out[n, o, l]    = Y[o, n·L + l] + bias[o]        (one strided pass: binary add / copy)
+// Backward, with G[O, nb·L] = grad_out laid out the same way:
+//   grad_W[O, K]    = G · columnsᵀ                   (accumulated over chunks, beta = 1)
+//   grad_columns    = Wᵀ · G,  grad_x = col2im(grad_columns)
+//   grad_b          = grad_out summed over N, oh, ow
+// One large GEMM per group keeps OpenBLAS busy on all its threads, where a GEMM per image
+// (Og × L × K, often tiny) would not. The columns buffer is limited to kColumnBudget
+// elements: a larger batch runs in chunks of images. When the whole batch fits in one chunk
+// and the weight needs a gradient, the forward's columns are kept for the backward instead
+// of being rebuilt.
+#include "ops/window2d.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+
+namespace {
+
+// Elements of one im2col buffer (64 MiB in f32). Note [Convolution as one GEMM]
+constexpr int64_t kColumnBudget = int64_t{1} << 24;
+
+struct ConvPlan {
+  backend::Window2d win;  // batch = N (chunks override it)
+  int64_t out_channels = 0, groups = 1;
+  int64_t chunk = 1;  // images per chunk
+  int64_t rows() const { return win.channels * win.kernel_h * win.kernel_w; }  // C·kh·kw
+  int64_t plane() const { return win.out_h * win.out_w; }                       // L
+};
+
+// The checks of torch's conv2d, with errors that name the shapes involved.
+ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
+                   Size2d padding, Size2d dilation, int64_t groups) {
+  const char* op = "conv2d";
+  ops::check_defined(op, weight, "weight");
+  ops::check_float(op, x);
+  ops::check_same_dtype(op, x, weight);
+  ops::check_same_device(op, x, weight);
+  EMBER_CHECK(weight.dim() == 4, "conv2d: weight shape ", weight.shape().to_string(),
+              " (expected 4-D [out_channels, in_channels/groups, kh, kw])");
+  EMBER_CHECK(groups >= 1, "conv2d: groups ", groups, " (expected >= 1)");
+  EMBER_CHECK(stride.h >= 1 && stride.w >= 1, "conv2d: stride ", ops::pair_string(stride),
+              " (expected every stride >= 1)");
+  EMBER_CHECK(dilation.h >= 1 && dilation.w >= 1, "conv2d: dilation ", ops::pair_string(dilation),
+              " (expected every dilation >= 1)");
+  EMBER_CHECK(padding.h >= 0 && padding.w >= 0, "conv2d: padding ", ops::pair_string(padding),
+              " (expected every padding >= 0)");
+  const Shape& ws = weight.shape();
+  const int64_t o = ws[0], kh = ws[2], kw = ws[3];
+  EMBER_CHECK(o % groups == 0, "conv2d: out_channels ", o, " is not divisible by groups ", groups,
+              " (weight shape ", ws.to_string(), ")");
+  EMBER_CHECK(x.shape()[1] == ws[1] * groups, "conv2d: input has ", x.shape()[1], " channels, expected ",
+              ws[1] * groups, " (weight shape ", ws.to_string(), ", groups ", groups, ")");
+  if (bias.defined()) {
+    ops::check_same_dtype(op, x, bias);
+    ops::check_same_device(op, x, bias);
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, "conv2d: bias shape ", bias.shape().to_string(),
+                " (expected [", o, "] for weight shape ", ws.to_string(), ")");
+  }
+  const int64_t h = x.shape()[2], w = x.shape()[3];
+  const int64_t eff_h = dilation.h * (kh - 1) + 1, eff_w = dilation.w * (kw - 1) + 1;
+  const int64_t padded_h = h + 2 * padding.h, padded_w = w + 2 * padding.w;
+  EMBER_CHECK(kh >= 1 && kw >= 1 && eff_h <= padded_h && eff_w <= padded_w, "conv2d: kernel size ",
+              ops::pair_string(kh, kw), " (dilated ", ops::pair_string(eff_h, eff_w),
+              ") is larger than the padded input ", ops::pair_string(padded_h, padded_w), " (input shape ",
+              x.shape().to_string(), ", padding ", ops::pair_string(padding), ")");
+  ConvPlan p;
+  backend::Window2d& win = p.win;
+  win.batch = x.shape()[0];
+  win.channels = x.shape()[1];
+  win.height = h;
+  win.width = w;
+  win.kernel_h = kh;
+  win.kernel_w = kw;
+  win.stride_h = stride.h;
+  win.stride_w = stride.w;
+  win.pad_h = padding.h;
+  win.pad_w = padding.w;
+  win.dilation_h = dilation.h;
+  win.dilation_w = dilation.w;
+  win.out_h = (padded_h - eff_h) / stride.h + 1;
+  win.out_w = (padded_w - eff_w) / stride.w + 1;
+  p.out_channels = o;
+  p.groups = groups;
+  const int64_t per_image = std::max<int64_t>(p.rows() * p.plane(), 1);
+  p.chunk = std::clamp<int64_t>(kColumnBudget / per_image, 1, std::max<int64_t>(win.batch, 1));
+  return p;
+}
+
+// GEMM over the G groups of a convolution (Note [Convolution as one GEMM]); every matrix is
+// row-major with the given leading dimension, and group g's block starts `step_*` elements on.
+struct GroupGemm {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0, step_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0, step_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 0, step_c = 0;
+  double beta = 0.0;
+};
+
+void run_gemm(const Tensor& like, int64_t groups, const GroupGemm& p) {
+  backend::GemmArgs g;
+  g.dtype = like.dtype();
+  g.trans_a = p.trans_a;
+  g.trans_b = p.trans_b;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.batch = groups;
+  g.a = p.a;
+  g.lda = p.lda;
+  g.batch_stride_a = p.step_a;
+  g.b = p.b;
+  g.ldb = p.ldb;
+  g.batch_stride_b = p.step_b;
+  g.c = p.c;
+  g.ldc = p.ldc;
+  g.batch_stride_c = p.step_c;
+  g.beta = p.beta;
+  ops::backend_of(like).gemm(g);
+}
+
+// A [O, nb·L] matrix seen as [nb, O, L] (for moving to and from NCHW in one strided pass).
+backend::View as_batch_major(const Tensor& m, int64_t nb, int64_t o, int64_t l) {
+  return {m.data_ptr(), m.dtype(), Shape{nb, o, l}, Shape{l, nb * l, 1}};
+}
+
+// out = conv(x) for contiguous 4-D x and weight; keeps the columns in *columns when asked
+// and the batch is one chunk.
+Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    Tensor* columns) {
+  const backend::Backend& be = ops::backend_of(x);
+  const int64_t n = p.win.batch, o = p.out_channels, l = p.plane(), rows = p.rows();
+  const int64_t og = o / p.groups, kg = rows / p.groups;
+  Tensor out = ops::make_tensor({n, o, p.win.out_h, p.win.out_w}, x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  for (int64_t n0 = 0; n0 < n; n0 += p.chunk) {
+    const int64_t nb = std::min(p.chunk, n - n0);
+    backend::Window2d win = p.win;
+    win.batch = nb;
+    Tensor col = ops::make_tensor({rows, nb * l}, x.dtype(), x.device());
+    be.im2col(win, ops::view_of(col), ops::batch_chunk(x, n0, nb));
+    backend::View out_chunk = ops::batch_chunk(out, n0, nb);
+    out_chunk.shape = Shape{nb, o, l};
+    out_chunk.strides = Shape{o * l, l, 1};
+    // One image: Y[O, L] is already out[n] (no layout pass needed).
+    Tensor y = nb == 1 ? Tensor() : ops::make_tensor({o, nb * l}, x.dtype(), x.device());
+    run_gemm(x, p.groups,
+             {.m = og, .n = nb * l, .k = kg,
+              .a = weight.data_ptr(), .lda = kg, .step_a = og * kg,
+              .b = col.data_ptr(), .ldb = nb * l, .step_b = kg * nb * l,
+              .c = nb == 1 ? out_chunk.data : y.data_ptr(), .ldc = nb * l, .step_c = og * nb * l});
+    const backend::View src = nb == 1 ? out_chunk : as_batch_major(y, nb, o, l);
+    if (bias_c.defined()) {
+      backend::View b{bias_c.data_ptr(), bias_c.dtype(), Shape{nb, o, l}, Shape{0, bias_c.stride(0), 0}};
+      be.binary(backend::BinaryOp::add, out_chunk, src, b);
+    } else if (nb != 1) {
+      be.copy(out_chunk, src);
+    }
+    if (columns != nullptr && nb == n) *columns = col;
+  }
+  return out;
+}
+
+struct ConvGrads {
+  Tensor input, weight;
+};
+
+// grad_x and grad_W of conv_forward (either may be skipped). `columns` holds the forward's
+// patches when they were kept (single chunk), else they are rebuilt per chunk from x.
+ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                        const Tensor& columns, bool need_input, bool need_weight) {
+  const Tensor g = grad_out.contiguous();
+  const backend::Backend& be = ops::backend_of(g);
+  const int64_t n = p.win.batch, o = p.out_channels, l = p.plane(), rows = p.rows();
+  const int64_t og = o / p.groups, kg = rows / p.groups;
+  ConvGrads r;
+  const DType dt = g.dtype();
+  const Device dev = g.device();
+  if (need_input) r.input = ops::make_tensor({n, p.win.channels, p.win.height, p.win.width}, dt, dev);
+  if (need_weight) {
+    r.weight = ops::make_tensor({o, p.win.channels / p.groups, p.win.kernel_h, p.win.kernel_w}, dt, dev);
+    if (n == 0 || l == 0) be.fill(ops::view_of(r.weight), 0.0);
+  }
+  if (need_input && (n == 0 || l == 0)) be.fill(ops::view_of(r.input), 0.0);
+  if (n == 0 || l == 0) return r;
+  for (int64_t n0 = 0; n0 < n; n0 += p.chunk) {
+    const int64_t nb = std::min(p.chunk, n - n0);
+    backend::Window2d win = p.win;
+    win.batch = nb;
+    // G[O, nb·L] from grad_out[n0 : n0 + nb] (for one image they are the same memory).
+    backend::View g_chunk = ops::batch_chunk(g, n0, nb);
+    Tensor gm;
+    const void* gdata = g_chunk.data;
+    if (nb != 1) {
+      gm = ops::make_tensor({o, nb * l}, dt, dev);
+      g_chunk.shape = Shape{nb, o, l};
+      g_chunk.strides = Shape{o * l, l, 1};
+      be.copy(as_batch_major(gm, nb, o, l), g_chunk);
+      gdata = gm.data_ptr();
+    }
+    if (need_weight) {
+      Tensor col = columns;
+      if (!col.defined()) {
+        col = ops::make_tensor({rows, nb * l}, dt, dev);
+        be.im2col(win, ops::view_of(col), ops::batch_chunk(x, n0, nb));
+      }
+      run_gemm(g, p.groups,
+               {.trans_b = true, .m = og, .n = kg, .k = nb * l,
+                .a = gdata, .lda = nb * l, .step_a = og * nb * l,
+                .b = col.data_ptr(), .ldb = nb * l, .step_b = kg * nb * l,
+                .c = r.weight.data_ptr(), .ldc = kg, .step_c = og * kg,
+                .beta = n0 == 0 ? 0.0 : 1.0});
+    }
+    if (need_input) {
+      Tensor gcol = ops::make_tensor({rows, nb * l}, dt, dev);
+      run_gemm(g, p.groups,
+               {.trans_a = true, .m = kg, .n = nb * l, .k = og,
+                .a = weight.data_ptr(), .lda = kg, .step_a = og * kg,
+                .b = gdata, .ldb = nb * l, .step_b = og * nb * l,
+                .c = gcol.data_ptr(), .ldc = nb * l, .step_c = kg * nb * l});
+      be.col2im(win, ops::batch_chunk(r.input, n0, nb), ops::view_of(gcol));
+    }
+  }
+  return r;
+}
+
+Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride, Size2d padding,
+                 Size2d dilation, int64_t groups) {
+  const ConvPlan p = plan_conv(x, weight, bias, stride, padding, dilation, groups);
+  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  Tensor xc, wc, columns, out;
+  {
+    NoGradGuard no_grad;  // the contiguous copies are data for the kernels, not graph
+    xc = x.contiguous();
+    wc = weight.contiguous();
+    out = conv_forward(p, xc, wc, bias, need_w && p.chunk >= p.win.batch ? &columns : nullptr);
+  }
+  if (autograd::needs_grad(x, weight, bias)) {
+    const bool need_b = bias.defined() && bias.requires_grad();
+    autograd::record(
+        "conv2d", out, {&x, &weight, &bias},
+        [p, need_x, need_w, need_b, sx = SavedTensor(need_w && !columns.defined() ? xc : Tensor()),
+         sw = SavedTensor(need_x ? wc : Tensor()), scol = SavedTensor(columns)](const Tensor& g, GradList& gi) {
+          ConvGrads r = conv_backward(p, g, sx.get(), sw.get(), scol.get(), need_x, need_w);
+          if (need_x) gi[0] = r.input;
+          if (need_w) gi[1] = r.weight;
+          if (need_b) gi[2] = sum(g, {0, 2, 3});
+        });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride, Size2d padding,
+              Size2d dilation, int64_t groups) {
+  return ops::with_batch_dim("conv2d", x, [&](const Tensor& x4) {
+    return conv2d_4d(x4, weight, bias, stride, padding, dilation, groups);
+  });
+}
+
+}  // namespace ember

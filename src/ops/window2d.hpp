@@ -1,0 +1,42 @@
+// src/ops/window2d.hpp — helpers shared by conv2d (conv.cpp) and the 2-D pools (pool.cpp):
+// "(h, w)" formatting for errors, the batch-chunk view of a contiguous NCHW tensor, and the
+// unbatched-input wrapper ([C, H, W] runs as a batch of one, as PyTorch).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ops/common.hpp"
+
+namespace ember::ops {
+
+/// "(3, 3)", as PyTorch prints a pair in its errors.
+inline std::string pair_string(Size2d s) {
+  return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
+}
+inline std::string pair_string(int64_t h, int64_t w) { return pair_string(Size2d(h, w)); }
+
+/// Images [n0, n0 + count) of a contiguous [N, ...] tensor, as a backend view.
+inline backend::View batch_chunk(const Tensor& t, int64_t n0, int64_t count) {
+  const int64_t per_image = t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0];
+  backend::View v;
+  v.data = static_cast<char*>(t.data_ptr()) +
+           n0 * per_image * static_cast<int64_t>(element_size(t.dtype()));
+  v.dtype = t.dtype();
+  v.shape = t.shape();
+  v.shape[0] = count;
+  v.strides = contiguous_strides(v.shape);
+  return v;
+}
+
+/// Runs `fn` on a 4-D input: a 3-D [C, H, W] input runs as [1, C, H, W] and the result loses
+/// the batch dim again. Other ranks are refused with an error naming `op` and the shape.
+inline Tensor with_batch_dim(const char* op, const Tensor& x, const std::function<Tensor(const Tensor&)>& fn) {
+  check_defined(op, x);
+  EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": input shape ", x.shape().to_string(),
+              " (expected 4-D [N, C, H, W] or 3-D [C, H, W])");
+  if (x.dim() == 4) return fn(x);
+  return fn(x.unsqueeze(0)).squeeze(0);
+}
+
+}  // namespace ember::ops

@@ -1,0 +1,244 @@
+// src/optim/optimizer.cpp — the Optimizer base: zero_grad, parameter checks, the state
+// table, and state_dict / load_state_dict in PyTorch's layout (see OptimizerState).
+#include "ember/optim/optimizer.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ember/autograd.hpp"
+
+namespace ember::optim {
+
+Tensor* ParamState::find(const std::string& name) {
+  for (auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+const Tensor* ParamState::find(const std::string& name) const {
+  return const_cast<ParamState*>(this)->find(name);
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (size_t g = 0; g < param_group_count(); ++g)
+    for (const Tensor& p : group_params(g)) p.zero_grad(set_to_none);
+}
+
+std::vector<double> Optimizer::lrs() const {
+  std::vector<double> out;
+  for (size_t g = 0; g < param_group_count(); ++g) out.push_back(lr(g));
+  return out;
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (size_t g = 0; g < param_group_count(); ++g)
+    for (const Tensor& p : group_params(g)) out.push_back(p);
+  return out;
+}
+
+const ParamState* Optimizer::state(const Tensor& param) const {
+  if (!param.defined()) return nullptr;
+  for (size_t g = 0; g < param_group_count() && g < state_.size(); ++g) {
+    const std::vector<Tensor>& params = group_params(g);
+    for (size_t i = 0; i < params.size() && i < state_[g].size(); ++i)
+      if (params[i].impl() == param.impl()) return state_[g][i].empty() ? nullptr : &state_[g][i];
+  }
+  return nullptr;
+}
+
+void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
+  const std::string who = type_name();
+  std::set<const TensorImpl*> seen;
+  for (size_t g = 0; g < param_group_count(); ++g)
+    for (const Tensor& p : group_params(g)) seen.insert(p.impl());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    EMBER_CHECK(p.defined(), who, ": parameter ", i, " of the new group is an undefined tensor");
+    EMBER_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ", dtype_name(p.dtype()),
+                " (expected a floating dtype)");
+    EMBER_CHECK(p.is_leaf(), who, ": parameter ", i,
+                " is not a leaf (got a tensor computed from others; optimize leaves only)");
+    EMBER_CHECK(seen.insert(p.impl()).second, who, ": parameter ", i,
+                " appears more than once (a parameter may be in one group only)");
+  }
+}
+
+ParamState& Optimizer::state_slot(size_t group, size_t index) {
+  if (state_.size() <= group) state_.resize(group + 1);
+  if (state_[group].size() <= index) state_[group].resize(index + 1);
+  return state_[group][index];
+}
+
+// ---- state dict ----
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState out;
+  json state = json::object();
+  json groups = json::array();
+  int64_t index = 0;
+  for (size_t g = 0; g < param_group_count(); ++g) {
+    json group = group_options(g);
+    if (std::optional<double> initial = initial_lr(g)) group["initial_lr"] = *initial;
+    json ids = json::array();
+    const size_t count = group_params(g).size();
+    for (size_t i = 0; i < count; ++i, ++index) {
+      ids.push_back(index);
+      if (g >= state_.size() || i >= state_[g].size() || state_[g][i].empty()) continue;
+      const ParamState& s = state_[g][i];
+      const std::string key = std::to_string(index);
+      state[key] = {{"step", s.step}};
+      for (const auto& [name, t] : s.tensors) out.tensors.emplace_back("state." + key + "." + name, t);
+    }
+    group["params"] = ids;
+    groups.push_back(group);
+  }
+  out.meta = {{"type", type_name()}, {"state", state}, {"param_groups", groups}};
+  return out;
+}
+
+namespace {
+
+// Parses a non-negative decimal integer; false for anything else.
+bool parse_index(const std::string& text, int64_t* out) {
+  if (text.empty() || text.size() > 18) return false;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& s) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+}  // namespace
+
+void Optimizer::load_state_dict(const OptimizerState& sd) {
+  const std::string who = type_name() + ".load_state_dict";
+  const json& meta = sd.meta;
+  EMBER_CHECK(meta.is_object() && meta.contains("param_groups") && meta.contains("state"), who,
+              ": meta must be an object with 'state' and 'param_groups' (got ", meta.dump().substr(0, 80),
+              ")");
+  if (meta.contains("type")) {
+    EMBER_CHECK(meta["type"].is_string() && meta["type"].get<std::string>() == type_name(), who,
+                ": the state is for another optimizer (got type ", meta["type"].dump(), ", expected \"",
+                type_name(), "\")");
+  }
+  const json& groups = meta["param_groups"];
+  EMBER_CHECK(groups.is_array() && groups.size() == param_group_count(), who,
+              ": parameter group count mismatch (got ", groups.is_array() ? groups.size() : 0,
+              " groups in the state, expected ", param_group_count(), ")");
+
+  // Saved index -> (group, position); hyperparameters checked without applying.
+  std::map<int64_t, std::pair<size_t, size_t>> where;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const json& group = groups[g];
+    EMBER_CHECK(group.is_object() && group.contains("params") && group["params"].is_array(), who,
+                ": param_groups[", g, "] must be an object with a 'params' list");
+    const json& ids = group["params"];
+    EMBER_CHECK(ids.size() == group_params(g).size(), who, ": group ", g,
+                " parameter count mismatch (got ", ids.size(), " in the state, expected ",
+                group_params(g).size(), ")");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EMBER_CHECK(ids[i].is_number_integer(), who, ": param_groups[", g, "].params[", i,
+                  "] is not an integer (got ", ids[i].dump(), ")");
+      const int64_t id = ids[i].get<int64_t>();
+      EMBER_CHECK(where.emplace(id, std::make_pair(g, i)).second, who, ": parameter index ", id,
+                  " appears twice in param_groups");
+    }
+    json options = group;
+    options.erase("params");
+    options.erase("initial_lr");
+    set_group_options(g, options, /*apply=*/false);
+    if (group.contains("initial_lr"))
+      EMBER_CHECK(group["initial_lr"].is_number(), who, ": param_groups[", g,
+                  "].initial_lr is not a number (got ", group["initial_lr"].dump(), ")");
+  }
+
+  // Per-parameter steps.
+  std::map<int64_t, int64_t> steps;
+  const json& state = meta["state"];
+  EMBER_CHECK(state.is_object(), who, ": 'state' must be an object keyed by parameter index");
+  for (const auto& [key, entry] : state.items()) {
+    int64_t id = -1;
+    EMBER_CHECK(parse_index(key, &id) && where.count(id), who, ": state entry '", key,
+                "' names no parameter (expected an index in 0..", where.size() - 1, ")");
+    int64_t step = 0;
+    if (entry.is_object() && entry.contains("step")) {
+      const json& s = entry["step"];
+      EMBER_CHECK(s.is_number() && s.get<double>() >= 0 && s.get<double>() == static_cast<double>(s.get<int64_t>()),
+                  who, ": state.", key, ".step must be a whole number >= 0 (got ", s.dump(), ")");
+      step = s.get<int64_t>();
+    }
+    steps[id] = step;
+  }
+
+  // Tensors: names, shapes, required entries.
+  std::map<int64_t, NamedTensors> tensors;
+  for (const auto& [name, t] : sd.tensors) {
+    const size_t dot = name.find('.', 6);
+    int64_t id = -1;
+    EMBER_CHECK(name.rfind("state.", 0) == 0 && dot != std::string::npos &&
+                    parse_index(name.substr(6, dot - 6), &id),
+                who, ": tensor name '", name, "' is not of the form state.<index>.<name>");
+    const std::string leaf = name.substr(dot + 1);
+    EMBER_CHECK(steps.count(id), who, ": tensor '", name, "' names parameter ", id,
+                ", which has no entry in meta.state");
+    const auto [g, i] = where.at(id);
+    const StateSpec spec = state_spec(g);
+    EMBER_CHECK(contains(spec.required, leaf) || contains(spec.optional, leaf), who,
+                ": unexpected state tensor '", name, "' for ", type_name());
+    EMBER_CHECK(t.defined(), who, ": tensor '", name, "' is undefined");
+    const Tensor& p = group_params(g)[i];
+    EMBER_CHECK(t.shape() == p.shape(), who, ": tensor '", name, "' has shape ", t.shape().to_string(),
+                ", expected ", p.shape().to_string(), " (the shape of parameter ", id, ")");
+    EMBER_CHECK(is_floating(t.dtype()), who, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()),
+                " (expected a floating dtype)");
+    tensors[id].emplace_back(leaf, t);
+  }
+  for (const auto& [id, step] : steps) {
+    const auto [g, i] = where.at(id);
+    for (const std::string& name : state_spec(g).required) {
+      bool found = false;
+      for (const auto& [n, t] : tensors[id]) found = found || n == name;
+      EMBER_CHECK(found, who, ": missing state tensor 'state.", id, ".", name, "' (parameter ", id,
+                  " has a state entry)");
+    }
+  }
+
+  // Everything checked: build the new state, then apply.
+  std::vector<std::vector<ParamState>> fresh(param_group_count());
+  for (size_t g = 0; g < fresh.size(); ++g) fresh[g].resize(group_params(g).size());
+  {
+    NoGradGuard no_grad;
+    PoolGuard persistent(Pool::Persistent);
+    for (const auto& [id, step] : steps) {
+      const auto [g, i] = where.at(id);
+      const Tensor& p = group_params(g)[i];
+      ParamState& s = fresh[g][i];
+      s.step = step;
+      for (const auto& [name, t] : tensors[id]) {
+        Tensor copy = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+        copy.copy_(t);
+        s.tensors.emplace_back(name, copy);
+      }
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    json options = groups[g];
+    options.erase("params");
+    options.erase("initial_lr");
+    set_group_options(g, options, /*apply=*/true);
+    set_initial_lr(g, groups[g].contains("initial_lr")
+                          ? std::optional<double>(groups[g]["initial_lr"].get<double>())
+                          : std::nullopt);
+  }
+  state_ = std::move(fresh);
+}
+
+}  // namespace ember::optim

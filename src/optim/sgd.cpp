@@ -1,0 +1,71 @@
+// src/optim/sgd.cpp — SGD: options (JSON, validation) and the step over every group.
+#include "ember/optim/sgd.hpp"
+
+#include <cmath>
+
+#include "optim/fused.hpp"
+
+namespace ember::optim {
+
+void to_json(json& j, const SGDOptions& o) {
+  j = {{"lr", o.lr},
+       {"momentum", o.momentum},
+       {"dampening", o.dampening},
+       {"weight_decay", o.weight_decay},
+       {"nesterov", o.nesterov},
+       {"maximize", o.maximize}};
+}
+
+void from_json(const json& j, SGDOptions& o) {
+  if (j.contains("lr")) o.lr = j["lr"].get<double>();
+  if (j.contains("momentum")) o.momentum = j["momentum"].get<double>();
+  if (j.contains("dampening")) o.dampening = j["dampening"].get<double>();
+  if (j.contains("weight_decay")) o.weight_decay = j["weight_decay"].get<double>();
+  if (j.contains("nesterov")) o.nesterov = j["nesterov"].get<bool>();
+  if (j.contains("maximize")) o.maximize = j["maximize"].get<bool>();
+}
+
+void validate_options(const SGDOptions& o, const std::string& who) {
+  EMBER_CHECK(o.lr >= 0.0, who, ": invalid learning rate ", o.lr, " (expected lr >= 0)");
+  EMBER_CHECK(o.momentum >= 0.0, who, ": invalid momentum ", o.momentum, " (expected momentum >= 0)");
+  EMBER_CHECK(o.weight_decay >= 0.0, who, ": invalid weight_decay ", o.weight_decay,
+              " (expected weight_decay >= 0)");
+  EMBER_CHECK(!std::isnan(o.dampening), who, ": invalid dampening ", o.dampening,
+              " (expected a number)");
+  EMBER_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), who,
+              ": nesterov requires momentum > 0 and dampening = 0 (got momentum ", o.momentum,
+              ", dampening ", o.dampening, ")");
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : TypedOptimizer(options) {
+  add_param_group(Group{std::move(params), options});
+}
+
+SGD::SGD(std::vector<Group> groups, SGDOptions defaults) : TypedOptimizer(defaults) {
+  validate_options(defaults, type_name());
+  for (Group& g : groups) add_param_group(std::move(g));
+}
+
+Optimizer::StateSpec SGD::state_spec(size_t) const { return {{}, {"momentum_buffer"}}; }
+
+void SGD::step() {
+  const std::string who = type_name();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const Group& group = groups_[g];
+    const SGDOptions& o = group.options;
+    const backend::SgdArgs args{.lr = o.lr,
+                                .momentum = o.momentum,
+                                .dampening = o.dampening,
+                                .weight_decay = o.weight_decay,
+                                .nesterov = o.nesterov,
+                                .maximize = o.maximize};
+    for (size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      detail::sgd_update(who, p, grad, state_slot(g, i), args);
+    }
+  }
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,530 @@
+#!/usr/bin/python3
+"""Writes tests/data/op_fixtures.json: PyTorch reference values for ember's op tests.
+
+Run with Debian's interpreter (torch 1.13 lives there):   /usr/bin/python3 tests/gen_fixtures.py
+
+For every case: the inputs (f32-representable values, stored as f32; indices as i64; masks
+as bool), the output, a fixed random weight `w` of the output's shape, and the gradient of
+every differentiable input for the loss sum(out * w). The reference math runs in float64 on
+the f32-rounded inputs. Each case also carries `attrs` (the op's non-tensor arguments, read
+by tests/test_ops_fixtures.cpp) and its comparison tolerances (`rtol`, `atol`; the C++ side
+scales atol by max(1, max|want|)).
+
+Before writing, every case is recomputed in float32 PyTorch and checked against the f64
+reference under its own tolerances, so a tolerance that an honest f32 implementation cannot
+meet is caught here, not in C++.
+
+The output is deterministic: fixed per-case seeds (crc32 of the case name), one thread, and
+a hand-written compact JSON emitter with shortest round-trip f32 formatting.
+"""
+import math
+import os
+import sys
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_PATH = os.path.join(HERE, "data", "op_fixtures.json")
+
+DEFAULT_RTOL = 1e-5
+DEFAULT_ATOL = 1e-6
+MAX_ELEMENTS = 200
+
+# ----------------------------------------------------------------------------------------
+# input makers (all draw from the case's generator; float values are rounded to f32)
+
+
+class Maker:
+    def __init__(self, seed):
+        self.g = torch.Generator().manual_seed(seed)
+
+    @staticmethod
+    def _f32(t):
+        return t.to(torch.float32).to(torch.float64)
+
+    def randn(self, *shape, scale=1.0):
+        return self._f32(torch.randn(tuple(shape), generator=self.g, dtype=torch.float64) * scale)
+
+    def uniform(self, *shape, lo=0.0, hi=1.0):
+        u = torch.rand(*shape, generator=self.g, dtype=torch.float64)
+        return self._f32(lo + (hi - lo) * u)
+
+    def positive(self, *shape):
+        """|randn| + 0.5: safe for log, sqrt, rsqrt, pow with fractional exponents."""
+        return self._f32(torch.randn(*shape, generator=self.g, dtype=torch.float64).abs() + 0.5)
+
+    def away_from_zero(self, *shape, gap=0.1):
+        """randn pushed at least `gap` away from 0 (relu, abs, sign, div denominators)."""
+        x = torch.randn(*shape, generator=self.g, dtype=torch.float64)
+        s = torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
+        return self._f32(s * (x.abs() + gap))
+
+    def distinct(self, *shape):
+        """A random permutation of well separated values (no ties for max/min/argmax)."""
+        n = math.prod(shape)
+        perm = torch.randperm(n, generator=self.g).to(torch.float64)
+        jitter = torch.rand(n, generator=self.g, dtype=torch.float64) * 0.5
+        return self._f32(((perm + jitter) * 0.25 - n * 0.125).reshape(shape))
+
+    def randint(self, lo, hi, *shape):
+        return torch.randint(lo, hi, shape, generator=self.g, dtype=torch.int64)
+
+    def mask(self, *shape):
+        return torch.rand(*shape, generator=self.g) < 0.5
+
+    def softmax_rows(self, *shape):
+        return self._f32(torch.softmax(torch.randn(*shape, generator=self.g, dtype=torch.float64), -1))
+
+
+# ----------------------------------------------------------------------------------------
+# case registry
+
+CASES = []
+
+
+def case(name, make, fn, diff=(), attrs=None, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL):
+    """make(Maker) -> dict of input tensors; fn(inputs dict) -> out or (out, extras dict)."""
+    CASES.append(dict(name=name, make=make, fn=fn, diff=tuple(diff), attrs=attrs or {},
+                      rtol=rtol, atol=atol))
+
+
+def unary(name, make, fn, **kw):
+    case(name, lambda m: {"x": make(m)}, lambda t: fn(t["x"]), diff=("x",), **kw)
+
+
+def binary(name, make_a, make_b, fn, **kw):
+    case(name, lambda m: {"a": make_a(m), "b": make_b(m)}, lambda t: fn(t["a"], t["b"]),
+         diff=("a", "b"), **kw)
+
+
+# ---- linear algebra
+for nm, sa, sb in [("matmul_2d", (3, 4), (4, 5)),
+                   ("matmul_1d_2d", (4,), (4, 3)),
+                   ("matmul_2d_1d", (3, 4), (4,)),
+                   ("matmul_1d_1d", (5,), (5,)),
+                   ("matmul_batched_2d", (2, 3, 4), (4, 5)),
+                   ("matmul_2d_batched", (3, 4), (2, 4, 5)),
+                   ("matmul_batched", (2, 3, 4), (2, 4, 2)),
+                   ("matmul_batch_broadcast", (2, 1, 3, 4), (3, 4, 2))]:
+    binary(nm, lambda m, s=sa: m.randn(*s), lambda m, s=sb: m.randn(*s), torch.matmul)
+
+case("linear_bias_3d",
+     lambda m: {"x": m.randn(2, 3, 4), "weight": m.randn(5, 4), "bias": m.randn(5)},
+     lambda t: F.linear(t["x"], t["weight"], t["bias"]), diff=("x", "weight", "bias"))
+case("linear_nobias",
+     lambda m: {"x": m.randn(3, 4), "weight": m.randn(2, 4)},
+     lambda t: F.linear(t["x"], t["weight"]), diff=("x", "weight"))
+case("linear_nobias_3d",
+     lambda m: {"x": m.randn(2, 2, 3), "weight": m.randn(4, 3)},
+     lambda t: F.linear(t["x"], t["weight"]), diff=("x", "weight"))
+
+# ---- binary elementwise (same shape, [3,1]x[1,4], [2,3,4]x[4], [4]x[2,3,4])
+BCAST = [("", (3, 4), (3, 4)), ("_bcast_col_row", (3, 1), (1, 4)),
+         ("_bcast_trailing", (2, 3, 4), (4,)), ("_bcast_lead", (4,), (2, 3, 4)),
+         ("_bcast_mid", (2, 1, 4), (3, 1))]
+for op, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul)]:
+    for suffix, sa, sb in BCAST:
+        binary(op + suffix, lambda m, s=sa: m.randn(*s), lambda m, s=sb: m.randn(*s), fn)
+for suffix, sa, sb in BCAST:
+    binary("div" + suffix, lambda m, s=sa: m.randn(*s), lambda m, s=sb: m.away_from_zero(*s, gap=0.5),
+           torch.div)
+
+
+for op, fn in [("maximum", torch.maximum), ("minimum", torch.minimum)]:
+    for suffix, sa, sb in BCAST[:3]:
+        def make(m, sa=sa, sb=sb):
+            while True:
+                a, b = m.randn(*sa), m.randn(*sb)
+                x, y = torch.broadcast_tensors(a, b)
+                if ((x - y).abs() > 0.05).all():
+                    return {"a": a, "b": b}
+        case(op + suffix, make, lambda t, fn=fn: fn(t["a"], t["b"]), diff=("a", "b"))
+
+binary("pow_tensor", lambda m: m.positive(3, 4), lambda m: m.randn(3, 4), torch.pow)
+binary("pow_tensor_bcast", lambda m: m.positive(2, 3, 4), lambda m: m.randn(4), torch.pow)
+
+# ---- with a scalar
+unary("add_scalar", lambda m: m.randn(3, 4), lambda x: x + 1.25, attrs={"s": 1.25})
+unary("mul_scalar", lambda m: m.randn(3, 4), lambda x: x * -0.5, attrs={"s": -0.5})
+unary("rsub_scalar", lambda m: m.randn(3, 4), lambda x: 2.0 - x, attrs={"s": 2.0})
+unary("rdiv_scalar", lambda m: m.away_from_zero(3, 4, gap=0.5), lambda x: 3.0 / x, attrs={"s": 3.0})
+unary("scale", lambda m: m.randn(2, 3, 4), lambda x: x * 0.75, attrs={"s": 0.75})
+unary("pow_scalar_3", lambda m: m.randn(3, 4), lambda x: x ** 3.0, attrs={"p": 3.0})
+unary("pow_scalar_2", lambda m: m.randn(3, 4), lambda x: x ** 2.0, attrs={"p": 2.0})
+unary("pow_scalar_half", lambda m: m.positive(3, 4), lambda x: x ** 0.5, attrs={"p": 0.5})
+unary("pow_scalar_neg", lambda m: m.positive(3, 4), lambda x: x ** -1.5, attrs={"p": -1.5})
+
+
+def clamp_input(m):
+    x = m.uniform(4, 5, lo=-1.0, hi=1.0)
+    near = ((x.abs() - 0.5).abs() < 0.05)
+    return m._f32(torch.where(near, x * 1.3, x))
+
+
+unary("clamp", clamp_input, lambda x: torch.clamp(x, -0.5, 0.5), attrs={"lo": -0.5, "hi": 0.5})
+
+# ---- unary elementwise
+unary("neg", lambda m: m.randn(3, 4), torch.neg)
+unary("abs", lambda m: m.away_from_zero(3, 4), torch.abs)
+unary("sqrt", lambda m: m.positive(3, 4), torch.sqrt)
+unary("rsqrt", lambda m: m.positive(3, 4), torch.rsqrt)
+unary("square", lambda m: m.randn(3, 4), torch.square)
+unary("exp", lambda m: m.randn(3, 4), torch.exp)
+unary("log", lambda m: m.positive(3, 4), torch.log)
+unary("relu", lambda m: m.away_from_zero(3, 4), torch.relu)
+unary("sigmoid", lambda m: m.randn(3, 4, scale=2.0), torch.sigmoid)
+unary("tanh", lambda m: m.randn(3, 4, scale=1.5), torch.tanh)
+unary("gelu_erf", lambda m: m.randn(3, 5, scale=2.0), lambda x: F.gelu(x),
+      attrs={"approximate": "none"})
+unary("gelu_tanh", lambda m: m.randn(3, 5, scale=2.0), lambda x: F.gelu(x, approximate="tanh"),
+      attrs={"approximate": "tanh"})
+unary("silu", lambda m: m.randn(3, 5, scale=2.0), F.silu)
+case("sign", lambda m: {"x": m.away_from_zero(3, 4)}, lambda t: torch.sign(t["x"]))
+
+# ---- comparisons (bool outputs, no gradient)
+for op, fn in [("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
+               ("gt", torch.gt), ("ge", torch.ge)]:
+    def make(m):
+        a = m.randint(0, 3, 3, 4).to(torch.float64)  # small integers: plenty of ties
+        b = m.randint(0, 3, 4).to(torch.float64)
+        return {"a": a, "b": b}
+    case("cmp_" + op, make, lambda t, fn=fn: fn(t["a"], t["b"]))
+
+# ---- softmax family
+for nm, shape, dim in [("softmax_dim0", (3, 4), 0), ("softmax_last", (3, 4), -1),
+                       ("softmax_3d_dim1", (2, 3, 4), 1)]:
+    unary(nm, lambda m, s=shape: m.randn(*s, scale=2.0), lambda x, d=dim: torch.softmax(x, d),
+          attrs={"dim": dim})
+    unary("log_" + nm, lambda m, s=shape: m.randn(*s, scale=2.0),
+          lambda x, d=dim: torch.log_softmax(x, d), attrs={"dim": dim})
+
+# ---- reductions
+unary("sum_all", lambda m: m.randn(2, 3, 4), torch.sum)
+unary("sum_dim1", lambda m: m.randn(2, 3, 4), lambda x: x.sum([1]), attrs={"dims": [1], "keepdim": False})
+unary("sum_dims_keepdim", lambda m: m.randn(2, 3, 4), lambda x: x.sum([0, 2], keepdim=True),
+      attrs={"dims": [0, 2], "keepdim": True})
+unary("sum_neg_dim", lambda m: m.randn(2, 3, 4), lambda x: x.sum([-1]), attrs={"dims": [-1], "keepdim": False})
+unary("mean_all", lambda m: m.randn(2, 3, 4), torch.mean)
+unary("mean_dim1", lambda m: m.randn(2, 3, 4), lambda x: x.mean([1]), attrs={"dims": [1], "keepdim": False})
+unary("mean_dims_keepdim", lambda m: m.randn(2, 3, 4), lambda x: x.mean([0, 2], keepdim=True),
+      attrs={"dims": [0, 2], "keepdim": True})
+unary("max_all", lambda m: m.distinct(3, 5), torch.max)
+unary("min_all", lambda m: m.distinct(3, 5), torch.min)
+unary("max_dim1", lambda m: m.distinct(3, 5), lambda x: torch.amax(x, [1]), attrs={"dims": [1], "keepdim": False})
+unary("max_dim0_keepdim", lambda m: m.distinct(3, 5), lambda x: torch.amax(x, [0], keepdim=True),
+      attrs={"dims": [0], "keepdim": True})
+unary("min_dim1", lambda m: m.distinct(3, 5), lambda x: torch.amin(x, [1]), attrs={"dims": [1], "keepdim": False})
+unary("min_dims_keepdim", lambda m: m.distinct(2, 3, 4), lambda x: torch.amin(x, [0, 2], keepdim=True),
+      attrs={"dims": [0, 2], "keepdim": True})
+unary("var_all", lambda m: m.randn(3, 5), lambda x: torch.var(x), attrs={"correction": 1})
+unary("var_dim1", lambda m: m.randn(3, 5), lambda x: torch.var(x, [1], unbiased=True),
+      attrs={"dims": [1], "correction": 1, "keepdim": False})
+unary("var_dims_c0_keepdim", lambda m: m.randn(2, 3, 4), lambda x: torch.var(x, [0, 2], unbiased=False, keepdim=True),
+      attrs={"dims": [0, 2], "correction": 0, "keepdim": True})
+unary("var_dim0_c1_keepdim", lambda m: m.randn(4, 3), lambda x: torch.var(x, [0], unbiased=True, keepdim=True),
+      attrs={"dims": [0], "correction": 1, "keepdim": True})
+for op, fn in [("argmax", torch.argmax), ("argmin", torch.argmin)]:
+    case(op + "_dim1", lambda m: {"x": m.distinct(3, 5)}, lambda t, fn=fn: fn(t["x"], 1),
+         attrs={"dim": 1, "keepdim": False})
+    case(op + "_dim0_keepdim", lambda m: {"x": m.distinct(3, 5)},
+         lambda t, fn=fn: fn(t["x"], 0, keepdim=True), attrs={"dim": 0, "keepdim": True})
+    case(op + "_3d_neg", lambda m: {"x": m.distinct(2, 3, 4)}, lambda t, fn=fn: fn(t["x"], -1),
+         attrs={"dim": -1, "keepdim": False})
+
+# ---- shape ops
+unary("reshape", lambda m: m.randn(2, 3, 4), lambda x: x.reshape(4, 6), attrs={"shape": [4, 6]})
+unary("reshape_infer", lambda m: m.randn(2, 3, 4), lambda x: x.reshape(-1, 3), attrs={"shape": [-1, 3]})
+unary("transpose", lambda m: m.randn(2, 3, 4), lambda x: x.transpose(0, 2), attrs={"d0": 0, "d1": 2})
+unary("transpose_2d", lambda m: m.randn(3, 5), lambda x: x.transpose(0, 1), attrs={"d0": 0, "d1": 1})
+unary("permute", lambda m: m.randn(2, 3, 4), lambda x: x.permute(2, 0, 1), attrs={"dims": [2, 0, 1]})
+unary("slice_step", lambda m: m.randn(3, 8), lambda x: x[:, 1:7:2],
+      attrs={"dim": 1, "start": 1, "end": 7, "step": 2})
+unary("slice_neg_start", lambda m: m.randn(5, 3), lambda x: x[-3:5],
+      attrs={"dim": 0, "start": -3, "end": 5, "step": 1})
+unary("slice_step3", lambda m: m.randn(2, 7, 2), lambda x: x[:, 0:7:3],
+      attrs={"dim": 1, "start": 0, "end": 7, "step": 3})
+unary("expand", lambda m: m.randn(3, 1), lambda x: x.expand(2, 3, 4), attrs={"shape": [2, 3, 4]})
+unary("flatten", lambda m: m.randn(2, 3, 4), lambda x: x.flatten(1, 2), attrs={"start": 1, "end": 2})
+unary("squeeze", lambda m: m.randn(3, 1, 4), lambda x: x.squeeze(1), attrs={"dim": 1})
+unary("unsqueeze", lambda m: m.randn(3, 4), lambda x: x.unsqueeze(1), attrs={"dim": 1})
+unary("sum_to", lambda m: m.randn(2, 3, 4), lambda x: x.sum_to_size(3, 1), attrs={"shape": [3, 1]})
+case("cat_dim0", lambda m: {"a": m.randn(2, 3), "b": m.randn(1, 3), "c": m.randn(3, 3)},
+     lambda t: torch.cat([t["a"], t["b"], t["c"]], 0), diff=("a", "b", "c"), attrs={"dim": 0})
+case("cat_dim1", lambda m: {"a": m.randn(2, 3, 2), "b": m.randn(2, 1, 2), "c": m.randn(2, 2, 2)},
+     lambda t: torch.cat([t["a"], t["b"], t["c"]], 1), diff=("a", "b", "c"), attrs={"dim": 1})
+case("stack_dim0", lambda m: {"a": m.randn(2, 3), "b": m.randn(2, 3), "c": m.randn(2, 3)},
+     lambda t: torch.stack([t["a"], t["b"], t["c"]], 0), diff=("a", "b", "c"), attrs={"dim": 0})
+case("stack_dim1", lambda m: {"a": m.randn(2, 3), "b": m.randn(2, 3), "c": m.randn(2, 3)},
+     lambda t: torch.stack([t["a"], t["b"], t["c"]], 1), diff=("a", "b", "c"), attrs={"dim": 1})
+case("stack_last", lambda m: {"a": m.randn(2, 3), "b": m.randn(2, 3)},
+     lambda t: torch.stack([t["a"], t["b"]], -1), diff=("a", "b"), attrs={"dim": -1})
+
+# ---- indexing
+case("index_select_dim0_repeats",
+     lambda m: {"x": m.randn(4, 3), "index": torch.tensor([0, 2, 0, 3, 2, 2])},
+     lambda t: torch.index_select(t["x"], 0, t["index"]), diff=("x",), attrs={"dim": 0})
+case("index_select_dim1_repeats",
+     lambda m: {"x": m.randn(3, 4), "index": torch.tensor([3, 1, 3, 3])},
+     lambda t: torch.index_select(t["x"], 1, t["index"]), diff=("x",), attrs={"dim": 1})
+case("gather_dim1",
+     lambda m: {"x": m.randn(3, 4), "index": m.randint(0, 4, 3, 5)},
+     lambda t: torch.gather(t["x"], 1, t["index"]), diff=("x",), attrs={"dim": 1})
+case("gather_dim0",
+     lambda m: {"x": m.randn(3, 4), "index": m.randint(0, 3, 2, 4)},
+     lambda t: torch.gather(t["x"], 0, t["index"]), diff=("x",), attrs={"dim": 0})
+case("scatter_add_dim1",
+     lambda m: {"x": m.randn(3, 5), "index": m.randint(0, 5, 3, 4), "src": m.randn(3, 4)},
+     lambda t: torch.scatter_add(t["x"], 1, t["index"], t["src"]), diff=("x", "src"), attrs={"dim": 1})
+case("embedding",
+     lambda m: {"weight": m.randn(6, 3), "index": torch.tensor([[1, 4, 1, 0], [5, 1, 4, 4]])},
+     lambda t: F.embedding(t["index"], t["weight"]), diff=("weight",))
+case("where",
+     lambda m: {"cond": m.mask(3, 4), "a": m.randn(3, 4), "b": m.randn(4)},
+     lambda t: torch.where(t["cond"], t["a"], t["b"]), diff=("a", "b"))
+case("where_bcast",
+     lambda m: {"cond": m.mask(1, 4), "a": m.randn(3, 1), "b": m.randn(3, 4)},
+     lambda t: torch.where(t["cond"], t["a"], t["b"]), diff=("a", "b"))
+case("masked_fill",
+     lambda m: {"x": m.randn(3, 4), "mask": m.mask(3, 4)},
+     lambda t: t["x"].masked_fill(t["mask"], -1.5), diff=("x",), attrs={"value": -1.5})
+case("masked_fill_bcast",
+     lambda m: {"x": m.randn(2, 3, 4), "mask": m.mask(3, 1)},
+     lambda t: t["x"].masked_fill(t["mask"], 2.0), diff=("x",), attrs={"value": 2.0})
+
+# ---- normalisation
+case("layer_norm_affine",
+     lambda m: {"x": m.randn(2, 3, 4, scale=2.0), "weight": m.randn(4), "bias": m.randn(4)},
+     lambda t: F.layer_norm(t["x"], [4], t["weight"], t["bias"], 1e-5),
+     diff=("x", "weight", "bias"), attrs={"normalized_shape": [4], "eps": 1e-5})
+case("layer_norm_plain_2dims",
+     lambda m: {"x": m.randn(2, 3, 4, scale=2.0)},
+     lambda t: F.layer_norm(t["x"], [3, 4], None, None, 1e-5),
+     diff=("x",), attrs={"normalized_shape": [3, 4], "eps": 1e-5})
+
+
+def bn_train(t):
+    rm, rv = t["running_mean"].clone(), t["running_var"].clone()
+    out = F.batch_norm(t["x"], rm, rv, t["weight"], t["bias"], training=True, momentum=0.1, eps=1e-5)
+    return out, {"running_mean_after": rm, "running_var_after": rv}
+
+
+def bn_eval(t):
+    return F.batch_norm(t["x"], t["running_mean"], t["running_var"], t["weight"], t["bias"],
+                        training=False, momentum=0.1, eps=1e-5)
+
+
+def bn_inputs(*shape):
+    c = shape[1]
+    return lambda m: {"x": m.randn(*shape, scale=2.0), "running_mean": m.randn(c, scale=0.5),
+                      "running_var": m.positive(c), "weight": m.randn(c), "bias": m.randn(c)}
+
+
+BN_ATTRS = {"momentum": 0.1, "eps": 1e-5}
+case("batch_norm_train_2d", bn_inputs(5, 3), bn_train, diff=("x", "weight", "bias"),
+     attrs=dict(BN_ATTRS, training=True), rtol=2e-5, atol=2e-6)
+case("batch_norm_train_3d", bn_inputs(2, 3, 4), bn_train, diff=("x", "weight", "bias"),
+     attrs=dict(BN_ATTRS, training=True), rtol=2e-5, atol=2e-6)
+case("batch_norm_eval", bn_inputs(4, 3), bn_eval, diff=("x", "weight", "bias"),
+     attrs=dict(BN_ATTRS, training=False))
+
+# ---- losses (the gradient is taken for the input only; targets are data)
+RED = {"mean": "mean", "sum": "sum", "none": "none"}
+for r in RED:
+    case("mse_loss_" + r, lambda m: {"input": m.randn(3, 4), "target": m.randn(3, 4)},
+         lambda t, r=r: F.mse_loss(t["input"], t["target"], reduction=r), diff=("input",),
+         attrs={"reduction": r})
+case("cross_entropy_probs",
+     lambda m: {"probs": m.softmax_rows(4, 5), "target": m.softmax_rows(4, 5)},
+     lambda t: -(t["target"] * torch.log(t["probs"])).sum() / t["probs"].shape[0],
+     diff=("probs",), attrs={"reduction": "mean"})
+case("cross_entropy_probs_onehot",
+     lambda m: {"probs": m.softmax_rows(3, 4),
+                "target": F.one_hot(torch.tensor([2, 0, 3]), 4).to(torch.float64)},
+     lambda t: -(t["target"] * torch.log(t["probs"])).sum() / t["probs"].shape[0],
+     diff=("probs",), attrs={"reduction": "mean"})
+
+
+def ce_case(name, n, c, target, extra=(), **opts):
+    shape = (n, c) + tuple(extra)
+    def make(m):
+        return {"logits": m.randn(*shape, scale=2.0), "target": torch.tensor(target)}
+    attrs = {"reduction": opts.get("reduction", "mean"), "ignore_index": opts.get("ignore_index", -100),
+             "label_smoothing": opts.get("label_smoothing", 0.0)}
+    case(name, make, lambda t: F.cross_entropy(t["logits"], t["target"], **opts), diff=("logits",),
+         attrs=attrs)
+
+
+ce_case("cross_entropy", 4, 5, [1, 0, 4, 2])
+ce_case("cross_entropy_sum", 4, 5, [1, 0, 4, 2], reduction="sum")
+ce_case("cross_entropy_none", 4, 5, [1, 0, 4, 2], reduction="none")
+ce_case("cross_entropy_ignore_index", 5, 4, [1, 3, 3, 0, 2], ignore_index=3)
+ce_case("cross_entropy_label_smoothing", 4, 5, [1, 0, 4, 2], label_smoothing=0.1)
+ce_case("cross_entropy_smoothing_ignore", 5, 4, [1, 3, 3, 0, 2], ignore_index=3, label_smoothing=0.2)
+ce_case("cross_entropy_smoothing_sum", 4, 5, [1, 0, 4, 2], label_smoothing=0.1, reduction="sum")
+ce_case("cross_entropy_spatial", 2, 3, [[0, 2, 1, 2], [1, 1, 0, 2]], extra=(4,))
+
+
+def nll_case(name, target, **opts):
+    def make(m):
+        return {"log_probs": m._f32(torch.log_softmax(m.randn(len(target), 4, scale=2.0), -1)),
+                "target": torch.tensor(target)}
+    attrs = {"reduction": opts.get("reduction", "mean"), "ignore_index": opts.get("ignore_index", -100)}
+    case(name, make, lambda t: F.nll_loss(t["log_probs"], t["target"], **opts), diff=("log_probs",),
+         attrs=attrs)
+
+
+nll_case("nll_loss", [3, 0, 1, 1, 2])
+nll_case("nll_loss_sum", [3, 0, 1, 1, 2], reduction="sum")
+nll_case("nll_loss_none", [3, 0, 1, 1, 2], reduction="none")
+nll_case("nll_loss_ignore_index", [3, 0, 1, 1, 2], ignore_index=1)
+
+
+def bce_case(name, pos_weight=False, reduction="mean"):
+    def make(m):
+        d = {"logits": m.randn(4, 3, scale=2.0), "target": m.uniform(4, 3)}
+        if pos_weight:
+            d["pos_weight"] = m.positive(3)
+        return d
+    def fn(t):
+        return F.binary_cross_entropy_with_logits(t["logits"], t["target"], reduction=reduction,
+                                                  pos_weight=t.get("pos_weight"))
+    case(name, make, fn, diff=("logits",), attrs={"reduction": reduction})
+
+
+bce_case("bce_with_logits")
+bce_case("bce_with_logits_sum", reduction="sum")
+bce_case("bce_with_logits_none", reduction="none")
+bce_case("bce_with_logits_pos_weight", pos_weight=True)
+bce_case("bce_with_logits_pos_weight_none", pos_weight=True, reduction="none")
+
+# ----------------------------------------------------------------------------------------
+# evaluation
+
+
+def run_case(c, inputs, dtype):
+    """Runs c's fn on copies of `inputs` (floats cast to `dtype`); returns out, extras, grads."""
+    t = {}
+    for k, v in inputs.items():
+        v = v.clone()
+        if v.is_floating_point():
+            v = v.to(dtype)
+            if k in c["diff"]:
+                v.requires_grad_(True)
+        t[k] = v
+    res = c["fn"](t)
+    out, extras = (res if isinstance(res, tuple) else (res, {}))
+    return t, out, extras
+
+
+def f32_str(v):
+    f = np.float32(v)
+    assert np.isfinite(f), "non-finite value in a fixture"
+    s = repr(float(f)) if f == 0 else str(f)
+    return s
+
+
+def encode_tensor(t):
+    t = t.detach().contiguous()
+    assert t.numel() <= MAX_ELEMENTS, f"tensor of {t.numel()} elements is too large"
+    flat = t.reshape(-1).tolist()
+    if t.dtype == torch.bool:
+        dt, data = "bool", ["true" if v else "false" for v in flat]
+    elif t.dtype in (torch.int64, torch.int32):
+        dt, data = "i64", [str(int(v)) for v in flat]
+    else:
+        dt, data = "f32", [f32_str(v) for v in flat]
+    shape = ",".join(str(s) for s in t.shape)
+    return '{"shape":[%s],"dtype":"%s","data":[%s]}' % (shape, dt, ",".join(data))
+
+
+def encode_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"%s"' % v
+    if isinstance(v, (list, tuple)):
+        return "[%s]" % ",".join(encode_value(x) for x in v)
+    raise TypeError(type(v))
+
+
+def scaled_error(got, want, rtol, atol):
+    """max |got-want| / (atol*max(1,max|want|) + rtol*|want|): <= 1 passes (as fixtures.hpp)."""
+    got, want = got.detach().double(), want.detach().double()
+    scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
+    bound = atol * scale + rtol * want.abs()
+    return ((got - want).abs() / bound).max().item() if want.numel() else 0.0
+
+
+def build(c):
+    m = Maker(zlib.crc32(c["name"].encode()))
+    inputs = c["make"](m)
+    t, out, extras = run_case(c, inputs, torch.float64)
+    tensors = dict(inputs)
+    tensors["out"] = out
+    tensors.update(extras)
+    worst = 0.0
+    differentiable = out.is_floating_point() and c["diff"]
+    if differentiable:
+        w = m.randn(*out.shape)
+        loss = (out * w).sum()
+        grads = torch.autograd.grad(loss, [t[k] for k in c["diff"]])
+        tensors["w"] = w
+        for k, g in zip(c["diff"], grads):
+            tensors["grad_" + k] = g
+    # self-check: does float32 PyTorch meet the tolerance against this reference?
+    t32, out32, extras32 = run_case(c, inputs, torch.float32)
+    if out.is_floating_point():
+        worst = max(worst, scaled_error(out32, out, c["rtol"], c["atol"]))
+    else:
+        assert torch.equal(out32, out), c["name"]
+    for k, v in extras32.items():
+        worst = max(worst, scaled_error(v, extras[k], c["rtol"], c["atol"]))
+    if differentiable:
+        loss32 = (out32 * tensors["w"].float()).sum()
+        grads32 = torch.autograd.grad(loss32, [t32[k] for k in c["diff"]])
+        for k, g in zip(c["diff"], grads32):
+            worst = max(worst, scaled_error(g, tensors["grad_" + k], c["rtol"], c["atol"]))
+    # stored values are the f32 roundings of the f64 results: that rounding must be harmless
+    for k, v in tensors.items():
+        if v.is_floating_point():
+            assert scaled_error(v.float(), v, c["rtol"], c["atol"]) < 0.05, (c["name"], k)
+    body = ",".join('"%s":%s' % (k, encode_tensor(v)) for k, v in tensors.items())
+    attrs = dict(c["attrs"], rtol=c["rtol"], atol=c["atol"])
+    attr_body = ",".join('"%s":%s' % (k, encode_value(v)) for k, v in attrs.items())
+    return '"%s":{"attrs":{%s},"tensors":{%s}}' % (c["name"], attr_body, body), worst
+
+
+def main():
+    names = [c["name"] for c in CASES]
+    assert len(names) == len(set(names)), "duplicate case names"
+    parts, report = [], []
+    for c in CASES:
+        text, worst = build(c)
+        parts.append(text)
+        report.append((worst, c["name"]))
+    bad = [(w, n) for w, n in report if w > 0.25]
+    report.sort(reverse=True)
+    print("worst f32-vs-f64 error as a share of the tolerance:",
+          ", ".join("%s %.3f" % (n, w) for w, n in report[:6]))
+    if bad:
+        print("tolerance too tight for an f32 implementation (needs <= 0.25):", bad, file=sys.stderr)
+        sys.exit(1)
+    text = '{"format":1,"generator":"tests/gen_fixtures.py","cases":{%s}}\n' % ",".join(parts)
+    os.makedirs(os.path.dirname(OUT_PATH), exist_ok=True)
+    with open(OUT_PATH, "w") as f:
+        f.write(text)
+    print("wrote %s: %d cases, %d bytes" % (os.path.relpath(OUT_PATH), len(CASES), len(text)))
+
+
+if __name__ == "__main__":
+    main()
