@@ -3,8 +3,16 @@
 // Each step is one pass over memory: every element of the parameter, its gradient and its
 // state is read once and written once, where torch.optim's single-tensor path makes 6-10
 // passes. The arithmetic is torch.optim's, operation for operation and in the same order,
-// in the parameter's dtype with each Python scalar cast to it, so an f32 step matches a
-// float32 PyTorch step to the last bit or two (see the formulas beside each kernel).
+// in the parameter's dtype with each Python scalar cast to it (see the formulas beside
+// each kernel and Note [Fused multiply-add]), so an f32 step reproduces a float32 PyTorch
+// step bit for bit.
+//
+// Note [Fused multiply-add]
+// PyTorch's CPU kernels (AVX2 build) compute `x.add_(y, alpha=a)` as fma(y, a, x) and
+// `x.addcmul_(y, z, value=s)` as fma(s·y, z, x) (GCC contracts the multiply-add); addcdiv
+// and plain mul/div round every operation. We use std::fma in exactly those places. It is
+// one instruction where the CPU has FMA (the AVX2+FMA path below, and CUDA's fmaf) and a
+// correctly rounded library call elsewhere, so every machine gives the same bits.
 //
 // Note [Blocked Adam]
 // sqrt keeps a plain loop scalar (GCC must call sqrtf for errno on negative inputs; see
@@ -12,9 +20,14 @@
 // (A) a vectorised loop updates m, v (and v_max) and writes the second moment used by the
 // denominator into a stack buffer, (B) the buffer's square roots come from the SSE/AVX
 // sqrt instructions, (C) a vectorised loop finishes the parameter. Memory traffic stays
-// one pass; blocks (B) and (C) re-read data that is still in L1.
+// one pass; (B) and (C) re-read data that is still in L1.
+//
+// ISA dispatch: each range function is compiled twice, for AVX2+FMA (chosen at run time
+// when the CPU has both) and for the baseline; the loop bodies are always_inline templates
+// so each copy is vectorised for its own instruction set.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <type_traits>
@@ -25,44 +38,40 @@
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EMBER_OPTIM_AVX2 1
+#define EMBER_TARGET_AVX2_FMA __attribute__((target("avx2,fma")))
+#else
+#define EMBER_OPTIM_AVX2 0
+#endif
+#define EMBER_INLINE inline __attribute__((always_inline))
+
 namespace ember::cpu {
 namespace {
 
 using backend::AdamArgs;
 using backend::SgdArgs;
 
-constexpr int64_t kBlock = 256;          // elements per L1-resident block (Note [Blocked Adam])
-constexpr int64_t kGrainAdam = 16384;    // ~10 flops and 5 streams per element
+constexpr int64_t kBlock = 256;        // elements per L1-resident block (Note [Blocked Adam])
+constexpr int64_t kGrainAdam = 16384;  // ~12 flops and 5 streams per element
 constexpr int64_t kGrainSgd = kGrainCheap;
+
+struct Baseline {};  // x86-64 baseline (SSE2)
+struct Avx2Fma {};   // AVX2 + FMA, picked at run time
+
+bool use_avx2_fma() {
+#if EMBER_OPTIM_AVX2
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
 
 // ---- square roots of a block (Note [Blocked Adam]) ----
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) void sqrt_block_avx2(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
-  for (; i < n; ++i) _mm_store_ss(x + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
-}
-__attribute__((target("avx2"))) void sqrt_block_avx2(double* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(x + i, _mm256_sqrt_pd(_mm256_loadu_pd(x + i)));
-  for (; i < n; ++i) x[i] = std::sqrt(x[i]);
-}
-bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-#endif
-
 template <typename T>
-void sqrt_block(T* x, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (have_avx2()) {
-    sqrt_block_avx2(x, n);
-    return;
-  }
-#endif
+void sqrt_block(Baseline, T* x, int64_t n) {
   int64_t i = 0;
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<T, float>) {
@@ -74,13 +83,27 @@ void sqrt_block(T* x, int64_t n) {
   for (; i < n; ++i) x[i] = std::sqrt(x[i]);
 }
 
+#if EMBER_OPTIM_AVX2
+EMBER_TARGET_AVX2_FMA void sqrt_block(Avx2Fma, float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) _mm_store_ss(x + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+}
+EMBER_TARGET_AVX2_FMA void sqrt_block(Avx2Fma, double* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(x + i, _mm256_sqrt_pd(_mm256_loadu_pd(x + i)));
+  for (; i < n; ++i) _mm_store_sd(x + i, _mm_sqrt_sd(_mm_load_sd(x + i), _mm_load_sd(x + i)));
+}
+#endif
+
 // ---- Adam / AdamW ----
 //
-// torch.optim.adam._single_tensor_adam (adamw: param.mul_(1 - lr·wd) first, no L2 term):
-//   g = -g if maximize;  g = g + wd·p (Adam, wd != 0)
-//   m = m·β1 + (1-β1)·g                      exp_avg.mul_(β1).add_(g, alpha=1-β1)
-//   v = v·β2 + ((1-β2)·g)·g                  exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
-//   v_max = max(v_max, v)  (amsgrad; the denominator then uses v_max)
+// torch.optim.adam._single_tensor_adam (AdamW: param.mul_(1 - lr·wd) first, no L2 term):
+//   g = -g if maximize
+//   g = fma(p, wd, g)                        grad.add(param, alpha=wd)        (Adam, wd != 0)
+//   m = fma(g, 1-β1, m·β1)                   exp_avg.mul_(β1).add_(g, alpha=1-β1)
+//   v = fma((1-β2)·g, g, v·β2)               exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
+//   v_max = max(v_max, v)                    amsgrad; the denominator then uses v_max
 //   denom = sqrt(v) / sqrt(1-β2^t) + eps
 //   p = p·decay + (-(lr / (1-β1^t))·m) / denom     param.addcdiv_(m, denom, value=-step_size)
 
@@ -110,14 +133,14 @@ AdamScalars<T> adam_scalars(const AdamArgs& a) {
 
 // (A): moments; `second` gets the second moment the denominator uses.
 template <typename T, bool kL2, bool kAmsgrad>
-EMBER_VECTORIZE void adam_moments(const T* __restrict p, const T* __restrict g, T* __restrict m,
-                                  T* __restrict v, T* __restrict vmax, T* __restrict second,
-                                  int64_t n, AdamScalars<T> s) {
+EMBER_INLINE void adam_moments(const T* __restrict p, const T* __restrict g, T* __restrict m,
+                               T* __restrict v, T* __restrict vmax, T* __restrict second,
+                               int64_t n, const AdamScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i] * s.sign;
-    if constexpr (kL2) gi = gi + s.weight_decay * p[i];
-    const T mi = m[i] * s.beta1 + s.one_minus_beta1 * gi;
-    const T vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+    if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
+    const T mi = std::fma(gi, s.one_minus_beta1, m[i] * s.beta1);
+    const T vi = std::fma(s.one_minus_beta2 * gi, gi, v[i] * s.beta2);
     m[i] = mi;
     v[i] = vi;
     if constexpr (kAmsgrad) {
@@ -134,26 +157,40 @@ EMBER_VECTORIZE void adam_moments(const T* __restrict p, const T* __restrict g, 
 
 // (C): the parameter, from m and the square roots of the second moments.
 template <typename T>
-EMBER_VECTORIZE void adam_apply(T* __restrict p, const T* __restrict m,
-                                const T* __restrict root, int64_t n, AdamScalars<T> s) {
+EMBER_INLINE void adam_apply(T* __restrict p, const T* __restrict m, const T* __restrict root,
+                             int64_t n, const AdamScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     const T denom = root[i] / s.bias_correction2_sqrt + s.eps;
     p[i] = p[i] * s.decay + (s.neg_step_size * m[i]) / denom;
   }
 }
 
-template <typename T, bool kL2, bool kAmsgrad>
-void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end,
-                const AdamScalars<T>& s) {
+template <typename Isa, typename T, bool kL2, bool kAmsgrad>
+EMBER_INLINE void adam_range_body(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end,
+                                  const AdamScalars<T>& s) {
   alignas(64) T second[kBlock];
   for (int64_t b = begin; b < end; b += kBlock) {
     const int64_t n = std::min(kBlock, end - b);
-    adam_moments<T, kL2, kAmsgrad>(p + b, g + b, m + b, v + b, kAmsgrad ? vmax + b : nullptr,
-                                   second, n, s);
-    sqrt_block(second, n);
+    adam_moments<T, kL2, kAmsgrad>(p + b, g + b, m + b, v + b, kAmsgrad ? vmax + b : nullptr, second,
+                                   n, s);
+    sqrt_block(Isa{}, second, n);
     adam_apply<T>(p + b, m + b, second, n, s);
   }
 }
+
+template <typename T, bool kL2, bool kAmsgrad>
+void adam_range_baseline(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin, int64_t end,
+                         const AdamScalars<T>& s) {
+  adam_range_body<Baseline, T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
+}
+
+#if EMBER_OPTIM_AVX2
+template <typename T, bool kL2, bool kAmsgrad>
+EMBER_TARGET_AVX2_FMA void adam_range_avx2(T* p, const T* g, T* m, T* v, T* vmax, int64_t begin,
+                                           int64_t end, const AdamScalars<T>& s) {
+  adam_range_body<Avx2Fma, T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
+}
+#endif
 
 template <typename T, bool kL2, bool kAmsgrad>
 void adam_typed(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
@@ -164,8 +201,16 @@ void adam_typed(const View& param, const View& grad, const View& exp_avg, const 
   T* v = static_cast<T*>(exp_avg_sq.data);
   T* vmax = static_cast<T*>(max_exp_avg_sq.data);
   const AdamScalars<T> s = adam_scalars<T>(args);
+  const bool avx2 = use_avx2_fma();
   parallel_for(param.numel(), kGrainAdam, [&](int64_t begin, int64_t end) {
-    adam_range<T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
+#if EMBER_OPTIM_AVX2
+    if (avx2) {
+      adam_range_avx2<T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
+      return;
+    }
+#endif
+    (void)avx2;
+    adam_range_baseline<T, kL2, kAmsgrad>(p, g, m, v, vmax, begin, end, s);
   });
 }
 
@@ -185,10 +230,12 @@ void adam_dispatch(const View& param, const View& grad, const View& exp_avg,
 // ---- SGD ----
 //
 // torch.optim.sgd._single_tensor_sgd:
-//   g = -g if maximize;  g = g + wd·p (wd != 0)
-//   momentum: buf = g on the first step, else buf = buf·μ + (1-dampening)·g
-//             g = g + μ·buf (nesterov) or g = buf
-//   p = p + (-lr)·g                          param.add_(g, alpha=-lr)
+//   g = -g if maximize
+//   g = fma(p, wd, g)                        d_p.add(param, alpha=wd)          (wd != 0)
+//   momentum: buf = g on the first step      torch.clone(d_p)
+//             else buf = fma(g, 1-dampening, buf·μ)    buf.mul_(μ).add_(d_p, alpha=1-dampening)
+//             g = fma(buf, μ, g) (nesterov)  d_p.add(buf, alpha=μ);  else g = buf
+//   p = fma(g, -lr, p)                       param.add_(d_p, alpha=-lr)
 
 template <typename T>
 struct SgdScalars {
@@ -196,22 +243,34 @@ struct SgdScalars {
 };
 
 template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
-EMBER_VECTORIZE void sgd_run(T* __restrict p, const T* __restrict g, T* __restrict buf,
-                             int64_t n, SgdScalars<T> s) {
+EMBER_INLINE void sgd_body(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
+                           const SgdScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i] * s.sign;
-    if constexpr (kL2) gi = gi + s.weight_decay * p[i];
+    if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
     if constexpr (kMomentum) {
       T bi;
       if constexpr (kFirst) bi = gi;
-      else bi = buf[i] * s.momentum + s.one_minus_dampening * gi;
+      else bi = std::fma(gi, s.one_minus_dampening, buf[i] * s.momentum);
       buf[i] = bi;
-      if constexpr (kNesterov) gi = gi + s.momentum * bi;
+      if constexpr (kNesterov) gi = std::fma(bi, s.momentum, gi);
       else gi = bi;
     }
-    p[i] = p[i] + s.neg_lr * gi;
+    p[i] = std::fma(gi, s.neg_lr, p[i]);
   }
 }
+
+template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_run_baseline(T* p, const T* g, T* buf, int64_t n, const SgdScalars<T>& s) {
+  sgd_body<T, kL2, kMomentum, kFirst, kNesterov>(p, g, buf, n, s);
+}
+
+#if EMBER_OPTIM_AVX2
+template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
+EMBER_TARGET_AVX2_FMA void sgd_run_avx2(T* p, const T* g, T* buf, int64_t n, const SgdScalars<T>& s) {
+  sgd_body<T, kL2, kMomentum, kFirst, kNesterov>(p, g, buf, n, s);
+}
+#endif
 
 template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
 void sgd_typed(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& a) {
@@ -223,14 +282,21 @@ void sgd_typed(const View& param, const View& grad, const View& momentum_buf, co
                         .momentum = T(a.momentum),
                         .one_minus_dampening = T(1.0 - a.dampening),
                         .neg_lr = T(-a.lr)};
+  const bool avx2 = use_avx2_fma();
   parallel_for(param.numel(), kGrainSgd, [&](int64_t begin, int64_t end) {
-    sgd_run<T, kL2, kMomentum, kFirst, kNesterov>(p + begin, g + begin,
-                                                  kMomentum ? buf + begin : nullptr,
-                                                  end - begin, s);
+    T* b = kMomentum ? buf + begin : nullptr;
+#if EMBER_OPTIM_AVX2
+    if (avx2) {
+      sgd_run_avx2<T, kL2, kMomentum, kFirst, kNesterov>(p + begin, g + begin, b, end - begin, s);
+      return;
+    }
+#endif
+    (void)avx2;
+    sgd_run_baseline<T, kL2, kMomentum, kFirst, kNesterov>(p + begin, g + begin, b, end - begin, s);
   });
 }
 
-// Turns runtime flags into template arguments, one at a time.
+// Turns a runtime flag into a template argument: f(std::true_type{}) or f(std::false_type{}).
 template <typename F>
 void with_bool(bool b, F&& f) {
   if (b) f(std::true_type{});

@@ -1,11 +1,15 @@
 // src/cpu/vec_math.hpp — branch-free float math that the compiler can vectorise.
 //
-// glibc's expf is a scalar call (~15 cycles per element), which makes exp-heavy kernels
-// (exp, sigmoid, silu, softmax) compute-bound far below memory bandwidth. exp_of(float)
-// below is a Cephes-style range reduction plus a degree-6 polynomial, written without
-// branches so a plain loop over it vectorises. Accuracy: within 2 ulp of expf over the
-// whole range, including subnormal results, overflow to inf, underflow to 0 and NaN.
-// f64 keeps std::exp (gradcheck wants the reference).
+// glibc's expf/tanhf/erff are scalar calls (15-40 cycles per element), which makes
+// exp-heavy kernels (exp, sigmoid, silu, softmax, tanh, GELU) compute-bound far below
+// memory bandwidth. The f32 functions below are written without branches (both sides of
+// a split are computed and one is selected) so plain loops over them vectorise:
+//   exp_of  — Cephes range reduction + degree-6 polynomial; within 1 ulp of expf over the
+//             whole range, including subnormal results, overflow to inf, 0 and NaN;
+//   tanh_of — Cephes: odd polynomial below |x| = 0.625, 1 - 2/(e^{2|x|} + 1) above;
+//   erf_of  — Taylor series below |x| = 0.5, the Numerical Recipes erfc fit (relative
+//             error < 1.2e-7) above; both within a few ulp.
+// f64 keeps libm (gradcheck wants the reference).
 //
 // Note [Vectorising under trapping math]
 // GCC will not if-convert the clamps below while -ftrapping-math (the default) is on, so
@@ -52,5 +56,52 @@ inline float exp_of(float x) {
 }
 
 inline double exp_of(double x) { return std::exp(x); }
+
+inline float tanh_of(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = x + x * z * p;
+  const float large = 1.0f - 2.0f / (exp_of(2.0f * ax) + 1.0f);  // e = inf gives 1
+  const float signed_large = x < 0.0f ? -large : large;
+  return ax < 0.625f ? small : signed_large;  // NaN takes the second branch and stays NaN
+}
+
+inline double tanh_of(double x) { return std::tanh(x); }
+
+inline float erf_of(float x) {
+  const float ax = std::fabs(x);
+  const float z = x * x;
+  // erf(x) = 2/√π Σ (-1)^n x^(2n+1) / (n! (2n+1)), n <= 6: error < 1e-9 for |x| < 0.5
+  float p = 1.2055332981789664e-4f;
+  p = p * z - 8.548327023450853e-4f;
+  p = p * z + 5.223977625442188e-3f;
+  p = p * z - 2.6866170645131252e-2f;
+  p = p * z + 1.1283791670955126e-1f;
+  p = p * z - 3.7612638903183754e-1f;
+  p = p * z + 1.1283791670955126f;
+  const float small = x * p;
+  const float t = 1.0f / (1.0f + 0.5f * ax);
+  float q = 0.17087277f;
+  q = q * t - 0.82215223f;
+  q = q * t + 1.48851587f;
+  q = q * t - 1.13520398f;
+  q = q * t + 0.27886807f;
+  q = q * t - 0.18628806f;
+  q = q * t + 0.09678418f;
+  q = q * t + 0.37409196f;
+  q = q * t + 1.00002368f;
+  q = q * t - 1.26551223f;
+  const float erfc = t * exp_of(q - z);
+  const float large = 1.0f - erfc;
+  const float signed_large = x < 0.0f ? -large : large;
+  return ax < 0.5f ? small : signed_large;
+}
+
+inline double erf_of(double x) { return std::erf(x); }
 
 }  // namespace ember::cpu

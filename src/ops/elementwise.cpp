@@ -209,7 +209,12 @@ Tensor abs(const Tensor& x) {
   return out;
 }
 
-Tensor sign(const Tensor& x) { return unary_forward(UnaryOp::sign, "sign", x); }
+Tensor sign(const Tensor& x) {
+  Tensor out = unary_forward(UnaryOp::sign, "sign", x);
+  if (autograd::needs_grad(x))  // piecewise constant: zero gradient, as PyTorch
+    autograd::record("sign", out, {&x}, [](const Tensor& g, GradList& gi) { gi[0] = zeros_like(g); });
+  return out;
+}
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::sqrt, "sqrt", x);

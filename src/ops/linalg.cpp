@@ -126,6 +126,12 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
               k, " and ", b.shape().at(-2), ")");
   Shape ba(std::span<const int64_t>(a.shape().begin(), a.dim() - 2));
   Shape bb(std::span<const int64_t>(b.shape().begin(), b.dim() - 2));
+  for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
+    const int64_t da = ba[ba.size() - i], db = bb[bb.size() - i];
+    EMBER_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of shapes ", a.shape().to_string(), " and ",
+                b.shape().to_string(), " cannot be broadcast (", da, " vs ", db,
+                "; expected equal sizes or 1 in every batch dim)");
+  }
   const Shape batch = ba == bb ? ba : broadcast_shapes(ba, bb, "matmul");
   Shape sa = batch, sb = batch;
   sa.push_back(a.shape().at(-2));
