@@ -17,11 +17,13 @@ CMAKE_ARGS ?=
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (test fixtures), zlib, CLI11 (the `ember` command).
 DEPS := build-essential cmake ninja-build libopenblas-dev libopenblas0-pthread libgtest-dev \
-        nlohmann-json3-dev zlib1g-dev libcli11-dev
+        nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist
 # Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts.
 BENCH_DEPS := libtorch-dev python3-torch
 
 CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+# make test/demo leave the benchmarks out (they compile libtorch headers); make bench adds them.
+BUILD_ARGS := -DEMBER_BUILD_BENCH=OFF
 SOURCE_DIRS := include src tests examples bench tools
 
 .PHONY: all deps deps-bench configure build demo test bench format format-check clean
@@ -55,13 +57,14 @@ deps-bench:
 	$(call install_packages,$(DEPS) $(BENCH_DEPS))
 
 configure: deps
-	$(CONFIGURE)
+	$(CONFIGURE) $(BUILD_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 demo: build
-	./$(BUILD_DIR)/examples/regression
+	./$(BUILD_DIR)/examples/fashion_mnist mlp 5 $(BUILD_DIR)/mlp_fashion_mnist.safetensors
+	./$(BUILD_DIR)/tools/ember eval $(BUILD_DIR)/mlp_fashion_mnist.safetensors --dataset fashion-mnist
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(TEST_JOBS)

@@ -109,7 +109,7 @@ maxpool("maxpool_2", 2, (2, 3, 8, 6))
 maxpool("maxpool_2_odd", 2, (2, 2, 7, 5))
 maxpool("maxpool_2_ceil", 2, (1, 2, 5, 7), ceil_mode=True)
 maxpool("maxpool_3_s2_p1_ceil", 3, (2, 2, 9, 7), stride=2, padding=1, ceil_mode=True)
-maxpool("maxpool_dilation", (2, 3), (1, 3, 7, 9), stride=(1, 2), padding=(1, 1), dilation=(2, 1))
+maxpool("maxpool_dilation", (2, 3), (1, 3, 7, 9), stride=(1, 2), padding=1, dilation=(2, 1))
 maxpool("maxpool_unbatched", 3, (2, 6, 6), stride=1, padding=1)
 
 
@@ -126,7 +126,7 @@ avgpool("avgpool_2", 2, (2, 3, 6, 8))
 avgpool("avgpool_3_s2_p1", 3, (2, 2, 7, 6), stride=2, padding=1)
 avgpool("avgpool_3_s2_p1_exclude_pad", 3, (2, 2, 7, 6), stride=2, padding=1, count_include_pad=False)
 avgpool("avgpool_ceil", (3, 2), (1, 2, 8, 7), stride=2, padding=(1, 0), ceil_mode=True)
-avgpool("avgpool_ceil_exclude_pad", (3, 2), (1, 2, 8, 7), stride=2, padding=(1, 1), ceil_mode=True,
+avgpool("avgpool_ceil_exclude_pad", (3, 2), (1, 2, 8, 7), stride=2, padding=1, ceil_mode=True,
         count_include_pad=False)
 
 

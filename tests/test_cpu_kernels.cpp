@@ -285,6 +285,25 @@ TEST(CpuKernels, WhereFillAndCopyCasts) {
   EXPECT_EQ(mt, (std::vector<double>{1, 4, 2, 5, 3, 6}));
 }
 
+TEST(CpuKernels, CopyTransposesInTiles) {
+  // [3, 70, 45] read through a permutation whose last dim is strided (the tiled path)
+  const int64_t a = 3, b = 45, c = 70;  // source is contiguous [a, c, b]
+  std::vector<float> src = ramp(a * b * c, 0.017f);
+  std::vector<double> dst(a * b * c);
+  cpu().copy(view_of(dst, {a, b, c}), view_of(src, {a, b, c}, {c * b, 1, b}));
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < c; ++k)
+        ASSERT_EQ(dst[(i * b + j) * c + k], static_cast<double>(src[(i * c + k) * b + j]))
+            << "copy transpose at " << i << "," << j << "," << k;
+  // the leading dim transposed with the last: [c, b, a] from contiguous [a, b, c]
+  std::vector<float> dst2(a * b * c);
+  cpu().copy(view_of(dst2, {c, b, a}), view_of(src, {c, b, a}, {1, c, b * c}));
+  for (int64_t i = 0; i < c; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t k = 0; k < a; ++k) ASSERT_EQ(dst2[(i * b + j) * a + k], src[(k * b + j) * c + i]);
+}
+
 // ---- reductions ----
 
 // Naive reduction of a contiguous [d0, d1, d2] tensor over the dims in `mask`.

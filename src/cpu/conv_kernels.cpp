@@ -15,7 +15,7 @@
 // Note [Valid output range]
 // For kernel offset `off` = j·dilation - pad along a row, output column ox reads input column
 // ox·stride + off, which is inside [0, W) exactly for ox in [lo, hi) below; everything outside
-// is padding (zero for im2col, skipped by col2im). With stride 1 the inside run is a memcpy.
+// is padding (zero for im2col, skipped by col2im). With stride 1 the inside run is a copy.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -46,6 +46,34 @@ inline Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t out)
 // Grain in tasks for a parallel_for whose tasks each touch `work` elements.
 inline int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)); }
 
+// Short runs are the rule here (an output row of a small feature map is 7 to 28 elements):
+// plain loops, because a memcpy / memset call per run costs more than the copy itself.
+template <typename T>
+inline void zero_run(T* __restrict d, int64_t n) {
+  if (n >= 64) {
+    std::memset(d, 0, static_cast<size_t>(n) * sizeof(T));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = T(0);
+}
+
+// One output row of a patch: zeros, the input run inside [lo, hi) (Note [Valid output
+// range]), zeros. `s` points at the input element of output column 0.
+template <typename T>
+inline void patch_row(T* __restrict d, const T* __restrict s, Range xs, int64_t n, int64_t stride) {
+  zero_run(d, xs.lo);
+  if (stride == 1) {
+    if (xs.hi - xs.lo >= 64) {
+      std::memcpy(d + xs.lo, s + xs.lo, static_cast<size_t>(xs.hi - xs.lo) * sizeof(T));
+    } else {
+      for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i];
+    }
+  } else {
+    for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i * stride];
+  }
+  zero_run(d + xs.hi, n - xs.hi);
+}
+
 template <typename T>
 void im2col_typed(const Window2d& w, T* __restrict col, const T* __restrict in) {
   const int64_t L = w.out_h * w.out_w, NL = w.batch * L, K = w.kernel_h * w.kernel_w;
@@ -62,17 +90,10 @@ void im2col_typed(const Window2d& w, T* __restrict col, const T* __restrict in) 
         T* drow = dst + oy * w.out_w;
         const int64_t iy = oy * w.stride_h - w.pad_h + ki * w.dilation_h;
         if (iy < 0 || iy >= w.height) {
-          std::fill(drow, drow + w.out_w, T(0));
-          continue;
-        }
-        const T* srow = src + iy * w.width + x_off;
-        std::fill(drow, drow + xs.lo, T(0));
-        if (w.stride_w == 1) {
-          std::memcpy(drow + xs.lo, srow + xs.lo, static_cast<size_t>(xs.hi - xs.lo) * sizeof(T));
+          zero_run(drow, w.out_w);
         } else {
-          for (int64_t ox = xs.lo; ox < xs.hi; ++ox) drow[ox] = srow[ox * w.stride_w];
+          patch_row(drow, src + iy * w.width + x_off, xs, w.out_w, w.stride_w);
         }
-        std::fill(drow + xs.hi, drow + w.out_w, T(0));
       }
     }
   });
@@ -117,23 +138,36 @@ void col2im_typed(const Window2d& w, T* __restrict grad_in, const T* __restrict 
 // ---- max pooling ----
 
 // The common 2×2, stride 2, no padding, no dilation window (every CNN's MaxPool2d(2)).
+// Branch-free, so random data costs no mispredictions and the loop vectorises: each window
+// keeps a 2-bit code of its winner (PyTorch's scan order and rule: a larger value or a NaN
+// takes the place) and the plane index is rebuilt from it.
+template <typename T>
+EMBER_VECTORIZE void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1, T* __restrict out,
+                                      int64_t* __restrict idx, int64_t ow, int64_t base, int64_t width) {
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    const T a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+    T best = a;
+    int64_t code = 0;
+    const bool tb = b > best || b != b;
+    best = tb ? b : best;
+    code = tb ? 1 : code;
+    const bool tc = c > best || c != c;
+    best = tc ? c : best;
+    code = tc ? 2 : code;
+    const bool td = d > best || d != d;
+    best = td ? d : best;
+    code = td ? 3 : code;
+    out[ox] = best;
+    idx[ox] = base + 2 * ox + (code & 1) + (code >> 1) * width;
+  }
+}
+
 template <typename T>
 void max_pool_2x2(const Window2d& w, const T* src, T* out, int64_t* idx) {
   for (int64_t oy = 0; oy < w.out_h; ++oy) {
-    const int64_t y = 2 * oy;
-    const T* r0 = src + y * w.width;
-    const T* r1 = r0 + w.width;
-    for (int64_t ox = 0; ox < w.out_w; ++ox) {
-      const int64_t x = 2 * ox;
-      T best = r0[x];
-      int64_t at = y * w.width + x;
-      // PyTorch's rule, in its scan order: a larger value or a NaN takes the place.
-      if (r0[x + 1] > best || std::isnan(r0[x + 1])) best = r0[x + 1], at = y * w.width + x + 1;
-      if (r1[x] > best || std::isnan(r1[x])) best = r1[x], at = (y + 1) * w.width + x;
-      if (r1[x + 1] > best || std::isnan(r1[x + 1])) best = r1[x + 1], at = (y + 1) * w.width + x + 1;
-      out[oy * w.out_w + ox] = best;
-      idx[oy * w.out_w + ox] = at;
-    }
+    const T* r0 = src + 2 * oy * w.width;
+    max_pool_2x2_row(r0, r0 + w.width, out + oy * w.out_w, idx + oy * w.out_w, w.out_w, 2 * oy * w.width,
+                     w.width);
   }
 }
 

@@ -29,8 +29,52 @@ void fill(const View& out, double value) {
 
 namespace {
 
+constexpr int64_t kTile = 32;  // elements per side of a transpose tile
+
+// A transposing copy (out contiguous along the last dim, in along the one before): walking
+// out's rows would read `in` a cache line per element, so both dims go in kTile² tiles.
+template <typename To, typename From>
+void copy_tiled(const Loop<2>& loop) {
+  const int r = loop.rank;
+  const int64_t rows = loop.shape[r - 2], cols = loop.shape[r - 1];
+  const int64_t outer = loop.numel / (rows * cols);
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t so_r = loop.strides[0][r - 2] / static_cast<int64_t>(sizeof(To));
+  const int64_t so_c = loop.strides[0][r - 1] / static_cast<int64_t>(sizeof(To));
+  const int64_t sx_r = loop.strides[1][r - 2] / static_cast<int64_t>(sizeof(From));
+  const int64_t sx_c = loop.strides[1][r - 1] / static_cast<int64_t>(sizeof(From));
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / (kTile * kTile));
+  parallel_for(outer * row_tiles * col_tiles, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t rest = t / (row_tiles * col_tiles);
+      const int64_t tile = t % (row_tiles * col_tiles);
+      char* o_base = loop.data[0];
+      char* x_base = loop.data[1];
+      for (int d = r - 3; d >= 0; --d) {  // offsets of the outer dims
+        const int64_t i = rest % loop.shape[d];
+        rest /= loop.shape[d];
+        o_base += i * loop.strides[0][d];
+        x_base += i * loop.strides[1][d];
+      }
+      const int64_t r0 = tile / col_tiles * kTile, c0 = tile % col_tiles * kTile;
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      To* o = reinterpret_cast<To*>(o_base);
+      const From* x = reinterpret_cast<const From*>(x_base);
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = c0; j < c1; ++j) o[i * so_r + j * so_c] = cast<To>(x[i * sx_r + j * sx_c]);
+    }
+  });
+}
+
 template <typename To, typename From>
 void copy_typed(const Loop<2>& loop) {
+  const int r = loop.rank;
+  if (r >= 2 && loop.shape[r - 1] >= kTile && loop.shape[r - 2] >= kTile &&
+      loop.strides[1][r - 1] != static_cast<int64_t>(sizeof(From)) &&
+      loop.strides[1][r - 2] == static_cast<int64_t>(sizeof(From))) {
+    copy_tiled<To, From>(loop);
+    return;
+  }
   parallel_loop(loop, kGrainCheap, [](char* const* p, const int64_t* s, int64_t n) {
     To* __restrict o = reinterpret_cast<To*>(p[0]);
     const From* __restrict x = reinterpret_cast<const From*>(p[1]);

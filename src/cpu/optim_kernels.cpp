@@ -26,6 +26,8 @@
 // when the CPU has both) and for the baseline; the loop bodies are always_inline templates
 // so each copy is vectorised for its own instruction set.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+// Only the std::fma calls may fuse (Note [Fused multiply-add]): no implicit contraction.
+#pragma GCC optimize("fp-contract=off")
 
 #include <algorithm>
 #include <cmath>

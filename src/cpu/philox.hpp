@@ -96,14 +96,28 @@ EMBER_HD constexpr bool dropout_keep(const Block& b, double p) {
   return static_cast<double>(uniform_f32(b.x[0])) >= p;
 }
 
-/// Uniform in [lo, hi) as f32: lo + (hi - lo)·u, pulled below hi if rounding reached it.
-EMBER_HD inline float uniform_value_f32(const Block& b, float lo, float hi) {
-  const float v = lo + (hi - lo) * uniform_f32(b.x[0]);
-  return (v < hi || !(hi > lo)) ? v : nextafterf(hi, lo);
-}
-EMBER_HD inline double uniform_value_f64(const Block& b, double lo, double hi) {
-  const double v = lo + (hi - lo) * uniform_f64(b.x[0], b.x[1]);
-  return (v < hi || !(hi > lo)) ? v : nextafter(hi, lo);
-}
+/// Uniform in [lo, hi) with f32 arithmetic: lo + (hi - lo)·u, pulled below hi where
+/// rounding reached it. Built once per kernel, applied per element (branch-free, so loops
+/// over it vectorise).
+struct UniformF32 {
+  float lo, span, below_hi;
+  EMBER_HD UniformF32(float lo_in, float hi_in)
+      : lo(lo_in), span(hi_in - lo_in), below_hi(hi_in > lo_in ? nextafterf(hi_in, lo_in) : INFINITY) {}
+  EMBER_HD float operator()(const Block& b) const {
+    const float v = lo + span * uniform_f32(b.x[0]);
+    return v < below_hi ? v : below_hi;
+  }
+};
+
+/// The same in f64 with 53-bit uniforms.
+struct UniformF64 {
+  double lo, span, below_hi;
+  EMBER_HD UniformF64(double lo_in, double hi_in)
+      : lo(lo_in), span(hi_in - lo_in), below_hi(hi_in > lo_in ? nextafter(hi_in, lo_in) : INFINITY) {}
+  EMBER_HD double operator()(const Block& b) const {
+    const double v = lo + span * uniform_f64(b.x[0], b.x[1]);
+    return v < below_hi ? v : below_hi;
+  }
+};
 
 }  // namespace ember::philox

@@ -46,10 +46,10 @@ inline T apply(T x, T a, T b) {
   else if constexpr (Op == UnaryOp::sign) return T((T(0) < x) - (x < T(0)));
   else if constexpr (Op == UnaryOp::relu) return x < T(0) ? T(0) : x;
   else if constexpr (Op == UnaryOp::sigmoid) return sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::tanh) return std::tanh(x);
-  else if constexpr (Op == UnaryOp::gelu_erf) return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
+  else if constexpr (Op == UnaryOp::tanh) return tanh_of(x);
+  else if constexpr (Op == UnaryOp::gelu_erf) return T(0.5) * x * (T(1) + erf_of(x * T(kSqrt1_2)));
   else if constexpr (Op == UnaryOp::gelu_tanh)
-    return T(0.5) * x * (T(1) + std::tanh(gelu_tanh_inner(x)));
+    return T(0.5) * x * (T(1) + tanh_of(gelu_tanh_inner(x)));
   else if constexpr (Op == UnaryOp::silu) return x * sigmoid_of(x);
   else if constexpr (Op == UnaryOp::affine) return x * a + b;
   else if constexpr (Op == UnaryOp::pow_scalar) return std::pow(x, a);
@@ -58,11 +58,11 @@ inline T apply(T x, T a, T b) {
     return y > b ? b : y;
   } else if constexpr (Op == UnaryOp::relu_grad) return x > T(0) ? T(1) : T(0);
   else if constexpr (Op == UnaryOp::gelu_erf_grad) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+    const T cdf = T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
     const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
     return cdf + x * pdf;
   } else if constexpr (Op == UnaryOp::gelu_tanh_grad) {
-    const T t = std::tanh(gelu_tanh_inner(x));
+    const T t = tanh_of(gelu_tanh_inner(x));
     const T inner_grad = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x * x);
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * inner_grad;
   } else if constexpr (Op == UnaryOp::silu_grad) {
