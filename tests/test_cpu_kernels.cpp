@@ -13,6 +13,9 @@
 #include <numeric>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "backend/backend.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/philox.hpp"
@@ -766,6 +769,17 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
   cpu::parallel_for(100000, 10, [&](int64_t b, int64_t e) { count += e - b; });
   EXPECT_EQ(count.load(), 100000);
   EXPECT_THROW(set_num_threads(0), Error);
+  // a forked child has no pool threads: it must build its own instead of hanging
+  const pid_t child = fork();
+  if (child == 0) {
+    std::atomic<int64_t> seen{0};
+    cpu::parallel_for(1000000, 1000, [&](int64_t b, int64_t e) { seen += e - b; });
+    _exit(seen.load() == 1000000 ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "parallel_for after fork";
   set_num_threads(saved);
 }
 

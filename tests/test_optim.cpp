@@ -9,11 +9,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numbers>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ember/ember.hpp"
 #include "ember/optim.hpp"
@@ -47,7 +46,8 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
     fn();
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const std::string& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
+    for (const std::string& part : parts)
+      EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
     return;
   }
   ADD_FAILURE() << "expected ember::Error containing '" << parts.front() << "'";
@@ -75,7 +75,8 @@ OptimCase load_case(const std::string& name) {
 }
 
 template <typename Opt>
-std::unique_ptr<optim::Optimizer> make_typed(const json& groups, const std::vector<Tensor>& params) {
+std::unique_ptr<optim::Optimizer> make_typed(const json& groups,
+                                             const std::vector<Tensor>& params) {
   std::vector<typename Opt::Group> gs;
   for (const json& g : groups) {
     typename Opt::Group group;
@@ -86,7 +87,8 @@ std::unique_ptr<optim::Optimizer> make_typed(const json& groups, const std::vect
   return std::make_unique<Opt>(gs);
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec, const std::vector<Tensor>& params) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec,
+                                                 const std::vector<Tensor>& params) {
   const std::string type = spec["type"];
   if (type == "SGD") return make_typed<optim::SGD>(spec["groups"], params);
   if (type == "Adam") return make_typed<optim::Adam>(spec["groups"], params);
@@ -97,8 +99,10 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec, const std::ve
 void set_grads(const OptimCase& c, size_t step) {
   const json& row = c.spec["grads"][step];
   for (size_t i = 0; i < c.params.size(); ++i) {
-    if (row[i].is_null()) c.params[i].zero_grad(true);
-    else c.params[i].set_grad(from_json(row[i], c.shapes[i], c.dtype));
+    if (row[i].is_null())
+      c.params[i].zero_grad(true);
+    else
+      c.params[i].set_grad(from_json(row[i], c.shapes[i], c.dtype));
   }
 }
 
@@ -117,8 +121,9 @@ TEST_P(OptimFixture, MatchesTorchTrajectory) {
     opt->step();
     for (size_t i = 0; i < c.params.size(); ++i) {
       const Tensor want = from_json(c.spec["params"][step][i], c.shapes[i], c.dtype);
-      ASSERT_TRUE(check_close(c.params[i], want, rtol, atol,
-                              GetParam() + " step " + std::to_string(step + 1) + " param " + std::to_string(i)));
+      ASSERT_TRUE(check_close(
+          c.params[i], want, rtol, atol,
+          GetParam() + " step " + std::to_string(step + 1) + " param " + std::to_string(i)));
       EXPECT_EQ(c.params[i].data_ptr(), ptrs[i]) << "the update must be in place";
     }
   }
@@ -183,10 +188,11 @@ TEST_P(OptimFixture, StateDictRoundTripIsBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, OptimFixture,
-                         ::testing::Values("sgd_plain", "sgd_momentum", "sgd_nesterov", "sgd_dampening_wd",
-                                           "sgd_maximize_wd", "sgd_two_groups", "sgd_momentum_f64", "adam",
-                                           "adam_amsgrad", "adam_wd", "adam_maximize_eps",
-                                           "adam_skipped_grads", "adam_two_groups", "adam_f64", "adamw",
+                         ::testing::Values("sgd_plain", "sgd_momentum", "sgd_nesterov",
+                                           "sgd_dampening_wd", "sgd_maximize_wd", "sgd_two_groups",
+                                           "sgd_momentum_f64", "adam", "adam_amsgrad", "adam_wd",
+                                           "adam_maximize_eps", "adam_skipped_grads",
+                                           "adam_two_groups", "adam_f64", "adamw",
                                            "adamw_amsgrad_wd"));
 
 // ---------------------------------------------------------------------------------------
@@ -206,8 +212,9 @@ TEST(OptimState, LayoutFollowsPyTorch) {
   EXPECT_EQ(s.meta["state"]["2"]["step"], 3);
   std::vector<std::string> names;
   for (const auto& [name, t] : s.tensors) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"state.0.exp_avg", "state.0.exp_avg_sq", "state.1.exp_avg",
-                                             "state.1.exp_avg_sq", "state.2.exp_avg", "state.2.exp_avg_sq"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"state.0.exp_avg", "state.0.exp_avg_sq",
+                                             "state.1.exp_avg", "state.1.exp_avg_sq",
+                                             "state.2.exp_avg", "state.2.exp_avg_sq"}));
   // Per-parameter step counts: a parameter skipped on some steps has its own count.
   OptimCase skip = load_case("adam_skipped_grads");
   auto opt2 = make_optimizer(skip.spec, skip.params);
@@ -242,11 +249,13 @@ TEST(OptimState, LoadRejectsMismatchesAndChangesNothing) {
 
   optim::OptimizerState missing = good;
   missing.tensors.erase(missing.tensors.begin() + 1);
-  expect_error([&] { opt->load_state_dict(missing); }, {"missing state tensor", "state.0.exp_avg_sq"});
+  expect_error([&] { opt->load_state_dict(missing); },
+               {"missing state tensor", "state.0.exp_avg_sq"});
 
   optim::OptimizerState unknown = good;
   unknown.tensors.emplace_back("state.0.momentum_buffer", zeros({2, 3}));
-  expect_error([&] { opt->load_state_dict(unknown); }, {"unexpected state tensor", "state.0.momentum_buffer"});
+  expect_error([&] { opt->load_state_dict(unknown); },
+               {"unexpected state tensor", "state.0.momentum_buffer"});
 
   optim::OptimizerState bad_lr = good;
   bad_lr.meta["param_groups"][0]["lr"] = -0.5;
@@ -350,25 +359,33 @@ TEST(OptimMemory, NonContiguousParameterUpdatesItsOwnBuffer) {
 
 TEST(OptimErrors, BadHyperparametersNameTheValue) {
   Tensor w = parameter(randn({2, 2}));
-  expect_error([&] { optim::Adam({w}, {.lr = -0.1}); }, {"Adam: invalid learning rate -0.1 (expected lr >= 0)"});
+  expect_error([&] { optim::Adam({w}, {.lr = -0.1}); },
+               {"Adam: invalid learning rate -0.1 (expected lr >= 0)"});
   expect_error([&] { optim::Adam({w}, {.betas = {1.5, 0.9}}); }, {"Adam: invalid beta1 1.5"});
   expect_error([&] { optim::Adam({w}, {.betas = {0.9, 1.0}}); }, {"Adam: invalid beta2 1"});
   expect_error([&] { optim::Adam({w}, {.betas = {-0.1, 0.9}}); }, {"invalid beta1 -0.1"});
   expect_error([&] { optim::Adam({w}, {.eps = -1e-3}); }, {"Adam: invalid epsilon -0.001"});
-  expect_error([&] { optim::Adam({w}, {.weight_decay = -0.01}); }, {"Adam: invalid weight_decay -0.01"});
+  expect_error([&] { optim::Adam({w}, {.weight_decay = -0.01}); },
+               {"Adam: invalid weight_decay -0.01"});
   expect_error([&] { optim::AdamW({w}, {.lr = -2.0}); }, {"AdamW: invalid learning rate -2"});
-  expect_error([&] { optim::AdamW({w}, {.weight_decay = -1.0}); }, {"AdamW: invalid weight_decay -1"});
+  expect_error([&] { optim::AdamW({w}, {.weight_decay = -1.0}); },
+               {"AdamW: invalid weight_decay -1"});
   expect_error([&] { optim::SGD({w}, {.lr = -0.5}); }, {"SGD: invalid learning rate -0.5"});
   expect_error([&] { optim::SGD({w}, {.momentum = -0.9}); }, {"SGD: invalid momentum -0.9"});
   expect_error([&] { optim::SGD({w}, {.weight_decay = -3.0}); }, {"SGD: invalid weight_decay -3"});
-  expect_error([&] { optim::SGD({w}, {.nesterov = true}); }, {"nesterov requires momentum > 0", "momentum 0"});
+  expect_error([&] { optim::SGD({w}, {.nesterov = true}); },
+               {"nesterov requires momentum > 0", "momentum 0"});
   expect_error([&] { optim::SGD({w}, {.momentum = 0.9, .dampening = 0.1, .nesterov = true}); },
                {"dampening = 0", "dampening 0.1"});
   expect_error([&] { optim::Adam({w}, {.lr = std::nan("")}); }, {"invalid learning rate nan"});
   // Groups are validated too.
   optim::Adam opt({w});
   Tensor v = parameter(randn({3}));
-  expect_error([&] { opt.add_param_group({{v}, optim::AdamOptions{.eps = -1.0}}); }, {"invalid epsilon -1"});
+  expect_error(
+      [&] {
+        opt.add_param_group({{v}, optim::AdamOptions{.eps = -1.0}});
+      },
+      {"invalid epsilon -1"});
 }
 
 TEST(OptimErrors, BadParametersAndGradients) {
@@ -416,9 +433,11 @@ TEST(OptimErrors, ZeroGradAndGroupAccess) {
 
 std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const json& s) {
   const std::string type = s["type"];
-  if (type == "StepLR") return std::make_shared<optim::StepLR>(opt, s["step_size"], s.value("gamma", 0.1));
+  if (type == "StepLR")
+    return std::make_shared<optim::StepLR>(opt, s["step_size"], s.value("gamma", 0.1));
   if (type == "MultiStepLR")
-    return std::make_shared<optim::MultiStepLR>(opt, s["milestones"].get<std::vector<int64_t>>(), s.value("gamma", 0.1));
+    return std::make_shared<optim::MultiStepLR>(opt, s["milestones"].get<std::vector<int64_t>>(),
+                                                s.value("gamma", 0.1));
   if (type == "ExponentialLR") return std::make_shared<optim::ExponentialLR>(opt, s["gamma"]);
   if (type == "CosineAnnealingLR")
     return std::make_shared<optim::CosineAnnealingLR>(opt, s["T_max"], s.value("eta_min", 0.0));
@@ -426,11 +445,13 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const 
     return std::make_shared<optim::CosineAnnealingWarmRestarts>(opt, s["T_0"], s.value("T_mult", 1),
                                                                 s.value("eta_min", 0.0));
   if (type == "LinearLR")
-    return std::make_shared<optim::LinearLR>(opt, s["start_factor"], s["end_factor"], s["total_iters"]);
+    return std::make_shared<optim::LinearLR>(opt, s["start_factor"], s["end_factor"],
+                                             s["total_iters"]);
   std::vector<std::shared_ptr<optim::LRScheduler>> children;
   for (const json& c : s["schedulers"]) children.push_back(make_scheduler(opt, c));
   if (type == "SequentialLR")
-    return std::make_shared<optim::SequentialLR>(opt, children, s["milestones"].get<std::vector<int64_t>>());
+    return std::make_shared<optim::SequentialLR>(opt, children,
+                                                 s["milestones"].get<std::vector<int64_t>>());
   return std::make_shared<optim::ChainedScheduler>(children);
 }
 
@@ -439,7 +460,8 @@ optim::ReduceLROnPlateauOptions plateau_options(const json& s) {
           .factor = s["factor"],
           .patience = s["patience"],
           .threshold = s["threshold"],
-          .threshold_mode = s["threshold_mode"] == "rel" ? optim::ThresholdMode::rel : optim::ThresholdMode::abs,
+          .threshold_mode =
+              s["threshold_mode"] == "rel" ? optim::ThresholdMode::rel : optim::ThresholdMode::abs,
           .cooldown = s["cooldown"],
           .min_lr = s["min_lr"].get<std::vector<double>>()};
 }
@@ -479,7 +501,8 @@ TEST_P(SchedFixture, MatchesTorchLrSequence) {
   for (size_t i = 1; i < c["lrs"].size(); ++i) {
     sched->step();
     expect_lrs(sched->get_last_lr(), c["lrs"][i], GetParam() + " step " + std::to_string(i));
-    if (spec["type"] != "SequentialLR") expect_lrs(t.opt.lrs(), c["lrs"][i], GetParam() + " group lrs");
+    if (spec["type"] != "SequentialLR")
+      expect_lrs(t.opt.lrs(), c["lrs"][i], GetParam() + " group lrs");
   }
 }
 
@@ -530,11 +553,12 @@ TEST_P(SchedFixture, StateDictResumesExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, SchedFixture,
-                         ::testing::Values("step", "multistep", "exponential", "cosine_short", "cosine_long",
-                                           "warm_restarts_mult2", "warm_restarts", "linear_warmup",
-                                           "linear_decay", "sequential_warmup_cosine", "sequential_three",
-                                           "chained_step_exp", "chained_linear_cosine", "plateau_min_rel",
-                                           "plateau_max_abs"));
+                         ::testing::Values("step", "multistep", "exponential", "cosine_short",
+                                           "cosine_long", "warm_restarts_mult2", "warm_restarts",
+                                           "linear_warmup", "linear_decay",
+                                           "sequential_warmup_cosine", "sequential_three",
+                                           "chained_step_exp", "chained_linear_cosine",
+                                           "plateau_min_rel", "plateau_max_abs"));
 
 TEST(SchedBasics, InitialLrAndFractionalRestarts) {
   TwoGroups t;
@@ -562,15 +586,27 @@ TEST(SchedBasics, BadArgumentsAreClearErrors) {
   expect_error([&] { optim::LinearLR(t.opt, 0.0); }, {"LinearLR: invalid start_factor 0"});
   expect_error([&] { optim::LinearLR(t.opt, 0.5, 1.5); }, {"LinearLR: invalid end_factor 1.5"});
   expect_error([&] { optim::ReduceLROnPlateau(t.opt, {.factor = 1.0}); }, {"invalid factor 1"});
-  expect_error([&] { optim::ReduceLROnPlateau(t.opt, {.min_lr = {0.1, 0.2, 0.3}}); }, {"expected 2 min_lrs"});
+  expect_error(
+      [&] {
+        optim::ReduceLROnPlateau(t.opt, {.min_lr = {0.1, 0.2, 0.3}});
+      },
+      {"expected 2 min_lrs"});
   TwoGroups fresh;
   expect_error([&] { optim::StepLR(fresh.opt, 3, 0.1, /*last_epoch=*/5); }, {"has no initial_lr"});
   auto a = std::make_shared<optim::StepLR>(t.opt, 3);
   auto b = std::make_shared<optim::ExponentialLR>(t.opt, 0.9);
-  expect_error([&] { optim::SequentialLR(t.opt, {a, b}, {2, 5}); }, {"milestones", "expected one milestone fewer"});
+  expect_error(
+      [&] {
+        optim::SequentialLR(t.opt, {a, b}, {2, 5});
+      },
+      {"milestones", "expected one milestone fewer"});
   auto other = std::make_shared<optim::ExponentialLR>(fresh.opt, 0.9);
   expect_error([&] { optim::ChainedScheduler({a, other}); }, {"different optimizers"});
-  expect_error([&] { a->load_state_dict({{"type", "ExponentialLR"}}); }, {"StepLR.load_state_dict", "ExponentialLR"});
+  expect_error(
+      [&] {
+        a->load_state_dict({{"type", "ExponentialLR"}});
+      },
+      {"StepLR.load_state_dict", "ExponentialLR"});
 }
 
 // ---------------------------------------------------------------------------------------
@@ -595,7 +631,8 @@ TEST(ClipGrad, MatchesTorch) {
     }
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor want = from_json(c["clipped"][i], params[i].shape(), DType::f32);
-      EXPECT_TRUE(check_close(params[i].grad(), want, 1e-6, 1e-7, name + " grad " + std::to_string(i)));
+      EXPECT_TRUE(
+          check_close(params[i].grad(), want, 1e-6, 1e-7, name + " grad " + std::to_string(i)));
     }
   }
 }
@@ -605,10 +642,16 @@ TEST(ClipGrad, EdgeCases) {
   Tensor b = parameter(zeros({2}));
   EXPECT_EQ(optim::clip_grad_norm({a, b}, 1.0), 0.0) << "no gradients: norm 0";
   a.set_grad(tensor({3.0f, 0.0f, 4.0f}, {3}));
-  EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 5.0, 1e-12) << "b has no gradient and is skipped";
-  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, 0.0f, 4.0f})) << "below max_norm: unchanged";
+  EXPECT_NEAR(optim::clip_grad_norm({a, b}, 10.0), 5.0, 1e-12)
+      << "b has no gradient and is skipped";
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{3.0f, 0.0f, 4.0f}))
+      << "below max_norm: unchanged";
   b.set_grad(tensor({INFINITY, 1.0f}, {2}));
-  expect_error([&] { optim::clip_grad_norm({a, b}, 1.0, 2.0, true); }, {"clip_grad_norm", "non-finite"});
+  expect_error(
+      [&] {
+        optim::clip_grad_norm({a, b}, 1.0, 2.0, true);
+      },
+      {"clip_grad_norm", "non-finite"});
   expect_error([&] { optim::clip_grad_norm({a}, 1.0, 0.0); }, {"invalid norm_type 0"});
   expect_error([&] { optim::clip_grad_value({a}, -1.0); }, {"invalid clip_value -1"});
   void* ptr = a.grad().data_ptr();

@@ -10,10 +10,9 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ember/ember.hpp"
 #include "ember/nn/linear.hpp"
@@ -49,14 +48,16 @@ nn::Sequential make_net() {
   }
   nn::StateDict sd;
   for (const auto& [name, entry] : e2e_fixture()["state_dict"].items())
-    sd.emplace_back(name, f32_tensor(entry["data"], Shape(entry["shape"].get<std::vector<int64_t>>())));
+    sd.emplace_back(name,
+                    f32_tensor(entry["data"], Shape(entry["shape"].get<std::vector<int64_t>>())));
   const nn::LoadReport report = net->load_state_dict(sd, /*strict=*/true);
   EXPECT_TRUE(report.ok());
   return net;
 }
 
-void train_and_compare(const std::string& run,
-                       const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make) {
+void train_and_compare(
+    const std::string& run,
+    const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make) {
   const json& fx = e2e_fixture();
   nn::Sequential net = make_net();
   const Tensor x = f32_tensor(fx["x"]["data"], Shape(fx["x"]["shape"].get<std::vector<int64_t>>()));
@@ -72,12 +73,14 @@ void train_and_compare(const std::string& run,
     Tensor loss = cross_entropy(net(x), y);
     const double got = loss.item<float>();
     EXPECT_NEAR(got, want[step], 1e-4 * std::abs(want[step]))
-        << run << ": loss before step " << step + 1 << " (got " << got << ", torch " << want[step] << ")";
+        << run << ": loss before step " << step + 1 << " (got " << got << ", torch " << want[step]
+        << ")";
     loss.backward();
     opt->step();
   }
   const std::vector<Tensor> params = net->parameters();
-  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(params[i].data_ptr(), ptrs[i]) << run << ": moved";
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(params[i].data_ptr(), ptrs[i]) << run << ": moved";
   for (const auto& [name, p] : net->named_parameters()) {
     const Tensor final_want = f32_tensor(fx["runs"][run]["final"][name], p.shape());
     EXPECT_TRUE(ember_test::check_close(p, final_want, 1e-4, 1e-5, run + " final " + name));
@@ -93,7 +96,8 @@ TEST(TrainE2E, AdamMatchesTorchLossTrajectory) {
 
 TEST(TrainE2E, SgdMomentumMatchesTorchLossTrajectory) {
   train_and_compare("sgd_momentum", [](std::vector<Tensor> params) {
-    return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
   });
 }
 

@@ -181,6 +181,17 @@ struct Backend {
   /// otherwise) from grad.
   void (*sgd_step)(const View& param, const View& grad, const View& momentum_buf,
                    const SgdArgs& args);
+  // batch normalisation (norm_kernels.cpp): `in`, `out`, `grad_out` are contiguous
+  // [N, C, S] (S: the dims after C, multiplied); per-channel operands are contiguous [C].
+  /// mean[C] and biased variance var[C] of each channel of in (accumulated in f64).
+  void (*batch_norm_stats)(const View& mean, const View& var, const View& in);
+  /// sum_g[C] = Σ grad_out and sum_gx[C] = Σ grad_out·(in - mean[c]) over each channel.
+  void (*batch_norm_backward_reduce)(const View& sum_g, const View& sum_gx, const View& grad_out,
+                                     const View& in, const View& mean);
+  /// out = a·scale_a[c] + b·scale_b[c] + shift[c]; a View whose data is null is left out
+  /// (b with scale_b, or shift).
+  void (*channel_affine)(const View& out, const View& a, const View& scale_a, const View& b,
+                         const View& scale_b, const View& shift);
 };
 
 /// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.

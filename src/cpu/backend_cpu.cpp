@@ -4,7 +4,7 @@
 namespace ember::backend {
 
 // Breaks the build when backend.hpp gains a slot this table does not fill yet.
-static_assert(sizeof(Backend) == 34 * sizeof(void*), "a Backend slot was added: fill it below");
+static_assert(sizeof(Backend) == 37 * sizeof(void*), "a Backend slot was added: fill it below");
 
 const Backend& cpu_backend() {
   static const Backend table = {
@@ -42,7 +42,7 @@ const Backend& cpu_backend() {
       .normal = cpu::normal,    // Box–Muller, f32/f64/f16/bf16
       .dropout = cpu::dropout,  // f32/f64
       // convolution and pooling (conv_kernels.cpp): f32/f64, threaded over rows / planes
-      .im2col = cpu::im2col,                            // memcpy runs when stride_w == 1
+      .im2col = cpu::im2col,                            // plain copies of short runs
       .col2im = cpu::col2im,                            // one task per (n, c) plane
       .max_pool2d = cpu::max_pool2d,                    // PyTorch's NaN and index rules
       .max_pool2d_backward = cpu::max_pool2d_backward,  // scatter to the saved argmax
@@ -51,6 +51,10 @@ const Backend& cpu_backend() {
       // optimizers (optim_kernels.cpp): one pass, vectorised, split across the pool
       .adam_step = cpu::adam_step,  // f32/f64, Adam and AdamW, amsgrad
       .sgd_step = cpu::sgd_step,    // f32/f64, momentum, Nesterov
+      // batch normalisation (norm_kernels.cpp): f32/f64, threaded over channels / rows
+      .batch_norm_stats = cpu::batch_norm_stats,                      // per-run two-pass, merged (Chan)
+      .batch_norm_backward_reduce = cpu::batch_norm_backward_reduce,  // Σg, Σg·(x - mean)
+      .channel_affine = cpu::channel_affine,                          // a·sa + b·sb + shift
   };
   return table;
 }

@@ -69,6 +69,13 @@ void avg_pool2d(const backend::Window2d& w, const View& out, const View& in, boo
 void avg_pool2d_backward(const backend::Window2d& w, const View& grad_in, const View& grad_out,
                          bool count_include_pad);
 
+// batch normalisation (norm_kernels.cpp)
+void batch_norm_stats(const View& mean, const View& var, const View& in);
+void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out, const View& in,
+                                const View& mean);
+void channel_affine(const View& out, const View& a, const View& scale_a, const View& b, const View& scale_b,
+                    const View& shift);
+
 // optimizers (optim_kernels.cpp)
 void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
                const View& max_exp_avg_sq, const backend::AdamArgs& args);

@@ -136,8 +136,8 @@ AdamScalars<T> adam_scalars(const AdamArgs& a) {
 // (A): moments; `second` gets the second moment the denominator uses.
 template <typename T, bool kL2, bool kAmsgrad>
 EMBER_INLINE void adam_moments(const T* __restrict p, const T* __restrict g, T* __restrict m,
-                               T* __restrict v, T* __restrict vmax, T* __restrict second,
-                               int64_t n, const AdamScalars<T>& s) {
+                               T* __restrict v, T* __restrict vmax, T* __restrict second, int64_t n,
+                               const AdamScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     T gi = g[i] * s.sign;
     if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
@@ -173,8 +173,8 @@ EMBER_INLINE void adam_range_body(T* p, const T* g, T* m, T* v, T* vmax, int64_t
   alignas(64) T second[kBlock];
   for (int64_t b = begin; b < end; b += kBlock) {
     const int64_t n = std::min(kBlock, end - b);
-    adam_moments<T, kL2, kAmsgrad>(p + b, g + b, m + b, v + b, kAmsgrad ? vmax + b : nullptr, second,
-                                   n, s);
+    adam_moments<T, kL2, kAmsgrad>(p + b, g + b, m + b, v + b, kAmsgrad ? vmax + b : nullptr,
+                                   second, n, s);
     sqrt_block(Isa{}, second, n);
     adam_apply<T>(p + b, m + b, second, n, s);
   }
@@ -217,15 +217,19 @@ void adam_typed(const View& param, const View& grad, const View& exp_avg, const 
 }
 
 template <typename T>
-void adam_dispatch(const View& param, const View& grad, const View& exp_avg,
-                   const View& exp_avg_sq, const View& max_exp_avg_sq, const AdamArgs& args) {
+void adam_dispatch(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
+                   const View& max_exp_avg_sq, const AdamArgs& args) {
   const bool l2 = !args.decoupled_weight_decay && args.weight_decay != 0.0;
   if (l2) {
-    if (args.amsgrad) adam_typed<T, true, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
-    else adam_typed<T, true, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    if (args.amsgrad)
+      adam_typed<T, true, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    else
+      adam_typed<T, true, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
   } else {
-    if (args.amsgrad) adam_typed<T, false, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
-    else adam_typed<T, false, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    if (args.amsgrad)
+      adam_typed<T, false, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+    else
+      adam_typed<T, false, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
   }
 }
 
@@ -252,11 +256,15 @@ EMBER_INLINE void sgd_body(T* __restrict p, const T* __restrict g, T* __restrict
     if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
     if constexpr (kMomentum) {
       T bi;
-      if constexpr (kFirst) bi = gi;
-      else bi = std::fma(gi, s.one_minus_dampening, buf[i] * s.momentum);
+      if constexpr (kFirst)
+        bi = gi;
+      else
+        bi = std::fma(gi, s.one_minus_dampening, buf[i] * s.momentum);
       buf[i] = bi;
-      if constexpr (kNesterov) gi = std::fma(bi, s.momentum, gi);
-      else gi = bi;
+      if constexpr (kNesterov)
+        gi = std::fma(bi, s.momentum, gi);
+      else
+        gi = bi;
     }
     p[i] = std::fma(gi, s.neg_lr, p[i]);
   }
@@ -269,7 +277,8 @@ void sgd_run_baseline(T* p, const T* g, T* buf, int64_t n, const SgdScalars<T>& 
 
 #if EMBER_OPTIM_AVX2
 template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
-EMBER_TARGET_AVX2_FMA void sgd_run_avx2(T* p, const T* g, T* buf, int64_t n, const SgdScalars<T>& s) {
+EMBER_TARGET_AVX2_FMA void sgd_run_avx2(T* p, const T* g, T* buf, int64_t n,
+                                        const SgdScalars<T>& s) {
   sgd_body<T, kL2, kMomentum, kFirst, kNesterov>(p, g, buf, n, s);
 }
 #endif
@@ -301,13 +310,14 @@ void sgd_typed(const View& param, const View& grad, const View& momentum_buf, co
 // Turns a runtime flag into a template argument: f(std::true_type{}) or f(std::false_type{}).
 template <typename F>
 void with_bool(bool b, F&& f) {
-  if (b) f(std::true_type{});
-  else f(std::false_type{});
+  if (b)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
 }
 
 template <typename T>
-void sgd_dispatch(const View& param, const View& grad, const View& momentum_buf,
-                  const SgdArgs& a) {
+void sgd_dispatch(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& a) {
   with_bool(a.weight_decay != 0.0, [&](auto l2) {
     if (a.momentum == 0.0) {
       sgd_typed<T, decltype(l2)::value, false, false, false>(param, grad, momentum_buf, a);
@@ -315,8 +325,8 @@ void sgd_dispatch(const View& param, const View& grad, const View& momentum_buf,
     }
     with_bool(a.first_step, [&](auto first) {
       with_bool(a.nesterov, [&](auto nesterov) {
-        sgd_typed<T, decltype(l2)::value, true, decltype(first)::value,
-                  decltype(nesterov)::value>(param, grad, momentum_buf, a);
+        sgd_typed<T, decltype(l2)::value, true, decltype(first)::value, decltype(nesterov)::value>(
+            param, grad, momentum_buf, a);
       });
     });
   });
@@ -336,16 +346,22 @@ void check_views(const char* op, const View& param, std::initializer_list<const 
 void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
                const View& max_exp_avg_sq, const AdamArgs& args) {
   check_views("adam_step", param, {&grad, &exp_avg, &exp_avg_sq});
-  EMBER_ASSERT(!args.amsgrad || max_exp_avg_sq.data != nullptr, "adam_step: amsgrad needs max_exp_avg_sq");
-  if (param.dtype == DType::f32) adam_dispatch<float>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
-  else adam_dispatch<double>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  EMBER_ASSERT(!args.amsgrad || max_exp_avg_sq.data != nullptr,
+               "adam_step: amsgrad needs max_exp_avg_sq");
+  if (param.dtype == DType::f32)
+    adam_dispatch<float>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
+  else
+    adam_dispatch<double>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, args);
 }
 
 void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args) {
   check_views("sgd_step", param, {&grad});
-  EMBER_ASSERT(args.momentum == 0.0 || momentum_buf.data != nullptr, "sgd_step: momentum needs a buffer");
-  if (param.dtype == DType::f32) sgd_dispatch<float>(param, grad, momentum_buf, args);
-  else sgd_dispatch<double>(param, grad, momentum_buf, args);
+  EMBER_ASSERT(args.momentum == 0.0 || momentum_buf.data != nullptr,
+               "sgd_step: momentum needs a buffer");
+  if (param.dtype == DType::f32)
+    sgd_dispatch<float>(param, grad, momentum_buf, args);
+  else
+    sgd_dispatch<double>(param, grad, momentum_buf, args);
 }
 
 }  // namespace ember::cpu

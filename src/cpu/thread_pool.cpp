@@ -16,6 +16,8 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+
+#include <pthread.h>
 #include <vector>
 
 #include "ember/error.hpp"
@@ -193,6 +195,13 @@ ThreadPool& pool(int n = 0) {
     p = new ThreadPool(size);
     on_pool_created(size);
     g_pool.store(p, std::memory_order_release);
+    // A forked child (a test's death test, a worker process) has none of the parent's
+    // threads: it abandons the inherited pool and builds its own on first use.
+    static const bool registered = [] {
+      pthread_atfork(nullptr, nullptr, [] { g_pool.store(nullptr, std::memory_order_relaxed); });
+      return true;
+    }();
+    (void)registered;
   }
   return *p;
 }

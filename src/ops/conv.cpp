@@ -170,7 +170,7 @@ Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, co
              Shape{o}, Shape{k}},
             ops::view_of(bias));
   }
-  Tensor col = ops::make_tensor({k, p.chunk * l}, x.dtype(), x.device());
+  Tensor col = ops::make_tensor({fold_bias ? rows + 1 : rows, p.chunk * l}, x.dtype(), x.device());
   Tensor y = p.chunk == 1 ? Tensor() : ops::make_tensor({o, p.chunk * l}, x.dtype(), x.device());
   int64_t ones_width = 0;  // the width the row of ones was last written for
   for (int64_t n0 = 0; n0 < n; n0 += p.chunk) {
@@ -191,7 +191,7 @@ Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, co
     run_gemm(x, p.groups,
              {.m = og, .n = nb * l, .k = k,
               .a = wk.data_ptr(), .lda = k, .step_a = og * k,
-              .b = col.data_ptr(), .ldb = nb * l, .step_b = k * nb * l,
+              .b = col.data_ptr(), .ldb = nb * l, .step_b = kg * nb * l,
               .c = direct ? out_chunk.data : y.data_ptr(), .ldc = nb * l, .step_c = og * nb * l});
     if (!direct) be.copy(out_chunk, as_batch_major(y, nb, o, l));
   }

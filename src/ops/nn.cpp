@@ -1,5 +1,6 @@
-// src/ops/nn.cpp — dropout, layer_norm and batch_norm. The norms are composites of
-// primitives (their backward comes from the primitives' rules); dropout keeps its mask.
+// src/ops/nn.cpp — dropout and layer_norm. layer_norm is a composite of primitives (its
+// backward comes from the primitives' rules); dropout keeps its mask. batch_norm has fused
+// kernels: src/ops/norm.cpp.
 #include "ember/random.hpp"
 #include "ops/common.hpp"
 
@@ -52,55 +53,6 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y = mul(centered, rsqrt(add(variance, eps)));
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
-  return y;
-}
-
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
-  ops::check_defined("batch_norm", x);
-  ops::check_float("batch_norm", x);
-  EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(),
-              " (expected [N, C] or [N, C, ...])");
-  const int64_t c = x.shape()[1];
-  auto check_param = [&](const Tensor& t, const char* what) {
-    if (!t.defined()) return;
-    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, "batch_norm: ", what, " shape ",
-                t.shape().to_string(), " (expected [", c, "] for input shape ", x.shape().to_string(), ")");
-    ops::check_same_dtype("batch_norm", x, t);
-  };
-  check_param(running_mean, "running_mean");
-  check_param(running_var, "running_var");
-  check_param(weight, "weight");
-  check_param(bias, "bias");
-  Shape channel_shape = Shape::filled(x.dim(), 1);
-  channel_shape[1] = c;
-  Shape dims;
-  for (int i = 0; i < x.dim(); ++i)
-    if (i != 1) dims.push_back(i);
-  Tensor y;
-  if (training) {
-    const int64_t n = x.numel() / std::max<int64_t>(c, 1);
-    EMBER_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training (got input shape ",
-                x.shape().to_string(), ")");
-    Tensor mu = mean(x, dims, true);
-    Tensor centered = sub(x, mu);
-    Tensor variance = mean(square(centered), dims, true);  // biased, as PyTorch normalises
-    y = mul(centered, rsqrt(add(variance, eps)));
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard g;
-      const double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
-      Tensor new_mean = add(mul(running_mean, 1.0 - momentum), mul(mu.reshape({c}), momentum));
-      Tensor new_var = add(mul(running_var, 1.0 - momentum), mul(variance.reshape({c}), momentum * unbias));
-      Tensor(running_mean).copy_(new_mean);
-      Tensor(running_var).copy_(new_var);
-    }
-  } else {
-    EMBER_CHECK(running_mean.defined() && running_var.defined(),
-                "batch_norm: eval mode needs running_mean and running_var (got undefined tensors)");
-    y = mul(sub(x, running_mean.reshape(channel_shape)), rsqrt(add(running_var.reshape(channel_shape), eps)));
-  }
-  if (weight.defined()) y = mul(y, weight.reshape(channel_shape));
-  if (bias.defined()) y = add(y, bias.reshape(channel_shape));
   return y;
 }
 

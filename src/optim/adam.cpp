@@ -11,12 +11,9 @@ namespace {
 
 template <typename O>
 json options_json(const O& o) {
-  return {{"lr", o.lr},
-          {"betas", {o.betas[0], o.betas[1]}},
-          {"eps", o.eps},
-          {"weight_decay", o.weight_decay},
-          {"amsgrad", o.amsgrad},
-          {"maximize", o.maximize}};
+  return {{"lr", o.lr},           {"betas", {o.betas[0], o.betas[1]}},
+          {"eps", o.eps},         {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad}, {"maximize", o.maximize}};
 }
 
 template <typename O>
@@ -24,8 +21,8 @@ void read_options(const json& j, O& o) {
   if (j.contains("lr")) o.lr = j["lr"].get<double>();
   if (j.contains("betas")) {
     const json& b = j["betas"];
-    EMBER_CHECK(b.is_array() && b.size() == 2, "Adam options: betas must be a list of two numbers (got ",
-                b.dump(), ")");
+    EMBER_CHECK(b.is_array() && b.size() == 2,
+                "Adam options: betas must be a list of two numbers (got ", b.dump(), ")");
     o.betas = {b[0].get<double>(), b[1].get<double>()};
   }
   if (j.contains("eps")) o.eps = j["eps"].get<double>();
@@ -60,7 +57,8 @@ backend::AdamArgs args_of(const O& o, bool decoupled) {
 
 // One step over every group of an Adam-family optimizer.
 template <typename Group, typename Slot>
-void adam_groups(const std::string& who, const std::vector<Group>& groups, bool decoupled, Slot&& slot) {
+void adam_groups(const std::string& who, const std::vector<Group>& groups, bool decoupled,
+                 Slot&& slot) {
   for (size_t g = 0; g < groups.size(); ++g) {
     const backend::AdamArgs args = args_of(groups[g].options, decoupled);
     const std::vector<Tensor>& params = groups[g].params;

@@ -33,22 +33,24 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    EMBER_CHECK(is_compute_float(g.dtype()), "clip_grad_norm: gradient dtype ", dtype_name(g.dtype()),
-                " not supported (expected f32 or f64)");
+    EMBER_CHECK(is_compute_float(g.dtype()), "clip_grad_norm: gradient dtype ",
+                dtype_name(g.dtype()), " not supported (expected f32 or f64)");
     grads.push_back(g);
   }
   if (grads.empty()) return 0.0;
   std::vector<Tensor> norms;
   for (const Tensor& g : grads) {
-    Tensor n = g.numel() == 0 ? zeros({}, {.dtype = DType::f64, .device = g.device()}) : grad_norm(g, norm_type);
+    Tensor n = g.numel() == 0 ? zeros({}, {.dtype = DType::f64, .device = g.device()})
+                              : grad_norm(g, norm_type);
     norms.push_back(n.device() == grads[0].device() ? n : n.to(grads[0].device()));
   }
   const Tensor all = stack(norms);
   const Tensor total_t = std::isinf(norm_type) ? max(all) : grad_norm(all, norm_type);
   const double total = total_t.item<double>();
-  EMBER_CHECK(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ",
-              norm_type, " of the gradients is non-finite (got ", total,
-              "; expected a finite norm, or pass error_if_nonfinite = false to scale by it anyway)");
+  EMBER_CHECK(
+      !error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ",
+      norm_type, " of the gradients is non-finite (got ", total,
+      "; expected a finite norm, or pass error_if_nonfinite = false to scale by it anyway)");
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) {
     for (Tensor& g : grads) g.mul_(coef);

@@ -32,7 +32,8 @@ Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, b
     return *t;
   }
   PoolGuard persistent(Pool::Persistent);
-  state.tensors.emplace_back(name, zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()}));
+  state.tensors.emplace_back(
+      name, zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()}));
   *created = true;
   return state.tensors.back().second;
 }
@@ -64,7 +65,8 @@ void adam_update(const std::string& who, const Tensor& param, const Tensor& grad
   if (args.amsgrad) state_tensor(state, param, "max_exp_avg_sq", &created);
   const backend::View m = view_of(*state.find("exp_avg"));
   const backend::View v = view_of(*state.find("exp_avg_sq"));
-  const backend::View vmax = args.amsgrad ? view_of(*state.find("max_exp_avg_sq")) : backend::View{};
+  const backend::View vmax =
+      args.amsgrad ? view_of(*state.find("max_exp_avg_sq")) : backend::View{};
   state.step += 1;
   args.step = state.step;
   const backend::Backend& be = backend::backend_for(param.device());

@@ -56,8 +56,8 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     EMBER_CHECK(p.defined(), who, ": parameter ", i, " of the new group is an undefined tensor");
-    EMBER_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ", dtype_name(p.dtype()),
-                " (expected a floating dtype)");
+    EMBER_CHECK(is_floating(p.dtype()), who, ": parameter ", i, " has dtype ",
+                dtype_name(p.dtype()), " (expected a floating dtype)");
     EMBER_CHECK(p.is_leaf(), who, ": parameter ", i,
                 " is not a leaf (got a tensor computed from others; optimize leaves only)");
     EMBER_CHECK(seen.insert(p.impl()).second, who, ": parameter ", i,
@@ -89,7 +89,8 @@ OptimizerState Optimizer::state_dict() const {
       const ParamState& s = state_[g][i];
       const std::string key = std::to_string(index);
       state[key] = {{"step", s.step}};
-      for (const auto& [name, t] : s.tensors) out.tensors.emplace_back("state." + key + "." + name, t);
+      for (const auto& [name, t] : s.tensors)
+        out.tensors.emplace_back("state." + key + "." + name, t);
     }
     group["params"] = ids;
     groups.push_back(group);
@@ -122,12 +123,12 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
   const std::string who = type_name() + ".load_state_dict";
   const json& meta = sd.meta;
   EMBER_CHECK(meta.is_object() && meta.contains("param_groups") && meta.contains("state"), who,
-              ": meta must be an object with 'state' and 'param_groups' (got ", meta.dump().substr(0, 80),
-              ")");
+              ": meta must be an object with 'state' and 'param_groups' (got ",
+              meta.dump().substr(0, 80), ")");
   if (meta.contains("type")) {
     EMBER_CHECK(meta["type"].is_string() && meta["type"].get<std::string>() == type_name(), who,
-                ": the state is for another optimizer (got type ", meta["type"].dump(), ", expected \"",
-                type_name(), "\")");
+                ": the state is for another optimizer (got type ", meta["type"].dump(),
+                ", expected \"", type_name(), "\")");
   }
   const json& groups = meta["param_groups"];
   EMBER_CHECK(groups.is_array() && groups.size() == param_group_count(), who,
@@ -171,7 +172,8 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
     int64_t step = 0;
     if (entry.is_object() && entry.contains("step")) {
       const json& s = entry["step"];
-      EMBER_CHECK(s.is_number() && s.get<double>() >= 0 && s.get<double>() == static_cast<double>(s.get<int64_t>()),
+      EMBER_CHECK(s.is_number() && s.get<double>() >= 0 &&
+                      s.get<double>() == static_cast<double>(s.get<int64_t>()),
                   who, ": state.", key, ".step must be a whole number >= 0 (got ", s.dump(), ")");
       step = s.get<int64_t>();
     }
@@ -195,10 +197,11 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
                 ": unexpected state tensor '", name, "' for ", type_name());
     EMBER_CHECK(t.defined(), who, ": tensor '", name, "' is undefined");
     const Tensor& p = group_params(g)[i];
-    EMBER_CHECK(t.shape() == p.shape(), who, ": tensor '", name, "' has shape ", t.shape().to_string(),
-                ", expected ", p.shape().to_string(), " (the shape of parameter ", id, ")");
-    EMBER_CHECK(is_floating(t.dtype()), who, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()),
-                " (expected a floating dtype)");
+    EMBER_CHECK(t.shape() == p.shape(), who, ": tensor '", name, "' has shape ",
+                t.shape().to_string(), ", expected ", p.shape().to_string(),
+                " (the shape of parameter ", id, ")");
+    EMBER_CHECK(is_floating(t.dtype()), who, ": tensor '", name, "' has dtype ",
+                dtype_name(t.dtype()), " (expected a floating dtype)");
     tensors[id].emplace_back(leaf, t);
   }
   for (const auto& [id, step] : steps) {

@@ -61,8 +61,9 @@ void check_type(const json& state, const std::string& type) {
   EMBER_CHECK(state.is_object(), type, ".load_state_dict: expected a JSON object (got ",
               state.dump().substr(0, 80), ")");
   if (state.contains("type"))
-    EMBER_CHECK(state["type"] == type, type, ".load_state_dict: the state is for another scheduler (got ",
-                state["type"].dump(), ", expected \"", type, "\")");
+    EMBER_CHECK(state["type"] == type, type,
+                ".load_state_dict: the state is for another scheduler (got ", state["type"].dump(),
+                ", expected \"", type, "\")");
 }
 
 // Python's a ** b for a float and an integer (float.__pow__ -> C pow).
@@ -108,7 +109,8 @@ void LRScheduler::step() {
 }
 
 void LRScheduler::step_to(double epoch) {
-  EMBER_CHECK(epoch == std::floor(epoch), type_name(), ".step_to: epoch must be whole (got ", epoch, ")");
+  EMBER_CHECK(epoch == std::floor(epoch), type_name(), ".step_to: epoch must be whole (got ", epoch,
+              ")");
   ++step_count_;
   last_epoch_ = static_cast<int64_t>(epoch);
   std::optional<std::vector<double>> closed = closed_form_lr();
@@ -144,7 +146,8 @@ void LRScheduler::load_state_dict(const json& state) {
   read(state, "base_lrs", &base_lrs, who);
   read(state, "_last_lr", &last_lr, who);
   EMBER_CHECK(base_lrs.size() == base_lrs_.size(), who, ".load_state_dict: base_lrs has ",
-              base_lrs.size(), " entries (expected one per parameter group: ", base_lrs_.size(), ")");
+              base_lrs.size(), " entries (expected one per parameter group: ", base_lrs_.size(),
+              ")");
   load_extra(state);
   last_epoch_ = last_epoch;
   step_count_ = step_count;
@@ -169,7 +172,8 @@ std::vector<double> StepLR::get_lr() {
 
 std::optional<std::vector<double>> StepLR::closed_form_lr() const {
   std::vector<double> lrs;
-  for (double base : base_lrs_) lrs.push_back(base * pow_int(gamma_, floor_div(last_epoch_, step_size_)));
+  for (double base : base_lrs_)
+    lrs.push_back(base * pow_int(gamma_, floor_div(last_epoch_, step_size_)));
   return lrs;
 }
 
@@ -205,8 +209,8 @@ std::vector<double> MultiStepLR::get_lr() {
 }
 
 std::optional<std::vector<double>> MultiStepLR::closed_form_lr() const {
-  const int64_t passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) -
-                         milestones_.begin();
+  const int64_t passed =
+      std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
   std::vector<double> lrs;
   for (double base : base_lrs_) lrs.push_back(base * pow_int(gamma_, passed));
   return lrs;
@@ -219,7 +223,8 @@ void MultiStepLR::save_extra(json& s) const {
 
 void MultiStepLR::load_extra(const json& s) {
   if (s.contains("milestones")) {
-    EMBER_CHECK(s["milestones"].is_array(), "MultiStepLR.load_state_dict: 'milestones' is not a list");
+    EMBER_CHECK(s["milestones"].is_array(),
+                "MultiStepLR.load_state_dict: 'milestones' is not a list");
     std::vector<int64_t> m = s["milestones"].get<std::vector<int64_t>>();
     std::sort(m.begin(), m.end());
     milestones_ = std::move(m);
@@ -274,7 +279,8 @@ std::vector<double> CosineAnnealingLR::get_lr() {
       lrs[g] = lrs[g] + (base_lrs_[g] - eta_min_) * (1 - std::cos(kPi / t_max)) / 2;
     return lrs;
   }
-  const double ratio = (1 + std::cos(kPi * epoch / t_max)) / (1 + std::cos(kPi * (epoch - 1) / t_max));
+  const double ratio =
+      (1 + std::cos(kPi * epoch / t_max)) / (1 + std::cos(kPi * (epoch - 1) / t_max));
   for (double& lr : lrs) lr = ratio * (lr - eta_min_) + eta_min_;
   return lrs;
 }
@@ -284,7 +290,8 @@ std::optional<std::vector<double>> CosineAnnealingLR::closed_form_lr() const {
   for (double base : base_lrs_)
     lrs.push_back(eta_min_ + (base - eta_min_) *
                                  (1 + std::cos(kPi * static_cast<double>(last_epoch_) /
-                                               static_cast<double>(t_max_))) / 2);
+                                               static_cast<double>(t_max_))) /
+                                 2);
   return lrs;
 }
 
@@ -296,7 +303,8 @@ void CosineAnnealingLR::save_extra(json& s) const {
 void CosineAnnealingLR::load_extra(const json& s) {
   int64_t t_max = t_max_;
   read(s, "T_max", &t_max, type_name());
-  EMBER_CHECK(t_max > 0, "CosineAnnealingLR.load_state_dict: invalid T_max ", t_max, " (expected T_max > 0)");
+  EMBER_CHECK(t_max > 0, "CosineAnnealingLR.load_state_dict: invalid T_max ", t_max,
+              " (expected T_max > 0)");
   t_max_ = t_max;
   read(s, "eta_min", &eta_min_, type_name());
 }
@@ -313,14 +321,16 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, i
       eta_min_(eta_min),
       t_cur_(static_cast<double>(last_epoch)) {
   EMBER_CHECK(T_0 > 0, "CosineAnnealingWarmRestarts: invalid T_0 ", T_0, " (expected T_0 > 0)");
-  EMBER_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts: invalid T_mult ", T_mult, " (expected T_mult >= 1)");
+  EMBER_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts: invalid T_mult ", T_mult,
+              " (expected T_mult >= 1)");
   initial_step();
 }
 
 std::vector<double> CosineAnnealingWarmRestarts::get_lr() {
   std::vector<double> lrs;
   for (double base : base_lrs_)
-    lrs.push_back(eta_min_ + (base - eta_min_) * (1 + std::cos(kPi * t_cur_ / static_cast<double>(t_i_))) / 2);
+    lrs.push_back(eta_min_ +
+                  (base - eta_min_) * (1 + std::cos(kPi * t_cur_ / static_cast<double>(t_i_))) / 2);
   return lrs;
 }
 
@@ -377,8 +387,8 @@ void CosineAnnealingWarmRestarts::load_extra(const json& s) {
   read(s, "T_0", &t_0, who);
   read(s, "T_i", &t_i, who);
   read(s, "T_mult", &t_mult, who);
-  EMBER_CHECK(t_0 > 0 && t_i > 0 && t_mult >= 1, who, ".load_state_dict: invalid periods (got T_0 ", t_0,
-              ", T_i ", t_i, ", T_mult ", t_mult, "; expected T_0, T_i > 0 and T_mult >= 1)");
+  EMBER_CHECK(t_0 > 0 && t_i > 0 && t_mult >= 1, who, ".load_state_dict: invalid periods (got T_0 ",
+              t_0, ", T_i ", t_i, ", T_mult ", t_mult, "; expected T_0, T_i > 0 and T_mult >= 1)");
   t_0_ = t_0;
   t_i_ = t_i;
   t_mult_ = t_mult;
@@ -388,17 +398,18 @@ void CosineAnnealingWarmRestarts::load_extra(const json& s) {
 
 // ---- LinearLR ----
 
-LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters,
-                   int64_t last_epoch)
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch),
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
-  EMBER_CHECK(start_factor > 0.0 && start_factor <= 1.0, "LinearLR: invalid start_factor ", start_factor,
-              " (expected 0 < start_factor <= 1)");
+  EMBER_CHECK(start_factor > 0.0 && start_factor <= 1.0, "LinearLR: invalid start_factor ",
+              start_factor, " (expected 0 < start_factor <= 1)");
   EMBER_CHECK(end_factor >= 0.0 && end_factor <= 1.0, "LinearLR: invalid end_factor ", end_factor,
               " (expected 0 <= end_factor <= 1)");
-  EMBER_CHECK(total_iters > 0, "LinearLR: invalid total_iters ", total_iters, " (expected total_iters > 0)");
+  EMBER_CHECK(total_iters > 0, "LinearLR: invalid total_iters ", total_iters,
+              " (expected total_iters > 0)");
   initial_step();
 }
 
@@ -421,8 +432,8 @@ std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
   const double done = static_cast<double>(std::min(total_iters_, last_epoch_));
   std::vector<double> lrs;
   for (double base : base_lrs_)
-    lrs.push_back(base * (start_factor_ +
-                          (end_factor_ - start_factor_) * done / static_cast<double>(total_iters_)));
+    lrs.push_back(base * (start_factor_ + (end_factor_ - start_factor_) * done /
+                                              static_cast<double>(total_iters_)));
   return lrs;
 }
 
@@ -440,7 +451,8 @@ void LinearLR::load_extra(const json& s) {
 
 // ---- SequentialLR ----
 
-SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+SequentialLR::SequentialLR(Optimizer& optimizer,
+                           std::vector<std::shared_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones, int64_t last_epoch)
     : LRScheduler(optimizer, NoAttach{}),
       schedulers_(std::move(schedulers)),
@@ -451,8 +463,9 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
     EMBER_CHECK(&schedulers_[i]->optimizer() == &optimizer, "SequentialLR: scheduler ", i,
                 " belongs to another optimizer (expected all to share the one passed in)");
   }
-  EMBER_CHECK(milestones_.size() + 1 == schedulers_.size(), "SequentialLR: got ", schedulers_.size(),
-              " schedulers and ", milestones_.size(), " milestones (expected one milestone fewer than schedulers)");
+  EMBER_CHECK(milestones_.size() + 1 == schedulers_.size(), "SequentialLR: got ",
+              schedulers_.size(), " schedulers and ", milestones_.size(),
+              " milestones (expected one milestone fewer than schedulers)");
   last_epoch_ = last_epoch + 1;
   // Back to the initial lrs, undo the step each scheduler took when made, then make the
   // first scheduler's initial step alone (as PyTorch).
@@ -471,13 +484,16 @@ void SequentialLR::step() {
   const size_t idx = static_cast<size_t>(
       std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin());
   LRScheduler& s = *schedulers_[idx];
-  if (idx > 0 && milestones_[idx - 1] == last_epoch_) s.step_to(0.0);
-  else s.step();
+  if (idx > 0 && milestones_[idx - 1] == last_epoch_)
+    s.step_to(0.0);
+  else
+    s.step();
   last_lr_ = s.get_last_lr();
 }
 
 void SequentialLR::step_to(double epoch) {
-  EMBER_CHECK(false, "SequentialLR.step_to: not supported (got epoch ", epoch, "; call step() once per epoch)");
+  EMBER_CHECK(false, "SequentialLR.step_to: not supported (got epoch ", epoch,
+              "; call step() once per epoch)");
 }
 
 json SequentialLR::state_dict() const {
@@ -495,8 +511,8 @@ void SequentialLR::load_state_dict(const json& state) {
   if (state.contains("_schedulers")) {
     const json& children = state["_schedulers"];
     EMBER_CHECK(children.is_array() && children.size() == schedulers_.size(),
-                "SequentialLR.load_state_dict: '_schedulers' must list ", schedulers_.size(), " states (got ",
-                children.is_array() ? children.size() : 0, ")");
+                "SequentialLR.load_state_dict: '_schedulers' must list ", schedulers_.size(),
+                " states (got ", children.is_array() ? children.size() : 0, ")");
     for (size_t i = 0; i < schedulers_.size(); ++i) schedulers_[i]->load_state_dict(children[i]);
   }
   read(state, "last_epoch", &last_epoch_, type_name());
@@ -518,8 +534,8 @@ ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> sch
     : LRScheduler(first_optimizer(schedulers), NoAttach{}), schedulers_(std::move(schedulers)) {
   for (size_t i = 1; i < schedulers_.size(); ++i) {
     EMBER_CHECK(schedulers_[i] != nullptr, "ChainedScheduler: scheduler ", i, " is null");
-    EMBER_CHECK(&schedulers_[i]->optimizer() == optimizer_, "ChainedScheduler: schedulers 0 and ", i,
-                " belong to different optimizers (expected one optimizer)");
+    EMBER_CHECK(&schedulers_[i]->optimizer() == optimizer_, "ChainedScheduler: schedulers 0 and ",
+                i, " belong to different optimizers (expected one optimizer)");
   }
   last_lr_ = group_lrs();
 }
@@ -559,8 +575,10 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
   const ReduceLROnPlateauOptions& o = options_;
   EMBER_CHECK(o.factor < 1.0 && o.factor >= 0.0, "ReduceLROnPlateau: invalid factor ", o.factor,
               " (expected 0 <= factor < 1)");
-  EMBER_CHECK(o.patience >= 0, "ReduceLROnPlateau: invalid patience ", o.patience, " (expected patience >= 0)");
-  EMBER_CHECK(o.cooldown >= 0, "ReduceLROnPlateau: invalid cooldown ", o.cooldown, " (expected cooldown >= 0)");
+  EMBER_CHECK(o.patience >= 0, "ReduceLROnPlateau: invalid patience ", o.patience,
+              " (expected patience >= 0)");
+  EMBER_CHECK(o.cooldown >= 0, "ReduceLROnPlateau: invalid cooldown ", o.cooldown,
+              " (expected cooldown >= 0)");
   EMBER_CHECK(o.threshold >= 0.0, "ReduceLROnPlateau: invalid threshold ", o.threshold,
               " (expected threshold >= 0)");
   const size_t groups = optimizer.param_group_count();
@@ -578,7 +596,8 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
 
 bool ReduceLROnPlateau::is_better(double a, double best) const {
   const ReduceLROnPlateauOptions& o = options_;
-  if (o.mode == PlateauMode::min && o.threshold_mode == ThresholdMode::rel) return a < best * (1. - o.threshold);
+  if (o.mode == PlateauMode::min && o.threshold_mode == ThresholdMode::rel)
+    return a < best * (1. - o.threshold);
   if (o.mode == PlateauMode::min) return a < best - o.threshold;
   if (o.threshold_mode == ThresholdMode::rel) return a > best * (o.threshold + 1.);
   return a > best + o.threshold;
@@ -638,8 +657,8 @@ void ReduceLROnPlateau::load_state_dict(const json& state) {
   }
   if (state.contains("threshold_mode")) {
     const json& m = state["threshold_mode"];
-    EMBER_CHECK(m == "rel" || m == "abs", who, ".load_state_dict: unknown threshold_mode ", m.dump(),
-                " (expected \"rel\" or \"abs\")");
+    EMBER_CHECK(m == "rel" || m == "abs", who, ".load_state_dict: unknown threshold_mode ",
+                m.dump(), " (expected \"rel\" or \"abs\")");
     o.threshold_mode = m == "rel" ? ThresholdMode::rel : ThresholdMode::abs;
   }
   read(state, "factor", &o.factor, who);
@@ -649,8 +668,8 @@ void ReduceLROnPlateau::load_state_dict(const json& state) {
   read(state, "eps", &o.eps, who);
   std::vector<double> min_lrs = min_lrs_;
   read(state, "min_lrs", &min_lrs, who);
-  EMBER_CHECK(min_lrs.size() == min_lrs_.size(), who, ".load_state_dict: min_lrs has ", min_lrs.size(),
-              " entries (expected one per parameter group: ", min_lrs_.size(), ")");
+  EMBER_CHECK(min_lrs.size() == min_lrs_.size(), who, ".load_state_dict: min_lrs has ",
+              min_lrs.size(), " entries (expected one per parameter group: ", min_lrs_.size(), ")");
   double best = best_;
   int64_t cooldown_counter = cooldown_counter_, bad = num_bad_epochs_, last_epoch = last_epoch_;
   std::vector<double> last_lr = last_lr_;

@@ -27,7 +27,8 @@ void from_json(const json& j, SGDOptions& o) {
 
 void validate_options(const SGDOptions& o, const std::string& who) {
   EMBER_CHECK(o.lr >= 0.0, who, ": invalid learning rate ", o.lr, " (expected lr >= 0)");
-  EMBER_CHECK(o.momentum >= 0.0, who, ": invalid momentum ", o.momentum, " (expected momentum >= 0)");
+  EMBER_CHECK(o.momentum >= 0.0, who, ": invalid momentum ", o.momentum,
+              " (expected momentum >= 0)");
   EMBER_CHECK(o.weight_decay >= 0.0, who, ": invalid weight_decay ", o.weight_decay,
               " (expected weight_decay >= 0)");
   EMBER_CHECK(!std::isnan(o.dampening), who, ": invalid dampening ", o.dampening,

@@ -36,7 +36,8 @@ void to_json(json& j, const AdamOptions& o);
 void from_json(const json& j, AdamOptions& o);
 void to_json(json& j, const AdamWOptions& o);
 void from_json(const json& j, AdamWOptions& o);
-/// Throws ember::Error naming the bad value, e.g. "Adam: invalid beta1 1.5 (expected 0 <= beta1 < 1)".
+/// Throws ember::Error naming the bad value:
+/// "Adam: invalid beta1 1.5 (expected 0 <= beta1 < 1)".
 void validate_options(const AdamOptions& o, const std::string& who);
 void validate_options(const AdamWOptions& o, const std::string& who);
 

@@ -150,7 +150,9 @@ class TypedOptimizer : public Optimizer {
   double lr(size_t group) const override { return at(group).options.lr; }
   void set_lr(size_t group, double lr) override { at(group).options.lr = lr; }
   std::optional<double> initial_lr(size_t group) const override { return at(group).initial_lr; }
-  void set_initial_lr(size_t group, std::optional<double> lr) override { at(group).initial_lr = lr; }
+  void set_initial_lr(size_t group, std::optional<double> lr) override {
+    at(group).initial_lr = lr;
+  }
   json group_options(size_t group) const override { return json(at(group).options); }
 
  protected:

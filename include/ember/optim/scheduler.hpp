@@ -248,9 +248,9 @@ struct ReduceLROnPlateauOptions {
   int64_t patience = 10;                // bad epochs tolerated before reducing
   double threshold = 1e-4;              // improvement needed to count as better
   ThresholdMode threshold_mode = ThresholdMode::rel;
-  int64_t cooldown = 0;                 // epochs to wait after a reduction
-  std::vector<double> min_lr = {0.0};   // one for all groups, or one per group
-  double eps = 1e-8;                    // reductions smaller than this are skipped
+  int64_t cooldown = 0;                // epochs to wait after a reduction
+  std::vector<double> min_lr = {0.0};  // one for all groups, or one per group
+  double eps = 1e-8;                   // reductions smaller than this are skipped
 };
 
 /// Reduces the lr by `factor` when a metric has not improved for `patience` epochs.

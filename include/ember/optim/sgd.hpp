@@ -22,7 +22,8 @@ struct SGDOptions {
 void to_json(json& j, const SGDOptions& o);
 /// Reads the keys present in `j` (others keep their value).
 void from_json(const json& j, SGDOptions& o);
-/// Throws ember::Error naming the bad value, e.g. "SGD: invalid learning rate -0.1 (expected lr >= 0)".
+/// Throws ember::Error naming the bad value:
+/// "SGD: invalid learning rate -0.1 (expected lr >= 0)".
 void validate_options(const SGDOptions& o, const std::string& who);
 
 /// Per step, for each parameter p with gradient g (torch.optim.SGD, foreach=False):

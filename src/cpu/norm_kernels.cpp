@@ -1,0 +1,158 @@
+// src/cpu/norm_kernels.cpp — fused batch-normalisation kernels: per-channel statistics, the
+// backward's per-channel sums, and the channel-wise affine pass both directions use.
+//
+// Shape letters: N batch, C channels, S = the product of the dims after C. Data is a
+// contiguous [N, C, S], i.e. N·C runs of S contiguous elements; channel c owns runs
+// n·C + c. Reductions split over channels (each task owns its output, sums are
+// deterministic); the affine pass splits over runs.
+//
+// Note [Merged per-run statistics]
+// Each run's mean and sum of squared deviations are computed in two passes over the run
+// (which sits in L1), then runs are merged with Chan et al.'s pairwise update:
+//   M2 = M2_a + M2_b + δ²·n_a·n_b / (n_a + n_b),  δ = mean_b - mean_a.
+// One pass over memory, with the accuracy of a two-pass variance (no E[x²] - E[x]²
+// cancellation), accumulated in f64 for f32 data.
+#include "cpu/kernels.hpp"
+#include "cpu/loops.hpp"
+
+namespace ember::cpu {
+
+namespace {
+
+struct Nc3 {
+  int64_t n, c, s;
+};
+
+Nc3 dims_of(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
+
+// Grain in channels (reductions) or runs (affine) for tasks of `work` elements each.
+int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)); }
+
+// Sums over a run in kLanes independent f64 accumulators: the lanes map onto vector
+// registers (floating-point adds are not reassociated for us) and hide the add latency.
+constexpr int kLanes = 8;
+
+template <typename T, typename F>
+EMBER_VECTORIZE inline double lane_sum(int64_t s, F term) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= s; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += term(i + j);
+  for (; i < s; ++i) lane[0] += term(i);
+  double total = 0.0;
+  for (int j = 0; j < kLanes; ++j) total += lane[j];
+  return total;
+}
+
+template <typename T>
+double run_sum(const T* __restrict x, int64_t s) {
+  return lane_sum<T>(s, [x](int64_t i) { return static_cast<double>(x[i]); });
+}
+
+template <typename T>
+double run_sq_dev(const T* __restrict x, int64_t s, double mean) {
+  return lane_sum<T>(s, [x, mean](int64_t i) {
+    const double d = static_cast<double>(x[i]) - mean;
+    return d * d;
+  });
+}
+
+template <typename T>
+double run_dot_dev(const T* __restrict g, const T* __restrict x, int64_t s, double mean) {
+  return lane_sum<T>(s, [g, x, mean](int64_t i) { return static_cast<double>(g[i]) * (static_cast<double>(x[i]) - mean); });
+}
+
+template <typename T>
+void stats_typed(T* mean, T* var, const T* in, Nc3 d) {
+  parallel_for(d.c, grain_for(d.n * d.s), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double count = 0.0, mu = 0.0, m2 = 0.0;  // Note [Merged per-run statistics]
+      for (int64_t n = 0; n < d.n; ++n) {
+        const T* run = in + (n * d.c + c) * d.s;
+        const double nb = static_cast<double>(d.s);
+        const double mb = run_sum(run, d.s) / nb;
+        const double m2b = run_sq_dev(run, d.s, mb);
+        const double total = count + nb, delta = mb - mu;
+        mu += delta * nb / total;
+        m2 += m2b + delta * delta * count * nb / total;
+        count = total;
+      }
+      mean[c] = static_cast<T>(mu);
+      var[c] = static_cast<T>(count > 0.0 ? m2 / count : 0.0);
+    }
+  });
+}
+
+template <typename T>
+void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T* mean, Nc3 d) {
+  parallel_for(d.c, grain_for(d.n * d.s), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const double mu = static_cast<double>(mean[c]);
+      double sg = 0.0, sgx = 0.0;
+      for (int64_t n = 0; n < d.n; ++n) {
+        const int64_t off = (n * d.c + c) * d.s;
+        sg += run_sum(g + off, d.s);
+        sgx += run_dot_dev(g + off, x + off, d.s, mu);
+      }
+      sum_g[c] = static_cast<T>(sg);
+      sum_gx[c] = static_cast<T>(sgx);
+    }
+  });
+}
+
+template <typename T>
+EMBER_VECTORIZE void affine_run(T* __restrict out, const T* __restrict a, T sa, T shift, int64_t s) {
+  for (int64_t i = 0; i < s; ++i) out[i] = a[i] * sa + shift;
+}
+
+template <typename T>
+EMBER_VECTORIZE void affine2_run(T* __restrict out, const T* __restrict a, T sa, const T* __restrict b, T sb,
+                                 T shift, int64_t s) {
+  for (int64_t i = 0; i < s; ++i) out[i] = a[i] * sa + b[i] * sb + shift;
+}
+
+template <typename T>
+void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* sb, const T* shift, Nc3 d) {
+  parallel_for(d.n * d.c, grain_for(d.s), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r % d.c, off = r * d.s;
+      const T t = shift ? shift[c] : T(0);
+      if (b) {
+        affine2_run(out + off, a + off, sa[c], b + off, sb[c], t, d.s);
+      } else {
+        affine_run(out + off, a + off, sa[c], t, d.s);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void batch_norm_stats(const View& mean, const View& var, const View& in) {
+  dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    stats_typed(static_cast<T*>(mean.data), static_cast<T*>(var.data), static_cast<const T*>(in.data), dims_of(in));
+  });
+}
+
+void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out, const View& in,
+                                const View& mean) {
+  dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    backward_reduce_typed(static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
+                          static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
+                          static_cast<const T*>(mean.data), dims_of(in));
+  });
+}
+
+void channel_affine(const View& out, const View& a, const View& scale_a, const View& b, const View& scale_b,
+                    const View& shift) {
+  dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    channel_affine_typed(static_cast<T*>(out.data), static_cast<const T*>(a.data),
+                         static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
+                         static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data), dims_of(out));
+  });
+}
+
+}  // namespace ember::cpu

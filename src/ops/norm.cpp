@@ -1,0 +1,138 @@
+// src/ops/norm.cpp — batch_norm with fused kernels: checks, forward, running-stat update and
+// backward side by side.
+//
+// Shape letters: N batch, C channels (dim 1), S = the product of the dims after C,
+// M = N·S values per channel; r = 1/√(var + eps), x̂ = (x - mean)·r, y = x̂·w + b.
+//
+// Note [Fused batch norm]
+// Built from primitives, batch norm makes about twenty passes over the activation in the
+// forward and backward (it was the costliest layer of the Fashion-MNIST CNN's training
+// step). Here every pass that touches [N, C, S] is one of three kernels, and all the rest is
+// arithmetic on [C] vectors:
+//   forward   stats (training: mean, biased var)        one read
+//             y = x·(w·r) + (b - mean·w·r)               one read, one write
+//   backward  Σg, Σg·(x - mean) per channel              one read of g and x
+//             training: dx = g·A + x·B + D with          one read of g and x, one write
+//               A = w·r,  B = -w·r³·Σg(x - mean)/M,  D = -mean·B - w·r·Σg/M
+//             eval (running stats are constants): dx = g·(w·r)
+//             dw = r·Σg(x - mean),  db = Σg
+// The running statistics use the unbiased variance (var·M/(M - 1)), as PyTorch.
+#include "ops/common.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+
+namespace {
+
+// The [N, C, S] view of a contiguous tensor with at least 2 dims.
+backend::View nc3(const Tensor& t) {
+  const int64_t n = t.shape()[0], c = t.shape()[1];
+  const int64_t s = n * c == 0 ? 0 : t.numel() / (n * c);
+  return {t.data_ptr(), t.dtype(), Shape{n, c, s}, Shape{c * s, s, 1}};
+}
+
+const backend::View kNone{};  // an absent operand of channel_affine
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  ops::check_defined("batch_norm", x);
+  ops::check_float("batch_norm", x);
+  EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(), " (expected [N, C] or [N, C, ...])");
+  const int64_t c = x.shape()[1];
+  auto check_param = [&](const Tensor& t, const char* what) {
+    if (!t.defined()) return;
+    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, "batch_norm: ", what, " shape ", t.shape().to_string(),
+                " (expected [", c, "] for input shape ", x.shape().to_string(), ")");
+    ops::check_same_dtype("batch_norm", x, t);
+    ops::check_same_device("batch_norm", x, t);
+  };
+  check_param(running_mean, "running_mean");
+  check_param(running_var, "running_var");
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+  const int64_t m = c == 0 ? 0 : x.numel() / c;  // values per channel
+  if (training) {
+    EMBER_CHECK(m > 1, "batch_norm: expected more than 1 value per channel when training (got input shape ",
+                x.shape().to_string(), ")");
+  } else {
+    EMBER_CHECK(running_mean.defined() && running_var.defined(),
+                "batch_norm: eval mode needs running_mean and running_var (got undefined tensors)");
+  }
+  const backend::Backend& be = ops::backend_of(x);
+  Tensor xc, mean, invstd, out;
+  {
+    NoGradGuard no_grad;  // everything below is data for the kernels, not graph
+    xc = x.contiguous();
+    if (training) {
+      mean = ops::make_tensor({c}, x.dtype(), x.device());
+      Tensor var = ops::make_tensor({c}, x.dtype(), x.device());
+      be.batch_norm_stats(ops::view_of(mean), ops::view_of(var), nc3(xc));
+      invstd = rsqrt(add(var, eps));
+      if (running_mean.defined() && running_var.defined()) {
+        const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+        Tensor new_mean = add(mul(running_mean, 1.0 - momentum), mul(mean, momentum));
+        Tensor new_var = add(mul(running_var, 1.0 - momentum), mul(var, momentum * unbias));
+        Tensor(running_mean).copy_(new_mean);
+        Tensor(running_var).copy_(new_var);
+      }
+    } else {
+      mean = running_mean.contiguous().clone();  // a snapshot: the buffer may change later
+      invstd = rsqrt(add(running_var, eps));
+    }
+    Tensor scale = weight.defined() ? mul(invstd, weight) : invstd;
+    Tensor shift = neg(mul(mean, scale));
+    if (bias.defined()) shift = add(shift, bias);
+    scale = scale.contiguous();
+    shift = shift.contiguous();
+    out = ops::make_tensor(x.shape(), x.dtype(), x.device());
+    if (out.numel() > 0)
+      be.channel_affine(nc3(out), nc3(xc), ops::view_of(scale), kNone, kNone, ops::view_of(shift));
+  }
+  if (autograd::needs_grad(x, weight, bias)) {
+    const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
+    const bool nb = bias.defined() && bias.requires_grad();
+    autograd::record(
+        "batch_norm", out, {&x, &weight, &bias},
+        [nx, nw, nb, training, m, sx = SavedTensor(xc), smean = SavedTensor(mean), sr = SavedTensor(invstd),
+         sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
+          const Tensor gc = g.contiguous(), xs = sx.get(), mu = smean.get(), r = sr.get(), w = sw.get();
+          const backend::Backend& b = ops::backend_of(gc);
+          const int64_t channels = mu.numel();
+          Tensor sum_g = ops::make_tensor({channels}, gc.dtype(), gc.device());
+          Tensor sum_gx = ops::make_tensor({channels}, gc.dtype(), gc.device());
+          if (gc.numel() > 0) {
+            b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc), nc3(xs),
+                                         ops::view_of(mu));
+          } else {
+            b.fill(ops::view_of(sum_g), 0.0);
+            b.fill(ops::view_of(sum_gx), 0.0);
+          }
+          if (nw) gi[1] = mul(sum_gx, r);
+          if (nb) gi[2] = sum_g;
+          if (!nx) return;
+          const Tensor wr = (w.defined() ? mul(w, r) : r).contiguous();  // A
+          Tensor dx = ops::make_tensor(gc.shape(), gc.dtype(), gc.device());
+          if (dx.numel() == 0) {
+            gi[0] = dx;
+            return;
+          }
+          if (training) {
+            const double inv_m = 1.0 / static_cast<double>(m);
+            const Tensor coef_x = neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
+            const Tensor shift = sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
+            b.channel_affine(nc3(dx), nc3(gc), ops::view_of(wr), nc3(xs), ops::view_of(coef_x),
+                             ops::view_of(shift));
+          } else {
+            b.channel_affine(nc3(dx), nc3(gc), ops::view_of(wr), kNone, kNone, kNone);
+          }
+          gi[0] = dx;
+        });
+  }
+  return out;
+}
+
+}  // namespace ember
