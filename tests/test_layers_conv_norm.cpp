@@ -52,12 +52,14 @@ class LayerFixturesConvPoolNormEmbedding : public ::testing::TestWithParam<std::
 TEST_P(LayerFixturesConvPoolNormEmbedding, MatchesPyTorch) {
   const std::string name = GetParam();
   const ordered_json& c = layer_file().at("cases").at(name);
-  const double rtol = c.at("attrs").at("rtol").get<double>(), atol = c.at("attrs").at("atol").get<double>();
+  const double rtol = c.at("attrs").at("rtol").get<double>(),
+               atol = c.at("attrs").at("atol").get<double>();
   nn::Module m = nn::build(nlohmann::json::parse(c.at("module").dump()));
 
   // PyTorch's state_dict names, in PyTorch's order, load strictly.
   nn::StateDict sd;
-  for (const auto& [key, value] : c.at("state_dict").items()) sd.emplace_back(key, ember_test::tensor_from_json(value));
+  for (const auto& [key, value] : c.at("state_dict").items())
+    sd.emplace_back(key, ember_test::tensor_from_json(value));
   std::vector<std::string> want_names, got_names;
   for (auto& [n, t] : sd) want_names.push_back(n);
   for (auto& [n, t] : m->state_dict()) got_names.push_back(n);
@@ -74,23 +76,26 @@ TEST_P(LayerFixturesConvPoolNormEmbedding, MatchesPyTorch) {
     Tensor x = ember_test::tensor_from_json(t.at("input"));
     if (is_floating(x.dtype())) x.requires_grad_();
     Tensor out = m(x);
-    ember_test::expect_close(out, ember_test::tensor_from_json(t.at("output")), rtol, atol, where + " output");
+    ember_test::expect_close(out, ember_test::tensor_from_json(t.at("output")), rtol, atol,
+                             where + " output");
     (out * ember_test::tensor_from_json(t.at("w"))).sum().backward();
     if (t.contains("grad_input"))
-      ember_test::expect_close(x.grad(), ember_test::tensor_from_json(t.at("grad_input")), rtol, atol,
-                               where + " grad_input");
+      ember_test::expect_close(x.grad(), ember_test::tensor_from_json(t.at("grad_input")), rtol,
+                               atol, where + " grad_input");
     int grads = 0, states = 0;
     for (const auto& [key, value] : t.items()) {
       grads += key.rfind("grad.", 0) == 0;
       states += key.rfind("state.", 0) == 0;
     }
     const nn::NamedTensors params = m->named_parameters(), buffers = m->named_buffers();
-    EXPECT_EQ(grads, static_cast<int>(params.size())) << where << ": parameter count differs from PyTorch's";
-    EXPECT_EQ(states, static_cast<int>(buffers.size())) << where << ": buffer count differs from PyTorch's";
+    EXPECT_EQ(grads, static_cast<int>(params.size()))
+        << where << ": parameter count differs from PyTorch's";
+    EXPECT_EQ(states, static_cast<int>(buffers.size()))
+        << where << ": buffer count differs from PyTorch's";
     for (const auto& [n, p] : params) {
       ASSERT_TRUE(t.contains("grad." + n)) << where << ": PyTorch has no parameter " << n;
-      ember_test::expect_close(p.grad(), ember_test::tensor_from_json(t.at("grad." + n)), rtol, atol,
-                               where + " grad of " + n);
+      ember_test::expect_close(p.grad(), ember_test::tensor_from_json(t.at("grad." + n)), rtol,
+                               atol, where + " grad of " + n);
     }
     for (const auto& [n, b] : buffers) {
       ASSERT_TRUE(t.contains("state." + n)) << where << ": PyTorch has no buffer " << n;
@@ -100,8 +105,11 @@ TEST_P(LayerFixturesConvPoolNormEmbedding, MatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, LayerFixturesConvPoolNormEmbedding, ::testing::ValuesIn(layer_case_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(All, LayerFixturesConvPoolNormEmbedding,
+                         ::testing::ValuesIn(layer_case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 // ---- tier 2: f64 central differences
 
@@ -117,7 +125,8 @@ Tensor distinct(const Shape& s, uint32_t seed) {
   return from_vector<double>(v, s);
 }
 
-void expect_gradcheck(const std::string& what, const std::function<Tensor(const Inputs&)>& fn, const Inputs& in) {
+void expect_gradcheck(const std::string& what, const std::function<Tensor(const Inputs&)>& fn,
+                      const Inputs& in) {
   try {
     GradcheckResult r = gradcheck(fn, in);
     EXPECT_TRUE(r.ok) << what << ": " << r.message;
@@ -147,12 +156,13 @@ TEST(ConvGradcheck, StridePaddingDilationGroups) {
   for (const ConvCase& c : cases) {
     Inputs in = {data(c.x), data(c.w, 0.5)};
     if (c.bias) in.push_back(data({c.w[0]}));
-    expect_gradcheck(std::string("conv2d ") + c.name,
-                     [c](const Inputs& x) {
-                       return conv2d(x[0], x[1], c.bias ? x[2] : Tensor(), c.stride, c.padding, c.dilation,
-                                     c.groups);
-                     },
-                     in);
+    expect_gradcheck(
+        std::string("conv2d ") + c.name,
+        [c](const Inputs& x) {
+          return conv2d(x[0], x[1], c.bias ? x[2] : Tensor(), c.stride, c.padding, c.dilation,
+                        c.groups);
+        },
+        in);
   }
 }
 
@@ -161,35 +171,47 @@ TEST(PoolGradcheck, MaxAndAverage) {
   expect_gradcheck("max_pool2d 2", [](const Inputs& x) { return max_pool2d(x[0], 2); },
                    {distinct({2, 2, 4, 6}, 1)});
   expect_gradcheck("max_pool2d 3 s2 p1 ceil",
-                   [](const Inputs& x) { return max_pool2d(x[0], 3, 2, 1, 1, true); }, {distinct({1, 2, 7, 6}, 2)});
+                   [](const Inputs& x) { return max_pool2d(x[0], 3, 2, 1, 1, true); },
+                   {distinct({1, 2, 7, 6}, 2)});
   expect_gradcheck("max_pool2d dilation",
-                   [](const Inputs& x) { return max_pool2d(x[0], {2, 3}, Size2d{1, 2}, {1, 1}, {2, 1}); },
+                   [](const Inputs& x) {
+                     return max_pool2d(x[0], {2, 3}, Size2d{1, 2}, {1, 1}, {2, 1});
+                   },
                    {distinct({1, 2, 6, 7}, 3)});
-  expect_gradcheck("avg_pool2d 2", [](const Inputs& x) { return avg_pool2d(x[0], 2); }, {data({2, 2, 4, 5})});
-  expect_gradcheck("avg_pool2d 3 s2 p1",
-                   [](const Inputs& x) { return avg_pool2d(x[0], 3, 2, 1); }, {data({1, 2, 7, 6})});
+  expect_gradcheck("avg_pool2d 2", [](const Inputs& x) { return avg_pool2d(x[0], 2); },
+                   {data({2, 2, 4, 5})});
+  expect_gradcheck("avg_pool2d 3 s2 p1", [](const Inputs& x) { return avg_pool2d(x[0], 3, 2, 1); },
+                   {data({1, 2, 7, 6})});
   expect_gradcheck("avg_pool2d exclude pad ceil",
-                   [](const Inputs& x) { return avg_pool2d(x[0], {3, 2}, 2, {1, 1}, true, false); },
+                   [](const Inputs& x) {
+                     return avg_pool2d(x[0], {3, 2}, 2, {1, 1}, true, false);
+                   },
                    {data({1, 2, 8, 7})});
 }
 
 TEST(NormGradcheck, BatchNormAndLayerNorm) {
   manual_seed(13);
-  expect_gradcheck("batch_norm training [N, C, H, W]",
-                   [](const Inputs& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
-                   {data({3, 2, 2, 3}), data({2}), data({2})});
+  expect_gradcheck(
+      "batch_norm training [N, C, H, W]",
+      [](const Inputs& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
+      {data({3, 2, 2, 3}), data({2}), data({2})});
   expect_gradcheck("batch_norm training [N, C]",
-                   [](const Inputs& x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true, 0.1, 1e-3); },
+                   [](const Inputs& x) {
+                     return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true, 0.1, 1e-3);
+                   },
                    {data({5, 3}), data({3}), data({3})});
   const Tensor rm = data({2}), rv = abs(data({2})) + 0.5;
-  expect_gradcheck("batch_norm eval",
-                   [rm, rv](const Inputs& x) { return batch_norm(x[0], rm, rv, x[1], x[2], false); },
-                   {data({2, 2, 3}), data({2}), data({2})});
+  expect_gradcheck(
+      "batch_norm eval",
+      [rm, rv](const Inputs& x) { return batch_norm(x[0], rm, rv, x[1], x[2], false); },
+      {data({2, 2, 3}), data({2}), data({2})});
   expect_gradcheck("layer_norm last dim",
                    [](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2]); },
                    {data({2, 3, 5}), data({5}), data({5})});
   expect_gradcheck("layer_norm two dims, no affine",
-                   [](const Inputs& x) { return layer_norm(x[0], {3, 4}, Tensor(), Tensor(), 1e-3); },
+                   [](const Inputs& x) {
+                     return layer_norm(x[0], {3, 4}, Tensor(), Tensor(), 1e-3);
+                   },
                    {data({2, 3, 4})});
 }
 
@@ -213,7 +235,8 @@ TEST(ConvChunks, MatchImageByImage) {
     b.zero_grad();
     for (int64_t n = 0; n < 25; ++n) {
       Tensor yn = conv2d(x.narrow(0, n, 1), w, b, 1, 1, 1, groups);
-      ember_test::expect_close(yn, y.narrow(0, n, 1).detach(), 1e-5, 1e-5, what + " image " + std::to_string(n));
+      ember_test::expect_close(yn, y.narrow(0, n, 1).detach(), 1e-5, 1e-5,
+                               what + " image " + std::to_string(n));
       (yn * gy.narrow(0, n, 1)).sum().backward();
     }
     ember_test::expect_close(gx, x.grad(), 1e-5, 1e-5, what + " grad input");
@@ -232,11 +255,13 @@ void expect_uniform(const Tensor& t, double bound, const std::string& what) {
     sum += e;
     sq += e * e;
   }
-  const double n = static_cast<double>(v.size()), mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+  const double n = static_cast<double>(v.size()), mean = sum / n,
+               sd = std::sqrt(sq / n - mean * mean);
   EXPECT_LE(mx, bound) << what << ": a value is beyond the bound 1/sqrt(fan_in)";
   EXPECT_GT(mx, 0.9 * bound) << what << ": values do not reach the bound";
   EXPECT_NEAR(mean, 0.0, 0.1 * bound) << what;
-  EXPECT_NEAR(sd, bound / std::sqrt(3.0), 0.1 * bound) << what << ": spread of U(-b, b) is b/sqrt(3)";
+  EXPECT_NEAR(sd, bound / std::sqrt(3.0), 0.1 * bound)
+      << what << ": spread of U(-b, b) is b/sqrt(3)";
 }
 
 TEST(ConvInit, KaimingUniformBounds) {
@@ -258,7 +283,8 @@ TEST(NormInit, ParametersAndBuffers) {
   const double values[] = {1.0, 0.0, 0.0, 1.0};
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(sd[i].first, names[i]);
   for (size_t i = 0; i < 4; ++i)
-    ember_test::expect_equal(sd[i].second, full({5}, values[i]), std::string("BatchNorm2d ") + names[i]);
+    ember_test::expect_equal(sd[i].second, full({5}, values[i]),
+                             std::string("BatchNorm2d ") + names[i]);
   EXPECT_EQ(sd[4].second.dtype(), DType::i64);
   EXPECT_EQ(sd[4].second.dim(), 0);
   EXPECT_EQ(sd[4].second.item<int64_t>(), 0);
@@ -308,7 +334,8 @@ TEST(NormModules, BatchNormCountsBatchesAndFreezesInEval) {
   bn(x);
   EXPECT_EQ(bn->buffer("num_batches_tracked").item<int64_t>(), 2);
   EXPECT_EQ(bn->buffer("running_mean").to_vector<float>(), mean);
-  EXPECT_EQ(bn->buffer("running_mean").data_ptr(), mean_ptr) << "running stats are updated in place";
+  EXPECT_EQ(bn->buffer("running_mean").data_ptr(), mean_ptr)
+      << "running stats are updated in place";
 }
 
 // ---- config round trips: nn::build(config()) rebuilds the same type and options
@@ -346,29 +373,59 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
     ADD_FAILURE() << "expected an ember::Error containing '" << parts[0] << "'";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg;
+    for (const std::string& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg;
   }
 }
 
 TEST(ConvErrors, MessagesNameExpectedAndGot) {
   nn::Conv2d conv(1, 32, 3);
-  expect_error([&] { conv(zeros({2, 3, 8, 8})); },
-               {"conv2d: input has 3 channels, expected 1", "weight shape [32, 1, 3, 3]", "groups 1"});
+  expect_error(
+      [&] {
+        conv(zeros({2, 3, 8, 8}));
+      },
+      {"conv2d: input has 3 channels, expected 1", "weight shape [32, 1, 3, 3]", "groups 1"});
   expect_error([&] { conv(zeros({8, 8})); }, {"conv2d", "[8, 8]", "expected 4-D"});
-  expect_error([] { conv2d(zeros({1, 1, 2, 2}), zeros({1, 1, 5, 5}), Tensor(), 1, 1); },
-               {"kernel size (5, 5)", "padded input (4, 4)"});
-  expect_error([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), Tensor(), 0); }, {"stride (0, 0)"});
-  expect_error([] { conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), Tensor(), 1, 0, {1, 0}); },
-               {"dilation (1, 0)"});
-  expect_error([] { conv2d(zeros({1, 4, 4, 4}), zeros({3, 2, 2, 2}), Tensor(), 1, 0, 1, 2); },
-               {"out_channels 3 is not divisible by groups 2"});
-  expect_error([] { conv2d(zeros({1, 4, 4, 4}), zeros({2, 4, 2, 2}), zeros({3})); }, {"bias shape [3]", "[2]"});
-  expect_error([] { nn::Conv2d(3, 4, 3, 1, 0, 1, 2); }, {"in_channels 3 is not divisible by groups 2"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 1, 2, 2}), zeros({1, 1, 5, 5}), Tensor(), 1, 1);
+      },
+      {"kernel size (5, 5)", "padded input (4, 4)"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), Tensor(), 0);
+      },
+      {"stride (0, 0)"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 1, 4, 4}), zeros({1, 1, 2, 2}), Tensor(), 1, 0, {1, 0});
+      },
+      {"dilation (1, 0)"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 4, 4, 4}), zeros({3, 2, 2, 2}), Tensor(), 1, 0, 1, 2);
+      },
+      {"out_channels 3 is not divisible by groups 2"});
+  expect_error(
+      [] {
+        conv2d(zeros({1, 4, 4, 4}), zeros({2, 4, 2, 2}), zeros({3}));
+      },
+      {"bias shape [3]", "[2]"});
+  expect_error([] { nn::Conv2d(3, 4, 3, 1, 0, 1, 2); },
+               {"in_channels 3 is not divisible by groups 2"});
 }
 
 TEST(PoolErrors, MessagesNameExpectedAndGot) {
-  expect_error([] { max_pool2d(zeros({1, 1, 4, 4}), 2, std::nullopt, 2); }, {"max_pool2d", "padding (2, 2)"});
-  expect_error([] { avg_pool2d(zeros({1, 1, 1, 1}), 3); }, {"avg_pool2d", "output size (0, 0)", "too small"});
+  expect_error(
+      [] {
+        max_pool2d(zeros({1, 1, 4, 4}), 2, std::nullopt, 2);
+      },
+      {"max_pool2d", "padding (2, 2)"});
+  expect_error(
+      [] {
+        avg_pool2d(zeros({1, 1, 1, 1}), 3);
+      },
+      {"avg_pool2d", "output size (0, 0)", "too small"});
   expect_error([] { max_pool2d(zeros({1, 4}), 2); }, {"max_pool2d", "[1, 4]"});
   expect_error([] { max_pool2d(zeros({1, 1, 4, 4}), 0); }, {"kernel size (0, 0)"});
 }
@@ -384,11 +441,18 @@ TEST(NormErrors, MessagesNameExpectedAndGot) {
 }
 
 TEST(ConvErrors, UnknownModuleTypeInSpec) {
-  expect_error([] { nn::build(nn::json{{"type", "Conv3d"}, {"options", nn::json::object()}}); },
-               {"unknown module type 'Conv3d'", "Conv2d"});
-  expect_error([] { nn::build(nn::json{{"type", "Conv2d"}, {"options", {{"in_channels", 1}, {"out_channels", 2},
-                                                                        {"kernel_size", {1, 2, 3}}}}}); },
-               {"kernel_size", "[height, width]"});
+  expect_error(
+      [] {
+        nn::build(nn::json{{"type", "Conv3d"}, {"options", nn::json::object()}});
+      },
+      {"unknown module type 'Conv3d'", "Conv2d"});
+  expect_error(
+      [] {
+        nn::build(nn::json{
+            {"type", "Conv2d"},
+            {"options", {{"in_channels", 1}, {"out_channels", 2}, {"kernel_size", {1, 2, 3}}}}});
+      },
+      {"kernel_size", "[height, width]"});
 }
 
 }  // namespace

@@ -17,7 +17,6 @@
 // ox·stride + off, which is inside [0, W) exactly for ox in [lo, hi) below; everything outside
 // is padding (zero for im2col, skipped by col2im). With stride 1 the inside run is a copy.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "cpu/kernels.hpp"
@@ -44,34 +43,36 @@ inline Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t out)
 }
 
 // Grain in tasks for a parallel_for whose tasks each touch `work` elements.
-inline int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)); }
-
-// Short runs are the rule here (an output row of a small feature map is 7 to 28 elements):
-// plain loops, because a memcpy / memset call per run costs more than the copy itself.
-template <typename T>
-inline void zero_run(T* __restrict d, int64_t n) {
-  if (n >= 64) {
-    std::memset(d, 0, static_cast<size_t>(n) * sizeof(T));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) d[i] = T(0);
+inline int64_t grain_for(int64_t work) {
+  return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1));
 }
 
-// One output row of a patch: zeros, the input run inside [lo, hi) (Note [Valid output
-// range]), zeros. `s` points at the input element of output column 0.
+// One (row, image) task of im2col: the L = oh·ow entries of patch row r = (c, ki, kj) for
+// image n, output row by output row: zeros, the input run inside [lo, hi) (Note [Valid output
+// range]), zeros. Output rows of small feature maps are short (7 to 28 elements), so these
+// are plain loops: GCC would otherwise turn each into a memcpy / memset call that costs more
+// than the copy itself (hence the attribute, which keeps the loops inline and vectorised).
 template <typename T>
-inline void patch_row(T* __restrict d, const T* __restrict s, Range xs, int64_t n, int64_t stride) {
-  zero_run(d, xs.lo);
-  if (stride == 1) {
-    if (xs.hi - xs.lo >= 64) {
-      std::memcpy(d + xs.lo, s + xs.lo, static_cast<size_t>(xs.hi - xs.lo) * sizeof(T));
-    } else {
-      for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i];
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void im2col_task(
+    const Window2d& w, T* __restrict dst, const T* __restrict src, int64_t ki, int64_t kj) {
+  const int64_t x_off = kj * w.dilation_w - w.pad_w, ow = w.out_w;
+  const Range xs = valid_range(x_off, w.stride_w, w.width, ow);
+  for (int64_t oy = 0; oy < w.out_h; ++oy) {
+    T* __restrict d = dst + oy * ow;
+    const int64_t iy = oy * w.stride_h - w.pad_h + ki * w.dilation_h;
+    if (iy < 0 || iy >= w.height) {
+      for (int64_t i = 0; i < ow; ++i) d[i] = T(0);
+      continue;
     }
-  } else {
-    for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i * stride];
+    const T* __restrict s = src + iy * w.width + x_off;
+    for (int64_t i = 0; i < xs.lo; ++i) d[i] = T(0);
+    if (w.stride_w == 1) {
+      for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i];
+    } else {
+      for (int64_t i = xs.lo; i < xs.hi; ++i) d[i] = s[i * w.stride_w];
+    }
+    for (int64_t i = xs.hi; i < ow; ++i) d[i] = T(0);
   }
-  zero_run(d + xs.hi, n - xs.hi);
 }
 
 template <typename T>
@@ -82,19 +83,7 @@ void im2col_typed(const Window2d& w, T* __restrict col, const T* __restrict in) 
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r = t / w.batch, n = t % w.batch;
       const int64_t c = r / K, ki = (r % K) / w.kernel_w, kj = r % w.kernel_w;
-      const T* src = in + (n * w.channels + c) * plane;
-      T* dst = col + r * NL + n * L;
-      const int64_t x_off = kj * w.dilation_w - w.pad_w;
-      const Range xs = valid_range(x_off, w.stride_w, w.width, w.out_w);
-      for (int64_t oy = 0; oy < w.out_h; ++oy) {
-        T* drow = dst + oy * w.out_w;
-        const int64_t iy = oy * w.stride_h - w.pad_h + ki * w.dilation_h;
-        if (iy < 0 || iy >= w.height) {
-          zero_run(drow, w.out_w);
-        } else {
-          patch_row(drow, src + iy * w.width + x_off, xs, w.out_w, w.stride_w);
-        }
-      }
+      im2col_task(w, col + r * NL + n * L, in + (n * w.channels + c) * plane, ki, kj);
     }
   });
 }
@@ -138,27 +127,28 @@ void col2im_typed(const Window2d& w, T* __restrict grad_in, const T* __restrict 
 // ---- max pooling ----
 
 // The common 2×2, stride 2, no padding, no dilation window (every CNN's MaxPool2d(2)).
-// Branch-free, so random data costs no mispredictions and the loop vectorises: each window
-// keeps a 2-bit code of its winner (PyTorch's scan order and rule: a larger value or a NaN
-// takes the place) and the plane index is rebuilt from it.
+// Branch-free, so random data costs no mispredictions and the loop vectorises; the scan
+// order and rule are PyTorch's (a larger value or a NaN takes the place).
 template <typename T>
-EMBER_VECTORIZE void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1, T* __restrict out,
-                                      int64_t* __restrict idx, int64_t ow, int64_t base, int64_t width) {
+EMBER_VECTORIZE void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1,
+                                      T* __restrict out, int64_t* __restrict idx, int64_t ow,
+                                      int64_t base, int64_t width) {
   for (int64_t ox = 0; ox < ow; ++ox) {
     const T a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+    // Bitwise | and selects, not || and branches: this form vectorises.
     T best = a;
-    int64_t code = 0;
-    const bool tb = b > best || b != b;
+    int64_t off = 0;  // of the winner from a
+    const bool tb = (b > best) | (b != b);
     best = tb ? b : best;
-    code = tb ? 1 : code;
-    const bool tc = c > best || c != c;
+    off = tb ? 1 : off;
+    const bool tc = (c > best) | (c != c);
     best = tc ? c : best;
-    code = tc ? 2 : code;
-    const bool td = d > best || d != d;
+    off = tc ? width : off;
+    const bool td = (d > best) | (d != d);
     best = td ? d : best;
-    code = td ? 3 : code;
+    off = td ? width + 1 : off;
     out[ox] = best;
-    idx[ox] = base + 2 * ox + (code & 1) + (code >> 1) * width;
+    idx[ox] = base + 2 * ox + off;
   }
 }
 
@@ -166,8 +156,8 @@ template <typename T>
 void max_pool_2x2(const Window2d& w, const T* src, T* out, int64_t* idx) {
   for (int64_t oy = 0; oy < w.out_h; ++oy) {
     const T* r0 = src + 2 * oy * w.width;
-    max_pool_2x2_row(r0, r0 + w.width, out + oy * w.out_w, idx + oy * w.out_w, w.out_w, 2 * oy * w.width,
-                     w.width);
+    max_pool_2x2_row(r0, r0 + w.width, out + oy * w.out_w, idx + oy * w.out_w, w.out_w,
+                     2 * oy * w.width, w.width);
   }
 }
 
@@ -216,7 +206,8 @@ void max_pool2d_typed(const Window2d& w, T* out, int64_t* indices, const T* in) 
 }
 
 template <typename T>
-void max_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out, const int64_t* indices) {
+void max_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out,
+                               const int64_t* indices) {
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -278,7 +269,8 @@ void avg_pool2d_typed(const Window2d& w, T* out, const T* in, bool count_include
 }
 
 template <typename T>
-void avg_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out, bool count_include_pad) {
+void avg_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out,
+                               bool count_include_pad) {
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -326,7 +318,8 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
                          const View& indices) {
   dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    max_pool2d_backward_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+    max_pool2d_backward_typed(w, static_cast<T*>(grad_in.data),
+                              static_cast<const T*>(grad_out.data),
                               static_cast<const int64_t*>(indices.data));
   });
 }
@@ -334,7 +327,8 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
 void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad) {
   dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avg_pool2d_typed(w, static_cast<T*>(out.data), static_cast<const T*>(in.data), count_include_pad);
+    avg_pool2d_typed(w, static_cast<T*>(out.data), static_cast<const T*>(in.data),
+                     count_include_pad);
   });
 }
 
@@ -342,8 +336,8 @@ void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
                          bool count_include_pad) {
   dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    avg_pool2d_backward_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
-                              count_include_pad);
+    avg_pool2d_backward_typed(w, static_cast<T*>(grad_in.data),
+                              static_cast<const T*>(grad_out.data), count_include_pad);
   });
 }
 

@@ -67,6 +67,7 @@ void gemm_typed(const GemmArgs& g) {
                  "gemm: leading dimensions too small");
   }
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  if (k > 0) park_workers();  // OpenBLAS's threads get the cores
   for (int64_t i = 0; i < g.batch; ++i) {
     T* ci = c + i * g.batch_stride_c;
     if (k == 0) {

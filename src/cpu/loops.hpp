@@ -161,13 +161,15 @@ inline Operand operand(const backend::View& v) {
   return {v.data, v.strides.data(), element_size(v.dtype)};
 }
 
+// Only the first `rank` entries of shape/strides are set (left uninitialised otherwise: zeroing
+// them costs more than a whole 16-element kernel).
 template <int N>
 struct Loop {
   int rank = 1;
   int64_t numel = 0;
-  int64_t shape[kMaxRank] = {};
-  int64_t strides[N][kMaxRank] = {};  // bytes
-  char* data[N] = {};
+  int64_t shape[kMaxRank];
+  int64_t strides[N][kMaxRank];  // bytes
+  char* data[N];
 };
 
 /// Collapses `rank` dims of sizes `shape` for N operands (Note [Strided loops]).
@@ -201,6 +203,7 @@ Loop<N> make_loop(int rank, const int64_t* shape, const Operand (&ops)[N]) {
   if (r == 0) {  // every dim is 1 (or a scalar): one element
     loop.rank = 1;
     loop.shape[0] = 1;
+    for (int k = 0; k < N; ++k) loop.strides[k][0] = 0;
     return loop;
   }
   loop.rank = r;

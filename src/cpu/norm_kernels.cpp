@@ -26,7 +26,9 @@ struct Nc3 {
 Nc3 dims_of(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
 
 // Grain in channels (reductions) or runs (affine) for tasks of `work` elements each.
-int64_t grain_for(int64_t work) { return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1)); }
+int64_t grain_for(int64_t work) {
+  return std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1));
+}
 
 // Sums over a run in kLanes independent f64 accumulators: the lanes map onto vector
 // registers (floating-point adds are not reassociated for us) and hide the add latency.
@@ -59,7 +61,9 @@ double run_sq_dev(const T* __restrict x, int64_t s, double mean) {
 
 template <typename T>
 double run_dot_dev(const T* __restrict g, const T* __restrict x, int64_t s, double mean) {
-  return lane_sum<T>(s, [g, x, mean](int64_t i) { return static_cast<double>(g[i]) * (static_cast<double>(x[i]) - mean); });
+  return lane_sum<T>(s, [g, x, mean](int64_t i) {
+    return static_cast<double>(g[i]) * (static_cast<double>(x[i]) - mean);
+  });
 }
 
 template <typename T>
@@ -101,18 +105,20 @@ void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T*
 }
 
 template <typename T>
-EMBER_VECTORIZE void affine_run(T* __restrict out, const T* __restrict a, T sa, T shift, int64_t s) {
+EMBER_VECTORIZE void affine_run(T* __restrict out, const T* __restrict a, T sa, T shift,
+                                int64_t s) {
   for (int64_t i = 0; i < s; ++i) out[i] = a[i] * sa + shift;
 }
 
 template <typename T>
-EMBER_VECTORIZE void affine2_run(T* __restrict out, const T* __restrict a, T sa, const T* __restrict b, T sb,
-                                 T shift, int64_t s) {
+EMBER_VECTORIZE void affine2_run(T* __restrict out, const T* __restrict a, T sa,
+                                 const T* __restrict b, T sb, T shift, int64_t s) {
   for (int64_t i = 0; i < s; ++i) out[i] = a[i] * sa + b[i] * sb + shift;
 }
 
 template <typename T>
-void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* sb, const T* shift, Nc3 d) {
+void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* sb, const T* shift,
+                          Nc3 d) {
   parallel_for(d.n * d.c, grain_for(d.s), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r % d.c, off = r * d.s;
@@ -131,12 +137,13 @@ void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* 
 void batch_norm_stats(const View& mean, const View& var, const View& in) {
   dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    stats_typed(static_cast<T*>(mean.data), static_cast<T*>(var.data), static_cast<const T*>(in.data), dims_of(in));
+    stats_typed(static_cast<T*>(mean.data), static_cast<T*>(var.data),
+                static_cast<const T*>(in.data), dims_of(in));
   });
 }
 
-void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out, const View& in,
-                                const View& mean) {
+void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
+                                const View& in, const View& mean) {
   dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_reduce_typed(static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
@@ -145,13 +152,14 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
   });
 }
 
-void channel_affine(const View& out, const View& a, const View& scale_a, const View& b, const View& scale_b,
-                    const View& shift) {
+void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
+                    const View& scale_b, const View& shift) {
   dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
     using T = typename decltype(tag)::type;
     channel_affine_typed(static_cast<T*>(out.data), static_cast<const T*>(a.data),
                          static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
-                         static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data), dims_of(out));
+                         static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data),
+                         dims_of(out));
   });
 }
 

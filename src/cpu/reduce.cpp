@@ -25,7 +25,10 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int kLanes = 8;       // independent accumulators in a contiguous run
+// Independent accumulators in a contiguous run: enough 256-bit chains to hide the add
+// latency (16 doubles = 4 chains; 32 floats = 4 chains for max/min).
+constexpr int kSumLanes = 16;
+constexpr int kExtremeLanes = 32;
 constexpr int64_t kColumns = 64;  // outputs per block in the outer driver
 
 template <typename T>
@@ -60,36 +63,48 @@ inline T min_nan(T a, T b) {
 
 template <typename T, typename A>
 EMBER_VECTORIZE A sum_run(const T* __restrict x, int64_t n) {
-  A lane[kLanes] = {};
+  A lane[kSumLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = add_acc(lane[j], static_cast<A>(x[i + j]));
+  for (; i + kSumLanes <= n; i += kSumLanes)
+    for (int j = 0; j < kSumLanes; ++j) lane[j] = add_acc(lane[j], static_cast<A>(x[i + j]));
   for (; i < n; ++i) lane[0] = add_acc(lane[0], static_cast<A>(x[i]));
   A total = A(0);
-  for (int j = 0; j < kLanes; ++j) total = add_acc(total, lane[j]);
+  for (int j = 0; j < kSumLanes; ++j) total = add_acc(total, lane[j]);
   return total;
 }
 
 template <typename T, bool Max>
 EMBER_VECTORIZE T extreme_run(const T* __restrict x, int64_t n, T start) {
-  T lane[kLanes];
-  for (int j = 0; j < kLanes; ++j) lane[j] = start;
+  T lane[kExtremeLanes];
+  for (int j = 0; j < kExtremeLanes; ++j) lane[j] = start;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j)
+  for (; i + kExtremeLanes <= n; i += kExtremeLanes)
+    for (int j = 0; j < kExtremeLanes; ++j)
       lane[j] = Max ? max_nan(lane[j], x[i + j]) : min_nan(lane[j], x[i + j]);
   for (; i < n; ++i) lane[0] = Max ? max_nan(lane[0], x[i]) : min_nan(lane[0], x[i]);
   T total = start;
-  for (int j = 0; j < kLanes; ++j) total = Max ? max_nan(total, lane[j]) : min_nan(total, lane[j]);
+  for (int j = 0; j < kExtremeLanes; ++j)
+    total = Max ? max_nan(total, lane[j]) : min_nan(total, lane[j]);
   return total;
+}
+
+// Column blocks (the outer driver): acc[j] op= row[j] for one contiguous row.
+template <typename T, typename A>
+EMBER_VECTORIZE void sum_columns(A* __restrict acc, const T* __restrict row, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) acc[j] = add_acc(acc[j], static_cast<A>(row[j]));
+}
+
+template <typename T, bool Max>
+EMBER_VECTORIZE void extreme_columns(T* __restrict acc, const T* __restrict row, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) acc[j] = Max ? max_nan(acc[j], row[j]) : min_nan(acc[j], row[j]);
 }
 
 template <typename T>
 EMBER_VECTORIZE double square_deviation_run(const T* __restrict x, int64_t n, double mean) {
-  double lane[kLanes] = {};
+  double lane[kSumLanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int j = 0; j < kSumLanes; ++j) {
       const double d = static_cast<double>(x[i + j]) - mean;
       lane[j] += d * d;
     }
@@ -99,11 +114,19 @@ EMBER_VECTORIZE double square_deviation_run(const T* __restrict x, int64_t n, do
     lane[0] += d * d;
   }
   double total = 0;
-  for (int j = 0; j < kLanes; ++j) total += lane[j];
+  for (int j = 0; j < kSumLanes; ++j) total += lane[j];
   return total;
 }
 
-// ---- reducers: init (may read the output slot), step, run (contiguous), merge, finish ----
+// Default column step for reducers without a vectorised one.
+template <typename Red, typename T>
+inline void step_each_column(const Red& red, typename Red::Acc* acc, const T* row, int64_t n,
+                             int64_t pos) {
+  for (int64_t j = 0; j < n; ++j) red.step(acc[j], row[j], pos);
+}
+
+// ---- reducers: init (may read the output slot), step, run (a contiguous run of one
+// group), columns (one contiguous row of a block of groups), merge, finish ----
 template <typename T, bool Mean>
 struct SumReducer {
   using Acc = SumAcc<T>;
@@ -111,6 +134,7 @@ struct SumReducer {
   Acc init(const Out*) const { return Acc(0); }
   void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
   void run(Acc& a, const T* x, int64_t n, int64_t) const { a = add_acc(a, sum_run<T, Acc>(x, n)); }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t) const { sum_columns<T, Acc>(acc, row, n); }
   void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
   Out finish(const Acc& a, int64_t count) const {
     if constexpr (Mean) return static_cast<Out>(a / static_cast<Acc>(count));
@@ -126,6 +150,9 @@ struct ProdReducer {
   void step(Acc& a, T x, int64_t) const { a = mul_acc(a, static_cast<Acc>(x)); }
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     for (int64_t i = 0; i < n; ++i) a = mul_acc(a, static_cast<Acc>(x[i]));
+  }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
+    step_each_column(*this, acc, row, n, pos);
   }
   void merge(Acc& a, const Acc& b) const { a = mul_acc(a, b); }
   Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
@@ -146,6 +173,9 @@ struct ExtremeReducer {
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     const T r = extreme_run<T, Max>(x, n, start());
     a = Max ? max_nan(a, r) : min_nan(a, r);
+  }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t) const {
+    extreme_columns<T, Max>(acc, row, n);
   }
   void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
   Out finish(const Acc& a, int64_t) const { return a; }
@@ -172,6 +202,9 @@ struct ArgReducer {
   void run(Acc& a, const T* x, int64_t n, int64_t pos) const {
     for (int64_t i = 0; i < n; ++i) step(a, x[i], pos + i);
   }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
+    step_each_column(*this, acc, row, n, pos);
+  }
   void merge(Acc& a, const Acc& b) const {  // b covers later positions
     if (b.index >= 0 && (a.index < 0 || better(b.value, a.value))) a = b;
   }
@@ -194,6 +227,9 @@ struct SquareDeviationReducer {
   }
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     a.sum += square_deviation_run(x, n, a.mean);
+  }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
+    step_each_column(*this, acc, row, n, pos);
   }
   void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
   Out finish(const Acc& a, int64_t count) const {
@@ -254,9 +290,10 @@ Plan make_plan(const View& out, const View& in) {
 
 // Walks a range of kept-dim positions, tracking the in and out offsets (elements).
 struct Odometer {
+  Odometer(const Plan& p, int n) : plan(p), dims(n) {}
   const Plan& plan;
-  int dims;  // how many kept dims (outermost first) it walks
-  int64_t idx[kMaxRank] = {};
+  int dims;               // how many kept dims (outermost first) it walks
+  int64_t idx[kMaxRank];  // set by seek
   int64_t in_off = 0, out_off = 0;
 
   void seek(int64_t linear) {
@@ -386,7 +423,7 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
         for (int64_t r = 0; r < n; ++r) {
           const T* row = reinterpret_cast<const T*>(p[0] + r * s[0]);
           if (col_in == 1) {
-            for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j], pos + r);
+            red.columns(acc, row, nc, pos + r);
           } else {
             for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j * col_in], pos + r);
           }

@@ -20,7 +20,8 @@ namespace ember::cpu {
 namespace {
 
 constexpr int64_t kColumns = 64;
-constexpr int kLanes = 8;
+constexpr int kLanes = 16;     // f64 accumulators per row: 4 chains of 256-bit adds
+constexpr int kMaxLanes = 32;  // running maxima per row
 
 struct Layout {
   int64_t outer = 1, size = 1, inner = 1;
@@ -44,14 +45,14 @@ inline T max_nan(T a, T b) {
 // ---- contiguous rows (I == 1) ----
 template <typename T>
 EMBER_VECTORIZE T row_max(const T* __restrict x, int64_t n) {
-  T lane[kLanes];
-  for (int j = 0; j < kLanes; ++j) lane[j] = -INFINITY;
+  T lane[kMaxLanes];
+  for (int j = 0; j < kMaxLanes; ++j) lane[j] = -INFINITY;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lane[j] = max_nan(lane[j], x[i + j]);
+  for (; i + kMaxLanes <= n; i += kMaxLanes)
+    for (int j = 0; j < kMaxLanes; ++j) lane[j] = max_nan(lane[j], x[i + j]);
   for (; i < n; ++i) lane[0] = max_nan(lane[0], x[i]);
   T m = lane[0];
-  for (int j = 1; j < kLanes; ++j) m = max_nan(m, lane[j]);
+  for (int j = 1; j < kMaxLanes; ++j) m = max_nan(m, lane[j]);
   return m;
 }
 
@@ -99,8 +100,30 @@ EMBER_VECTORIZE void row_shift(T* __restrict o, const T* __restrict x, int64_t n
   for (int64_t i = 0; i < n; ++i) o[i] = x[i] - shift;
 }
 
+constexpr int64_t kShortRow = 16;  // below this, one fused loop beats three vector calls
+
+template <typename T>
+void softmax_short_row(T* o, const T* x, int64_t n, bool log) {
+  T m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = max_nan(m, x[i]);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T e = exp_of(x[i] - m);
+    if (!log) o[i] = e;
+    s += static_cast<double>(e);
+  }
+  if (log) {
+    const T shift = static_cast<T>(static_cast<double>(m) + std::log(s));
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] - shift;
+  } else {
+    const T factor = static_cast<T>(1.0 / s);
+    for (int64_t i = 0; i < n; ++i) o[i] *= factor;
+  }
+}
+
 template <typename T>
 void softmax_row(T* o, const T* x, int64_t n, bool log) {
+  if (n < kShortRow) return softmax_short_row(o, x, n, log);
   const T m = row_max(x, n);
   if (log) {
     const double s = row_exp_sum_only(x, n, m);

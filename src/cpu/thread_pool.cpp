@@ -4,13 +4,14 @@
 // counter (packed with the number of workers that take part, so a worker reads both
 // consistently); workers claim fixed-size chunks from an atomic counter and the caller
 // waits until every participating worker has acknowledged. Idle workers spin briefly
-// (kSpinIterations pauses, tens of microseconds) to catch back-to-back ops, then block on
-// a condition variable: they never spin for long, since OpenBLAS has its own threads and
-// the cores are few.
+// (kSpinTime) to catch back-to-back ops, then block on a condition variable: they never
+// spin for long, since OpenBLAS has its own threads and the cores are few; before a BLAS
+// call the spinning stops at once (park_workers).
 #include "cpu/thread_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -25,7 +26,10 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int kSpinIterations = 1 << 11;  // pauses before a worker blocks
+// How long an idle worker (or a caller waiting for workers) spins before blocking: long
+// enough to catch the next op of a sequence, short enough not to steal a core from
+// OpenBLAS or another process for long.
+constexpr auto kSpinTime = std::chrono::microseconds(20);
 constexpr int kChunksPerThread = 4;       // load balance on a shared machine
 constexpr int kMaxThreads = 1024;         // participants fit in kParticipantBits
 constexpr int kParticipantBits = 16;
@@ -39,6 +43,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins until ready() or kSpinTime has passed; returns ready()'s last answer.
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return ready();
+  }
+}
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n) { start(n); }
@@ -46,6 +61,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return size_.load(std::memory_order_relaxed); }
+
+  // Spinning workers block at once (until the next job) instead of finishing their spin.
+  void park() { park_.store(true, std::memory_order_relaxed); }
 
   void resize(int n) {
     std::lock_guard<std::mutex> submit(submit_mutex_);
@@ -63,6 +81,7 @@ class ThreadPool {
     fn_ = fn;
     error_ = nullptr;
     next_chunk_.store(0, std::memory_order_relaxed);
+    park_.store(false, std::memory_order_relaxed);
     const int participants =
         static_cast<int>(std::min<int64_t>(threads - 1, num_chunks_ - 1));
     pending_.store(participants, std::memory_order_relaxed);
@@ -78,9 +97,7 @@ class ThreadPool {
     run_chunks();
     t_in_parallel = false;
 
-    for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i)
-      cpu_relax();
-    if (pending_.load(std::memory_order_acquire) != 0) {
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
     }
@@ -131,12 +148,12 @@ class ThreadPool {
   void worker_loop(int index, uint64_t seen) {
     t_in_parallel = true;
     for (;;) {
-      uint64_t state = state_.load(std::memory_order_acquire);
-      for (int i = 0; i < kSpinIterations && (state >> kParticipantBits) == seen; ++i) {
-        cpu_relax();
+      uint64_t state = 0;
+      const bool woken = spin_until([&] {
         state = state_.load(std::memory_order_acquire);
-      }
-      if ((state >> kParticipantBits) == seen) {
+        return (state >> kParticipantBits) != seen || park_.load(std::memory_order_relaxed);
+      });
+      if (!woken || (state >> kParticipantBits) == seen) {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] {
           state = state_.load(std::memory_order_acquire);
@@ -161,6 +178,7 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::atomic<int> size_{1};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> park_{false};  // set before BLAS runs: stop spinning, block now
   std::atomic<uint64_t> state_{0};  // generation << kParticipantBits | participants
   std::atomic<int64_t> next_chunk_{0};
   std::atomic<int> pending_{0};     // participating workers yet to finish
@@ -219,6 +237,10 @@ void set_pool_threads(int n) {
 }
 
 bool in_parallel_region() { return t_in_parallel; }
+
+void park_workers() {
+  if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) p->park();
+}
 
 namespace detail {
 void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn) {

@@ -25,6 +25,9 @@ void set_pool_threads(int n);
 void on_pool_created(int n);
 /// True inside a parallel_for body (on a worker or on the caller).
 bool in_parallel_region();
+/// Makes idle workers stop spinning and block now: call before handing the cores to
+/// OpenBLAS, whose threads would otherwise compete with them.
+void park_workers();
 
 namespace detail {
 /// A non-owning reference to a callable `void(int64_t begin, int64_t end)`.

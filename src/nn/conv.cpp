@@ -15,8 +15,8 @@ json size_json(Size2d s) {
 }
 
 void check_size(const char* module, const char* what, Size2d s, int64_t min) {
-  EMBER_CHECK(s.h >= min && s.w >= min, module, ": ", what, " ", pyrepr::py_pair(s), " (expected every entry >= ",
-              min, ")");
+  EMBER_CHECK(s.h >= min && s.w >= min, module, ": ", what, " ", pyrepr::py_pair(s),
+              " (expected every entry >= ", min, ")");
 }
 
 }  // namespace
@@ -37,7 +37,8 @@ Conv2dImpl::Conv2dImpl(Conv2dOptions o) : options_(o) {
   check_size("Conv2d", "dilation", o.dilation, 1);
   const Shape shape{o.out_channels, o.in_channels / o.groups, o.kernel_size.h, o.kernel_size.w};
   weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
-  if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
+  if (o.bias)
+    bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
 }
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
@@ -47,17 +48,22 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
 
 json Conv2dImpl::options() const {
   const Conv2dOptions& o = options_;
-  return {{"in_channels", o.in_channels}, {"out_channels", o.out_channels},
-          {"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(o.stride)},
-          {"padding", size_json(o.padding)}, {"dilation", size_json(o.dilation)},
-          {"groups", o.groups}, {"bias", o.bias}};
+  return {{"in_channels", o.in_channels},
+          {"out_channels", o.out_channels},
+          {"kernel_size", size_json(o.kernel_size)},
+          {"stride", size_json(o.stride)},
+          {"padding", size_json(o.padding)},
+          {"dilation", size_json(o.dilation)},
+          {"groups", o.groups},
+          {"bias", o.bias}};
 }
 
 std::string Conv2dImpl::extra_repr() const {
   // torch.nn.Conv2d's repr: defaults other than the stride are left out.
   const Conv2dOptions& o = options_;
   std::string s = std::to_string(o.in_channels) + ", " + std::to_string(o.out_channels) +
-                  ", kernel_size=" + pyrepr::py_pair(o.kernel_size) + ", stride=" + pyrepr::py_pair(o.stride);
+                  ", kernel_size=" + pyrepr::py_pair(o.kernel_size) +
+                  ", stride=" + pyrepr::py_pair(o.stride);
   if (o.padding != Size2d(0)) s += ", padding=" + pyrepr::py_pair(o.padding);
   if (o.dilation != Size2d(1)) s += ", dilation=" + pyrepr::py_pair(o.dilation);
   if (o.groups != 1) s += ", groups=" + std::to_string(o.groups);
@@ -82,14 +88,18 @@ Tensor MaxPool2dImpl::forward(const Tensor& x) {
 
 json MaxPool2dImpl::options() const {
   const MaxPool2dOptions& o = options_;
-  return {{"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(*o.stride)},
-          {"padding", size_json(o.padding)}, {"dilation", size_json(o.dilation)}, {"ceil_mode", o.ceil_mode}};
+  return {{"kernel_size", size_json(o.kernel_size)},
+          {"stride", size_json(*o.stride)},
+          {"padding", size_json(o.padding)},
+          {"dilation", size_json(o.dilation)},
+          {"ceil_mode", o.ceil_mode}};
 }
 
 std::string MaxPool2dImpl::extra_repr() const {
   const MaxPool2dOptions& o = options_;
-  return "kernel_size=" + pyrepr::py_size(o.kernel_size) + ", stride=" + pyrepr::py_size(*o.stride) +
-         ", padding=" + pyrepr::py_size(o.padding) + ", dilation=" + pyrepr::py_size(o.dilation) +
+  return "kernel_size=" + pyrepr::py_size(o.kernel_size) +
+         ", stride=" + pyrepr::py_size(*o.stride) + ", padding=" + pyrepr::py_size(o.padding) +
+         ", dilation=" + pyrepr::py_size(o.dilation) +
          ", ceil_mode=" + pyrepr::py_bool(o.ceil_mode);
 }
 
@@ -109,15 +119,17 @@ Tensor AvgPool2dImpl::forward(const Tensor& x) {
 
 json AvgPool2dImpl::options() const {
   const AvgPool2dOptions& o = options_;
-  return {{"kernel_size", size_json(o.kernel_size)}, {"stride", size_json(*o.stride)},
-          {"padding", size_json(o.padding)}, {"ceil_mode", o.ceil_mode},
+  return {{"kernel_size", size_json(o.kernel_size)},
+          {"stride", size_json(*o.stride)},
+          {"padding", size_json(o.padding)},
+          {"ceil_mode", o.ceil_mode},
           {"count_include_pad", o.count_include_pad}};
 }
 
 std::string AvgPool2dImpl::extra_repr() const {
   const AvgPool2dOptions& o = options_;
-  return "kernel_size=" + pyrepr::py_size(o.kernel_size) + ", stride=" + pyrepr::py_size(*o.stride) +
-         ", padding=" + pyrepr::py_size(o.padding);
+  return "kernel_size=" + pyrepr::py_size(o.kernel_size) +
+         ", stride=" + pyrepr::py_size(*o.stride) + ", padding=" + pyrepr::py_size(o.padding);
 }
 
 }  // namespace ember::nn

@@ -10,12 +10,13 @@
 namespace ember::nn {
 
 EmbeddingImpl::EmbeddingImpl(EmbeddingOptions o) : options_(o) {
-  EMBER_CHECK(o.num_embeddings > 0 && o.embedding_dim > 0, "Embedding: num_embeddings ", o.num_embeddings,
-              " and embedding_dim ", o.embedding_dim, " (expected both > 0)");
+  EMBER_CHECK(o.num_embeddings > 0 && o.embedding_dim > 0, "Embedding: num_embeddings ",
+              o.num_embeddings, " and embedding_dim ", o.embedding_dim, " (expected both > 0)");
   if (o.padding_idx) {
     const int64_t p = *o.padding_idx;
     EMBER_CHECK(p >= -o.num_embeddings && p < o.num_embeddings, "Embedding: padding_idx ", p,
-                " is out of range (expected -", o.num_embeddings, " <= padding_idx < ", o.num_embeddings, ")");
+                " is out of range (expected -", o.num_embeddings, " <= padding_idx < ",
+                o.num_embeddings, ")");
     if (p < 0) options_.padding_idx = p + o.num_embeddings;
   }
   Tensor w = init::normal({o.num_embeddings, o.embedding_dim});

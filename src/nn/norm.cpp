@@ -38,21 +38,23 @@ void BatchNormImpl::reset_running_stats() {
 Tensor BatchNormImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined(), type_name(), ": input is an undefined tensor (expected a tensor)");
   check_input(x);
-  EMBER_CHECK(x.shape()[1] == options_.num_features, type_name(), "(", options_.num_features, "): input has ",
-              x.shape()[1], " channels, expected ", options_.num_features, " (input shape ",
-              x.shape().to_string(), ")");
+  EMBER_CHECK(x.shape()[1] == options_.num_features, type_name(), "(", options_.num_features,
+              "): input has ", x.shape()[1], " channels, expected ", options_.num_features,
+              " (input shape ", x.shape().to_string(), ")");
   const bool track = options_.track_running_stats;
   double factor = options_.momentum.value_or(0.0);
   if (is_training() && track) {
     NoGradGuard g;
-    Tensor(num_batches_tracked_).add_(ones({}, {.dtype = DType::i64, .device = num_batches_tracked_.device()}));
+    Tensor(num_batches_tracked_)
+        .add_(ones({}, {.dtype = DType::i64, .device = num_batches_tracked_.device()}));
     // momentum none: the running stats are the plain average of every batch so far
-    if (!options_.momentum) factor = 1.0 / static_cast<double>(num_batches_tracked_.item<int64_t>());
+    if (!options_.momentum)
+      factor = 1.0 / static_cast<double>(num_batches_tracked_.item<int64_t>());
   }
   // Batch statistics in training, and always when no running stats are kept.
   const bool use_batch_stats = is_training() || !track;
-  return batch_norm(x, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(), weight_, bias_,
-                    use_batch_stats, factor, options_.eps);
+  return batch_norm(x, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(), weight_,
+                    bias_, use_batch_stats, factor, options_.eps);
 }
 
 json BatchNormImpl::options() const {
@@ -68,7 +70,8 @@ std::string BatchNormImpl::extra_repr() const {
   const BatchNormOptions& o = options_;
   return std::to_string(o.num_features) + ", eps=" + pyrepr::py_float(o.eps) +
          ", momentum=" + (o.momentum ? pyrepr::py_float(*o.momentum) : "None") +
-         ", affine=" + pyrepr::py_bool(o.affine) + ", track_running_stats=" + pyrepr::py_bool(o.track_running_stats);
+         ", affine=" + pyrepr::py_bool(o.affine) +
+         ", track_running_stats=" + pyrepr::py_bool(o.track_running_stats);
 }
 
 void BatchNorm1dImpl::check_input(const Tensor& x) const {
@@ -84,7 +87,8 @@ void BatchNorm2dImpl::check_input(const Tensor& x) const {
 // ---- LayerNorm ----
 
 LayerNormImpl::LayerNormImpl(LayerNormOptions o) : options_(o) {
-  EMBER_CHECK(!o.normalized_shape.empty(), "LayerNorm: normalized_shape is empty (expected at least one dim)");
+  EMBER_CHECK(!o.normalized_shape.empty(),
+              "LayerNorm: normalized_shape is empty (expected at least one dim)");
   for (int64_t d : o.normalized_shape)
     EMBER_CHECK(d > 0, "LayerNorm: normalized_shape ", o.normalized_shape.to_string(),
                 " (expected every size > 0)");

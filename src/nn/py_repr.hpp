@@ -34,9 +34,11 @@ inline std::string py_float(double v) {
     if (exp < 0) {
       out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
     } else if (static_cast<int>(digits.size()) <= exp + 1) {
-      out = digits + std::string(static_cast<size_t>(exp + 1 - static_cast<int>(digits.size())), '0') + ".0";
+      out = digits +
+            std::string(static_cast<size_t>(exp + 1 - static_cast<int>(digits.size())), '0') + ".0";
     } else {
-      out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
+      out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." +
+            digits.substr(static_cast<size_t>(exp + 1));
     }
   }
   if (out.empty()) {
@@ -51,7 +53,9 @@ inline std::string py_float(double v) {
 inline std::string py_bool(bool b) { return b ? "True" : "False"; }
 
 /// "(3, 3)": how PyTorch prints the tuples Conv2d stores.
-inline std::string py_pair(Size2d s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+inline std::string py_pair(Size2d s) {
+  return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
+}
 
 /// "2" for a square size given as one number, "(2, 3)" otherwise (pools keep what was given).
 inline std::string py_size(Size2d s) { return s.h == s.w ? std::to_string(s.h) : py_pair(s); }

@@ -57,9 +57,9 @@ BatchNormOptions batch_norm_options(const json& c) {
 void register_layer_modules() {
   register_module_type("Conv2d", [](const json& c) -> ModulePtr {
     return std::make_shared<Conv2dImpl>(Conv2dOptions{
-        get<int64_t>(c, "in_channels", 0), get<int64_t>(c, "out_channels", 0), get_size(c, "kernel_size", 1),
-        get_size(c, "stride", 1), get_size(c, "padding", 0), get_size(c, "dilation", 1),
-        get<int64_t>(c, "groups", 1), get<bool>(c, "bias", true)});
+        get<int64_t>(c, "in_channels", 0), get<int64_t>(c, "out_channels", 0),
+        get_size(c, "kernel_size", 1), get_size(c, "stride", 1), get_size(c, "padding", 0),
+        get_size(c, "dilation", 1), get<int64_t>(c, "groups", 1), get<bool>(c, "bias", true)});
   });
   register_module_type("MaxPool2d", [](const json& c) -> ModulePtr {
     return std::make_shared<MaxPool2dImpl>(MaxPool2dOptions{
@@ -82,16 +82,17 @@ void register_layer_modules() {
     Shape shape;
     if (o.contains("normalized_shape")) {
       const json& s = o["normalized_shape"];
-      shape = s.is_number_integer() ? Shape{s.get<int64_t>()} : Shape(s.get<std::vector<int64_t>>());
+      shape =
+          s.is_number_integer() ? Shape{s.get<int64_t>()} : Shape(s.get<std::vector<int64_t>>());
     }
-    return std::make_shared<LayerNormImpl>(LayerNormOptions{shape, get<double>(c, "eps", 1e-5),
-                                                            get<bool>(c, "elementwise_affine", true),
-                                                            get<bool>(c, "bias", true)});
+    return std::make_shared<LayerNormImpl>(
+        LayerNormOptions{shape, get<double>(c, "eps", 1e-5),
+                         get<bool>(c, "elementwise_affine", true), get<bool>(c, "bias", true)});
   });
   register_module_type("Embedding", [](const json& c) -> ModulePtr {
-    return std::make_shared<EmbeddingImpl>(EmbeddingOptions{get<int64_t>(c, "num_embeddings", 0),
-                                                            get<int64_t>(c, "embedding_dim", 0),
-                                                            get_optional<int64_t>(c, "padding_idx", std::nullopt)});
+    return std::make_shared<EmbeddingImpl>(
+        EmbeddingOptions{get<int64_t>(c, "num_embeddings", 0), get<int64_t>(c, "embedding_dim", 0),
+                         get_optional<int64_t>(c, "padding_idx", std::nullopt)});
   });
 }
 

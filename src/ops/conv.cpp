@@ -16,8 +16,8 @@
 // Chunks are small on purpose: a chunk's columns stay in the L2 cache between im2col and
 // the GEMM, where one GEMM over the whole batch streams tens of MB from memory and runs at
 // a third of the speed (measured with OpenBLAS on the Fashion-MNIST CNN's layers). With
-// L >= kMinColumns a chunk is one image: then Y is out[n] itself (the bias is written first
-// and the GEMM accumulates onto it) and G is grad_out[n], so no layout pass is needed.
+// L >= kMinColumns a chunk is one image: then Y is out[n] itself and G is grad_out[n], so
+// no layout pass is needed.
 // Smaller planes group ceil(kMinColumns / L) images (within kChunkBudget elements of
 // columns) so the GEMMs stay wide, and move Y / G with one strided pass per chunk. The
 // backward rebuilds each chunk's columns from x (cheap, and they are cache-hot for both
@@ -45,9 +45,9 @@ constexpr int64_t kChunkBudget = int64_t{1} << 18;
 struct ConvPlan {
   backend::Window2d win;  // batch = N (chunks override it)
   int64_t out_channels = 0, groups = 1;
-  int64_t chunk = 1;  // images per chunk
+  int64_t chunk = 1;                                                           // images per chunk
   int64_t rows() const { return win.channels * win.kernel_h * win.kernel_w; }  // C·kh·kw
-  int64_t plane() const { return win.out_h * win.out_w; }                       // L
+  int64_t plane() const { return win.out_h * win.out_w; }                      // L
 };
 
 // The checks of torch's conv2d, with errors that name the shapes involved.
@@ -71,21 +71,24 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   const int64_t o = ws[0], kh = ws[2], kw = ws[3];
   EMBER_CHECK(o % groups == 0, "conv2d: out_channels ", o, " is not divisible by groups ", groups,
               " (weight shape ", ws.to_string(), ")");
-  EMBER_CHECK(x.shape()[1] == ws[1] * groups, "conv2d: input has ", x.shape()[1], " channels, expected ",
-              ws[1] * groups, " (weight shape ", ws.to_string(), ", groups ", groups, ")");
+  EMBER_CHECK(x.shape()[1] == ws[1] * groups, "conv2d: input has ", x.shape()[1],
+              " channels, expected ", ws[1] * groups, " (weight shape ", ws.to_string(),
+              ", groups ", groups, ")");
   if (bias.defined()) {
     ops::check_same_dtype(op, x, bias);
     ops::check_same_device(op, x, bias);
-    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, "conv2d: bias shape ", bias.shape().to_string(),
-                " (expected [", o, "] for weight shape ", ws.to_string(), ")");
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, "conv2d: bias shape ",
+                bias.shape().to_string(), " (expected [", o, "] for weight shape ", ws.to_string(),
+                ")");
   }
   const int64_t h = x.shape()[2], w = x.shape()[3];
   const int64_t eff_h = dilation.h * (kh - 1) + 1, eff_w = dilation.w * (kw - 1) + 1;
   const int64_t padded_h = h + 2 * padding.h, padded_w = w + 2 * padding.w;
   EMBER_CHECK(kh >= 1 && kw >= 1 && eff_h <= padded_h && eff_w <= padded_w, "conv2d: kernel size ",
               ops::pair_string(kh, kw), " (dilated ", ops::pair_string(eff_h, eff_w),
-              ") is larger than the padded input ", ops::pair_string(padded_h, padded_w), " (input shape ",
-              x.shape().to_string(), ", padding ", ops::pair_string(padding), ")");
+              ") is larger than the padded input ", ops::pair_string(padded_h, padded_w),
+              " (input shape ", x.shape().to_string(), ", padding ", ops::pair_string(padding),
+              ")");
   ConvPlan p;
   backend::Window2d& win = p.win;
   win.batch = x.shape()[0];
@@ -106,7 +109,8 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   p.groups = groups;
   const int64_t l = std::max<int64_t>(p.plane(), 1), per_image = std::max<int64_t>(p.rows() * l, 1);
   const int64_t wanted = (kMinColumns + l - 1) / l;
-  p.chunk = std::clamp<int64_t>(std::min(wanted, kChunkBudget / per_image), 1, std::max<int64_t>(win.batch, 1));
+  p.chunk = std::clamp<int64_t>(std::min(wanted, kChunkBudget / per_image), 1,
+                                std::max<int64_t>(win.batch, 1));
   return p;
 }
 
@@ -148,7 +152,7 @@ void run_gemm(const Tensor& like, int64_t groups, const GroupGemm& p) {
 
 // A [O, nb·L] matrix seen as [nb, O, L] (for moving to and from NCHW in one strided pass).
 backend::View as_batch_major(const Tensor& m, int64_t nb, int64_t o, int64_t l) {
-  return {m.data_ptr(), m.dtype(), Shape{nb, o, l}, Shape{l, nb * l, 1}};
+  return ops::sub_view(m, 0, {nb, o, l}, {l, nb * l, 1});
 }
 
 // out = conv(x) for contiguous 4-D x and weight (Note [Convolution as GEMMs]).
@@ -165,10 +169,8 @@ Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, co
   Tensor wk = weight;
   if (fold_bias) {
     wk = ops::make_tensor({o, k}, x.dtype(), x.device());
-    be.copy({wk.data_ptr(), wk.dtype(), Shape{o, kg}, Shape{k, 1}}, {weight.data_ptr(), weight.dtype(), Shape{o, kg}, Shape{kg, 1}});
-    be.copy({static_cast<char*>(wk.data_ptr()) + kg * static_cast<int64_t>(element_size(wk.dtype())), wk.dtype(),
-             Shape{o}, Shape{k}},
-            ops::view_of(bias));
+    be.copy(ops::sub_view(wk, 0, {o, kg}, {k, 1}), ops::sub_view(weight, 0, {o, kg}, {kg, 1}));
+    be.copy(ops::sub_view(wk, kg, {o}, {k}), ops::view_of(bias));
   }
   Tensor col = ops::make_tensor({fold_bias ? rows + 1 : rows, p.chunk * l}, x.dtype(), x.device());
   Tensor y = p.chunk == 1 ? Tensor() : ops::make_tensor({o, p.chunk * l}, x.dtype(), x.device());
@@ -180,24 +182,31 @@ Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, co
     be.im2col(win, ops::view_of(col), ops::batch_chunk(x, n0, nb));
     if (fold_bias && ones_width != nb * l) {
       ones_width = nb * l;
-      be.fill({static_cast<char*>(col.data_ptr()) + kg * nb * l * static_cast<int64_t>(element_size(col.dtype())),
-               col.dtype(), Shape{nb * l}, Shape{1}},
-              1.0);
+      be.fill(ops::sub_view(col, kg * nb * l, {nb * l}, {1}), 1.0);
     }
     backend::View out_chunk = ops::batch_chunk(out, n0, nb);
     out_chunk.shape = Shape{nb, o, l};
     out_chunk.strides = Shape{o * l, l, 1};
     const bool direct = nb == 1;  // Y is out[n0] itself
     run_gemm(x, p.groups,
-             {.m = og, .n = nb * l, .k = k,
-              .a = wk.data_ptr(), .lda = k, .step_a = og * k,
-              .b = col.data_ptr(), .ldb = nb * l, .step_b = kg * nb * l,
-              .c = direct ? out_chunk.data : y.data_ptr(), .ldc = nb * l, .step_c = og * nb * l});
+             {.m = og,
+              .n = nb * l,
+              .k = k,
+              .a = wk.data_ptr(),
+              .lda = k,
+              .step_a = og * k,
+              .b = col.data_ptr(),
+              .ldb = nb * l,
+              .step_b = kg * nb * l,
+              .c = direct ? out_chunk.data : y.data_ptr(),
+              .ldc = nb * l,
+              .step_c = og * nb * l});
     if (!direct) be.copy(out_chunk, as_batch_major(y, nb, o, l));
   }
   if (bias.defined() && !fold_bias) {
-    const backend::View ov{out.data_ptr(), out.dtype(), Shape{n, o, l}, Shape{o * l, l, 1}};
-    be.binary(backend::BinaryOp::add, ov, ov, {bias.data_ptr(), bias.dtype(), Shape{n, o, l}, Shape{0, bias.stride(0), 0}});
+    const backend::View ov = ops::sub_view(out, 0, {n, o, l}, {o * l, l, 1});
+    be.binary(backend::BinaryOp::add, ov, ov,
+              ops::sub_view(bias, 0, {n, o, l}, {0, bias.stride(0), 0}));
   }
   return out;
 }
@@ -208,8 +217,8 @@ struct ConvGrads {
 
 // grad_x and grad_W of conv_forward (either may be skipped); each chunk's columns are
 // rebuilt from x (Note [Convolution as GEMMs]).
-ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor& x, const Tensor& weight,
-                        bool need_input, bool need_weight) {
+ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor& x,
+                        const Tensor& weight, bool need_input, bool need_weight) {
   const Tensor g = grad_out.contiguous();
   const backend::Backend& be = ops::backend_of(g);
   const int64_t n = p.win.batch, o = p.out_channels, l = p.plane(), rows = p.rows();
@@ -217,9 +226,11 @@ ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor&
   ConvGrads r;
   const DType dt = g.dtype();
   const Device dev = g.device();
-  if (need_input) r.input = ops::make_tensor({n, p.win.channels, p.win.height, p.win.width}, dt, dev);
+  if (need_input)
+    r.input = ops::make_tensor({n, p.win.channels, p.win.height, p.win.width}, dt, dev);
   if (need_weight) {
-    r.weight = ops::make_tensor({o, p.win.channels / p.groups, p.win.kernel_h, p.win.kernel_w}, dt, dev);
+    r.weight =
+        ops::make_tensor({o, p.win.channels / p.groups, p.win.kernel_h, p.win.kernel_w}, dt, dev);
     if (n == 0 || l == 0) be.fill(ops::view_of(r.weight), 0.0);
   }
   if (need_input && (n == 0 || l == 0)) be.fill(ops::view_of(r.input), 0.0);
@@ -242,26 +253,44 @@ ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor&
     if (need_weight) {
       be.im2col(win, ops::view_of(col), ops::batch_chunk(x, n0, nb));
       run_gemm(g, p.groups,
-               {.trans_b = true, .m = og, .n = kg, .k = nb * l,
-                .a = gdata, .lda = nb * l, .step_a = og * nb * l,
-                .b = col.data_ptr(), .ldb = nb * l, .step_b = kg * nb * l,
-                .c = r.weight.data_ptr(), .ldc = kg, .step_c = og * kg,
+               {.trans_b = true,
+                .m = og,
+                .n = kg,
+                .k = nb * l,
+                .a = gdata,
+                .lda = nb * l,
+                .step_a = og * nb * l,
+                .b = col.data_ptr(),
+                .ldb = nb * l,
+                .step_b = kg * nb * l,
+                .c = r.weight.data_ptr(),
+                .ldc = kg,
+                .step_c = og * kg,
                 .beta = n0 == 0 ? 0.0 : 1.0});
     }
     if (need_input) {
       run_gemm(g, p.groups,
-               {.trans_a = true, .m = kg, .n = nb * l, .k = og,
-                .a = weight.data_ptr(), .lda = kg, .step_a = og * kg,
-                .b = gdata, .ldb = nb * l, .step_b = og * nb * l,
-                .c = col.data_ptr(), .ldc = nb * l, .step_c = kg * nb * l});
+               {.trans_a = true,
+                .m = kg,
+                .n = nb * l,
+                .k = og,
+                .a = weight.data_ptr(),
+                .lda = kg,
+                .step_a = og * kg,
+                .b = gdata,
+                .ldb = nb * l,
+                .step_b = og * nb * l,
+                .c = col.data_ptr(),
+                .ldc = nb * l,
+                .step_c = kg * nb * l});
       be.col2im(win, ops::batch_chunk(r.input, n0, nb), ops::view_of(col));
     }
   }
   return r;
 }
 
-Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride, Size2d padding,
-                 Size2d dilation, int64_t groups) {
+Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
+                 Size2d padding, Size2d dilation, int64_t groups) {
   const ConvPlan p = plan_conv(x, weight, bias, stride, padding, dilation, groups);
   const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
   Tensor xc, wc, out;
@@ -287,8 +316,8 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride, Size2d padding,
-              Size2d dilation, int64_t groups) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
+              Size2d padding, Size2d dilation, int64_t groups) {
   return ops::with_batch_dim("conv2d", x, [&](const Tensor& x4) {
     return conv2d_4d(x4, weight, bias, stride, padding, dilation, groups);
   });

@@ -37,16 +37,19 @@ const backend::View kNone{};  // an absent operand of channel_affine
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
   ops::check_defined("batch_norm", x);
   ops::check_float("batch_norm", x);
-  EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(), " (expected [N, C] or [N, C, ...])");
+  EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(),
+              " (expected [N, C] or [N, C, ...])");
   const int64_t c = x.shape()[1];
   auto check_param = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
-    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, "batch_norm: ", what, " shape ", t.shape().to_string(),
-                " (expected [", c, "] for input shape ", x.shape().to_string(), ")");
+    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, "batch_norm: ", what, " shape ",
+                t.shape().to_string(), " (expected [", c, "] for input shape ",
+                x.shape().to_string(), ")");
     ops::check_same_dtype("batch_norm", x, t);
     ops::check_same_device("batch_norm", x, t);
   };
@@ -56,8 +59,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_param(bias, "bias");
   const int64_t m = c == 0 ? 0 : x.numel() / c;  // values per channel
   if (training) {
-    EMBER_CHECK(m > 1, "batch_norm: expected more than 1 value per channel when training (got input shape ",
-                x.shape().to_string(), ")");
+    EMBER_CHECK(
+        m > 1, "batch_norm: expected more than 1 value per channel when training (got input shape ",
+        x.shape().to_string(), ")");
   } else {
     EMBER_CHECK(running_mean.defined() && running_var.defined(),
                 "batch_norm: eval mode needs running_mean and running_var (got undefined tensors)");
@@ -97,16 +101,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const bool nb = bias.defined() && bias.requires_grad();
     autograd::record(
         "batch_norm", out, {&x, &weight, &bias},
-        [nx, nw, nb, training, m, sx = SavedTensor(xc), smean = SavedTensor(mean), sr = SavedTensor(invstd),
-         sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
-          const Tensor gc = g.contiguous(), xs = sx.get(), mu = smean.get(), r = sr.get(), w = sw.get();
+        [nx, nw, nb, training, m, sx = SavedTensor(xc), smean = SavedTensor(mean),
+         sr = SavedTensor(invstd), sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
+          const Tensor gc = g.contiguous(), xs = sx.get(), mu = smean.get(), r = sr.get(),
+                       w = sw.get();
           const backend::Backend& b = ops::backend_of(gc);
           const int64_t channels = mu.numel();
           Tensor sum_g = ops::make_tensor({channels}, gc.dtype(), gc.device());
           Tensor sum_gx = ops::make_tensor({channels}, gc.dtype(), gc.device());
           if (gc.numel() > 0) {
-            b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc), nc3(xs),
-                                         ops::view_of(mu));
+            b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc),
+                                         nc3(xs), ops::view_of(mu));
           } else {
             b.fill(ops::view_of(sum_g), 0.0);
             b.fill(ops::view_of(sum_gx), 0.0);
@@ -122,8 +127,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           }
           if (training) {
             const double inv_m = 1.0 / static_cast<double>(m);
-            const Tensor coef_x = neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
-            const Tensor shift = sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
+            const Tensor coef_x =
+                neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
+            const Tensor shift =
+                sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
             b.channel_affine(nc3(dx), nc3(gc), ops::view_of(wr), nc3(xs), ops::view_of(coef_x),
                              ops::view_of(shift));
           } else {

@@ -16,6 +16,13 @@ inline std::string pair_string(Size2d s) {
 }
 inline std::string pair_string(int64_t h, int64_t w) { return pair_string(Size2d(h, w)); }
 
+/// A view of `t`'s memory from element `offset` (counted from t's first element) on.
+inline backend::View sub_view(const Tensor& t, int64_t offset, const Shape& shape,
+                              const Shape& strides) {
+  return {static_cast<char*>(t.data_ptr()) + offset * static_cast<int64_t>(element_size(t.dtype())),
+          t.dtype(), shape, strides};
+}
+
 /// Images [n0, n0 + count) of a contiguous [N, ...] tensor, as a backend view.
 inline backend::View batch_chunk(const Tensor& t, int64_t n0, int64_t count) {
   const int64_t per_image = t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0];
@@ -31,7 +38,8 @@ inline backend::View batch_chunk(const Tensor& t, int64_t n0, int64_t count) {
 
 /// Runs `fn` on a 4-D input: a 3-D [C, H, W] input runs as [1, C, H, W] and the result loses
 /// the batch dim again. Other ranks are refused with an error naming `op` and the shape.
-inline Tensor with_batch_dim(const char* op, const Tensor& x, const std::function<Tensor(const Tensor&)>& fn) {
+inline Tensor with_batch_dim(const char* op, const Tensor& x,
+                             const std::function<Tensor(const Tensor&)>& fn) {
   check_defined(op, x);
   EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": input shape ", x.shape().to_string(),
               " (expected 4-D [N, C, H, W] or 3-D [C, H, W])");

@@ -93,7 +93,8 @@ class AvgPool2dImpl : public ModuleImpl {
   explicit AvgPool2dImpl(AvgPool2dOptions options);
   AvgPool2dImpl(Size2d kernel_size, std::optional<Size2d> stride = std::nullopt, Size2d padding = 0,
                 bool ceil_mode = false, bool count_include_pad = true)
-      : AvgPool2dImpl(AvgPool2dOptions{kernel_size, stride, padding, ceil_mode, count_include_pad}) {}
+      : AvgPool2dImpl(
+            AvgPool2dOptions{kernel_size, stride, padding, ceil_mode, count_include_pad}) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "AvgPool2d"; }
   json options() const override;

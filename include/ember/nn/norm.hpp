@@ -48,9 +48,11 @@ class BatchNormImpl : public ModuleImpl {
 class BatchNorm1dImpl : public BatchNormImpl {
  public:
   explicit BatchNorm1dImpl(BatchNormOptions options) : BatchNormImpl(options, "BatchNorm1d") {}
-  explicit BatchNorm1dImpl(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
-                           bool affine = true, bool track_running_stats = true)
-      : BatchNorm1dImpl(BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  explicit BatchNorm1dImpl(int64_t num_features, double eps = 1e-5,
+                           std::optional<double> momentum = 0.1, bool affine = true,
+                           bool track_running_stats = true)
+      : BatchNorm1dImpl(
+            BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
   std::string type_name() const override { return "BatchNorm1d"; }
 
  protected:
@@ -65,9 +67,11 @@ class BatchNorm1d : public ModuleHolder<BatchNorm1dImpl> {
 class BatchNorm2dImpl : public BatchNormImpl {
  public:
   explicit BatchNorm2dImpl(BatchNormOptions options) : BatchNormImpl(options, "BatchNorm2d") {}
-  explicit BatchNorm2dImpl(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
-                           bool affine = true, bool track_running_stats = true)
-      : BatchNorm2dImpl(BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  explicit BatchNorm2dImpl(int64_t num_features, double eps = 1e-5,
+                           std::optional<double> momentum = 0.1, bool affine = true,
+                           bool track_running_stats = true)
+      : BatchNorm2dImpl(
+            BatchNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
   std::string type_name() const override { return "BatchNorm2d"; }
 
  protected:

@@ -109,7 +109,6 @@ class Optimizer {
   Optimizer() = default;
 
   /// The state tensors a parameter of `group` has.
-
   virtual StateSpec state_spec(size_t group) const = 0;
   /// Validates `options` (keys absent keep the group's value) as group `group`'s
   /// hyperparameters; applies them when `apply`. Throws ember::Error naming the bad value.
