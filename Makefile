@@ -1,6 +1,7 @@
 # ember — the commands in README.md. Everything builds in build/ with CMake + Ninja.
 #
-#   make demo     install missing packages, build, run examples/regression
+#   make demo     install missing packages, build, train + save + reload + evaluate the
+#                 Fashion-MNIST MLP (examples/fashion_mnist, then `ember eval`)
 #   make test     install missing packages, build, run every CTest test
 #   make bench    also install libtorch, build the benchmarks, write build/bench.jsonl
 #   make format   clang-format our sources in place (format-check: report only)
@@ -15,7 +16,8 @@ TEST_JOBS  ?= 2
 CMAKE_ARGS ?=
 
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
-# GoogleTest, nlohmann-json (test fixtures), zlib, CLI11 (the `ember` command).
+# GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`
+# command), xxHash (checkpoint checksum), the Fashion-MNIST files (make demo).
 DEPS := build-essential cmake ninja-build libopenblas-dev libopenblas0-pthread libgtest-dev \
         nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist
 # Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts.
