@@ -3,12 +3,13 @@
 // evaluate again (the two accuracies must agree).
 //
 //   ./fashion_mnist [mlp|cnn] [epochs] [output.safetensors]
+#include "ember/data/fashion_mnist.hpp"
+
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "ember/data/dataloader.hpp"
-#include "ember/data/fashion_mnist.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/optim/adam.hpp"
@@ -26,22 +27,25 @@ int main(int argc, char** argv) {
     const bool images = kind == "cnn";
     data::FashionMnist train = data::load_fashion_mnist("train");
     data::FashionMnist test = data::load_fashion_mnist("test");
-    auto train_set = std::make_shared<data::TensorDataset>(images ? train.images : train.flat_images(), train.labels);
-    auto test_set = std::make_shared<data::TensorDataset>(images ? test.images : test.flat_images(), test.labels);
+    auto train_set = std::make_shared<data::TensorDataset>(
+        images ? train.images : train.flat_images(), train.labels);
+    auto test_set = std::make_shared<data::TensorDataset>(images ? test.images : test.flat_images(),
+                                                          test.labels);
     data::DataLoader train_loader(train_set, {.batch_size = 128, .shuffle = true, .seed = 42});
     data::DataLoader test_loader(test_set, {.batch_size = 1000});
 
     nn::Module model = images ? train::fashion_cnn() : train::mlp(784, {256, 256}, 10);
     std::cout << *model << "\n";
     optim::Adam opt(model->parameters(), {.lr = 1e-3});
-    train::fit(model, train_loader, opt, train::cross_entropy_loss(), {.epochs = epochs, .val_loader = &test_loader});
+    train::fit(model, train_loader, opt, train::cross_entropy_loss(),
+               {.epochs = epochs, .val_loader = &test_loader});
 
     const train::Metrics before = train::evaluate(model, test_loader, train::cross_entropy_loss());
     io::save_model(model, path);
     nn::Module loaded = io::load_model(path);  // rebuilt from the file's architecture
     const train::Metrics after = train::evaluate(loaded, test_loader, train::cross_entropy_loss());
-    std::cout << "test accuracy " << *before.accuracy * 100.0 << "% (trained), " << *after.accuracy * 100.0
-              << "% (saved to " << path << " and loaded back)\n";
+    std::cout << "test accuracy " << *before.accuracy * 100.0 << "% (trained), "
+              << *after.accuracy * 100.0 << "% (saved to " << path << " and loaded back)\n";
     if (*before.accuracy != *after.accuracy) {
       std::cerr << "error: the loaded model does not reproduce the trained model's accuracy\n";
       return 1;

@@ -144,8 +144,8 @@ struct Size2d {
 /// [O, C/groups, kh, kw], bias [O] (optional); out [N, O, oh, ow] with
 /// oh = (H + 2·pad - dilation·(kh - 1) - 1) / stride + 1. Example:
 ///   Tensor y = conv2d(x, w, b, /*stride=*/1, /*padding=*/1);
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Size2d stride = 1,
-              Size2d padding = 0, Size2d dilation = 1, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Size2d stride = 1, Size2d padding = 0, Size2d dilation = 1, int64_t groups = 1);
 /// Max over each window (padding counts as -inf) as torch's max_pool2d; stride defaults to the
 /// kernel. The gradient goes to each window's argmax. Example: max_pool2d(x, 2).
 Tensor max_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride = std::nullopt,
@@ -163,7 +163,8 @@ Tensor avg_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride =
 // ---- losses ----
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 /// Cross-entropy on probabilities (ggmlR ag_cross_entropy): -Σ target·log(p) / rows.
-Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target,
+                           Reduction reduction = Reduction::mean);
 /// Softmax cross-entropy on logits [N, C] (or [N, C, ...]) with class-index targets (i64).
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
@@ -172,8 +173,8 @@ struct CrossEntropyOptions {
 };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options = {});
 /// Negative log-likelihood on log-probabilities [N, C] with class-index targets.
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,
-                int64_t ignore_index = -100);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
 /// Binary cross-entropy on logits (numerically stable), targets in [0, 1].
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target,
                        Reduction reduction = Reduction::mean, const Tensor& pos_weight = Tensor());

@@ -31,25 +31,48 @@ struct View {
 // The op catalogue for the generic kernels. Each table below is indexed by these enums;
 // add an entry at the end and the static_asserts in the backends flag missing cases.
 enum class UnaryOp : uint8_t {
-  neg, abs, sqrt, rsqrt, square, exp, log, sign, relu, sigmoid, tanh,
-  gelu_erf, gelu_tanh, silu,
+  neg,
+  abs,
+  sqrt,
+  rsqrt,
+  square,
+  exp,
+  log,
+  sign,
+  relu,
+  sigmoid,
+  tanh,
+  gelu_erf,
+  gelu_tanh,
+  silu,
   // parameterised: out = f(x; a, b)
-  affine,     // x * a + b
-  pow_scalar, // x ** a
-  clamp,      // min(max(x, a), b)
+  affine,      // x * a + b
+  pow_scalar,  // x ** a
+  clamp,       // min(max(x, a), b)
   // derivative helpers used by backward rules: out = f'(x)
-  relu_grad,      // x > 0 ? 1 : 0
-  gelu_erf_grad,  // d gelu_erf / dx
-  gelu_tanh_grad, // d gelu_tanh / dx
-  silu_grad,      // d silu / dx
-  clamp_mask,     // a <= x <= b ? 1 : 0
-  logical_not,    // bool out
+  relu_grad,       // x > 0 ? 1 : 0
+  gelu_erf_grad,   // d gelu_erf / dx
+  gelu_tanh_grad,  // d gelu_tanh / dx
+  silu_grad,       // d silu / dx
+  clamp_mask,      // a <= x <= b ? 1 : 0
+  logical_not,     // bool out
   count
 };
 
 enum class BinaryOp : uint8_t {
-  add, sub, mul, div, pow, maximum, minimum,
-  eq, ne, lt, le, gt, ge,  // bool out
+  add,
+  sub,
+  mul,
+  div,
+  pow,
+  maximum,
+  minimum,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,  // bool out
   count
 };
 
@@ -112,8 +135,9 @@ struct SgdArgs {
 struct Backend {
   const char* name;
   // memory
-  void* (*allocate)(int device, size_t bytes, Pool pool, size_t* block_bytes);  // throws OutOfMemory
-  void (*deallocate)(int device, void* ptr, size_t block_bytes, Pool pool);    // returns to cache
+  void* (*allocate)(int device, size_t bytes, Pool pool,
+                    size_t* block_bytes);                                    // throws OutOfMemory
+  void (*deallocate)(int device, void* ptr, size_t block_bytes, Pool pool);  // returns to cache
   void (*memcpy_to_host)(int device, void* host_dst, const void* src, size_t bytes);
   void (*memcpy_from_host)(int device, void* dst, const void* host_src, size_t bytes);
   void (*empty_cache)(int device);
@@ -121,8 +145,8 @@ struct Backend {
   void (*reset_peak)(int device);
   void (*synchronize)(int device);
   // elementwise
-  void (*fill)(const View& out, double value);                      // any dtype
-  void (*copy)(const View& out, const View& in);                    // strided, casts dtypes
+  void (*fill)(const View& out, double value);    // any dtype
+  void (*copy)(const View& out, const View& in);  // strided, casts dtypes
   void (*unary)(UnaryOp op, const View& out, const View& in, double a, double b);  // f32/f64
   void (*binary)(BinaryOp op, const View& out, const View& a, const View& b);      // same dtype in
   void (*where)(const View& out, const View& cond, const View& a, const View& b);  // cond bool

@@ -20,7 +20,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   Tensor mask = ops::make_tensor(x.shape(), x.dtype(), x.device());
   const RngState rng = get_rng_state();
   const uint64_t offset = advance_rng(static_cast<uint64_t>(x.numel()));
-  ops::backend_of(x).dropout(ops::view_of(out), ops::view_of(mask), ops::view_of(xc), p, rng.seed, offset);
+  ops::backend_of(x).dropout(ops::view_of(out), ops::view_of(mask), ops::view_of(xc), p, rng.seed,
+                             offset);
   if (autograd::needs_grad(x))
     autograd::record("dropout", out, {&x}, [sm = SavedTensor(mask)](const Tensor& g, GradList& gi) {
       gi[0] = mul(g, sm.get());
@@ -43,8 +44,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     EMBER_CHECK(weight.shape() == normalized_shape, "layer_norm: weight shape ",
                 weight.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   if (bias.defined())
-    EMBER_CHECK(bias.shape() == normalized_shape, "layer_norm: bias shape ", bias.shape().to_string(),
-                " (expected ", normalized_shape.to_string(), ")");
+    EMBER_CHECK(bias.shape() == normalized_shape, "layer_norm: bias shape ",
+                bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   Shape dims;
   for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
   Tensor mu = mean(x, dims, true);
