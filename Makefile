@@ -3,17 +3,26 @@
 #   make demo     install missing packages, build, train + save + reload + evaluate the
 #                 Fashion-MNIST MLP (examples/fashion_mnist, then `ember eval`)
 #   make test     install missing packages, build, run every CTest test
+#                 (and the checkpoint tests under ASan + UBSan, built in $(BUILD_DIR)-asan)
 #   make bench    also install libtorch, build the benchmarks, write build/bench.jsonl
+#   make fuzz     fuzz the checkpoint loader with libFuzzer for FUZZ_SECONDS (clang-14)
 #   make format   clang-format our sources in place (format-check: report only)
 #   make clean    remove build/
 #
-# Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS.
+# Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS, FUZZ_SECONDS.
 
 BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_JOBS  ?= 2
 CMAKE_ARGS ?=
+ASAN_BUILD_DIR ?= $(BUILD_DIR)-asan
+FUZZ_BUILD_DIR ?= $(BUILD_DIR)-fuzz
+FUZZ_SECONDS ?= 600
+# OpenBLAS keeps its thread buffers for the life of the process (not leaks of ours): LSan
+# would report them at exit, so the sanitizer run suppresses exactly that library.
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1
 
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`
@@ -28,7 +37,7 @@ CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE
 BUILD_ARGS := -DEMBER_BUILD_BENCH=OFF
 SOURCE_DIRS := include src tests examples bench tools
 
-.PHONY: all deps deps-bench configure build demo test bench format format-check clean
+.PHONY: all deps deps-bench configure build demo test test-asan bench fuzz format format-check clean
 
 all: build
 
@@ -70,6 +79,24 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(TEST_JOBS)
+	$(MAKE) test-asan
+
+# The checkpoint tests (tests/test_io_*.cpp) against the library built with ASan + UBSan.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE= -DEMBER_SANITIZE=ON -DEMBER_CUDA=OFF \
+	  -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS) --target ember_io_tests
+	$(ASAN_ENV) ./$(ASAN_BUILD_DIR)/tests/ember_io_tests
+
+# libFuzzer on the loader (fuzz/): seeds from gen_seeds, one process, FUZZ_SECONDS long.
+fuzz:
+	$(call install_packages,clang-14 libclang-rt-14-dev)
+	cmake -S fuzz -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++-14
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_safetensors gen_seeds
+	mkdir -p $(FUZZ_BUILD_DIR)/corpus $(FUZZ_BUILD_DIR)/seeds
+	./$(FUZZ_BUILD_DIR)/gen_seeds $(FUZZ_BUILD_DIR)/seeds
+	./$(FUZZ_BUILD_DIR)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD_DIR)/ $(FUZZ_BUILD_DIR)/corpus $(FUZZ_BUILD_DIR)/seeds
 
 bench: deps-bench
 	$(CONFIGURE) -DEMBER_BUILD_BENCH=ON -DEMBER_BENCH_LIBTORCH=ON

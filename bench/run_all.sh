@@ -3,7 +3,8 @@
 #
 #   bench/run_all.sh [BUILD_DIR]        (default: build; `make bench` calls it via CMake)
 #
-# Runs each executable BUILD_DIR/bench/bench_*, then each bench/*.py with /usr/bin/python3
+# Runs each executable BUILD_DIR/bench/bench_* (bench_checkpoint among them), then each
+# bench/*.py (checkpoint_torch.py among them) with /usr/bin/python3
 # (when present; the scripts get EMBER_BUILD_DIR and EMBER_SOURCE_DIR in the environment).
 # Everything they print goes to the terminal; lines that start with `{` are JSON results and
 # are also written to BUILD_DIR/bench.jsonl, after one leading line describing the run
@@ -41,6 +42,8 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 
 programs=()
 for exe in "${build_dir}"/bench/bench_*; do
+  # bench_checkpoint_ember is bench_checkpoint without libtorch, run by checkpoint_torch.py.
+  [[ "$(basename "${exe}")" == bench_checkpoint_ember ]] && continue
   [[ -f "${exe}" && -x "${exe}" ]] && programs+=("${exe}")
 done
 if [[ -x /usr/bin/python3 ]]; then

@@ -4,6 +4,8 @@
 // thread pool, allocator size classes and Philox directly. Each test names the kernel and
 // the shapes so a failure says which path (contiguous, broadcast, strided, parallel) broke.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,13 +15,11 @@
 #include <numeric>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "backend/backend.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/philox.hpp"
 #include "cpu/thread_pool.hpp"
+#include "cpu/vec_math.hpp"
 #include "ember/error.hpp"
 #include "ember/runtime.hpp"
 
@@ -61,7 +61,8 @@ View view_as(std::vector<T>& data, DType dtype, const Shape& shape) {
 
 std::vector<float> ramp(int64_t n, float scale = 0.37f, float shift = -3.0f) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * scale) * 4.0f + shift * 0.1f;
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = std::sin(static_cast<float>(i) * scale) * 4.0f + shift * 0.1f;
   return v;
 }
 
@@ -84,10 +85,12 @@ TEST(CpuKernels, BinaryRowColumnAndStridedBroadcast) {
   for (int i = 0; i < m * n; ++i) a[i] = i * 0.5 - 3;
   for (int j = 0; j < n; ++j) row[j] = j + 1;
   for (int i = 0; i < m; ++i) col[i] = 10.0 * (i + 1);
-  cpu().binary(BinaryOp::mul, view_of(out, {m, n}), view_of(a, {m, n}), view_of(row, {m, n}, {0, 1}));
+  cpu().binary(BinaryOp::mul, view_of(out, {m, n}), view_of(a, {m, n}),
+               view_of(row, {m, n}, {0, 1}));
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) EXPECT_EQ(out[i * n + j], a[i * n + j] * row[j]);
-  cpu().binary(BinaryOp::add, view_of(out, {m, n}), view_of(col, {m, n}, {1, 0}), view_of(a, {m, n}));
+  cpu().binary(BinaryOp::add, view_of(out, {m, n}), view_of(col, {m, n}, {1, 0}),
+               view_of(a, {m, n}));
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) EXPECT_EQ(out[i * n + j], col[i] + a[i * n + j]);
   // a transposed view ([n, m] with strides (1, n)) minus a row broadcast, into a [n, m] out
@@ -102,9 +105,23 @@ TEST(CpuKernels, BinaryRowColumnAndStridedBroadcast) {
 TEST(CpuKernels, BinaryLargeParallelMatchesNaive) {
   const int64_t m = 300, n = 1001;  // > grain: runs on the pool
   std::vector<float> a = ramp(m * n), b = ramp(n, 0.7f), out(m * n);
-  cpu().binary(BinaryOp::maximum, view_of(out, {m, n}), view_of(a, {m, n}), view_of(b, {m, n}, {0, 1}));
+  cpu().binary(BinaryOp::maximum, view_of(out, {m, n}), view_of(a, {m, n}),
+               view_of(b, {m, n}, {0, 1}));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) ASSERT_EQ(out[i * n + j], std::max(a[i * n + j], b[j]));
+}
+
+TEST(CpuKernels, InPlaceOutputs) {
+  const int64_t n = 100003;  // parallel path
+  std::vector<float> a = ramp(n), b = ramp(n, 0.3f), ref(n);
+  for (int64_t i = 0; i < n; ++i) ref[i] = std::tanh(a[i] * b[i]);
+  cpu().binary(BinaryOp::mul, view_of(a, {n}), view_of(a, {n}), view_of(b, {n}));
+  cpu().unary(UnaryOp::tanh, view_of(a, {n}), view_of(a, {n}), 0, 0);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a[i], ref[i], 1e-6f) << "in-place at " << i;
+  std::vector<float> x = ramp(300), y(300);
+  cpu().softmax(view_of(y, {10, 30}), view_of(x, {10, 30}), 1, false);
+  cpu().softmax(view_of(x, {10, 30}), view_of(x, {10, 30}), 1, false);
+  EXPECT_EQ(x, y) << "softmax in place";
 }
 
 TEST(CpuKernels, BinaryComparisonsIntegersAndNaN) {
@@ -159,7 +176,8 @@ double reference_unary(UnaryOp op, double x, double a, double b) {
     case UnaryOp::clamp: return std::min(std::max(x, a), b);
     case UnaryOp::relu_grad: return x > 0 ? 1.0 : 0.0;
     case UnaryOp::gelu_erf_grad:
-      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+             x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
     case UnaryOp::gelu_tanh_grad: {
       const double t = std::tanh(inner);
       return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
@@ -190,14 +208,17 @@ TEST(CpuKernels, UnaryEveryOpMatchesFormula) {
     for (int i = 0; i < n; ++i) {
       const double ref32 = reference_unary(op, xf[i], static_cast<float>(a), static_cast<float>(b));
       const double ref64 = reference_unary(op, x64[i], a, b);
-      EXPECT_NEAR(of[i], ref32, 2e-6 * std::max(1.0, std::fabs(ref32))) << "unary op " << op_i << " f32 x=" << xf[i];
-      EXPECT_NEAR(o64[i], ref64, 1e-13 * std::max(1.0, std::fabs(ref64))) << "unary op " << op_i << " f64 x=" << x64[i];
+      EXPECT_NEAR(of[i], ref32, 2e-6 * std::max(1.0, std::fabs(ref32)))
+          << "unary op " << op_i << " f32 x=" << xf[i];
+      EXPECT_NEAR(o64[i], ref64, 1e-13 * std::max(1.0, std::fabs(ref64)))
+          << "unary op " << op_i << " f64 x=" << x64[i];
     }
   }
 }
 
 TEST(CpuKernels, UnaryEdgeCasesAndStrided) {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity(),
+              nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> x = {0.0f, -0.0f, -200.0f, 200.0f, nan, inf, -inf, 89.0f, -100.0f}, o(9);
   cpu().unary(UnaryOp::sign, view_of(o, {9}), view_of(x, {9}), 0, 0);
   EXPECT_EQ(o[0], 0.0f);
@@ -218,7 +239,8 @@ TEST(CpuKernels, UnaryEdgeCasesAndStrided) {
   for (int i = 0; i < 4001; ++i) xs[i] = -87.0f + 175.0f * i / 4000.0f;
   cpu().unary(UnaryOp::exp, view_of(es, {4001}), view_of(xs, {4001}), 0, 0);
   for (int i = 0; i < 4001; ++i)
-    ASSERT_NEAR(es[i], std::exp(static_cast<double>(xs[i])), 3e-7 * std::exp(static_cast<double>(xs[i])))
+    ASSERT_NEAR(es[i], std::exp(static_cast<double>(xs[i])),
+                3e-7 * std::exp(static_cast<double>(xs[i])))
         << "exp(" << xs[i] << ")";
   // strided: the transpose of a [3, 4] into a contiguous [4, 3]
   std::vector<float> m = ramp(12), t(12);
@@ -231,6 +253,26 @@ TEST(CpuKernels, UnaryEdgeCasesAndStrided) {
   vi.dtype = vo.dtype = DType::boolean;
   cpu().unary(UnaryOp::logical_not, vo, vi, 0, 0);
   EXPECT_EQ(bout, (std::vector<uint8_t>{1, 0, 0, 1}));
+}
+
+TEST(CpuKernels, VectorClonesMatchScalarMath) {
+  // Whichever clone (AVX-512, AVX2, baseline) runs here must give the scalar code's bits.
+  const int64_t n = 10007;
+  std::vector<float> x(n), e(n), t(n), s(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = -110.0f + 220.0f * static_cast<float>(i) / (n - 1);
+  cpu().unary(UnaryOp::exp, view_of(e, {n}), view_of(x, {n}), 0, 0);
+  cpu().unary(UnaryOp::tanh, view_of(t, {n}), view_of(x, {n}), 0, 0);
+  cpu().unary(UnaryOp::sigmoid, view_of(s, {n}), view_of(x, {n}), 0, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(e[i], cpu::exp_of(x[i])) << "exp(" << x[i] << ")";
+    ASSERT_EQ(t[i], cpu::tanh_of(x[i])) << "tanh(" << x[i] << ")";
+    ASSERT_EQ(s[i], 1.0f / (1.0f + cpu::exp_of(-x[i]))) << "sigmoid(" << x[i] << ")";
+  }
+  // dropout's vectorised mask equals the scalar Philox decision
+  std::vector<float> ones(n, 1.0f), out(n), mask(n);
+  cpu().dropout(view_of(out, {n}), view_of(mask, {n}), view_of(ones, {n}), 0.5, 3, 0);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(mask[i] != 0.0f, philox::dropout_keep(philox::block_for(3, i), 0.5)) << i;
 }
 
 TEST(CpuKernels, WhereFillAndCopyCasts) {
@@ -253,7 +295,8 @@ TEST(CpuKernels, WhereFillAndCopyCasts) {
   EXPECT_EQ(h[3], 0xC000);  // -2 in bfloat16
 
   // f32 -> f16 -> f32 and f32 -> bf16 -> f32 round trips of representable values
-  std::vector<float> src = {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 0.099975586f, 3.0f, -0.5f};
+  std::vector<float> src = {0.0f,         1.0f, -2.5f, 65504.0f, 6.103515625e-05f,
+                            0.099975586f, 3.0f, -0.5f};
   std::vector<uint16_t> half(8);
   std::vector<float> back(8);
   View half_view = view_as(half, DType::f16, {8});
@@ -304,7 +347,8 @@ TEST(CpuKernels, CopyTransposesInTiles) {
   cpu().copy(view_of(dst2, {c, b, a}), view_of(src, {c, b, a}, {1, c, b * c}));
   for (int64_t i = 0; i < c; ++i)
     for (int64_t j = 0; j < b; ++j)
-      for (int64_t k = 0; k < a; ++k) ASSERT_EQ(dst2[(i * b + j) * a + k], src[(k * b + j) * c + i]);
+      for (int64_t k = 0; k < a; ++k)
+        ASSERT_EQ(dst2[(i * b + j) * a + k], src[(k * b + j) * c + i]);
 }
 
 // ---- reductions ----
@@ -316,17 +360,25 @@ std::vector<double> naive_reduce(const std::vector<float>& x, const int64_t (&sh
   for (int d = 0; d < 3; ++d) oshape[d] = mask[d] ? 1 : shape[d];
   std::vector<double> acc(static_cast<size_t>(oshape[0] * oshape[1] * oshape[2]));
   std::vector<int64_t> count(acc.size(), 0);
-  const double init = op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : op == ReduceOp::prod ? 1.0 : 0.0;
+  const double init = op == ReduceOp::max    ? -INFINITY
+                      : op == ReduceOp::min  ? INFINITY
+                      : op == ReduceOp::prod ? 1.0
+                                             : 0.0;
   std::fill(acc.begin(), acc.end(), init);
   for (int64_t i = 0; i < shape[0]; ++i)
     for (int64_t j = 0; j < shape[1]; ++j)
       for (int64_t k = 0; k < shape[2]; ++k) {
-        const int64_t o = ((mask[0] ? 0 : i) * oshape[1] + (mask[1] ? 0 : j)) * oshape[2] + (mask[2] ? 0 : k);
+        const int64_t o =
+            ((mask[0] ? 0 : i) * oshape[1] + (mask[1] ? 0 : j)) * oshape[2] + (mask[2] ? 0 : k);
         const double v = x[(i * shape[1] + j) * shape[2] + k];
-        if (op == ReduceOp::max) acc[o] = std::max(acc[o], v);
-        else if (op == ReduceOp::min) acc[o] = std::min(acc[o], v);
-        else if (op == ReduceOp::prod) acc[o] *= v;
-        else acc[o] += v;
+        if (op == ReduceOp::max)
+          acc[o] = std::max(acc[o], v);
+        else if (op == ReduceOp::min)
+          acc[o] = std::min(acc[o], v);
+        else if (op == ReduceOp::prod)
+          acc[o] *= v;
+        else
+          acc[o] += v;
         ++count[o];
       }
   if (op == ReduceOp::mean)
@@ -341,7 +393,8 @@ TEST(CpuKernels, ReduceEveryDimSet) {
   for (int bits = 1; bits < 8; ++bits) {
     const bool mask[3] = {(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
     const Shape out_shape{mask[0] ? 1 : 4, mask[1] ? 1 : 5, mask[2] ? 1 : 6};
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod}) {
+    for (ReduceOp op :
+         {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod}) {
       std::vector<float> out(static_cast<size_t>(out_shape.numel()));
       cpu().reduce(op, view_of(out, out_shape), view_of(x, {4, 5, 6}));
       const std::vector<double> ref = naive_reduce(x, shape, mask, op);
@@ -376,6 +429,27 @@ TEST(CpuKernels, ReduceLargeFullAndOuterAndStrided) {
     for (int64_t i = 0; i < rows; ++i) ref = std::max(ref, m[i * cols + j]);
     EXPECT_EQ(rowmax[j], ref);
   }
+  // a few columns over many rows (rows split into blocks, merged in order): sum, argmax
+  // with a tie across blocks, and variance
+  const int64_t tall = 200000;
+  std::vector<double> t(tall * 3);
+  for (int64_t i = 0; i < tall * 3; ++i) t[i] = std::cos(0.001 * i);
+  t[150000 * 3 + 1] = 5.0;
+  t[190000 * 3 + 1] = 5.0;
+  std::vector<double> tsum(3), tvar(3);
+  std::vector<int64_t> targ(3);
+  cpu().reduce(ReduceOp::sum, view_of(tsum, {1, 3}), view_of(t, {tall, 3}));
+  cpu().reduce(ReduceOp::argmax, view_of(targ, {1, 3}), view_of(t, {tall, 3}));
+  cpu().variance(view_of(tvar, {1, 3}), view_of(t, {tall, 3}), 1);
+  for (int64_t j = 0; j < 3; ++j) {
+    double ref = 0, sq = 0;
+    for (int64_t i = 0; i < tall; ++i) ref += t[i * 3 + j];
+    for (int64_t i = 0; i < tall; ++i)
+      sq += (t[i * 3 + j] - ref / tall) * (t[i * 3 + j] - ref / tall);
+    EXPECT_NEAR(tsum[j], ref, 1e-8 * std::max(1.0, std::fabs(ref))) << "tall sum column " << j;
+    EXPECT_NEAR(tvar[j], sq / (tall - 1), 1e-10) << "tall variance column " << j;
+  }
+  EXPECT_EQ(targ[1], 150000);
   // integer sums keep their dtype; NaN wins max
   std::vector<int64_t> iv = {1, 2, 3, 4, 5, 6}, is(2);
   cpu().reduce(ReduceOp::sum, view_of(is, {2, 1}), view_of(iv, {2, 3}));
@@ -385,9 +459,24 @@ TEST(CpuKernels, ReduceLargeFullAndOuterAndStrided) {
   EXPECT_TRUE(std::isnan(mx[0]));
 }
 
+TEST(CpuKernels, ReduceEmptyAndScalar) {
+  std::vector<float> none(1), sums(5, -1.0f), means(5, -1.0f);
+  cpu().reduce(ReduceOp::sum, view_of(sums, {1, 5}), view_of(none, {0, 5}));
+  cpu().reduce(ReduceOp::mean, view_of(means, {5, 1}), view_of(none, {5, 0}));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(sums[i], 0.0f) << "sum over an empty dim";
+    EXPECT_TRUE(std::isnan(means[i])) << "mean over an empty dim";
+  }
+  std::vector<double> scalar = {2.5}, out(1);
+  cpu().reduce(ReduceOp::sum, view_of(out, {}), view_of(scalar, {}));
+  EXPECT_EQ(out[0], 2.5);
+  cpu().reduce(ReduceOp::prod, view_of(out, {1, 1}), view_of(scalar, {1, 1}));
+  EXPECT_EQ(out[0], 2.5);
+}
+
 TEST(CpuKernels, ArgmaxArgminFirstOnTies) {
-  std::vector<float> x = {1, 5, 5, 2,    //
-                          7, 7, 0, 0,    //
+  std::vector<float> x = {1,  5, 5, 2,  //
+                          7,  7, 0, 0,  //
                           -1, 3, 3, -1};
   std::vector<int64_t> amax(3), amin(3), cmax(4);
   cpu().reduce(ReduceOp::argmax, view_of(amax, {3, 1}), view_of(x, {3, 4}));
@@ -515,8 +604,9 @@ TEST(CpuKernels, GemmEveryTransposeBatchAndBias) {
             }
             ref = 0.5 * ref + 2.0 * 1.0 + bias[j];
             const double got = dt ? c[(p * m + i) * n + j] : cf[(p * m + i) * n + j];
-            EXPECT_NEAR(got, ref, dt ? 1e-12 : 1e-5) << "gemm trans_a " << ta << " trans_b " << tb
-                                                     << " f64 " << dt << " at " << p << "," << i << "," << j;
+            EXPECT_NEAR(got, ref, dt ? 1e-12 : 1e-5)
+                << "gemm trans_a " << ta << " trans_b " << tb << " f64 " << dt << " at " << p << ","
+                << i << "," << j;
           }
     }
   }
@@ -546,8 +636,10 @@ TEST(CpuKernels, IndexSelectAndIndexAdd) {
   EXPECT_EQ(out64, (std::vector<int64_t>{11, 13}));
   std::vector<int64_t> bad = {0, 3}, neg = {-1, 0};
   std::vector<float> sink(8, -5.0f);
-  EXPECT_FALSE(cpu().index_select(view_of(sink, {2, 4}), view_of(in, {3, 4}), 0, view_of(bad, {2})));
-  EXPECT_FALSE(cpu().index_select(view_of(sink, {2, 4}), view_of(in, {3, 4}), 0, view_of(neg, {2})));
+  EXPECT_FALSE(
+      cpu().index_select(view_of(sink, {2, 4}), view_of(in, {3, 4}), 0, view_of(bad, {2})));
+  EXPECT_FALSE(
+      cpu().index_select(view_of(sink, {2, 4}), view_of(in, {3, 4}), 0, view_of(neg, {2})));
   EXPECT_EQ(sink[0], -5.0f) << "a refused index_select must not write";
 
   // index_add with a duplicate index accumulates
@@ -572,12 +664,15 @@ TEST(CpuKernels, GatherAndScatterAdd) {
   EXPECT_FALSE(cpu().gather(view_of(out, {2, 2}), view_of(in, {2, 3}), 1, view_of(oob, {2, 2})));
 
   std::vector<float> acc(6, 0.0f), src = {1, 2, 10, 20};  // src [2, 2]
-  ASSERT_TRUE(cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(idx, {2, 2}), view_of(src, {2, 2})));
+  ASSERT_TRUE(
+      cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(idx, {2, 2}), view_of(src, {2, 2})));
   EXPECT_EQ(acc, (std::vector<float>{2, 0, 1, 0, 30, 0}));
   std::vector<float> acc0(6, 0.0f), src0 = {1, 2, 3};
-  ASSERT_TRUE(cpu().scatter_add(view_of(acc0, {2, 3}), 0, view_of(idx0, {1, 3}), view_of(src0, {1, 3})));
+  ASSERT_TRUE(
+      cpu().scatter_add(view_of(acc0, {2, 3}), 0, view_of(idx0, {1, 3}), view_of(src0, {1, 3})));
   EXPECT_EQ(acc0, (std::vector<float>{0, 2, 0, 1, 0, 3}));
-  EXPECT_FALSE(cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(oob, {2, 2}), view_of(src, {2, 2})));
+  EXPECT_FALSE(
+      cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(oob, {2, 2}), view_of(src, {2, 2})));
   // many duplicates on a large tensor (parallel over lines): every add lands
   const int64_t rows = 2000, width = 50;
   std::vector<double> big(rows * 4, 0.0), ones(rows * width, 1.0);
@@ -598,8 +693,8 @@ TEST(CpuKernels, PhiloxKnownAnswersAndStreams) {
   const philox::Block z = philox::philox4x32_10({{0, 0, 0, 0}}, 0, 0);
   EXPECT_EQ(z.x[0], 0x6627e8d5u);
   EXPECT_EQ(z.x[3], 0x9b00dbd8u);
-  const philox::Block p = philox::philox4x32_10({{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
-                                                0xa4093822u, 0x299f31d0u);
+  const philox::Block p = philox::philox4x32_10(
+      {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u);
   EXPECT_EQ(p.x[0], 0xd16cfe09u);
   EXPECT_EQ(p.x[1], 0x94fdccebu);
   EXPECT_EQ(p.x[2], 0x5001e420u);
@@ -611,7 +706,8 @@ TEST(CpuKernels, PhiloxKnownAnswersAndStreams) {
   cpu().uniform(view_of(u0b, {n}), 42, 0, -1.0, 3.0);
   cpu().uniform(view_of(uk, {n}), 42, shift, -1.0, 3.0);
   EXPECT_EQ(u0, u0b) << "same seed and offset must repeat";
-  for (int64_t i = 0; i + shift < n; ++i) ASSERT_EQ(uk[i], u0[i + shift]) << "offset shifts the stream";
+  for (int64_t i = 0; i + shift < n; ++i)
+    ASSERT_EQ(uk[i], u0[i + shift]) << "offset shifts the stream";
   double mean = 0;
   for (float v : u0) {
     ASSERT_GE(v, -1.0f);
@@ -724,7 +820,8 @@ TEST(CpuKernels, AllocatorCachesAndCounts) {
     cpu().allocate(dev, size_t{1} << 62, Pool::Pass, &block);
     ADD_FAILURE() << "expected OutOfMemory";
   } catch (const OutOfMemory& e) {
-    EXPECT_NE(std::string(e.what()).find(std::to_string(size_t{1} << 62)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(size_t{1} << 62)), std::string::npos)
+        << e.what();
   }
   void* after = cpu().allocate(dev, 128, Pool::Pass, &block);
   EXPECT_NE(after, nullptr);
@@ -748,7 +845,8 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
           for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
         });
         for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "n " << n << " grain " << grain << " i " << i;
+          ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1)
+              << "n " << n << " grain " << grain << " i " << i;
       }
     }
     // nested parallel_for runs inline and still covers everything
@@ -761,15 +859,18 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
   }
   // an exception in a body reaches the caller and the pool keeps working
   set_num_threads(2);
-  EXPECT_THROW(cpu::parallel_for(100000, 10, [](int64_t b, int64_t) {
-                 if (b > 50000) throw Error("boom");
-               }),
+  EXPECT_THROW(cpu::parallel_for(100000, 10,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 50000) throw Error("boom");
+                                 }),
                Error);
   std::atomic<int64_t> count{0};
   cpu::parallel_for(100000, 10, [&](int64_t b, int64_t e) { count += e - b; });
   EXPECT_EQ(count.load(), 100000);
   EXPECT_THROW(set_num_threads(0), Error);
   // a forked child has no pool threads: it must build its own instead of hanging
+  // (ThreadSanitizer cannot start threads after a multi-threaded fork: skipped there)
+#if !defined(__SANITIZE_THREAD__)
   const pid_t child = fork();
   if (child == 0) {
     std::atomic<int64_t> seen{0};
@@ -780,6 +881,7 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "parallel_for after fork";
+#endif
   set_num_threads(saved);
 }
 

@@ -310,6 +310,20 @@ TEST(DataCsv, EmptyFileAndNoRows) {
   EXPECT_THAT(error_of([&] { read_csv(dir.file("missing.csv")); }), HasSubstr("cannot open"));
 }
 
+TEST(DataCsv, NoLabelColumnKeepsEveryColumn) {
+  TempDir dir;
+  write_text(dir.file("x.csv"), "a,b,c\n1,2,3\n4,5,6.5\n");
+  CsvOptions o;
+  o.has_label = false;
+  const CsvData d = read_csv(dir.file("x.csv"), o);
+  EXPECT_EQ(d.inputs.shape(), (Shape{2, 3}));
+  EXPECT_EQ(d.inputs.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6.5f}));
+  EXPECT_FALSE(d.labels.defined());
+  EXPECT_EQ(d.feature_names, (std::vector<std::string>{"a", "b", "c"}));
+  write_text(dir.file("h.csv"), "a,b\n");
+  EXPECT_THAT(error_of([&] { read_csv(dir.file("h.csv"), o); }), HasSubstr("no data rows"));
+}
+
 // ---- TensorDataset ----
 
 constexpr int64_t kRows = 103;

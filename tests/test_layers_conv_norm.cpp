@@ -245,6 +245,23 @@ TEST(ConvChunks, MatchImageByImage) {
   }
 }
 
+// PyTorch's argmax rules (checked against torch 1.13): the first maximum wins a tie, a NaN
+// takes the place of anything before it (so the last NaN wins). Both the 2×2 fast path and
+// the general window loop.
+TEST(PoolIndices, TiesAndNaNAsPyTorch) {
+  const float nan = std::nanf("");
+  Tensor x = from_vector<float>({1, nan, 5, 2, 3, nan, 0, 7}, {1, 1, 2, 4});
+  auto [out, idx] = max_pool2d_with_indices(x, 2);
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{5, 7}));
+  EXPECT_TRUE(std::isnan(out.to_vector<float>()[0]));
+  auto [out1, idx1] = max_pool2d_with_indices(x, 2, 1);
+  EXPECT_EQ(idx1.to_vector<int64_t>(), (std::vector<int64_t>{5, 5, 7}));
+  Tensor ties = from_vector<float>({4, 4, 1, 0, 4, 2, 9, 9}, {1, 1, 2, 4});
+  EXPECT_EQ(max_pool2d_with_indices(ties, 2).second.to_vector<int64_t>(), (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(max_pool2d_with_indices(ties, 2, 1).second.to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 6, 6}));
+}
+
 // ---- default initialisation (PyTorch's distributions and bounds)
 
 void expect_uniform(const Tensor& t, double bound, const std::string& what) {

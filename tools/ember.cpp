@@ -182,15 +182,9 @@ int cmd_predict(const std::string& path, const std::string& input, const std::st
   const Device device = Device::parse(device_name);
   nn::Module model = io::load_model(path, device);
   data::CsvOptions o;
-  Tensor x;
-  if (!label.empty()) {
-    o.label_column = label;
-    x = data::read_csv(input, o).inputs;
-  } else {
-    // No label column: every column is a feature. Read with the last column as "label" and put it back.
-    data::CsvData d = data::read_csv(input, o);
-    x = cat({d.inputs, d.labels.to(DType::f32).unsqueeze(1)}, 1);
-  }
+  if (label.empty()) o.has_label = false;  // every column is a feature
+  else o.label_column = label;
+  Tensor x = data::read_csv(input, o).inputs;
   if (train::expects_images(model)) x = x.reshape({x.size(0), 1, 28, 28});
   NoGradGuard g;
   Tensor out = model(x.to(device)).to(Device::cpu());
@@ -224,6 +218,8 @@ int cmd_info() {
 #endif
   std::cout << "  cpu threads: " << get_num_threads() << " (EMBER_NUM_THREADS to change)\n";
   std::cout << "  cuda devices: " << cuda_device_count() << "\n";
+  for (int i = 0; i < cuda_device_count(); ++i)
+    std::cout << "    cuda:" << i << ": " << cuda_device_description(i) << "\n";
   std::cout << "  default device: " << default_device().str() << "\n";
   std::cout << "  fashion-mnist: " << data::fashion_mnist_directory() << "\n";
   return 0;
@@ -306,6 +302,9 @@ int main(int argc, char** argv) {
     }
     if (*info) return cmd_info();
   } catch (const ember::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // from a library underneath (filesystem, JSON, ...)
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }

@@ -39,6 +39,13 @@ void empty_cache(Device device);
 /// The pool that owns the storage of `t`.
 Pool pool_of(const Tensor& t);
 
+/// Rescues every live tensor on the CUDA device `device` to the host — persistent and pass,
+/// same handles, identical values (including what optimizers wrote on the device) — then
+/// frees the device's pools. Tensors keep working, now on the CPU. Throws for the CPU and,
+/// in a CPU-only build, says ember was built without CUDA.
+/// Example: release_device(Device::cuda(0)); model.parameters()[0].device().is_cpu() == true
+void release_device(Device device);
+
 /// While alive, new storages on this thread come from `pool`.
 /// Example: { PoolGuard g(Pool::Persistent); state = zeros(shape); }
 class PoolGuard {

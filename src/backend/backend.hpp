@@ -131,6 +131,16 @@ struct SgdArgs {
   bool first_step = false;
 };
 
+/// One parameter of a multi-tensor optimizer step: contiguous buffers of `numel` elements of
+/// the call's dtype, all on one device. Adam: state = {exp_avg, exp_avg_sq, max_exp_avg_sq
+/// (amsgrad only, else null)}; SGD: state = {momentum_buffer (momentum != 0 only, else null)}.
+struct OptimSlot {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* state[3] = {nullptr, nullptr, nullptr};
+  int64_t numel = 0;
+};
+
 /// The kernel table of one device type. Every slot must be filled.
 struct Backend {
   const char* name;
@@ -205,6 +215,18 @@ struct Backend {
   /// otherwise) from grad.
   void (*sgd_step)(const View& param, const View& grad, const View& momentum_buf,
                    const SgdArgs& args);
+  // multi-tensor forms (one launch on a GPU for a whole parameter group): the same update
+  // as adam_step / sgd_step on every slot, all with the same args (so the same step count).
+  void (*adam_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
+  void (*sgd_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
+  /// *total_norm (a 0-d buffer of `dtype` on the grads' device) = the norm of order
+  /// norm_type (p > 0 or +inf) of all grads together; sums accumulate in f64 in a fixed order.
+  void (*grad_norm_multi)(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                          double norm_type, void* total_norm);
+  /// grads *= min(1, max_norm / (total_norm + 1e-6)), total_norm read where it lives (no host
+  /// sync on a GPU): torch.nn.utils.clip_grad_norm_'s clamped coefficient.
+  void (*clip_grads_by_norm)(DType dtype, void* const* grads, const int64_t* numels,
+                             int64_t count, double max_norm, const void* total_norm);
   // batch normalisation (norm_kernels.cpp): `in`, `out`, `grad_out` are contiguous
   // [N, C, S] (S: the dims after C, multiplied); per-channel operands are contiguous [C].
   /// mean[C] and biased variance var[C] of each channel of in (accumulated in f64).

@@ -6,6 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember {
 
@@ -26,9 +27,13 @@ Device Device::parse(const std::string& text) {
                                      "' (expected cpu, cuda or cuda:N)"));
 }
 
-#if !defined(EMBER_WITH_CUDA)
+#if !defined(EMBER_WITH_CUDA)  // the CUDA build defines these in src/cuda/runtime.cpp
 bool cuda_available() { return false; }
 int cuda_device_count() { return 0; }
+std::string cuda_device_description(int /*index*/) {
+  backend::backend_for(DeviceType::cuda);  // throws "ember was built without CUDA"
+  return {};
+}
 #endif
 
 namespace {

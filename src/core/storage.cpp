@@ -1,8 +1,15 @@
 // src/core/storage.cpp — Storage: bytes from a device's caching allocator, plus the pool
-// guard and the memory-stat entry points (ARCHITECTURE §3).
+// guard, the memory-stat entry points and release_device (ARCHITECTURE §3).
+//
+// Every storage on a non-CPU device is listed in a registry (one set per device) while it
+// lives there, so release_device can find and rescue all of them; CPU storages are not
+// listed (nothing ever needs to find them, and the CPU path stays free of a lock).
 #include "ember/storage.hpp"
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -13,12 +20,39 @@ namespace ember {
 
 namespace {
 thread_local Pool t_current_pool = Pool::Pass;
+
+// The storages living on each non-CPU device, keyed by device index. Recursive: a storage
+// freed while release_device migrates (the same thread) unregisters under the held lock.
+struct DeviceRegistry {
+  std::recursive_mutex mutex;
+  std::unordered_map<int, std::unordered_set<Storage*>> live;
+};
+
+DeviceRegistry& registry() {
+  static DeviceRegistry* r = new DeviceRegistry();  // leaked: storages outlive statics
+  return *r;
 }
+
+void register_storage(Storage* s, Device d) {
+  if (d.is_cpu()) return;
+  DeviceRegistry& r = registry();
+  std::lock_guard<std::recursive_mutex> lock(r.mutex);
+  r.live[d.index].insert(s);
+}
+
+void unregister_storage(Storage* s, Device d) {
+  if (d.is_cpu()) return;
+  DeviceRegistry& r = registry();
+  std::lock_guard<std::recursive_mutex> lock(r.mutex);
+  r.live[d.index].erase(s);
+}
+}  // namespace
 
 Storage::Storage(size_t bytes, Device device, Pool pool)
     : bytes_(bytes), device_(device), pool_(pool) {
   const backend::Backend& be = backend::backend_for(device);
   data_ = be.allocate(device.index, bytes, pool, &block_bytes_);
+  register_storage(this, device_);
 }
 
 Storage* Storage::wrap_external(void* data, size_t bytes) {
@@ -31,6 +65,7 @@ Storage* Storage::wrap_external(void* data, size_t bytes) {
 }
 
 Storage::~Storage() {
+  unregister_storage(this, device_);
   if (owned_ && data_) {
     backend::backend_for(device_).deallocate(device_.index, data_, block_bytes_, pool_);
   }
@@ -51,6 +86,8 @@ void Storage::migrate(Device target) {
     to.memcpy_from_host(target.index, dst, staging.data(), bytes_);
   }
   if (owned_) backend::backend_for(device_).deallocate(device_.index, data_, block_bytes_, pool_);
+  unregister_storage(this, device_);
+  register_storage(this, target);
   data_ = dst;
   block_bytes_ = new_block;
   device_ = target;
@@ -70,6 +107,21 @@ MemoryStats memory_stats(Device device) {
 
 void reset_peak_stats(Device device) { backend::backend_for(device).reset_peak(device.index); }
 void empty_cache(Device device) { backend::backend_for(device).empty_cache(device.index); }
+
+void release_device(Device device) {
+  EMBER_CHECK(device.is_cuda(), "release_device: only CUDA devices can be released (got ",
+              device.str(), ")");
+  const backend::Backend& be = backend::backend_for(device);  // "built without CUDA" if so
+  DeviceRegistry& r = registry();
+  std::lock_guard<std::recursive_mutex> lock(r.mutex);  // no storage dies mid-rescue
+  auto it = r.live.find(device.index);
+  if (it != r.live.end()) {
+    const std::vector<Storage*> storages(it->second.begin(), it->second.end());
+    for (Storage* s : storages) s->migrate(Device::cpu());  // unregisters each
+  }
+  be.synchronize(device.index);
+  be.empty_cache(device.index);
+}
 
 Pool pool_of(const Tensor& t) {
   EMBER_CHECK(t.defined(), "pool_of: the tensor is undefined");

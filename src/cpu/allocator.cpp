@@ -22,14 +22,14 @@
 namespace ember::cpu {
 namespace {
 
-constexpr size_t kAlignment = 64;          // bytes; every block starts on a cache line
-constexpr size_t kMinBlock = 64;           // bytes; the smallest size class
-constexpr int kClassesPerPowerOfTwo = 8;   // 12.5% worst-case slack
+constexpr size_t kAlignment = 64;                // bytes; every block starts on a cache line
+constexpr size_t kMinBlock = 64;                 // bytes; the smallest size class
+constexpr int kClassesPerPowerOfTwo = 8;         // 12.5% worst-case slack
 constexpr size_t kMaxRequest = size_t{1} << 60;  // larger requests fail without trying
 
 struct PoolState {
   std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
-  int64_t in_use = 0;  // bytes of blocks handed out
+  int64_t in_use = 0;                                          // bytes of blocks handed out
   int64_t cached = 0;  // bytes of blocks waiting in free_blocks
   int64_t peak = 0;    // high-water mark of in_use
 };

@@ -4,7 +4,7 @@
 namespace ember::backend {
 
 // Breaks the build when backend.hpp gains a slot this table does not fill yet.
-static_assert(sizeof(Backend) == 37 * sizeof(void*), "a Backend slot was added: fill it below");
+static_assert(sizeof(Backend) == 41 * sizeof(void*), "a Backend slot was added: fill it below");
 
 const Backend& cpu_backend() {
   static const Backend table = {
@@ -51,8 +51,12 @@ const Backend& cpu_backend() {
       // optimizers (optim_kernels.cpp): one pass, vectorised, split across the pool
       .adam_step = cpu::adam_step,  // f32/f64, Adam and AdamW, amsgrad
       .sgd_step = cpu::sgd_step,    // f32/f64, momentum, Nesterov
+      .adam_step_multi = cpu::adam_step_multi,  // one launch per group on a GPU
+      .sgd_step_multi = cpu::sgd_step_multi,
+      .grad_norm_multi = cpu::grad_norm_multi,  // f64 sums, fixed order
+      .clip_grads_by_norm = cpu::clip_grads_by_norm,
       // batch normalisation (norm_kernels.cpp): f32/f64, threaded over channels / rows
-      .batch_norm_stats = cpu::batch_norm_stats,                      // per-run two-pass, merged (Chan)
+      .batch_norm_stats = cpu::batch_norm_stats,                      // merged per-run stats
       .batch_norm_backward_reduce = cpu::batch_norm_backward_reduce,  // Σg, Σg·(x - mean)
       .channel_affine = cpu::channel_affine,                          // a·sa + b·sb + shift
   };

@@ -18,8 +18,8 @@ namespace ember::cpu {
 namespace {
 
 constexpr bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt ||
-         op == BinaryOp::le || op == BinaryOp::gt || op == BinaryOp::ge;
+  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
+         op == BinaryOp::gt || op == BinaryOp::ge;
 }
 
 template <typename T, BinaryOp Op>
@@ -37,10 +37,14 @@ template <typename T, BinaryOp Op>
 inline ResultOf<T, Op> apply(T a, T b) {
   constexpr bool kInt = std::is_integral_v<T>;
   if constexpr (Op == BinaryOp::add || Op == BinaryOp::sub || Op == BinaryOp::mul) {
-    if constexpr (kInt) return wrap(a, b, Op);
-    else if constexpr (Op == BinaryOp::add) return a + b;
-    else if constexpr (Op == BinaryOp::sub) return a - b;
-    else return a * b;
+    if constexpr (kInt)
+      return wrap(a, b, Op);
+    else if constexpr (Op == BinaryOp::add)
+      return a + b;
+    else if constexpr (Op == BinaryOp::sub)
+      return a - b;
+    else
+      return a * b;
   } else if constexpr (Op == BinaryOp::div) {
     if constexpr (kInt) {
       // Truncating division; x/0 gives 0 and MIN/-1 wraps instead of trapping.
@@ -53,18 +57,29 @@ inline ResultOf<T, Op> apply(T a, T b) {
   } else if constexpr (Op == BinaryOp::pow) {
     return std::pow(a, b);
   } else if constexpr (Op == BinaryOp::maximum) {
-    if constexpr (kInt) return a > b ? a : b;
-    else return a != a ? a : (a > b ? a : b);  // NaN in either operand propagates
+    if constexpr (kInt)
+      return a > b ? a : b;
+    else
+      return a != a ? a : (a > b ? a : b);  // NaN in either operand propagates
   } else if constexpr (Op == BinaryOp::minimum) {
-    if constexpr (kInt) return a < b ? a : b;
-    else return a != a ? a : (a < b ? a : b);
-  } else if constexpr (Op == BinaryOp::eq) return a == b;
-  else if constexpr (Op == BinaryOp::ne) return a != b;
-  else if constexpr (Op == BinaryOp::lt) return a < b;
-  else if constexpr (Op == BinaryOp::le) return a <= b;
-  else if constexpr (Op == BinaryOp::gt) return a > b;
-  else if constexpr (Op == BinaryOp::ge) return a >= b;
-  else static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
+    if constexpr (kInt)
+      return a < b ? a : b;
+    else
+      return a != a ? a : (a < b ? a : b);
+  } else if constexpr (Op == BinaryOp::eq)
+    return a == b;
+  else if constexpr (Op == BinaryOp::ne)
+    return a != b;
+  else if constexpr (Op == BinaryOp::lt)
+    return a < b;
+  else if constexpr (Op == BinaryOp::le)
+    return a <= b;
+  else if constexpr (Op == BinaryOp::gt)
+    return a > b;
+  else if constexpr (Op == BinaryOp::ge)
+    return a >= b;
+  else
+    static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
 
 template <typename T, BinaryOp Op, typename R = ResultOf<T, Op>>

@@ -98,8 +98,8 @@ void copy_typed(const Loop<2>& loop) {
 }  // namespace
 
 void copy(const View& out, const View& in) {
-  EMBER_ASSERT(in.shape.size() == out.shape.size(), "copy: rank mismatch ", in.shape.size(),
-               " vs ", out.shape.size());
+  EMBER_ASSERT(in.shape.size() == out.shape.size(), "copy: rank mismatch ", in.shape.size(), " vs ",
+               out.shape.size());
   const Operand ops[2] = {operand(out), operand(in)};
   const Loop<2> loop = make_loop(out.shape, ops);
   dispatch_all(out.dtype, [&](auto to_tag) {

@@ -90,7 +90,8 @@ void gemm_typed(const GemmArgs& g) {
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
-  dispatch_float(args.dtype, "gemm", [&](auto tag) { gemm_typed<typename decltype(tag)::type>(args); });
+  dispatch_float(args.dtype, "gemm",
+                 [&](auto tag) { gemm_typed<typename decltype(tag)::type>(args); });
 }
 
 }  // namespace ember::cpu

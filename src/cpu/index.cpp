@@ -54,7 +54,8 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   EMBER_ASSERT(out.dtype == in.dtype, "index_select: dtype mismatch");
   const Layout l = layout_of(in.shape, dim);
   const int64_t count = numel_of(index.shape);
-  EMBER_ASSERT(out.shape[dim] == count, "index_select: out has ", out.shape[dim], " rows, index ", count);
+  EMBER_ASSERT(out.shape[dim] == count, "index_select: out has ", out.shape[dim], " rows, index ",
+               count);
   const size_t row_bytes = static_cast<size_t>(l.inner) * element_size(in.dtype);
   return dispatch_index(index.dtype, [&](auto tag) {
     using I = typename decltype(tag)::type;
@@ -81,7 +82,8 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
   EMBER_ASSERT(out.dtype == src.dtype, "index_add: dtype mismatch");
   const Layout l = layout_of(out.shape, dim);
   const int64_t count = numel_of(index.shape);
-  EMBER_ASSERT(src.shape[dim] == count, "index_add: src has ", src.shape[dim], " rows, index ", count);
+  EMBER_ASSERT(src.shape[dim] == count, "index_add: src has ", src.shape[dim], " rows, index ",
+               count);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const I* idx = static_cast<const I*>(index.data);
@@ -119,8 +121,8 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   Shape in_strides = in.strides;  // the index supplies the coordinate along dim
   const int64_t dim_stride = in.strides[dim];
   in_strides[dim] = 0;
-  const Operand ops[3] = {operand(out), operand(index),
-                          {in.data, in_strides.data(), element_size(in.dtype)}};
+  const Operand ops[3] = {
+      operand(out), operand(index), {in.data, in_strides.data(), element_size(in.dtype)}};
   const Loop<3> loop = make_loop(index.shape, ops);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;

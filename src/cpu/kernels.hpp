@@ -3,6 +3,11 @@
 // Each function implements the contract written beside its slot in src/backend/backend.hpp;
 // src/cpu/backend_cpu.cpp puts them in the table. Nothing outside src/cpu (and its tests)
 // should call these directly: go through backend::backend_for().
+//
+// In-place use: the output of an elementwise kernel (unary, binary, where, copy, dropout),
+// of softmax and of softmax_backward may be the very same memory as an input (same data
+// and strides); partial overlap is not supported. Reductions, gemm and the index kernels
+// need an output that does not overlap their inputs.
 #pragma once
 
 #include <cstddef>
@@ -65,21 +70,30 @@ void col2im(const backend::Window2d& w, const View& grad_in, const View& columns
 void max_pool2d(const backend::Window2d& w, const View& out, const View& indices, const View& in);
 void max_pool2d_backward(const backend::Window2d& w, const View& grad_in, const View& grad_out,
                          const View& indices);
-void avg_pool2d(const backend::Window2d& w, const View& out, const View& in, bool count_include_pad);
+void avg_pool2d(const backend::Window2d& w, const View& out, const View& in,
+                bool count_include_pad);
 void avg_pool2d_backward(const backend::Window2d& w, const View& grad_in, const View& grad_out,
                          bool count_include_pad);
 
 // batch normalisation (norm_kernels.cpp)
 void batch_norm_stats(const View& mean, const View& var, const View& in);
-void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out, const View& in,
-                                const View& mean);
-void channel_affine(const View& out, const View& a, const View& scale_a, const View& b, const View& scale_b,
-                    const View& shift);
+void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
+                                const View& in, const View& mean);
+void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
+                    const View& scale_b, const View& shift);
 
 // optimizers (optim_kernels.cpp)
 void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
                const View& max_exp_avg_sq, const backend::AdamArgs& args);
 void sgd_step(const View& param, const View& grad, const View& momentum_buf,
               const backend::SgdArgs& args);
+void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+                     const backend::AdamArgs& args);
+void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+                    const backend::SgdArgs& args);
+void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                     double norm_type, void* total_norm);
+void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                        double max_norm, const void* total_norm);
 
 }  // namespace ember::cpu

@@ -364,4 +364,97 @@ void sgd_step(const View& param, const View& grad, const View& momentum_buf, con
     sgd_dispatch<double>(param, grad, momentum_buf, args);
 }
 
+// ---- multi-tensor forms: the CPU has no launches to save, so each slot is one fused step
+
+namespace {
+
+View flat_view(void* data, DType dtype, int64_t numel) {
+  return {data, dtype, Shape{numel}, Shape{1}};
+}
+
+template <typename T>
+double norm_power_sum(const T* g, int64_t n, double p) {
+  double acc = 0.0;
+  if (p == 1.0) {
+    for (int64_t i = 0; i < n; ++i) acc += std::fabs(static_cast<double>(g[i]));
+  } else if (p == 2.0) {
+    for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), p);
+  }
+  return acc;
+}
+
+template <typename T>
+double norm_max(const T* g, int64_t n) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = std::fabs(static_cast<double>(g[i]));
+    if (a > m || std::isnan(a)) m = a;
+  }
+  return m;
+}
+
+}  // namespace
+
+void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+                     const AdamArgs& args) {
+  for (int64_t i = 0; i < count; ++i) {
+    const backend::OptimSlot& s = slots[i];
+    adam_step(flat_view(s.param, dtype, s.numel), flat_view(const_cast<void*>(s.grad), dtype, s.numel),
+              flat_view(s.state[0], dtype, s.numel), flat_view(s.state[1], dtype, s.numel),
+              s.state[2] ? flat_view(s.state[2], dtype, s.numel) : View{}, args);
+  }
+}
+
+void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+                    const SgdArgs& args) {
+  for (int64_t i = 0; i < count; ++i) {
+    const backend::OptimSlot& s = slots[i];
+    sgd_step(flat_view(s.param, dtype, s.numel), flat_view(const_cast<void*>(s.grad), dtype, s.numel),
+             s.state[0] ? flat_view(s.state[0], dtype, s.numel) : View{}, args);
+  }
+}
+
+void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                     double norm_type, void* total_norm) {
+  EMBER_CHECK(dtype == DType::f32 || dtype == DType::f64, "grad_norm_multi: unsupported dtype ",
+              dtype_name(dtype), " (expected f32 or f64)");
+  const bool inf = std::isinf(norm_type);
+  double acc = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double part =
+        dtype == DType::f32
+            ? (inf ? norm_max(static_cast<const float*>(grads[i]), numels[i])
+                   : norm_power_sum(static_cast<const float*>(grads[i]), numels[i], norm_type))
+            : (inf ? norm_max(static_cast<const double*>(grads[i]), numels[i])
+                   : norm_power_sum(static_cast<const double*>(grads[i]), numels[i], norm_type));
+    acc = inf ? ((part > acc || std::isnan(part)) ? part : acc) : acc + part;
+  }
+  const double total = inf ? acc : (norm_type == 1.0 ? acc
+                                    : norm_type == 2.0 ? std::sqrt(acc)
+                                                       : std::pow(acc, 1.0 / norm_type));
+  if (dtype == DType::f32)
+    *static_cast<float*>(total_norm) = static_cast<float>(total);
+  else
+    *static_cast<double*>(total_norm) = total;
+}
+
+void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                        double max_norm, const void* total_norm) {
+  const double total = dtype == DType::f32 ? *static_cast<const float*>(total_norm)
+                                           : *static_cast<const double*>(total_norm);
+  const double coef = std::min(1.0, max_norm / (total + 1e-6));
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == DType::f32) {
+      float* g = static_cast<float*>(grads[i]);
+      const float c = static_cast<float>(coef);
+      for (int64_t j = 0; j < numels[i]; ++j) g[j] *= c;
+    } else {
+      double* g = static_cast<double*>(grads[i]);
+      for (int64_t j = 0; j < numels[i]; ++j) g[j] *= coef;
+    }
+  }
+}
+
 }  // namespace ember::cpu

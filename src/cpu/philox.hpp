@@ -102,7 +102,9 @@ EMBER_HD constexpr bool dropout_keep(const Block& b, double p) {
 struct UniformF32 {
   float lo, span, below_hi;
   EMBER_HD UniformF32(float lo_in, float hi_in)
-      : lo(lo_in), span(hi_in - lo_in), below_hi(hi_in > lo_in ? nextafterf(hi_in, lo_in) : INFINITY) {}
+      : lo(lo_in),
+        span(hi_in - lo_in),
+        below_hi(hi_in > lo_in ? nextafterf(hi_in, lo_in) : INFINITY) {}
   EMBER_HD float operator()(const Block& b) const {
     const float v = lo + span * uniform_f32(b.x[0]);
     return v < below_hi ? v : below_hi;
@@ -113,7 +115,9 @@ struct UniformF32 {
 struct UniformF64 {
   double lo, span, below_hi;
   EMBER_HD UniformF64(double lo_in, double hi_in)
-      : lo(lo_in), span(hi_in - lo_in), below_hi(hi_in > lo_in ? nextafter(hi_in, lo_in) : INFINITY) {}
+      : lo(lo_in),
+        span(hi_in - lo_in),
+        below_hi(hi_in > lo_in ? nextafter(hi_in, lo_in) : INFINITY) {}
   EMBER_HD double operator()(const Block& b) const {
     const double v = lo + span * uniform_f64(b.x[0], b.x[1]);
     return v < below_hi ? v : below_hi;

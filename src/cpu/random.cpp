@@ -6,6 +6,7 @@
 // Contiguous runs go through vectorised loops (Philox's 32x32->64-bit multiplies map to
 // vpmuludq); strided ones through the plain strided loop.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+#pragma GCC optimize("fp-contract=off")   // Note [Identical clones] (loops.hpp)
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
@@ -30,8 +31,8 @@ decltype(auto) dispatch_random(DType t, const char* op, F&& f) {
 }
 
 template <typename T, typename Gen>
-EMBER_VECTORIZE void generate_contiguous(T* __restrict o, int64_t n, uint64_t seed, uint64_t first,
-                                         Gen gen) {
+EMBER_VECTORIZE_WIDE void generate_contiguous(T* __restrict o, int64_t n, uint64_t seed,
+                                              uint64_t first, Gen gen) {
   for (int64_t i = 0; i < n; ++i)
     o[i] = cast<T>(gen(philox::block_for(seed, first + static_cast<uint64_t>(i))));
 }
@@ -54,11 +55,12 @@ void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
 }
 
 template <typename T>
-EMBER_VECTORIZE void dropout_contiguous(T* __restrict o, T* __restrict m, const T* __restrict x,
-                                        int64_t n, uint64_t seed, uint64_t first, double p,
-                                        T scale) {
+EMBER_VECTORIZE_WIDE void dropout_contiguous(T* __restrict o, T* __restrict m,
+                                             const T* __restrict x, int64_t n, uint64_t seed,
+                                             uint64_t first, double p, T scale) {
   for (int64_t i = 0; i < n; ++i) {
-    const bool kept = philox::dropout_keep(philox::block_for(seed, first + static_cast<uint64_t>(i)), p);
+    const bool kept =
+        philox::dropout_keep(philox::block_for(seed, first + static_cast<uint64_t>(i)), p);
     const T keep = kept ? scale : T(0);
     m[i] = keep;
     o[i] = x[i] * keep;

@@ -5,7 +5,8 @@
 //   inner  — the innermost dim is reduced: each output scans its group (rows), in parallel
 //            over outputs;
 //   outer  — the innermost dim is kept: blocks of kColumns adjacent outputs accumulate
-//            row after row (vectorised across columns), in parallel over blocks;
+//            row after row (vectorised across columns), in parallel over blocks, or,
+//            when there are few blocks, over fixed blocks of rows merged in order;
 //   full   — few outputs with large groups: each group is cut into fixed blocks of
 //            kGrainReduceBlock elements reduced in parallel and merged in order.
 // Every driver visits a group in the same order whatever the thread count, so results are
@@ -29,7 +30,8 @@ namespace {
 // latency (16 doubles = 4 chains; 32 floats = 4 chains for max/min).
 constexpr int kSumLanes = 16;
 constexpr int kExtremeLanes = 32;
-constexpr int64_t kColumns = 64;  // outputs per block in the outer driver
+constexpr int64_t kColumns =
+    1024;  // outputs per block in the outer driver (accumulators stay in L1)
 
 template <typename T>
 using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -52,13 +54,17 @@ inline A mul_acc(A a, A b) {
 
 template <typename T>
 inline T max_nan(T a, T b) {  // NaN in either wins
-  if constexpr (std::is_floating_point_v<T>) return (b > a || b != b) ? b : a;
-  else return b > a ? b : a;
+  if constexpr (std::is_floating_point_v<T>)
+    return (b > a || b != b) ? b : a;
+  else
+    return b > a ? b : a;
 }
 template <typename T>
 inline T min_nan(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) return (b < a || b != b) ? b : a;
-  else return b < a ? b : a;
+  if constexpr (std::is_floating_point_v<T>)
+    return (b < a || b != b) ? b : a;
+  else
+    return b < a ? b : a;
 }
 
 template <typename T, typename A>
@@ -134,11 +140,15 @@ struct SumReducer {
   Acc init(const Out*) const { return Acc(0); }
   void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
   void run(Acc& a, const T* x, int64_t n, int64_t) const { a = add_acc(a, sum_run<T, Acc>(x, n)); }
-  void columns(Acc* acc, const T* row, int64_t n, int64_t) const { sum_columns<T, Acc>(acc, row, n); }
+  void columns(Acc* acc, const T* row, int64_t n, int64_t) const {
+    sum_columns<T, Acc>(acc, row, n);
+  }
   void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
   Out finish(const Acc& a, int64_t count) const {
-    if constexpr (Mean) return static_cast<Out>(a / static_cast<Acc>(count));
-    else return static_cast<Out>(a);
+    if constexpr (Mean)
+      return static_cast<Out>(a / static_cast<Acc>(count));
+    else
+      return static_cast<Out>(a);
   }
 };
 
@@ -376,7 +386,7 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   const int64_t outputs = plan.outputs, group = plan.group;
   if (outputs == 0) return;
 
-  if (group >= kGrainReduceBlock && outputs < 4) {  // full: parallel inside each group
+  if (plan.innermost_reduced && group >= kGrainReduceBlock && outputs < 4) {  // full
     Odometer od{plan, plan.kept};
     od.seek(0);
     for (int64_t o = 0; o < outputs; ++o, od.next())
@@ -400,36 +410,70 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   }
 
   // outer: the innermost kept dim is walked in blocks of kColumns outputs.
+  using Acc = typename Red::Acc;
   const int last = plan.kept - 1;
   const int64_t columns = plan.kept_shape[last];
   const int64_t col_in = plan.kept_in[last], col_out = plan.kept_out[last];
   const int64_t col_blocks = (columns + kColumns - 1) / kColumns;
   const int64_t items = outputs / columns * col_blocks;
-  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(group * kColumns, 1));
+  const int64_t width = std::min(columns, kColumns);
+  const int64_t rows_per_block = std::max<int64_t>(1, kGrainReduceBlock / width);
+  const int64_t row_blocks = (group + rows_per_block - 1) / rows_per_block;
+
+  // Accumulates rows [r0, r1) of the groups of one column block into acc[0, nc).
+  auto accumulate = [&](const T* base, int64_t nc, Acc* acc, int64_t r0, int64_t r1) {
+    const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
+    const Loop<1> rows = make_loop(plan.reduced, plan.red_shape, ops);
+    int64_t pos = r0;
+    for_each_range(rows, r0, r1, [&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t r = 0; r < n; ++r) {
+        const T* row = reinterpret_cast<const T*>(p[0] + r * s[0]);
+        if (col_in == 1) {
+          red.columns(acc, row, nc, pos + r);
+        } else {
+          for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j * col_in], pos + r);
+        }
+      }
+      pos += n;
+    });
+  };
+
+  if (items < 4 && row_blocks > 1) {
+    // Few column blocks over many rows: the rows are cut into fixed blocks too, reduced in
+    // parallel into partial accumulators and merged in order.
+    std::vector<Acc> partial(static_cast<size_t>(row_blocks * width));
+    Odometer od{plan, last};
+    for (int64_t item = 0; item < items; ++item) {
+      od.seek(item / col_blocks);
+      const int64_t c0 = item % col_blocks * kColumns;
+      const int64_t nc = std::min(kColumns, columns - c0);
+      Out* slots = out + od.out_off + c0 * col_out;
+      const T* base = in + od.in_off + c0 * col_in;
+      parallel_for(row_blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          Acc* acc = partial.data() + b * width;
+          for (int64_t j = 0; j < nc; ++j) acc[j] = red.init(slots + j * col_out);
+          accumulate(base, nc, acc, b * rows_per_block, std::min(group, (b + 1) * rows_per_block));
+        }
+      });
+      for (int64_t b = 1; b < row_blocks; ++b)
+        for (int64_t j = 0; j < nc; ++j) red.merge(partial[j], partial[b * width + j]);
+      for (int64_t j = 0; j < nc; ++j) slots[j * col_out] = red.finish(partial[j], group);
+    }
+    return;
+  }
+
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(group * width, 1));
   parallel_for(items, grain, [&](int64_t begin, int64_t end) {
     Odometer od{plan, last};
-    typename Red::Acc acc[kColumns];
+    Acc acc[kColumns];
     for (int64_t item = begin; item < end; ++item) {
       od.seek(item / col_blocks);
       const int64_t c0 = item % col_blocks * kColumns;
       const int64_t nc = std::min(kColumns, columns - c0);
       Out* slots = out + od.out_off + c0 * col_out;
       for (int64_t j = 0; j < nc; ++j) acc[j] = red.init(slots + j * col_out);
-      const T* base = in + od.in_off + c0 * col_in;
-      const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
-      const Loop<1> rows = make_loop(plan.reduced, plan.red_shape, ops);
-      int64_t pos = 0;
-      for_each_range(rows, 0, group, [&](char* const* p, const int64_t* s, int64_t n) {
-        for (int64_t r = 0; r < n; ++r) {
-          const T* row = reinterpret_cast<const T*>(p[0] + r * s[0]);
-          if (col_in == 1) {
-            red.columns(acc, row, nc, pos + r);
-          } else {
-            for (int64_t j = 0; j < nc; ++j) red.step(acc[j], row[j * col_in], pos + r);
-          }
-        }
-        pos += n;
-      });
+      accumulate(in + od.in_off + c0 * col_in, nc, acc, 0, group);
       for (int64_t j = 0; j < nc; ++j) slots[j * col_out] = red.finish(acc[j], group);
     }
   });
@@ -440,7 +484,8 @@ void reduce_typed(ReduceOp op, const View& out, const View& in) {
   switch (op) {
     case ReduceOp::sum: return run_reduce<T>(SumReducer<T, false>{}, out, in);
     case ReduceOp::mean:
-      if constexpr (std::is_floating_point_v<T>) return run_reduce<T>(SumReducer<T, true>{}, out, in);
+      if constexpr (std::is_floating_point_v<T>)
+        return run_reduce<T>(SumReducer<T, true>{}, out, in);
       break;
     case ReduceOp::max: return run_reduce<T>(ExtremeReducer<T, true>{}, out, in);
     case ReduceOp::min: return run_reduce<T>(ExtremeReducer<T, false>{}, out, in);
@@ -463,9 +508,8 @@ void reduce(ReduceOp op, const View& out, const View& in) {
       reduced += (in.shape[d] != 1 && out.shape[d] == 1) ? 1 : 0;
     EMBER_ASSERT(reduced <= 1, "reduce: argmax/argmin reduce exactly one dim (got ", reduced, ")");
   }
-  dispatch_numeric(in.dtype, "reduce", [&](auto tag) {
-    reduce_typed<typename decltype(tag)::type>(op, out, in);
-  });
+  dispatch_numeric(in.dtype, "reduce",
+                   [&](auto tag) { reduce_typed<typename decltype(tag)::type>(op, out, in); });
 }
 
 void variance(const View& out, const View& in, int64_t correction) {

@@ -9,6 +9,7 @@
 //   forward:   y = exp(x - max) / Σ exp(x - max);   log: y = x - max - log Σ exp(x - max)
 //   backward:  softmax gi = y · (g - Σ g·y);         log: gi = g - exp(y) · Σ g
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+#pragma GCC optimize("fp-contract=off")   // Note [Identical clones] (loops.hpp)
 
 #include <cmath>
 
@@ -58,7 +59,8 @@ EMBER_VECTORIZE T row_max(const T* __restrict x, int64_t n) {
 
 // o = exp(x - shift); returns Σ o (f64 lanes).
 template <typename T>
-EMBER_VECTORIZE double row_exp_sum(T* __restrict o, const T* __restrict x, int64_t n, T shift) {
+EMBER_VECTORIZE_WIDE double row_exp_sum(T* __restrict o, const T* __restrict x, int64_t n,
+                                        T shift) {
   double lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -79,7 +81,7 @@ EMBER_VECTORIZE double row_exp_sum(T* __restrict o, const T* __restrict x, int64
 
 // Σ exp(x - shift) without storing (log_softmax).
 template <typename T>
-EMBER_VECTORIZE double row_exp_sum_only(const T* __restrict x, int64_t n, T shift) {
+EMBER_VECTORIZE_WIDE double row_exp_sum_only(const T* __restrict x, int64_t n, T shift) {
   double lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -167,8 +169,8 @@ EMBER_VECTORIZE void row_softmax_grad(T* __restrict gi, const T* __restrict g,
 }
 
 template <typename T>
-EMBER_VECTORIZE void row_log_softmax_grad(T* __restrict gi, const T* __restrict g,
-                                          const T* __restrict y, int64_t n, T sum) {
+EMBER_VECTORIZE_WIDE void row_log_softmax_grad(T* __restrict gi, const T* __restrict g,
+                                               const T* __restrict y, int64_t n, T sum) {
   for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - exp_of(y[i]) * sum;
 }
 
@@ -192,7 +194,8 @@ void softmax_columns(T* o, const T* x, int64_t size, int64_t inner, int64_t nc, 
   }
   if (log) {
     T shift[kColumns];
-    for (int64_t j = 0; j < nc; ++j) shift[j] = static_cast<T>(static_cast<double>(m[j]) + std::log(s[j]));
+    for (int64_t j = 0; j < nc; ++j)
+      shift[j] = static_cast<T>(static_cast<double>(m[j]) + std::log(s[j]));
     for (int64_t d = 0; d < size; ++d)
       for (int64_t j = 0; j < nc; ++j) o[d * inner + j] = x[d * inner + j] - shift[j];
   } else {
@@ -251,8 +254,10 @@ void softmax(const View& out, const View& in, int dim, bool log) {
     const T* x = static_cast<const T*>(in.data);
     T* o = static_cast<T*>(out.data);
     for_each_slice(l, kGrainMath, [&](int64_t at, int64_t nc) {
-      if (l.inner == 1) softmax_row(o + at, x + at, l.size, log);
-      else softmax_columns(o + at, x + at, l.size, l.inner, nc, log);
+      if (l.inner == 1)
+        softmax_row(o + at, x + at, l.size, log);
+      else
+        softmax_columns(o + at, x + at, l.size, l.inner, nc, log);
     });
   });
 }
@@ -272,7 +277,8 @@ void softmax_backward(const View& grad_in, const View& grad_out, const View& out
       if (l.inner != 1) {
         softmax_grad_columns(gi + at, g + at, y + at, l.size, l.inner, nc, log);
       } else if (log) {
-        row_log_softmax_grad(gi + at, g + at, y + at, l.size, static_cast<T>(row_sum(g + at, l.size)));
+        row_log_softmax_grad(gi + at, g + at, y + at, l.size,
+                             static_cast<T>(row_sum(g + at, l.size)));
       } else {
         row_softmax_grad(gi + at, g + at, y + at, l.size,
                          static_cast<T>(row_dot(g + at, y + at, l.size)));

@@ -9,6 +9,8 @@
 // call the spinning stops at once (park_workers).
 #include "cpu/thread_pool.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,8 +19,6 @@
 #include <exception>
 #include <mutex>
 #include <thread>
-
-#include <pthread.h>
 #include <vector>
 
 #include "ember/error.hpp"
@@ -30,8 +30,8 @@ namespace {
 // enough to catch the next op of a sequence, short enough not to steal a core from
 // OpenBLAS or another process for long.
 constexpr auto kSpinTime = std::chrono::microseconds(20);
-constexpr int kChunksPerThread = 4;       // load balance on a shared machine
-constexpr int kMaxThreads = 1024;         // participants fit in kParticipantBits
+constexpr int kChunksPerThread = 4;  // load balance on a shared machine
+constexpr int kMaxThreads = 1024;    // participants fit in kParticipantBits
 constexpr int kParticipantBits = 16;
 constexpr uint64_t kParticipantMask = (uint64_t{1} << kParticipantBits) - 1;
 
@@ -82,8 +82,7 @@ class ThreadPool {
     error_ = nullptr;
     next_chunk_.store(0, std::memory_order_relaxed);
     park_.store(false, std::memory_order_relaxed);
-    const int participants =
-        static_cast<int>(std::min<int64_t>(threads - 1, num_chunks_ - 1));
+    const int participants = static_cast<int>(std::min<int64_t>(threads - 1, num_chunks_ - 1));
     pending_.store(participants, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -178,10 +177,10 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::atomic<int> size_{1};
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> park_{false};  // set before BLAS runs: stop spinning, block now
+  std::atomic<bool> park_{false};   // set before BLAS runs: stop spinning, block now
   std::atomic<uint64_t> state_{0};  // generation << kParticipantBits | participants
   std::atomic<int64_t> next_chunk_{0};
-  std::atomic<int> pending_{0};     // participating workers yet to finish
+  std::atomic<int> pending_{0};  // participating workers yet to finish
   detail::RangeFn fn_{nullptr, nullptr};
   int64_t n_ = 0, chunk_ = 1, num_chunks_ = 0;
   std::exception_ptr error_;
@@ -196,7 +195,8 @@ int default_thread_count() {
   if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n >= 1) return static_cast<int>(std::min<long>(n, kMaxThreads));
+    if (end != env && *end == '\0' && n >= 1)
+      return static_cast<int>(std::min<long>(n, kMaxThreads));
   }
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));

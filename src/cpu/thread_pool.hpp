@@ -49,10 +49,9 @@ inline void parallel_for(int64_t n, int64_t grain, F&& fn) {
     return;
   }
   using Fn = std::remove_reference_t<F>;
-  detail::RangeFn ref{const_cast<void*>(static_cast<const void*>(&fn)),
-                      [](void* object, int64_t begin, int64_t end) {
-                        (*static_cast<Fn*>(object))(begin, end);
-                      }};
+  detail::RangeFn ref{
+      const_cast<void*>(static_cast<const void*>(&fn)),
+      [](void* object, int64_t begin, int64_t end) { (*static_cast<Fn*>(object))(begin, end); }};
   detail::parallel_for_impl(n, grain, ref);
 }
 

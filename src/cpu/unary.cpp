@@ -4,6 +4,7 @@
 // helpers that backward rules use); run_unary turns it into a flat loop the compiler
 // vectorises when both operands are contiguous, and a strided loop otherwise.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+#pragma GCC optimize("fp-contract=off")   // Note [Identical clones] (loops.hpp)
 
 #include <cmath>
 #if defined(__SSE2__)
@@ -17,8 +18,8 @@
 namespace ember::cpu {
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1/√2
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
+constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
 constexpr double kGeluKappa = 0.044715;
 
@@ -36,27 +37,43 @@ inline T gelu_tanh_inner(T x) {
 
 template <typename T, UnaryOp Op>
 inline T apply(T x, T a, T b) {
-  if constexpr (Op == UnaryOp::neg) return -x;
-  else if constexpr (Op == UnaryOp::abs) return std::abs(x);
-  else if constexpr (Op == UnaryOp::sqrt) return std::sqrt(x);
-  else if constexpr (Op == UnaryOp::rsqrt) return T(1) / std::sqrt(x);
-  else if constexpr (Op == UnaryOp::square) return x * x;
-  else if constexpr (Op == UnaryOp::exp) return exp_of(x);
-  else if constexpr (Op == UnaryOp::log) return std::log(x);
-  else if constexpr (Op == UnaryOp::sign) return T((T(0) < x) - (x < T(0)));
-  else if constexpr (Op == UnaryOp::relu) return x < T(0) ? T(0) : x;
-  else if constexpr (Op == UnaryOp::sigmoid) return sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::tanh) return tanh_of(x);
-  else if constexpr (Op == UnaryOp::gelu_erf) return T(0.5) * x * (T(1) + erf_of(x * T(kSqrt1_2)));
+  if constexpr (Op == UnaryOp::neg)
+    return -x;
+  else if constexpr (Op == UnaryOp::abs)
+    return std::abs(x);
+  else if constexpr (Op == UnaryOp::sqrt)
+    return std::sqrt(x);
+  else if constexpr (Op == UnaryOp::rsqrt)
+    return T(1) / std::sqrt(x);
+  else if constexpr (Op == UnaryOp::square)
+    return x * x;
+  else if constexpr (Op == UnaryOp::exp)
+    return exp_of(x);
+  else if constexpr (Op == UnaryOp::log)
+    return std::log(x);
+  else if constexpr (Op == UnaryOp::sign)
+    return T((T(0) < x) - (x < T(0)));
+  else if constexpr (Op == UnaryOp::relu)
+    return x < T(0) ? T(0) : x;
+  else if constexpr (Op == UnaryOp::sigmoid)
+    return sigmoid_of(x);
+  else if constexpr (Op == UnaryOp::tanh)
+    return tanh_of(x);
+  else if constexpr (Op == UnaryOp::gelu_erf)
+    return T(0.5) * x * (T(1) + erf_of(x * T(kSqrt1_2)));
   else if constexpr (Op == UnaryOp::gelu_tanh)
     return T(0.5) * x * (T(1) + tanh_of(gelu_tanh_inner(x)));
-  else if constexpr (Op == UnaryOp::silu) return x * sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::affine) return x * a + b;
-  else if constexpr (Op == UnaryOp::pow_scalar) return std::pow(x, a);
+  else if constexpr (Op == UnaryOp::silu)
+    return x * sigmoid_of(x);
+  else if constexpr (Op == UnaryOp::affine)
+    return x * a + b;
+  else if constexpr (Op == UnaryOp::pow_scalar)
+    return std::pow(x, a);
   else if constexpr (Op == UnaryOp::clamp) {
     const T y = x < a ? a : x;  // NaN passes through both comparisons
     return y > b ? b : y;
-  } else if constexpr (Op == UnaryOp::relu_grad) return x > T(0) ? T(1) : T(0);
+  } else if constexpr (Op == UnaryOp::relu_grad)
+    return x > T(0) ? T(1) : T(0);
   else if constexpr (Op == UnaryOp::gelu_erf_grad) {
     const T cdf = T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
     const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
@@ -68,26 +85,32 @@ inline T apply(T x, T a, T b) {
   } else if constexpr (Op == UnaryOp::silu_grad) {
     const T s = sigmoid_of(x);
     return s * (T(1) + x * (T(1) - s));
-  } else if constexpr (Op == UnaryOp::clamp_mask) return (a <= x && x <= b) ? T(1) : T(0);
-  else static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
+  } else if constexpr (Op == UnaryOp::clamp_mask)
+    return (a <= x && x <= b) ? T(1) : T(0);
+  else
+    static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
 }
 
 // Cheap ops are memory-bound; transcendental ones are worth splitting earlier.
 template <UnaryOp Op>
 constexpr int64_t grain_of() {
   switch (Op) {
-    case UnaryOp::neg: case UnaryOp::abs: case UnaryOp::square: case UnaryOp::sign:
-    case UnaryOp::relu: case UnaryOp::affine: case UnaryOp::clamp: case UnaryOp::relu_grad:
-    case UnaryOp::clamp_mask:
-      return kGrainCheap;
-    default:
-      return kGrainMath;
+    case UnaryOp::neg:
+    case UnaryOp::abs:
+    case UnaryOp::square:
+    case UnaryOp::sign:
+    case UnaryOp::relu:
+    case UnaryOp::affine:
+    case UnaryOp::clamp:
+    case UnaryOp::relu_grad:
+    case UnaryOp::clamp_mask: return kGrainCheap;
+    default: return kGrainMath;
   }
 }
 
 template <typename T, UnaryOp Op>
-EMBER_VECTORIZE void unary_contiguous(T* __restrict o, const T* __restrict x, int64_t n, T a,
-                                      T b) {
+EMBER_VECTORIZE_WIDE void unary_contiguous(T* __restrict o, const T* __restrict x, int64_t n, T a,
+                                           T b) {
   for (int64_t i = 0; i < n; ++i) o[i] = apply<T, Op>(x[i], a, b);
 }
 
@@ -178,8 +201,7 @@ void unary_typed(UnaryOp op, const Loop<2>& loop, T a, T b) {
     EMBER_UNARY_CASE(clamp_mask)
 #undef EMBER_UNARY_CASE
     case UnaryOp::logical_not:
-    case UnaryOp::count:
-      break;
+    case UnaryOp::count: break;
   }
   EMBER_ASSERT(false, "unary: unhandled op ", static_cast<int>(op));
 }

@@ -25,10 +25,10 @@ namespace ember::cpu {
 
 inline float exp_of(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;       // ln 2 split so k·kLn2Hi is exact
+  constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so k·kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kMaxArg = 88.7228394f;       // above: inf
-  constexpr float kMinArg = -103.972084f;      // below: 0
+  constexpr float kMaxArg = 88.7228394f;   // above: inf
+  constexpr float kMinArg = -103.972084f;  // below: 0
   const float xc = x > kMaxArg ? kMaxArg : (x < kMinArg ? kMinArg : x);
   // Adding 1.5·2^23 rounds to an integer, which lands in the low mantissa bits of t.
   constexpr float kRoundMagic = 12582912.0f;

@@ -141,11 +141,12 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   } else {
     for (int64_t c = 0; c < columns; ++c) names.push_back(std::to_string(c));
   }
-  const int64_t label = label_index(path, options, names, columns);
+  const int64_t label = options.has_label ? label_index(path, options, names, columns) : -1;
 
   std::vector<float> features;
   std::vector<double> labels;
   bool integer_labels = true;
+  int64_t rows = 0;
   bool first_is_data = !options.has_header;  // then `fields` already holds the first row
   for (;;) {
     if (first_is_data) {
@@ -156,6 +157,7 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
     }
     if (static_cast<int64_t>(fields.size()) != columns)
       fail(where(), fields.size(), " fields (expected ", columns, ", as in line ", header_line, ")");
+    ++rows;
     for (int64_t c = 0; c < columns; ++c) {
       double v = 0.0;
       if (auto err = parse_number(fields[c], v); !err.empty())
@@ -169,12 +171,13 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
     }
   }
   if (in.bad()) fail(path, "read error (", std::strerror(errno), ")");
-  if (labels.empty()) fail(path, "no data rows (expected at least one after the header)");
+  if (rows == 0) fail(path, "no data rows (expected at least one after the header)");
 
-  const int64_t rows = static_cast<int64_t>(labels.size());
   CsvData out;
-  out.inputs = from_vector(features, {rows, columns - 1}, {.device = Device::cpu()});
-  if (integer_labels) {
+  out.inputs = from_vector(features, {rows, columns - (label >= 0 ? 1 : 0)}, {.device = Device::cpu()});
+  if (label < 0) {
+    // no label column: labels stay undefined
+  } else if (integer_labels) {
     std::vector<int64_t> ints(labels.size());
     for (size_t i = 0; i < labels.size(); ++i) ints[i] = static_cast<int64_t>(labels[i]);
     out.labels = from_vector(ints, {rows}, {.device = Device::cpu()});
@@ -184,7 +187,7 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   }
   for (int64_t c = 0; c < columns; ++c)
     if (c != label) out.feature_names.push_back(names[c]);
-  out.label_name = names[label];
+  if (label >= 0) out.label_name = names[label];
   return out;
 }
 

@@ -2,6 +2,7 @@
 // top of the safetensors layer. Metadata keys are listed in ARCHITECTURE §7.
 #include "ember/io/checkpoint.hpp"
 
+#include <charconv>
 #include <ctime>
 #include <iomanip>
 #include <set>
@@ -84,11 +85,51 @@ json metadata_json(const SafetensorsFile& f, const std::string& key, json fallba
   }
 }
 
+// A metadata value that must be a JSON object whose values are all strings (ember.tied,
+// ember.dtypes); an empty object when absent.
+json metadata_string_map(const SafetensorsFile& f, const std::string& key) {
+  const json j = metadata_json(f, key, json::object());
+  bool ok = j.is_object();
+  for (auto it = j.begin(); ok && it != j.end(); ++it) ok = it.value().is_string();
+  if (!ok) fail(f.path(), "metadata '" + key + "' is not a JSON object of names to strings (got " + j.dump().substr(0, 60) + ")");
+  return j;
+}
+
+// A metadata value that must be a JSON object (checkpoint state); null when absent.
+json metadata_object(const SafetensorsFile& f, const std::string& key) {
+  const json j = metadata_json(f, key, json());
+  if (f.metadata().count(key) && !j.is_object())
+    fail(f.path(), "metadata '" + key + "' is not a JSON object (got " + j.dump().substr(0, 60) + ")");
+  return j;
+}
+
+// Runs `fn`, turning any error it raises (from the registry, the optimizer, the scheduler, the
+// loader, a JSON accessor or an allocation) into an ember::Error that names the file.
+template <typename Fn>
+auto with_file_context(const std::string& path, const std::string& what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    fail(path, what + ": " + e.what());
+  }
+}
+
+// A decimal integer that fills the whole string (std::sto* accept "12abc" and throw
+// std::invalid_argument/out_of_range, not ember::Error).
+template <typename Int>
+Int parse_integer(const std::string& path, const std::string& key, const std::string& text) {
+  Int v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    fail(path, "metadata '" + key + "' is not an integer (got \"" + text.substr(0, 40) + "\")");
+  return v;
+}
+
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
 // dtypes converted back when the file recorded the original). Strict: all problems in one error.
 nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict, bool skip_optim) {
-  const json tied = metadata_json(f, "ember.tied", json::object());
-  const json dtypes = metadata_json(f, "ember.dtypes", json::object());
+  const json tied = metadata_string_map(f, "ember.tied");
+  const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
   std::set<std::string> file_names;
   for (const TensorEntry& e : f.entries())
@@ -139,16 +180,18 @@ nn::Module build_from(const SafetensorsFile& f, const std::function<nn::Module(c
     fail(f.path(), "no ember.architecture in the file (written by another tool?): build the module yourself and "
                    "use load_state(), or pass a builder to load_model()");
   const json arch = metadata_json(f, "ember.architecture", json());
+  if (!arch.is_object()) fail(f.path(), "ember.architecture is not a module config object (got " + arch.dump().substr(0, 60) + ")");
   const RngState rng = get_rng_state();  // building initialises weights: leave the user's stream alone
   nn::Module model;
   try {
-    model = builder ? builder(arch) : nn::build(arch);
+    model = with_file_context(f.path(), "cannot rebuild the module from ember.architecture",
+                              [&] { return builder ? builder(arch) : nn::build(arch); });
   } catch (...) {
     set_rng_state(rng);
     throw;
   }
   set_rng_state(rng);
-  EMBER_CHECK(model.defined(), "load_model: the builder returned an undefined module");
+  if (!model.defined()) fail(f.path(), "load_model: the builder returned an undefined module");
   model->to(device);
   return model;
 }
@@ -216,30 +259,46 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
                    (kind == f.metadata().end() ? std::string("absent") : "'" + kind->second + "'") +
                    "; model files load with load_model or load_state)");
   f.verify_checksum();
-  // Validate and stage everything before changing any object.
+  // Parse and validate every piece before changing any object.
   optim::OptimizerState os;
-  os.meta = metadata_json(f, "ember.optimizer", json());
+  os.meta = metadata_object(f, "ember.optimizer");
   if (os.meta.is_null()) fail(path, "the checkpoint has no ember.optimizer state");
   for (const TensorEntry& e : f.entries())
     if (e.name.rfind(kOptimPrefix, 0) == 0) os.tensors.emplace_back(e.name.substr(6), f.read(e.name));
-  const json sched = metadata_json(f, "ember.scheduler", json());
-  EMBER_CHECK(!scheduler || !sched.is_null(), "load_checkpoint: ", path, ": a scheduler was given but the checkpoint has none");
-  apply_state(f, model, true, true);
-  optimizer.load_state_dict(os);
-  if (scheduler) scheduler->load_state_dict(sched);
+  const json sched = metadata_object(f, "ember.scheduler");
+  if (scheduler && sched.is_null()) fail(path, "a scheduler was given but the checkpoint has none");
   CheckpointInfo info;
-  const json rng = metadata_json(f, "ember.rng", json());
-  if (!rng.is_null())
-    set_rng_state({std::stoull(rng["seed"].get<std::string>()), std::stoull(rng["offset"].get<std::string>())});
+  std::optional<RngState> rng;
+  if (f.metadata().count("ember.rng")) {
+    const json r = metadata_object(f, "ember.rng");
+    if (!r.contains("seed") || !r.contains("offset") || !r["seed"].is_string() || !r["offset"].is_string())
+      fail(path, "metadata 'ember.rng' needs string fields seed and offset (got " + r.dump().substr(0, 60) + ")");
+    rng = RngState{parse_integer<uint64_t>(path, "ember.rng", r["seed"].get<std::string>()),
+                   parse_integer<uint64_t>(path, "ember.rng", r["offset"].get<std::string>())};
+  }
   auto step = f.metadata().find("ember.step");
-  if (step != f.metadata().end()) info.step = std::stoll(step->second);
+  if (step != f.metadata().end()) info.step = parse_integer<int64_t>(path, "ember.step", step->second);
   info.extra = metadata_json(f, "ember.extra", json::object());
-  const json dl = metadata_json(f, "ember.dataloader", json());
+  const json dl = metadata_object(f, "ember.dataloader");
   if (!dl.is_null()) {
+    if (!dl.contains("epoch") || !dl.contains("position") || !dl["epoch"].is_number_integer() ||
+        !dl["position"].is_number_integer())
+      fail(path, "metadata 'ember.dataloader' needs integer fields epoch and position (got " + dl.dump().substr(0, 60) + ")");
     info.loader_epoch = dl["epoch"].get<int64_t>();
     info.loader_position = dl["position"].get<int64_t>();
-    if (loader) loader->set_state(info.loader_epoch, info.loader_position);
+    if (info.loader_epoch < 0 || info.loader_position < 0 ||
+        (loader && info.loader_position > loader->num_batches()))
+      fail(path, detail::concat("metadata 'ember.dataloader' has epoch ", info.loader_epoch, " and position ",
+                                info.loader_position, " (expected >= 0, position at most ",
+                                loader ? loader->num_batches() : 0, ", the loader's batches per epoch)"));
   }
+  // The optimizer validates everything and changes nothing on error, so it goes first; the
+  // model's names, shapes and dtypes are all checked before the first value is copied.
+  with_file_context(path, "the optimizer state does not fit", [&] { optimizer.load_state_dict(os); });
+  if (scheduler) with_file_context(path, "the scheduler state does not fit", [&] { scheduler->load_state_dict(sched); });
+  apply_state(f, model, true, true);
+  if (rng) set_rng_state(*rng);
+  if (loader && !dl.is_null()) loader->set_state(info.loader_epoch, info.loader_position);
   return info;
 }
 
@@ -263,8 +322,10 @@ Inspection inspect(const std::string& path) {
   r.architecture = metadata_json(f, "ember.architecture", json());
   const json buffers = metadata_json(f, "ember.buffers", json::array());
   std::set<std::string> buffer_names;
-  for (const json& b : buffers)
-    if (b.is_string()) buffer_names.insert(b.get<std::string>());
+  bool names_ok = buffers.is_array();
+  for (const json& b : buffers) names_ok = names_ok && b.is_string();
+  if (!names_ok) fail(path, "metadata 'ember.buffers' is not a JSON list of names (got " + buffers.dump().substr(0, 60) + ")");
+  for (const json& b : buffers) buffer_names.insert(b.get<std::string>());
   for (const TensorEntry& e : f.entries()) {
     Inspection::Row row;
     row.name = e.name;
@@ -288,7 +349,7 @@ std::string Inspection::to_string() const {
   if (!format_version.empty()) o << " (format version " << format_version << ")";
   o << "\n";
   if (!ember_version.empty()) o << "  written by: ember " << ember_version << (created.empty() ? "" : " at " + created) << "\n";
-  if (!architecture.is_null() && architecture.contains("type"))
+  if (architecture.is_object() && architecture.contains("type") && architecture["type"].is_string())
     o << "  architecture: " << architecture["type"].get<std::string>() << " (" << architecture.dump().size()
       << " bytes of config JSON)\n";
   size_t w = 4;

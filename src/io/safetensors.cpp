@@ -3,6 +3,7 @@
 #include "ember/io/safetensors.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -279,6 +280,26 @@ struct TempFile {
   }
 };
 
+// Note [Stale temporary files]
+// A writer killed between creating its temporary file and renaming it leaves
+// ".NAME.tmp.PID.N.T" behind (the target itself is untouched: old or new, never torn). The
+// next save of the same target removes the temporaries whose writer process is gone
+// (kill(PID, 0) fails with ESRCH); those of live processes, another writer's included, are
+// left alone. So at most one temporary per killed writer exists, and only until the next save.
+void remove_stale_temporaries(const std::filesystem::path& dir, const std::string& filename) {
+  const std::string prefix = "." + filename + ".tmp.";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const char* digits = name.c_str() + prefix.size();
+    char* stop = nullptr;
+    const long pid = std::strtol(digits, &stop, 10);
+    if (stop == digits || *stop != '.' || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink(it->path().c_str());
+  }
+}
+
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {
@@ -342,6 +363,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   static std::atomic<uint64_t> counter{0};
+  remove_stale_temporaries(dir, target.filename().string());
   TempFile tmp;
   tmp.path = (dir / (std::string(".") + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
                      std::to_string(counter.fetch_add(1)) + "." +

@@ -62,11 +62,11 @@ void adam_groups(const std::string& who, const std::vector<Group>& groups, bool 
   for (size_t g = 0; g < groups.size(); ++g) {
     const backend::AdamArgs args = args_of(groups[g].options, decoupled);
     const std::vector<Tensor>& params = groups[g].params;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Tensor grad = params[i].grad();
-      if (!grad.defined()) continue;
-      detail::adam_update(who, params[i], grad, slot(g, i), args);
-    }
+    std::vector<detail::ParamRef> refs;
+    refs.reserve(params.size());
+    if (!params.empty()) slot(g, params.size() - 1);  // size the state first: refs keep pointers
+    for (size_t i = 0; i < params.size(); ++i) refs.push_back({&params[i], &slot(g, i)});
+    detail::adam_update_many(who, refs, args);
   }
 }
 

@@ -92,4 +92,99 @@ void sgd_update(const std::string& who, const Tensor& param, const Tensor& grad,
   });
 }
 
+namespace {
+
+// Parameters of one multi-tensor call: same device, dtype and step arguments.
+struct Bucket {
+  Device device;
+  DType dtype;
+  int64_t step;
+  bool first_step;
+  std::vector<backend::OptimSlot> slots;
+  std::vector<const Tensor*> params;
+};
+
+Bucket& bucket_for(std::vector<Bucket>& buckets, const Tensor& param, int64_t step,
+                   bool first_step) {
+  for (Bucket& b : buckets)
+    if (b.device == param.device() && b.dtype == param.dtype() && b.step == step &&
+        b.first_step == first_step)
+      return b;
+  buckets.push_back({param.device(), param.dtype(), step, first_step, {}, {}});
+  return buckets.back();
+}
+
+bool fusable(const Tensor& param, const Tensor& grad) {
+  return param.is_contiguous() && grad.is_contiguous();
+}
+
+void bump_versions(const Bucket& b) {
+  for (const Tensor* p : b.params) p->storage()->bump_version();
+}
+
+}  // namespace
+
+void adam_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                      backend::AdamArgs args) {
+  std::vector<Bucket> buckets;
+  for (const ParamRef& ref : params) {
+    const Tensor& param = *ref.param;
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    check_pair(who, param, grad);
+    if (!fusable(param, grad)) {
+      adam_update(who, param, grad, *ref.state, args);
+      continue;
+    }
+    ParamState& state = *ref.state;
+    bool created = false;
+    state_tensor(state, param, "exp_avg", &created);
+    state_tensor(state, param, "exp_avg_sq", &created);
+    if (args.amsgrad) state_tensor(state, param, "max_exp_avg_sq", &created);
+    state.step += 1;
+    Bucket& b = bucket_for(buckets, param, state.step, false);
+    b.slots.push_back({param.data_ptr(),
+                       grad.data_ptr(),
+                       {state.find("exp_avg")->data_ptr(), state.find("exp_avg_sq")->data_ptr(),
+                        args.amsgrad ? state.find("max_exp_avg_sq")->data_ptr() : nullptr},
+                       param.numel()});
+    b.params.push_back(ref.param);
+  }
+  for (const Bucket& b : buckets) {
+    args.step = b.step;
+    backend::backend_for(b.device).adam_step_multi(b.dtype, b.slots.data(),
+                                                   static_cast<int64_t>(b.slots.size()), args);
+    bump_versions(b);
+  }
+}
+
+void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                     backend::SgdArgs args) {
+  std::vector<Bucket> buckets;
+  for (const ParamRef& ref : params) {
+    const Tensor& param = *ref.param;
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    check_pair(who, param, grad);
+    if (!fusable(param, grad)) {
+      sgd_update(who, param, grad, *ref.state, args);
+      continue;
+    }
+    ParamState& state = *ref.state;
+    void* buf = nullptr;
+    bool created = false;
+    if (args.momentum != 0.0) buf = state_tensor(state, param, "momentum_buffer", &created).data_ptr();
+    state.step += 1;
+    Bucket& b = bucket_for(buckets, param, 0, created);
+    b.slots.push_back({param.data_ptr(), grad.data_ptr(), {buf, nullptr, nullptr}, param.numel()});
+    b.params.push_back(ref.param);
+  }
+  for (const Bucket& b : buckets) {
+    args.first_step = b.first_step;  // PyTorch: a missing buffer starts as a clone of the gradient
+    backend::backend_for(b.device).sgd_step_multi(b.dtype, b.slots.data(),
+                                                  static_cast<int64_t>(b.slots.size()), args);
+    bump_versions(b);
+  }
+}
+
 }  // namespace ember::optim::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "ember/optim/optimizer.hpp"
@@ -18,5 +19,21 @@ void adam_update(const std::string& who, const Tensor& param, const Tensor& grad
 /// SGD step of `param`; creates momentum_buffer on first use when momentum != 0.
 void sgd_update(const std::string& who, const Tensor& param, const Tensor& grad, ParamState& state,
                 backend::SgdArgs args);
+
+/// A parameter of a group and its state, for the multi-tensor forms below.
+struct ParamRef {
+  const Tensor* param;
+  ParamState* state;
+};
+
+/// adam_update for every parameter of `params` that has a .grad, with one multi-tensor kernel
+/// call per (device, dtype, step) — normally one per group; non-contiguous parameters or
+/// gradients take the single-tensor path.
+void adam_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                      backend::AdamArgs args);
+
+/// sgd_update for every parameter of `params` that has a .grad, likewise batched.
+void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                     backend::SgdArgs args);
 
 }  // namespace ember::optim::detail

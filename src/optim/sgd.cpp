@@ -60,12 +60,12 @@ void SGD::step() {
                                 .weight_decay = o.weight_decay,
                                 .nesterov = o.nesterov,
                                 .maximize = o.maximize};
-    for (size_t i = 0; i < group.params.size(); ++i) {
-      const Tensor& p = group.params[i];
-      const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      detail::sgd_update(who, p, grad, state_slot(g, i), args);
-    }
+    std::vector<detail::ParamRef> refs;
+    refs.reserve(group.params.size());
+    if (!group.params.empty()) state_slot(g, group.params.size() - 1);  // refs keep pointers
+    for (size_t i = 0; i < group.params.size(); ++i)
+      refs.push_back({&group.params[i], &state_slot(g, i)});
+    detail::sgd_update_many(who, refs, args);
   }
 }
 

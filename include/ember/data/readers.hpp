@@ -38,6 +38,8 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip = false);
 struct CsvOptions {
   /// The label column, by header name or by 0-based index (negative counts from the end).
   std::variant<int64_t, std::string> label_column = int64_t{-1};
+  /// False: the file has no label column; every column is a feature (labels undefined).
+  bool has_label = true;
   /// The first line names the columns.
   bool has_header = true;
   char delimiter = ',';
@@ -46,6 +48,7 @@ struct CsvOptions {
 struct CsvData {
   Tensor inputs;                           // f32 [N, F]: every column but the label, in order
   Tensor labels;                           // [N]: i64 when every label is an integer, else f32
+                                           // (undefined when has_label is false)
   std::vector<std::string> feature_names;  // F names (column numbers "0", "1", ... without a header)
   std::string label_name;
 };

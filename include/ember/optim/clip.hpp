@@ -21,6 +21,14 @@ namespace ember::optim {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
 
+/// clip_grad_norm without reading the norm: returns it as a 0-d tensor (the gradients'
+/// dtype, on their device; an undefined tensor when no parameter has a gradient). On a GPU
+/// the norm and the scaling run as two kernels over all gradients and the host never waits;
+/// only reading the result (`item()`) synchronises. Example:
+///   Tensor norm = optim::clip_grad_norm_tensor(net->parameters(), 1.0);
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm,
+                             double norm_type = 2.0);
+
 /// Clamps every gradient of `params` to [-clip_value, clip_value] in place.
 void clip_grad_value(const std::vector<Tensor>& params, double clip_value);
 

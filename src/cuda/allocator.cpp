@@ -1,0 +1,330 @@
+// src/cuda/allocator.cpp — the CUDA caching allocator, its statistics, and host<->device
+// copies through pinned staging buffers.
+//
+// Note [CUDA caching allocator]
+// Each device has two pools (Persistent, Pass; ARCHITECTURE §3), and each pool owns the
+// segments it got from cudaMalloc. A request is rounded up to kRound bytes. Requests up to
+// kSmallRequest are carved from kSmallSegment-byte segments; larger ones get a segment of
+// their own size rounded up to kLargeRound. A segment is a chain of blocks (address order);
+// a free block is split when the rest is worth keeping (at least kRound bytes in a small
+// segment, more than kSmallRequest in a large one), and a freed block merges with free
+// neighbours of its segment, so a segment that empties is one free block again. Free blocks
+// sit in a set ordered by (size, address): the best fit is one lower_bound away. Small and
+// large blocks are searched separately so a small tensor never pins a huge segment.
+//
+// Freed blocks are reusable at once (Note [One stream per device], runtime.cpp). cudaFree
+// runs only in empty_cache and on the out-of-memory path: it frees whole free segments.
+// Out of memory: free every cached segment of the device (both pools), retry cudaMalloc
+// once, then throw OutOfMemory naming the request and the pools' figures; the device's
+// state is untouched, so the next (smaller) request is served normally. One mutex per device
+// guards its pools (held across cudaMalloc: allocation is rare once the cache is warm).
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+constexpr size_t kRound = 512;                     // bytes; every block is a multiple
+constexpr size_t kSmallRequest = size_t{1} << 20;  // 1 MiB; up to this: small segments
+constexpr size_t kSmallSegment = size_t{2} << 20;  // 2 MiB per small segment
+constexpr size_t kLargeRound = size_t{2} << 20;    // large segments are multiples of 2 MiB
+constexpr size_t kStagingBytes = size_t{4} << 20;  // per pinned staging buffer (two per device)
+
+struct Block {
+  char* ptr = nullptr;
+  size_t size = 0;
+  bool in_use = false;
+  bool small = true;      // lives in a small segment
+  Block* prev = nullptr;  // neighbours within the segment, address order
+  Block* next = nullptr;
+};
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+
+struct PoolState {
+  std::set<Block*, BySizeThenAddress> free_small, free_large;
+  int64_t in_use = 0;    // bytes of blocks handed out
+  int64_t reserved = 0;  // bytes of segments held
+  int64_t peak = 0;      // high-water mark of in_use
+};
+
+struct DeviceState {
+  std::mutex mutex;
+  PoolState pools[2];                           // indexed by Pool
+  std::unordered_map<void*, Block*> allocated;  // block start -> block, blocks in use
+  int64_t alloc_count = 0, cache_hits = 0, system_allocs = 0;
+  int64_t host_to_device = 0, device_to_host = 0;
+  // staging: two pinned buffers used alternately, each with the event of its last copy
+  std::mutex staging_mutex;
+  char* staging[2] = {nullptr, nullptr};
+  cudaEvent_t staging_done[2] = {nullptr, nullptr};
+};
+
+// Intentionally leaked: storages held by static objects may be freed after this file's
+// statics would have been destroyed (and the CUDA runtime may be gone by then too).
+DeviceState& state(int device) {
+  static std::array<DeviceState*, 64>* states = [] {
+    auto* a = new std::array<DeviceState*, 64>{};
+    for (int d = 0; d < device_count(); ++d) (*a)[static_cast<size_t>(d)] = new DeviceState();
+    return a;
+  }();
+  return *(*states)[static_cast<size_t>(device)];
+}
+
+PoolState& pool_state(DeviceState& s, Pool pool) { return s.pools[static_cast<int>(pool)]; }
+const char* pool_name(Pool pool) { return pool == Pool::Persistent ? "persistent" : "pass"; }
+
+size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+
+std::set<Block*, BySizeThenAddress>& free_set(PoolState& p, bool small) {
+  return small ? p.free_small : p.free_large;
+}
+
+// Takes `b` (free, already out of the free set) for a request of `size` bytes, splitting
+// off the rest when it is worth keeping. The caller holds the mutex.
+Block* take(PoolState& p, Block* b, size_t size) {
+  const size_t rest = b->size - size;
+  if (b->small ? rest >= kRound : rest > kSmallRequest) {
+    auto* tail = new Block{b->ptr + size, rest, false, b->small, b, b->next};
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    b->size = size;
+    free_set(p, tail->small).insert(tail);
+  }
+  b->in_use = true;
+  return b;
+}
+
+// Frees every segment of `p` that is one free block; returns the bytes released.
+size_t release_free_segments(PoolState& p) {
+  size_t released = 0;
+  for (auto* set : {&p.free_small, &p.free_large}) {
+    for (auto it = set->begin(); it != set->end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {
+        ++it;
+        continue;
+      }
+      EMBER_CUDA_CHECK(cudaFree(b->ptr));  // synchronises the device first
+      p.reserved -= static_cast<int64_t>(b->size);
+      released += b->size;
+      it = set->erase(it);
+      delete b;
+    }
+  }
+  return released;
+}
+
+void release_all_cached(DeviceState& s) {
+  for (PoolState& p : s.pools) release_free_segments(p);
+}
+
+std::string pool_figures(const DeviceState& s) {
+  const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
+  const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
+  return detail::concat("persistent: ", persistent.in_use, " bytes in use, ", persistent.reserved,
+                        " reserved; pass: ", pass.in_use, " bytes in use, ", pass.reserved,
+                        " reserved, peak ", pass.peak);
+}
+
+}  // namespace
+
+void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
+  stream(device);  // validates the index and makes the device current
+  DeviceState& s = state(device);
+  const size_t size = round_up(std::max<size_t>(bytes, 1), kRound);
+  const bool small = size <= kSmallRequest;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  PoolState& p = pool_state(s, pool);
+  auto& free = free_set(p, small);
+  Block probe{nullptr, size};
+  Block* b = nullptr;
+  if (auto it = free.lower_bound(&probe); it != free.end()) {
+    b = *it;
+    free.erase(it);
+    ++s.cache_hits;
+  } else {
+    const size_t segment = small ? kSmallSegment : round_up(size, kLargeRound);
+    void* ptr = nullptr;
+    cudaError_t err = segment >= size ? cudaMalloc(&ptr, segment) : cudaErrorMemoryAllocation;
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // clear the (non-sticky) error before retrying
+      release_all_cached(s);
+      err = cudaMalloc(&ptr, segment);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      size_t free_bytes = 0, total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
+      throw OutOfMemory(detail::concat(
+          "cuda:", device, ": out of memory allocating ", bytes, " bytes (segment of ", segment,
+          ") in the ", pool_name(pool), " pool after freeing cached blocks; ", pool_figures(s),
+          "; device: ", free_bytes, " of ", total_bytes, " bytes free"));
+    }
+    if (err != cudaSuccess) throw_cuda_error("cudaMalloc(&ptr, segment)", err, __FILE__, __LINE__);
+    ++s.system_allocs;
+    p.reserved += static_cast<int64_t>(segment);
+    b = new Block{static_cast<char*>(ptr), segment, false, small, nullptr, nullptr};
+  }
+  take(p, b, size);
+  s.allocated.emplace(b->ptr, b);
+  p.in_use += static_cast<int64_t>(b->size);
+  p.peak = std::max(p.peak, p.in_use);
+  ++s.alloc_count;
+  if (block_bytes) *block_bytes = b->size;
+  return b->ptr;
+}
+
+void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
+  if (!ptr) return;
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.allocated.find(ptr);
+  EMBER_ASSERT(it != s.allocated.end(), "cuda deallocate: ", ptr,
+               " is not a block of cuda:", device);
+  Block* b = it->second;
+  s.allocated.erase(it);
+  PoolState& p = pool_state(s, pool);
+  p.in_use -= static_cast<int64_t>(b->size);
+  b->in_use = false;
+  auto& free = free_set(p, b->small);
+  // Coalesce with free neighbours (Note [CUDA caching allocator]).
+  if (Block* prev = b->prev; prev && !prev->in_use) {
+    free.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next) b->next->prev = prev;
+    delete b;
+    b = prev;
+  }
+  if (Block* next = b->next; next && !next->in_use) {
+    free.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next) next->next->prev = b;
+    delete next;
+  }
+  free.insert(b);
+}
+
+void empty_cache(int device) {
+  stream(device);
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  release_all_cached(s);
+}
+
+void memory_stats(int device, MemoryStats* stats) {
+  check_device(device, "memory_stats");
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
+  const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
+  MemoryStats out;
+  out.persistent_bytes = persistent.in_use;
+  out.persistent_reserved = persistent.reserved;
+  out.pass_in_use = pass.in_use;
+  out.pass_reserved = pass.reserved;
+  out.pass_peak = pass.peak;
+  out.host_to_device_bytes = s.host_to_device;
+  out.device_to_host_bytes = s.device_to_host;
+  out.alloc_count = s.alloc_count;
+  out.cache_hits = s.cache_hits;
+  out.system_allocs = s.system_allocs;
+  const int64_t reserved = persistent.reserved + pass.reserved;
+  const int64_t in_use = persistent.in_use + pass.in_use;
+  out.fragmentation = reserved > 0 ? static_cast<double>(reserved - in_use) / reserved : 0.0;
+  *stats = out;
+}
+
+void reset_peak(int device) {
+  check_device(device, "reset_peak_stats");
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
+  pass.peak = pass.in_use;
+}
+
+void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+
+// ---- host <-> device copies through two pinned staging buffers ----
+namespace {
+
+void ensure_staging(DeviceState& s) {
+  if (s.staging[0]) return;
+  for (int i = 0; i < 2; ++i) {
+    EMBER_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&s.staging[i]), kStagingBytes,
+                                   cudaHostAllocDefault));
+    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&s.staging_done[i], cudaEventDisableTiming));
+  }
+}
+
+}  // namespace
+
+// Host to device: each chunk is copied into a staging buffer (once that buffer's previous
+// copy has finished) and sent with cudaMemcpyAsync; the host does not wait for the last
+// chunk, so the caller's buffer may be reused at once and the GPU keeps its queue.
+void memcpy_from_host(int device, void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t st = stream(device);
+  DeviceState& s = state(device);
+  {
+    std::lock_guard<std::mutex> lock(s.staging_mutex);
+    ensure_staging(s);
+    for (size_t done = 0, i = 0; done < bytes; done += kStagingBytes, ++i) {
+      const size_t n = std::min(kStagingBytes, bytes - done);
+      const int k = static_cast<int>(i % 2);
+      EMBER_CUDA_CHECK(cudaEventSynchronize(s.staging_done[k]));
+      std::memcpy(s.staging[k], static_cast<const char*>(host_src) + done, n);
+      EMBER_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, s.staging[k], n,
+                                       cudaMemcpyHostToDevice, st));
+      EMBER_CUDA_CHECK(cudaEventRecord(s.staging_done[k], st));
+    }
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.host_to_device += static_cast<int64_t>(bytes);
+}
+
+// Device to host: chunk i+1 is queued before chunk i is copied out of its staging buffer.
+void memcpy_to_host(int device, void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t st = stream(device);
+  DeviceState& s = state(device);
+  {
+    std::lock_guard<std::mutex> lock(s.staging_mutex);
+    ensure_staging(s);
+    const size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
+    auto chunk_bytes = [&](size_t i) { return std::min(kStagingBytes, bytes - i * kStagingBytes); };
+    auto queue = [&](size_t i) {
+      const int k = static_cast<int>(i % 2);
+      EMBER_CUDA_CHECK(cudaMemcpyAsync(s.staging[k],
+                                       static_cast<const char*>(src) + i * kStagingBytes,
+                                       chunk_bytes(i), cudaMemcpyDeviceToHost, st));
+      EMBER_CUDA_CHECK(cudaEventRecord(s.staging_done[k], st));
+    };
+    queue(0);
+    for (size_t i = 0; i < chunks; ++i) {
+      if (i + 1 < chunks) queue(i + 1);
+      const int k = static_cast<int>(i % 2);
+      EMBER_CUDA_CHECK(cudaEventSynchronize(s.staging_done[k]));
+      std::memcpy(static_cast<char*>(host_dst) + i * kStagingBytes, s.staging[k], chunk_bytes(i));
+    }
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.device_to_host += static_cast<int64_t>(bytes);
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,105 @@
+// src/cuda/common.cuh — what every CUDA kernel file shares: the checked-call macros, the
+// per-device stream, and the slot functions each file contributes to the CUDA kernel table
+// (src/cuda/backend_cuda.cpp fills the table from these declarations).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/backend.hpp"
+
+namespace ember::cuda {
+
+/// Throws ember::Error naming the failing call, the CUDA error name and text, and file:line.
+[[noreturn]] void throw_cuda_error(const char* call, cudaError_t err, const char* file, int line);
+
+/// Makes `device` current on this thread and returns its one stream (created on first use).
+cudaStream_t stream(int device);
+
+/// Number of threads per block for 1-D elementwise launches, and the grid for n elements.
+inline constexpr int kBlock = 256;
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+// ---- slot functions, same signatures as backend::Backend ----
+using backend::AdamArgs;
+using backend::SgdArgs;
+using backend::View;
+using backend::Window2d;
+
+// index_kernels.cu, conv_kernels.cu, optim_kernels.cu, norm_kernels.cu
+bool index_select(const View& out, const View& in, int dim, const View& index);
+bool index_add(const View& out, int dim, const View& index, const View& src);
+bool gather(const View& out, const View& in, int dim, const View& index);
+bool scatter_add(const View& out, int dim, const View& index, const View& src);
+void im2col(const Window2d& w, const View& columns, const View& in);
+void col2im(const Window2d& w, const View& grad_in, const View& columns);
+void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in);
+void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         const View& indices);
+void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad);
+void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         bool count_include_pad);
+void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
+               const View& max_exp_avg_sq, const AdamArgs& args);
+void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args);
+void batch_norm_stats(const View& mean, const View& var, const View& in);
+void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
+                                const View& in, const View& mean);
+void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
+                    const View& scale_b, const View& shift);
+
+}  // namespace ember::cuda
+
+/// Checks a CUDA runtime call; the error names the call. Example: EMBER_CUDA_CHECK(cudaFree(p));
+#define EMBER_CUDA_CHECK(call)                                                    \
+  do {                                                                            \
+    const cudaError_t ember_cuda_err_ = (call);                                   \
+    if (ember_cuda_err_ != cudaSuccess)                                           \
+      ::ember::cuda::throw_cuda_error(#call, ember_cuda_err_, __FILE__, __LINE__); \
+  } while (0)
+
+/// Checks the launch just made (bad configuration, missing kernel image).
+#define EMBER_CUDA_LAUNCH_CHECK() EMBER_CUDA_CHECK(cudaGetLastError())
+
+// ---- shared by the kernel files (index, conv, optim, norm) ----
+namespace ember::cuda {
+
+/// The device that owns `ptr`; -1 when unknown (defined in runtime.cpp, also declared in
+/// kernels.cuh). Example: cudaStream_t s = stream(device_of(out.data));
+int device_of(const void* ptr);
+
+/// The device whose stream a kernel on `ptr` goes to: device_of(ptr), or the current device
+/// when that is unknown.
+inline int kernel_device(const void* ptr) {
+  const int device = device_of(ptr);
+  if (device >= 0) return device;
+  int current = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&current));
+  return current;
+}
+
+// ---- multi-tensor optimizer steps and gradient clipping (optim_kernels.cu) ----
+// One launch updates up to 128 parameters (more are split over launches); see
+// Note [Multi-tensor apply] in optim_kernels.cu. Every pointer is a contiguous device buffer
+// of `numel` elements of the call's dtype, all on one device.
+
+using backend::OptimSlot;  // see backend.hpp
+
+/// Adam/AdamW on every slot with the same args (same step count): adam_step applied to each.
+void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
+/// SGD on every slot with the same args: sgd_step applied to each.
+void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
+
+/// total_norm (a device scalar of `dtype`, may be on the same device as the grads) = the
+/// norm of order norm_type (p > 0 or +inf) of all grads together, with no host sync.
+/// Sums of p-th powers accumulate in f64, in a fixed order (deterministic).
+void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                     double norm_type, void* total_norm);
+/// grads *= min(1, max_norm / (total_norm + 1e-6)) with total_norm read on the device
+/// (torch.nn.utils.clip_grad_norm_'s clip_coef_clamped), no host sync.
+void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                        double max_norm, const void* total_norm);
+
+}  // namespace ember::cuda

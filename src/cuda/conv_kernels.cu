@@ -1,0 +1,372 @@
+// src/cuda/conv_kernels.cu — convolution's im2col / col2im and 2-D max / average pooling on CUDA.
+//
+// Shape letters (Window2d, as src/cpu/conv_kernels.cpp): N batch, C channels, H×W input
+// plane, oh×ow output plane, L = oh·ow, K = kh·kw, NL = N·L. Every operand is contiguous.
+//   im2col   in[N, C, H, W]     -> columns[C·K, NL]    (row r = (c, i, j), column n·L + p)
+//   col2im   columns[C·K, NL]   -> grad_in[N, C, H, W] (sums overlapping patches, overwrites)
+//   pools    in[N, C, H, W]     -> out[N, C, oh, ow]; their backward writes grad_in (overwrites)
+// One thread per output element; consecutive threads take consecutive output elements, so
+// writes are coalesced. Indices are 32-bit when every buffer fits (the usual case) and
+// 64-bit otherwise.
+//
+// Note [Gather-form backward]
+// col2im and both pooling backwards are written as gathers: each grad_in element sums the
+// contributions of the windows that cover it, in the order the CPU kernel adds them (kernel
+// row, kernel column; or output row, output column). No atomics, results are deterministic
+// and match the CPU's sums bit for bit (the same additions in the same order).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "cuda/common.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+template <typename T>
+__device__ inline T minus_infinity() {
+  return -std::numeric_limits<T>::infinity();
+}
+
+// Smallest o with o·stride >= x (x may be negative).
+template <typename Idx>
+__device__ inline Idx ceil_div_signed(Idx x, Idx stride) {
+  return x >= 0 ? (x + stride - 1) / stride : -((-x) / stride);
+}
+// Largest o with o·stride <= x (x may be negative).
+template <typename Idx>
+__device__ inline Idx floor_div_signed(Idx x, Idx stride) {
+  return x >= 0 ? x / stride : -((-x + stride - 1) / stride);
+}
+
+// Window2d in the kernel's index type.
+template <typename Idx>
+struct Geom {
+  Idx batch, channels, height, width, out_h, out_w, kernel_h, kernel_w;
+  Idx stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+};
+
+template <typename Idx>
+Geom<Idx> geom_of(const Window2d& w) {
+  return {
+      static_cast<Idx>(w.batch),      static_cast<Idx>(w.channels),  static_cast<Idx>(w.height),
+      static_cast<Idx>(w.width),      static_cast<Idx>(w.out_h),     static_cast<Idx>(w.out_w),
+      static_cast<Idx>(w.kernel_h),   static_cast<Idx>(w.kernel_w),  static_cast<Idx>(w.stride_h),
+      static_cast<Idx>(w.stride_w),   static_cast<Idx>(w.pad_h),     static_cast<Idx>(w.pad_w),
+      static_cast<Idx>(w.dilation_h), static_cast<Idx>(w.dilation_w)};
+}
+
+#define EMBER_GRID_LOOP(e, total)                                                    \
+  for (Idx e = static_cast<Idx>(blockIdx.x) * blockDim.x + threadIdx.x; e < (total); \
+       e += static_cast<Idx>(gridDim.x) * blockDim.x)
+
+// ---- im2col / col2im ----
+
+template <typename T, typename Idx>
+__global__ void im2col_kernel(Geom<Idx> g, T* __restrict col, const T* __restrict in) {
+  const Idx L = g.out_h * g.out_w, NL = g.batch * L, K = g.kernel_h * g.kernel_w;
+  const Idx total = g.channels * K * NL;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx column = e % NL, r = e / NL;
+    const Idx n = column / L, p = column % L;
+    const Idx oy = p / g.out_w, ox = p % g.out_w;
+    const Idx c = r / K, ki = (r % K) / g.kernel_w, kj = r % g.kernel_w;
+    const Idx iy = oy * g.stride_h - g.pad_h + ki * g.dilation_h;
+    const Idx ix = ox * g.stride_w - g.pad_w + kj * g.dilation_w;
+    T v = T(0);
+    if (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width)
+      v = in[((n * g.channels + c) * g.height + iy) * g.width + ix];
+    col[e] = v;
+  }
+}
+
+// Note [Gather-form backward]: grad_in[n, c, y, x] = Σ over (ki, kj) of the column entry whose
+// patch reads (y, x).
+template <typename T, typename Idx>
+__global__ void col2im_kernel(Geom<Idx> g, T* __restrict grad_in, const T* __restrict col) {
+  const Idx L = g.out_h * g.out_w, NL = g.batch * L, K = g.kernel_h * g.kernel_w;
+  const Idx total = g.batch * g.channels * g.height * g.width;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx x = e % g.width, y = (e / g.width) % g.height;
+    const Idx nc = e / (g.width * g.height);
+    const Idx c = nc % g.channels, n = nc / g.channels;
+    const T* src = col + c * K * NL + n * L;
+    T sum = T(0);
+    for (Idx ki = 0; ki < g.kernel_h; ++ki) {
+      const Idx ty = y + g.pad_h - ki * g.dilation_h;  // = oy·stride_h
+      if (ty < 0 || ty % g.stride_h != 0) continue;
+      const Idx oy = ty / g.stride_h;
+      if (oy >= g.out_h) continue;
+      for (Idx kj = 0; kj < g.kernel_w; ++kj) {
+        const Idx tx = x + g.pad_w - kj * g.dilation_w;
+        if (tx < 0 || tx % g.stride_w != 0) continue;
+        const Idx ox = tx / g.stride_w;
+        if (ox >= g.out_w) continue;
+        sum += src[(ki * g.kernel_w + kj) * NL + oy * g.out_w + ox];
+      }
+    }
+    grad_in[e] = sum;
+  }
+}
+
+// ---- max pooling (padding is -inf; a larger value or a NaN takes the place, as PyTorch) ----
+
+template <typename T, typename Idx>
+__global__ void max_pool_kernel(Geom<Idx> g, T* __restrict out, int64_t* __restrict indices,
+                                const T* __restrict in) {
+  const Idx total = g.batch * g.channels * g.out_h * g.out_w;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx ox = e % g.out_w, oy = (e / g.out_w) % g.out_h;
+    const Idx plane = e / (g.out_w * g.out_h);
+    const T* src = in + plane * g.height * g.width;
+    Idx h0 = oy * g.stride_h - g.pad_h;
+    const Idx h1 = min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.height);
+    while (h0 < 0) h0 += g.dilation_h;
+    Idx w0 = ox * g.stride_w - g.pad_w;
+    const Idx w1 = min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.width);
+    while (w0 < 0) w0 += g.dilation_w;
+    T best = minus_infinity<T>();
+    Idx at = h0 * g.width + w0;
+    for (Idx y = h0; y < h1; y += g.dilation_h) {
+      for (Idx x = w0; x < w1; x += g.dilation_w) {
+        const T v = src[y * g.width + x];
+        if (v > best || v != v) {
+          best = v;
+          at = y * g.width + x;
+        }
+      }
+    }
+    out[e] = best;
+    indices[e] = static_cast<int64_t>(at);
+  }
+}
+
+// Note [Gather-form backward]: grad_in[y, x] = Σ of grad_out over the windows covering (y, x)
+// whose recorded argmax is (y, x), in output order (the CPU's order).
+template <typename T, typename Idx>
+__global__ void max_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
+                                         const T* __restrict grad_out,
+                                         const int64_t* __restrict indices) {
+  const Idx total = g.batch * g.channels * g.height * g.width;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx x = e % g.width, y = (e / g.width) % g.height;
+    const Idx plane = e / (g.width * g.height);
+    const int64_t here = static_cast<int64_t>(y) * g.width + x;
+    // Windows oy with oy·stride - pad <= y <= oy·stride - pad + (kh-1)·dilation.
+    const Idx oy0 = max(
+        Idx(0), ceil_div_signed<Idx>(y + g.pad_h - (g.kernel_h - 1) * g.dilation_h, g.stride_h));
+    const Idx oy1 = min(g.out_h - 1, floor_div_signed<Idx>(y + g.pad_h, g.stride_h));
+    const Idx ox0 = max(
+        Idx(0), ceil_div_signed<Idx>(x + g.pad_w - (g.kernel_w - 1) * g.dilation_w, g.stride_w));
+    const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
+    const Idx base = plane * g.out_h * g.out_w;
+    T sum = T(0);
+    for (Idx oy = oy0; oy <= oy1; ++oy)
+      for (Idx ox = ox0; ox <= ox1; ++ox) {
+        const Idx o = base + oy * g.out_w + ox;
+        if (indices[o] == here) sum += grad_out[o];
+      }
+    grad_in[e] = sum;
+  }
+}
+
+// ---- average pooling ----
+
+// The window of output (oy, ox) clipped to the input, and its divisor (PyTorch's rules).
+template <typename Idx>
+struct AvgWindow {
+  Idx h0, h1, w0, w1;
+  Idx divisor;  // 0: the window has no input cell (output 0)
+};
+
+template <typename Idx>
+__device__ inline AvgWindow<Idx> avg_window(const Geom<Idx>& g, Idx oy, Idx ox,
+                                            bool count_include_pad) {
+  Idx h0 = oy * g.stride_h - g.pad_h, w0 = ox * g.stride_w - g.pad_w;
+  Idx h1 = min(h0 + g.kernel_h, g.height + g.pad_h);
+  Idx w1 = min(w0 + g.kernel_w, g.width + g.pad_w);
+  const Idx padded_size = (h1 - h0) * (w1 - w0);
+  h0 = max(h0, Idx(0));
+  w0 = max(w0, Idx(0));
+  h1 = min(h1, g.height);
+  w1 = min(w1, g.width);
+  if (h0 >= h1 || w0 >= w1) return {h0, h1, w0, w1, 0};
+  return {h0, h1, w0, w1, count_include_pad ? padded_size : (h1 - h0) * (w1 - w0)};
+}
+
+template <typename T, typename Idx>
+__global__ void avg_pool_kernel(Geom<Idx> g, T* __restrict out, const T* __restrict in,
+                                bool count_include_pad) {
+  const Idx total = g.batch * g.channels * g.out_h * g.out_w;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx ox = e % g.out_w, oy = (e / g.out_w) % g.out_h;
+    const Idx plane = e / (g.out_w * g.out_h);
+    const T* src = in + plane * g.height * g.width;
+    const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
+    if (a.divisor == 0) {
+      out[e] = T(0);
+      continue;
+    }
+    T sum = T(0);
+    for (Idx y = a.h0; y < a.h1; ++y)
+      for (Idx x = a.w0; x < a.w1; ++x) sum += src[y * g.width + x];
+    out[e] = sum / static_cast<T>(a.divisor);
+  }
+}
+
+// Note [Gather-form backward]: grad_in[y, x] = Σ grad_out[o] / divisor(o) over the windows o
+// that contain (y, x), in output order.
+template <typename T, typename Idx>
+__global__ void avg_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
+                                         const T* __restrict grad_out, bool count_include_pad) {
+  const Idx total = g.batch * g.channels * g.height * g.width;
+  EMBER_GRID_LOOP(e, total) {
+    const Idx x = e % g.width, y = (e / g.width) % g.height;
+    const Idx plane = e / (g.width * g.height);
+    // Unclipped windows start at o·stride - pad and span kernel cells.
+    const Idx oy0 = max(Idx(0), ceil_div_signed<Idx>(y + g.pad_h - g.kernel_h + 1, g.stride_h));
+    const Idx oy1 = min(g.out_h - 1, floor_div_signed<Idx>(y + g.pad_h, g.stride_h));
+    const Idx ox0 = max(Idx(0), ceil_div_signed<Idx>(x + g.pad_w - g.kernel_w + 1, g.stride_w));
+    const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
+    const T* go = grad_out + plane * g.out_h * g.out_w;
+    T sum = T(0);
+    for (Idx oy = oy0; oy <= oy1; ++oy)
+      for (Idx ox = ox0; ox <= ox1; ++ox) {
+        const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
+        if (a.divisor == 0 || y < a.h0 || y >= a.h1 || x < a.w0 || x >= a.w1) continue;
+        sum += go[oy * g.out_w + ox] / static_cast<T>(a.divisor);
+      }
+    grad_in[e] = sum;
+  }
+}
+
+#undef EMBER_GRID_LOOP
+
+// ---- launch helpers ----
+
+template <typename F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::f64) {
+    f(double{});
+    return;
+  }
+  EMBER_CHECK(t == DType::f32, op, ": the CUDA kernel supports f32 and f64 (got ", dtype_name(t),
+              ")");
+  f(float{});
+}
+
+// Calls f(Idx{}) with int32_t when every index below `largest` fits, else int64_t. The
+// margin covers the padded coordinates the kernels form (pad + dilated kernel extent).
+template <typename F>
+void dispatch_index_width(const Window2d& w, int64_t largest, F&& f) {
+  const int64_t margin = 4 * (w.pad_h + w.pad_w + w.kernel_h * w.dilation_h +
+                              w.kernel_w * w.dilation_w + w.stride_h + w.stride_w);
+  if (largest + margin < std::numeric_limits<int32_t>::max() / 2)
+    f(int32_t{});
+  else
+    f(int64_t{});
+}
+
+int64_t in_numel(const Window2d& w) { return w.batch * w.channels * w.height * w.width; }
+int64_t out_numel(const Window2d& w) { return w.batch * w.channels * w.out_h * w.out_w; }
+
+}  // namespace
+
+void im2col(const Window2d& w, const View& columns, const View& in) {
+  const int64_t total = columns.numel();
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(columns.data));
+  dispatch_float(in.dtype, "im2col", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      im2col_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+          geom_of<Idx>(w), static_cast<T*>(columns.data), static_cast<const T*>(in.data));
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void col2im(const Window2d& w, const View& grad_in, const View& columns) {
+  const int64_t total = in_numel(w);
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, columns.numel()), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      col2im_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+          geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(columns.data));
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in) {
+  const int64_t total = out_numel(w);
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(out.data));
+  dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      max_pool_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+          geom_of<Idx>(w), static_cast<T*>(out.data), static_cast<int64_t*>(indices.data),
+          static_cast<const T*>(in.data));
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         const View& indices) {
+  const int64_t total = in_numel(w);
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      max_pool_backward_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+          geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+          static_cast<const int64_t*>(indices.data));
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad) {
+  const int64_t total = out_numel(w);
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(out.data));
+  dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      avg_pool_kernel<T, Idx>
+          <<<grid_for(total), kBlock, 0, s>>>(geom_of<Idx>(w), static_cast<T*>(out.data),
+                                              static_cast<const T*>(in.data), count_include_pad);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
+                         bool count_include_pad) {
+  const int64_t total = in_numel(w);
+  if (total == 0) return;
+  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
+    using T = decltype(tag);
+    dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
+      using Idx = decltype(idx_tag);
+      avg_pool_backward_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+          geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+          count_include_pad);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+}  // namespace ember::cuda

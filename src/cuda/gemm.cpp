@@ -1,0 +1,236 @@
+// src/cuda/gemm.cpp — batched GEMM through cuBLASLt, with the bias epilogue.
+//
+// C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row), row-major, f32
+// (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's) and f64.
+// cuBLASLt is column-major: a row-major [m, n] matrix is the column-major [n, m] matrix with
+// the same leading dimension, so we compute Cᵀ = op(B)ᵀ · op(A)ᵀ, passing B first and the
+// transposes as flags (nothing is copied). The bias (length n) then runs along Cᵀ's rows,
+// which is what CUBLASLT_EPILOGUE_BIAS adds. Batches use strided-batch layouts (a stride of 0
+// broadcasts one matrix). Descriptors and the heuristic's algorithm are cached per problem;
+// when cuBLASLt offers no algorithm (a layout it refuses), the batch is run one matrix at a
+// time and the bias added by a separate kernel.
+#include <cublasLt.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "cuda/kernels.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // per device, for cuBLASLt's split-K etc.
+
+[[noreturn]] void throw_cublas_error(const char* call, cublasStatus_t status, const char* file,
+                                     int line) {
+  throw Error(detail::concat("cuBLASLt call failed: ", call, " returned ",
+                             cublasLtGetStatusName(status), " (", cublasLtGetStatusString(status),
+                             ") at ", file, ":", line));
+}
+
+#define EMBER_CUBLAS_CHECK(call)                                           \
+  do {                                                                     \
+    const cublasStatus_t ember_cublas_status_ = (call);                    \
+    if (ember_cublas_status_ != CUBLAS_STATUS_SUCCESS)                     \
+      throw_cublas_error(#call, ember_cublas_status_, __FILE__, __LINE__); \
+  } while (0)
+
+struct DeviceBlas {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+// One handle and workspace per device, created on first use; leaked at exit on purpose (the
+// CUDA runtime may already be shut down when static destructors run).
+DeviceBlas& blas(int device) {
+  static std::mutex mutex;
+  static std::array<DeviceBlas, 64> devices;
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceBlas& d = devices[static_cast<size_t>(device)];
+  if (!d.handle) {
+    stream(device);  // makes the device current
+    EMBER_CUBLAS_CHECK(cublasLtCreate(&d.handle));
+    EMBER_CUDA_CHECK(cudaMalloc(&d.workspace, kWorkspaceBytes));
+  }
+  return d;
+}
+
+// Everything that decides the descriptors and the algorithm.
+using Key =
+    std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, int64_t, bool, bool, uint32_t, uint32_t, uint32_t>;
+
+// Note [cuBLASLt alignment]
+// The heuristic assumes 256-byte aligned operands unless told otherwise, and views (slices,
+// one matrix of a batch) need not be. Each operand's alignment — that of its pointer and of
+// its batch stride, at most 256 bytes — goes into the preference and the cache key.
+uint32_t alignment_of(const void* ptr, int64_t batch_stride_bytes) {
+  const uint64_t bits =
+      reinterpret_cast<uintptr_t>(ptr) | static_cast<uint64_t>(batch_stride_bytes) | uint64_t{256};
+  return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (= our B), B, C
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+};
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                                   int64_t batch, int64_t batch_stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof(count)));
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)));
+  }
+  return layout;
+}
+
+// Builds (once per key) the descriptors for one problem and asks the heuristic for an
+// algorithm. `with_bias` selects the bias epilogue.
+const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, bool with_bias, const void* a,
+                     const void* b, const void* c) {
+  static std::mutex mutex;
+  static std::map<Key, Plan>* cache = new std::map<Key, Plan>();  // leaked, as blas()
+  const bool beta_zero = g.beta == 0.0;
+  const int64_t es = static_cast<int64_t>(element_size(g.dtype));
+  const int64_t many = batch > 1 ? 1 : 0;
+  const uint32_t align_a = alignment_of(a, many * g.batch_stride_a * es);
+  const uint32_t align_b = alignment_of(b, many * g.batch_stride_b * es);
+  const uint32_t align_c = alignment_of(c, many * g.batch_stride_c * es);
+  const Key key{device,
+                static_cast<int>(g.dtype),
+                g.trans_a,
+                g.trans_b,
+                g.m,
+                g.n,
+                g.k,
+                g.lda,
+                g.ldb,
+                g.ldc,
+                batch,
+                g.batch_stride_a,
+                g.batch_stride_b,
+                g.batch_stride_c,
+                with_bias,
+                beta_zero,
+                align_a,
+                align_b,
+                align_c};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  const bool f64 = g.dtype == DType::f64;
+  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  Plan p;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, type));
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
+  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                                    sizeof(op_first)));
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                                    sizeof(op_second)));
+  if (with_bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                      &epilogue, sizeof(epilogue)));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                      &type, sizeof(type)));
+  }
+  // Column-major views: our B is [k, n] row-major = [n, k] column-major (transposed: [k, n]).
+  p.a = g.trans_b ? make_layout(type, g.k, g.n, g.ldb, batch, g.batch_stride_b)
+                  : make_layout(type, g.n, g.k, g.ldb, batch, g.batch_stride_b);
+  p.b = g.trans_a ? make_layout(type, g.m, g.k, g.lda, batch, g.batch_stride_a)
+                  : make_layout(type, g.k, g.m, g.lda, batch, g.batch_stride_a);
+  p.c = make_layout(type, g.n, g.m, g.ldc, batch, g.batch_stride_c);
+  cublasLtMatmulPreference_t pref = nullptr;
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
+  // cuBLASLt's A is our B (Note [cuBLASLt alignment]).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}};
+  for (const auto& [attr, value] : alignments)
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      blas(device).handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.algo = result.algo;
+    p.found = true;
+  } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
+    throw_cublas_error("cublasLtMatmulAlgoGetHeuristic", status, __FILE__, __LINE__);
+  }
+  return cache->emplace(key, p).first->second;
+}
+
+// Runs the plan; false when cuBLASLt has no algorithm for it.
+bool run_plan(int device, const GemmArgs& g, int64_t batch, bool with_bias, const void* a,
+              const void* b, void* c) {
+  const Plan& p = plan_for(device, g, batch, with_bias, a, b, c);
+  if (!p.found) return false;
+  if (with_bias)
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &g.bias, sizeof(g.bias)));
+  DeviceBlas& d = blas(device);
+  const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
+  const bool f64 = g.dtype == DType::f64;
+  const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha_f;
+  const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta_f;
+  EMBER_CUBLAS_CHECK(cublasLtMatmul(d.handle, p.desc, alpha, b, p.a, a, p.b, beta, c, p.c, c, p.c,
+                                    &p.algo, d.workspace, kWorkspaceBytes, stream(device)));
+  return true;
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
+  EMBER_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64,
+              "gemm: the CUDA kernel supports f32 and f64 (got ", dtype_name(g.dtype), ")");
+  const int device = kernel_device(g.c);
+  const size_t es = element_size(g.dtype);
+  if (g.k == 0) {  // C = beta · C (+ bias): no product to form
+    const View c{g.c, g.dtype, Shape{g.batch, g.m, g.n}, Shape{g.batch_stride_c, g.ldc, 1}};
+    if (g.beta == 0.0)
+      fill(c, 0.0);
+    else
+      unary(UnaryOp::affine, c, c, g.beta, 0.0);
+  } else {
+    EMBER_ASSERT(
+        g.ldc >= g.n && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n),
+        "gemm: leading dimensions too small");
+    // The epilogue reads the bias with vector loads: only offer it an aligned one.
+    const bool bias = g.bias != nullptr && reinterpret_cast<uintptr_t>(g.bias) % 16 == 0;
+    if (bias && run_plan(device, g, g.batch, true, g.a, g.b, g.c)) return;
+    if (!run_plan(device, g, g.batch, false, g.a, g.b, g.c)) {
+      for (int64_t i = 0; i < g.batch; ++i) {  // one matrix at a time
+        const bool ok =
+            run_plan(device, g, 1, false, static_cast<const char*>(g.a) + i * g.batch_stride_a * es,
+                     static_cast<const char*>(g.b) + i * g.batch_stride_b * es,
+                     static_cast<char*>(g.c) + i * g.batch_stride_c * es);
+        EMBER_CHECK(ok, "gemm: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (",
+                    dtype_name(g.dtype), ")");
+      }
+    }
+  }
+  if (g.bias)  // the epilogue was not used
+    add_bias_rows(device, g.dtype, g.c, g.bias, g.batch, g.batch_stride_c, g.m, g.n, g.ldc);
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,374 @@
+// src/cuda/index_kernels.cu — index_select, index_add, gather, scatter_add on CUDA.
+//
+// Shapes as src/cpu/index.cpp: index tensors are i64 or i32 and contiguous. index_select /
+// index_add see `in`/`out` as [O, S, I] around `dim` (O outer, S the size of dim, I inner) and
+// the selected side as [O, L, I], L = index.numel(). gather / scatter_add walk index's shape
+// (rank <= kMaxRank) with strided operands; the indexed operand's stride along `dim` is
+// replaced by the index value times that stride.
+//
+// Note [Index range check on the device]
+// A bad index must make the kernel return false and leave the output untouched. A check
+// kernel sets a flag (device memory, one per device) when any index is out of range; the op
+// kernel that follows on the same stream reads the flag and writes nothing if it is set;
+// the flag is copied to pinned host memory, and the host waits for the stream and reads it.
+// That wait is the one host sync of these ops. While the stream is being captured into a
+// CUDA graph the wait is impossible: the kernels still refuse to write on a bad index, but
+// the call returns true. The flag is shared by the calls on one device (one stream), so
+// concurrent index calls from several host threads on one device are not supported.
+//
+// Accumulation (index_add, scatter_add) uses atomicAdd: duplicate indices add up in an
+// unspecified order (f32/f64 sums may differ from the CPU's in the last bits).
+#include <cstdint>
+#include <mutex>
+
+#include "cuda/common.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Layout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+Layout layout_of(const Shape& shape, int dim) {
+  Layout l;
+  for (int d = 0; d < dim; ++d) l.outer *= shape[d];
+  l.size = shape[dim];
+  for (int d = dim + 1; d < shape.size(); ++d) l.inner *= shape[d];
+  return l;
+}
+
+// The per-device bad-index flag in device memory and its pinned host mirror (Note [Index range
+// check on the device]). Made once per device, never freed (8 bytes).
+struct Flag {
+  int* device = nullptr;
+  int* host = nullptr;
+};
+
+Flag flag_for(int device) {
+  static std::mutex mutex;
+  static Flag flags[kMaxDevices];
+  EMBER_ASSERT(device >= 0 && device < kMaxDevices, "index: device ", device, " out of range");
+  std::lock_guard<std::mutex> lock(mutex);
+  Flag& f = flags[device];
+  if (f.device == nullptr) {
+    EMBER_CUDA_CHECK(cudaSetDevice(device));
+    EMBER_CUDA_CHECK(cudaMalloc(&f.device, sizeof(int)));
+    EMBER_CUDA_CHECK(cudaHostAlloc(&f.host, sizeof(int), cudaHostAllocPortable));
+  }
+  return f;
+}
+
+__global__ void clear_flag_kernel(int* flag) { *flag = 0; }
+
+template <typename I>
+__global__ void check_range_kernel(const I* __restrict index, int64_t n, int64_t size,
+                                   int* __restrict bad) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = static_cast<int64_t>(index[i]);
+    if (v < 0 || v >= size) *bad = 1;
+  }
+}
+
+// Starts a checked index op: clears the flag and launches the range check of `index`.
+struct RangeCheck {
+  cudaStream_t stream;
+  int* flag;       // device memory, read by the op kernels
+  int* host_flag;  // pinned mirror the host reads after the copy
+};
+
+template <typename I>
+RangeCheck begin_check(const View& index, int64_t size, int device) {
+  const Flag f = flag_for(device);
+  RangeCheck rc{stream(device), f.device, f.host};
+  clear_flag_kernel<<<1, 1, 0, rc.stream>>>(rc.flag);
+  EMBER_CUDA_LAUNCH_CHECK();
+  const int64_t n = index.numel();
+  if (n > 0) {
+    check_range_kernel<I><<<grid_for(n), kBlock, 0, rc.stream>>>(static_cast<const I*>(index.data),
+                                                                 n, size, rc.flag);
+    EMBER_CUDA_LAUNCH_CHECK();
+  }
+  return rc;
+}
+
+// Waits for the stream and reads the flag (Note [Index range check on the device]).
+bool end_check(const RangeCheck& rc) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(rc.stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return true;
+  EMBER_CUDA_CHECK(
+      cudaMemcpyAsync(rc.host_flag, rc.flag, sizeof(int), cudaMemcpyDeviceToHost, rc.stream));
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(rc.stream));
+  return *rc.host_flag == 0;
+}
+
+template <typename F>
+decltype(auto) dispatch_index(DType t, F&& f) {
+  if (t == DType::i32) return f(int32_t{});
+  EMBER_CHECK(t == DType::i64, "index: index tensors must be i64 or i32 (got ", dtype_name(t), ")");
+  return f(int64_t{});
+}
+
+// Element types that only move (index_select, gather): an unsigned type of the same size.
+template <typename F>
+void dispatch_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+    default: break;
+  }
+  EMBER_ASSERT(false, "index: unexpected element size ", bytes);
+}
+
+// f32/f64/i32/i64 (the accumulating kernels).
+template <typename F>
+void dispatch_numeric(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    case DType::i32: f(int32_t{}); return;
+    case DType::i64: f(int64_t{}); return;
+    default: break;
+  }
+  EMBER_CHECK(false, op, ": the CUDA kernel supports f32, f64, i32 and i64 (got ", dtype_name(t),
+              ")");
+}
+
+__device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(int64_t* p, int64_t v) {
+  // Two's-complement addition is the same operation on unsigned 64-bit words.
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+}
+
+// ---- index_select: out[o, j, i] = in[o, index[j], i], moved in units of U ----
+
+template <typename U, typename I>
+__global__ void index_select_kernel(U* __restrict out, const U* __restrict in,
+                                    const I* __restrict index, int64_t outer, int64_t count,
+                                    int64_t size, int64_t inner_units, const int* __restrict bad) {
+  if (*bad) return;
+  const int64_t total = outer * count * inner_units;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner_units, r = e / inner_units;
+    const int64_t j = r % count, o = r / count;
+    out[e] = in[(o * size + static_cast<int64_t>(index[j])) * inner_units + i];
+  }
+}
+
+// The widest unit (16, 8, 4, 2 or 1 bytes) dividing a row and aligning both buffers.
+int unit_bytes(int64_t row_bytes, const void* a, const void* b) {
+  const auto addr = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b);
+  for (int u = 16; u > 1; u /= 2)
+    if (row_bytes % u == 0 && addr % u == 0) return u;
+  return 1;
+}
+
+template <typename F>
+void dispatch_unit(int bytes, F&& f) {
+  switch (bytes) {
+    case 16: f(uint4{}); return;
+    case 8: f(uint2{}); return;
+    case 4: f(uint32_t{}); return;
+    case 2: f(uint16_t{}); return;
+    default: f(uint8_t{}); return;
+  }
+}
+
+// ---- index_add: out[o, index[j], i] += src[o, j, i] ----
+
+template <typename T, typename I>
+__global__ void index_add_kernel(T* __restrict out, const T* __restrict src,
+                                 const I* __restrict index, int64_t outer, int64_t count,
+                                 int64_t size, int64_t inner, const int* __restrict bad) {
+  if (*bad) return;
+  const int64_t total = outer * count * inner;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, r = e / inner;
+    const int64_t j = r % count, o = r / count;
+    atomic_add(out + (o * size + static_cast<int64_t>(index[j])) * inner + i, src[e]);
+  }
+}
+
+// ---- gather / scatter_add: a strided walk over index's shape ----
+
+struct Walk {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride_a[kMaxRank] = {};  // out (gather) / out with 0 along dim (scatter_add)
+  int64_t stride_b[kMaxRank] = {};  // in with 0 along dim (gather) / src (scatter_add)
+  int64_t stride_index[kMaxRank] = {};
+  int64_t dim_stride = 0;  // the indexed operand's stride along dim
+};
+
+__device__ inline void walk_offsets(const Walk& w, int64_t e, int64_t* a, int64_t* b, int64_t* ix) {
+  int64_t oa = 0, ob = 0, oi = 0;
+  for (int d = w.rank - 1; d >= 0; --d) {
+    const int64_t c = e % w.shape[d];
+    e /= w.shape[d];
+    oa += c * w.stride_a[d];
+    ob += c * w.stride_b[d];
+    oi += c * w.stride_index[d];
+  }
+  *a = oa;
+  *b = ob;
+  *ix = oi;
+}
+
+template <typename U, typename I>
+__global__ void gather_kernel(U* __restrict out, const U* __restrict in, const I* __restrict index,
+                              Walk w, int64_t total, const int* __restrict bad) {
+  if (*bad) return;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t a, b, ix;
+    walk_offsets(w, e, &a, &b, &ix);
+    out[a] = in[b + static_cast<int64_t>(index[ix]) * w.dim_stride];
+  }
+}
+
+template <typename T, typename I>
+__global__ void scatter_add_kernel(T* __restrict out, const T* __restrict src,
+                                   const I* __restrict index, Walk w, int64_t total,
+                                   const int* __restrict bad) {
+  if (*bad) return;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t a, b, ix;
+    walk_offsets(w, e, &a, &b, &ix);
+    atomic_add(out + a + static_cast<int64_t>(index[ix]) * w.dim_stride, src[b]);
+  }
+}
+
+bool contiguous(const View& v) {
+  int64_t expected = 1;
+  for (int d = v.shape.size() - 1; d >= 0; --d) {
+    if (v.shape[d] != 1 && v.strides[d] != expected) return false;
+    expected *= v.shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+bool index_select(const View& out, const View& in, int dim, const View& index) {
+  EMBER_ASSERT(contiguous(out) && contiguous(in) && contiguous(index),
+               "index_select: operands must be contiguous");
+  EMBER_ASSERT(out.dtype == in.dtype, "index_select: dtype mismatch");
+  const Layout l = layout_of(in.shape, dim);
+  const int64_t count = index.numel();
+  if (count == 0) return true;
+  const int device = kernel_device(index.data);
+  return dispatch_index(index.dtype, [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const RangeCheck rc = begin_check<I>(index, l.size, device);
+    const int64_t row_bytes = l.inner * static_cast<int64_t>(element_size(in.dtype));
+    if (out.numel() > 0) {
+      dispatch_unit(unit_bytes(row_bytes, out.data, in.data), [&](auto unit_tag) {
+        using U = decltype(unit_tag);
+        const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
+        index_select_kernel<U, I><<<grid_for(l.outer * count * units), kBlock, 0, rc.stream>>>(
+            static_cast<U*>(out.data), static_cast<const U*>(in.data),
+            static_cast<const I*>(index.data), l.outer, count, l.size, units, rc.flag);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+    }
+    return end_check(rc);
+  });
+}
+
+bool index_add(const View& out, int dim, const View& index, const View& src) {
+  EMBER_ASSERT(contiguous(out) && contiguous(src) && contiguous(index),
+               "index_add: operands must be contiguous");
+  EMBER_ASSERT(out.dtype == src.dtype, "index_add: dtype mismatch");
+  const Layout l = layout_of(out.shape, dim);
+  const int64_t count = index.numel();
+  if (count == 0) return true;
+  const int device = kernel_device(index.data);
+  return dispatch_index(index.dtype, [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const RangeCheck rc = begin_check<I>(index, l.size, device);
+    const int64_t total = l.outer * count * l.inner;
+    if (total > 0) {
+      dispatch_numeric(out.dtype, "index_add", [&](auto tag) {
+        using T = decltype(tag);
+        index_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+            static_cast<T*>(out.data), static_cast<const T*>(src.data),
+            static_cast<const I*>(index.data), l.outer, count, l.size, l.inner, rc.flag);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+    }
+    return end_check(rc);
+  });
+}
+
+bool gather(const View& out, const View& in, int dim, const View& index) {
+  EMBER_ASSERT(contiguous(index), "gather: index must be contiguous");
+  EMBER_ASSERT(out.dtype == in.dtype, "gather: dtype mismatch");
+  EMBER_ASSERT(out.shape == index.shape, "gather: out must have index's shape");
+  const int64_t total = index.numel();
+  if (total == 0) return true;
+  Walk w;
+  w.rank = index.shape.size();
+  for (int d = 0; d < w.rank; ++d) {
+    w.shape[d] = index.shape[d];
+    w.stride_a[d] = out.strides[d];
+    w.stride_b[d] = d == dim ? 0 : in.strides[d];
+    w.stride_index[d] = index.strides[d];
+  }
+  w.dim_stride = in.strides[dim];
+  const int device = kernel_device(index.data);
+  return dispatch_index(index.dtype, [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const RangeCheck rc = begin_check<I>(index, in.shape[dim], device);
+    dispatch_bytes(element_size(in.dtype), [&](auto tag) {
+      using U = decltype(tag);
+      gather_kernel<U, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+          static_cast<U*>(out.data), static_cast<const U*>(in.data),
+          static_cast<const I*>(index.data), w, total, rc.flag);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+    return end_check(rc);
+  });
+}
+
+bool scatter_add(const View& out, int dim, const View& index, const View& src) {
+  EMBER_ASSERT(contiguous(index), "scatter_add: index must be contiguous");
+  EMBER_ASSERT(out.dtype == src.dtype, "scatter_add: dtype mismatch");
+  const int64_t total = index.numel();
+  if (total == 0) return true;
+  Walk w;
+  w.rank = index.shape.size();
+  for (int d = 0; d < w.rank; ++d) {
+    w.shape[d] = index.shape[d];
+    w.stride_a[d] = d == dim ? 0 : out.strides[d];
+    w.stride_b[d] = src.strides[d];
+    w.stride_index[d] = index.strides[d];
+  }
+  w.dim_stride = out.strides[dim];
+  const int device = kernel_device(index.data);
+  return dispatch_index(index.dtype, [&](auto index_tag) {
+    using I = decltype(index_tag);
+    const RangeCheck rc = begin_check<I>(index, out.shape[dim], device);
+    dispatch_numeric(out.dtype, "scatter_add", [&](auto tag) {
+      using T = decltype(tag);
+      scatter_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+          static_cast<T*>(out.data), static_cast<const T*>(src.data),
+          static_cast<const I*>(index.data), w, total, rc.flag);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+    return end_check(rc);
+  });
+}
+
+}  // namespace ember::cuda

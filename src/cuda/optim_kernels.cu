@@ -1,0 +1,506 @@
+// src/cuda/optim_kernels.cu — fused optimizer steps and gradient clipping on CUDA.
+//
+// adam_step / sgd_step (the Backend slots) and their multi-tensor forms adam_step_multi /
+// sgd_step_multi run one kernel over many parameters (Note [Multi-tensor apply]); the single
+// tensor slots are the multi-tensor kernel with one tensor. Every element of a parameter,
+// its gradient and its state is read once and written once.
+//
+// The arithmetic is src/cpu/optim_kernels.cpp's (torch.optim's single-tensor formulas,
+// operation for operation, in the parameter's dtype with each scalar cast to it). nvcc
+// contracts a·b + c into an FMA by default; the CPU kernel fuses only where PyTorch's does
+// (Note [Fused multiply-add] there), so every other multiply, add, divide and square root
+// here is an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and
+// the f64 ones): an f32 step gives the CPU's bits.
+//
+// grad_norm_multi / clip_grads_by_norm compute clip_grad_norm on the device: per-block
+// partial sums (f64) into a scratch buffer, one block adds them in a fixed order and writes
+// the norm as a device scalar, and the scaling kernel reads that scalar. Nothing waits for
+// the host.
+//
+// Note [Multi-tensor apply]
+// As PyTorch's multi_tensor_apply: the tensors are cut into chunks of `chunk` elements and
+// every CUDA block takes one (tensor, chunk) pair from a table passed by value in the
+// kernel's parameters (TensorBatch: up to kMaxTensors tensors and kMaxBlocks blocks, about
+// 9 KB; CUDA 12.1+ allows 32 KB of parameters on sm_70+). A larger list takes several
+// launches. The chunk grows with the total size so a small model still spreads over the
+// whole GPU (about kTargetBlocks blocks) and a large one is done in few launches.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+
+#include "cuda/common.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kMaxTensors = 128;                        // tensors per launch
+constexpr int kMaxBlocks = 512;                         // (tensor, chunk) blocks per launch
+constexpr int kOptimThreads = 256;                      // threads per block
+constexpr int64_t kMinChunk = 1024, kMaxChunk = 65536;  // elements, multiples of 1024
+constexpr int64_t kTargetBlocks = 512;
+constexpr int kMaxDevices = 64;
+
+template <int kDepth>
+struct TensorBatch {
+  void* ptr[kDepth][kMaxTensors];
+  int64_t numel[kMaxTensors];
+  uint8_t block_tensor[kMaxBlocks];
+  int32_t block_chunk[kMaxBlocks];
+};
+static_assert(kMaxTensors <= 256, "block_tensor is a uint8_t");
+static_assert(sizeof(TensorBatch<5>) + 256 < 32764, "kernel parameters are limited to 32 KB");
+
+int64_t chunk_for(int64_t total) {
+  int64_t chunk = (total + kTargetBlocks - 1) / kTargetBlocks;
+  chunk = (chunk + kMinChunk - 1) / kMinChunk * kMinChunk;
+  return std::clamp(chunk, kMinChunk, kMaxChunk);
+}
+
+// Note [Multi-tensor apply]: fills TensorBatch tables and calls launch(batch, blocks,
+// first_block) for each. ptrs(t, d) gives pointer d of tensor t, numel(t) its size.
+template <int kDepth, typename Ptrs, typename Numel, typename Launch>
+void multi_tensor_apply(int64_t count, int64_t chunk, Ptrs&& ptrs, Numel&& numel, Launch&& launch) {
+  TensorBatch<kDepth> batch;
+  int slot = 0, blocks = 0;
+  int64_t first_block = 0;
+  for (int64_t t = 0; t < count; ++t) {
+    const int64_t n = numel(t);
+    if (n == 0) continue;
+    for (int d = 0; d < kDepth; ++d) batch.ptr[d][slot] = ptrs(t, d);
+    batch.numel[slot] = n;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      batch.block_tensor[blocks] = static_cast<uint8_t>(slot);
+      batch.block_chunk[blocks] = static_cast<int32_t>(c);
+      ++blocks;
+      const bool last_chunk = c == chunks - 1;
+      if (blocks == kMaxBlocks || (slot + 1 == kMaxTensors && last_chunk)) {
+        launch(batch, blocks, first_block);
+        first_block += blocks;
+        blocks = 0;
+        if (last_chunk) {
+          slot = -1;  // the next tensor starts a fresh table
+        } else {      // this tensor continues in the next launch, from slot 0
+          for (int d = 0; d < kDepth; ++d) batch.ptr[d][0] = batch.ptr[d][slot];
+          batch.numel[0] = batch.numel[slot];
+          slot = 0;
+        }
+      }
+    }
+    ++slot;
+  }
+  if (blocks > 0) launch(batch, blocks, first_block);
+}
+
+// ---- explicitly rounded arithmetic (no contraction) ----
+
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float sqrt_rn(float a) { return __fsqrt_rn(a); }
+__device__ inline double sqrt_rn(double a) { return __dsqrt_rn(a); }
+__device__ inline float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ inline double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+
+// 16-byte vector of T for the aligned path.
+template <typename T>
+struct alignas(16) Vec {
+  static constexpr int kWidth = 16 / sizeof(T);
+  T v[kWidth];
+};
+
+__device__ inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+// ---- Adam / AdamW (formulas: src/cpu/optim_kernels.cpp) ----
+
+template <typename T>
+struct AdamScalars {
+  T sign, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2;
+  T bias_correction2_sqrt, eps, neg_step_size, decay;
+  bool l2, amsgrad;
+};
+
+template <typename T>
+AdamScalars<T> adam_scalars(const AdamArgs& a) {
+  const double t = static_cast<double>(a.step);
+  const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
+  const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
+  const double step_size = a.lr / bias_correction1;
+  return {.sign = T(a.maximize ? -1 : 1),
+          .weight_decay = T(a.weight_decay),
+          .beta1 = T(a.beta1),
+          .one_minus_beta1 = T(1.0 - a.beta1),
+          .beta2 = T(a.beta2),
+          .one_minus_beta2 = T(1.0 - a.beta2),
+          .bias_correction2_sqrt = T(std::sqrt(bias_correction2)),
+          .eps = T(a.eps),
+          .neg_step_size = T(-step_size),
+          .decay = T(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0),
+          .l2 = !a.decoupled_weight_decay && a.weight_decay != 0.0,
+          .amsgrad = a.amsgrad};
+}
+
+template <typename T>
+__device__ inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
+  T gi = mul_rn(g, s.sign);
+  if (s.l2) gi = fma_rn(p, s.weight_decay, gi);
+  const T mi = fma_rn(gi, s.one_minus_beta1, mul_rn(m, s.beta1));
+  const T vi = fma_rn(mul_rn(s.one_minus_beta2, gi), gi, mul_rn(v, s.beta2));
+  m = mi;
+  v = vi;
+  T second = vi;
+  if (s.amsgrad) {
+    const T old = *vmax;
+    second = (old >= vi || old != old) ? old : vi;  // torch.maximum: NaN wins
+    *vmax = second;
+  }
+  const T denom = add_rn(div_rn(sqrt_rn(second), s.bias_correction2_sqrt), s.eps);
+  p = add_rn(mul_rn(p, s.decay), div_rn(mul_rn(s.neg_step_size, mi), denom));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    adam_kernel(TensorBatch<5> batch, int64_t chunk, AdamScalars<T> s) {
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  T* p = static_cast<T*>(batch.ptr[0][t]) + start;
+  const T* g = static_cast<const T*>(batch.ptr[1][t]) + start;
+  T* m = static_cast<T*>(batch.ptr[2][t]) + start;
+  T* v = static_cast<T*>(batch.ptr[3][t]) + start;
+  T* vmax = s.amsgrad ? static_cast<T*>(batch.ptr[4][t]) + start : nullptr;
+  int64_t done = 0;
+  constexpr int W = Vec<T>::kWidth;
+  if (aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) && (!vmax || aligned16(vmax))) {
+    const int64_t nv = n / W;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      Vec<T> pv = reinterpret_cast<const Vec<T>*>(p)[i];
+      const Vec<T> gv = reinterpret_cast<const Vec<T>*>(g)[i];
+      Vec<T> mv = reinterpret_cast<const Vec<T>*>(m)[i];
+      Vec<T> vv = reinterpret_cast<const Vec<T>*>(v)[i];
+      Vec<T> xv;
+      if (vmax) xv = reinterpret_cast<const Vec<T>*>(vmax)[i];
+#pragma unroll
+      for (int j = 0; j < W; ++j) adam_element(pv.v[j], gv.v[j], mv.v[j], vv.v[j], &xv.v[j], s);
+      reinterpret_cast<Vec<T>*>(p)[i] = pv;
+      reinterpret_cast<Vec<T>*>(m)[i] = mv;
+      reinterpret_cast<Vec<T>*>(v)[i] = vv;
+      if (vmax) reinterpret_cast<Vec<T>*>(vmax)[i] = xv;
+    }
+    done = nv * W;
+  }
+  for (int64_t i = done + threadIdx.x; i < n; i += blockDim.x)
+    adam_element(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
+}
+
+// ---- SGD (formulas: src/cpu/optim_kernels.cpp) ----
+
+template <typename T>
+struct SgdScalars {
+  T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
+  bool l2, use_momentum, first, nesterov;
+};
+
+template <typename T>
+__device__ inline void sgd_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
+  T gi = mul_rn(g, s.sign);
+  if (s.l2) gi = fma_rn(p, s.weight_decay, gi);
+  if (s.use_momentum) {
+    const T bi = s.first ? gi : fma_rn(gi, s.one_minus_dampening, mul_rn(*buf, s.momentum));
+    *buf = bi;
+    gi = s.nesterov ? fma_rn(bi, s.momentum, gi) : bi;
+  }
+  p = fma_rn(gi, s.neg_lr, p);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    sgd_kernel(TensorBatch<3> batch, int64_t chunk, SgdScalars<T> s) {
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  T* p = static_cast<T*>(batch.ptr[0][t]) + start;
+  const T* g = static_cast<const T*>(batch.ptr[1][t]) + start;
+  T* buf = s.use_momentum ? static_cast<T*>(batch.ptr[2][t]) + start : nullptr;
+  int64_t done = 0;
+  constexpr int W = Vec<T>::kWidth;
+  if (aligned16(p) && aligned16(g) && (!buf || aligned16(buf))) {
+    const int64_t nv = n / W;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      Vec<T> pv = reinterpret_cast<const Vec<T>*>(p)[i];
+      const Vec<T> gv = reinterpret_cast<const Vec<T>*>(g)[i];
+      Vec<T> bv;
+      if (buf && !s.first) bv = reinterpret_cast<const Vec<T>*>(buf)[i];
+#pragma unroll
+      for (int j = 0; j < W; ++j) sgd_element(pv.v[j], gv.v[j], &bv.v[j], s);
+      reinterpret_cast<Vec<T>*>(p)[i] = pv;
+      if (buf) reinterpret_cast<Vec<T>*>(buf)[i] = bv;
+    }
+    done = nv * W;
+  }
+  for (int64_t i = done + threadIdx.x; i < n; i += blockDim.x)
+    sgd_element(p[i], g[i], buf ? buf + i : nullptr, s);
+}
+
+// ---- gradient norm and clipping ----
+
+enum class NormKind : int { two, inf, p };
+
+// |g|^p summed (two, p) or max |g| (inf; NaN propagates), in f64.
+__device__ inline double norm_term(double a, NormKind kind, double p) {
+  a = fabs(a);
+  return kind == NormKind::two ? a * a : kind == NormKind::p ? pow(a, p) : a;
+}
+__device__ inline double norm_combine(double x, double y, NormKind kind) {
+  if (kind != NormKind::inf) return x + y;
+  return (x != x || x > y) ? x : y;  // keeps a NaN from either side
+}
+
+// Combines `v` over the block in a fixed order; thread 0 gets the result.
+__device__ double block_combine(double v, NormKind kind, double* shared) {
+  for (int off = 16; off > 0; off /= 2)
+    v = norm_combine(v, __shfl_down_sync(0xffffffffu, v, off), kind);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? shared[lane] : 0.0;
+    for (int off = 16; off > 0; off /= 2)
+      v = norm_combine(v, __shfl_down_sync(0xffffffffu, v, off), kind);
+  }
+  return v;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    norm_partial_kernel(TensorBatch<1> batch, int64_t chunk, int64_t first_block,
+                        double* __restrict partials, NormKind kind, double p) {
+  __shared__ double shared[kOptimThreads / 32];
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  const T* g = static_cast<const T*>(batch.ptr[0][t]) + start;
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    acc = norm_combine(acc, norm_term(static_cast<double>(g[i]), kind, p), kind);
+  acc = block_combine(acc, kind, shared);
+  if (threadIdx.x == 0) partials[first_block + blockIdx.x] = acc;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    norm_final_kernel(const double* __restrict partials, int64_t count, T* __restrict total,
+                      NormKind kind, double p) {
+  __shared__ double shared[kOptimThreads / 32];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    acc = norm_combine(acc, partials[i], kind);
+  acc = block_combine(acc, kind, shared);
+  if (threadIdx.x == 0) {
+    const double r = kind == NormKind::two ? sqrt(acc)
+                     : kind == NormKind::p ? pow(acc, 1.0 / p)
+                                           : acc;
+    *total = static_cast<T>(r);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    clip_kernel(TensorBatch<1> batch, int64_t chunk, const T* __restrict total, double max_norm) {
+  const double coef = max_norm / (static_cast<double>(*total) + 1e-6);
+  if (!(coef < 1.0)) return;  // clip_coef_clamped = 1: the gradients stay as they are
+  const T c = static_cast<T>(coef);
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  T* g = static_cast<T*>(batch.ptr[0][t]) + start;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) g[i] = mul_rn(g[i], c);
+}
+
+// A grow-only f64 scratch buffer per device for the norm's partial sums (never freed).
+double* partials_for(int device, int64_t count) {
+  static std::mutex mutex;
+  static double* buffers[kMaxDevices] = {};
+  static int64_t sizes[kMaxDevices] = {};
+  EMBER_ASSERT(device >= 0 && device < kMaxDevices, "grad_norm: device ", device, " out of range");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (sizes[device] < count) {
+    const int64_t size = std::max<int64_t>(count, 4096);
+    EMBER_CUDA_CHECK(cudaSetDevice(device));
+    // cudaFree waits for the device, so no kernel still reads the old buffer.
+    if (buffers[device]) EMBER_CUDA_CHECK(cudaFree(buffers[device]));
+    EMBER_CUDA_CHECK(cudaMalloc(&buffers[device], static_cast<size_t>(size) * sizeof(double)));
+    sizes[device] = size;
+  }
+  return buffers[device];
+}
+
+template <typename F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  if (t == DType::f64) {
+    f(double{});
+    return;
+  }
+  EMBER_CHECK(t == DType::f32, op, ": unsupported dtype (got ", dtype_name(t),
+              ", expected f32 or f64)");
+  f(float{});
+}
+
+int device_of_slots(const OptimSlot* slots, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (slots[i].numel > 0) return kernel_device(slots[i].param);
+  return -1;
+}
+
+int64_t total_of(const int64_t* numels, int64_t count) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) total += numels[i];
+  return total;
+}
+
+}  // namespace
+
+void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args) {
+  const int device = device_of_slots(slots, count);
+  if (device < 0) return;
+  const cudaStream_t st = stream(device);
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    EMBER_ASSERT(!args.amsgrad || slots[i].numel == 0 || slots[i].state[2] != nullptr,
+                 "adam_step: amsgrad needs max_exp_avg_sq");
+    total += slots[i].numel;
+  }
+  const int64_t chunk = chunk_for(total);
+  dispatch_float(dtype, "adam_step", [&](auto tag) {
+    using T = decltype(tag);
+    const AdamScalars<T> s = adam_scalars<T>(args);
+    multi_tensor_apply<5>(
+        count, chunk,
+        [&](int64_t t, int d) {
+          return d == 0   ? slots[t].param
+                 : d == 1 ? const_cast<void*>(slots[t].grad)
+                          : slots[t].state[d - 2];
+        },
+        [&](int64_t t) { return slots[t].numel; },
+        [&](const TensorBatch<5>& batch, int blocks, int64_t) {
+          adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
+  });
+}
+
+void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args) {
+  const int device = device_of_slots(slots, count);
+  if (device < 0) return;
+  const cudaStream_t st = stream(device);
+  const bool use_momentum = args.momentum != 0.0;
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    EMBER_ASSERT(!use_momentum || slots[i].numel == 0 || slots[i].state[0] != nullptr,
+                 "sgd_step: momentum needs a buffer");
+    total += slots[i].numel;
+  }
+  const int64_t chunk = chunk_for(total);
+  dispatch_float(dtype, "sgd_step", [&](auto tag) {
+    using T = decltype(tag);
+    const SgdScalars<T> s{.sign = T(args.maximize ? -1 : 1),
+                          .weight_decay = T(args.weight_decay),
+                          .momentum = T(args.momentum),
+                          .one_minus_dampening = T(1.0 - args.dampening),
+                          .neg_lr = T(-args.lr),
+                          .l2 = args.weight_decay != 0.0,
+                          .use_momentum = use_momentum,
+                          .first = args.first_step,
+                          .nesterov = args.nesterov};
+    multi_tensor_apply<3>(
+        count, chunk,
+        [&](int64_t t, int d) {
+          return d == 0   ? slots[t].param
+                 : d == 1 ? const_cast<void*>(slots[t].grad)
+                          : slots[t].state[0];
+        },
+        [&](int64_t t) { return slots[t].numel; },
+        [&](const TensorBatch<3>& batch, int blocks, int64_t) {
+          sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
+  });
+}
+
+void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
+               const View& max_exp_avg_sq, const AdamArgs& args) {
+  EMBER_ASSERT(grad.dtype == param.dtype && exp_avg.numel() == param.numel() &&
+                   exp_avg_sq.numel() == param.numel() && grad.numel() == param.numel(),
+               "adam_step: state views must match the parameter");
+  const OptimSlot slot{.param = param.data,
+                       .grad = grad.data,
+                       .state = {exp_avg.data, exp_avg_sq.data, max_exp_avg_sq.data},
+                       .numel = param.numel()};
+  adam_step_multi(param.dtype, &slot, 1, args);
+}
+
+void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args) {
+  EMBER_ASSERT(grad.dtype == param.dtype && grad.numel() == param.numel(),
+               "sgd_step: the gradient must match the parameter");
+  const OptimSlot slot{.param = param.data,
+                       .grad = grad.data,
+                       .state = {momentum_buf.data, nullptr, nullptr},
+                       .numel = param.numel()};
+  sgd_step_multi(param.dtype, &slot, 1, args);
+}
+
+void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                     double norm_type, void* total_norm) {
+  EMBER_CHECK(norm_type > 0.0, "clip_grad_norm: invalid norm_type ", norm_type,
+              " (expected p > 0 or infinity)");
+  const NormKind kind = std::isinf(norm_type) ? NormKind::inf
+                        : norm_type == 2.0    ? NormKind::two
+                                              : NormKind::p;
+  const int device = kernel_device(total_norm);
+  const cudaStream_t st = stream(device);
+  const int64_t chunk = chunk_for(total_of(numels, count));
+  int64_t blocks_total = 0;
+  for (int64_t i = 0; i < count; ++i) blocks_total += (numels[i] + chunk - 1) / chunk;
+  double* partials = partials_for(device, std::max<int64_t>(blocks_total, 1));
+  dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
+    using T = decltype(tag);
+    multi_tensor_apply<1>(
+        count, chunk, [&](int64_t t, int) { return grads[t]; },
+        [&](int64_t t) { return numels[t]; },
+        [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
+          norm_partial_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, first_block,
+                                                                   partials, kind, norm_type);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
+    norm_final_kernel<T><<<1, kOptimThreads, 0, st>>>(partials, blocks_total,
+                                                      static_cast<T*>(total_norm), kind, norm_type);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                        double max_norm, const void* total_norm) {
+  const cudaStream_t st = stream(kernel_device(total_norm));
+  const int64_t chunk = chunk_for(total_of(numels, count));
+  dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
+    using T = decltype(tag);
+    multi_tensor_apply<1>(
+        count, chunk, [&](int64_t t, int) { return grads[t]; },
+        [&](int64_t t) { return numels[t]; },
+        [&](const TensorBatch<1>& batch, int blocks, int64_t) {
+          clip_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
+              batch, chunk, static_cast<const T*>(total_norm), max_norm);
+          EMBER_CUDA_LAUNCH_CHECK();
+        });
+  });
+}
+
+}  // namespace ember::cuda

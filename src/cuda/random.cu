@@ -1,0 +1,111 @@
+// src/cuda/random.cu — uniform, normal and dropout from counter-based Philox on CUDA.
+//
+// The generator and the value transforms are the CPU's own (src/cpu/philox.hpp, compiled
+// here as __host__ __device__): element i, in row-major order of the output, draws block
+// (seed, offset + i) (Note [Random streams]), so a seed gives the same values on every
+// device. f16/bf16 outputs are drawn as f32 and rounded, as on the CPU.
+#include "cpu/philox.hpp"
+#include "cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+
+template <typename F>
+void dispatch_random(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<__half>{});
+    case DType::bf16: return f(Tag<__nv_bfloat16>{});
+    default: break;
+  }
+  EMBER_CHECK(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
+}
+
+template <typename T, typename Gen>
+__global__ void generate_kernel(Geometry<1> g, T* out, uint64_t seed, uint64_t offset, Gen gen) {
+  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
+    int64_t off[1] = {i};
+    if (!g.contiguous) offsets_of(g, i, off);
+    out[off[0]] = cast<T>(gen(philox::block_for(seed, offset + static_cast<uint64_t>(i))));
+  }
+}
+
+struct NormalF32 {
+  float mean, std;
+  __device__ float operator()(const philox::Block& b) const {
+    return mean + std * philox::normal_f32(b);
+  }
+};
+struct NormalF64 {
+  double mean, std;
+  __device__ double operator()(const philox::Block& b) const {
+    return mean + std * philox::normal_f64(b);
+  }
+};
+
+template <typename T, typename Gen>
+void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
+  const Shape* strides[1] = {&out.strides};
+  const Geometry<1> g = make_geometry(out.shape, strides);
+  if (g.numel == 0) return;
+  generate_kernel<T, Gen><<<grid_for(g.numel), kBlock, 0, stream_for(out.data)>>>(
+      g, static_cast<T*>(out.data), seed, offset, gen);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+__global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, double p, uint64_t seed,
+                               uint64_t offset, T scale) {
+  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
+    int64_t off[3] = {i, i, i};
+    if (!g.contiguous) offsets_of(g, i, off);
+    const bool kept =
+        philox::dropout_keep(philox::block_for(seed, offset + static_cast<uint64_t>(i)), p);
+    const T keep = kept ? scale : T(0);
+    mask[off[1]] = keep;
+    out[off[0]] = in[off[2]] * keep;
+  }
+}
+
+}  // namespace
+
+void uniform(const View& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+  dispatch_random(out.dtype, "uniform", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>)
+      generate<T>(out, seed, offset, philox::UniformF64(lo, hi));
+    else
+      generate<T>(out, seed, offset,
+                  philox::UniformF32(static_cast<float>(lo), static_cast<float>(hi)));
+  });
+}
+
+void normal(const View& out, uint64_t seed, uint64_t offset, double mean, double std) {
+  dispatch_random(out.dtype, "normal", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>)
+      generate<T>(out, seed, offset, NormalF64{mean, std});
+    else
+      generate<T>(out, seed, offset, NormalF32{static_cast<float>(mean), static_cast<float>(std)});
+  });
+}
+
+void dropout(const View& out, const View& mask, const View& in, double p, uint64_t seed,
+             uint64_t offset) {
+  EMBER_ASSERT(mask.dtype == in.dtype && out.dtype == in.dtype, "dropout: dtype mismatch");
+  const Shape* strides[3] = {&out.strides, &mask.strides, &in.strides};
+  const Geometry<3> g = make_geometry(out.shape, strides);
+  if (g.numel == 0) return;
+  cudaStream_t st = stream_for(out.data);
+  dispatch_float(in.dtype, "dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    dropout_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(
+        g, static_cast<T*>(out.data), static_cast<T*>(mask.data), static_cast<const T*>(in.data), p,
+        seed, offset, scale);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,608 @@
+// src/cuda/reduce.cu — reductions (sum, mean, max, min, prod, argmax, argmin), variance,
+// softmax / log_softmax and their backward on CUDA.
+//
+// Reductions follow the CPU kernel (src/cpu/reduce.cpp): `in` is reduced over the dims where
+// out.shape == 1 and in.shape != 1; a plan collapses kept and reduced dims. Work items are
+// (output, chunk) pairs: each group of `group` elements is cut into `chunks` fixed chunks so
+// that a few large groups still fill the GPU. When the innermost dim is reduced a warp runs
+// an item (lanes stride through the chunk, coalesced); when it is kept one thread runs an
+// item (neighbouring threads read neighbouring columns). With one chunk the item writes the
+// output; otherwise items write partial accumulators to a scratch buffer and a second kernel
+// merges them in chunk order (deterministic). f32 sums accumulate in f64; max/min propagate
+// NaN; argmax/argmin keep the first index on ties and treat NaN as the extreme (PyTorch).
+//
+// Softmax works on a contiguous [O, D, I] tensor (D: the softmax dim). I == 1: a warp (D up
+// to kWarpRow) or a 256-thread block per row; I > 1: one thread per (o, i) column. Sums in
+// f64; the formulas and roundings are the CPU kernel's (src/cpu/softmax.cpp).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int64_t kWarpRow = 1024;  // softmax rows up to this many elements: a warp each
+
+// ---- the plan (as make_plan in src/cpu/reduce.cpp; a size-0 reduced dim gives group 0,
+// and each output is then finish(init), as on the CPU) ----
+struct Plan {
+  int kept = 0, reduced = 0;
+  int64_t kept_size[kMaxRank], kept_in[kMaxRank], kept_out[kMaxRank];
+  int64_t red_size[kMaxRank], red_in[kMaxRank];
+  int64_t outputs = 1, group = 1;
+  bool innermost_reduced = true;
+};
+
+Plan make_plan(const View& out, const View& in) {
+  EMBER_ASSERT(out.shape.size() == in.shape.size(), "reduce: out must keep in's rank (got ",
+               out.shape.size(), " and ", in.shape.size(), ")");
+  struct Dim {
+    int64_t size, in_stride, out_stride;
+    bool reduced;
+  };
+  Dim dims[kMaxRank];
+  int n = 0;
+  for (int d = in.shape.size() - 1; d >= 0; --d) {
+    const int64_t size = in.shape[d];
+    if (size == 1) continue;
+    const bool reduced = out.shape[d] == 1;
+    const int64_t out_stride = reduced ? 0 : out.strides[d];
+    if (n > 0 && dims[n - 1].reduced == reduced &&
+        in.strides[d] == dims[n - 1].in_stride * dims[n - 1].size &&
+        out_stride == dims[n - 1].out_stride * dims[n - 1].size) {
+      dims[n - 1].size *= size;
+      continue;
+    }
+    dims[n++] = {size, in.strides[d], out_stride, reduced};
+  }
+  Plan plan;
+  plan.innermost_reduced = n == 0 || dims[0].reduced;
+  for (int i = n - 1; i >= 0; --i) {
+    if (dims[i].reduced) {
+      plan.red_size[plan.reduced] = dims[i].size;
+      plan.red_in[plan.reduced++] = dims[i].in_stride;
+      plan.group *= dims[i].size;
+    } else {
+      plan.kept_size[plan.kept] = dims[i].size;
+      plan.kept_in[plan.kept] = dims[i].in_stride;
+      plan.kept_out[plan.kept++] = dims[i].out_stride;
+      plan.outputs *= dims[i].size;
+    }
+  }
+  if (plan.kept == 0) plan.innermost_reduced = true;
+  return plan;
+}
+
+__device__ __forceinline__ void kept_offsets(const Plan& p, int64_t o, int64_t& in_off,
+                                             int64_t& out_off) {
+  in_off = out_off = 0;
+  for (int d = p.kept - 1; d >= 0; --d) {
+    const int64_t idx = o % p.kept_size[d];
+    o /= p.kept_size[d];
+    in_off += idx * p.kept_in[d];
+    out_off += idx * p.kept_out[d];
+  }
+}
+
+__device__ __forceinline__ int64_t reduced_offset(const Plan& p, int64_t pos) {
+  if (p.reduced == 1) return pos * p.red_in[0];
+  int64_t off = 0;
+  for (int d = p.reduced - 1; d >= 0; --d) {
+    off += pos % p.red_size[d] * p.red_in[d];
+    pos /= p.red_size[d];
+  }
+  return off;
+}
+
+// ---- reducers: init (may read the output slot), step, merge, finish ----
+template <typename T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <typename A>
+__device__ __forceinline__ A add_acc(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
+}
+
+template <typename T>
+__device__ __forceinline__ T max_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    return (b > a || b != b) ? b : a;
+  else
+    return b > a ? b : a;
+}
+template <typename T>
+__device__ __forceinline__ T min_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    return (b < a || b != b) ? b : a;
+  else
+    return b < a ? b : a;
+}
+
+template <typename T, bool Mean>
+struct SumReducer {
+  using Acc = SumAcc<T>;
+  using Out = T;
+  __device__ Acc init(const Out*) const { return Acc(0); }
+  __device__ void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
+  __device__ void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
+  __device__ Out finish(const Acc& a, int64_t count) const {
+    if constexpr (Mean)
+      return static_cast<Out>(a / static_cast<Acc>(count));
+    else
+      return static_cast<Out>(a);
+  }
+};
+
+template <typename T>
+struct ProdReducer {
+  using Acc = SumAcc<T>;
+  using Out = T;
+  __device__ static Acc mul(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+    else
+      return a * b;
+  }
+  __device__ Acc init(const Out*) const { return Acc(1); }
+  __device__ void step(Acc& a, T x, int64_t) const { a = mul(a, static_cast<Acc>(x)); }
+  __device__ void merge(Acc& a, const Acc& b) const { a = mul(a, b); }
+  __device__ Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
+};
+
+template <typename T, bool Max>
+struct ExtremeReducer {
+  using Acc = T;
+  using Out = T;
+  __device__ static T start() {
+    if constexpr (std::is_same_v<T, float>)
+      return Max ? -INFINITY : INFINITY;
+    else if constexpr (std::is_same_v<T, double>)
+      return Max ? -static_cast<double>(INFINITY) : static_cast<double>(INFINITY);
+    else if constexpr (std::is_same_v<T, int32_t>)
+      return Max ? INT32_MIN : INT32_MAX;
+    else
+      return Max ? INT64_MIN : INT64_MAX;
+  }
+  __device__ Acc init(const Out*) const { return start(); }
+  __device__ void step(Acc& a, T x, int64_t) const { a = Max ? max_nan(a, x) : min_nan(a, x); }
+  __device__ void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
+  __device__ Out finish(const Acc& a, int64_t) const { return a; }
+};
+
+template <typename T, bool Max>
+struct ArgReducer {
+  struct Acc {
+    T value;
+    int64_t index;  // -1: nothing seen yet
+  };
+  using Out = int64_t;
+  __device__ static bool better(T x, T best) {  // strictly better; NaN beats every number
+    if constexpr (std::is_floating_point_v<T>) {
+      if (x != x) return best == best;
+    }
+    return Max ? x > best : x < best;
+  }
+  __device__ Acc init(const Out*) const { return {T(0), -1}; }
+  __device__ void step(Acc& a, T x, int64_t pos) const {
+    if (a.index < 0 || better(x, a.value)) a = {x, pos};
+  }
+  // Order-free: the better value wins, ties go to the smaller index.
+  __device__ void merge(Acc& a, const Acc& b) const {
+    if (b.index < 0) return;
+    if (a.index < 0 || better(b.value, a.value) || (!better(a.value, b.value) && b.index < a.index))
+      a = b;
+  }
+  __device__ Out finish(const Acc& a, int64_t) const { return a.index < 0 ? 0 : a.index; }
+};
+
+// Second variance pass: the output slot already holds the group's mean.
+template <typename T>
+struct SquareDeviationReducer {
+  struct Acc {
+    double sum;
+    double mean;
+  };
+  using Out = T;
+  int64_t correction;
+  __device__ Acc init(const Out* out) const { return {0.0, static_cast<double>(*out)}; }
+  __device__ void step(Acc& a, T x, int64_t) const {
+    const double d = static_cast<double>(x) - a.mean;
+    a.sum += d * d;
+  }
+  __device__ void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
+  __device__ Out finish(const Acc& a, int64_t count) const {
+    const double dof = fmax(static_cast<double>(count - correction), 0.0);
+    return static_cast<Out>(a.sum / dof);
+  }
+};
+
+template <typename Acc>
+__device__ __forceinline__ Acc shfl_down(const Acc& v, int delta) {
+  static_assert(sizeof(Acc) % 4 == 0, "accumulators are whole 32-bit words");
+  constexpr int kWords = sizeof(Acc) / 4;
+  uint32_t w[kWords];
+  memcpy(w, &v, sizeof(Acc));
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) w[i] = __shfl_down_sync(0xffffffffu, w[i], delta);
+  Acc out;
+  memcpy(&out, w, sizeof(Acc));
+  return out;
+}
+
+// Item (o, c): chunk c of output o. A warp per item; lane 0 holds the merged result.
+template <typename T, typename Red>
+__global__ void reduce_inner_kernel(Plan p, Red red, const T* in, typename Red::Out* out,
+                                    typename Red::Acc* partial, int64_t chunks, int64_t chunk_len) {
+  using Acc = typename Red::Acc;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  const int64_t items = p.outputs * chunks;
+  for (int64_t item = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       item < items; item += warps) {
+    const int64_t o = item / chunks, c = item % chunks;
+    int64_t in_off, out_off;
+    kept_offsets(p, o, in_off, out_off);
+    Acc acc = red.init(out + out_off);
+    const int64_t begin = c * chunk_len;
+    const int64_t end = begin + chunk_len < p.group ? begin + chunk_len : p.group;
+    for (int64_t pos = begin + lane; pos < end; pos += kWarp)
+      red.step(acc, in[in_off + reduced_offset(p, pos)], pos);
+    for (int delta = kWarp / 2; delta > 0; delta /= 2) red.merge(acc, shfl_down(acc, delta));
+    if (lane == 0) {
+      if (chunks == 1)
+        out[out_off] = red.finish(acc, p.group);
+      else
+        partial[c * p.outputs + o] = acc;
+    }
+  }
+}
+
+// A thread per item (the innermost dim is kept: neighbouring outputs are neighbours in memory).
+template <typename T, typename Red>
+__global__ void reduce_outer_kernel(Plan p, Red red, const T* in, typename Red::Out* out,
+                                    typename Red::Acc* partial, int64_t chunks, int64_t chunk_len) {
+  using Acc = typename Red::Acc;
+  const int64_t items = p.outputs * chunks;
+  EMBER_CUDA_KERNEL_LOOP(item, items) {
+    const int64_t c = item / p.outputs, o = item % p.outputs;  // neighbours: same chunk
+    int64_t in_off, out_off;
+    kept_offsets(p, o, in_off, out_off);
+    Acc acc = red.init(out + out_off);
+    const int64_t begin = c * chunk_len;
+    const int64_t end = begin + chunk_len < p.group ? begin + chunk_len : p.group;
+    for (int64_t pos = begin; pos < end; ++pos)
+      red.step(acc, in[in_off + reduced_offset(p, pos)], pos);
+    if (chunks == 1)
+      out[out_off] = red.finish(acc, p.group);
+    else
+      partial[c * p.outputs + o] = acc;
+  }
+}
+
+template <typename Red>
+__global__ void reduce_merge_kernel(Plan p, Red red, typename Red::Out* out,
+                                    const typename Red::Acc* partial, int64_t chunks) {
+  EMBER_CUDA_KERNEL_LOOP(o, p.outputs) {
+    int64_t in_off, out_off;
+    kept_offsets(p, o, in_off, out_off);
+    typename Red::Acc acc = partial[o];
+    for (int64_t c = 1; c < chunks; ++c) red.merge(acc, partial[c * p.outputs + o]);
+    out[out_off] = red.finish(acc, p.group);
+  }
+}
+
+// Scratch device memory from the Pass pool, returned when the scope ends (stream-ordered:
+// later kernels on the same stream run after the ones that use it).
+class Scratch {
+ public:
+  Scratch(int device, size_t bytes) : device_(device) {
+    ptr_ = allocate(device, bytes, Pool::Pass, &block_);
+  }
+  ~Scratch() { deallocate(device_, ptr_, block_, Pool::Pass); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  int device_;
+  void* ptr_ = nullptr;
+  size_t block_ = 0;
+};
+
+template <typename T, typename Red>
+void run_reduce(const Red& red, const View& out_view, const View& in_view) {
+  using Acc = typename Red::Acc;
+  using Out = typename Red::Out;
+  const Plan plan = make_plan(out_view, in_view);
+  if (plan.outputs == 0) return;
+  const T* in = static_cast<const T*>(in_view.data);
+  Out* out = static_cast<Out*>(out_view.data);
+  const int device = kernel_device(out_view.data);
+  cudaStream_t st = stream(device);
+  const int64_t group = plan.group;
+  // Chunks: enough items to fill the GPU, but never chunks shorter than a few hundred reads.
+  const bool inner = plan.innermost_reduced;
+  const int64_t target_items = inner ? 4096 : 65536;
+  const int64_t min_chunk = inner ? 2048 : 256;
+  int64_t chunks = std::max<int64_t>(1, std::min((group + min_chunk - 1) / min_chunk,
+                                                 (target_items + plan.outputs - 1) / plan.outputs));
+  const int64_t chunk_len = std::max<int64_t>(1, (group + chunks - 1) / chunks);
+  chunks = std::max<int64_t>(1, (group + chunk_len - 1) / chunk_len);
+  const int64_t items = plan.outputs * chunks;
+  std::optional<Scratch> scratch;
+  Acc* partial = nullptr;
+  if (chunks > 1) {
+    scratch.emplace(device, static_cast<size_t>(items) * sizeof(Acc));
+    partial = static_cast<Acc*>(scratch->get());
+  }
+  if (inner) {
+    const int64_t blocks = std::min<int64_t>((items * kWarp + kBlock - 1) / kBlock, 65535 * 16);
+    reduce_inner_kernel<T, Red><<<static_cast<unsigned>(blocks), kBlock, 0, st>>>(
+        plan, red, in, out, partial, chunks, chunk_len);
+  } else {
+    reduce_outer_kernel<T, Red>
+        <<<grid_for(items), kBlock, 0, st>>>(plan, red, in, out, partial, chunks, chunk_len);
+  }
+  EMBER_CUDA_LAUNCH_CHECK();
+  if (chunks > 1) {
+    reduce_merge_kernel<Red>
+        <<<grid_for(plan.outputs), kBlock, 0, st>>>(plan, red, out, partial, chunks);
+    EMBER_CUDA_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void reduce_typed(ReduceOp op, const View& out, const View& in) {
+  switch (op) {
+    case ReduceOp::sum: return run_reduce<T>(SumReducer<T, false>{}, out, in);
+    case ReduceOp::mean:
+      if constexpr (std::is_floating_point_v<T>)
+        return run_reduce<T>(SumReducer<T, true>{}, out, in);
+      break;
+    case ReduceOp::max: return run_reduce<T>(ExtremeReducer<T, true>{}, out, in);
+    case ReduceOp::min: return run_reduce<T>(ExtremeReducer<T, false>{}, out, in);
+    case ReduceOp::prod: return run_reduce<T>(ProdReducer<T>{}, out, in);
+    case ReduceOp::argmax: return run_reduce<T>(ArgReducer<T, true>{}, out, in);
+    case ReduceOp::argmin: return run_reduce<T>(ArgReducer<T, false>{}, out, in);
+    case ReduceOp::count: break;
+  }
+  EMBER_CHECK(false, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+}
+static_assert(static_cast<int>(ReduceOp::count) == 7, "a ReduceOp was added: handle it here");
+
+// ---- softmax ----
+struct Layout {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+Layout layout_of(const View& v, int dim, const char* op) {
+  EMBER_ASSERT(dim >= 0 && dim < v.shape.size(), op, ": dim ", dim, " out of range");
+  int64_t expected = 1;
+  for (int d = v.shape.size() - 1; d >= 0; --d) {
+    if (v.shape[d] == 1) continue;
+    EMBER_CHECK(v.strides[d] == expected, op, ": the CUDA kernel needs contiguous tensors");
+    expected *= v.shape[d];
+  }
+  Layout l;
+  for (int d = 0; d < dim; ++d) l.outer *= v.shape[d];
+  l.size = v.shape[dim];
+  for (int d = dim + 1; d < v.shape.size(); ++d) l.inner *= v.shape[d];
+  return l;
+}
+
+// Sum / max over a team of kTeam threads (a warp, or a block of kTeam threads). Every
+// thread of the team gets the result.
+template <int kTeam, typename V, typename Op>
+__device__ __forceinline__ V team_reduce(V v, Op op) {
+#pragma unroll
+  for (int delta = kWarp / 2; delta > 0; delta /= 2)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, delta));
+  if constexpr (kTeam > kWarp) {
+    __shared__ V partial[kTeam / kWarp];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    __syncthreads();  // the previous call's readers are done
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = partial[0];
+#pragma unroll
+    for (int w = 1; w < kTeam / kWarp; ++w) v = op(v, partial[w]);
+  }
+  return v;
+}
+
+template <typename T>
+struct MaxNan {
+  __device__ T operator()(T a, T b) const { return max_nan(a, b); }
+};
+struct Plus {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+// A team of kTeam threads per row of length n (rows contiguous).
+template <typename T, int kTeam>
+__global__ void softmax_rows_kernel(T* out, const T* in, int64_t rows, int64_t n, bool log) {
+  constexpr int kTeamsPerBlock = kBlock / kTeam;
+  const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * kTeamsPerBlock) {
+    const int64_t row = base + team;
+    const bool active = row < rows;  // inactive threads still join the block's barriers
+    const T* x = in + (active ? row : 0) * n;
+    T* o = out + (active ? row : 0) * n;
+    T m = -static_cast<T>(INFINITY);
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam) m = max_nan(m, x[i]);
+    m = team_reduce<kTeam>(m, MaxNan<T>{});
+    double s = 0;
+    if (active) {
+      for (int64_t i = t; i < n; i += kTeam) {
+        const T e = exp(x[i] - m);
+        if (!log) o[i] = e;
+        s += static_cast<double>(e);
+      }
+    }
+    s = team_reduce<kTeam>(s, Plus{});
+    if (!active) continue;
+    if (log) {
+      const T shift = static_cast<T>(static_cast<double>(m) + ::log(s));
+      for (int64_t i = t; i < n; i += kTeam) o[i] = x[i] - shift;
+    } else {
+      const T factor = static_cast<T>(1.0 / s);
+      for (int64_t i = t; i < n; i += kTeam) o[i] *= factor;
+    }
+  }
+}
+
+// One thread per (outer, inner) column; element d of the column at d·inner.
+template <typename T>
+__global__ void softmax_columns_kernel(T* out, const T* in, Layout l, bool log) {
+  EMBER_CUDA_KERNEL_LOOP(col, l.outer * l.inner) {
+    const int64_t base = col / l.inner * l.size * l.inner + col % l.inner;
+    const T* x = in + base;
+    T* o = out + base;
+    T m = -static_cast<T>(INFINITY);
+    for (int64_t d = 0; d < l.size; ++d) m = max_nan(m, x[d * l.inner]);
+    double s = 0;
+    for (int64_t d = 0; d < l.size; ++d) {
+      const T e = exp(x[d * l.inner] - m);
+      if (!log) o[d * l.inner] = e;
+      s += static_cast<double>(e);
+    }
+    if (log) {
+      const T shift = static_cast<T>(static_cast<double>(m) + ::log(s));
+      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] = x[d * l.inner] - shift;
+    } else {
+      const T factor = static_cast<T>(1.0 / s);
+      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] *= factor;
+    }
+  }
+}
+
+template <typename T, int kTeam>
+__global__ void softmax_grad_rows_kernel(T* gi, const T* g, const T* y, int64_t rows, int64_t n,
+                                         bool log) {
+  constexpr int kTeamsPerBlock = kBlock / kTeam;
+  const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * kTeamsPerBlock) {
+    const int64_t row = base + team;
+    const bool active = row < rows;
+    const int64_t at = (active ? row : 0) * n;
+    double s = 0;
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam)
+        s += log ? static_cast<double>(g[at + i])
+                 : static_cast<double>(g[at + i]) * static_cast<double>(y[at + i]);
+    s = team_reduce<kTeam>(s, Plus{});
+    if (!active) continue;
+    const T a = static_cast<T>(s);
+    for (int64_t i = t; i < n; i += kTeam)
+      gi[at + i] = log ? g[at + i] - exp(y[at + i]) * a : y[at + i] * (g[at + i] - a);
+  }
+}
+
+template <typename T>
+__global__ void softmax_grad_columns_kernel(T* gi, const T* g, const T* y, Layout l, bool log) {
+  EMBER_CUDA_KERNEL_LOOP(col, l.outer * l.inner) {
+    const int64_t base = col / l.inner * l.size * l.inner + col % l.inner;
+    double s = 0;
+    for (int64_t d = 0; d < l.size; ++d) {
+      const int64_t at = base + d * l.inner;
+      s += log ? static_cast<double>(g[at]) : static_cast<double>(g[at]) * y[at];
+    }
+    const T a = static_cast<T>(s);
+    for (int64_t d = 0; d < l.size; ++d) {
+      const int64_t at = base + d * l.inner;
+      gi[at] = log ? g[at] - exp(y[at]) * a : y[at] * (g[at] - a);
+    }
+  }
+}
+
+unsigned row_grid(int64_t rows, int team) {
+  const int64_t per_block = kBlock / team;
+  return static_cast<unsigned>(std::min<int64_t>((rows + per_block - 1) / per_block, 65535 * 16));
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const View& out, const View& in) {
+  if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
+    int reduced = 0;
+    for (int d = 0; d < in.shape.size(); ++d)
+      reduced += (in.shape[d] != 1 && out.shape[d] == 1) ? 1 : 0;
+    EMBER_ASSERT(reduced <= 1, "reduce: argmax/argmin reduce exactly one dim (got ", reduced, ")");
+    EMBER_ASSERT(out.dtype == DType::i64, "reduce: argmax/argmin write i64");
+  } else {
+    EMBER_ASSERT(out.dtype == in.dtype, "reduce: unexpected output dtype ", dtype_name(out.dtype));
+  }
+  dispatch_numeric(in.dtype, "reduce",
+                   [&](auto tag) { reduce_typed<typename decltype(tag)::type>(op, out, in); });
+}
+
+void variance(const View& out, const View& in, int64_t correction) {
+  dispatch_float(in.dtype, "variance", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_reduce<T>(SumReducer<T, true>{}, out, in);  // out now holds each group's mean
+    run_reduce<T>(SquareDeviationReducer<T>{correction}, out, in);
+  });
+}
+
+void softmax(const View& out, const View& in, int dim, bool log) {
+  const Layout l = layout_of(in, dim, "softmax");
+  layout_of(out, dim, "softmax");
+  if (l.size == 0 || l.outer * l.inner == 0) return;
+  cudaStream_t st = stream_for(out.data);
+  dispatch_float(in.dtype, "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(in.data);
+    T* o = static_cast<T*>(out.data);
+    if (l.inner == 1) {
+      const int64_t rows = l.outer;
+      if (l.size <= kWarpRow)
+        softmax_rows_kernel<T, kWarp>
+            <<<row_grid(rows, kWarp), kBlock, 0, st>>>(o, x, rows, l.size, log);
+      else
+        softmax_rows_kernel<T, kBlock>
+            <<<row_grid(rows, kBlock), kBlock, 0, st>>>(o, x, rows, l.size, log);
+    } else {
+      softmax_columns_kernel<T><<<grid_for(l.outer * l.inner), kBlock, 0, st>>>(o, x, l, log);
+    }
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void softmax_backward(const View& grad_in, const View& grad_out, const View& out, int dim,
+                      bool log) {
+  const Layout l = layout_of(out, dim, "softmax_backward");
+  layout_of(grad_in, dim, "softmax_backward");
+  layout_of(grad_out, dim, "softmax_backward");
+  if (l.size == 0 || l.outer * l.inner == 0) return;
+  cudaStream_t st = stream_for(grad_in.data);
+  dispatch_float(out.dtype, "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* gi = static_cast<T*>(grad_in.data);
+    const T* g = static_cast<const T*>(grad_out.data);
+    const T* y = static_cast<const T*>(out.data);
+    if (l.inner == 1) {
+      const int64_t rows = l.outer;
+      if (l.size <= kWarpRow)
+        softmax_grad_rows_kernel<T, kWarp>
+            <<<row_grid(rows, kWarp), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
+      else
+        softmax_grad_rows_kernel<T, kBlock>
+            <<<row_grid(rows, kBlock), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
+    } else {
+      softmax_grad_columns_kernel<T>
+          <<<grid_for(l.outer * l.inner), kBlock, 0, st>>>(gi, g, y, l, log);
+    }
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,116 @@
+// src/cuda/runtime.cpp — the CUDA runtime seen by the rest of ember: device discovery and
+// validation, the one stream per device, and the error that names a failing CUDA call.
+//
+// Note [One stream per device]
+// Every kernel, copy and cuBLASLt call for device d goes to stream(d), a non-blocking stream
+// created on first use. One stream gives program order for free: a block returned to the
+// caching allocator may be handed out again at once, because any later kernel that writes
+// it is queued behind every earlier kernel that read it. The host waits only where a value
+// crosses to it (memcpy_to_host), in synchronize() and before cudaFree.
+#include "ember/runtime.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "cuda/kernels.cuh"
+#include "ember/device.hpp"
+#include "ember/error.hpp"
+
+namespace ember {
+namespace cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceStreams {
+  std::mutex mutex;
+  std::array<std::atomic<cudaStream_t>, kMaxDevices> streams{};
+};
+
+DeviceStreams& streams() {
+  static DeviceStreams* s = new DeviceStreams();  // leaked: used by static destructors
+  return *s;
+}
+
+thread_local int t_current_device = -1;  // what this thread last passed to cudaSetDevice
+
+}  // namespace
+
+void throw_cuda_error(const char* call, cudaError_t err, const char* file, int line) {
+  throw Error(detail::concat("CUDA call failed: ", call, " returned ", cudaGetErrorName(err), " (",
+                             cudaGetErrorString(err), ") at ", file, ":", line));
+}
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: clear the error, report none
+      n = 0;
+    }
+    return n < kMaxDevices ? n : kMaxDevices;
+  }();
+  return count;
+}
+
+void check_device(int device, const char* op) {
+  const int n = device_count();
+  if (device >= 0 && device < n) [[likely]]
+    return;
+  if (n == 0)
+    detail::throw_error(detail::concat(op, ": cuda:", device,
+                                       " is not available: no CUDA device or driver was found "
+                                       "(cuda_available() is false)"));
+  detail::throw_error(detail::concat(op, ": cuda:", device, " does not exist (", n,
+                                     " CUDA devices: cuda:0 to cuda:", n - 1, ")"));
+}
+
+cudaStream_t stream(int device) {
+  if (t_current_device != device) {
+    check_device(device, "cuda");
+    EMBER_CUDA_CHECK(cudaSetDevice(device));
+    t_current_device = device;
+  }
+  DeviceStreams& s = streams();
+  cudaStream_t st = s.streams[device].load(std::memory_order_acquire);
+  if (st) [[likely]]
+    return st;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  st = s.streams[device].load(std::memory_order_relaxed);
+  if (!st) {
+    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    s.streams[device].store(st, std::memory_order_release);
+  }
+  return st;
+}
+
+int device_of(const void* ptr) {
+  if (device_count() == 1) return 0;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+}
+
+std::string device_description(int device) {
+  check_device(device, "cuda_device_description");
+  cudaDeviceProp prop{};
+  EMBER_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+  char mem[32];
+  std::snprintf(mem, sizeof(mem), "%.1f GiB", gib);
+  return detail::concat(prop.name, " (sm_", prop.major, prop.minor, ", ", mem, ")");
+}
+
+}  // namespace cuda
+
+bool cuda_available() { return cuda::device_count() > 0; }
+int cuda_device_count() { return cuda::device_count(); }
+std::string cuda_device_description(int index) { return cuda::device_description(index); }
+
+}  // namespace ember
