@@ -19,10 +19,8 @@ CMAKE_ARGS ?=
 ASAN_BUILD_DIR ?= $(BUILD_DIR)-asan
 FUZZ_BUILD_DIR ?= $(BUILD_DIR)-fuzz
 FUZZ_SECONDS ?= 600
-# OpenBLAS keeps its thread buffers for the life of the process (not leaks of ours): LSan
-# would report them at exit, so the sanitizer run suppresses exactly that library.
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
-            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1
+# The sanitizer run: leaks reported, the first UBSan finding fatal (-fno-sanitize-recover).
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1
 
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`

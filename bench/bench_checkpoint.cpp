@@ -149,37 +149,23 @@ int main() {
   const std::vector<bench::Field> common = {bench::num("gb", gb), bench::str("model", "4x Linear(8192, 8192) f32"),
                                             bench::num("raw_write_gbps", gbps(write_s)),
                                             bench::num("raw_fsync_s", fsync_s)};
+  auto fields = [&](std::vector<bench::Field> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
   bench::emit("checkpoint_save_1gb", gbps(t[0].median), opt_gbps(torch_save_s), "GB/s", true, 1.0,
-              [&] {
-                auto f = common;
-                f.push_back(bench::str("reference_name", "torch::save (no fsync)"));
-                f.push_back(bench::num("ember_s", t[0].median));
-                f.push_back(bench::str("note", "ember includes fsync of file and folder; torch::save does not fsync"));
-                return f;
-              }());
+              fields({bench::str("reference_name", "torch::save (no fsync)"), bench::num("ember_s", t[0].median),
+                      bench::str("note", "ember includes fsync of file and folder; torch::save does not fsync")}));
   bench::emit("checkpoint_save_1gb_vs_torch_fsync", gbps(t[0].median), opt_gbps(torch_save_fsync_s), "GB/s", true, 1.0,
-              [&] {
-                auto f = common;
-                f.push_back(bench::str("reference_name", "torch::save + fsync"));
-                return f;
-              }());
+              fields({bench::str("reference_name", "torch::save + fsync")}));
   bench::emit("checkpoint_load_state_1gb", gbps(t[1].median), opt_gbps(torch_load_s), "GB/s", true, 1.0,
-              [&] {
-                auto f = common;
-                f.push_back(bench::str("reference_name", "torch::load(module) into an existing module"));
-                f.push_back(bench::num("ember_s", t[1].median));
-                f.push_back(bench::num("target_gbps", 2.0));
-                f.push_back(bench::str("met_2gbps", gbps(t[1].median) >= 2.0 ? "yes" : "no"));
-                return f;
-              }());
+              fields({bench::str("reference_name", "torch::load(module) into an existing module"),
+                      bench::num("ember_s", t[1].median), bench::num("target_gbps", 2.0),
+                      bench::str("met_2gbps", gbps(t[1].median) >= 2.0 ? "yes" : "no")}));
   bench::emit("checkpoint_load_model_1gb", gbps(t[2].median), opt_gbps(torch_load_s), "GB/s", true, 1.0,
-              [&] {
-                auto f = common;
-                f.push_back(bench::str("reference_name", "torch::load(module) into an existing module"));
-                f.push_back(bench::num("ember_s", t[2].median));
-                f.push_back(bench::str("note", "ember rebuilds the module from the file (allocation + init) first"));
-                return f;
-              }());
+              fields({bench::str("reference_name", "torch::load(module) into an existing module"),
+                      bench::num("ember_s", t[2].median),
+                      bench::str("note", "ember rebuilds the module from the file (allocation + init) first")}));
   std::fprintf(stderr,
                "bench_checkpoint: save %.3f s (%.2f GB/s; plain write %.3f s + fsync %.3f s), load_state %.3f s, "
                "load_model %.3f s",

@@ -59,11 +59,12 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
 /// A safetensors file from a header text and a data section, exactly as given (no padding,
 /// no validation): the 8-byte little-endian length, the header, the data.
 inline std::vector<uint8_t> raw_safetensors(const std::string& header, const std::vector<uint8_t>& data) {
-  std::vector<uint8_t> out(8);
+  // Sized once and filled with memcpy (GCC 12's -Warray-bounds misfires on vector::insert here).
+  std::vector<uint8_t> out(8 + header.size() + data.size());
   const uint64_t n = header.size();
   std::memcpy(out.data(), &n, 8);
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
+  if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
+  if (!data.empty()) std::memcpy(out.data() + 8 + header.size(), data.data(), data.size());
   return out;
 }
 

@@ -91,6 +91,12 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// x·Wᵀ + b in one GEMM (bias optional). W is [out, in] as in PyTorch.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// An activation applied in linear's GEMM epilogue (cuBLASLt on a GPU, the bias pass on the CPU).
+/// gelu_tanh is GELU's tanh approximation (gelu(x, "tanh")), not the default erf GELU.
+enum class Activation : uint8_t { none, relu, gelu_tanh };
+/// act(x·Wᵀ + b) with the activation fused into the GEMM: linear(x, w, b, Activation::relu)
+/// equals relu(linear(x, w, b)), forward and backward.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
 
 // ---- shape (views where possible; differentiable) ----
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -78,6 +78,14 @@ enum class BinaryOp : uint8_t {
 
 enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin, count };
 
+/// An activation applied to C in the GEMM's epilogue, after the bias (see GemmArgs).
+enum class GemmEpilogue : uint8_t {
+  none,
+  relu,       // max(c, 0)
+  gelu_tanh,  // 0.5·c·(1 + tanh(√(2/π)·(c + 0.044715·c³))): cuBLASLt's GELU; never the erf form
+  count
+};
+
 /// Operands of a batched GEMM: C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b], row-major.
 /// Batch strides may be 0 (a broadcast operand). Transposes are flags, never copies.
 struct GemmArgs {
@@ -93,6 +101,8 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
   /// Optional bias of length n added to each row of C (after alpha·AB + beta·C); may be null.
   const void* bias = nullptr;
+  /// Activation applied last, in the same pass as the bias (C = act(alpha·AB + beta·C + bias)).
+  GemmEpilogue epilogue = GemmEpilogue::none;
 };
 
 /// Geometry of a 2-D window sliding over a contiguous [N, C, H, W] input (convolution and
@@ -172,7 +182,9 @@ struct Backend {
   /// grad_in = softmax backward given out (the forward result) and grad_out; all contiguous.
   void (*softmax_backward)(const View& grad_in, const View& grad_out, const View& out, int dim,
                            bool log);
-  // indexing (index is i64 or i32, contiguous; `in`/`out` contiguous)
+  // indexing (index is i64 or i32, contiguous; `in`/`out` contiguous). On a GPU the range
+  // check does not wait for the device: the slot returns true, leaves the output unwritten
+  // and the error is thrown at the next synchronisation (Note [Deferred device errors]).
   /// out = in.index_select(dim, index). Returns false when an index is out of range.
   bool (*index_select)(const View& out, const View& in, int dim, const View& index);
   /// out.index_add_(dim, index, src) (accumulates). Returns false on an out-of-range index.
@@ -238,6 +250,25 @@ struct Backend {
   /// (b with scale_b, or shift).
   void (*channel_affine)(const View& out, const View& a, const View& scale_a, const View& b,
                          const View& scale_b, const View& shift);
+  // fused softmax cross-entropy (loss_kernels): logits [N, C] contiguous f32/f64, target [N]
+  // contiguous i64/i32 class indices; per row i (t = target[i], ε = label_smoothing),
+  //   lse_i = log Σ_c exp(x_ic),  loss_i = (1-ε)·(lse_i - x_it) + (ε/C)·Σ_c (lse_i - x_ic),
+  // and loss_i = 0 on rows whose target equals ignore_index. A label outside [0, C) that is
+  // not ignore_index is an error: the CPU throws at once ("cross_entropy: label L at position
+  // i is out of range for C classes ..."); a GPU records it and reports it at the next
+  // synchronisation (Note [Deferred device errors] in src/cuda/device_error.cuh).
+  /// loss_rows[N] and lse[N] (logits' dtype) as above. When count.data is set (0-d, logits'
+  /// dtype) it gets the number of rows not ignored; when total.data is set (0-d) it gets
+  /// Σ loss_rows, divided by that count when count.data is set (PyTorch's mean).
+  void (*cross_entropy_forward)(const View& loss_rows, const View& lse, const View& total,
+                                const View& count, const View& logits, const View& target,
+                                int64_t ignore_index, double label_smoothing);
+  /// grad_logits[N, C] = s_i·(softmax(x_i) - (1-ε)·onehot(t_i) - ε/C), 0 on ignored rows, with
+  /// s_i = grad_loss[i] when grad_loss is [N], else grad_loss[] / count[] (count.data set:
+  /// mean) or grad_loss[] (sum; grad_loss 0-d). Scalars are read on the device (no host sync).
+  void (*cross_entropy_backward)(const View& grad_logits, const View& grad_loss,
+                                 const View& count, const View& logits, const View& target,
+                                 const View& lse, int64_t ignore_index, double label_smoothing);
 };
 
 /// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.

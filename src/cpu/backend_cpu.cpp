@@ -4,7 +4,7 @@
 namespace ember::backend {
 
 // Breaks the build when backend.hpp gains a slot this table does not fill yet.
-static_assert(sizeof(Backend) == 41 * sizeof(void*), "a Backend slot was added: fill it below");
+static_assert(sizeof(Backend) == 43 * sizeof(void*), "a Backend slot was added: fill it below");
 
 const Backend& cpu_backend() {
   static const Backend table = {
@@ -59,6 +59,9 @@ const Backend& cpu_backend() {
       .batch_norm_stats = cpu::batch_norm_stats,                      // merged per-run stats
       .batch_norm_backward_reduce = cpu::batch_norm_backward_reduce,  // Σg, Σg·(x - mean)
       .channel_affine = cpu::channel_affine,                          // a·sa + b·sb + shift
+      // fused softmax cross-entropy (loss_kernels.cpp): threaded over rows
+      .cross_entropy_forward = cpu::cross_entropy_forward,    // stable, f64 sums, checks labels
+      .cross_entropy_backward = cpu::cross_entropy_backward,  // softmax - smoothed one-hot
   };
   return table;
 }

@@ -1,6 +1,6 @@
 // src/cpu/gemm.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
 //
-// C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row), row-major, for
+// C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, for
 // b in [0, batch) with per-operand batch strides (0 broadcasts one matrix). Transposes go
 // to cblas as flags; nothing is copied. The batch loop calls BLAS from this thread only:
 // OpenBLAS threads each call itself with the count kept equal to ember's pool
@@ -11,6 +11,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/vec_math.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -48,6 +49,26 @@ EMBER_VECTORIZE void add_bias_rows(T* __restrict c, const T* __restrict bias, in
   }
 }
 
+// The epilogue after BLAS: bias (may be null) then the activation, one pass over each row.
+template <typename T>
+void epilogue_rows(T* c, const T* bias, backend::GemmEpilogue act, int64_t rows, int64_t n,
+                   int64_t ldc) {
+  if (bias) add_bias_rows(c, bias, rows, n, ldc);
+  if (act == backend::GemmEpilogue::none) return;
+  const T k0 = static_cast<T>(0.7978845608028654), k1 = static_cast<T>(0.044715);
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = c + i * ldc;
+    if (act == backend::GemmEpilogue::relu) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] < T(0) ? T(0) : row[j];  // UnaryOp::relu
+    } else {  // gelu_tanh, the formula of UnaryOp::gelu_tanh
+      for (int64_t j = 0; j < n; ++j) {
+        const T x = row[j];
+        row[j] = T(0.5) * x * (T(1) + tanh_of(k0 * (x + k1 * x * x * x)));
+      }
+    }
+  }
+}
+
 int to_int(int64_t v, const char* what) {
   EMBER_CHECK(v >= 0 && v <= INT_MAX, "gemm: ", what, " = ", v, " is beyond BLAS's 32-bit range");
   return static_cast<int>(v);
@@ -76,10 +97,10 @@ void gemm_typed(const GemmArgs& g) {
       blas_gemm<T>(g.trans_a, g.trans_b, m, n, k, alpha, a + i * g.batch_stride_a, lda,
                    b + i * g.batch_stride_b, ldb, beta, ci, ldc);
     }
-    if (bias) {
+    if (bias || g.epilogue != backend::GemmEpilogue::none) {
       const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max(n, 1));
       parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
-        add_bias_rows(ci + r0 * ldc, bias, r1 - r0, n, ldc);
+        epilogue_rows(ci + r0 * ldc, bias, g.epilogue, r1 - r0, n, ldc);
       });
     }
   }

@@ -96,4 +96,12 @@ void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int
 void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
                         double max_norm, const void* total_norm);
 
+// fused softmax cross-entropy (loss_kernels.cpp)
+void cross_entropy_forward(const View& loss_rows, const View& lse, const View& total,
+                           const View& count, const View& logits, const View& target,
+                           int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const View& grad_logits, const View& grad_loss, const View& count,
+                            const View& logits, const View& target, const View& lse,
+                            int64_t ignore_index, double label_smoothing);
+
 }  // namespace ember::cpu

@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/device_error.cuh"
 #include "cuda/kernels.cuh"
 #include "ember/error.hpp"
 
@@ -258,7 +259,11 @@ void reset_peak(int device) {
   pass.peak = pass.in_use;
 }
 
-void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+// Waits for the stream, then reports any error a kernel recorded (Note [Deferred device errors]).
+void synchronize(int device) {
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
+  check_device_errors(device);
+}
 
 // ---- host <-> device copies through two pinned staging buffers ----
 namespace {
@@ -323,8 +328,11 @@ void memcpy_to_host(int device, void* host_dst, const void* src, size_t bytes) {
       std::memcpy(static_cast<char*>(host_dst) + i * kStagingBytes, s.staging[k], chunk_bytes(i));
     }
   }
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.device_to_host += static_cast<int64_t>(bytes);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.device_to_host += static_cast<int64_t>(bytes);
+  }
+  check_device_errors(device);  // the stream is drained up to this copy
 }
 
 }  // namespace ember::cuda

@@ -4,7 +4,7 @@
 namespace ember::backend {
 
 // Breaks the build when backend.hpp gains a slot this table does not fill yet.
-static_assert(sizeof(Backend) == 41 * sizeof(void*), "a Backend slot was added: fill it below");
+static_assert(sizeof(Backend) == 43 * sizeof(void*), "a Backend slot was added: fill it below");
 
 const Backend& cuda_backend() {
   static const Backend table = {
@@ -59,6 +59,9 @@ const Backend& cuda_backend() {
       .batch_norm_stats = cuda::batch_norm_stats,
       .batch_norm_backward_reduce = cuda::batch_norm_backward_reduce,
       .channel_affine = cuda::channel_affine,
+      // fused softmax cross-entropy (loss_kernels.cu): a warp per row
+      .cross_entropy_forward = cuda::cross_entropy_forward,    // labels checked, deferred error
+      .cross_entropy_backward = cuda::cross_entropy_backward,  // softmax - smoothed one-hot
   };
   return table;
 }

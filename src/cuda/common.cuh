@@ -28,7 +28,7 @@ using backend::SgdArgs;
 using backend::View;
 using backend::Window2d;
 
-// index_kernels.cu, conv_kernels.cu, optim_kernels.cu, norm_kernels.cu
+// index_kernels.cu, conv_kernels.cu, optim_kernels.cu, norm_kernels.cu, loss_kernels.cu
 bool index_select(const View& out, const View& in, int dim, const View& index);
 bool index_add(const View& out, int dim, const View& index, const View& src);
 bool gather(const View& out, const View& in, int dim, const View& index);
@@ -49,6 +49,13 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
                                 const View& in, const View& mean);
 void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
                     const View& scale_b, const View& shift);
+// loss_kernels.cu
+void cross_entropy_forward(const View& loss_rows, const View& lse, const View& total,
+                           const View& count, const View& logits, const View& target,
+                           int64_t ignore_index, double label_smoothing);
+void cross_entropy_backward(const View& grad_logits, const View& grad_loss, const View& count,
+                            const View& logits, const View& target, const View& lse,
+                            int64_t ignore_index, double label_smoothing);
 
 }  // namespace ember::cuda
 

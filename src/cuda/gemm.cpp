@@ -1,14 +1,16 @@
-// src/cuda/gemm.cpp — batched GEMM through cuBLASLt, with the bias epilogue.
+// src/cuda/gemm.cpp — batched GEMM through cuBLASLt, with bias and ReLU/GELU epilogues.
 //
-// C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row), row-major, f32
+// C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, f32
 // (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's) and f64.
 // cuBLASLt is column-major: a row-major [m, n] matrix is the column-major [n, m] matrix with
 // the same leading dimension, so we compute Cᵀ = op(B)ᵀ · op(A)ᵀ, passing B first and the
 // transposes as flags (nothing is copied). The bias (length n) then runs along Cᵀ's rows,
-// which is what CUBLASLT_EPILOGUE_BIAS adds. Batches use strided-batch layouts (a stride of 0
-// broadcasts one matrix). Descriptors and the heuristic's algorithm are cached per problem;
-// when cuBLASLt offers no algorithm (a layout it refuses), the batch is run one matrix at a
-// time and the bias added by a separate kernel.
+// which is what CUBLASLT_EPILOGUE_BIAS adds; the activation is CUBLASLT_EPILOGUE_RELU(_BIAS)
+// or CUBLASLT_EPILOGUE_GELU(_BIAS), cuBLASLt's tanh-approximate GELU (GemmEpilogue::gelu_tanh).
+// Batches use strided-batch layouts (a stride of 0 broadcasts one matrix). Descriptors and the
+// heuristic's algorithm are cached per problem; when cuBLASLt offers no algorithm (a layout it
+// refuses), the batch is run one matrix at a time and the bias and activation applied by separate
+// kernels.
 #include <cublasLt.h>
 
 #include <array>
@@ -60,9 +62,8 @@ DeviceBlas& blas(int device) {
 }
 
 // Everything that decides the descriptors and the algorithm.
-using Key =
-    std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, bool, bool, uint32_t, uint32_t, uint32_t>;
+using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t>;
 
 // Note [cuBLASLt alignment]
 // The heuristic assumes 256-byte aligned operands unless told otherwise, and views (slices,
@@ -72,6 +73,22 @@ uint32_t alignment_of(const void* ptr, int64_t batch_stride_bytes) {
   const uint64_t bits =
       reinterpret_cast<uintptr_t>(ptr) | static_cast<uint64_t>(batch_stride_bytes) | uint64_t{256};
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
+}
+
+bool has_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+// cuBLASLt's epilogue for a bias (or none) followed by `act`.
+cublasLtEpilogue_t epilogue_for(bool bias, backend::GemmEpilogue act) {
+  switch (act) {
+    case backend::GemmEpilogue::relu:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case backend::GemmEpilogue::gelu_tanh:
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
 }
 
 struct Plan {
@@ -97,9 +114,9 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
 }
 
 // Builds (once per key) the descriptors for one problem and asks the heuristic for an
-// algorithm. `with_bias` selects the bias epilogue.
-const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, bool with_bias, const void* a,
-                     const void* b, const void* c) {
+// algorithm. `epilogue` is cuBLASLt's (CUBLASLT_EPILOGUE_DEFAULT: none).
+const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t epilogue,
+                     const void* a, const void* b, const void* c) {
   static std::mutex mutex;
   static std::map<Key, Plan>* cache = new std::map<Key, Plan>();  // leaked, as blas()
   const bool beta_zero = g.beta == 0.0;
@@ -122,7 +139,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, bool with_bia
                 g.batch_stride_a,
                 g.batch_stride_b,
                 g.batch_stride_c,
-                with_bias,
+                static_cast<int>(epilogue),
                 beta_zero,
                 align_a,
                 align_b,
@@ -140,10 +157,10 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, bool with_bia
                                                     sizeof(op_first)));
   EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                                     sizeof(op_second)));
-  if (with_bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                       &epilogue, sizeof(epilogue)));
+  if (has_bias(epilogue)) {
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                       &type, sizeof(type)));
   }
@@ -180,11 +197,11 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, bool with_bia
 }
 
 // Runs the plan; false when cuBLASLt has no algorithm for it.
-bool run_plan(int device, const GemmArgs& g, int64_t batch, bool with_bias, const void* a,
-              const void* b, void* c) {
-  const Plan& p = plan_for(device, g, batch, with_bias, a, b, c);
+bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t epilogue,
+              const void* a, const void* b, void* c) {
+  const Plan& p = plan_for(device, g, batch, epilogue, a, b, c);
   if (!p.found) return false;
-  if (with_bias)
+  if (has_bias(epilogue))
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &g.bias, sizeof(g.bias)));
   DeviceBlas& d = blas(device);
@@ -215,22 +232,32 @@ void gemm(const GemmArgs& g) {
     EMBER_ASSERT(
         g.ldc >= g.n && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n),
         "gemm: leading dimensions too small");
-    // The epilogue reads the bias with vector loads: only offer it an aligned one.
-    const bool bias = g.bias != nullptr && reinterpret_cast<uintptr_t>(g.bias) % 16 == 0;
-    if (bias && run_plan(device, g, g.batch, true, g.a, g.b, g.c)) return;
-    if (!run_plan(device, g, g.batch, false, g.a, g.b, g.c)) {
+    // The epilogue reads the bias with vector loads: only offer it an aligned one (an
+    // unaligned bias runs bias and activation as separate kernels, in that order).
+    const bool aligned = reinterpret_cast<uintptr_t>(g.bias) % 16 == 0;
+    const cublasLtEpilogue_t fused =
+        aligned ? epilogue_for(g.bias != nullptr, g.epilogue) : CUBLASLT_EPILOGUE_DEFAULT;
+    if (fused != CUBLASLT_EPILOGUE_DEFAULT && run_plan(device, g, g.batch, fused, g.a, g.b, g.c))
+      return;
+    if (!run_plan(device, g, g.batch, CUBLASLT_EPILOGUE_DEFAULT, g.a, g.b, g.c)) {
       for (int64_t i = 0; i < g.batch; ++i) {  // one matrix at a time
-        const bool ok =
-            run_plan(device, g, 1, false, static_cast<const char*>(g.a) + i * g.batch_stride_a * es,
-                     static_cast<const char*>(g.b) + i * g.batch_stride_b * es,
-                     static_cast<char*>(g.c) + i * g.batch_stride_c * es);
+        const bool ok = run_plan(device, g, 1, CUBLASLT_EPILOGUE_DEFAULT,
+                                 static_cast<const char*>(g.a) + i * g.batch_stride_a * es,
+                                 static_cast<const char*>(g.b) + i * g.batch_stride_b * es,
+                                 static_cast<char*>(g.c) + i * g.batch_stride_c * es);
         EMBER_CHECK(ok, "gemm: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (",
                     dtype_name(g.dtype), ")");
       }
     }
   }
-  if (g.bias)  // the epilogue was not used
+  // The epilogue was not used: bias, then activation, as separate kernels.
+  if (g.bias)
     add_bias_rows(device, g.dtype, g.c, g.bias, g.batch, g.batch_stride_c, g.m, g.n, g.ldc);
+  if (g.epilogue != backend::GemmEpilogue::none) {
+    const View c{g.c, g.dtype, Shape{g.batch, g.m, g.n}, Shape{g.batch_stride_c, g.ldc, 1}};
+    unary(g.epilogue == backend::GemmEpilogue::relu ? UnaryOp::relu : UnaryOp::gelu_tanh, c, c, 0.0,
+          0.0);
+  }
 }
 
 }  // namespace ember::cuda

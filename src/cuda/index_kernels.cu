@@ -7,14 +7,16 @@
 // replaced by the index value times that stride.
 //
 // Note [Index range check on the device]
-// A bad index must make the kernel return false and leave the output untouched. A check
-// kernel sets a flag (device memory, one per device) when any index is out of range; the op
-// kernel that follows on the same stream reads the flag and writes nothing if it is set;
-// the flag is copied to pinned host memory, and the host waits for the stream and reads it.
-// That wait is the one host sync of these ops. While the stream is being captured into a
-// CUDA graph the wait is impossible: the kernels still refuse to write on a bad index, but
-// the call returns true. The flag is shared by the calls on one device (one stream), so
-// concurrent index calls from several host threads on one device are not supported.
+// A bad index must leave the output untouched, and must not cost a host sync on good calls.
+// A check kernel sets a flag (device memory, one per device, cleared by each call) when any
+// index is out of range and records the first bad index in the device's deferred error
+// record; the op kernel that follows on the same stream reads the flag and writes nothing if
+// it is set. The call returns true without waiting: the error is reported by the next
+// synchronisation of the device (item(), to_vector(), .to(cpu), synchronize), as CUDA's own
+// device asserts are (Note [Deferred device errors] in device_error.cuh). This also works
+// while the stream is captured into a CUDA graph. The flag is shared by the calls on one
+// device (one stream), so concurrent index calls from several host threads on one device
+// are not supported.
 //
 // Accumulation (index_add, scatter_add) uses atomicAdd: duplicate indices add up in an
 // unspecified order (f32/f64 sums may differ from the CPU's in the last bits).
@@ -22,6 +24,7 @@
 #include <mutex>
 
 #include "cuda/common.cuh"
+#include "cuda/device_error.cuh"
 #include "ember/error.hpp"
 
 namespace ember::cuda {
@@ -41,11 +44,10 @@ Layout layout_of(const Shape& shape, int dim) {
   return l;
 }
 
-// The per-device bad-index flag in device memory and its pinned host mirror (Note [Index range
-// check on the device]). Made once per device, never freed (8 bytes).
+// The per-device bad-index flag in device memory (Note [Index range check on the device]).
+// Made once per device, never freed (4 bytes).
 struct Flag {
   int* device = nullptr;
-  int* host = nullptr;
 };
 
 Flag flag_for(int device) {
@@ -57,7 +59,6 @@ Flag flag_for(int device) {
   if (f.device == nullptr) {
     EMBER_CUDA_CHECK(cudaSetDevice(device));
     EMBER_CUDA_CHECK(cudaMalloc(&f.device, sizeof(int)));
-    EMBER_CUDA_CHECK(cudaHostAlloc(&f.host, sizeof(int), cudaHostAllocPortable));
   }
   return f;
 }
@@ -66,46 +67,43 @@ __global__ void clear_flag_kernel(int* flag) { *flag = 0; }
 
 template <typename I>
 __global__ void check_range_kernel(const I* __restrict index, int64_t n, int64_t size,
-                                   int* __restrict bad) {
+                                   int* __restrict bad, DeviceError* error, int32_t op,
+                                   int32_t dim) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t v = static_cast<int64_t>(index[i]);
-    if (v < 0 || v >= size) *bad = 1;
+    if (v < 0 || v >= size) {
+      *bad = 1;
+      report_device_error(error, op, dim, v, i, size);
+    }
   }
 }
 
 // Starts a checked index op: clears the flag and launches the range check of `index`.
 struct RangeCheck {
   cudaStream_t stream;
-  int* flag;       // device memory, read by the op kernels
-  int* host_flag;  // pinned mirror the host reads after the copy
+  int* flag;  // device memory, read by the op kernels
 };
 
 template <typename I>
-RangeCheck begin_check(const View& index, int64_t size, int device) {
+RangeCheck begin_check(const View& index, int64_t size, int device, DeviceErrorOp op, int dim) {
   const Flag f = flag_for(device);
-  RangeCheck rc{stream(device), f.device, f.host};
+  DeviceError* error = device_error_record(device);
+  RangeCheck rc{stream(device), f.device};
   clear_flag_kernel<<<1, 1, 0, rc.stream>>>(rc.flag);
   EMBER_CUDA_LAUNCH_CHECK();
   const int64_t n = index.numel();
   if (n > 0) {
     check_range_kernel<I><<<grid_for(n), kBlock, 0, rc.stream>>>(static_cast<const I*>(index.data),
-                                                                 n, size, rc.flag);
+                                                                 n, size, rc.flag, error, op, dim);
     EMBER_CUDA_LAUNCH_CHECK();
   }
   return rc;
 }
 
-// Waits for the stream and reads the flag (Note [Index range check on the device]).
-bool end_check(const RangeCheck& rc) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  EMBER_CUDA_CHECK(cudaStreamIsCapturing(rc.stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return true;
-  EMBER_CUDA_CHECK(
-      cudaMemcpyAsync(rc.host_flag, rc.flag, sizeof(int), cudaMemcpyDeviceToHost, rc.stream));
-  EMBER_CUDA_CHECK(cudaStreamSynchronize(rc.stream));
-  return *rc.host_flag == 0;
-}
+// Nothing to wait for: a bad index surfaces at the next synchronisation (Note [Index range
+// check on the device]), so the slot reports success.
+bool end_check(const RangeCheck&) { return true; }
 
 template <typename F>
 decltype(auto) dispatch_index(DType t, F&& f) {
@@ -271,7 +269,7 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   const int device = kernel_device(index.data);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const RangeCheck rc = begin_check<I>(index, l.size, device);
+    const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexSelect, dim);
     const int64_t row_bytes = l.inner * static_cast<int64_t>(element_size(in.dtype));
     if (out.numel() > 0) {
       dispatch_unit(unit_bytes(row_bytes, out.data, in.data), [&](auto unit_tag) {
@@ -297,7 +295,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
   const int device = kernel_device(index.data);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const RangeCheck rc = begin_check<I>(index, l.size, device);
+    const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
     const int64_t total = l.outer * count * l.inner;
     if (total > 0) {
       dispatch_numeric(out.dtype, "index_add", [&](auto tag) {
@@ -330,7 +328,7 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   const int device = kernel_device(index.data);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const RangeCheck rc = begin_check<I>(index, in.shape[dim], device);
+    const RangeCheck rc = begin_check<I>(index, in.shape[dim], device, kGather, dim);
     dispatch_bytes(element_size(in.dtype), [&](auto tag) {
       using U = decltype(tag);
       gather_kernel<U, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
@@ -359,7 +357,7 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
   const int device = kernel_device(index.data);
   return dispatch_index(index.dtype, [&](auto index_tag) {
     using I = decltype(index_tag);
-    const RangeCheck rc = begin_check<I>(index, out.shape[dim], device);
+    const RangeCheck rc = begin_check<I>(index, out.shape[dim], device, kScatterAdd, dim);
     dispatch_numeric(out.dtype, "scatter_add", [&](auto tag) {
       using T = decltype(tag);
       scatter_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(

@@ -127,7 +127,10 @@ Int parse_integer(const std::string& path, const std::string& key, const std::st
 
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
 // dtypes converted back when the file recorded the original). Strict: all problems in one error.
-nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict, bool skip_optim) {
+// With `check_only`, everything but the copies (load_checkpoint checks the model before it
+// touches the optimizer).
+nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict, bool skip_optim,
+                           bool check_only = false) {
   const json tied = metadata_string_map(f, "ember.tied");
   const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
@@ -170,6 +173,7 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
     list("mismatched", report.mismatched);
     fail(f.path(), m.str());
   }
+  if (check_only) return report;
   for (auto& [dst, stored] : plan) f.read_into(stored, dst);
   return report;
 }
@@ -292,8 +296,11 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
                                 info.loader_position, " (expected >= 0, position at most ",
                                 loader ? loader->num_batches() : 0, ", the loader's batches per epoch)"));
   }
-  // The optimizer validates everything and changes nothing on error, so it goes first; the
-  // model's names, shapes and dtypes are all checked before the first value is copied.
+  // The model's names, shapes and dtypes, and the scheduler's type, are checked first; the
+  // optimizer validates its whole state and changes nothing on error.
+  apply_state(f, model, true, true, /*check_only=*/true);
+  if (scheduler && sched.contains("type") && sched["type"] != scheduler->type_name())
+    fail(path, "the checkpoint's scheduler is " + sched["type"].dump() + ", not " + scheduler->type_name());
   with_file_context(path, "the optimizer state does not fit", [&] { optimizer.load_state_dict(os); });
   if (scheduler) with_file_context(path, "the scheduler state does not fit", [&] { scheduler->load_state_dict(sched); });
   apply_state(f, model, true, true);

@@ -1,5 +1,5 @@
 // src/ops/linalg.cpp — matmul (torch.matmul semantics, batched with broadcasting) and
-// linear (x·Wᵀ + b with the bias fused into the GEMM). Transposed operands are passed to
+// linear (x·Wᵀ + b with the bias, and optionally ReLU / tanh-GELU, fused into the GEMM). Transposed operands are passed to
 // the backend as flags, never materialised.
 #include "ops/common.hpp"
 
@@ -69,8 +69,9 @@ Operand operand(const Tensor& t, int batch_dims) {
   return op;
 }
 
-// out[B..., m, n] = a[B..., m, k] · b[B..., k, n] (+ bias[n]); batch shapes already equal.
-Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch) {
+// out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
+Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
+            backend::GemmEpilogue act = backend::GemmEpilogue::none) {
   const int bd = batch.size();
   const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
   Shape out_shape = batch;
@@ -83,6 +84,12 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
     if (bias.defined()) {
       backend::View o = ops::view_of(out);
       ops::backend_of(a).binary(backend::BinaryOp::add, o, o, ops::broadcast_view(bias, out_shape));
+    }
+    if (act != backend::GemmEpilogue::none) {
+      backend::View o = ops::view_of(out);
+      ops::backend_of(a).unary(act == backend::GemmEpilogue::relu ? backend::UnaryOp::relu
+                                                                  : backend::UnaryOp::gelu_tanh,
+                               o, o, 0.0, 0.0);
     }
     return out;
   }
@@ -106,6 +113,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.batch_stride_c = m * n;
   Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
   g.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
+  g.epilogue = act;
   ops::backend_of(a).gemm(g);
   return out;
 }
@@ -182,7 +190,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return matmul_nd(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// linear with `act` applied in the GEMM's epilogue. The backward of relu masks the gradient
+// with the saved output (y > 0 exactly where the pre-activation is); gelu_tanh is fused only
+// when no gradient is needed (its derivative needs the pre-activation, which the epilogue
+// does not keep), otherwise linear then gelu(…, "tanh").
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   backend::GemmEpilogue act) {
   check_operands("linear", x, weight);
   EMBER_CHECK(weight.dim() == 2, "linear: weight shape ", weight.shape().to_string(),
               " (expected [out_features, in_features])");
@@ -207,21 +222,46 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y2;
   {
     NoGradGuard g;
-    y2 = gemm(x2, weight.t(), bias, Shape{});
+    y2 = gemm(x2, weight.t(), bias, Shape{}, act);
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (autograd::needs_grad(x, weight, bias)) {
+    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, "linear: gelu_tanh is fused without grad only");
     const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.defined() && bias.requires_grad();
-    autograd::record("linear", out, {&x, &weight, &bias},
+    const bool relu = act == backend::GemmEpilogue::relu;
+    autograd::record(relu ? "linear_relu" : "linear", out, {&x, &weight, &bias},
                      [nx, nw, nb, in, out_f, sx = SavedTensor(nw ? x2 : Tensor()), sw = SavedTensor(nx ? weight : Tensor()),
-                      xs = x.shape()](const Tensor& g, GradList& gi) {
+                      sy = SavedTensor(relu ? y2 : Tensor()), xs = x.shape()](const Tensor& g, GradList& gi) {
                        Tensor g2 = g.reshape({g.numel() / std::max<int64_t>(out_f, 1), out_f});
+                       if (sy.defined()) {  // relu: pass the gradient where the output is positive
+                         Tensor y = sy.get();
+                         Tensor mask = ops::make_tensor(y.shape(), y.dtype(), y.device());
+                         ops::backend_of(y).unary(backend::UnaryOp::relu_grad, ops::view_of(mask), ops::view_of(y), 0.0, 0.0);
+                         g2 = mul(g2, mask);
+                       }
                        if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
                        if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
                        if (nb) gi[2] = sum(g2, {0});
                      });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  switch (activation) {
+    case Activation::relu: return linear_impl(x, weight, bias, backend::GemmEpilogue::relu);
+    case Activation::gelu_tanh:
+      if (autograd::needs_grad(x, weight, bias)) return gelu(linear(x, weight, bias), "tanh");
+      return linear_impl(x, weight, bias, backend::GemmEpilogue::gelu_tanh);
+    case Activation::none: break;
+  }
+  return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
 }
 
 }  // namespace ember

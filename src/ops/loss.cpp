@@ -1,6 +1,9 @@
 // src/ops/loss.cpp — losses: mse, cross-entropy (logits with class indices or
 // probabilities; on probabilities as ggmlR's ag_cross_entropy), nll, bce_with_logits.
-// All are composites of primitives, so their gradients come from the primitives.
+// Cross-entropy with class indices is one fused backend kernel forward and one backward
+// (softmax, pick, smoothing, ignore_index and the reduction together; the labels are checked
+// on the device, so a GPU step never waits for the host). The other losses are composites of
+// primitives, so their gradients come from the primitives.
 #include "ops/common.hpp"
 
 namespace ember {
@@ -16,16 +19,24 @@ Tensor reduce_loss(const Tensor& per_element, Reduction r) {
   return per_element;
 }
 
-// Validates class-index targets for [N, C] scores: dtype, shape, and every label in range
-// (or equal to ignore_index). Returns targets as i64 [N].
-Tensor check_targets(const char* op, const Tensor& scores, const Tensor& target, int64_t ignore_index) {
+// Validates class-index targets for [N, C] scores: dtype, device and shape.
+void check_target_shape(const char* op, const Tensor& scores, const Tensor& target) {
   ops::check_defined(op, target, "target");
   EMBER_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32, op, ": target dtype ",
               dtype_name(target.dtype()), " (expected class indices as i64, or probabilities of the input's shape)");
+  ops::check_same_device(op, scores, target);
   EMBER_CHECK(target.dim() == 1 && target.shape()[0] == scores.shape()[0], op, ": target shape ",
               target.shape().to_string(), " does not match input shape ", scores.shape().to_string(),
               " (expected [", scores.shape()[0], "])");
+}
+
+// check_target_shape, then every label in range (or equal to ignore_index) on the CPU; on a
+// GPU the range is left to the device (the gather that picks the labels reports a bad one at
+// the next synchronisation, Note [Deferred device errors]). Returns targets as i64 [N].
+Tensor check_targets(const char* op, const Tensor& scores, const Tensor& target, int64_t ignore_index) {
+  check_target_shape(op, scores, target);
   Tensor t = target.to(DType::i64);
+  if (!t.device().is_cpu()) return t;
   const int64_t classes = scores.shape()[1];
   const std::vector<int64_t> v = t.to_vector<int64_t>();
   for (size_t i = 0; i < v.size(); ++i)
@@ -59,6 +70,43 @@ std::pair<Tensor, Tensor> picked_nll(const Tensor& log_probs, const Tensor& t, i
 Tensor reduce_masked(const Tensor& per_row, const Tensor& valid, Reduction r) {
   if (r == Reduction::mean) return div(sum(per_row), sum(valid));
   return reduce_loss(per_row, r);
+}
+
+// Fused softmax cross-entropy of scores [N, C] against class indices t [N] (i64/i32): one
+// backend kernel forward (per-row loss and logsumexp, then the reduction with the count of
+// non-ignored rows, all on the device) and one backward from the saved logsumexp.
+Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEntropyOptions& o) {
+  Tensor x = scores.contiguous(), tc = t.contiguous();
+  const int64_t n = x.shape()[0];
+  const Device dev = x.device();
+  Tensor loss_rows = ops::make_tensor({n}, x.dtype(), dev);
+  Tensor lse = ops::make_tensor({n}, x.dtype(), dev);
+  Tensor total, count;
+  if (o.reduction != Reduction::none) total = ops::make_tensor(Shape{}, x.dtype(), dev);
+  if (o.reduction == Reduction::mean) count = ops::make_tensor(Shape{}, x.dtype(), dev);
+  const backend::View none_view{};
+  const backend::Backend& be = ops::backend_of(x);
+  be.cross_entropy_forward(ops::view_of(loss_rows), ops::view_of(lse),
+                           total.defined() ? ops::view_of(total) : none_view,
+                           count.defined() ? ops::view_of(count) : none_view, ops::view_of(x),
+                           ops::view_of(tc), o.ignore_index, o.label_smoothing);
+  Tensor out = o.reduction == Reduction::none ? loss_rows : total;
+  if (autograd::needs_grad(x))
+    autograd::record("cross_entropy", out, {&x},
+                     [o, sx = autograd::SavedTensor(x), st = autograd::SavedTensor(tc),
+                      sl = autograd::SavedTensor(lse),
+                      sc = count.defined() ? autograd::SavedTensor(count) : autograd::SavedTensor()](
+                         const Tensor& g, autograd::GradList& gi) {
+                       Tensor xs = sx.get(), ts = st.get(), ls = sl.get(), gc = g.contiguous();
+                       Tensor cs = sc.defined() ? sc.get() : Tensor();
+                       Tensor grad = ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
+                       ops::backend_of(xs).cross_entropy_backward(
+                           ops::view_of(grad), ops::view_of(gc),
+                           cs.defined() ? ops::view_of(cs) : backend::View{}, ops::view_of(xs),
+                           ops::view_of(ts), ops::view_of(ls), o.ignore_index, o.label_smoothing);
+                       gi[0] = grad;
+                     });
+  return out;
 }
 
 }  // namespace
@@ -122,17 +170,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   }
   Tensor scores = logits, t = target;
   const Shape none_shape = target.shape();
+  ops::check_defined("cross_entropy", target, "target");
+  EMBER_CHECK(target.dim() == logits.dim() - 1, "cross_entropy: target shape ", target.shape().to_string(),
+              " does not match input shape ", logits.shape().to_string(),
+              " (expected the input's shape without dim 1)");
   flatten_spatial(scores, t);
-  t = check_targets("cross_entropy", scores, t, o.ignore_index);
-  Tensor logp = log_softmax(scores, 1);
-  auto [nll, valid] = picked_nll(logp, t, o.ignore_index);
-  Tensor per_row = nll;
-  if (eps > 0.0) {
-    Tensor smooth = mul(neg(sum(logp, {1})), valid);  // -Σ_c log p_c, masked
-    per_row = add(mul(nll, 1.0 - eps), mul(smooth, eps / static_cast<double>(classes)));
-  }
-  if (o.reduction == Reduction::none) return per_row.reshape(none_shape);
-  return reduce_masked(per_row, valid, o.reduction);
+  check_target_shape("cross_entropy", scores, t);
+  Tensor out = fused_cross_entropy(scores, t, o);
+  return o.reduction == Reduction::none ? out.reshape(none_shape) : out;
 }
 
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction, const Tensor& pos_weight) {

@@ -122,10 +122,19 @@ void bump_versions(const Bucket& b) {
   for (const Tensor* p : b.params) p->storage()->bump_version();
 }
 
-}  // namespace
+// What an optimizer's `prepare` returns for one parameter: its state buffers, in slot order.
+struct Prepared {
+  void* state[3] = {nullptr, nullptr, nullptr};
+  int64_t step = 0;
+  bool first_step = false;
+};
 
-void adam_update_many(const std::string& who, const std::vector<ParamRef>& params,
-                      backend::AdamArgs args) {
+// Sorts the parameters that have a gradient into buckets, one multi-tensor call each.
+// `prepare(param, state)` creates the state (lazily) and counts the step; a non-contiguous
+// parameter or gradient goes to `single(param, grad, state)` instead.
+template <typename Single, typename Prepare>
+std::vector<Bucket> bucket_params(const std::string& who, const std::vector<ParamRef>& params,
+                                  Single&& single, Prepare&& prepare) {
   std::vector<Bucket> buckets;
   for (const ParamRef& ref : params) {
     const Tensor& param = *ref.param;
@@ -133,23 +142,36 @@ void adam_update_many(const std::string& who, const std::vector<ParamRef>& param
     if (!grad.defined()) continue;
     check_pair(who, param, grad);
     if (!fusable(param, grad)) {
-      adam_update(who, param, grad, *ref.state, args);
+      single(param, grad, *ref.state);
       continue;
     }
-    ParamState& state = *ref.state;
-    bool created = false;
-    state_tensor(state, param, "exp_avg", &created);
-    state_tensor(state, param, "exp_avg_sq", &created);
-    if (args.amsgrad) state_tensor(state, param, "max_exp_avg_sq", &created);
-    state.step += 1;
-    Bucket& b = bucket_for(buckets, param, state.step, false);
-    b.slots.push_back({param.data_ptr(),
-                       grad.data_ptr(),
-                       {state.find("exp_avg")->data_ptr(), state.find("exp_avg_sq")->data_ptr(),
-                        args.amsgrad ? state.find("max_exp_avg_sq")->data_ptr() : nullptr},
+    const Prepared p = prepare(param, *ref.state);
+    Bucket& b = bucket_for(buckets, param, p.step, p.first_step);
+    b.slots.push_back({param.data_ptr(), grad.data_ptr(), {p.state[0], p.state[1], p.state[2]},
                        param.numel()});
     b.params.push_back(ref.param);
   }
+  return buckets;
+}
+
+}  // namespace
+
+void adam_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                      backend::AdamArgs args) {
+  const std::vector<Bucket> buckets = bucket_params(
+      who, params,
+      [&](const Tensor& param, const Tensor& grad, ParamState& state) {
+        adam_update(who, param, grad, state, args);
+      },
+      [&](const Tensor& param, ParamState& state) {
+        bool created = false;
+        Prepared p;
+        p.state[0] = state_tensor(state, param, "exp_avg", &created).data_ptr();
+        p.state[1] = state_tensor(state, param, "exp_avg_sq", &created).data_ptr();
+        if (args.amsgrad) p.state[2] = state_tensor(state, param, "max_exp_avg_sq", &created).data_ptr();
+        p.step = ++state.step;
+        return p;
+      });
   for (const Bucket& b : buckets) {
     args.step = b.step;
     backend::backend_for(b.device).adam_step_multi(b.dtype, b.slots.data(),
@@ -160,25 +182,18 @@ void adam_update_many(const std::string& who, const std::vector<ParamRef>& param
 
 void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params,
                      backend::SgdArgs args) {
-  std::vector<Bucket> buckets;
-  for (const ParamRef& ref : params) {
-    const Tensor& param = *ref.param;
-    const Tensor grad = param.grad();
-    if (!grad.defined()) continue;
-    check_pair(who, param, grad);
-    if (!fusable(param, grad)) {
-      sgd_update(who, param, grad, *ref.state, args);
-      continue;
-    }
-    ParamState& state = *ref.state;
-    void* buf = nullptr;
-    bool created = false;
-    if (args.momentum != 0.0) buf = state_tensor(state, param, "momentum_buffer", &created).data_ptr();
-    state.step += 1;
-    Bucket& b = bucket_for(buckets, param, 0, created);
-    b.slots.push_back({param.data_ptr(), grad.data_ptr(), {buf, nullptr, nullptr}, param.numel()});
-    b.params.push_back(ref.param);
-  }
+  const std::vector<Bucket> buckets = bucket_params(
+      who, params,
+      [&](const Tensor& param, const Tensor& grad, ParamState& state) {
+        sgd_update(who, param, grad, state, args);
+      },
+      [&](const Tensor& param, ParamState& state) {
+        Prepared p;
+        if (args.momentum != 0.0)
+          p.state[0] = state_tensor(state, param, "momentum_buffer", &p.first_step).data_ptr();
+        state.step += 1;
+        return p;
+      });
   for (const Bucket& b : buckets) {
     args.first_step = b.first_step;  // PyTorch: a missing buffer starts as a clone of the gradient
     backend::backend_for(b.device).sgd_step_multi(b.dtype, b.slots.data(),
