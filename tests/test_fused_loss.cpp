@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "ember/nn/linear.hpp"
 #include "fixtures.hpp"
 
 namespace {
@@ -125,6 +126,26 @@ TEST(FusedLinear, EpiloguesMatchActivationAfterLinear) {
       {randn({5, 4}, {.dtype = DType::f64}), randn({3, 4}, {.dtype = DType::f64}),
        randn({3}, {.dtype = DType::f64})});
   EXPECT_TRUE(res_gelu.ok) << res_gelu.message;
+}
+
+TEST(FusedLinear, SequentialLinearReluEqualsTheUnfusedChain) {
+  // Sequential runs Linear + ReLU as one GEMM with a ReLU epilogue; values and gradients must
+  // be those of the modules run one by one.
+  manual_seed(3);
+  nn::Sequential net({nn::Linear(7, 5), nn::ReLU(), nn::Linear(5, 3), nn::ReLU(), nn::Linear(3, 2)});
+  const Tensor x = randn({6, 7});
+  Tensor fused = net(x);
+  fused.sum().backward();
+  std::vector<std::vector<float>> fused_grads;
+  for (const Tensor& p : net->parameters()) fused_grads.push_back(p.grad().to_vector<float>());
+  net->zero_grad();
+  Tensor h = x;
+  for (const auto& [name, m] : net->named_children()) h = m->forward(h);  // one by one
+  h.sum().backward();
+  EXPECT_EQ(fused.to_vector<float>(), h.to_vector<float>());
+  const std::vector<Tensor> params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(fused_grads[i], params[i].grad().to_vector<float>()) << "parameter " << i;
 }
 
 }  // namespace

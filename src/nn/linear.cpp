@@ -14,12 +14,15 @@ LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
   if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_features, o.in_features));
 }
 
-Tensor LinearImpl::forward(const Tensor& x) {
+Tensor LinearImpl::forward(const Tensor& x) { return forward(x, Activation::none); }
+
+Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
   EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features, "Linear(in_features=",
               options_.in_features, ", out_features=", options_.out_features, "): input shape ",
               x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
               " features in its last dim (expected ", options_.in_features, ")");
-  return linear(x, weight_, bias_);
+  return activation == Activation::none ? linear(x, weight_, bias_)
+                                         : linear(x, weight_, bias_, activation);
 }
 
 json LinearImpl::options() const {
@@ -70,8 +73,19 @@ Module SequentialImpl::operator[](size_t i) const {
 }
 
 Tensor SequentialImpl::forward(const Tensor& x) {
+  // A Linear directly followed by a ReLU runs as one GEMM with a ReLU epilogue (same values,
+  // same gradients, fewer kernels); everything else runs child by child.
   Tensor h = x;
-  for (auto& [name, m] : named_children()) h = m->forward(h);
+  const auto& children = named_children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    auto* lin = dynamic_cast<LinearImpl*>(children[i].second.get());
+    if (lin && i + 1 < children.size() && children[i + 1].second->type_name() == "ReLU") {
+      h = lin->forward(h, Activation::relu);
+      ++i;
+    } else {
+      h = children[i].second->forward(h);
+    }
+  }
   return h;
 }
 

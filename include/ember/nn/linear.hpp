@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ember/nn/module.hpp"
+#include "ember/ops.hpp"
 
 namespace ember::nn {
 
@@ -23,6 +24,9 @@ class LinearImpl : public ModuleImpl {
   std::string extra_repr() const override;
   Tensor& weight() { return param("weight"); }
   Tensor bias() const { return bias_; }
+  /// forward followed by `activation`, fused into the GEMM's epilogue (cuBLASLt on a GPU);
+  /// Sequential uses it for a Linear directly followed by a ReLU.
+  Tensor forward(const Tensor& x, Activation activation);
 
  private:
   LinearOptions options_;
