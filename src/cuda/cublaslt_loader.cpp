@@ -37,18 +37,18 @@ void* cublaslt_library() {
 template <typename Fn>
 Fn resolve(const char* name) {
   void* f = dlsym(cublaslt_library(), name);
-  EMBER_CHECK(f != nullptr, "cuBLASLt: libcublasLt has no symbol ", name,
-              " (expected CUDA ", EMBER_CUBLASLT_SOVERSION, "'s cuBLASLt)");
+  EMBER_CHECK(f != nullptr, "cuBLASLt: libcublasLt has no symbol ", name, " (expected CUDA ",
+              EMBER_CUBLASLT_SOVERSION, "'s cuBLASLt)");
   return reinterpret_cast<Fn>(f);
 }
 
 }  // namespace
 
 // Each entry point: resolved once, then a plain indirect call.
-#define EMBER_CUBLASLT_FORWARD(ret, name, params, args)                  \
-  extern "C" ret name params {                                           \
-    static const auto fn = resolve<ret(*) params>(#name);                \
-    return fn args;                                                      \
+#define EMBER_CUBLASLT_FORWARD(ret, name, params, args)   \
+  extern "C" ret name params {                            \
+    static const auto fn = resolve<ret(*) params>(#name); \
+    return fn args;                                       \
   }
 
 EMBER_CUBLASLT_FORWARD(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))
