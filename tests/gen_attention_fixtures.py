@@ -29,6 +29,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_json import encode_tensor, scaled_error as _scaled_error, write_fixtures  # noqa: E402
+
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
@@ -39,25 +42,6 @@ ATOL = 1e-5
 
 # ----------------------------------------------------------------------------------------
 # encoding (as tests/gen_fixtures.py: shortest round-trip f32 text)
-
-
-def f32_str(v):
-    f = np.float32(v)
-    assert np.isfinite(f), "non-finite value in a fixture"
-    return repr(float(f)) if f == 0 else str(f)
-
-
-def encode_tensor(t):
-    t = t.detach().contiguous()
-    flat = t.reshape(-1).tolist()
-    if t.dtype == torch.bool:
-        dt, data = "bool", ["true" if v else "false" for v in flat]
-    elif t.dtype in (torch.int64, torch.int32):
-        dt, data = "i64", [str(int(v)) for v in flat]
-    else:
-        dt, data = "f32", [f32_str(v) for v in flat]
-    shape = ",".join(str(s) for s in t.shape)
-    return '{"shape":[%s],"dtype":"%s","data":[%s]}' % (shape, dt, ",".join(data))
 
 
 def encode_value(v):
@@ -74,17 +58,14 @@ def encode_dict(d, enc):
     return "{%s}" % ",".join('"%s":%s' % (k, enc(v)) for k, v in d.items())
 
 
-def scaled_error(got, want):
-    """max |got-want| / (ATOL*max(1,max|want|) + RTOL*|want|): <= 1 passes (as fixtures.hpp)."""
-    got, want = got.detach().double(), want.detach().double()
-    scale = max(1.0, want.abs().max().item())
-    return ((got - want).abs() / (ATOL * scale + RTOL * want.abs())).max().item()
-
-
 # ----------------------------------------------------------------------------------------
 # cases: each is (name, attrs, build(gen) -> module, inputs(gen) -> dict, call(module, t) -> (out, weights))
 
 CASES = []
+
+
+def scaled_error(got, want):
+    return _scaled_error(got, want, RTOL, ATOL)
 
 
 def f32(t):
@@ -278,25 +259,7 @@ def build_case(c):
 
 
 def main():
-    names = [c["name"] for c in CASES]
-    assert len(names) == len(set(names)), "duplicate case names"
-    parts, report = [], []
-    for c in CASES:
-        text, worst = build_case(c)
-        parts.append(text)
-        report.append((worst, c["name"]))
-    report.sort(reverse=True)
-    print("worst f32-vs-f64 error as a share of the tolerance:",
-          ", ".join("%s %.3f" % (n, w) for w, n in report[:6]))
-    bad = [(w, n) for w, n in report if w > 0.25]
-    if bad:
-        print("tolerance too tight for an f32 implementation (needs <= 0.25):", bad, file=sys.stderr)
-        sys.exit(1)
-    text = '{"format":1,"generator":"tests/gen_attention_fixtures.py","cases":{\n%s}}\n' % ",\n".join(parts)
-    os.makedirs(os.path.dirname(OUT_PATH), exist_ok=True)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print("wrote %s: %d cases, %d bytes" % (os.path.relpath(OUT_PATH), len(CASES), len(text)))
+    write_fixtures(CASES, build_case, "tests/gen_attention_fixtures.py", OUT_PATH, separator=",\n")
 
 
 if __name__ == "__main__":

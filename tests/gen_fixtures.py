@@ -26,6 +26,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_json import encode_tensor as _encode_tensor, scaled_error, write_fixtures  # noqa: E402
+
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
@@ -422,25 +425,8 @@ def run_case(c, inputs, dtype):
     return t, out, extras
 
 
-def f32_str(v):
-    f = np.float32(v)
-    assert np.isfinite(f), "non-finite value in a fixture"
-    s = repr(float(f)) if f == 0 else str(f)
-    return s
-
-
 def encode_tensor(t):
-    t = t.detach().contiguous()
-    assert t.numel() <= MAX_ELEMENTS, f"tensor of {t.numel()} elements is too large"
-    flat = t.reshape(-1).tolist()
-    if t.dtype == torch.bool:
-        dt, data = "bool", ["true" if v else "false" for v in flat]
-    elif t.dtype in (torch.int64, torch.int32):
-        dt, data = "i64", [str(int(v)) for v in flat]
-    else:
-        dt, data = "f32", [f32_str(v) for v in flat]
-    shape = ",".join(str(s) for s in t.shape)
-    return '{"shape":[%s],"dtype":"%s","data":[%s]}' % (shape, dt, ",".join(data))
+    return _encode_tensor(t, MAX_ELEMENTS)
 
 
 def encode_value(v):
@@ -455,14 +441,6 @@ def encode_value(v):
     if isinstance(v, (list, tuple)):
         return "[%s]" % ",".join(encode_value(x) for x in v)
     raise TypeError(type(v))
-
-
-def scaled_error(got, want, rtol, atol):
-    """max |got-want| / (atol*max(1,max|want|) + rtol*|want|): <= 1 passes (as fixtures.hpp)."""
-    got, want = got.detach().double(), want.detach().double()
-    scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
-    bound = atol * scale + rtol * want.abs()
-    return ((got - want).abs() / bound).max().item() if want.numel() else 0.0
 
 
 def build(c):
@@ -505,25 +483,7 @@ def build(c):
 
 
 def main():
-    names = [c["name"] for c in CASES]
-    assert len(names) == len(set(names)), "duplicate case names"
-    parts, report = [], []
-    for c in CASES:
-        text, worst = build(c)
-        parts.append(text)
-        report.append((worst, c["name"]))
-    bad = [(w, n) for w, n in report if w > 0.25]
-    report.sort(reverse=True)
-    print("worst f32-vs-f64 error as a share of the tolerance:",
-          ", ".join("%s %.3f" % (n, w) for w, n in report[:6]))
-    if bad:
-        print("tolerance too tight for an f32 implementation (needs <= 0.25):", bad, file=sys.stderr)
-        sys.exit(1)
-    text = '{"format":1,"generator":"tests/gen_fixtures.py","cases":{%s}}\n' % ",".join(parts)
-    os.makedirs(os.path.dirname(OUT_PATH), exist_ok=True)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print("wrote %s: %d cases, %d bytes" % (os.path.relpath(OUT_PATH), len(CASES), len(text)))
+    write_fixtures(CASES, build, "tests/gen_fixtures.py", OUT_PATH)
 
 
 if __name__ == "__main__":

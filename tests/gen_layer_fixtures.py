@@ -30,6 +30,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_json import encode_tensor as _encode_tensor, scaled_error, write_fixtures  # noqa: E402
+
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
@@ -223,22 +226,8 @@ def run(c, mod, inputs, weights, dtype):
     return steps
 
 
-def f32_str(v):
-    f = np.float32(v)
-    assert np.isfinite(f), "non-finite value in a fixture"
-    return repr(float(f)) if f == 0 else str(f)
-
-
 def encode_tensor(t):
-    t = t.detach().contiguous()
-    assert t.numel() <= MAX_ELEMENTS, f"tensor of {t.numel()} elements is too large"
-    flat = t.reshape(-1).tolist()
-    if t.dtype in (torch.int64, torch.int32):
-        dt, data = "i64", [str(int(v)) for v in flat]
-    else:
-        dt, data = "f32", [f32_str(v) for v in flat]
-    shape = ",".join(str(s) for s in t.shape)
-    return '{"shape":[%s],"dtype":"%s","data":[%s]}' % (shape, dt, ",".join(data))
+    return _encode_tensor(t, MAX_ELEMENTS)
 
 
 def encode_json(v):
@@ -261,18 +250,6 @@ def encode_json(v):
 
 def tensors_json(d):
     return "{%s}" % ",".join('"%s":%s' % (k, encode_tensor(v)) for k, v in d.items())
-
-
-def scaled_error(got, want, rtol, atol):
-    """max |got-want| / (atol*max(1,max|want|) + rtol*|want|): <= 1 passes (as fixtures.hpp)."""
-    if not want.is_floating_point():
-        return 0.0 if torch.equal(got, want) else float("inf")
-    got, want = got.detach().double(), want.detach().double()
-    if want.numel() == 0:
-        return 0.0
-    scale = max(1.0, want.abs().max().item())
-    bound = atol * scale + rtol * want.abs()
-    return ((got - want).abs() / bound).max().item()
 
 
 def build(c):
@@ -308,25 +285,7 @@ def build(c):
 
 
 def main():
-    names = [c["name"] for c in CASES]
-    assert len(names) == len(set(names)), "duplicate case names"
-    parts, report = [], []
-    for c in CASES:
-        text, worst = build(c)
-        parts.append(text)
-        report.append((worst, c["name"]))
-    bad = [(w, n) for w, n in report if w > 0.25]
-    report.sort(reverse=True)
-    print("worst f32-vs-f64 error as a share of the tolerance:",
-          ", ".join("%s %.3f" % (n, w) for w, n in report[:6]))
-    if bad:
-        print("tolerance too tight for an f32 implementation (needs <= 0.25):", bad, file=sys.stderr)
-        sys.exit(1)
-    text = '{"format":1,"generator":"tests/gen_layer_fixtures.py","cases":{%s}}\n' % ",".join(parts)
-    os.makedirs(os.path.dirname(OUT_PATH), exist_ok=True)
-    with open(OUT_PATH, "w") as f:
-        f.write(text)
-    print("wrote %s: %d cases, %d bytes" % (os.path.relpath(OUT_PATH), len(CASES), len(text)))
+    write_fixtures(CASES, build, "tests/gen_layer_fixtures.py", OUT_PATH)
 
 
 if __name__ == "__main__":
