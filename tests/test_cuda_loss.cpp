@@ -16,11 +16,13 @@
 
 #include "backend/backend.hpp"
 #include "ember/ember.hpp"
+#include "error_of.hpp"
 #include "fixtures.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember::test_util::error_of;
 
 const Device kGpu = Device::cuda(0);
 
@@ -59,15 +61,6 @@ Tensor labels(int64_t n, int64_t classes, uint64_t seed, DType dtype = DType::i6
 
 // The host waits for cuda:0 (a synchronisation point: pending device errors throw here).
 void synchronize_gpu() { backend::backend_for(kGpu).synchronize(kGpu.index); }
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CudaLoss, CrossEntropyMatchesCpuForEveryOption) {
   SKIP_WITHOUT_CUDA();

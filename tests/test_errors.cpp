@@ -8,29 +8,18 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "error_of.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember::test_util::error_of;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-/// Runs `fn`, expecting an ember::Error; returns its message ("" and a failure otherwise).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-ember exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
+Tensor ints(const std::vector<int64_t>& v) {
+  return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
 }
-
-Tensor ints(const std::vector<int64_t>& v) { return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())}); }
 
 TEST(Errors, MatmulShapeMismatch) {
   Tensor a = randn({2, 3}), b = randn({4, 5});
@@ -95,7 +84,9 @@ TEST(Errors, IndexSelectOutOfRange) {
 }
 
 TEST(Errors, GatherAndEmbeddingOutOfRange) {
-  const std::string g = error_of([] { gather(randn({2, 3}), 1, from_vector<int64_t>({0, 3, 1, 1}, {2, 2})); });
+  const std::string g = error_of([] {
+    gather(randn({2, 3}), 1, from_vector<int64_t>({0, 3, 1, 1}, {2, 2}));
+  });
   EXPECT_THAT(g, HasSubstr("gather"));
   EXPECT_THAT(g, HasSubstr("3"));
   const std::string e = error_of([] { embedding(randn({5, 2}), ints({1, 9})); });
@@ -109,8 +100,8 @@ TEST(Errors, ReshapeElementCount) {
   const std::string msg = error_of([&] { x.reshape({4, 2}); });
   EXPECT_THAT(msg, HasSubstr("[2, 3]"));
   EXPECT_THAT(msg, HasSubstr("[4, 2]"));
-  EXPECT_THROW(reshape(x, {-1, 4}), Error);       // 6 is not a multiple of 4
-  EXPECT_THROW(x.reshape({-1, -1}), Error);       // only one -1 may be inferred
+  EXPECT_THROW(reshape(x, {-1, 4}), Error);  // 6 is not a multiple of 4
+  EXPECT_THROW(x.reshape({-1, -1}), Error);  // only one -1 may be inferred
   EXPECT_THROW(x.view({5}), Error);
 }
 

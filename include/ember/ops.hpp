@@ -66,6 +66,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 // ---- reductions (dims may be negative; empty dims = all) ----
+/// Floats keep their dtype; integer and bool tensors sum into i64, as in PyTorch (an i32
+/// sum cannot overflow silently). Example: sum(from_vector<int32_t>({2147483647, 1}, {2})) is
+/// the i64 2147483648.
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);

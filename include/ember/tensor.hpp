@@ -124,7 +124,7 @@ class Tensor {
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor& add_(const Tensor& other, double alpha = 1.0);
-  Tensor& sub_(const Tensor& other) { return add_(other, -1.0); }
+  Tensor& sub_(const Tensor& other);
   Tensor& mul_(const Tensor& other);
   Tensor& mul_(double value);
   Tensor& add_(double value);
@@ -152,6 +152,14 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;
 
  private:
+  /// The impl behind a defined handle; an empty handle throws ember::Error naming `member`.
+  TensorImpl& checked(const char* member) const {
+    if (!impl_) [[unlikely]]
+      throw_undefined(member);
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined(const char* member);
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -160,7 +168,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
   Shape shape;
-  Shape strides;       // in elements
+  Shape strides;  // in elements
   DType dtype = DType::f32;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
@@ -168,19 +176,24 @@ struct TensorImpl {
   std::weak_ptr<autograd::Node> grad_accumulator;  // cached for leaves that require grad
 };
 
-inline const Shape& Tensor::shape() const { return impl_->shape; }
-inline const Shape& Tensor::strides() const { return impl_->strides; }
-inline int Tensor::dim() const { return impl_->shape.size(); }
-inline int64_t Tensor::numel() const { return impl_->shape.numel(); }
-inline int64_t Tensor::offset() const { return impl_->offset; }
-inline DType Tensor::dtype() const { return impl_->dtype; }
-inline Device Tensor::device() const { return impl_->storage->device(); }
-inline const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
-inline uint64_t Tensor::version() const { return impl_->storage->version(); }
+// Every accessor of an empty handle (Tensor t; a moved-from tensor) throws ember::Error
+// naming the member; requires_grad() alone answers false, as PyTorch's undefined tensor does.
+inline const Shape& Tensor::shape() const { return checked("shape").shape; }
+inline const Shape& Tensor::strides() const { return checked("strides").strides; }
+inline int Tensor::dim() const { return checked("dim").shape.size(); }
+inline int64_t Tensor::numel() const { return checked("numel").shape.numel(); }
+inline int64_t Tensor::offset() const { return checked("offset").offset; }
+inline DType Tensor::dtype() const { return checked("dtype").dtype; }
+inline Device Tensor::device() const { return checked("device").storage->device(); }
+inline const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked("storage").storage;
+}
+inline uint64_t Tensor::version() const { return checked("version").storage->version(); }
 inline bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
 inline void* Tensor::data_ptr() const {
-  return static_cast<char*>(impl_->storage->data()) +
-         impl_->offset * static_cast<int64_t>(element_size(impl_->dtype));
+  const TensorImpl& impl = checked("data_ptr");
+  return static_cast<char*>(impl.storage->data()) +
+         impl.offset * static_cast<int64_t>(element_size(impl.dtype));
 }
 template <typename T>
 T* Tensor::data() const {

@@ -85,7 +85,8 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
       leaf_->grad = g.impl_ptr();
     } else {
       PoolGuard pool(leaf_->storage->pool());
-      Tensor owned = empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
+      Tensor owned =
+          empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
       owned.copy_(g);
       leaf_->grad = owned.impl_ptr();
     }
@@ -105,12 +106,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   const uint64_t epoch = g_visit_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
 
   // Capture targets (autograd::grad): the node each input's gradient arrives at.
+  // The nodes are held here: a leaf's accumulator is otherwise owned only by the graph's
+  // edges, and an output that is the input itself (an identity op) has no edge to it.
   std::unordered_map<Node*, size_t> capture_index;
+  std::vector<std::shared_ptr<Node>> capture_nodes;
   std::vector<Tensor> captured(capture.size());
   for (size_t i = 0; i < capture.size(); ++i) {
-    EMBER_CHECK(capture[i].defined() && capture[i].requires_grad(),
-                "grad: input ", i, " does not require grad (set requires_grad_() before the forward)");
-    capture_index[gradient_edge(capture[i]).get()] = i;
+    EMBER_CHECK(capture[i].defined() && capture[i].requires_grad(), "grad: input ", i,
+                " does not require grad (set requires_grad_() before the forward)");
+    capture_nodes.push_back(gradient_edge(capture[i]));
+    capture_index[capture_nodes.back().get()] = i;
   }
 
   // Pass 1: discover the graph and count consumers per node. `visited` owns every node
@@ -168,8 +173,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     const Tensor& root = roots[r];
     Tensor g = r < grads.size() ? grads[r] : Tensor();
     if (!g.defined()) {
-      EMBER_CHECK(root.numel() == 1, "backward: grad can be created implicitly only for a scalar "
-                  "output (got shape ", root.shape().to_string(),
+      EMBER_CHECK(root.numel() == 1,
+                  "backward: grad can be created implicitly only for a scalar "
+                  "output (got shape ",
+                  root.shape().to_string(),
                   "; expected a gradient tensor of that shape: t.backward(grad))");
       g = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
     } else {

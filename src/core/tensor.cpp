@@ -14,10 +14,25 @@
 
 namespace ember {
 
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+void Tensor::throw_undefined(const char* member) {
+  detail::throw_error(detail::concat(
+      "Tensor::", member,
+      ": the tensor handle is empty (an undefined Tensor: default-constructed or moved-from; "
+      "expected a tensor made by a factory or an op)"));
+}
+
+int64_t Tensor::size(int64_t d) const {
+  const TensorImpl& impl = checked("size");
+  return impl.shape[wrap_dim(d, impl.shape.size(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  const TensorImpl& impl = checked("stride");
+  return impl.strides[wrap_dim(d, impl.shape.size(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
+  checked("is_contiguous");
+  if (impl_->shape.numel() == 0) return true;  // empty: any strides (as PyTorch)
   int64_t expected = 1;
   for (int i = dim() - 1; i >= 0; --i) {
     const int64_t s = impl_->shape[i];
@@ -34,15 +49,20 @@ Tensor& Tensor::requires_grad_(bool on) {
   ops::check_defined("requires_grad_", *this, "tensor");
   EMBER_CHECK(!on || is_floating(dtype()), "requires_grad_: dtype ", dtype_name(dtype()),
               " cannot require grad (expected a floating dtype)");
-  EMBER_CHECK(is_leaf(), "requires_grad_: only leaves can change requires_grad (got a tensor made by '",
+  EMBER_CHECK(is_leaf(),
+              "requires_grad_: only leaves can change requires_grad (got a tensor made by '",
               impl_->grad_fn->name, "'; use detach() first)");
   impl_->requires_grad = on;
   return *this;
 }
 
-Tensor Tensor::grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+Tensor Tensor::grad() const {
+  const TensorImpl& impl = checked("grad");
+  return impl.grad ? Tensor(impl.grad) : Tensor();
+}
 
 void Tensor::set_grad(const Tensor& g) const {
+  checked("set_grad");
   if (g.defined())
     EMBER_CHECK(g.shape() == shape(), "set_grad: gradient shape ", g.shape().to_string(),
                 " does not match the tensor's shape ", shape().to_string());
@@ -50,7 +70,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 void Tensor::zero_grad(bool set_to_none) const {
-  if (!impl_->grad) return;
+  if (!checked("zero_grad").grad) return;
   if (set_to_none) {
     impl_->grad.reset();
   } else {
@@ -59,8 +79,8 @@ void Tensor::zero_grad(bool set_to_none) const {
   }
 }
 
-bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
-std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return impl_->grad_fn; }
+bool Tensor::is_leaf() const { return checked("is_leaf").grad_fn == nullptr; }
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return checked("grad_fn").grad_fn; }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   ops::check_defined("backward", *this, "tensor");
@@ -68,25 +88,30 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 }
 
 Tensor Tensor::detach() const {
+  checked("detach");
   return ops::make_view(*this, shape(), strides(), offset());
 }
 
 // ---- conversion ----
 
 Tensor Tensor::contiguous() const {
+  checked("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
+  checked("clone");
   Tensor out = ops::make_tensor(shape(), dtype(), device());
   ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
   if (autograd::needs_grad(*this))
-    autograd::record("clone", out, {this}, [](const Tensor& g, autograd::GradList& gi) { gi[0] = g; });
+    autograd::record("clone", out, {this},
+                     [](const Tensor& g, autograd::GradList& gi) { gi[0] = g; });
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
+  checked("to");
   if (target == dtype()) return *this;
   Tensor out = ops::make_tensor(shape(), target, device());
   ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
@@ -99,15 +124,18 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::to(Device target) const {
+  checked("to");
   if (target == device()) return *this;
   Tensor src = contiguous();
   Tensor out = ops::make_tensor(shape(), dtype(), target);
   const size_t bytes = static_cast<size_t>(numel()) * element_size(dtype());
   if (bytes) {
     if (src.device().is_cpu()) {
-      backend::backend_for(target).memcpy_from_host(target.index, out.data_ptr(), src.data_ptr(), bytes);
+      backend::backend_for(target).memcpy_from_host(target.index, out.data_ptr(), src.data_ptr(),
+                                                    bytes);
     } else if (target.is_cpu()) {
-      ops::backend_of(src).memcpy_to_host(src.device().index, out.data_ptr(), src.data_ptr(), bytes);
+      ops::backend_of(src).memcpy_to_host(src.device().index, out.data_ptr(), src.data_ptr(),
+                                          bytes);
     } else {
       Tensor host = src.to(Device::cpu());
       return host.to(target);
@@ -146,7 +174,7 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-#define EMBER_INSTANTIATE_READ(T)                    \
+#define EMBER_INSTANTIATE_READ(T)                       \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 EMBER_INSTANTIATE_READ(float)
@@ -179,8 +207,10 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   // Recursive print with "..." for dims longer than 2*kEdge.
   std::function<void(int, int64_t)> rec = [&](int d, int64_t base) {
     if (d == s.size()) {
-      if (integral) body << static_cast<int64_t>(v[base]);
-      else body << v[base];
+      if (integral)
+        body << static_cast<int64_t>(v[base]);
+      else
+        body << v[base];
       return;
     }
     int64_t stride = 1;
@@ -199,8 +229,10 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
     }
     body << "]";
   };
-  if (t.numel() > 0 || s.size() == 0) rec(0, 0);
-  else body << "[]";
+  if (t.numel() > 0 || s.size() == 0)
+    rec(0, 0);
+  else
+    body << "[]";
   out << "Tensor(shape=" << s.to_string() << ", dtype=" << dtype_name(t.dtype())
       << ", device=" << t.device().str();
   if (t.requires_grad()) out << ", requires_grad";
@@ -210,11 +242,15 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) {
 // ---- in-place ----
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  checked("copy_");
   ops::check_defined("copy_", src, "source");
   ops::check_inplace("copy_", *this);
-  broadcast_shapes(src.shape(), shape(), "copy_");
-  EMBER_CHECK(src.dim() <= dim(), "copy_: source shape ", src.shape().to_string(),
-              " does not broadcast to ", shape().to_string());
+  // The source must broadcast TO the target: a mutual broadcast ([2, 2] with [2, 1]) is not
+  // enough, it would copy a slice of the source.
+  EMBER_CHECK(src.dim() <= dim() && broadcast_shapes(src.shape(), shape(), "copy_") == shape(),
+              "copy_: source shape ", src.shape().to_string(),
+              " does not broadcast to the target shape ", shape().to_string(),
+              " (expected each source dim equal to the target's or 1)");
   Tensor s = src;
   if (s.device() != device()) s = s.to(device());
   ops::backend_of(*this).copy(ops::view_of(*this), ops::broadcast_view(s, shape()));
@@ -222,6 +258,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::assign_(const Tensor& src) {
+  checked("assign_");
   ops::check_defined("assign_", src, "source");
   EMBER_CHECK(src.shape() == shape(), "assign_: shape mismatch (got ", src.shape().to_string(),
               ", expected ", shape().to_string(), ")");
@@ -229,6 +266,7 @@ Tensor& Tensor::assign_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  checked("fill_");
   ops::check_inplace("fill_", *this);
   ops::backend_of(*this).fill(ops::view_of(*this), value);
   return *this;
@@ -237,6 +275,7 @@ Tensor& Tensor::fill_(double value) {
 namespace {
 // out = self op other (other broadcast to self), written into self's buffer.
 Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, const char* name) {
+  ops::check_defined(name, self, "the in-place target");
   ops::check_defined(name, other, "other");
   ops::check_same_dtype(name, self, other);
   ops::check_same_device(name, self, other);
@@ -250,13 +289,27 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, 
 }
 }  // namespace
 
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  if (alpha == 1.0) return binary_inplace(*this, other, backend::BinaryOp::add, "add_");
+namespace {
+// self += alpha · other.
+Tensor& add_scaled(Tensor& self, const Tensor& other, double alpha, const char* name) {
+  if (alpha == 1.0) return binary_inplace(self, other, backend::BinaryOp::add, name);
+  ops::check_defined(name, other, "other");
+  ops::check_writable(name, self);  // before the guard below, which would hide requires_grad
   NoGradGuard g;
-  return binary_inplace(*this, other * alpha, backend::BinaryOp::add, "add_");
+  return binary_inplace(self, other * alpha, backend::BinaryOp::add, name);
 }
-Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, other, backend::BinaryOp::mul, "mul_"); }
-Tensor& Tensor::div_(const Tensor& other) { return binary_inplace(*this, other, backend::BinaryOp::div, "div_"); }
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return add_scaled(*this, other, alpha, "add_");
+}
+Tensor& Tensor::sub_(const Tensor& other) { return add_scaled(*this, other, -1.0, "sub_"); }
+Tensor& Tensor::mul_(const Tensor& other) {
+  return binary_inplace(*this, other, backend::BinaryOp::mul, "mul_");
+}
+Tensor& Tensor::div_(const Tensor& other) {
+  return binary_inplace(*this, other, backend::BinaryOp::div, "div_");
+}
 
 Tensor& Tensor::mul_(double value) {
   ops::check_float("mul_", *this);
@@ -282,9 +335,13 @@ Tensor& Tensor::clamp_(double lo, double hi) {
 
 // ---- method forms of common ops ----
 Tensor Tensor::sum() const { return ember::sum(*this); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const {
+  return ember::sum(*this, dims, keepdim);
+}
 Tensor Tensor::mean() const { return ember::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return ember::mean(*this, dims, keepdim);
+}
 Tensor Tensor::max() const { return ember::max(*this); }
 Tensor Tensor::min() const { return ember::min(*this); }
 Tensor Tensor::argmax(int64_t d, bool keepdim) const { return ember::argmax(*this, d, keepdim); }

@@ -450,8 +450,10 @@ __global__ void softmax_rows_kernel(T* out, const T* in, int64_t rows, int64_t n
     s = team_reduce<kTeam>(s, Plus{});
     if (!active) continue;
     if (log) {
-      const T shift = static_cast<T>(static_cast<double>(m) + ::log(s));
-      for (int64_t i = t; i < n; i += kTeam) o[i] = x[i] - shift;
+      // (x - m) - log s: x - m is exact, so large inputs keep f32 precision (Note [log_softmax
+      // rounding], src/cpu/softmax.cpp).
+      const T log_s = static_cast<T>(::log(s));
+      for (int64_t i = t; i < n; i += kTeam) o[i] = (x[i] - m) - log_s;
     } else {
       const T factor = static_cast<T>(1.0 / s);
       for (int64_t i = t; i < n; i += kTeam) o[i] *= factor;
@@ -475,8 +477,8 @@ __global__ void softmax_columns_kernel(T* out, const T* in, Layout l, bool log) 
       s += static_cast<double>(e);
     }
     if (log) {
-      const T shift = static_cast<T>(static_cast<double>(m) + ::log(s));
-      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] = x[d * l.inner] - shift;
+      const T log_s = static_cast<T>(::log(s));  // Note [log_softmax rounding]
+      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] = (x[d * l.inner] - m) - log_s;
     } else {
       const T factor = static_cast<T>(1.0 / s);
       for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] *= factor;

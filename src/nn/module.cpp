@@ -2,6 +2,9 @@
 // state_dict / load_state_dict, config JSON, the printed summary, and the type registry.
 #include "ember/nn/module.hpp"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -10,6 +13,23 @@
 #include "ember/ops.hpp"
 
 namespace ember::nn {
+
+void throw_empty_module_handle(const char* handle) {
+  // Holders pass typeid(Impl).name(): demangle "ember::nn::LinearImpl" to "nn::Linear".
+  std::string name = handle;
+  int status = 0;
+  if (char* plain = abi::__cxa_demangle(handle, nullptr, nullptr, &status)) {
+    if (status == 0) name = plain;
+    std::free(plain);
+  }
+  if (name.rfind("ember::", 0) == 0) name = name.substr(7);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0)
+    name.resize(name.size() - 4);
+  ember::detail::throw_error(
+      name +
+      ": the module handle is empty (default-constructed or moved-from; expected a handle "
+      "to a constructed module, e.g. nn::Linear fc(4, 3))");
+}
 
 namespace {
 
@@ -53,8 +73,8 @@ Tensor& ModuleImpl::register_parameter(const std::string& name, const Tensor& in
 }
 
 Tensor& ModuleImpl::register_buffer(const std::string& name, const Tensor& init) {
-  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(),
-              ": buffer name '", name, "' is empty or contains '.'");
+  EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": buffer name '",
+              name, "' is empty or contains '.'");
   EMBER_CHECK(!find(params_, name) && !find(buffers_, name), type_name(), ": name '", name,
               "' is already registered");
   Tensor b;
@@ -113,7 +133,8 @@ std::vector<ModulePtr> ModuleImpl::children() const {
   return out;
 }
 
-std::vector<std::pair<std::string, ModulePtr>> ModuleImpl::named_modules(const std::string& prefix) const {
+std::vector<std::pair<std::string, ModulePtr>> ModuleImpl::named_modules(
+    const std::string& prefix) const {
   std::vector<std::pair<std::string, ModulePtr>> out;
   out.emplace_back(prefix, std::const_pointer_cast<ModuleImpl>(shared_from_this()));
   for (auto& [cn, c] : children_)
@@ -177,7 +198,8 @@ LoadReport ModuleImpl::load_state_dict(const StateDict& sd, bool strict) {
   StateDict mine = state_dict();
   std::map<std::string, const Tensor*> given;
   for (auto& [n, t] : sd) {
-    EMBER_CHECK(given.emplace(n, &t).second, "load_state_dict: name '", n, "' appears twice in the state dict");
+    EMBER_CHECK(given.emplace(n, &t).second, "load_state_dict: name '", n,
+                "' appears twice in the state dict");
   }
   std::vector<std::pair<Tensor, const Tensor*>> to_copy;
   for (auto& [n, t] : mine) {
@@ -190,8 +212,10 @@ LoadReport ModuleImpl::load_state_dict(const StateDict& sd, bool strict) {
     if (!src.defined() || src.shape() != t.shape() || src.dtype() != t.dtype()) {
       std::ostringstream m;
       m << n << ": expected " << t.shape().to_string() << " " << dtype_name(t.dtype()) << ", got ";
-      if (src.defined()) m << src.shape().to_string() << " " << dtype_name(src.dtype());
-      else m << "an undefined tensor";
+      if (src.defined())
+        m << src.shape().to_string() << " " << dtype_name(src.dtype());
+      else
+        m << "an undefined tensor";
       report.mismatched.push_back(m.str());
     } else {
       to_copy.emplace_back(t, &src);
@@ -302,9 +326,10 @@ void register_builtin_modules();  // src/nn/registry.cpp
 
 Module build(const json& config) {
   register_builtin_modules();
-  EMBER_CHECK(config.is_object() && config.contains("type") && config["type"].is_string(),
-              "nn::build: config is not a module spec (expected an object with a string \"type\", got ",
-              config.dump().substr(0, 200), ")");
+  EMBER_CHECK(
+      config.is_object() && config.contains("type") && config["type"].is_string(),
+      "nn::build: config is not a module spec (expected an object with a string \"type\", got ",
+      config.dump().substr(0, 200), ")");
   const std::string type = config["type"].get<std::string>();
   ModuleFactory f;
   {
@@ -314,9 +339,9 @@ Module build(const json& config) {
     if (it == r.factories.end()) {
       std::string known;
       for (auto& [n, fn] : r.factories) known += (known.empty() ? "" : ", ") + n;
-      detail::throw_error(detail::concat("nn::build: unknown module type '", type,
-                                         "' (known types: ", known,
-                                         "; register custom modules with nn::register_module_type)"));
+      detail::throw_error(
+          detail::concat("nn::build: unknown module type '", type, "' (known types: ", known,
+                         "; register custom modules with nn::register_module_type)"));
     }
     f = it->second;
   }

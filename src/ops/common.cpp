@@ -49,7 +49,8 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.device() == b.device(), op, ": tensors on different devices (got ",
-              a.device().str(), " and ", b.device().str(), ", expected one device; move with .to(Device))");
+              a.device().str(), " and ", b.device().str(),
+              ", expected one device; move with .to(Device))");
 }
 
 void check_float(const char* op, const Tensor& t) {
@@ -58,16 +59,29 @@ void check_float(const char* op, const Tensor& t) {
 }
 
 void check_index_dtype(const char* op, const Tensor& index) {
-  EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
-              ": index dtype ", dtype_name(index.dtype()), " (expected i64 or i32)");
+  EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index dtype ",
+              dtype_name(index.dtype()), " (expected i64 or i32)");
 }
 
-void check_inplace(const char* op, const Tensor& t) {
+void check_writable(const char* op, const Tensor& t) {
+  check_defined(op, t, "the in-place target");
   EMBER_CHECK(!(grad_mode_enabled() && t.requires_grad()), op,
               ": in-place change of a tensor that requires grad while recording the graph (got a ",
               t.is_leaf() ? "leaf" : "non-leaf",
               " that requires grad; expected the change inside a NoGradGuard, or on a detach()ed "
               "tensor)");
+  // A stride-0 dim of size > 1 (expand, broadcast_to) makes several elements one memory
+  // location: a write would accumulate into it (PyTorch refuses the same way).
+  for (int d = 0; d < t.dim(); ++d)
+    EMBER_CHECK(
+        t.strides()[d] != 0 || t.shape()[d] <= 1, op,
+        ": the in-place target is an expanded view (shape ", t.shape().to_string(), ", strides ",
+        t.strides().to_string(), "): more than one of its elements refers to ",
+        "a single memory location (expected a tensor with its own elements; clone() it first)");
+}
+
+void check_inplace(const char* op, const Tensor& t) {
+  check_writable(op, t);
   t.storage()->bump_version();
 }
 

@@ -33,8 +33,10 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 void check_float(const char* op, const Tensor& t);
 void check_index_dtype(const char* op, const Tensor& index);
 
-/// Bumps the version of `t` after an in-place write, refusing a write that would corrupt the
-/// graph (a leaf that requires grad while recording).
+/// Refuses an in-place write into `t` that would corrupt the graph (a tensor that requires
+/// grad while recording) or its own values (an expanded view: stride 0 over a dim > 1).
+void check_writable(const char* op, const Tensor& t);
+/// check_writable, then bumps the version of `t` for the write that follows.
 void check_inplace(const char* op, const Tensor& t);
 
 /// Reduced-to-keepdim shape: dims listed in `dims` become 1 (all when empty).

@@ -15,7 +15,8 @@ using backend::UnaryOp;
 
 namespace ops {
 
-Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0.0, double b = 0.0) {
+Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0.0,
+                     double b = 0.0) {
   check_defined(name, x);
   check_float(name, x);
   Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
@@ -35,7 +36,8 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
   EMBER_CHECK(a.dtype() != DType::f16 && a.dtype() != DType::bf16, name, ": unsupported dtype ",
               dtype_name(a.dtype()), " on ", a.device().str(),
               " (f16/bf16 are storage types here; convert with .to(DType::f32))");
-  const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
+  const Shape shape =
+      a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device());
   backend_of(a).binary(op, view_of(out), broadcast_view(a, shape), broadcast_view(b, shape));
   return out;
@@ -73,8 +75,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
     autograd::record("mul", out, {&a, &b},
-                     [na, nb, sa = SavedTensor(nb ? a : Tensor()), sb = SavedTensor(na ? b : Tensor())](
-                         const Tensor& g, GradList& gi) {
+                     [na, nb, sa = SavedTensor(nb ? a : Tensor()),
+                      sb = SavedTensor(na ? b : Tensor())](const Tensor& g, GradList& gi) {
                        if (na) gi[0] = mul(g, sb.get());
                        if (nb) gi[1] = mul(g, sa.get());
                      });
@@ -106,9 +108,18 @@ Tensor pow(const Tensor& a, const Tensor& b) {
                      [na, nb, sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](
                          const Tensor& g, GradList& gi) {
                        Tensor x = sa.get(), e = sb.get();
-                       // d/da a^b = b·a^(b-1); d/db a^b = a^b·log(a)
-                       if (na) gi[0] = mul(g, mul(e, pow(x, sub(e, ones_like(e)))));
-                       if (nb) gi[1] = mul(g, mul(so.get(), log(x)));
+                       Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
+                       // d/da a^b = b·a^(b-1), 0 where b == 0 (else 0·0^-1 = NaN at a = 0);
+                       // d/db a^b = a^b·log(a), 0 where a == 0 and b >= 0 (else 0·-inf).
+                       // Both as PyTorch's pow_backward_self / pow_backward_exponent.
+                       if (na) {
+                         Tensor d = mul(g, mul(e, pow(x, sub(e, ones_like(e)))));
+                         gi[0] = where(eq(e, 0.0), zero, d);
+                       }
+                       if (nb) {
+                         Tensor d = mul(g, mul(so.get(), log(x)));
+                         gi[1] = where(eq(x, 0.0), where(lt(e, 0.0), d, zero), d);
+                       }
                      });
   }
   return out;
@@ -120,22 +131,27 @@ Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b)
   Tensor out = binary_forward(op, name, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool is_max = op == BinaryOp::maximum;
-    autograd::record(name, out, {&a, &b},
-                     [is_max, sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
-                       Tensor x = sa.get(), y = sb.get();
-                       Tensor wins = (is_max ? gt(x, y) : lt(x, y)).to(g.dtype());
-                       Tensor ties = eq(x, y).to(g.dtype());
-                       Tensor share_a = add(wins, mul(ties, 0.5));
-                       gi[0] = mul(g, share_a);
-                       gi[1] = sub(g, gi[0]);
-                     });
+    autograd::record(
+        name, out, {&a, &b},
+        [is_max, sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
+          Tensor x = sa.get(), y = sb.get();
+          Tensor wins = (is_max ? gt(x, y) : lt(x, y)).to(g.dtype());
+          Tensor ties = eq(x, y).to(g.dtype());
+          Tensor share_a = add(wins, mul(ties, 0.5));
+          gi[0] = mul(g, share_a);
+          gi[1] = sub(g, gi[0]);
+        });
   }
   return out;
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, "maximum", a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, "minimum", a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::maximum, "maximum", a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::minimum, "minimum", a, b);
+}
 
 // ---- with a scalar: out = x·s + t in one pass ----
 
@@ -167,9 +183,10 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   EMBER_CHECK(!(lo > hi), "clamp: lower bound ", lo, " is above upper bound ", hi);
   Tensor out = unary_forward(UnaryOp::clamp, "clamp", x, lo, hi);
   if (autograd::needs_grad(x))
-    autograd::record("clamp", out, {&x}, [lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-      gi[0] = mul(g, unary_forward(UnaryOp::clamp_mask, "clamp", sx.get(), lo, hi));
-    });
+    autograd::record(
+        "clamp", out, {&x}, [lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+          gi[0] = mul(g, unary_forward(UnaryOp::clamp_mask, "clamp", sx.get(), lo, hi));
+        });
   return out;
 }
 
@@ -182,15 +199,20 @@ namespace {
 Tensor unary_with_grad_kernel(UnaryOp op, UnaryOp grad_op, const char* name, const Tensor& x) {
   Tensor out = unary_forward(op, name, x);
   if (autograd::needs_grad(x))
-    autograd::record(name, out, {&x}, [grad_op, name, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-      gi[0] = mul(g, unary_forward(grad_op, name, sx.get()));
-    });
+    autograd::record(name, out, {&x},
+                     [grad_op, name, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+                       gi[0] = mul(g, unary_forward(grad_op, name, sx.get()));
+                     });
   return out;
 }
 }  // namespace
 
-Tensor relu(const Tensor& x) { return unary_with_grad_kernel(UnaryOp::relu, UnaryOp::relu_grad, "relu", x); }
-Tensor silu(const Tensor& x) { return unary_with_grad_kernel(UnaryOp::silu, UnaryOp::silu_grad, "silu", x); }
+Tensor relu(const Tensor& x) {
+  return unary_with_grad_kernel(UnaryOp::relu, UnaryOp::relu_grad, "relu", x);
+}
+Tensor silu(const Tensor& x) {
+  return unary_with_grad_kernel(UnaryOp::silu, UnaryOp::silu_grad, "silu", x);
+}
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
@@ -212,7 +234,8 @@ Tensor abs(const Tensor& x) {
 Tensor sign(const Tensor& x) {
   Tensor out = unary_forward(UnaryOp::sign, "sign", x);
   if (autograd::needs_grad(x))  // piecewise constant: zero gradient, as PyTorch
-    autograd::record("sign", out, {&x}, [](const Tensor& g, GradList& gi) { gi[0] = zeros_like(g); });
+    autograd::record("sign", out, {&x},
+                     [](const Tensor& g, GradList& gi) { gi[0] = zeros_like(g); });
   return out;
 }
 
@@ -308,17 +331,19 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ops::check_same_dtype("where", a, b);
   ops::check_same_device("where", a, b);
   ops::check_same_device("where", cond, a);
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = ops::make_tensor(shape, a.dtype(), a.device());
   ops::backend_of(a).where(ops::view_of(out), ops::broadcast_view(cond, shape),
                            ops::broadcast_view(a, shape), ops::broadcast_view(b, shape));
   if (autograd::needs_grad(a, b))
-    autograd::record("where", out, {&a, &b}, [sc = SavedTensor(cond)](const Tensor& g, GradList& gi) {
-      Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
-      Tensor c = sc.get();
-      gi[0] = where(c, g, zero);
-      gi[1] = where(c, zero, g);
-    });
+    autograd::record("where", out, {&a, &b},
+                     [sc = SavedTensor(cond)](const Tensor& g, GradList& gi) {
+                       Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
+                       Tensor c = sc.get();
+                       gi[0] = where(c, g, zero);
+                       gi[1] = where(c, zero, g);
+                     });
   return out;
 }
 

@@ -16,31 +16,39 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
   const int d = wrap_dim(dim, x.dim(), name);
   Tensor xc = x.contiguous();
   Tensor out = ops::make_tensor(x.shape(), x.dtype(), x.device());
-  if (x.numel() == 0) return out;
-  if (x.dim() == 0) {
+  if (x.numel() == 0) {
+    // Nothing to compute, but still recorded: an empty result of an input that requires grad
+    // requires grad too (a later backward must reach the input).
+  } else if (x.dim() == 0) {
     ops::backend_of(x).fill(ops::view_of(out), log ? 0.0 : 1.0);
   } else {
     ops::backend_of(x).softmax(ops::view_of(out), ops::view_of(xc), d, log);
   }
   if (autograd::needs_grad(x))
-    autograd::record(name, out, {&x}, [d, log, so = SavedTensor(out), name](const Tensor& g, GradList& gi) {
-      Tensor y = so.get();
-      Tensor gc = g.contiguous();
-      Tensor gin = ops::make_tensor(y.shape(), y.dtype(), y.device());
-      if (y.dim() == 0) {
-        ops::backend_of(y).fill(ops::view_of(gin), 0.0);
-      } else {
-        ops::backend_of(y).softmax_backward(ops::view_of(gin), ops::view_of(gc), ops::view_of(y), d, log);
-      }
-      gi[0] = gin;
-      (void)name;
-    });
+    autograd::record(name, out, {&x},
+                     [d, log, so = SavedTensor(out), name](const Tensor& g, GradList& gi) {
+                       Tensor y = so.get();
+                       Tensor gc = g.contiguous();
+                       Tensor gin = ops::make_tensor(y.shape(), y.dtype(), y.device());
+                       if (y.numel() == 0) {
+                         // empty: nothing to write
+                       } else if (y.dim() == 0) {
+                         ops::backend_of(y).fill(ops::view_of(gin), 0.0);
+                       } else {
+                         ops::backend_of(y).softmax_backward(ops::view_of(gin), ops::view_of(gc),
+                                                             ops::view_of(y), d, log);
+                       }
+                       gi[0] = gin;
+                       (void)name;
+                     });
   return out;
 }
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(x, dim, true, "log_softmax");
+}
 
 // ---- indexing ----
 
@@ -55,7 +63,8 @@ namespace {
       detail::throw_error(detail::concat(op, ": index ", v[i], " (at position ", i,
                                          ") is out of range for dim ", dim, " of size ", size,
                                          " (expected indices in [0, ", size, "))"));
-  detail::throw_error(detail::concat(op, ": an index is out of range for dim ", dim, " of size ", size));
+  detail::throw_error(
+      detail::concat(op, ": an index is out of range for dim ", dim, " of size ", size));
 }
 
 Tensor index_add_into(const Shape& shape, int d, const Tensor& index, const Tensor& src) {
@@ -82,9 +91,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!ops::backend_of(x).index_select(ops::view_of(out), ops::view_of(xc), d, ops::view_of(ic)))
     throw_bad_index("index_select", ic, dim, x.dim() ? x.shape()[d] : 1);
   if (autograd::needs_grad(x))
-    autograd::record("index_select", out, {&x}, [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
-      gi[0] = index_add_into(in, d, si.get(), g);  // scatter-add: repeated indices accumulate
-    });
+    autograd::record("index_select", out, {&x},
+                     [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
+                       gi[0] = index_add_into(in, d, si.get(),
+                                              g);  // scatter-add: repeated indices accumulate
+                     });
   return out;
 }
 
@@ -105,12 +116,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!ops::backend_of(x).gather(ops::view_of(out), ops::view_of(xc), d, ops::view_of(ic)))
     throw_bad_index("gather", ic, dim, x.shape()[d]);
   if (autograd::needs_grad(x))
-    autograd::record("gather", out, {&x}, [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
-      Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
-      Tensor gc = g.contiguous();
-      ops::backend_of(z).scatter_add(ops::view_of(z), d, ops::view_of(si.get()), ops::view_of(gc));
-      gi[0] = z;
-    });
+    autograd::record("gather", out, {&x},
+                     [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
+                       Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
+                       Tensor gc = g.contiguous();
+                       ops::backend_of(z).scatter_add(ops::view_of(z), d, ops::view_of(si.get()),
+                                                      ops::view_of(gc));
+                       gi[0] = z;
+                     });
   return out;
 }
 
@@ -123,8 +136,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   ops::check_same_device("scatter_add", x, src);
   const int d = wrap_dim(dim, x.dim(), "scatter_add");
   EMBER_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: index shape ",
-              index.shape().to_string(), ", src shape ", src.shape().to_string(), " and input shape ",
-              x.shape().to_string(), " (expected the same rank)");
+              index.shape().to_string(), ", src shape ", src.shape().to_string(),
+              " and input shape ", x.shape().to_string(), " (expected the same rank)");
   for (int i = 0; i < x.dim(); ++i)
     EMBER_CHECK(index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= x.shape()[i]),
                 "scatter_add: index shape ", index.shape().to_string(), " does not fit src ",
@@ -148,18 +161,19 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     throw_bad_index("scatter_add", ic, dim, x.shape()[d]);
   if (autograd::needs_grad(x, src)) {
     const bool ns = src.requires_grad();
-    autograd::record("scatter_add", out, {&x, &src},
-                     [ns, d, si = SavedTensor(ic), src_shape = src.shape()](const Tensor& g, GradList& gi) {
-                       gi[0] = g;
-                       if (ns) {
-                         Tensor picked = gather(g, d, si.get());
-                         Tensor z = zeros(src_shape, {.dtype = g.dtype(), .device = g.device()});
-                         Tensor part = z;
-                         for (int i = 0; i < picked.dim(); ++i) part = part.slice(i, 0, picked.shape()[i]);
-                         part.copy_(picked);
-                         gi[1] = z;
-                       }
-                     });
+    autograd::record(
+        "scatter_add", out, {&x, &src},
+        [ns, d, si = SavedTensor(ic), src_shape = src.shape()](const Tensor& g, GradList& gi) {
+          gi[0] = g;
+          if (ns) {
+            Tensor picked = gather(g, d, si.get());
+            Tensor z = zeros(src_shape, {.dtype = g.dtype(), .device = g.device()});
+            Tensor part = z;
+            for (int i = 0; i < picked.dim(); ++i) part = part.slice(i, 0, picked.shape()[i]);
+            part.copy_(picked);
+            gi[1] = z;
+          }
+        });
   }
   return out;
 }

@@ -1,6 +1,6 @@
 // src/ops/linalg.cpp — matmul (torch.matmul semantics, batched with broadcasting) and
-// linear (x·Wᵀ + b with the bias, and optionally ReLU / tanh-GELU, fused into the GEMM). Transposed operands are passed to
-// the backend as flags, never materialised.
+// linear (x·Wᵀ + b with the bias, and optionally ReLU / tanh-GELU, fused into the GEMM). Transposed
+// operands are passed to the backend as flags, never materialised.
 #include "ops/common.hpp"
 
 namespace ember {
@@ -87,9 +87,9 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
     }
     if (act != backend::GemmEpilogue::none) {
       backend::View o = ops::view_of(out);
-      ops::backend_of(a).unary(act == backend::GemmEpilogue::relu ? backend::UnaryOp::relu
-                                                                  : backend::UnaryOp::gelu_tanh,
-                               o, o, 0.0, 0.0);
+      ops::backend_of(a).unary(
+          act == backend::GemmEpilogue::relu ? backend::UnaryOp::relu : backend::UnaryOp::gelu_tanh,
+          o, o, 0.0, 0.0);
     }
     return out;
   }
@@ -130,15 +130,16 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t k = a.shape().at(-1);
   EMBER_CHECK(k == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
-              b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(-2), got ",
-              k, " and ", b.shape().at(-2), ")");
+              b.shape().to_string(),
+              " cannot be multiplied (expected a.size(-1) == b.size(-2), got ", k, " and ",
+              b.shape().at(-2), ")");
   Shape ba(std::span<const int64_t>(a.shape().begin(), a.dim() - 2));
   Shape bb(std::span<const int64_t>(b.shape().begin(), b.dim() - 2));
   for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
     const int64_t da = ba[ba.size() - i], db = bb[bb.size() - i];
-    EMBER_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(), " cannot be broadcast (", da, " vs ", db,
-                "; expected equal sizes or 1 in every batch dim)");
+    EMBER_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of shapes ",
+                a.shape().to_string(), " and ", b.shape().to_string(), " cannot be broadcast (", da,
+                " vs ", db, "; expected equal sizes or 1 in every batch dim)");
   }
   const Shape batch = ba == bb ? ba : broadcast_shapes(ba, bb, "matmul");
   Shape sa = batch, sb = batch;
@@ -154,8 +155,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
     autograd::record("matmul", out, {&a, &b},
-                     [na, nb, sa_ = SavedTensor(nb ? a : Tensor()), sb_ = SavedTensor(na ? b : Tensor())](
-                         const Tensor& g, GradList& gi) {
+                     [na, nb, sa_ = SavedTensor(nb ? a : Tensor()),
+                      sb_ = SavedTensor(na ? b : Tensor())](const Tensor& g, GradList& gi) {
                        // grads in the broadcast shape; the engine sums them to each input's shape
                        if (na) gi[0] = matmul_nd(g, sb_.get().transpose(-1, -2));
                        if (nb) gi[1] = matmul_nd(sa_.get().transpose(-1, -2), g);
@@ -168,23 +169,27 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands("matmul", a, b);
-  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both inputs need at least one dim (got shapes ",
-              a.shape().to_string(), " and ", b.shape().to_string(), ")");
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1,
+              "matmul: both inputs need at least one dim (got shapes ", a.shape().to_string(),
+              " and ", b.shape().to_string(), ")");
   if (a.dim() == 1 && b.dim() == 1) {
     EMBER_CHECK(a.numel() == b.numel(), "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(), " cannot be multiplied (expected equal lengths for a dot product)");
+                b.shape().to_string(),
+                " cannot be multiplied (expected equal lengths for a dot product)");
     return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape(Shape{});
   }
   if (a.dim() == 1) {
     EMBER_CHECK(a.shape()[0] == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(-2), got ",
-                a.shape()[0], " and ", b.shape().at(-2), ")");
+                b.shape().to_string(),
+                " cannot be multiplied (expected a.size(-1) == b.size(-2), got ", a.shape()[0],
+                " and ", b.shape().at(-2), ")");
     return matmul_nd(a.unsqueeze(0), b).squeeze(-2);
   }
   if (b.dim() == 1) {
     EMBER_CHECK(a.shape().at(-1) == b.shape()[0], "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(), " cannot be multiplied (expected a.size(-1) == b.size(0), got ",
-                a.shape().at(-1), " and ", b.shape()[0], ")");
+                b.shape().to_string(),
+                " cannot be multiplied (expected a.size(-1) == b.size(0), got ", a.shape().at(-1),
+                " and ", b.shape()[0], ")");
     return matmul_nd(a, b.unsqueeze(1)).squeeze(-1);
   }
   return matmul_nd(a, b);
@@ -212,12 +217,16 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 bias.shape().to_string(), " (expected [", weight.shape()[0], "])");
   }
   const int64_t in = weight.shape()[1], out_f = weight.shape()[0];
+  // Rows from the leading dims, not numel / in: with in_features == 0 the input is empty but
+  // the output still has a row per sample (holding the bias).
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < x.dim(); ++i) rows *= x.shape()[i];
   Tensor x2;
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out_f;
   {
     NoGradGuard g;
-    x2 = x.reshape({x.numel() / std::max<int64_t>(in, 1), in});
+    x2 = x.reshape({rows, in});
   }
   Tensor y2;
   {
@@ -226,23 +235,28 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (autograd::needs_grad(x, weight, bias)) {
-    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, "linear: gelu_tanh is fused without grad only");
-    const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.defined() && bias.requires_grad();
+    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh,
+                 "linear: gelu_tanh is fused without grad only");
+    const bool nx = x.requires_grad(), nw = weight.requires_grad(),
+               nb = bias.defined() && bias.requires_grad();
     const bool relu = act == backend::GemmEpilogue::relu;
-    autograd::record(relu ? "linear_relu" : "linear", out, {&x, &weight, &bias},
-                     [nx, nw, nb, in, out_f, sx = SavedTensor(nw ? x2 : Tensor()), sw = SavedTensor(nx ? weight : Tensor()),
-                      sy = SavedTensor(relu ? y2 : Tensor()), xs = x.shape()](const Tensor& g, GradList& gi) {
-                       Tensor g2 = g.reshape({g.numel() / std::max<int64_t>(out_f, 1), out_f});
-                       if (sy.defined()) {  // relu: pass the gradient where the output is positive
-                         Tensor y = sy.get();
-                         Tensor mask = ops::make_tensor(y.shape(), y.dtype(), y.device());
-                         ops::backend_of(y).unary(backend::UnaryOp::relu_grad, ops::view_of(mask), ops::view_of(y), 0.0, 0.0);
-                         g2 = mul(g2, mask);
-                       }
-                       if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
-                       if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
-                       if (nb) gi[2] = sum(g2, {0});
-                     });
+    autograd::record(
+        relu ? "linear_relu" : "linear", out, {&x, &weight, &bias},
+        [nx, nw, nb, rows, out_f, sx = SavedTensor(nw ? x2 : Tensor()),
+         sw = SavedTensor(nx ? weight : Tensor()), sy = SavedTensor(relu ? y2 : Tensor()),
+         xs = x.shape()](const Tensor& g, GradList& gi) {
+          Tensor g2 = g.reshape({rows, out_f});
+          if (sy.defined()) {  // relu: pass the gradient where the output is positive
+            Tensor y = sy.get();
+            Tensor mask = ops::make_tensor(y.shape(), y.dtype(), y.device());
+            ops::backend_of(y).unary(backend::UnaryOp::relu_grad, ops::view_of(mask),
+                                     ops::view_of(y), 0.0, 0.0);
+            g2 = mul(g2, mask);
+          }
+          if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
+          if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
+          if (nb) gi[2] = sum(g2, {0});
+        });
   }
   return out;
 }

@@ -23,17 +23,19 @@ Tensor reduce_loss(const Tensor& per_element, Reduction r) {
 void check_target_shape(const char* op, const Tensor& scores, const Tensor& target) {
   ops::check_defined(op, target, "target");
   EMBER_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32, op, ": target dtype ",
-              dtype_name(target.dtype()), " (expected class indices as i64, or probabilities of the input's shape)");
+              dtype_name(target.dtype()),
+              " (expected class indices as i64, or probabilities of the input's shape)");
   ops::check_same_device(op, scores, target);
   EMBER_CHECK(target.dim() == 1 && target.shape()[0] == scores.shape()[0], op, ": target shape ",
-              target.shape().to_string(), " does not match input shape ", scores.shape().to_string(),
-              " (expected [", scores.shape()[0], "])");
+              target.shape().to_string(), " does not match input shape ",
+              scores.shape().to_string(), " (expected [", scores.shape()[0], "])");
 }
 
 // check_target_shape, then every label in range (or equal to ignore_index) on the CPU; on a
 // GPU the range is left to the device (the gather that picks the labels reports a bad one at
 // the next synchronisation, Note [Deferred device errors]). Returns targets as i64 [N].
-Tensor check_targets(const char* op, const Tensor& scores, const Tensor& target, int64_t ignore_index) {
+Tensor check_targets(const char* op, const Tensor& scores, const Tensor& target,
+                     int64_t ignore_index) {
   check_target_shape(op, scores, target);
   Tensor t = target.to(DType::i64);
   if (!t.device().is_cpu()) return t;
@@ -41,8 +43,9 @@ Tensor check_targets(const char* op, const Tensor& scores, const Tensor& target,
   const std::vector<int64_t> v = t.to_vector<int64_t>();
   for (size_t i = 0; i < v.size(); ++i)
     EMBER_CHECK(v[i] == ignore_index || (v[i] >= 0 && v[i] < classes), op, ": label ", v[i],
-                " at position ", i, " is out of range for ", classes, " classes (expected labels in [0, ",
-                classes, ") or ignore_index ", ignore_index, ")");
+                " at position ", i, " is out of range for ", classes,
+                " classes (expected labels in [0, ", classes, ") or ignore_index ", ignore_index,
+                ")");
   return t;
 }
 
@@ -59,12 +62,17 @@ void flatten_spatial(Tensor& scores, Tensor& target) {
 }
 
 // -log_probs[i, target[i]] with ignored rows masked; returns (per-row loss, valid mask).
-std::pair<Tensor, Tensor> picked_nll(const Tensor& log_probs, const Tensor& t, int64_t ignore_index) {
-  Tensor valid = ne(t, full(Shape{}, static_cast<double>(ignore_index), {.dtype = DType::i64, .device = t.device()}));
+std::pair<Tensor, Tensor> picked_nll(const Tensor& log_probs, const Tensor& t,
+                                     int64_t ignore_index) {
+  Tensor valid = ne(t, full(Shape{}, static_cast<double>(ignore_index),
+                            {.dtype = DType::i64, .device = t.device()}));
   Tensor safe = where(valid, t, zeros(Shape{}, {.dtype = DType::i64, .device = t.device()}));
   Tensor picked = gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1);
   Tensor vf = valid.to(log_probs.dtype());
-  return {mul(neg(picked), vf), vf};
+  // Masked with where, not a multiply by vf: with every row ignored the mean's gradient is
+  // 1/0 = inf, and inf · 0 would write NaN into the weights; where passes 0 there (PyTorch).
+  Tensor zero = zeros(Shape{}, {.dtype = log_probs.dtype(), .device = log_probs.device()});
+  return {where(valid, neg(picked), zero), vf};
 }
 
 Tensor reduce_masked(const Tensor& per_row, const Tensor& valid, Reduction r) {
@@ -92,20 +100,21 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
                            ops::view_of(tc), o.ignore_index, o.label_smoothing);
   Tensor out = o.reduction == Reduction::none ? loss_rows : total;
   if (autograd::needs_grad(x))
-    autograd::record("cross_entropy", out, {&x},
-                     [o, sx = autograd::SavedTensor(x), st = autograd::SavedTensor(tc),
-                      sl = autograd::SavedTensor(lse),
-                      sc = count.defined() ? autograd::SavedTensor(count) : autograd::SavedTensor()](
-                         const Tensor& g, autograd::GradList& gi) {
-                       Tensor xs = sx.get(), ts = st.get(), ls = sl.get(), gc = g.contiguous();
-                       Tensor cs = sc.defined() ? sc.get() : Tensor();
-                       Tensor grad = ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
-                       ops::backend_of(xs).cross_entropy_backward(
-                           ops::view_of(grad), ops::view_of(gc),
-                           cs.defined() ? ops::view_of(cs) : backend::View{}, ops::view_of(xs),
-                           ops::view_of(ts), ops::view_of(ls), o.ignore_index, o.label_smoothing);
-                       gi[0] = grad;
-                     });
+    autograd::record(
+        "cross_entropy", out, {&x},
+        [o, sx = autograd::SavedTensor(x), st = autograd::SavedTensor(tc),
+         sl = autograd::SavedTensor(lse),
+         sc = count.defined() ? autograd::SavedTensor(count) : autograd::SavedTensor()](
+            const Tensor& g, autograd::GradList& gi) {
+          Tensor xs = sx.get(), ts = st.get(), ls = sl.get(), gc = g.contiguous();
+          Tensor cs = sc.defined() ? sc.get() : Tensor();
+          Tensor grad = ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
+          ops::backend_of(xs).cross_entropy_backward(
+              ops::view_of(grad), ops::view_of(gc),
+              cs.defined() ? ops::view_of(cs) : backend::View{}, ops::view_of(xs), ops::view_of(ts),
+              ops::view_of(ls), o.ignore_index, o.label_smoothing);
+          gi[0] = grad;
+        });
   return out;
 }
 
@@ -122,15 +131,16 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction) {
   ops::check_defined("cross_entropy_probs", probs);
   ops::check_defined("cross_entropy_probs", target, "target");
-  EMBER_CHECK(probs.shape() == target.shape() && probs.dim() >= 1, "cross_entropy_probs: input shape ",
-              probs.shape().to_string(), " and target shape ", target.shape().to_string(),
-              " (expected equal shapes [N, C])");
+  EMBER_CHECK(probs.shape() == target.shape() && probs.dim() >= 1,
+              "cross_entropy_probs: input shape ", probs.shape().to_string(), " and target shape ",
+              target.shape().to_string(), " (expected equal shapes [N, C])");
   Tensor per_row = neg(sum(mul(target, log(probs)), {-1}));
   if (reduction == Reduction::mean) return mean(per_row);
   return reduce_loss(per_row, reduction);
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                int64_t ignore_index) {
   ops::check_defined("nll_loss", log_probs);
   ops::check_float("nll_loss", log_probs);
   EMBER_CHECK(log_probs.dim() >= 2, "nll_loss: input shape ", log_probs.shape().to_string(),
@@ -150,8 +160,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   ops::check_float("cross_entropy", logits);
   EMBER_CHECK(logits.dim() >= 1, "cross_entropy: input shape ", logits.shape().to_string(),
               " (expected [N, C] or [C])");
-  EMBER_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing ",
-              o.label_smoothing, " (expected 0 <= label_smoothing <= 1)");
+  EMBER_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
+              "cross_entropy: label_smoothing ", o.label_smoothing,
+              " (expected 0 <= label_smoothing <= 1)");
   if (logits.dim() == 1) {  // a single sample of C classes
     Tensor l = logits.unsqueeze(0);
     Tensor t = is_floating(target.dtype()) ? target.unsqueeze(0) : target.reshape({1});
@@ -162,31 +173,35 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   const double eps = o.label_smoothing;
   if (is_floating(target.dtype())) {  // class probabilities
     EMBER_CHECK(target.shape() == logits.shape(), "cross_entropy: probability target shape ",
-                target.shape().to_string(), " (expected the input's shape ", logits.shape().to_string(), ")");
+                target.shape().to_string(), " (expected the input's shape ",
+                logits.shape().to_string(), ")");
     ops::check_same_dtype("cross_entropy", logits, target);
-    Tensor tgt = eps > 0.0 ? add(mul(target, 1.0 - eps), eps / static_cast<double>(classes)) : target;
+    Tensor tgt =
+        eps > 0.0 ? add(mul(target, 1.0 - eps), eps / static_cast<double>(classes)) : target;
     Tensor per = neg(sum(mul(log_softmax(logits, 1), tgt), {1}));
     return reduce_loss(per, o.reduction);
   }
   Tensor scores = logits, t = target;
   const Shape none_shape = target.shape();
   ops::check_defined("cross_entropy", target, "target");
-  EMBER_CHECK(target.dim() == logits.dim() - 1, "cross_entropy: target shape ", target.shape().to_string(),
-              " does not match input shape ", logits.shape().to_string(),
-              " (expected the input's shape without dim 1)");
+  EMBER_CHECK(target.dim() == logits.dim() - 1, "cross_entropy: target shape ",
+              target.shape().to_string(), " does not match input shape ",
+              logits.shape().to_string(), " (expected the input's shape without dim 1)");
   flatten_spatial(scores, t);
   check_target_shape("cross_entropy", scores, t);
   Tensor out = fused_cross_entropy(scores, t, o);
   return o.reduction == Reduction::none ? out.reshape(none_shape) : out;
 }
 
-Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction, const Tensor& pos_weight) {
+Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
+                       const Tensor& pos_weight) {
   ops::check_defined("bce_with_logits", logits);
   ops::check_defined("bce_with_logits", target, "target");
   ops::check_float("bce_with_logits", logits);
   ops::check_same_dtype("bce_with_logits", logits, target);
-  EMBER_CHECK(logits.shape() == target.shape(), "bce_with_logits: input shape ", logits.shape().to_string(),
-              " and target shape ", target.shape().to_string(), " differ (expected equal shapes)");
+  EMBER_CHECK(logits.shape() == target.shape(), "bce_with_logits: input shape ",
+              logits.shape().to_string(), " and target shape ", target.shape().to_string(),
+              " differ (expected equal shapes)");
   // log(1 + exp(-|x|)) + max(-x, 0) = softplus(-x), computed without overflow.
   Tensor softplus_neg = add(log(add(exp(neg(abs(logits))), 1.0)), relu(neg(logits)));
   Tensor loss;

@@ -11,8 +11,8 @@ using backend::ReduceOp;
 namespace {
 
 struct Reduced {
-  Tensor keep;   // result with reduced dims kept as size 1
-  Shape dims;    // the dims as given (wrapped later)
+  Tensor keep;  // result with reduced dims kept as size 1
+  Shape dims;   // the dims as given (wrapped later)
 };
 
 void check_unique_dims(const Shape& dims, int rank, const char* op) {
@@ -24,7 +24,8 @@ void check_unique_dims(const Shape& dims, int rank, const char* op) {
   }
 }
 
-Tensor reduce_keep(ReduceOp op, const char* name, const Tensor& x, const Shape& dims, DType out_dtype) {
+Tensor reduce_keep(ReduceOp op, const char* name, const Tensor& x, const Shape& dims,
+                   DType out_dtype) {
   check_unique_dims(dims, x.dim(), name);
   const Shape keep = ops::reduced_shape(x.shape(), dims, name);
   Tensor out = ops::make_tensor(keep, out_dtype, x.device());
@@ -49,21 +50,28 @@ Tensor expand_back(const Tensor& g, const Shape& keep, const Shape& in) {
   return g.reshape(keep).expand(in);
 }
 
-int64_t reduced_count(const Shape& in, const Shape& keep) { return in.numel() / (keep.numel() ? keep.numel() : 1); }
+int64_t reduced_count(const Shape& in, const Shape& keep) {
+  return in.numel() / (keep.numel() ? keep.numel() : 1);
+}
 
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   ops::check_defined("sum", x);
-  EMBER_CHECK(x.dtype() != DType::f16 && x.dtype() != DType::bf16 && x.dtype() != DType::boolean &&
-                  x.dtype() != DType::u8,
-              "sum: unsupported dtype ", dtype_name(x.dtype()), " (expected f32, f64, i32 or i64)");
+  EMBER_CHECK(x.dtype() != DType::f16 && x.dtype() != DType::bf16, "sum: unsupported dtype ",
+              dtype_name(x.dtype()), " (expected f32, f64, or an integer or bool dtype)");
+  if (!is_floating(x.dtype()) && x.dtype() != DType::i64) {
+    // Integers and bools sum into i64, as in PyTorch: an i32 sum would overflow silently.
+    Tensor wide = x.to(DType::i64);
+    return sum(wide, dims, keepdim);
+  }
   Tensor keep = reduce_keep(ReduceOp::sum, "sum", x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
-    autograd::record("sum", out, {&x}, [keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
-      gi[0] = expand_back(g, keep_shape, in);
-    });
+    autograd::record("sum", out, {&x},
+                     [keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
+                       gi[0] = expand_back(g, keep_shape, in);
+                     });
   }
   return out;
 }
@@ -76,9 +84,11 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
     const double inv = 1.0 / static_cast<double>(reduced_count(x.shape(), keep.shape()));
-    autograd::record("mean", out, {&x}, [inv, keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
-      gi[0] = expand_back(mul(g, inv), keep_shape, in);
-    });
+    autograd::record(
+        "mean", out, {&x},
+        [inv, keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
+          gi[0] = expand_back(mul(g, inv), keep_shape, in);
+        });
   }
   return out;
 }
@@ -91,20 +101,26 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Shape& dims
   Tensor keep = reduce_keep(op, name, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
-    autograd::record(name, out, {&x}, [sx = SavedTensor(x), sk = SavedTensor(keep), dims](const Tensor& g, GradList& gi) {
-      Tensor xv = sx.get(), k = sk.get();
-      // Gradient to every position equal to the extremum, split evenly between ties.
-      Tensor hit = eq(xv, k).to(g.dtype());
-      Tensor count = sum(hit, dims, true);
-      gi[0] = mul(hit, div(g.reshape(k.shape()), count));
-    });
+    autograd::record(
+        name, out, {&x},
+        [sx = SavedTensor(x), sk = SavedTensor(keep), dims](const Tensor& g, GradList& gi) {
+          Tensor xv = sx.get(), k = sk.get();
+          // Gradient to every position equal to the extremum, split evenly between ties.
+          Tensor hit = eq(xv, k).to(g.dtype());
+          Tensor count = sum(hit, dims, true);
+          gi[0] = mul(hit, div(g.reshape(k.shape()), count));
+        });
   }
   return out;
 }
 }  // namespace
 
-Tensor max(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(ReduceOp::max, "max", x, dims, keepdim); }
-Tensor min(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(ReduceOp::min, "min", x, dims, keepdim); }
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extreme(ReduceOp::max, "max", x, dims, keepdim);
+}
+Tensor min(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extreme(ReduceOp::min, "min", x, dims, keepdim);
+}
 Tensor max(const Tensor& x) { return max(x, Shape{}, false); }
 Tensor min(const Tensor& x) { return min(x, Shape{}, false); }
 
@@ -121,11 +137,13 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
     const double scale_factor = 2.0 / static_cast<double>(n - correction);
-    autograd::record("var", out, {&x}, [sx = SavedTensor(x), dims, keep_shape, scale_factor](const Tensor& g, GradList& gi) {
-      Tensor xv = sx.get();
-      Tensor centered = sub(xv, mean(xv, dims, true));
-      gi[0] = mul(mul(centered, scale_factor), g.reshape(keep_shape));
-    });
+    autograd::record(
+        "var", out, {&x},
+        [sx = SavedTensor(x), dims, keep_shape, scale_factor](const Tensor& g, GradList& gi) {
+          Tensor xv = sx.get();
+          Tensor centered = sub(xv, mean(xv, dims, true));
+          gi[0] = mul(mul(centered, scale_factor), g.reshape(keep_shape));
+        });
   }
   return out;
 }
@@ -145,15 +163,19 @@ Tensor arg_extreme(ReduceOp op, const char* name, const Tensor& x, int64_t dim, 
 }
 }  // namespace
 
-Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) { return arg_extreme(ReduceOp::argmax, "argmax", x, dim, keepdim); }
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) { return arg_extreme(ReduceOp::argmin, "argmin", x, dim, keepdim); }
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_extreme(ReduceOp::argmax, "argmax", x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return arg_extreme(ReduceOp::argmin, "argmin", x, dim, keepdim);
+}
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   ops::check_defined("sum_to", x);
   if (x.shape() == shape) return x;
   const int lead = x.dim() - shape.size();
-  EMBER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", x.shape().to_string(), " to larger rank shape ",
-              shape.to_string());
+  EMBER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", x.shape().to_string(),
+              " to larger rank shape ", shape.to_string());
   Shape dims;
   for (int i = 0; i < x.dim(); ++i) {
     if (i < lead) {

@@ -47,8 +47,8 @@ bool view_strides(const Shape& shape, const Shape& strides, const Shape& target,
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t tensor_d = shape.size() - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= shape[tensor_d];
-    if (tensor_d == 0 || (shape[tensor_d - 1] != 1 &&
-                          strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 ||
+        (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
         (*out)[view_d] = view_numel * chunk_base_stride;
         view_numel *= target[view_d];
@@ -76,7 +76,8 @@ Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, const cha
     out = ops::make_view(x, target, strides, x.offset());
   } else {
     EMBER_CHECK(allow_copy, op, ": the tensor's strides ", x.strides().to_string(),
-                " do not allow a view of shape ", target.to_string(), " (use reshape(), which copies)");
+                " do not allow a view of shape ", target.to_string(),
+                " (use reshape(), which copies)");
     Tensor c;
     {
       NoGradGuard g;
@@ -85,7 +86,8 @@ Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, const cha
     out = ops::make_view(c, target, contiguous_strides(target), c.offset());
   }
   if (autograd::needs_grad(x))
-    autograd::record(op, out, {&x}, [in = x.shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
+    autograd::record(op, out, {&x},
+                     [in = x.shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
 
@@ -113,7 +115,8 @@ Tensor Tensor::permute(const Shape& dims) const {
   }
   Tensor out = ops::make_view(*this, shape, strides, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("permute", out, {this}, [inverse](const Tensor& g, GradList& gi) { gi[0] = g.permute(inverse); });
+    autograd::record("permute", out, {this},
+                     [inverse](const Tensor& g, GradList& gi) { gi[0] = g.permute(inverse); });
   return out;
 }
 
@@ -121,8 +124,9 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   ops::check_defined("transpose", *this);
   Shape p = Shape::filled(dim(), 0);
   for (int i = 0; i < dim(); ++i) p[i] = i;
-  if (dim() == 0) return *this;
+  // Checked before the 0-d shortcut: a 0-d tensor takes dims -1 and 0 only (PyTorch).
   const int a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
   std::swap(p[a], p[b]);
   return permute(p);
 }
@@ -147,11 +151,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[w] = strides()[w] * step;
   Tensor out = ops::make_view(*this, s, st, offset() + start * strides()[w]);
   if (autograd::needs_grad(*this))
-    autograd::record("slice", out, {this}, [in = shape(), w, start, end, step](const Tensor& g, GradList& gi) {
-      Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
-      z.slice(w, start, end, step).copy_(g);
-      gi[0] = z;
-    });
+    autograd::record("slice", out, {this},
+                     [in = shape(), w, start, end, step](const Tensor& g, GradList& gi) {
+                       Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
+                       z.slice(w, start, end, step).copy_(g);
+                       gi[0] = z;
+                     });
   return out;
 }
 
@@ -181,20 +186,23 @@ Tensor Tensor::expand(const Shape& target) const {
   Shape s = target, st = Shape::filled(target.size(), 0);
   for (int i = 0; i < target.size(); ++i) {
     if (i < lead) {
-      EMBER_CHECK(target[i] >= 0, "expand: size -1 is not allowed in a new leading dim of ", target.to_string());
+      EMBER_CHECK(target[i] >= 0, "expand: size -1 is not allowed in a new leading dim of ",
+                  target.to_string());
       continue;
     }
     const int64_t have = shape()[i - lead];
     int64_t want = target[i] == -1 ? have : target[i];
     EMBER_CHECK(have == want || have == 1, "expand: shape ", shape().to_string(),
-                " cannot be expanded to ", target.to_string(), " (dim ", i, ": ", have, " vs ", want, ")");
+                " cannot be expanded to ", target.to_string(), " (dim ", i, ": ", have, " vs ",
+                want, ")");
     s[i] = want;
     st[i] = (have == want) ? strides()[i - lead] : 0;
   }
   if (s == shape()) return *this;
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("expand", out, {this}, [in = shape()](const Tensor& g, GradList& gi) { gi[0] = sum_to(g, in); });
+    autograd::record("expand", out, {this},
+                     [in = shape()](const Tensor& g, GradList& gi) { gi[0] = sum_to(g, in); });
   return out;
 }
 
@@ -207,15 +215,16 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   ops::check_defined("squeeze", *this);
+  const int w = wrap_dim(d, dim(), "squeeze");  // a 0-d tensor takes dim -1 or 0 (PyTorch)
   if (dim() == 0) return *this;
-  const int w = wrap_dim(d, dim(), "squeeze");
   if (shape()[w] != 1) return *this;
   Shape s = shape(), st = strides();
   s.erase(w);
   st.erase(w);
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("squeeze", out, {this}, [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
+    autograd::record("squeeze", out, {this},
+                     [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
 
@@ -228,13 +237,14 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   st.insert(w, inner);
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("unsqueeze", out, {this}, [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
+    autograd::record("unsqueeze", out, {this},
+                     [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
   const int a = wrap_dim(start_dim, dim(), "flatten"), b = wrap_dim(end_dim, dim(), "flatten");
+  if (dim() == 0) return reshape({1});
   EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
   Shape s;
   for (int i = 0; i < a; ++i) s.push_back(shape()[i]);
@@ -249,11 +259,15 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 Tensor reshape(const Tensor& x, const Shape& shape) { return x.reshape(shape); }
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
 Tensor permute(const Tensor& x, const Shape& dims) { return x.permute(dims); }
-Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) { return x.slice(dim, start, end, step); }
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return x.slice(dim, start, end, step);
+}
 Tensor expand(const Tensor& x, const Shape& shape) { return x.expand(shape); }
 Tensor squeeze(const Tensor& x, int64_t dim) { return x.squeeze(dim); }
 Tensor unsqueeze(const Tensor& x, int64_t dim) { return x.unsqueeze(dim); }
-Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) { return x.flatten(start_dim, end_dim); }
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  return x.flatten(start_dim, end_dim);
+}
 
 // ---- joins ----
 
@@ -284,7 +298,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors) {
     const int64_t n = t.shape()[d];
     if (n) {
-      Tensor part = ops::make_view(out, t.shape(), out.strides(), out.offset() + at * out.strides()[d]);
+      Tensor part =
+          ops::make_view(out, t.shape(), out.strides(), out.offset() + at * out.strides()[d]);
       ops::backend_of(t).copy(ops::view_of(part), ops::view_of(t));
     }
     sizes.push_back(n);
@@ -312,8 +327,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     ops::check_defined("stack", tensors[i]);
     EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " has shape ",
-                tensors[i].shape().to_string(), " but tensor 0 has ", tensors[0].shape().to_string(),
-                " (expected equal shapes)");
+                tensors[i].shape().to_string(), " but tensor 0 has ",
+                tensors[0].shape().to_string(), " (expected equal shapes)");
     parts.push_back(tensors[i].unsqueeze(d));
   }
   return cat(parts, d);
@@ -340,7 +355,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   EMBER_CHECK(split_size > 0, "split: split_size ", split_size, " (expected > 0)");
   const int d = wrap_dim(dim, x.dim(), "split");
   std::vector<int64_t> sizes;
-  for (int64_t left = x.shape()[d]; left > 0; left -= split_size) sizes.push_back(std::min(left, split_size));
+  for (int64_t left = x.shape()[d]; left > 0; left -= split_size)
+    sizes.push_back(std::min(left, split_size));
   return split(x, sizes, d);
 }
 

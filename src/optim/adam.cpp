@@ -83,11 +83,13 @@ void validate_options(const AdamWOptions& o, const std::string& who) { check_opt
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options) : TypedOptimizer(options) {
   add_param_group(Group{std::move(params), options});
+  check_not_empty();
 }
 
 Adam::Adam(std::vector<Group> groups, AdamOptions defaults) : TypedOptimizer(defaults) {
   validate_options(defaults, type_name());
   for (Group& g : groups) add_param_group(std::move(g));
+  check_not_empty();
 }
 
 Optimizer::StateSpec Adam::state_spec(size_t) const { return adam_spec(); }
@@ -99,11 +101,13 @@ void Adam::step() {
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : TypedOptimizer(options) {
   add_param_group(Group{std::move(params), options});
+  check_not_empty();
 }
 
 AdamW::AdamW(std::vector<Group> groups, AdamWOptions defaults) : TypedOptimizer(defaults) {
   validate_options(defaults, type_name());
   for (Group& g : groups) add_param_group(std::move(g));
+  check_not_empty();
 }
 
 Optimizer::StateSpec AdamW::state_spec(size_t) const { return adam_spec(); }

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "backend/backend.hpp"
 #include "ember/autograd.hpp"
 #include "ember/ops.hpp"
-#include "backend/backend.hpp"
 
 namespace ember::optim {
 namespace {
@@ -95,16 +95,18 @@ void scale_by_norm(const std::vector<Tensor>& grads, const Tensor& total, double
   for (const Tensor& g : grads) Tensor(g).mul_(coef.to(g.dtype()).to(g.device()));
 }
 
-void check_norm_type(double norm_type) {
+void check_args(double max_norm, double norm_type) {
   EMBER_CHECK(norm_type > 0.0, "clip_grad_norm: invalid norm_type ", norm_type,
               " (expected p > 0 or infinity)");
+  // A negative max_norm would flip every gradient's sign.
+  EMBER_CHECK(max_norm >= 0.0, "clip_grad_norm: invalid max_norm ", max_norm,
+              " (expected max_norm >= 0)");
 }
 
 }  // namespace
 
-Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm,
-                             double norm_type) {
-  check_norm_type(norm_type);
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  check_args(max_norm, norm_type);
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = gradients_of(params);
   if (grads.empty()) return Tensor();
@@ -115,7 +117,7 @@ Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm,
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type,
                       bool error_if_nonfinite) {
-  check_norm_type(norm_type);
+  check_args(max_norm, norm_type);
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = gradients_of(params);
   if (grads.empty()) return 0.0;

@@ -26,9 +26,19 @@ void check_pair(const std::string& who, const Tensor& param, const Tensor& grad)
 }
 
 // A state tensor named `name`, created (zeros, Persistent pool, next to `param`) if absent.
+// Note [State follows its parameter]: a parameter moved to another device or dtype after a
+// step (Module::to) takes its state along at its next step, converted into the Persistent
+// pool there; the kernels never see a buffer of another device or dtype.
 Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, bool* created) {
   if (Tensor* t = state.find(name)) {
     *created = false;
+    EMBER_ASSERT(t->shape() == param.shape(), "optimizer state '", name, "' has shape ",
+                 t->shape().to_string(), ", the parameter ", param.shape().to_string());
+    if (t->device() != param.device() || t->dtype() != param.dtype()) {
+      NoGradGuard no_grad;
+      PoolGuard persistent(Pool::Persistent);
+      *t = t->to(param.dtype()).to(param.device()).contiguous();
+    }
     return *t;
   }
   PoolGuard persistent(Pool::Persistent);
@@ -147,8 +157,8 @@ std::vector<Bucket> bucket_params(const std::string& who, const std::vector<Para
     }
     const Prepared p = prepare(param, *ref.state);
     Bucket& b = bucket_for(buckets, param, p.step, p.first_step);
-    b.slots.push_back({param.data_ptr(), grad.data_ptr(), {p.state[0], p.state[1], p.state[2]},
-                       param.numel()});
+    b.slots.push_back(
+        {param.data_ptr(), grad.data_ptr(), {p.state[0], p.state[1], p.state[2]}, param.numel()});
     b.params.push_back(ref.param);
   }
   return buckets;
@@ -168,7 +178,8 @@ void adam_update_many(const std::string& who, const std::vector<ParamRef>& param
         Prepared p;
         p.state[0] = state_tensor(state, param, "exp_avg", &created).data_ptr();
         p.state[1] = state_tensor(state, param, "exp_avg_sq", &created).data_ptr();
-        if (args.amsgrad) p.state[2] = state_tensor(state, param, "max_exp_avg_sq", &created).data_ptr();
+        if (args.amsgrad)
+          p.state[2] = state_tensor(state, param, "max_exp_avg_sq", &created).data_ptr();
         p.step = ++state.step;
         return p;
       });

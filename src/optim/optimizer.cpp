@@ -65,6 +65,18 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
   }
 }
 
+void Optimizer::check_not_empty() const {
+  size_t count = 0;
+  for (size_t g = 0; g < param_group_count(); ++g) count += group_params(g).size();
+  EMBER_CHECK(count > 0, type_name(),
+              ": optimizer got an empty parameter list (expected at least one tensor; a custom "
+              "module must register its parameters and submodules, e.g. with register_module)");
+}
+
+void Optimizer::check_lr(double lr) const {
+  EMBER_CHECK(lr >= 0.0, type_name(), ": invalid learning rate ", lr, " (expected lr >= 0)");
+}
+
 ParamState& Optimizer::state_slot(size_t group, size_t index) {
   if (state_.size() <= group) state_.resize(group + 1);
   if (state_[group].size() <= index) state_[group].resize(index + 1);

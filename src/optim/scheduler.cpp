@@ -13,6 +13,17 @@ namespace {
 
 constexpr double kPi = 3.141592653589793;  // math.pi
 
+// A decay factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
+void check_gamma(const char* who, double gamma) {
+  EMBER_CHECK(gamma >= 0.0 && std::isfinite(gamma), who, ": invalid gamma ", gamma,
+              " (expected a finite gamma >= 0; it multiplies the learning rate)");
+}
+
+void check_eta_min(const char* who, double eta_min) {
+  EMBER_CHECK(eta_min >= 0.0 && std::isfinite(eta_min), who, ": invalid eta_min ", eta_min,
+              " (expected a finite eta_min >= 0)");
+}
+
 // JSON has no inf/nan: they travel as the strings "inf", "-inf", "nan".
 json number_json(double v) {
   if (std::isnan(v)) return "nan";
@@ -160,6 +171,7 @@ void LRScheduler::load_state_dict(const json& state) {
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), step_size_(step_size), gamma_(gamma) {
   EMBER_CHECK(step_size > 0, "StepLR: invalid step_size ", step_size, " (expected step_size > 0)");
+  check_gamma("StepLR", gamma);
   initial_step();
 }
 
@@ -189,6 +201,7 @@ void StepLR::load_extra(const json& s) {
               " (expected step_size > 0)");
   step_size_ = step_size;
   read(s, "gamma", &gamma_, type_name());
+  check_gamma(type_name().c_str(), gamma_);
 }
 
 // ---- MultiStepLR ----
@@ -196,6 +209,7 @@ void StepLR::load_extra(const json& s) {
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma,
                          int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), milestones_(std::move(milestones)), gamma_(gamma) {
+  check_gamma("MultiStepLR", gamma);
   std::sort(milestones_.begin(), milestones_.end());
   initial_step();
 }
@@ -230,12 +244,14 @@ void MultiStepLR::load_extra(const json& s) {
     milestones_ = std::move(m);
   }
   read(s, "gamma", &gamma_, type_name());
+  check_gamma(type_name().c_str(), gamma_);
 }
 
 // ---- ExponentialLR ----
 
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), gamma_(gamma) {
+  check_gamma("ExponentialLR", gamma);
   initial_step();
 }
 
@@ -253,7 +269,10 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
 }
 
 void ExponentialLR::save_extra(json& s) const { s["gamma"] = gamma_; }
-void ExponentialLR::load_extra(const json& s) { read(s, "gamma", &gamma_, type_name()); }
+void ExponentialLR::load_extra(const json& s) {
+  read(s, "gamma", &gamma_, type_name());
+  check_gamma("ExponentialLR", gamma_);
+}
 
 // ---- CosineAnnealingLR ----
 
@@ -261,6 +280,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
                                      int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
   EMBER_CHECK(T_max > 0, "CosineAnnealingLR: invalid T_max ", T_max, " (expected T_max > 0)");
+  check_eta_min("CosineAnnealingLR", eta_min);
   initial_step();
 }
 
@@ -323,6 +343,7 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, i
   EMBER_CHECK(T_0 > 0, "CosineAnnealingWarmRestarts: invalid T_0 ", T_0, " (expected T_0 > 0)");
   EMBER_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts: invalid T_mult ", T_mult,
               " (expected T_mult >= 1)");
+  check_eta_min("CosineAnnealingWarmRestarts", eta_min);
   initial_step();
 }
 

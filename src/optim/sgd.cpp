@@ -40,11 +40,13 @@ void validate_options(const SGDOptions& o, const std::string& who) {
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : TypedOptimizer(options) {
   add_param_group(Group{std::move(params), options});
+  check_not_empty();
 }
 
 SGD::SGD(std::vector<Group> groups, SGDOptions defaults) : TypedOptimizer(defaults) {
   validate_options(defaults, type_name());
   for (Group& g : groups) add_param_group(std::move(g));
+  check_not_empty();
 }
 
 Optimizer::StateSpec SGD::state_spec(size_t) const { return {{}, {"momentum_buffer"}}; }

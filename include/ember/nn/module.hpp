@@ -14,6 +14,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct LoadReport {
 class ModuleImpl;
 using ModulePtr = std::shared_ptr<ModuleImpl>;
 
+/// Internal to the handles below: throws ember::Error saying a module handle of type
+/// `handle` (a typeid name) is empty (default-constructed or moved-from).
+[[noreturn]] void throw_empty_module_handle(const char* handle);
+
 /// Base of every module. Subclasses register parameters, buffers and children in their
 /// constructor (in forward order) and implement forward, type_name and options().
 class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
@@ -51,7 +56,8 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   virtual std::string type_name() const = 0;
   /// Constructor arguments as JSON (what the registry factory needs to rebuild the module).
   virtual json options() const { return json::object(); }
-  /// One-line description for the summary, e.g. "Linear(in_features=784, out_features=256, bias=True)".
+  /// One-line description for the summary, e.g. "Linear(in_features=784, out_features=256,
+  /// bias=True)".
   virtual std::string extra_repr() const { return ""; }
   /// Called by train()/eval() after the flag changes (for modules with mode-dependent state).
   virtual void on_mode_change() {}
@@ -67,7 +73,8 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   const std::vector<std::pair<std::string, ModulePtr>>& named_children() const { return children_; }
   std::vector<ModulePtr> children() const;
   /// Every module in the tree, depth-first, with dotted names ("" for this one).
-  std::vector<std::pair<std::string, ModulePtr>> named_modules(const std::string& prefix = "") const;
+  std::vector<std::pair<std::string, ModulePtr>> named_modules(
+      const std::string& prefix = "") const;
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -123,34 +130,49 @@ class Module {
   template <typename Holder, typename = decltype(std::declval<Holder>().ptr())>
   Module(const Holder& h) : impl_(h.ptr()) {}  // NOLINT
 
-  Tensor operator()(const Tensor& x) const { return impl_->forward(x); }
-  ModuleImpl* operator->() const { return impl_.get(); }
-  ModuleImpl& operator*() const { return *impl_; }
+  /// forward, ->, * on an empty handle (Module m; or moved-from) throw ember::Error.
+  Tensor operator()(const Tensor& x) const { return checked().forward(x); }
+  ModuleImpl* operator->() const { return &checked(); }
+  ModuleImpl& operator*() const { return checked(); }
   const ModulePtr& ptr() const { return impl_; }
   bool defined() const { return impl_ != nullptr; }
 
  private:
+  ModuleImpl& checked() const {
+    if (!impl_) [[unlikely]]
+      throw_empty_module_handle("nn::Module");
+    return *impl_;
+  }
   ModulePtr impl_;
 };
 
 std::ostream& operator<<(std::ostream& out, const Module& m);
 
-/// Typed handle base: class Linear : public ModuleHolder<LinearImpl> { using ModuleHolder::ModuleHolder; };
+/// Typed handle base: class Linear : public ModuleHolder<LinearImpl> { using
+/// ModuleHolder::ModuleHolder; };
 template <typename Impl>
 class ModuleHolder {
  public:
   explicit ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   /// Constructs the module: nn::Linear fc(784, 256) forwards to LinearImpl(784, 256).
   template <typename... Args>
-    requires(!(sizeof...(Args) == 1 && (std::is_base_of_v<ModuleHolder, std::decay_t<Args>> && ...)))
-  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
-  Tensor operator()(const Tensor& x) const { return impl_->forward(x); }
-  Impl* operator->() const { return impl_.get(); }
-  Impl& operator*() const { return *impl_; }
+  requires(!(sizeof...(Args) == 1 && (std::is_base_of_v<ModuleHolder, std::decay_t<Args>> &&
+                                      ...))) explicit ModuleHolder(Args&&... args)
+      : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
+  /// forward, ->, * on an empty handle (a moved-from holder) throw ember::Error.
+  Tensor operator()(const Tensor& x) const { return checked().forward(x); }
+  Impl* operator->() const { return &checked(); }
+  Impl& operator*() const { return checked(); }
   const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  bool defined() const { return impl_ != nullptr; }
   operator Module() const { return Module(impl_); }  // NOLINT
 
  private:
+  Impl& checked() const {
+    if (!impl_) [[unlikely]]
+      throw_empty_module_handle(typeid(Impl).name());
+    return *impl_;
+  }
   std::shared_ptr<Impl> impl_;
 };
 

@@ -116,6 +116,11 @@ class Optimizer {
 
   /// Refuses undefined, non-floating or non-leaf tensors and parameters already optimized.
   void check_new_params(const std::vector<Tensor>& params) const;
+  /// Refuses a constructor's parameter list with no tensor in it (PyTorch: "optimizer got an
+  /// empty parameter list"): a module that forgot to register its layers trains nothing.
+  void check_not_empty() const;
+  /// Refuses a learning rate below 0 or NaN.
+  void check_lr(double lr) const;
   /// The state of parameter `index` of group `group` (grows the table as groups grow).
   ParamState& state_slot(size_t group, size_t index);
 
@@ -147,7 +152,11 @@ class TypedOptimizer : public Optimizer {
   size_t param_group_count() const override { return groups_.size(); }
   const std::vector<Tensor>& group_params(size_t group) const override { return at(group).params; }
   double lr(size_t group) const override { return at(group).options.lr; }
-  void set_lr(size_t group, double lr) override { at(group).options.lr = lr; }
+  /// Refuses lr < 0 or NaN, as the constructors do (a scheduler writes through this too).
+  void set_lr(size_t group, double lr) override {
+    check_lr(lr);
+    at(group).options.lr = lr;
+  }
   std::optional<double> initial_lr(size_t group) const override { return at(group).initial_lr; }
   void set_initial_lr(size_t group, std::optional<double> lr) override {
     at(group).initial_lr = lr;
