@@ -17,11 +17,11 @@
 
 #include "backend/backend.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/philox.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/vec_math.hpp"
 #include "ember/error.hpp"
 #include "ember/runtime.hpp"
+#include "kernels/random.hpp"
 
 namespace ember {
 namespace {

@@ -32,7 +32,9 @@ void expect_values(const Tensor& t, const std::vector<float>& want, float tol, c
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::isinf(want[i]) || std::isnan(want[i])) {
       EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << what << " [" << i << "] got " << got[i];
-      if (std::isinf(want[i])) EXPECT_EQ(got[i], want[i]) << what << " [" << i << "]";
+      if (std::isinf(want[i])) {
+        EXPECT_EQ(got[i], want[i]) << what << " [" << i << "]";
+      }
     } else {
       EXPECT_NEAR(got[i], want[i], tol) << what << " [" << i << "]";
     }
@@ -73,6 +75,23 @@ TEST(CrashList, OptimizerStateFollowsAParameterConvertedAfterAStep) {
   const std::vector<double> got = fc->weight().to_vector<double>();
   const std::vector<double> want = ref->weight().to_vector<double>();
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+}
+
+// Module::to keeps accumulated gradients, converted like the parameters (PyTorch's Module.to).
+TEST(CrashList, ModuleToKeepsGradients) {
+  nn::Linear fc(3, 2);
+  fc(ones({1, 3})).sum().backward();
+  const std::vector<float> want = fc->weight().grad().to_vector<float>();
+  const TensorImpl* impl = fc->weight().impl();
+  fc->to(DType::f64);
+  EXPECT_EQ(fc->weight().impl(), impl);  // same handle, new storage
+  ASSERT_TRUE(fc->weight().grad().defined());
+  EXPECT_EQ(fc->weight().grad().dtype(), DType::f64);
+  EXPECT_EQ(pool_of(fc->weight().grad()), Pool::Persistent);
+  const std::vector<double> got = fc->weight().grad().to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], static_cast<double>(want[i])) << i;
+  fc(ones({1, 3}, {.dtype = DType::f64})).sum().backward();  // accumulates into the moved grad
+  EXPECT_EQ(fc->weight().grad().to_vector<double>()[0], 2.0 * want[0]);
 }
 
 #define SKIP_WITHOUT_CUDA()                                                \

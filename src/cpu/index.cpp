@@ -9,6 +9,8 @@
 // the indexed tensor's stride along `dim` is 0 (the index supplies that coordinate).
 // Accumulating kernels never split work along the indexed dim, so duplicate indices add up
 // on one thread, in order: results are deterministic.
+#include "kernels/index.hpp"
+
 #include <cstring>
 #include <utility>
 
@@ -20,24 +22,8 @@ namespace {
 
 constexpr int64_t kInnerChunk = 256;  // elements of I per index_add work item
 
-struct Layout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-Layout layout_of(const Shape& shape, int dim) {
-  Layout l;
-  for (int d = 0; d < dim; ++d) l.outer *= shape[d];
-  l.size = shape[dim];
-  for (int d = dim + 1; d < shape.size(); ++d) l.inner *= shape[d];
-  return l;
-}
-
-template <typename F>
-decltype(auto) dispatch_index(DType t, F&& f) {
-  if (t == DType::i32) return f(Tag<int32_t>{});
-  EMBER_CHECK(t == DType::i64, "index: index tensors must be i64 or i32 (got ", dtype_name(t), ")");
-  return f(Tag<int64_t>{});
-}
+using Layout = kernels::IndexLayout;  // [O, S, I] around the indexed dim
+using kernels::layout_of;
 
 template <typename I>
 bool all_in_range(const I* index, int64_t n, int64_t size) {
@@ -57,7 +43,7 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   EMBER_ASSERT(out.shape[dim] == count, "index_select: out has ", out.shape[dim], " rows, index ",
                count);
   const size_t row_bytes = static_cast<size_t>(l.inner) * element_size(in.dtype);
-  return dispatch_index(index.dtype, [&](auto tag) {
+  return dispatch_index(index.dtype, "index", "index", [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* idx = static_cast<const I*>(index.data);
     if (!all_in_range(idx, count, l.size)) return false;
@@ -84,7 +70,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
   const int64_t count = numel_of(index.shape);
   EMBER_ASSERT(src.shape[dim] == count, "index_add: src has ", src.shape[dim], " rows, index ",
                count);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
+  return dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const I* idx = static_cast<const I*>(index.data);
     if (!all_in_range(idx, count, l.size)) return false;
@@ -124,7 +110,7 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   const Operand ops[3] = {
       operand(out), operand(index), {in.data, in_strides.data(), element_size(in.dtype)}};
   const Loop<3> loop = make_loop(index.shape, ops);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
+  return dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     if (!all_in_range(static_cast<const I*>(index.data), loop.numel, size)) return false;
     dispatch_bytes(element_size(in.dtype), [&](auto tag) {
@@ -168,7 +154,7 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
                           {index.data, idx_strides, element_size(index.dtype)},
                           {src.data, src_strides, element_size(src.dtype)}};
   const Loop<3> loop = make_loop(r, shape, ops);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
+  return dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     if (!all_in_range(static_cast<const I*>(index.data), loop.numel, size)) return false;
     if (loop.numel == 0) return true;

@@ -22,6 +22,7 @@
 #include "backend/backend.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/error.hpp"
+#include "kernels/common.hpp"
 
 namespace ember::cpu {
 
@@ -70,71 +71,32 @@ inline bool is_contiguous(const backend::View& v) {
   return true;
 }
 
-// ---- dtype dispatch ----
-template <typename T>
-struct Tag {
-  using type = T;
-};
+// ---- dtype dispatch: src/kernels/common.hpp with the host's 16-bit types ----
+using kernels::Tag;
 
 /// Calls f(Tag<T>{}) for the C++ type of `t` (bool for DType::boolean).
 template <typename F>
 decltype(auto) dispatch_all(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::f16: return f(Tag<Half>{});
-    case DType::bf16: return f(Tag<BFloat16>{});
-    case DType::i32: return f(Tag<int32_t>{});
-    case DType::i64: return f(Tag<int64_t>{});
-    case DType::u8: return f(Tag<uint8_t>{});
-    case DType::boolean: return f(Tag<bool>{});
-  }
-  EMBER_ASSERT(false, "unknown dtype ", static_cast<int>(t));
-  return f(Tag<float>{});
+  return kernels::dispatch_all<Half, BFloat16>(t, f);
 }
-
 /// f32/f64 only; `op` names the kernel in the error for anything else.
 template <typename F>
 decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f64) return f(Tag<double>{});
-  EMBER_CHECK(t == DType::f32, op, ": the CPU kernel supports f32 and f64 (got ", dtype_name(t),
-              ")");
-  return f(Tag<float>{});
+  return kernels::dispatch_float(t, op, "CPU", f);
 }
-
 /// f32/f64/i32/i64.
 template <typename F>
 decltype(auto) dispatch_numeric(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::i32: return f(Tag<int32_t>{});
-    case DType::i64: return f(Tag<int64_t>{});
-    default: break;
-  }
-  EMBER_CHECK(false, op, ": the CPU kernel supports f32, f64, i32 and i64 (got ", dtype_name(t),
-              ")");
-  return f(Tag<float>{});
+  return kernels::dispatch_numeric(t, op, "CPU", f);
 }
-
-/// An unsigned integer type of `bytes` bytes (for kernels that only move elements).
-template <size_t Bytes>
-using BitsOf = std::conditional_t<
-    Bytes == 1, uint8_t,
-    std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
-
-/// Calls f(Tag<U>{}) with U the unsigned type of `bytes` bytes (1, 2, 4 or 8).
+/// i32/i64 index or label tensors; `op` and `what` name them in the error.
 template <typename F>
-decltype(auto) dispatch_bytes(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: return f(Tag<uint8_t>{});
-    case 2: return f(Tag<uint16_t>{});
-    case 4: return f(Tag<uint32_t>{});
-    default: break;
-  }
-  EMBER_ASSERT(bytes == 8, "unexpected element size ", bytes);
-  return f(Tag<uint64_t>{});
+decltype(auto) dispatch_index(DType t, const char* op, const char* what, F&& f) {
+  return kernels::dispatch_index(t, op, what, f);
 }
+
+using kernels::BitsOf;
+using kernels::dispatch_bytes;
 
 // ---- casts between element types ----
 template <typename T>

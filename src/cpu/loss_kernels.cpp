@@ -33,14 +33,6 @@ void check_labels(const I* t, int64_t n, int64_t classes, int64_t ignore_index) 
   }
 }
 
-template <typename F>
-void dispatch_label(DType t, F&& f) {
-  if (t == DType::i32) return f(int32_t{});
-  EMBER_CHECK(t == DType::i64, "cross_entropy: target dtype ", dtype_name(t),
-              " (expected i64 or i32 class indices)");
-  return f(int64_t{});
-}
-
 int64_t row_grain(int64_t classes) {
   return std::max<int64_t>(1, kGrainMath / std::max<int64_t>(classes, 1));
 }
@@ -122,8 +114,8 @@ void cross_entropy_forward(const View& loss_rows, const View& lse, const View& t
                            int64_t ignore_index, double label_smoothing) {
   EMBER_ASSERT(is_contiguous(logits) && is_contiguous(target) && logits.shape.size() == 2,
                "cross_entropy: logits must be contiguous [N, C]");
-  dispatch_label(target.dtype, [&](auto label_tag) {
-    using I = decltype(label_tag);
+  dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
+    using I = typename decltype(label_tag)::type;
     const I* t = static_cast<const I*>(target.data);
     check_labels(t, logits.shape[0], logits.shape[1], ignore_index);
     dispatch_float(logits.dtype, "cross_entropy", [&](auto tag) {
@@ -138,8 +130,8 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
                             int64_t ignore_index, double label_smoothing) {
   EMBER_ASSERT(is_contiguous(logits) && is_contiguous(grad_logits) && is_contiguous(grad_loss),
                "cross_entropy_backward: operands must be contiguous");
-  dispatch_label(target.dtype, [&](auto label_tag) {
-    using I = decltype(label_tag);
+  dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
+    using I = typename decltype(label_tag)::type;
     const I* t = static_cast<const I*>(target.data);
     dispatch_float(logits.dtype, "cross_entropy_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;

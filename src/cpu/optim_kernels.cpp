@@ -39,6 +39,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
+#include "kernels/optim.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define EMBER_OPTIM_AVX2 1
@@ -109,29 +110,8 @@ EMBER_TARGET_AVX2_FMA void sqrt_block(Avx2Fma, double* x, int64_t n) {
 //   denom = sqrt(v) / sqrt(1-β2^t) + eps
 //   p = p·decay + (-(lr / (1-β1^t))·m) / denom     param.addcdiv_(m, denom, value=-step_size)
 
-template <typename T>
-struct AdamScalars {
-  T sign, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2;
-  T bias_correction2_sqrt, eps, neg_step_size, decay;
-};
-
-template <typename T>
-AdamScalars<T> adam_scalars(const AdamArgs& a) {
-  const double t = static_cast<double>(a.step);
-  const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
-  const double step_size = a.lr / bias_correction1;
-  return {.sign = T(a.maximize ? -1 : 1),
-          .weight_decay = T(a.weight_decay),
-          .beta1 = T(a.beta1),
-          .one_minus_beta1 = T(1.0 - a.beta1),
-          .beta2 = T(a.beta2),
-          .one_minus_beta2 = T(1.0 - a.beta2),
-          .bias_correction2_sqrt = T(std::sqrt(bias_correction2)),
-          .eps = T(a.eps),
-          .neg_step_size = T(-step_size),
-          .decay = T(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0)};
-}
+using kernels::adam_scalars;
+using kernels::AdamScalars;
 
 // (A): moments; `second` gets the second moment the denominator uses.
 template <typename T, bool kL2, bool kAmsgrad>
@@ -243,10 +223,8 @@ void adam_dispatch(const View& param, const View& grad, const View& exp_avg, con
 //             g = fma(buf, μ, g) (nesterov)  d_p.add(buf, alpha=μ);  else g = buf
 //   p = fma(g, -lr, p)                       param.add_(d_p, alpha=-lr)
 
-template <typename T>
-struct SgdScalars {
-  T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
-};
+using kernels::sgd_scalars;
+using kernels::SgdScalars;
 
 template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
 EMBER_INLINE void sgd_body(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
@@ -288,11 +266,7 @@ void sgd_typed(const View& param, const View& grad, const View& momentum_buf, co
   T* p = static_cast<T*>(param.data);
   const T* g = static_cast<const T*>(grad.data);
   T* buf = static_cast<T*>(momentum_buf.data);
-  const SgdScalars<T> s{.sign = T(a.maximize ? -1 : 1),
-                        .weight_decay = T(a.weight_decay),
-                        .momentum = T(a.momentum),
-                        .one_minus_dampening = T(1.0 - a.dampening),
-                        .neg_lr = T(-a.lr)};
+  const SgdScalars<T> s = sgd_scalars<T>(a);
   const bool avx2 = use_avx2_fma();
   parallel_for(param.numel(), kGrainSgd, [&](int64_t begin, int64_t end) {
     T* b = kMomentum ? buf + begin : nullptr;
@@ -401,7 +375,8 @@ void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count
                      const AdamArgs& args) {
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
-    adam_step(flat_view(s.param, dtype, s.numel), flat_view(const_cast<void*>(s.grad), dtype, s.numel),
+    adam_step(flat_view(s.param, dtype, s.numel),
+              flat_view(const_cast<void*>(s.grad), dtype, s.numel),
               flat_view(s.state[0], dtype, s.numel), flat_view(s.state[1], dtype, s.numel),
               s.state[2] ? flat_view(s.state[2], dtype, s.numel) : View{}, args);
   }
@@ -411,7 +386,8 @@ void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
                     const SgdArgs& args) {
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
-    sgd_step(flat_view(s.param, dtype, s.numel), flat_view(const_cast<void*>(s.grad), dtype, s.numel),
+    sgd_step(flat_view(s.param, dtype, s.numel),
+             flat_view(const_cast<void*>(s.grad), dtype, s.numel),
              s.state[0] ? flat_view(s.state[0], dtype, s.numel) : View{}, args);
   }
 }
@@ -431,9 +407,10 @@ void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int
                    : norm_power_sum(static_cast<const double*>(grads[i]), numels[i], norm_type));
     acc = inf ? ((part > acc || std::isnan(part)) ? part : acc) : acc + part;
   }
-  const double total = inf ? acc : (norm_type == 1.0 ? acc
-                                    : norm_type == 2.0 ? std::sqrt(acc)
-                                                       : std::pow(acc, 1.0 / norm_type));
+  const double total = inf ? acc
+                           : (norm_type == 1.0   ? acc
+                              : norm_type == 2.0 ? std::sqrt(acc)
+                                                 : std::pow(acc, 1.0 / norm_type));
   if (dtype == DType::f32)
     *static_cast<float*>(total_norm) = static_cast<float>(total);
   else

@@ -1,16 +1,17 @@
 // src/cpu/random.cpp — uniform, normal and dropout from counter-based Philox.
 //
 // Element i (its position in row-major order) draws block (seed, offset + i), as described
-// in Note [Random streams] (philox.hpp), so results do not depend on threads or strides and
-// the CUDA backend produces the same values. f16/bf16 outputs are drawn as f32 and rounded.
+// in Note [Random streams] (src/kernels/random.hpp), so results do not depend on threads or strides
+// and the CUDA backend produces the same values. f16/bf16 outputs are drawn as f32 and rounded.
 // Contiguous runs go through vectorised loops (Philox's 32x32->64-bit multiplies map to
 // vpmuludq); strided ones through the plain strided loop.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
 #pragma GCC optimize("fp-contract=off")   // Note [Identical clones] (loops.hpp)
 
+#include "kernels/random.hpp"
+
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
-#include "cpu/philox.hpp"
 
 namespace ember::cpu {
 namespace {

@@ -15,6 +15,8 @@
 // as PyTorch. variance = mean pass, then a pass summing squared deviations from it.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
 
+#include "kernels/reduce.hpp"
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -33,39 +35,11 @@ constexpr int kExtremeLanes = 32;
 constexpr int64_t kColumns =
     1024;  // outputs per block in the outer driver (accumulators stay in L1)
 
-template <typename T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-// Integer sums and products wrap (two's complement) like PyTorch's instead of being UB.
-template <typename A>
-inline A add_acc(A a, A b) {
-  if constexpr (std::is_integral_v<A>)
-    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else
-    return a + b;
-}
-template <typename A>
-inline A mul_acc(A a, A b) {
-  if constexpr (std::is_integral_v<A>)
-    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else
-    return a * b;
-}
-
-template <typename T>
-inline T max_nan(T a, T b) {  // NaN in either wins
-  if constexpr (std::is_floating_point_v<T>)
-    return (b > a || b != b) ? b : a;
-  else
-    return b > a ? b : a;
-}
-template <typename T>
-inline T min_nan(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return (b < a || b != b) ? b : a;
-  else
-    return b < a ? b : a;
-}
+using kernels::add_acc;
+using kernels::max_nan;
+using kernels::min_nan;
+using kernels::mul_acc;
+using kernels::SumAcc;
 
 template <typename T, typename A>
 EMBER_VECTORIZE A sum_run(const T* __restrict x, int64_t n) {
@@ -131,172 +105,65 @@ inline void step_each_column(const Red& red, typename Red::Acc* acc, const T* ro
   for (int64_t j = 0; j < n; ++j) red.step(acc[j], row[j], pos);
 }
 
-// ---- reducers: init (may read the output slot), step, run (a contiguous run of one
-// group), columns (one contiguous row of a block of groups), merge, finish ----
+// ---- reducers: the shared init / step / merge / finish (src/kernels/reduce.hpp), plus run
+// (a contiguous run of one group) and columns (one contiguous row of a block of groups) ----
 template <typename T, bool Mean>
-struct SumReducer {
+struct SumReducer : kernels::SumReducer<T, Mean> {
   using Acc = SumAcc<T>;
-  using Out = T;
-  Acc init(const Out*) const { return Acc(0); }
-  void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
   void run(Acc& a, const T* x, int64_t n, int64_t) const { a = add_acc(a, sum_run<T, Acc>(x, n)); }
   void columns(Acc* acc, const T* row, int64_t n, int64_t) const {
     sum_columns<T, Acc>(acc, row, n);
   }
-  void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
-  Out finish(const Acc& a, int64_t count) const {
-    if constexpr (Mean)
-      return static_cast<Out>(a / static_cast<Acc>(count));
-    else
-      return static_cast<Out>(a);
-  }
 };
 
 template <typename T>
-struct ProdReducer {
+struct ProdReducer : kernels::ProdReducer<T> {
   using Acc = SumAcc<T>;
-  using Out = T;
-  Acc init(const Out*) const { return Acc(1); }
-  void step(Acc& a, T x, int64_t) const { a = mul_acc(a, static_cast<Acc>(x)); }
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     for (int64_t i = 0; i < n; ++i) a = mul_acc(a, static_cast<Acc>(x[i]));
   }
   void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
     step_each_column(*this, acc, row, n, pos);
   }
-  void merge(Acc& a, const Acc& b) const { a = mul_acc(a, b); }
-  Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
 };
 
 template <typename T, bool Max>
-struct ExtremeReducer {
-  using Acc = T;
-  using Out = T;
-  static constexpr T start() {
-    if constexpr (std::is_floating_point_v<T>)
-      return Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-    else
-      return Max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-  }
-  Acc init(const Out*) const { return start(); }
-  void step(Acc& a, T x, int64_t) const { a = Max ? max_nan(a, x) : min_nan(a, x); }
-  void run(Acc& a, const T* x, int64_t n, int64_t) const {
-    const T r = extreme_run<T, Max>(x, n, start());
+struct ExtremeReducer : kernels::ExtremeReducer<T, Max> {
+  using Base = kernels::ExtremeReducer<T, Max>;
+  void run(T& a, const T* x, int64_t n, int64_t) const {
+    const T r = extreme_run<T, Max>(x, n, Base::start());
     a = Max ? max_nan(a, r) : min_nan(a, r);
   }
-  void columns(Acc* acc, const T* row, int64_t n, int64_t) const {
+  void columns(T* acc, const T* row, int64_t n, int64_t) const {
     extreme_columns<T, Max>(acc, row, n);
   }
-  void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
-  Out finish(const Acc& a, int64_t) const { return a; }
 };
 
 template <typename T, bool Max>
-struct ArgReducer {
-  struct Acc {
-    T value;
-    int64_t index;  // -1: nothing seen yet
-  };
-  using Out = int64_t;
-  // Strictly better, so ties keep the first index; NaN beats every number.
-  static bool better(T x, T best) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (x != x) return best == best;
-    }
-    return Max ? x > best : x < best;
-  }
-  Acc init(const Out*) const { return {T(0), -1}; }
-  void step(Acc& a, T x, int64_t pos) const {
-    if (a.index < 0 || better(x, a.value)) a = {x, pos};
-  }
+struct ArgReducer : kernels::ArgReducer<T, Max> {
+  using Acc = typename kernels::ArgReducer<T, Max>::Acc;
   void run(Acc& a, const T* x, int64_t n, int64_t pos) const {
-    for (int64_t i = 0; i < n; ++i) step(a, x[i], pos + i);
+    for (int64_t i = 0; i < n; ++i) this->step(a, x[i], pos + i);
   }
   void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
     step_each_column(*this, acc, row, n, pos);
   }
-  void merge(Acc& a, const Acc& b) const {  // b covers later positions
-    if (b.index >= 0 && (a.index < 0 || better(b.value, a.value))) a = b;
-  }
-  Out finish(const Acc& a, int64_t) const { return a.index < 0 ? 0 : a.index; }
 };
 
-// Second variance pass: the output slot already holds the group's mean.
 template <typename T>
-struct SquareDeviationReducer {
-  struct Acc {
-    double sum;
-    double mean;
-  };
-  using Out = T;
-  int64_t correction;
-  Acc init(const Out* out) const { return {0.0, static_cast<double>(*out)}; }
-  void step(Acc& a, T x, int64_t) const {
-    const double d = static_cast<double>(x) - a.mean;
-    a.sum += d * d;
-  }
+struct SquareDeviationReducer : kernels::SquareDeviationReducer<T> {
+  using Acc = typename kernels::SquareDeviationReducer<T>::Acc;
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     a.sum += square_deviation_run(x, n, a.mean);
   }
   void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
     step_each_column(*this, acc, row, n, pos);
   }
-  void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
-  Out finish(const Acc& a, int64_t count) const {
-    const double dof = std::max<double>(static_cast<double>(count - correction), 0.0);
-    return static_cast<Out>(a.sum / dof);
-  }
 };
 
-// ---- the plan: collapsed kept and reduced dims ----
-struct Plan {
-  int kept = 0, reduced = 0;
-  int64_t kept_shape[kMaxRank], kept_in[kMaxRank], kept_out[kMaxRank];  // strides: elements
-  int64_t red_shape[kMaxRank], red_in[kMaxRank];
-  int64_t outputs = 1, group = 1;
-  bool innermost_reduced = true;
-};
-
-Plan make_plan(const View& out, const View& in) {
-  EMBER_ASSERT(out.shape.size() == in.shape.size(), "reduce: out must keep in's rank (got ",
-               out.shape.size(), " and ", in.shape.size(), ")");
-  // Walk from the innermost dim outwards, merging neighbours of the same kind.
-  struct Dim {
-    int64_t size, in_stride, out_stride;
-    bool reduced;
-  };
-  Dim dims[kMaxRank];
-  int n = 0;
-  for (int d = in.shape.size() - 1; d >= 0; --d) {
-    const int64_t size = in.shape[d];
-    if (size == 1) continue;
-    const bool reduced = out.shape[d] == 1;
-    const int64_t out_stride = reduced ? 0 : out.strides[d];
-    if (n > 0 && dims[n - 1].reduced == reduced &&
-        in.strides[d] == dims[n - 1].in_stride * dims[n - 1].size &&
-        out_stride == dims[n - 1].out_stride * dims[n - 1].size) {
-      dims[n - 1].size *= size;
-      continue;
-    }
-    dims[n++] = {size, in.strides[d], out_stride, reduced};
-  }
-  Plan plan;
-  plan.innermost_reduced = n == 0 || dims[0].reduced;
-  for (int i = n - 1; i >= 0; --i) {  // back to outermost-first order
-    if (dims[i].reduced) {
-      plan.red_shape[plan.reduced] = dims[i].size;
-      plan.red_in[plan.reduced++] = dims[i].in_stride;
-      plan.group *= dims[i].size;
-    } else {
-      plan.kept_shape[plan.kept] = dims[i].size;
-      plan.kept_in[plan.kept] = dims[i].in_stride;
-      plan.kept_out[plan.kept++] = dims[i].out_stride;
-      plan.outputs *= dims[i].size;
-    }
-  }
-  if (plan.kept == 0) plan.innermost_reduced = true;
-  return plan;
-}
+// ---- the plan: src/kernels/reduce.hpp (Note [Reduction plan]) ----
+using Plan = kernels::ReducePlan;
+using kernels::make_plan;
 
 // Walks a range of kept-dim positions, tracking the in and out offsets (elements).
 struct Odometer {
@@ -309,8 +176,8 @@ struct Odometer {
   void seek(int64_t linear) {
     in_off = out_off = 0;
     for (int d = dims - 1; d >= 0; --d) {
-      idx[d] = linear % plan.kept_shape[d];
-      linear /= plan.kept_shape[d];
+      idx[d] = linear % plan.kept_size[d];
+      linear /= plan.kept_size[d];
       in_off += idx[d] * plan.kept_in[d];
       out_off += idx[d] * plan.kept_out[d];
     }
@@ -319,7 +186,7 @@ struct Odometer {
     for (int d = dims - 1; d >= 0; --d) {
       in_off += plan.kept_in[d];
       out_off += plan.kept_out[d];
-      if (++idx[d] < plan.kept_shape[d]) return;
+      if (++idx[d] < plan.kept_size[d]) return;
       in_off -= idx[d] * plan.kept_in[d];
       out_off -= idx[d] * plan.kept_out[d];
       idx[d] = 0;
@@ -336,7 +203,7 @@ void reduce_group(const Red& red, const Plan& plan, const T* base, typename Red:
     return;
   }
   const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
-  const Loop<1> loop = make_loop(plan.reduced, plan.red_shape, ops);
+  const Loop<1> loop = make_loop(plan.reduced, plan.red_size, ops);
   int64_t pos = begin;
   for_each_range(loop, begin, end, [&](char* const* p, const int64_t* s, int64_t n) {
     const T* x = reinterpret_cast<const T*>(p[0]);
@@ -412,7 +279,7 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   // outer: the innermost kept dim is walked in blocks of kColumns outputs.
   using Acc = typename Red::Acc;
   const int last = plan.kept - 1;
-  const int64_t columns = plan.kept_shape[last];
+  const int64_t columns = plan.kept_size[last];
   const int64_t col_in = plan.kept_in[last], col_out = plan.kept_out[last];
   const int64_t col_blocks = (columns + kColumns - 1) / kColumns;
   const int64_t items = outputs / columns * col_blocks;
@@ -423,7 +290,7 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   // Accumulates rows [r0, r1) of the groups of one column block into acc[0, nc).
   auto accumulate = [&](const T* base, int64_t nc, Acc* acc, int64_t r0, int64_t r1) {
     const Operand ops[1] = {{const_cast<T*>(base), plan.red_in, sizeof(T)}};
-    const Loop<1> rows = make_loop(plan.reduced, plan.red_shape, ops);
+    const Loop<1> rows = make_loop(plan.reduced, plan.red_size, ops);
     int64_t pos = r0;
     for_each_range(rows, r0, r1, [&](char* const* p, const int64_t* s, int64_t n) {
       for (int64_t r = 0; r < n; ++r) {
@@ -479,27 +346,17 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   });
 }
 
+template <typename T, ReduceOp Op>
+using Reducer = kernels::ReducerOf<T, Op, SumReducer, ProdReducer, ExtremeReducer, ArgReducer>;
+
 template <typename T>
 void reduce_typed(ReduceOp op, const View& out, const View& in) {
-  switch (op) {
-    case ReduceOp::sum: return run_reduce<T>(SumReducer<T, false>{}, out, in);
-    case ReduceOp::mean:
-      if constexpr (std::is_floating_point_v<T>)
-        return run_reduce<T>(SumReducer<T, true>{}, out, in);
-      break;
-    case ReduceOp::max: return run_reduce<T>(ExtremeReducer<T, true>{}, out, in);
-    case ReduceOp::min: return run_reduce<T>(ExtremeReducer<T, false>{}, out, in);
-    case ReduceOp::prod: return run_reduce<T>(ProdReducer<T>{}, out, in);
-    case ReduceOp::argmax: return run_reduce<T>(ArgReducer<T, true>{}, out, in);
-    case ReduceOp::argmin: return run_reduce<T>(ArgReducer<T, false>{}, out, in);
-    case ReduceOp::count: break;
-  }
-  EMBER_CHECK(false, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+  const bool known = kernels::visit_reduce<T>(
+      op, [&](auto c) { run_reduce<T>(Reducer<T, decltype(c)::value>{}, out, in); });
+  EMBER_CHECK(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
 }
 
 }  // namespace
-
-static_assert(static_cast<int>(ReduceOp::count) == 7, "a ReduceOp was added: handle it here");
 
 void reduce(ReduceOp op, const View& out, const View& in) {
   if (op == ReduceOp::argmax || op == ReduceOp::argmin) {

@@ -14,81 +14,47 @@
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace ember::cpu {
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
-constexpr double kGeluKappa = 0.044715;
-
-// Stable without a branch: for x << 0 exp(-x) overflows to inf and 1/inf = 0; no
-// cancellation happens for either sign.
-template <typename T>
-inline T sigmoid_of(T x) {
-  return T(1) / (T(1) + exp_of(-x));
-}
-
-template <typename T>
-inline T gelu_tanh_inner(T x) {
-  return T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
-}
+// The CPU's math as the policy of the shared formulas (src/kernels/elementwise.hpp): exp,
+// tanh and erf are the vectorisable versions of vec_math.hpp.
+struct HostMath {
+  template <typename T>
+  static T exp(T x) {
+    return exp_of(x);
+  }
+  template <typename T>
+  static T log(T x) {
+    return std::log(x);
+  }
+  template <typename T>
+  static T tanh(T x) {
+    return tanh_of(x);
+  }
+  template <typename T>
+  static T erf(T x) {
+    return erf_of(x);
+  }
+  template <typename T>
+  static T sqrt(T x) {
+    return std::sqrt(x);
+  }
+  template <typename T>
+  static T abs(T x) {
+    return std::abs(x);
+  }
+  template <typename T>
+  static T pow(T x, T y) {
+    return std::pow(x, y);
+  }
+};
 
 template <typename T, UnaryOp Op>
 inline T apply(T x, T a, T b) {
-  if constexpr (Op == UnaryOp::neg)
-    return -x;
-  else if constexpr (Op == UnaryOp::abs)
-    return std::abs(x);
-  else if constexpr (Op == UnaryOp::sqrt)
-    return std::sqrt(x);
-  else if constexpr (Op == UnaryOp::rsqrt)
-    return T(1) / std::sqrt(x);
-  else if constexpr (Op == UnaryOp::square)
-    return x * x;
-  else if constexpr (Op == UnaryOp::exp)
-    return exp_of(x);
-  else if constexpr (Op == UnaryOp::log)
-    return std::log(x);
-  else if constexpr (Op == UnaryOp::sign)
-    return T((T(0) < x) - (x < T(0)));
-  else if constexpr (Op == UnaryOp::relu)
-    return x < T(0) ? T(0) : x;
-  else if constexpr (Op == UnaryOp::sigmoid)
-    return sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::tanh)
-    return tanh_of(x);
-  else if constexpr (Op == UnaryOp::gelu_erf)
-    return T(0.5) * x * (T(1) + erf_of(x * T(kSqrt1_2)));
-  else if constexpr (Op == UnaryOp::gelu_tanh)
-    return T(0.5) * x * (T(1) + tanh_of(gelu_tanh_inner(x)));
-  else if constexpr (Op == UnaryOp::silu)
-    return x * sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::affine)
-    return x * a + b;
-  else if constexpr (Op == UnaryOp::pow_scalar)
-    return std::pow(x, a);
-  else if constexpr (Op == UnaryOp::clamp) {
-    const T y = x < a ? a : x;  // NaN passes through both comparisons
-    return y > b ? b : y;
-  } else if constexpr (Op == UnaryOp::relu_grad)
-    return x > T(0) ? T(1) : T(0);
-  else if constexpr (Op == UnaryOp::gelu_erf_grad) {
-    const T cdf = T(0.5) * (T(1) + erf_of(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * exp_of(T(-0.5) * x * x);
-    return cdf + x * pdf;
-  } else if constexpr (Op == UnaryOp::gelu_tanh_grad) {
-    const T t = tanh_of(gelu_tanh_inner(x));
-    const T inner_grad = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * inner_grad;
-  } else if constexpr (Op == UnaryOp::silu_grad) {
-    const T s = sigmoid_of(x);
-    return s * (T(1) + x * (T(1) - s));
-  } else if constexpr (Op == UnaryOp::clamp_mask)
-    return (a <= x && x <= b) ? T(1) : T(0);
-  else
-    static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
+  return kernels::unary_apply<HostMath, T, Op>(x, a, b);
 }
 
 // Cheap ops are memory-bound; transcendental ones are worth splitting earlier.
@@ -146,13 +112,9 @@ void run_unary(const Loop<2>& loop, T a, T b) {
     const T* __restrict x = reinterpret_cast<const T*>(p[1]);
     constexpr int64_t kT = sizeof(T);
     if (s[0] == kT && s[1] == kT) {
-      if constexpr (Op == UnaryOp::pow_scalar) {  // exact shortcuts for common exponents
+      if constexpr (Op == UnaryOp::pow_scalar) {  // the formula's exact shortcuts, vectorised
         if (a == T(2)) {
           for (int64_t i = 0; i < n; ++i) o[i] = x[i] * x[i];
-          return;
-        }
-        if (a == T(1)) {
-          for (int64_t i = 0; i < n; ++i) o[i] = x[i];
           return;
         }
         if (a == T(-1)) {
@@ -174,38 +136,10 @@ void run_unary(const Loop<2>& loop, T a, T b) {
 
 template <typename T>
 void unary_typed(UnaryOp op, const Loop<2>& loop, T a, T b) {
-  switch (op) {
-#define EMBER_UNARY_CASE(name) \
-  case UnaryOp::name: return run_unary<T, UnaryOp::name>(loop, a, b);
-    EMBER_UNARY_CASE(neg)
-    EMBER_UNARY_CASE(abs)
-    EMBER_UNARY_CASE(sqrt)
-    EMBER_UNARY_CASE(rsqrt)
-    EMBER_UNARY_CASE(square)
-    EMBER_UNARY_CASE(exp)
-    EMBER_UNARY_CASE(log)
-    EMBER_UNARY_CASE(sign)
-    EMBER_UNARY_CASE(relu)
-    EMBER_UNARY_CASE(sigmoid)
-    EMBER_UNARY_CASE(tanh)
-    EMBER_UNARY_CASE(gelu_erf)
-    EMBER_UNARY_CASE(gelu_tanh)
-    EMBER_UNARY_CASE(silu)
-    EMBER_UNARY_CASE(affine)
-    EMBER_UNARY_CASE(pow_scalar)
-    EMBER_UNARY_CASE(clamp)
-    EMBER_UNARY_CASE(relu_grad)
-    EMBER_UNARY_CASE(gelu_erf_grad)
-    EMBER_UNARY_CASE(gelu_tanh_grad)
-    EMBER_UNARY_CASE(silu_grad)
-    EMBER_UNARY_CASE(clamp_mask)
-#undef EMBER_UNARY_CASE
-    case UnaryOp::logical_not:
-    case UnaryOp::count: break;
-  }
-  EMBER_ASSERT(false, "unary: unhandled op ", static_cast<int>(op));
+  const bool known =
+      kernels::visit_unary(op, [&](auto c) { run_unary<T, decltype(c)::value>(loop, a, b); });
+  EMBER_ASSERT(known, "unary: unhandled op ", static_cast<int>(op));
 }
-static_assert(static_cast<int>(UnaryOp::count) == 23, "a UnaryOp was added: handle it here");
 
 void logical_not(const Loop<2>& loop, DType in_dtype) {
   dispatch_all(in_dtype, [&](auto tag) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.hpp"
+#include "kernels/common.hpp"
 
 namespace ember::cuda {
 
@@ -20,6 +21,20 @@ inline constexpr int kBlock = 256;
 inline unsigned grid_for(int64_t n) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   return static_cast<unsigned>(blocks < 65535 * 16 ? (blocks > 0 ? blocks : 1) : 65535 * 16);
+}
+
+// ---- dtype dispatch (host): src/kernels/common.hpp, naming this backend in errors ----
+using kernels::Tag;
+
+/// Calls f(Tag<T>{}) for f32/f64; `op` names the kernel in the error for anything else.
+template <typename F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  kernels::dispatch_float(t, op, "CUDA", f);
+}
+/// f32/f64/i32/i64.
+template <typename F>
+void dispatch_numeric(DType t, const char* op, F&& f) {
+  kernels::dispatch_numeric(t, op, "CUDA", f);
 }
 
 // ---- slot functions, same signatures as backend::Backend ----
@@ -60,10 +75,10 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
 }  // namespace ember::cuda
 
 /// Checks a CUDA runtime call; the error names the call. Example: EMBER_CUDA_CHECK(cudaFree(p));
-#define EMBER_CUDA_CHECK(call)                                                    \
-  do {                                                                            \
-    const cudaError_t ember_cuda_err_ = (call);                                   \
-    if (ember_cuda_err_ != cudaSuccess)                                           \
+#define EMBER_CUDA_CHECK(call)                                                     \
+  do {                                                                             \
+    const cudaError_t ember_cuda_err_ = (call);                                    \
+    if (ember_cuda_err_ != cudaSuccess)                                            \
       ::ember::cuda::throw_cuda_error(#call, ember_cuda_err_, __FILE__, __LINE__); \
   } while (0)
 

@@ -245,17 +245,6 @@ __global__ void avg_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
 
 // ---- launch helpers ----
 
-template <typename F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f64) {
-    f(double{});
-    return;
-  }
-  EMBER_CHECK(t == DType::f32, op, ": the CUDA kernel supports f32 and f64 (got ", dtype_name(t),
-              ")");
-  f(float{});
-}
-
 // Calls f(Idx{}) with int32_t when every index below `largest` fits, else int64_t. The
 // margin covers the padded coordinates the kernels form (pad + dilated kernel extent).
 template <typename F>
@@ -278,7 +267,7 @@ void im2col(const Window2d& w, const View& columns, const View& in) {
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(columns.data));
   dispatch_float(in.dtype, "im2col", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       im2col_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
@@ -293,7 +282,7 @@ void col2im(const Window2d& w, const View& grad_in, const View& columns) {
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(grad_in.data));
   dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, columns.numel()), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       col2im_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
@@ -308,7 +297,7 @@ void max_pool2d(const Window2d& w, const View& out, const View& indices, const V
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(out.data));
   dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       max_pool_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
@@ -325,7 +314,7 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(grad_in.data));
   dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       max_pool_backward_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
@@ -341,7 +330,7 @@ void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_i
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(out.data));
   dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       avg_pool_kernel<T, Idx>
@@ -358,7 +347,7 @@ void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
   if (total == 0) return;
   const cudaStream_t s = stream(kernel_device(grad_in.data));
   dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
       avg_pool_backward_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(

@@ -10,14 +10,52 @@
 #include <cmath>
 
 #include "cuda/loops.cuh"
+#include "kernels/elementwise.hpp"
 
 namespace ember::cuda {
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
-constexpr double kGeluKappa = 0.044715;
+// The device math library as the policy of the shared formulas (src/kernels/elementwise.hpp).
+struct DeviceMath {
+  template <typename T>
+  __device__ static T exp(T x) {
+    return ::exp(x);
+  }
+  template <typename T>
+  __device__ static T log(T x) {
+    return ::log(x);
+  }
+  template <typename T>
+  __device__ static T tanh(T x) {
+    return ::tanh(x);
+  }
+  template <typename T>
+  __device__ static T erf(T x) {
+    return ::erf(x);
+  }
+  template <typename T>
+  __device__ static T sqrt(T x) {
+    return ::sqrt(x);
+  }
+  template <typename T>
+  __device__ static T abs(T x) {
+    return ::fabs(x);
+  }
+  template <typename T>
+  __device__ static T pow(T x, T y) {
+    return ::pow(x, y);
+  }
+};
+
+template <typename T, UnaryOp Op>
+__device__ __forceinline__ T unary_apply(T x, T a, T b) {
+  return kernels::unary_apply<DeviceMath, T, Op>(x, a, b);
+}
+
+template <typename T, BinaryOp Op>
+__device__ __forceinline__ kernels::BinaryResult<T, Op> binary_apply(T a, T b) {
+  return kernels::binary_apply<DeviceMath, T, Op>(a, b);
+}
 
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {
@@ -70,67 +108,6 @@ __global__ void where_kernel(Geometry<4> g, U* out, const uint8_t* cond, const U
 }
 
 // ---- unary ----
-template <typename T>
-__device__ __forceinline__ T sigmoid_of(T x) {
-  return T(1) / (T(1) + exp(-x));
-}
-
-template <typename T, UnaryOp Op>
-__device__ __forceinline__ T unary_apply(T x, T a, T b) {
-  if constexpr (Op == UnaryOp::neg)
-    return -x;
-  else if constexpr (Op == UnaryOp::abs)
-    return fabs(x);
-  else if constexpr (Op == UnaryOp::sqrt)
-    return sqrt(x);
-  else if constexpr (Op == UnaryOp::rsqrt)
-    return T(1) / sqrt(x);
-  else if constexpr (Op == UnaryOp::square)
-    return x * x;
-  else if constexpr (Op == UnaryOp::exp)
-    return exp(x);
-  else if constexpr (Op == UnaryOp::log)
-    return log(x);
-  else if constexpr (Op == UnaryOp::sign)
-    return T((T(0) < x) - (x < T(0)));
-  else if constexpr (Op == UnaryOp::relu)
-    return x < T(0) ? T(0) : x;
-  else if constexpr (Op == UnaryOp::sigmoid)
-    return sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::tanh)
-    return tanh(x);
-  else if constexpr (Op == UnaryOp::gelu_erf)
-    return T(0.5) * x * (T(1) + erf(x * T(kSqrt1_2)));
-  else if constexpr (Op == UnaryOp::gelu_tanh)
-    return T(0.5) * x * (T(1) + tanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x)));
-  else if constexpr (Op == UnaryOp::silu)
-    return x * sigmoid_of(x);
-  else if constexpr (Op == UnaryOp::affine)
-    return x * a + b;
-  else if constexpr (Op == UnaryOp::pow_scalar)
-    return a == T(2) ? x * x : a == T(1) ? x : a == T(-1) ? T(1) / x : pow(x, a);
-  else if constexpr (Op == UnaryOp::clamp) {
-    const T y = x < a ? a : x;  // NaN passes through both comparisons
-    return y > b ? b : y;
-  } else if constexpr (Op == UnaryOp::relu_grad)
-    return x > T(0) ? T(1) : T(0);
-  else if constexpr (Op == UnaryOp::gelu_erf_grad) {
-    const T cdf = T(0.5) * (T(1) + erf(x * T(kSqrt1_2)));
-    const T pdf = T(kInvSqrt2Pi) * exp(T(-0.5) * x * x);
-    return cdf + x * pdf;
-  } else if constexpr (Op == UnaryOp::gelu_tanh_grad) {
-    const T t = tanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x));
-    const T inner_grad = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x * x);
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * inner_grad;
-  } else if constexpr (Op == UnaryOp::silu_grad) {
-    const T s = sigmoid_of(x);
-    return s * (T(1) + x * (T(1) - s));
-  } else if constexpr (Op == UnaryOp::clamp_mask)
-    return (a <= x && x <= b) ? T(1) : T(0);
-  else
-    static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
-}
-
 template <typename T, UnaryOp Op>
 __global__ void unary_kernel(Geometry<2> g, T* out, const T* in, T a, T b) {
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
@@ -185,103 +162,15 @@ __global__ void logical_not_kernel(Geometry<2> g, bool* out, const T* in) {
 
 template <typename T>
 void unary_typed(UnaryOp op, const Geometry<2>& g, T* out, const T* in, T a, T b, cudaStream_t st) {
-  switch (op) {
-#define EMBER_UNARY_CASE(name) \
-  case UnaryOp::name: return run_unary<T, UnaryOp::name>(g, out, in, a, b, st);
-    EMBER_UNARY_CASE(neg)
-    EMBER_UNARY_CASE(abs)
-    EMBER_UNARY_CASE(sqrt)
-    EMBER_UNARY_CASE(rsqrt)
-    EMBER_UNARY_CASE(square)
-    EMBER_UNARY_CASE(exp)
-    EMBER_UNARY_CASE(log)
-    EMBER_UNARY_CASE(sign)
-    EMBER_UNARY_CASE(relu)
-    EMBER_UNARY_CASE(sigmoid)
-    EMBER_UNARY_CASE(tanh)
-    EMBER_UNARY_CASE(gelu_erf)
-    EMBER_UNARY_CASE(gelu_tanh)
-    EMBER_UNARY_CASE(silu)
-    EMBER_UNARY_CASE(affine)
-    EMBER_UNARY_CASE(pow_scalar)
-    EMBER_UNARY_CASE(clamp)
-    EMBER_UNARY_CASE(relu_grad)
-    EMBER_UNARY_CASE(gelu_erf_grad)
-    EMBER_UNARY_CASE(gelu_tanh_grad)
-    EMBER_UNARY_CASE(silu_grad)
-    EMBER_UNARY_CASE(clamp_mask)
-#undef EMBER_UNARY_CASE
-    case UnaryOp::logical_not:
-    case UnaryOp::count: break;
-  }
-  EMBER_ASSERT(false, "unary: unhandled op ", static_cast<int>(op));
+  const bool known = kernels::visit_unary(
+      op, [&](auto c) { run_unary<T, decltype(c)::value>(g, out, in, a, b, st); });
+  EMBER_ASSERT(known, "unary: unhandled op ", static_cast<int>(op));
 }
-static_assert(static_cast<int>(UnaryOp::count) == 23, "a UnaryOp was added: handle it here");
 
 // ---- binary ----
-constexpr bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
-         op == BinaryOp::gt || op == BinaryOp::ge;
-}
-
+using kernels::is_comparison;
 template <typename T, BinaryOp Op>
-using ResultOf = std::conditional_t<is_comparison(Op), bool, T>;
-
-// Integer + - * wrap around (two's complement), as the CPU kernel and PyTorch.
-template <typename T>
-__device__ __forceinline__ T wrap(T a, T b, BinaryOp op) {
-  using U = std::make_unsigned_t<T>;
-  const U x = static_cast<U>(a), y = static_cast<U>(b);
-  return static_cast<T>(op == BinaryOp::add ? U(x + y) : op == BinaryOp::sub ? U(x - y) : U(x * y));
-}
-
-template <typename T, BinaryOp Op>
-__device__ __forceinline__ ResultOf<T, Op> binary_apply(T a, T b) {
-  constexpr bool kInt = std::is_integral_v<T>;
-  if constexpr (Op == BinaryOp::add || Op == BinaryOp::sub || Op == BinaryOp::mul) {
-    if constexpr (kInt)
-      return wrap(a, b, Op);
-    else if constexpr (Op == BinaryOp::add)
-      return a + b;
-    else if constexpr (Op == BinaryOp::sub)
-      return a - b;
-    else
-      return a * b;
-  } else if constexpr (Op == BinaryOp::div) {
-    if constexpr (kInt) {
-      if (b == 0) return T(0);  // x/0 gives 0 and MIN/-1 wraps, as the CPU kernel
-      if (b == T(-1)) return wrap(T(0), a, BinaryOp::sub);
-      return a / b;
-    } else {
-      return a / b;
-    }
-  } else if constexpr (Op == BinaryOp::pow) {
-    return pow(a, b);
-  } else if constexpr (Op == BinaryOp::maximum) {
-    if constexpr (kInt)
-      return a > b ? a : b;
-    else
-      return a != a ? a : (a > b ? a : b);  // NaN in either operand propagates
-  } else if constexpr (Op == BinaryOp::minimum) {
-    if constexpr (kInt)
-      return a < b ? a : b;
-    else
-      return a != a ? a : (a < b ? a : b);
-  } else if constexpr (Op == BinaryOp::eq)
-    return a == b;
-  else if constexpr (Op == BinaryOp::ne)
-    return a != b;
-  else if constexpr (Op == BinaryOp::lt)
-    return a < b;
-  else if constexpr (Op == BinaryOp::le)
-    return a <= b;
-  else if constexpr (Op == BinaryOp::gt)
-    return a > b;
-  else if constexpr (Op == BinaryOp::ge)
-    return a >= b;
-  else
-    static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
-}
+using ResultOf = kernels::BinaryResult<T, Op>;
 
 template <typename T, BinaryOp Op, typename R = ResultOf<T, Op>>
 __global__ void binary_kernel(Geometry<3> g, R* out, const T* a, const T* b) {
@@ -332,43 +221,6 @@ void run_binary(const Geometry<3>& g, void* out_ptr, const T* a, const T* b, cud
   binary_kernel<T, Op><<<grid_for(g.numel), kBlock, 0, st>>>(g, out, a, b);
   EMBER_CUDA_LAUNCH_CHECK();
 }
-
-template <typename T>
-void binary_arithmetic(BinaryOp op, const Geometry<3>& g, void* out, const T* a, const T* b,
-                       cudaStream_t st) {
-  switch (op) {
-    case BinaryOp::add: return run_binary<T, BinaryOp::add>(g, out, a, b, st);
-    case BinaryOp::sub: return run_binary<T, BinaryOp::sub>(g, out, a, b, st);
-    case BinaryOp::mul: return run_binary<T, BinaryOp::mul>(g, out, a, b, st);
-    case BinaryOp::div: return run_binary<T, BinaryOp::div>(g, out, a, b, st);
-    case BinaryOp::maximum: return run_binary<T, BinaryOp::maximum>(g, out, a, b, st);
-    case BinaryOp::minimum: return run_binary<T, BinaryOp::minimum>(g, out, a, b, st);
-    case BinaryOp::pow:
-      if constexpr (std::is_floating_point_v<T>)
-        return run_binary<T, BinaryOp::pow>(g, out, a, b, st);
-      break;
-    default: break;
-  }
-  EMBER_CHECK(false, "binary: pow supports f32 and f64 only");
-}
-
-template <typename T>
-void binary_comparison(BinaryOp op, const Geometry<3>& g, void* out, const void* a_ptr,
-                       const void* b_ptr, cudaStream_t st) {
-  const T* a = static_cast<const T*>(a_ptr);
-  const T* b = static_cast<const T*>(b_ptr);
-  switch (op) {
-    case BinaryOp::eq: return run_binary<T, BinaryOp::eq>(g, out, a, b, st);
-    case BinaryOp::ne: return run_binary<T, BinaryOp::ne>(g, out, a, b, st);
-    case BinaryOp::lt: return run_binary<T, BinaryOp::lt>(g, out, a, b, st);
-    case BinaryOp::le: return run_binary<T, BinaryOp::le>(g, out, a, b, st);
-    case BinaryOp::gt: return run_binary<T, BinaryOp::gt>(g, out, a, b, st);
-    case BinaryOp::ge: return run_binary<T, BinaryOp::ge>(g, out, a, b, st);
-    default: break;
-  }
-  EMBER_ASSERT(false, "binary: not a comparison ", static_cast<int>(op));
-}
-static_assert(static_cast<int>(BinaryOp::count) == 13, "a BinaryOp was added: handle it here");
 
 template <typename T>
 __global__ void bias_rows_kernel(T* c, const T* bias, int64_t batch_stride_c, int64_t m, int64_t n,
@@ -460,27 +312,23 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b) {
   const Geometry<3> g = make_geometry(out.shape, strides);
   if (is_comparison(op)) {
     EMBER_ASSERT(out.dtype == DType::boolean, "binary: comparisons write bool");
-    if (g.numel == 0) return;
-    cudaStream_t st = stream_for(out.data);
-    switch (a.dtype) {
-      case DType::f32: return binary_comparison<float>(op, g, out.data, a.data, b.data, st);
-      case DType::f64: return binary_comparison<double>(op, g, out.data, a.data, b.data, st);
-      case DType::i32: return binary_comparison<int32_t>(op, g, out.data, a.data, b.data, st);
-      case DType::i64: return binary_comparison<int64_t>(op, g, out.data, a.data, b.data, st);
-      case DType::u8:
-      case DType::boolean: return binary_comparison<uint8_t>(op, g, out.data, a.data, b.data, st);
-      default: break;
-    }
-    EMBER_CHECK(false, "binary: comparisons support f32, f64, i32, i64, u8 and bool (got ",
-                dtype_name(a.dtype), ")");
+  } else {
+    EMBER_ASSERT(out.dtype == a.dtype, "binary: output dtype differs from the inputs'");
   }
-  EMBER_ASSERT(out.dtype == a.dtype, "binary: output dtype differs from the inputs'");
-  dispatch_numeric(a.dtype, "binary", [&](auto tag) {
+  // Comparisons read any numeric dtype (u8 for bool) and write bool; arithmetic writes T.
+  auto run = [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (g.numel == 0) return;
-    binary_arithmetic<T>(op, g, out.data, static_cast<const T*>(a.data),
-                         static_cast<const T*>(b.data), stream_for(out.data));
-  });
+    const bool known = kernels::visit_binary<T>(op, [&](auto c) {
+      run_binary<T, decltype(c)::value>(g, out.data, static_cast<const T*>(a.data),
+                                        static_cast<const T*>(b.data), stream_for(out.data));
+    });
+    EMBER_CHECK(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
+  };
+  if (is_comparison(op))
+    kernels::dispatch_comparison(a.dtype, "CUDA", run);
+  else
+    dispatch_numeric(a.dtype, "binary", run);
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {

@@ -26,23 +26,15 @@
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
 #include "ember/error.hpp"
+#include "kernels/index.hpp"
 
 namespace ember::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
 
-struct Layout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
-
-Layout layout_of(const Shape& shape, int dim) {
-  Layout l;
-  for (int d = 0; d < dim; ++d) l.outer *= shape[d];
-  l.size = shape[dim];
-  for (int d = dim + 1; d < shape.size(); ++d) l.inner *= shape[d];
-  return l;
-}
+using Layout = kernels::IndexLayout;  // [O, S, I] around the indexed dim
+using kernels::layout_of;
 
 // The per-device bad-index flag in device memory (Note [Index range check on the device]).
 // Made once per device, never freed (4 bytes).
@@ -104,40 +96,6 @@ RangeCheck begin_check(const View& index, int64_t size, int device, DeviceErrorO
 // Nothing to wait for: a bad index surfaces at the next synchronisation (Note [Index range
 // check on the device]), so the slot reports success.
 bool end_check(const RangeCheck&) { return true; }
-
-template <typename F>
-decltype(auto) dispatch_index(DType t, F&& f) {
-  if (t == DType::i32) return f(int32_t{});
-  EMBER_CHECK(t == DType::i64, "index: index tensors must be i64 or i32 (got ", dtype_name(t), ")");
-  return f(int64_t{});
-}
-
-// Element types that only move (index_select, gather): an unsigned type of the same size.
-template <typename F>
-void dispatch_bytes(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
-    default: break;
-  }
-  EMBER_ASSERT(false, "index: unexpected element size ", bytes);
-}
-
-// f32/f64/i32/i64 (the accumulating kernels).
-template <typename F>
-void dispatch_numeric(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    case DType::i32: f(int32_t{}); return;
-    case DType::i64: f(int64_t{}); return;
-    default: break;
-  }
-  EMBER_CHECK(false, op, ": the CUDA kernel supports f32, f64, i32 and i64 (got ", dtype_name(t),
-              ")");
-}
 
 __device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
@@ -267,8 +225,8 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   const int64_t count = index.numel();
   if (count == 0) return true;
   const int device = kernel_device(index.data);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
-    using I = decltype(index_tag);
+  return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
+    using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexSelect, dim);
     const int64_t row_bytes = l.inner * static_cast<int64_t>(element_size(in.dtype));
     if (out.numel() > 0) {
@@ -293,13 +251,13 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
   const int64_t count = index.numel();
   if (count == 0) return true;
   const int device = kernel_device(index.data);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
-    using I = decltype(index_tag);
+  return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
+    using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
     const int64_t total = l.outer * count * l.inner;
     if (total > 0) {
       dispatch_numeric(out.dtype, "index_add", [&](auto tag) {
-        using T = decltype(tag);
+        using T = typename decltype(tag)::type;
         index_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
             static_cast<T*>(out.data), static_cast<const T*>(src.data),
             static_cast<const I*>(index.data), l.outer, count, l.size, l.inner, rc.flag);
@@ -326,11 +284,11 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   }
   w.dim_stride = in.strides[dim];
   const int device = kernel_device(index.data);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
-    using I = decltype(index_tag);
+  return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
+    using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, in.shape[dim], device, kGather, dim);
-    dispatch_bytes(element_size(in.dtype), [&](auto tag) {
-      using U = decltype(tag);
+    kernels::dispatch_bytes(element_size(in.dtype), [&](auto tag) {
+      using U = typename decltype(tag)::type;
       gather_kernel<U, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
           static_cast<U*>(out.data), static_cast<const U*>(in.data),
           static_cast<const I*>(index.data), w, total, rc.flag);
@@ -355,11 +313,11 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
   }
   w.dim_stride = out.strides[dim];
   const int device = kernel_device(index.data);
-  return dispatch_index(index.dtype, [&](auto index_tag) {
-    using I = decltype(index_tag);
+  return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
+    using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, out.shape[dim], device, kScatterAdd, dim);
     dispatch_numeric(out.dtype, "scatter_add", [&](auto tag) {
-      using T = decltype(tag);
+      using T = typename decltype(tag)::type;
       scatter_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
           static_cast<T*>(out.data), static_cast<const T*>(src.data),
           static_cast<const I*>(index.data), w, total, rc.flag);

@@ -61,7 +61,7 @@ void softmax_backward(const View& grad_in, const View& grad_out, const View& out
 // gemm.cpp (cuBLASLt)
 void gemm(const GemmArgs& args);
 
-// random.cu (Philox, Note [Random streams] in src/cpu/philox.hpp)
+// random.cu (Philox, Note [Random streams] in src/kernels/random.hpp)
 void uniform(const View& out, uint64_t seed, uint64_t offset, double lo, double hi);
 void normal(const View& out, uint64_t seed, uint64_t offset, double mean, double std);
 void dropout(const View& out, const View& mask, const View& in, double p, uint64_t seed,

@@ -20,49 +20,12 @@
 
 namespace ember::cuda {
 
-// ---- dtype dispatch (host) ----
-template <typename T>
-struct Tag {
-  using type = T;
-};
+// ---- dtype dispatch (host; dispatch_float and dispatch_numeric are in common.cuh) ----
 
 /// Calls f(Tag<T>{}) with T the device type of `t` (__half, __nv_bfloat16, bool, ...).
 template <typename F>
 void dispatch_all(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::f16: return f(Tag<__half>{});
-    case DType::bf16: return f(Tag<__nv_bfloat16>{});
-    case DType::i32: return f(Tag<int32_t>{});
-    case DType::i64: return f(Tag<int64_t>{});
-    case DType::u8: return f(Tag<uint8_t>{});
-    case DType::boolean: return f(Tag<bool>{});
-  }
-  EMBER_ASSERT(false, "unknown dtype ", static_cast<int>(t));
-}
-
-/// f32/f64; `op` names the kernel in the error for anything else.
-template <typename F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f64) return f(Tag<double>{});
-  EMBER_CHECK(t == DType::f32, op, ": the CUDA kernel supports f32 and f64 (got ", dtype_name(t),
-              ")");
-  return f(Tag<float>{});
-}
-
-/// f32/f64/i32/i64.
-template <typename F>
-void dispatch_numeric(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::i32: return f(Tag<int32_t>{});
-    case DType::i64: return f(Tag<int64_t>{});
-    default: break;
-  }
-  EMBER_CHECK(false, op, ": the CUDA kernel supports f32, f64, i32 and i64 (got ", dtype_name(t),
-              ")");
+  kernels::dispatch_all<__half, __nv_bfloat16>(t, f);
 }
 
 // ---- casts (device), as the CPU's cast<To>(From) in src/cpu/loops.hpp ----

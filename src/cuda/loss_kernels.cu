@@ -128,22 +128,6 @@ __global__ void backward_kernel(T* __restrict gi, const T* __restrict g, bool pe
   }
 }
 
-template <typename F>
-void dispatch_label(DType t, F&& f) {
-  if (t == DType::i32) return f(int32_t{});
-  EMBER_CHECK(t == DType::i64, "cross_entropy: target dtype ", dtype_name(t),
-              " (expected i64 or i32 class indices)");
-  return f(int64_t{});
-}
-
-template <typename F>
-void dispatch_real(DType t, F&& f) {
-  if (t == DType::f64) return f(double{});
-  EMBER_CHECK(t == DType::f32, "cross_entropy: the CUDA kernel supports f32 and f64 (got ",
-              dtype_name(t), ")");
-  return f(float{});
-}
-
 unsigned row_grid(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, (n + kRowsPerBlock - 1) / kRowsPerBlock));
 }
@@ -158,10 +142,10 @@ void cross_entropy_forward(const View& loss_rows, const View& lse, const View& t
   const int device = kernel_device(logits.data);
   cudaStream_t st = stream(device);
   DeviceError* error = device_error_record(device);
-  dispatch_label(target.dtype, [&](auto label_tag) {
-    using I = decltype(label_tag);
-    dispatch_real(logits.dtype, [&](auto tag) {
-      using T = decltype(tag);
+  kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
+    using I = typename decltype(label_tag)::type;
+    dispatch_float(logits.dtype, "cross_entropy", [&](auto tag) {
+      using T = typename decltype(tag)::type;
       const I* t = static_cast<const I*>(target.data);
       if (n > 0) {
         forward_kernel<T, I><<<row_grid(n), kBlock, 0, st>>>(
@@ -187,10 +171,10 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
   const int device = kernel_device(logits.data);
   cudaStream_t st = stream(device);
   const bool per_row = grad_loss.shape.size() == 1;
-  dispatch_label(target.dtype, [&](auto label_tag) {
-    using I = decltype(label_tag);
-    dispatch_real(logits.dtype, [&](auto tag) {
-      using T = decltype(tag);
+  kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
+    using I = typename decltype(label_tag)::type;
+    dispatch_float(logits.dtype, "cross_entropy", [&](auto tag) {
+      using T = typename decltype(tag)::type;
       backward_kernel<T, I><<<row_grid(n), kBlock, 0, st>>>(
           static_cast<T*>(grad_logits.data), static_cast<const T*>(grad_loss.data), per_row,
           static_cast<const T*>(count.data), static_cast<const T*>(logits.data),

@@ -115,17 +115,6 @@ __global__ void affine_kernel(T* __restrict out, const T* __restrict a, const T*
   }
 }
 
-template <typename F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f64) {
-    f(double{});
-    return;
-  }
-  EMBER_CHECK(t == DType::f32, op, ": the CUDA kernel supports f32 and f64 (got ", dtype_name(t),
-              ")");
-  f(float{});
-}
-
 struct Nc3 {
   int64_t n, c, s;
 };
@@ -147,7 +136,7 @@ void batch_norm_stats(const View& mean, const View& var, const View& in) {
   const cudaStream_t st = stream(kernel_device(mean.data));
   const ChannelWalk w = walk_of(d, "batch_norm_stats");
   dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     stats_kernel<T><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
         static_cast<T*>(mean.data), static_cast<T*>(var.data), static_cast<const T*>(in.data), w,
         static_cast<uint32_t>(d.n * d.s));
@@ -162,7 +151,7 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
   const cudaStream_t st = stream(kernel_device(sum_g.data));
   const ChannelWalk w = walk_of(d, "batch_norm_backward_reduce");
   dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     backward_reduce_kernel<T><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
         static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
         static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
@@ -178,7 +167,7 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   if (total == 0) return;
   const cudaStream_t st = stream(kernel_device(out.data));
   dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     affine_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(out.data), static_cast<const T*>(a.data),
         static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),

@@ -31,6 +31,7 @@
 
 #include "cuda/common.cuh"
 #include "ember/error.hpp"
+#include "kernels/optim.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -120,32 +121,8 @@ __device__ inline bool aligned16(const void* p) {
 
 // ---- Adam / AdamW (formulas: src/cpu/optim_kernels.cpp) ----
 
-template <typename T>
-struct AdamScalars {
-  T sign, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2;
-  T bias_correction2_sqrt, eps, neg_step_size, decay;
-  bool l2, amsgrad;
-};
-
-template <typename T>
-AdamScalars<T> adam_scalars(const AdamArgs& a) {
-  const double t = static_cast<double>(a.step);
-  const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
-  const double step_size = a.lr / bias_correction1;
-  return {.sign = T(a.maximize ? -1 : 1),
-          .weight_decay = T(a.weight_decay),
-          .beta1 = T(a.beta1),
-          .one_minus_beta1 = T(1.0 - a.beta1),
-          .beta2 = T(a.beta2),
-          .one_minus_beta2 = T(1.0 - a.beta2),
-          .bias_correction2_sqrt = T(std::sqrt(bias_correction2)),
-          .eps = T(a.eps),
-          .neg_step_size = T(-step_size),
-          .decay = T(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0),
-          .l2 = !a.decoupled_weight_decay && a.weight_decay != 0.0,
-          .amsgrad = a.amsgrad};
-}
+using kernels::adam_scalars;
+using kernels::AdamScalars;
 
 template <typename T>
 __device__ inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
@@ -202,11 +179,8 @@ __global__ void __launch_bounds__(kOptimThreads)
 
 // ---- SGD (formulas: src/cpu/optim_kernels.cpp) ----
 
-template <typename T>
-struct SgdScalars {
-  T sign, weight_decay, momentum, one_minus_dampening, neg_lr;
-  bool l2, use_momentum, first, nesterov;
-};
+using kernels::sgd_scalars;
+using kernels::SgdScalars;
 
 template <typename T>
 __device__ inline void sgd_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
@@ -343,17 +317,6 @@ double* partials_for(int device, int64_t count) {
   return buffers[device];
 }
 
-template <typename F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  if (t == DType::f64) {
-    f(double{});
-    return;
-  }
-  EMBER_CHECK(t == DType::f32, op, ": unsupported dtype (got ", dtype_name(t),
-              ", expected f32 or f64)");
-  f(float{});
-}
-
 int device_of_slots(const OptimSlot* slots, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
     if (slots[i].numel > 0) return kernel_device(slots[i].param);
@@ -380,7 +343,7 @@ void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const A
   }
   const int64_t chunk = chunk_for(total);
   dispatch_float(dtype, "adam_step", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     const AdamScalars<T> s = adam_scalars<T>(args);
     multi_tensor_apply<5>(
         count, chunk,
@@ -410,16 +373,8 @@ void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const Sg
   }
   const int64_t chunk = chunk_for(total);
   dispatch_float(dtype, "sgd_step", [&](auto tag) {
-    using T = decltype(tag);
-    const SgdScalars<T> s{.sign = T(args.maximize ? -1 : 1),
-                          .weight_decay = T(args.weight_decay),
-                          .momentum = T(args.momentum),
-                          .one_minus_dampening = T(1.0 - args.dampening),
-                          .neg_lr = T(-args.lr),
-                          .l2 = args.weight_decay != 0.0,
-                          .use_momentum = use_momentum,
-                          .first = args.first_step,
-                          .nesterov = args.nesterov};
+    using T = typename decltype(tag)::type;
+    const SgdScalars<T> s = sgd_scalars<T>(args);
     multi_tensor_apply<3>(
         count, chunk,
         [&](int64_t t, int d) {
@@ -471,7 +426,7 @@ void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int
   for (int64_t i = 0; i < count; ++i) blocks_total += (numels[i] + chunk - 1) / chunk;
   double* partials = partials_for(device, std::max<int64_t>(blocks_total, 1));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     multi_tensor_apply<1>(
         count, chunk, [&](int64_t t, int) { return grads[t]; },
         [&](int64_t t) { return numels[t]; },
@@ -491,7 +446,7 @@ void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, 
   const cudaStream_t st = stream(kernel_device(total_norm));
   const int64_t chunk = chunk_for(total_of(numels, count));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     multi_tensor_apply<1>(
         count, chunk, [&](int64_t t, int) { return grads[t]; },
         [&](int64_t t) { return numels[t]; },

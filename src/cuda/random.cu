@@ -1,11 +1,11 @@
 // src/cuda/random.cu — uniform, normal and dropout from counter-based Philox on CUDA.
 //
-// The generator and the value transforms are the CPU's own (src/cpu/philox.hpp, compiled
+// The generator and the value transforms are the CPU's own (src/kernels/random.hpp, compiled
 // here as __host__ __device__): element i, in row-major order of the output, draws block
 // (seed, offset + i) (Note [Random streams]), so a seed gives the same values on every
 // device. f16/bf16 outputs are drawn as f32 and rounded, as on the CPU.
-#include "cpu/philox.hpp"
 #include "cuda/loops.cuh"
+#include "kernels/random.hpp"
 
 namespace ember::cuda {
 namespace {

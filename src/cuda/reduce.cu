@@ -1,15 +1,15 @@
 // src/cuda/reduce.cu — reductions (sum, mean, max, min, prod, argmax, argmin), variance,
 // softmax / log_softmax and their backward on CUDA.
 //
-// Reductions follow the CPU kernel (src/cpu/reduce.cpp): `in` is reduced over the dims where
-// out.shape == 1 and in.shape != 1; a plan collapses kept and reduced dims. Work items are
-// (output, chunk) pairs: each group of `group` elements is cut into `chunks` fixed chunks so
-// that a few large groups still fill the GPU. When the innermost dim is reduced a warp runs
-// an item (lanes stride through the chunk, coalesced); when it is kept one thread runs an
-// item (neighbouring threads read neighbouring columns). With one chunk the item writes the
-// output; otherwise items write partial accumulators to a scratch buffer and a second kernel
-// merges them in chunk order (deterministic). f32 sums accumulate in f64; max/min propagate
-// NaN; argmax/argmin keep the first index on ties and treat NaN as the extreme (PyTorch).
+// Reductions share the CPU kernel's plan and reducers (src/kernels/reduce.hpp): `in` is reduced
+// over the dims where out.shape == 1 and in.shape != 1; a plan collapses kept and reduced dims.
+// Work items are (output, chunk) pairs: each group of `group` elements is cut into `chunks` fixed
+// chunks so that a few large groups still fill the GPU. When the innermost dim is reduced a warp
+// runs an item (lanes stride through the chunk, coalesced); when it is kept one thread runs an item
+// (neighbouring threads read neighbouring columns). With one chunk the item writes the output;
+// otherwise items write partial accumulators to a scratch buffer and a second kernel merges them in
+// chunk order (deterministic). f32 sums accumulate in f64; max/min propagate NaN; argmax/argmin
+// keep the first index on ties and treat NaN as the extreme (PyTorch).
 //
 // Softmax works on a contiguous [O, D, I] tensor (D: the softmax dim). I == 1: a warp (D up
 // to kWarpRow) or a 256-thread block per row; I > 1: one thread per (o, i) column. Sums in
@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "cuda/loops.cuh"
+#include "kernels/reduce.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -26,201 +27,17 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int64_t kWarpRow = 1024;  // softmax rows up to this many elements: a warp each
 
-// ---- the plan (as make_plan in src/cpu/reduce.cpp; a size-0 reduced dim gives group 0,
-// and each output is then finish(init), as on the CPU) ----
-struct Plan {
-  int kept = 0, reduced = 0;
-  int64_t kept_size[kMaxRank], kept_in[kMaxRank], kept_out[kMaxRank];
-  int64_t red_size[kMaxRank], red_in[kMaxRank];
-  int64_t outputs = 1, group = 1;
-  bool innermost_reduced = true;
-};
-
-Plan make_plan(const View& out, const View& in) {
-  EMBER_ASSERT(out.shape.size() == in.shape.size(), "reduce: out must keep in's rank (got ",
-               out.shape.size(), " and ", in.shape.size(), ")");
-  struct Dim {
-    int64_t size, in_stride, out_stride;
-    bool reduced;
-  };
-  Dim dims[kMaxRank];
-  int n = 0;
-  for (int d = in.shape.size() - 1; d >= 0; --d) {
-    const int64_t size = in.shape[d];
-    if (size == 1) continue;
-    const bool reduced = out.shape[d] == 1;
-    const int64_t out_stride = reduced ? 0 : out.strides[d];
-    if (n > 0 && dims[n - 1].reduced == reduced &&
-        in.strides[d] == dims[n - 1].in_stride * dims[n - 1].size &&
-        out_stride == dims[n - 1].out_stride * dims[n - 1].size) {
-      dims[n - 1].size *= size;
-      continue;
-    }
-    dims[n++] = {size, in.strides[d], out_stride, reduced};
-  }
-  Plan plan;
-  plan.innermost_reduced = n == 0 || dims[0].reduced;
-  for (int i = n - 1; i >= 0; --i) {
-    if (dims[i].reduced) {
-      plan.red_size[plan.reduced] = dims[i].size;
-      plan.red_in[plan.reduced++] = dims[i].in_stride;
-      plan.group *= dims[i].size;
-    } else {
-      plan.kept_size[plan.kept] = dims[i].size;
-      plan.kept_in[plan.kept] = dims[i].in_stride;
-      plan.kept_out[plan.kept++] = dims[i].out_stride;
-      plan.outputs *= dims[i].size;
-    }
-  }
-  if (plan.kept == 0) plan.innermost_reduced = true;
-  return plan;
-}
-
-__device__ __forceinline__ void kept_offsets(const Plan& p, int64_t o, int64_t& in_off,
-                                             int64_t& out_off) {
-  in_off = out_off = 0;
-  for (int d = p.kept - 1; d >= 0; --d) {
-    const int64_t idx = o % p.kept_size[d];
-    o /= p.kept_size[d];
-    in_off += idx * p.kept_in[d];
-    out_off += idx * p.kept_out[d];
-  }
-}
-
-__device__ __forceinline__ int64_t reduced_offset(const Plan& p, int64_t pos) {
-  if (p.reduced == 1) return pos * p.red_in[0];
-  int64_t off = 0;
-  for (int d = p.reduced - 1; d >= 0; --d) {
-    off += pos % p.red_size[d] * p.red_in[d];
-    pos /= p.red_size[d];
-  }
-  return off;
-}
-
-// ---- reducers: init (may read the output slot), step, merge, finish ----
-template <typename T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-template <typename A>
-__device__ __forceinline__ A add_acc(A a, A b) {
-  if constexpr (std::is_integral_v<A>)
-    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else
-    return a + b;
-}
-
-template <typename T>
-__device__ __forceinline__ T max_nan(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return (b > a || b != b) ? b : a;
-  else
-    return b > a ? b : a;
-}
-template <typename T>
-__device__ __forceinline__ T min_nan(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return (b < a || b != b) ? b : a;
-  else
-    return b < a ? b : a;
-}
-
-template <typename T, bool Mean>
-struct SumReducer {
-  using Acc = SumAcc<T>;
-  using Out = T;
-  __device__ Acc init(const Out*) const { return Acc(0); }
-  __device__ void step(Acc& a, T x, int64_t) const { a = add_acc(a, static_cast<Acc>(x)); }
-  __device__ void merge(Acc& a, const Acc& b) const { a = add_acc(a, b); }
-  __device__ Out finish(const Acc& a, int64_t count) const {
-    if constexpr (Mean)
-      return static_cast<Out>(a / static_cast<Acc>(count));
-    else
-      return static_cast<Out>(a);
-  }
-};
-
-template <typename T>
-struct ProdReducer {
-  using Acc = SumAcc<T>;
-  using Out = T;
-  __device__ static Acc mul(Acc a, Acc b) {
-    if constexpr (std::is_integral_v<Acc>)
-      return static_cast<Acc>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-    else
-      return a * b;
-  }
-  __device__ Acc init(const Out*) const { return Acc(1); }
-  __device__ void step(Acc& a, T x, int64_t) const { a = mul(a, static_cast<Acc>(x)); }
-  __device__ void merge(Acc& a, const Acc& b) const { a = mul(a, b); }
-  __device__ Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
-};
-
-template <typename T, bool Max>
-struct ExtremeReducer {
-  using Acc = T;
-  using Out = T;
-  __device__ static T start() {
-    if constexpr (std::is_same_v<T, float>)
-      return Max ? -INFINITY : INFINITY;
-    else if constexpr (std::is_same_v<T, double>)
-      return Max ? -static_cast<double>(INFINITY) : static_cast<double>(INFINITY);
-    else if constexpr (std::is_same_v<T, int32_t>)
-      return Max ? INT32_MIN : INT32_MAX;
-    else
-      return Max ? INT64_MIN : INT64_MAX;
-  }
-  __device__ Acc init(const Out*) const { return start(); }
-  __device__ void step(Acc& a, T x, int64_t) const { a = Max ? max_nan(a, x) : min_nan(a, x); }
-  __device__ void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
-  __device__ Out finish(const Acc& a, int64_t) const { return a; }
-};
-
-template <typename T, bool Max>
-struct ArgReducer {
-  struct Acc {
-    T value;
-    int64_t index;  // -1: nothing seen yet
-  };
-  using Out = int64_t;
-  __device__ static bool better(T x, T best) {  // strictly better; NaN beats every number
-    if constexpr (std::is_floating_point_v<T>) {
-      if (x != x) return best == best;
-    }
-    return Max ? x > best : x < best;
-  }
-  __device__ Acc init(const Out*) const { return {T(0), -1}; }
-  __device__ void step(Acc& a, T x, int64_t pos) const {
-    if (a.index < 0 || better(x, a.value)) a = {x, pos};
-  }
-  // Order-free: the better value wins, ties go to the smaller index.
-  __device__ void merge(Acc& a, const Acc& b) const {
-    if (b.index < 0) return;
-    if (a.index < 0 || better(b.value, a.value) || (!better(a.value, b.value) && b.index < a.index))
-      a = b;
-  }
-  __device__ Out finish(const Acc& a, int64_t) const { return a.index < 0 ? 0 : a.index; }
-};
-
-// Second variance pass: the output slot already holds the group's mean.
-template <typename T>
-struct SquareDeviationReducer {
-  struct Acc {
-    double sum;
-    double mean;
-  };
-  using Out = T;
-  int64_t correction;
-  __device__ Acc init(const Out* out) const { return {0.0, static_cast<double>(*out)}; }
-  __device__ void step(Acc& a, T x, int64_t) const {
-    const double d = static_cast<double>(x) - a.mean;
-    a.sum += d * d;
-  }
-  __device__ void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
-  __device__ Out finish(const Acc& a, int64_t count) const {
-    const double dof = fmax(static_cast<double>(count - correction), 0.0);
-    return static_cast<Out>(a.sum / dof);
-  }
-};
+// ---- the plan and the reducers: src/kernels/reduce.hpp (Note [Reduction plan]) ----
+using Plan = kernels::ReducePlan;
+using kernels::ArgReducer;
+using kernels::ExtremeReducer;
+using kernels::kept_offsets;
+using kernels::make_plan;
+using kernels::max_nan;
+using kernels::ProdReducer;
+using kernels::reduced_offset;
+using kernels::SquareDeviationReducer;
+using kernels::SumReducer;
 
 template <typename Acc>
 __device__ __forceinline__ Acc shfl_down(const Acc& v, int delta) {
@@ -357,24 +174,15 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   }
 }
 
+template <typename T, ReduceOp Op>
+using Reducer = kernels::ReducerOf<T, Op, SumReducer, ProdReducer, ExtremeReducer, ArgReducer>;
+
 template <typename T>
 void reduce_typed(ReduceOp op, const View& out, const View& in) {
-  switch (op) {
-    case ReduceOp::sum: return run_reduce<T>(SumReducer<T, false>{}, out, in);
-    case ReduceOp::mean:
-      if constexpr (std::is_floating_point_v<T>)
-        return run_reduce<T>(SumReducer<T, true>{}, out, in);
-      break;
-    case ReduceOp::max: return run_reduce<T>(ExtremeReducer<T, true>{}, out, in);
-    case ReduceOp::min: return run_reduce<T>(ExtremeReducer<T, false>{}, out, in);
-    case ReduceOp::prod: return run_reduce<T>(ProdReducer<T>{}, out, in);
-    case ReduceOp::argmax: return run_reduce<T>(ArgReducer<T, true>{}, out, in);
-    case ReduceOp::argmin: return run_reduce<T>(ArgReducer<T, false>{}, out, in);
-    case ReduceOp::count: break;
-  }
-  EMBER_CHECK(false, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+  const bool known = kernels::visit_reduce<T>(
+      op, [&](auto c) { run_reduce<T>(Reducer<T, decltype(c)::value>{}, out, in); });
+  EMBER_CHECK(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
 }
-static_assert(static_cast<int>(ReduceOp::count) == 7, "a ReduceOp was added: handle it here");
 
 // ---- softmax ----
 struct Layout {

@@ -1,8 +1,9 @@
-// src/cpu/philox.hpp — counter-based Philox4x32-10 and the value transforms built on it.
+// src/kernels/random.hpp — counter-based Philox4x32-10 and the value transforms built on it:
+// the random family's math, shared by src/cpu/random.cpp and src/cuda/random.cu.
 //
-// Header-only, no library calls in the generator itself, so the CUDA backend can include
-// it in device code (EMBER_HD marks the functions __host__ __device__ under nvcc) and every
-// device produces the same stream for a seed.
+// Header-only, no library calls in the generator itself, so the CUDA backend includes it in
+// device code (EMBER_HD, from kernels/common.hpp, marks the functions __host__ __device__
+// under nvcc) and every device produces the same stream for a seed.
 //
 // Note [Random streams]
 // Element i of a random op draws one Philox block:
@@ -21,11 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define EMBER_HD __host__ __device__
-#else
-#define EMBER_HD
-#endif
+#include "kernels/common.hpp"
 
 namespace ember::philox {
 

@@ -1,0 +1,102 @@
+// src/kernels/common.hpp — what every shared kernel header needs: EMBER_HD (functions both
+// backends compile: __host__ __device__ under nvcc) and dtype dispatch.
+//
+// The headers in src/kernels/ hold, per op family, the math the CPU (src/cpu) and CUDA
+// (src/cuda) backends share: scalar formulas, index arithmetic, reduction plans. A backend
+// includes them and adds only its own loops and launches, so the two cannot drift apart.
+// Nothing here knows about tensors, autograd or modules.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "ember/dtype.hpp"
+#include "ember/error.hpp"
+
+#if defined(__CUDACC__)
+#define EMBER_HD __host__ __device__
+#else
+#define EMBER_HD
+#endif
+
+namespace ember::kernels {
+
+/// A type carried as a value: dispatch calls f(Tag<T>{}); `typename decltype(tag)::type` is T.
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+/// Calls f(Tag<T>{}) for the C++ type of `t`: `Half` and `BFloat` are the backend's 16-bit
+/// float types (ember::Half / BFloat16 on the CPU, __half / __nv_bfloat16 on CUDA), bool for
+/// DType::boolean.
+template <typename Half, typename BFloat, typename F>
+decltype(auto) dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    case DType::u8: return f(Tag<uint8_t>{});
+    case DType::boolean: return f(Tag<bool>{});
+  }
+  EMBER_ASSERT(false, "unknown dtype ", static_cast<int>(t));
+  return f(Tag<float>{});
+}
+
+/// f32/f64 only; anything else is an error naming `op` and the `backend` ("CPU", "CUDA").
+template <typename F>
+decltype(auto) dispatch_float(DType t, const char* op, const char* backend, F&& f) {
+  if (t == DType::f64) return f(Tag<double>{});
+  EMBER_CHECK(t == DType::f32, op, ": the ", backend, " kernel supports f32 and f64 (got ",
+              dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
+/// f32/f64/i32/i64, likewise.
+template <typename F>
+decltype(auto) dispatch_numeric(DType t, const char* op, const char* backend, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    default: break;
+  }
+  EMBER_CHECK(false, op, ": the ", backend, " kernel supports f32, f64, i32 and i64 (got ",
+              dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
+/// Index and label tensors: f(Tag<int32_t>{}) or f(Tag<int64_t>{}); anything else is an
+/// error naming `op` and `what` ("index", "target").
+template <typename F>
+decltype(auto) dispatch_index(DType t, const char* op, const char* what, F&& f) {
+  if (t == DType::i32) return f(Tag<int32_t>{});
+  EMBER_CHECK(t == DType::i64, op, ": ", what, " dtype ", dtype_name(t), " (expected i64 or i32)");
+  return f(Tag<int64_t>{});
+}
+
+/// An unsigned integer type of `Bytes` bytes (for kernels that only move elements).
+template <size_t Bytes>
+using BitsOf = std::conditional_t<
+    Bytes == 1, uint8_t,
+    std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+
+/// Calls f(Tag<U>{}) with U the unsigned type of `bytes` bytes (1, 2, 4 or 8).
+template <typename F>
+decltype(auto) dispatch_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(Tag<uint8_t>{});
+    case 2: return f(Tag<uint16_t>{});
+    case 4: return f(Tag<uint32_t>{});
+    default: break;
+  }
+  EMBER_ASSERT(bytes == 8, "unexpected element size ", bytes);
+  return f(Tag<uint64_t>{});
+}
+
+}  // namespace ember::kernels

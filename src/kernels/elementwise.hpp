@@ -1,0 +1,255 @@
+// src/kernels/elementwise.hpp — the scalar math of the elementwise family, shared by the CPU
+// (src/cpu/unary.cpp, binary.cpp) and CUDA (src/cuda/elementwise.cu) kernels: one formula per
+// UnaryOp and BinaryOp (PyTorch's, including the derivative helpers backward rules use), and
+// the visitors that turn a runtime op into a compile-time one.
+//
+// The unary formulas take a math policy `M` for the transcendental functions, because the
+// backends evaluate them differently: the CPU with its vectorisable exp_of / tanh_of / erf_of
+// (src/cpu/vec_math.hpp, within 1-2 ulp), CUDA with the device math library. A policy is a
+// struct of static EMBER_HD functions exp, log, tanh, erf, sqrt, abs and pow on T.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "backend/backend.hpp"
+#include "kernels/common.hpp"
+
+namespace ember::kernels {
+
+using backend::BinaryOp;
+using backend::UnaryOp;
+
+inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
+inline constexpr double kGeluKappa = 0.044715;
+
+// ---- unary ----
+
+// Stable without a branch: for x << 0 exp(-x) overflows to inf and 1/inf = 0.
+template <typename M, typename T>
+EMBER_HD inline T sigmoid_of(T x) {
+  return T(1) / (T(1) + M::exp(-x));
+}
+
+template <typename T>
+EMBER_HD inline T gelu_tanh_inner(T x) {
+  return T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
+}
+
+/// y = Op(x) with the scalar arguments a, b (affine: x·a + b; pow_scalar: x^a; clamp and
+/// clamp_mask: [a, b]).
+template <typename M, typename T, UnaryOp Op>
+EMBER_HD inline T unary_apply(T x, T a, T b) {
+  if constexpr (Op == UnaryOp::neg)
+    return -x;
+  else if constexpr (Op == UnaryOp::abs)
+    return M::abs(x);
+  else if constexpr (Op == UnaryOp::sqrt)
+    return M::sqrt(x);
+  else if constexpr (Op == UnaryOp::rsqrt)
+    return T(1) / M::sqrt(x);
+  else if constexpr (Op == UnaryOp::square)
+    return x * x;
+  else if constexpr (Op == UnaryOp::exp)
+    return M::exp(x);
+  else if constexpr (Op == UnaryOp::log)
+    return M::log(x);
+  else if constexpr (Op == UnaryOp::sign)
+    return T((T(0) < x) - (x < T(0)));
+  else if constexpr (Op == UnaryOp::relu)
+    return x < T(0) ? T(0) : x;
+  else if constexpr (Op == UnaryOp::sigmoid)
+    return sigmoid_of<M>(x);
+  else if constexpr (Op == UnaryOp::tanh)
+    return M::tanh(x);
+  else if constexpr (Op == UnaryOp::gelu_erf)
+    return T(0.5) * x * (T(1) + M::erf(x * T(kSqrt1_2)));
+  else if constexpr (Op == UnaryOp::gelu_tanh)
+    return T(0.5) * x * (T(1) + M::tanh(gelu_tanh_inner(x)));
+  else if constexpr (Op == UnaryOp::silu)
+    return x * sigmoid_of<M>(x);
+  else if constexpr (Op == UnaryOp::affine)
+    return x * a + b;
+  else if constexpr (Op == UnaryOp::pow_scalar)  // exact shortcuts for the common exponents
+    return a == T(2) ? x * x : a == T(1) ? x : a == T(-1) ? T(1) / x : M::pow(x, a);
+  else if constexpr (Op == UnaryOp::clamp) {
+    const T y = x < a ? a : x;  // NaN passes through both comparisons
+    return y > b ? b : y;
+  } else if constexpr (Op == UnaryOp::relu_grad)
+    return x > T(0) ? T(1) : T(0);
+  else if constexpr (Op == UnaryOp::gelu_erf_grad) {
+    const T cdf = T(0.5) * (T(1) + M::erf(x * T(kSqrt1_2)));
+    const T pdf = T(kInvSqrt2Pi) * M::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
+  } else if constexpr (Op == UnaryOp::gelu_tanh_grad) {
+    const T t = M::tanh(gelu_tanh_inner(x));
+    const T inner_grad = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * inner_grad;
+  } else if constexpr (Op == UnaryOp::silu_grad) {
+    const T s = sigmoid_of<M>(x);
+    return s * (T(1) + x * (T(1) - s));
+  } else if constexpr (Op == UnaryOp::clamp_mask)
+    return (a <= x && x <= b) ? T(1) : T(0);
+  else
+    static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
+}
+
+/// Calls f(std::integral_constant<UnaryOp, op>{}) for every op with a formula above
+/// (everything but logical_not, which writes bool); false for the others.
+template <typename F>
+bool visit_unary(UnaryOp op, F&& f) {
+  switch (op) {
+#define EMBER_UNARY_CASE(name) \
+  case UnaryOp::name: f(std::integral_constant<UnaryOp, UnaryOp::name>{}); return true;
+    EMBER_UNARY_CASE(neg)
+    EMBER_UNARY_CASE(abs)
+    EMBER_UNARY_CASE(sqrt)
+    EMBER_UNARY_CASE(rsqrt)
+    EMBER_UNARY_CASE(square)
+    EMBER_UNARY_CASE(exp)
+    EMBER_UNARY_CASE(log)
+    EMBER_UNARY_CASE(sign)
+    EMBER_UNARY_CASE(relu)
+    EMBER_UNARY_CASE(sigmoid)
+    EMBER_UNARY_CASE(tanh)
+    EMBER_UNARY_CASE(gelu_erf)
+    EMBER_UNARY_CASE(gelu_tanh)
+    EMBER_UNARY_CASE(silu)
+    EMBER_UNARY_CASE(affine)
+    EMBER_UNARY_CASE(pow_scalar)
+    EMBER_UNARY_CASE(clamp)
+    EMBER_UNARY_CASE(relu_grad)
+    EMBER_UNARY_CASE(gelu_erf_grad)
+    EMBER_UNARY_CASE(gelu_tanh_grad)
+    EMBER_UNARY_CASE(silu_grad)
+    EMBER_UNARY_CASE(clamp_mask)
+#undef EMBER_UNARY_CASE
+    case UnaryOp::logical_not:
+    case UnaryOp::count: break;
+  }
+  return false;
+}
+static_assert(static_cast<int>(UnaryOp::count) == 23, "a UnaryOp was added: handle it here");
+
+// ---- binary ----
+
+constexpr bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
+         op == BinaryOp::gt || op == BinaryOp::ge;
+}
+
+/// What Op(T, T) writes: bool for comparisons, T otherwise.
+template <typename T, BinaryOp Op>
+using BinaryResult = std::conditional_t<is_comparison(Op), bool, T>;
+
+/// Integer + - * wrap around like PyTorch's (two's complement) instead of being UB.
+template <typename T>
+EMBER_HD inline T wrap(T a, T b, BinaryOp op) {
+  using U = std::make_unsigned_t<T>;
+  const U x = static_cast<U>(a), y = static_cast<U>(b);
+  return static_cast<T>(op == BinaryOp::add ? U(x + y) : op == BinaryOp::sub ? U(x - y) : U(x * y));
+}
+
+/// Op(a, b); pow takes the policy's pow (floating T only).
+template <typename M, typename T, BinaryOp Op>
+EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
+  constexpr bool kInt = std::is_integral_v<T>;
+  if constexpr (Op == BinaryOp::add || Op == BinaryOp::sub || Op == BinaryOp::mul) {
+    if constexpr (kInt)
+      return wrap(a, b, Op);
+    else if constexpr (Op == BinaryOp::add)
+      return a + b;
+    else if constexpr (Op == BinaryOp::sub)
+      return a - b;
+    else
+      return a * b;
+  } else if constexpr (Op == BinaryOp::div) {
+    if constexpr (kInt) {
+      // Truncating division; x/0 gives 0 and MIN/-1 wraps instead of trapping.
+      if (b == 0) return T(0);
+      if (b == T(-1)) return wrap(T(0), a, BinaryOp::sub);
+      return a / b;
+    } else {
+      return a / b;
+    }
+  } else if constexpr (Op == BinaryOp::pow) {
+    return M::pow(a, b);
+  } else if constexpr (Op == BinaryOp::maximum) {
+    if constexpr (kInt)
+      return a > b ? a : b;
+    else
+      return a != a ? a : (a > b ? a : b);  // NaN in either operand propagates
+  } else if constexpr (Op == BinaryOp::minimum) {
+    if constexpr (kInt)
+      return a < b ? a : b;
+    else
+      return a != a ? a : (a < b ? a : b);
+  } else if constexpr (Op == BinaryOp::eq)
+    return a == b;
+  else if constexpr (Op == BinaryOp::ne)
+    return a != b;
+  else if constexpr (Op == BinaryOp::lt)
+    return a < b;
+  else if constexpr (Op == BinaryOp::le)
+    return a <= b;
+  else if constexpr (Op == BinaryOp::gt)
+    return a > b;
+  else if constexpr (Op == BinaryOp::ge)
+    return a >= b;
+  else
+    static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
+}
+
+/// Calls f(std::integral_constant<BinaryOp, op>{}) when `op` applies to T: the arithmetic
+/// ops for numeric T (pow for floating T only), the comparisons for every T. False otherwise.
+template <typename T, typename F>
+bool visit_binary(BinaryOp op, F&& f) {
+  switch (op) {
+#define EMBER_BINARY_CASE(name) \
+  case BinaryOp::name: f(std::integral_constant<BinaryOp, BinaryOp::name>{}); return true;
+    EMBER_BINARY_CASE(add)
+    EMBER_BINARY_CASE(sub)
+    EMBER_BINARY_CASE(mul)
+    EMBER_BINARY_CASE(div)
+    EMBER_BINARY_CASE(maximum)
+    EMBER_BINARY_CASE(minimum)
+    EMBER_BINARY_CASE(eq)
+    EMBER_BINARY_CASE(ne)
+    EMBER_BINARY_CASE(lt)
+    EMBER_BINARY_CASE(le)
+    EMBER_BINARY_CASE(gt)
+    EMBER_BINARY_CASE(ge)
+#undef EMBER_BINARY_CASE
+    case BinaryOp::pow:
+      if constexpr (std::is_floating_point_v<T>) {
+        f(std::integral_constant<BinaryOp, BinaryOp::pow>{});
+        return true;
+      }
+      return false;
+    case BinaryOp::count: break;
+  }
+  return false;
+}
+static_assert(static_cast<int>(BinaryOp::count) == 13, "a BinaryOp was added: handle it here");
+
+/// The element types comparisons read: f32, f64, i32, i64, and u8 for both u8 and bool
+/// (one byte, 0 or 1). `backend` names the backend in the error for anything else.
+template <typename F>
+void dispatch_comparison(DType t, const char* backend, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    case DType::u8:
+    case DType::boolean: return f(Tag<uint8_t>{});
+    default: break;
+  }
+  EMBER_CHECK(false, "binary: the ", backend,
+              " comparisons support f32, f64, i32, i64, u8 and bool (got ", dtype_name(t), ")");
+}
+
+}  // namespace ember::kernels
