@@ -35,9 +35,8 @@ class TempDir {
   TempDir() {
     static std::atomic<int> counter{0};
     const auto tick = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path() /
-            ("ember_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(tick) + "_" +
-             std::to_string(counter++));
+    path_ = fs::temp_directory_path() / ("ember_test_data_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(tick) + "_" + std::to_string(counter++));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -75,7 +74,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -164,7 +164,8 @@ TEST(DataIdx, WriteRefusesUnsupportedTensors) {
 }
 
 // Writes `bytes` to a file, reads it back as IDX and returns the error message.
-std::string idx_error(const TempDir& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
+std::string idx_error(const TempDir& dir, const std::string& name,
+                      const std::vector<uint8_t>& bytes) {
   const std::string path = dir.file(name);
   write_bytes(path, bytes);
   const std::string msg = error_of([&] { read_idx(path); });
@@ -177,14 +178,17 @@ TEST(DataIdx, RejectsBadHeaders) {
   TempDir dir;
   EXPECT_THAT(idx_error(dir, "empty", {}), HasSubstr("empty file"));
   EXPECT_THAT(idx_error(dir, "short", {0, 0}), HasSubstr("truncated header"));
-  EXPECT_THAT(idx_error(dir, "magic", {0x01, 0x02, 0x08, 1, 0, 0, 0, 1, 5}), HasSubstr("bad magic 0x01 0x02"));
-  EXPECT_THAT(idx_error(dir, "code", {0, 0, 0x0A, 1, 0, 0, 0, 1, 5}), HasSubstr("unknown type code 0x0A"));
+  EXPECT_THAT(idx_error(dir, "magic", {0x01, 0x02, 0x08, 1, 0, 0, 0, 1, 5}),
+              HasSubstr("bad magic 0x01 0x02"));
+  EXPECT_THAT(idx_error(dir, "code", {0, 0, 0x0A, 1, 0, 0, 0, 1, 5}),
+              HasSubstr("unknown type code 0x0A"));
   EXPECT_THAT(idx_error(dir, "rank0", {0, 0, 0x08, 0}), HasSubstr("rank 0 (expected 1 to 8)"));
   std::vector<uint8_t> rank9 = {0, 0, 0x08, 9};
   for (int i = 0; i < 9; ++i) rank9.insert(rank9.end(), {0, 0, 0, 1});
   rank9.push_back(7);
   EXPECT_THAT(idx_error(dir, "rank9", rank9), HasSubstr("rank 9 (expected 1 to 8)"));
-  EXPECT_THAT(idx_error(dir, "sizes", {0, 0, 0x08, 3, 0, 0, 0, 2, 0, 0}), HasSubstr("truncated header"));
+  EXPECT_THAT(idx_error(dir, "sizes", {0, 0, 0x08, 3, 0, 0, 0, 2, 0, 0}),
+              HasSubstr("truncated header"));
   const std::string missing = dir.file("does-not-exist");
   EXPECT_THAT(error_of([&] { read_idx(missing); }), HasSubstr(missing + ": cannot open"));
 }
@@ -196,17 +200,20 @@ TEST(DataIdx, RejectsTruncatedAndOversizedData) {
   const size_t header = 4 + 2 * 4, data = 2 * 7 * 4;
   ASSERT_EQ(full.size(), header + data);
   for (const size_t keep : {size_t{0}, size_t{1}, data / 2, data - 1}) {
-    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(header + keep));
+    std::vector<uint8_t> cut(full.begin(),
+                             full.begin() + static_cast<std::ptrdiff_t>(header + keep));
     EXPECT_THAT(idx_error(dir, "cut" + std::to_string(keep), cut),
                 HasSubstr("truncated: expected 56 data bytes, got " + std::to_string(keep)));
   }
   std::vector<uint8_t> longer = full;
   longer.push_back(0);
-  EXPECT_THAT(idx_error(dir, "long", longer), HasSubstr("trailing data: expected 56 data bytes, got 57"));
+  EXPECT_THAT(idx_error(dir, "long", longer),
+              HasSubstr("trailing data: expected 56 data bytes, got 57"));
   // A header promising far more than the file holds fails before allocating it.
   EXPECT_THAT(idx_error(dir, "huge", {0, 0, 0x0D, 2, 0, 0, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF, 1, 2}),
               HasSubstr("truncated: expected 17179344900 data bytes, got 2"));
-  EXPECT_THAT(idx_error(dir, "overflow", {0, 0, 0x0D, 2, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 1}),
+  EXPECT_THAT(idx_error(dir, "overflow",
+                        {0, 0, 0x0D, 2, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 1}),
               HasSubstr("sizes [4294967295, 4294967295] hold too many elements"));
 }
 
@@ -224,7 +231,8 @@ TEST(DataIdx, RejectsTruncatedAndCorruptGzip) {
   }
   // Only the 8-byte trailer (CRC and size) missing: all data arrived, still truncated.
   std::vector<uint8_t> no_trailer(gz.begin(), gz.end() - 8);
-  EXPECT_THAT(idx_error(dir, "notrailer", no_trailer), HasSubstr("truncated: the gzip stream ends early"));
+  EXPECT_THAT(idx_error(dir, "notrailer", no_trailer),
+              HasSubstr("truncated: the gzip stream ends early"));
   // A wrong CRC is corrupt data.
   std::vector<uint8_t> bad_crc = gz;
   bad_crc[bad_crc.size() - 8] ^= 0xFF;
@@ -239,7 +247,8 @@ TEST(DataIdx, RejectsTruncatedAndCorruptGzip) {
 TEST(DataCsv, HeaderAndLabelByNameOrIndex) {
   TempDir dir;
   const std::string path = dir.file("iris.csv");
-  write_text(path, "sepal, \"petal width\",class,score\n1.5,2,0,0.5\n-3,4e2,2,1\n\n+7, .25 ,1,-2\n");
+  write_text(path,
+             "sepal, \"petal width\",class,score\n1.5,2,0,0.5\n-3,4e2,2,1\n\n+7, .25 ,1,-2\n");
   const CsvData by_name = read_csv(path, {.label_column = "class"});
   EXPECT_EQ(by_name.inputs.dtype(), DType::f32);
   EXPECT_EQ(by_name.inputs.shape(), (Shape{3, 3}));
@@ -270,8 +279,44 @@ TEST(DataCsv, NoHeaderOtherDelimiterAndWindowsLineEnds) {
   EXPECT_EQ(d.inputs.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(d.labels.to_vector<int64_t>(), (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(d.feature_names, (std::vector<std::string>{"1", "2"}));
-  EXPECT_THAT(error_of([&] { read_csv(path, {.label_column = "x", .has_header = false, .delimiter = ';'}); }),
+  EXPECT_THAT(error_of([&] {
+                read_csv(path, {.label_column = "x", .has_header = false, .delimiter = ';'});
+              }),
               HasSubstr("has_header is false"));
+}
+
+// Issue 15 item 23: a file of numbers alone starts with data (Note [CSV header detection]).
+TEST(DataCsv, NumericFirstRowIsDataUnlessForced) {
+  TempDir dir;
+  const std::string path = dir.file("numbers.csv");
+  write_text(path, "1.5,2,0\n3,4,1\n5,6,1\n");
+  const CsvData detected = read_csv(path, {.label_column = int64_t{2}});
+  EXPECT_EQ(detected.inputs.shape(), (Shape{3, 2})) << "the first row was taken for a header";
+  EXPECT_EQ(detected.inputs.to_vector<float>(), (std::vector<float>{1.5f, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(detected.labels.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 1}));
+  EXPECT_EQ(detected.feature_names, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(detected.label_name, "2");
+
+  const CsvData forced_data = read_csv(path, {.label_column = int64_t{2}, .has_header = false});
+  EXPECT_EQ(forced_data.inputs.to_vector<float>(), detected.inputs.to_vector<float>());
+  const CsvData forced_header = read_csv(path, {.label_column = int64_t{2}, .has_header = true});
+  EXPECT_EQ(forced_header.inputs.shape(), (Shape{2, 2}));
+  EXPECT_EQ(forced_header.feature_names, (std::vector<std::string>{"1.5", "2"}));
+  EXPECT_EQ(forced_header.label_name, "0");
+
+  // One name that is not a number makes a header; quoted numbers are numbers.
+  write_text(path, "x,2,label\n1,2,0\n");
+  EXPECT_EQ(read_csv(path, {.label_column = "label"}).inputs.shape(), (Shape{1, 2}));
+  write_text(path, "\"1\", 2 ,0\n3,4,1\n");
+  EXPECT_EQ(read_csv(path).inputs.shape(), (Shape{2, 2}));
+  // A label given by name needs a header: say why there is none.
+  EXPECT_THAT(error_of([&] { read_csv(path, {.label_column = "label"}); }),
+              HasSubstr("label column 'label' is given by name but the first line is all numbers"));
+  // Forcing data reports a non-number in the first line instead of taking it for a header.
+  write_text(path, "1,abc,0\n3,4,1\n");
+  EXPECT_EQ(read_csv(path).inputs.shape(), (Shape{1, 2}));
+  EXPECT_THAT(error_of([&] { read_csv(path, {.has_header = false}); }),
+              HasSubstr(path + ":1: field 2 'abc' is not a number"));
 }
 
 TEST(DataCsv, BadNumberNamesLineAndField) {
@@ -284,7 +329,8 @@ TEST(DataCsv, BadNumberNamesLineAndField) {
   write_text(path, "a,b\n1,\n");
   EXPECT_THAT(error_of([&] { read_csv(path); }), HasSubstr(path + ":2: field 2 '' is empty"));
   write_text(path, "a,b\n1,2x\n");
-  EXPECT_THAT(error_of([&] { read_csv(path); }), HasSubstr(path + ":2: field 2 '2x' is not a number"));
+  EXPECT_THAT(error_of([&] { read_csv(path); }),
+              HasSubstr(path + ":2: field 2 '2x' is not a number"));
 }
 
 TEST(DataCsv, WrongFieldCountAndUnknownLabel) {
@@ -369,7 +415,8 @@ class SquaresDataset : public Dataset {
   int64_t size() const override { return 6; }
   Example get(int64_t i) const override {
     const auto f = static_cast<float>(i);
-    return {from_vector<float>({f, f * f}, {2}), scalar_tensor(static_cast<double>(i), {.dtype = DType::i64})};
+    return {from_vector<float>({f, f * f}, {2}),
+            scalar_tensor(static_cast<double>(i), {.dtype = DType::i64})};
   }
 };
 
@@ -406,7 +453,8 @@ std::vector<int64_t> joined(const std::vector<std::vector<int64_t>>& batches) {
 TEST(DataLoaderTest, EverySampleOncePerEpoch) {
   for (const bool shuffle : {false, true}) {
     for (const bool prefetch : {false, true}) {
-      DataLoader loader(counting_dataset(), {.batch_size = 10, .shuffle = shuffle, .seed = 5, .prefetch = prefetch});
+      DataLoader loader(counting_dataset(),
+                        {.batch_size = 10, .shuffle = shuffle, .seed = 5, .prefetch = prefetch});
       EXPECT_EQ(loader.num_batches(), 11);
       EXPECT_EQ(loader.size(), kRows);
       for (int64_t epoch = 0; epoch < 3; ++epoch) {
@@ -467,13 +515,17 @@ TEST(DataLoaderTest, DropLastCounts) {
   EXPECT_EQ(none.num_batches(), 0);
   EXPECT_TRUE(one_epoch(none).empty());
   EXPECT_EQ(none.epoch(), 1);
-  EXPECT_THAT(error_of([] { DataLoader(counting_dataset(), {.batch_size = 0}); }), HasSubstr("batch_size"));
+  EXPECT_THAT(error_of([] { DataLoader(counting_dataset(), {.batch_size = 0}); }),
+              HasSubstr("batch_size"));
 }
 
 TEST(DataLoaderTest, PrefetchOnAndOffGiveIdenticalBatches) {
-  DataLoader on(counting_dataset(), {.batch_size = 7, .shuffle = true, .seed = 3, .prefetch = true});
-  DataLoader off(counting_dataset(), {.batch_size = 7, .shuffle = true, .seed = 3, .prefetch = false});
-  for (int epoch = 0; epoch < 3; ++epoch) EXPECT_EQ(one_epoch(on), one_epoch(off)) << "epoch " << epoch;
+  DataLoader on(counting_dataset(),
+                {.batch_size = 7, .shuffle = true, .seed = 3, .prefetch = true});
+  DataLoader off(counting_dataset(),
+                 {.batch_size = 7, .shuffle = true, .seed = 3, .prefetch = false});
+  for (int epoch = 0; epoch < 3; ++epoch)
+    EXPECT_EQ(one_epoch(on), one_epoch(off)) << "epoch " << epoch;
 }
 
 // A dataset whose examples take a while, to catch the worker mid-batch.
@@ -484,7 +536,8 @@ class SlowDataset : public Dataset {
   Example get(int64_t i) const override {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     EMBER_CHECK(i != fail_at_, "SlowDataset: example ", i, " is broken");
-    return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<double>(i), {.dtype = DType::i64})};
+    return {full({2}, static_cast<double>(i)),
+            scalar_tensor(static_cast<double>(i), {.dtype = DType::i64})};
   }
 
  private:
@@ -563,7 +616,78 @@ TEST(DataLoaderTest, SetStateResumesExactly) {
     EXPECT_EQ(seen, reference) << "resumed after " << stop_after << " batches";
   }
   DataLoader loader(counting_dataset(), options);
-  EXPECT_THAT(error_of([&] { loader.set_state(0, 14); }), HasSubstr("position is 14 (expected 0 to 13"));
+  EXPECT_THAT(error_of([&] { loader.set_state(0, 14); }),
+              HasSubstr("position is 14 (expected 0 to 13"));
+}
+
+// Issue 15 item 18: a state resumes only into a loader that makes the same batches.
+TEST(DataLoaderTest, LoadStateRefusesOtherOptions) {
+  const DataLoaderOptions options{.batch_size = 8, .shuffle = true, .seed = 99};
+  DataLoader saved(counting_dataset(), options);
+  auto it = saved.begin();
+  for (int i = 0; i < 2; ++i) ++it;  // 3 batches handed out
+  const DataLoaderState s = saved.state();
+  EXPECT_EQ(s.epoch, 0);
+  EXPECT_EQ(s.position, 3);
+  EXPECT_EQ(s.size, kRows);
+  EXPECT_EQ(s.batch_size, 8);
+  EXPECT_TRUE(s.shuffle);
+  EXPECT_FALSE(s.drop_last);
+  EXPECT_EQ(s.seed, 99u);
+
+  struct Case {
+    DataLoaderOptions options;
+    int64_t rows;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {{.batch_size = 4, .shuffle = true, .seed = 99},
+       kRows,
+       {"batch_size (got 8 in the state, expected 4"}},
+      {{.batch_size = 8, .shuffle = false, .seed = 99},
+       kRows,
+       {"shuffle (got true in the state, expected false"}},
+      {{.batch_size = 8, .shuffle = true, .seed = 7},
+       kRows,
+       {"seed (got 99 in the state, expected 7"}},
+      {{.batch_size = 8, .shuffle = true, .drop_last = true, .seed = 99},
+       kRows,
+       {"drop_last (got false"}},
+      {{.batch_size = 8, .shuffle = true, .seed = 99},
+       kRows - 1,
+       {"dataset size (got 103 in the state, expected 102"}},
+      {{.batch_size = 16, .shuffle = false, .seed = 99},
+       kRows,
+       {"batch_size (got 8", "shuffle (got true"}},
+  };
+  for (const Case& c : cases) {
+    DataLoader other(counting_dataset(c.rows), c.options);
+    const std::string msg = error_of([&] { other.load_state(s); });
+    EXPECT_THAT(
+        msg,
+        HasSubstr("DataLoader::load_state: the state was taken from a loader with other options"));
+    for (const std::string& part : c.says) EXPECT_THAT(msg, HasSubstr(part));
+    EXPECT_EQ(other.epoch(), 0) << "a refused state changed nothing";
+    EXPECT_EQ(other.position(), 0);
+  }
+
+  // The same options (prefetch and device do not change the batches) resume exactly.
+  DataLoader same(counting_dataset(),
+                  {.batch_size = 8, .shuffle = true, .seed = 99, .prefetch = false});
+  same.load_state(s);
+  ++it;
+  EXPECT_EQ(same.begin()->target.to_vector<int64_t>(), it->target.to_vector<int64_t>());
+  // Without shuffling the seed plays no part, so it may differ.
+  DataLoader plain_a(counting_dataset(), {.batch_size = 8, .seed = 1});
+  DataLoader plain_b(counting_dataset(), {.batch_size = 8, .seed = 2});
+  (void)plain_a.begin();
+  EXPECT_NO_THROW(plain_b.load_state(plain_a.state()));
+  EXPECT_EQ(plain_b.position(), 1);
+  // A position past the end of an epoch is refused as set_state refuses it.
+  DataLoaderState far = s;
+  far.position = 14;
+  EXPECT_THAT(error_of([&] { same.load_state(far); }),
+              HasSubstr("position is 14 (expected 0 to 13"));
 }
 
 // ---- Fashion-MNIST ----
@@ -587,7 +711,8 @@ TEST(DataFashionMnist, LoadsSyntheticFilesWithUncompressedNames) {
   EXPECT_EQ(fm.labels.to_vector<int64_t>(), (std::vector<int64_t>{9, 0, 4}));
   EXPECT_EQ(fashion_mnist_class_names()[9], "Ankle boot");
   write_idx(dir.file("t10k-labels-idx1-ubyte"), from_vector<uint8_t>({9, 10, 4}, {3}));
-  EXPECT_THAT(error_of([&] { load_fashion_mnist("test", dir.path().string()); }), HasSubstr("label 10"));
+  EXPECT_THAT(error_of([&] { load_fashion_mnist("test", dir.path().string()); }),
+              HasSubstr("label 10"));
 }
 
 TEST(DataFashionMnist, MissingFilesSayHowToInstall) {
@@ -604,7 +729,8 @@ TEST(DataFashionMnist, RealFiles) {
       !fs::exists(fs::path(dir) / "train-images-idx3-ubyte"))
     GTEST_SKIP() << "Fashion-MNIST not found in " << dir
                  << " (apt-get install dataset-fashion-mnist, or set EMBER_FASHION_MNIST)";
-  for (const auto& [split, n] : {std::pair<std::string, int64_t>{"train", 60000}, {"test", 10000}}) {
+  for (const auto& [split, n] :
+       {std::pair<std::string, int64_t>{"train", 60000}, {"test", 10000}}) {
     const FashionMnist fm = load_fashion_mnist(split);
     EXPECT_EQ(fm.images.shape(), (Shape{n, 1, 28, 28}));
     EXPECT_EQ(fm.labels.shape(), (Shape{n}));

@@ -44,7 +44,8 @@ std::pair<pid_t, long> start_save_loop(const std::string& path) {
     ::dup2(fds[1], STDOUT_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
-    ::execl(EMBER_IO_HELPER, EMBER_IO_HELPER, "save-loop", path.c_str(), static_cast<char*>(nullptr));
+    ::execl(EMBER_IO_HELPER, EMBER_IO_HELPER, "save-loop", path.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -104,9 +105,11 @@ TEST(IoProcess, SigkillDuringSavesNeverTearsTheFile) {
     EXPECT_LE(temps.size(), 1u) << "kill " << kills << ": " << temps.size() << " temporary files";
     left_temp += temps.empty() ? 0 : 1;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "[ " << kills << " kills in " << seconds << " s; one save " << save_us << " us; file was A " << saw_a
-            << " times, B " << saw_b << " times; a temporary was left " << left_temp << " times ]\n";
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "[ " << kills << " kills in " << seconds << " s; one save " << save_us
+            << " us; file was A " << saw_a << " times, B " << saw_b
+            << " times; a temporary was left " << left_temp << " times ]\n";
   EXPECT_GT(saw_a, 0);
   EXPECT_GT(saw_b, 0);
   // The next save cleans up after the killed writer.
@@ -117,11 +120,21 @@ TEST(IoProcess, SigkillDuringSavesNeverTearsTheFile) {
 TEST(IoProcess, ResumeInANewProcessIsBitwiseExact) {
   ScratchDir dir;
   const int n = 7;  // 4 batches per epoch: the checkpoint is mid-epoch 1, the run ends in epoch 3
-  ASSERT_EQ(run_helper({"train", std::to_string(n), dir.file("ckpt.safetensors"), dir.file("straight.safetensors")}), 0);
-  ASSERT_EQ(run_helper({"resume", std::to_string(n), dir.file("ckpt.safetensors"), dir.file("resumed.safetensors")}), 0);
+  ASSERT_EQ(run_helper({"train", std::to_string(n), dir.file("ckpt.safetensors"),
+                        dir.file("straight.safetensors")}),
+            0);
+  ASSERT_EQ(run_helper({"resume", std::to_string(n), dir.file("ckpt.safetensors"),
+                        dir.file("resumed.safetensors")}),
+            0);
   const io::Inspection ckpt = io::inspect(dir.file("ckpt.safetensors"));
   EXPECT_EQ(ckpt.metadata.at("ember.step"), std::to_string(n));
-  EXPECT_EQ(nn::json::parse(ckpt.metadata.at("ember.dataloader")), (nn::json{{"epoch", 1}, {"position", 3}}));
+  EXPECT_EQ(nn::json::parse(ckpt.metadata.at("ember.dataloader")), (nn::json{{"epoch", 1},
+                                                                             {"position", 3},
+                                                                             {"size", 22},
+                                                                             {"batch_size", 6},
+                                                                             {"shuffle", true},
+                                                                             {"drop_last", false},
+                                                                             {"seed", "5"}}));
   const nn::Module straight = io::load_model(dir.file("straight.safetensors"));
   const nn::Module resumed = io::load_model(dir.file("resumed.safetensors"));
   ember_test::expect_same_state(straight, resumed, std::nullopt, "resumed vs uninterrupted");

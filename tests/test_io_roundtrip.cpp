@@ -11,9 +11,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <functional>
-#include <cctype>
 
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
@@ -73,15 +74,25 @@ std::vector<LayerCase> layer_cases() {
   auto rows = [](Shape s) { return [=] { return randn(s); }; };
   return {
       {"Linear", [] { return nn::Module(nn::Linear(6, 5)); }, rows({3, 6})},
-      {"LinearNoBias", [] { return nn::Module(nn::Linear(nn::LinearOptions{6, 5, false})); }, rows({3, 6})},
-      {"Conv2d", [] { return nn::Module(nn::Conv2d(nn::Conv2dOptions{3, 4, 3, 1, 1})); }, images(3, 6)},
+      {"LinearNoBias",
+       [] {
+         return nn::Module(nn::Linear(nn::LinearOptions{6, 5, false}));
+       },
+       rows({3, 6})},
+      {"Conv2d",
+       [] {
+         return nn::Module(nn::Conv2d(nn::Conv2dOptions{3, 4, 3, 1, 1}));
+       },
+       images(3, 6)},
       {"BatchNorm1d", [] { return nn::Module(nn::BatchNorm1d(5)); }, rows({4, 5})},
       {"BatchNorm2d", [] { return nn::Module(nn::BatchNorm2d(3)); }, images(3, 4)},
       {"LayerNorm", [] { return nn::Module(nn::LayerNorm(7)); }, rows({3, 7})},
-      {"Embedding",
-       [] { return nn::Module(nn::Embedding(11, 4)); },
-       [] { return from_vector<int64_t>({0, 3, 10, 5, 5, 1}, {2, 3}); }},
-      {"MultiheadAttention", [] { return nn::Module(nn::MultiheadAttention(8, 2)); }, rows({5, 2, 8})},
+      {"Embedding", [] { return nn::Module(nn::Embedding(11, 4)); },
+       [] {
+         return from_vector<int64_t>({0, 3, 10, 5, 5, 1}, {2, 3});
+       }},
+      {"MultiheadAttention", [] { return nn::Module(nn::MultiheadAttention(8, 2)); },
+       rows({5, 2, 8})},
       {"TransformerEncoderLayer",
        [] {
          return nn::Module(nn::TransformerEncoderLayer(
@@ -90,30 +101,43 @@ std::vector<LayerCase> layer_cases() {
        rows({5, 2, 8})},
       {"TransformerEncoderStack",
        [] {
-         return nn::Module(nn::TransformerEncoder(nn::TransformerEncoderOptions{
-             .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .activation = "gelu", .norm_first = true},
-             .num_layers = 3,
-             .final_norm = true}));
+         return nn::Module(
+             nn::TransformerEncoder(nn::TransformerEncoderOptions{.layer = {.d_model = 8,
+                                                                            .nhead = 2,
+                                                                            .dim_feedforward = 16,
+                                                                            .activation = "gelu",
+                                                                            .norm_first = true},
+                                                                  .num_layers = 3,
+                                                                  .final_norm = true}));
        },
        rows({4, 2, 8})},
       {"SequentialActivations",
        [] {
          return nn::Module(nn::Sequential(std::vector<nn::Module>{
-             nn::Linear(6, 8), nn::ReLU(), nn::Dropout(0.3), nn::GELU("tanh"), nn::Linear(8, 8), nn::SiLU(),
-             nn::Tanh(), nn::Sigmoid(), nn::Identity(), nn::Linear(8, 4), nn::LogSoftmax(1), nn::Softmax(1)}));
+             nn::Linear(6, 8), nn::ReLU(), nn::Dropout(0.3), nn::GELU("tanh"), nn::Linear(8, 8),
+             nn::SiLU(), nn::Tanh(), nn::Sigmoid(), nn::Identity(), nn::Linear(8, 4),
+             nn::LogSoftmax(1), nn::Softmax(1)}));
        },
        rows({3, 6})},
       {"ModuleList",
-       [] { return nn::Module(nn::ModuleList(std::vector<nn::Module>{nn::Linear(3, 4), nn::BatchNorm1d(4)})); },
+       [] {
+         return nn::Module(
+             nn::ModuleList(std::vector<nn::Module>{nn::Linear(3, 4), nn::BatchNorm1d(4)}));
+       },
        nullptr},
       {"CnnPools",
        [] {
          return nn::Module(nn::Sequential(std::vector<nn::Module>{
-             nn::Conv2d(nn::Conv2dOptions{2, 3, 3}), nn::BatchNorm2d(3), nn::MaxPool2d(nn::MaxPool2dOptions{2}),
-             nn::AvgPool2d(nn::AvgPool2dOptions{2}), nn::Flatten(), nn::Linear(12, 2)}));
+             nn::Conv2d(nn::Conv2dOptions{2, 3, 3}), nn::BatchNorm2d(3),
+             nn::MaxPool2d(nn::MaxPool2dOptions{2}), nn::AvgPool2d(nn::AvgPool2dOptions{2}),
+             nn::Flatten(), nn::Linear(12, 2)}));
        },
        images(2, 10)},
-      {"train_mlp", [] { return train::mlp(12, {16, 8}, 3); }, rows({4, 12})},
+      {"train_mlp",
+       [] {
+         return train::mlp(12, {16, 8}, 3);
+       },
+       rows({4, 12})},
       {"train_fashion_cnn", [] { return train::fashion_cnn(); }, images(1, 28)},
   };
 }
@@ -125,7 +149,8 @@ struct RoundTripParam {
 
 // What CTest's test names show after "GetParam() =".
 void PrintTo(const RoundTripParam& p, std::ostream* os) {
-  *os << layer_cases()[p.case_index].name << " " << (p.storage ? dtype_name(*p.storage) : std::string_view("f32"));
+  *os << layer_cases()[p.case_index].name << " "
+      << (p.storage ? dtype_name(*p.storage) : std::string_view("f32"));
 }
 
 class IoRoundTrip : public ::testing::TestWithParam<RoundTripParam> {};
@@ -184,7 +209,8 @@ TEST_P(IoRoundTrip, SaveLoadModelAndState) {
 std::vector<RoundTripParam> round_trip_params() {
   std::vector<RoundTripParam> out;
   const size_t n = layer_cases().size();
-  for (std::optional<DType> s : {std::optional<DType>(), std::optional<DType>(DType::f16), std::optional<DType>(DType::bf16)})
+  for (std::optional<DType> s : {std::optional<DType>(), std::optional<DType>(DType::f16),
+                                 std::optional<DType>(DType::bf16)})
     for (size_t i = 0; i < n; ++i) out.push_back({i, s});
   return out;
 }
@@ -192,7 +218,8 @@ std::vector<RoundTripParam> round_trip_params() {
 INSTANTIATE_TEST_SUITE_P(EveryLayer, IoRoundTrip, ::testing::ValuesIn(round_trip_params()),
                          [](const ::testing::TestParamInfo<RoundTripParam>& p) {
                            return layer_cases()[p.param.case_index].name + "_" +
-                                  (p.param.storage ? std::string(dtype_name(*p.param.storage)) : "f32");
+                                  (p.param.storage ? std::string(dtype_name(*p.param.storage))
+                                                   : "f32");
                          });
 
 // A module with state of any name, dtype and shape (for mismatch tests), unregistered.
@@ -213,14 +240,19 @@ nn::Module probe(const nn::NamedTensors& params, const nn::NamedTensors& buffers
 TEST(IoLoadState, StrictListsEveryProblemInOneError) {
   ScratchDir dir;
   const std::string path = dir.file("p.safetensors");
-  io::save_model(probe({{"same", randn({2})}, {"shape", randn({2, 3})}, {"dtype", randn({4})}, {"extra1", randn({1})},
+  io::save_model(probe({{"same", randn({2})},
+                        {"shape", randn({2, 3})},
+                        {"dtype", randn({4})},
+                        {"extra1", randn({1})},
                         {"extra2", randn({1})}}),
-                 path);
+                 path,
+                 {.allow_unregistered = true});  // loaded with load_state into a module built here
   nn::Module other = probe({{"same", zeros({2})}, {"shape", zeros({3, 2})}, {"gone1", zeros({1})}},
                            {{"dtype", zeros({4}, {.dtype = DType::f64})}, {"gone2", zeros({5})}});
-  const std::string msg = expect_error([&] { io::load_state(other, path); },
-                                       {path, "strict", "missing (2): gone1, gone2", "unexpected (2): extra1, extra2",
-                                        "shape: expected [3, 2] f32, got [2, 3] F32", "dtype: expected [4] f64, got [4] F32"});
+  const std::string msg = expect_error(
+      [&] { io::load_state(other, path); },
+      {path, "strict", "missing (2): gone1, gone2", "unexpected (2): extra1, extra2",
+       "shape: expected [3, 2] f32, got [2, 3] F32", "dtype: expected [4] f64, got [4] F32"});
   // Strict failures change nothing.
   EXPECT_TRUE(tensor_bytes(other->state_dict()[0].second) == tensor_bytes(zeros({2}))) << msg;
 
@@ -238,7 +270,7 @@ TEST(IoLoadModel, BuilderAndUnknownType) {
   ScratchDir dir;
   const std::string path = dir.file("probe.safetensors");
   nn::Module m = probe({{"w", randn({3, 2})}}, {{"count", from_vector<int64_t>({5}, {1})}});
-  io::save_model(m, path);
+  io::save_model(m, path, {.allow_unregistered = true});
   // The type is not registered: the error says so and names the way out.
   expect_error([&] { io::load_model(path); }, {"IoTestProbe"});
   int calls = 0;
@@ -250,6 +282,88 @@ TEST(IoLoadModel, BuilderAndUnknownType) {
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(back->is_training());
   expect_same_state(m, back);
+}
+
+// A module of a type that is registered (by the test that needs it) under its own name.
+class RegisteredProbeImpl : public nn::ModuleImpl {
+ public:
+  RegisteredProbeImpl() { register_parameter("w", ones({2})); }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string type_name() const override { return "IoTestRegisteredProbe"; }
+};
+
+// Issue 15 item 19: save_model refuses what load_model could never rebuild, writing nothing.
+TEST(IoSaveModel, UnregisteredTypeIsRefusedAndNothingWritten) {
+  ScratchDir dir;
+  const std::string path = dir.file("m.safetensors");
+  nn::Module custom = probe({{"w", randn({3, 2})}});
+  expect_error([&] { io::save_model(custom, path); },
+               {"save_model: module type 'IoTestProbe' (the model itself) is not registered",
+                "nn::register_module_type(\"IoTestProbe\", factory)", "allow_unregistered", path});
+  EXPECT_TRUE(dir.list().empty()) << "a refused save wrote a file";
+
+  // Anywhere in the tree: the path names the child; an existing file is left as it was.
+  io::save_model(nn::Linear(2, 2), path);
+  const std::vector<uint8_t> before = ember_test::read_bytes(path);
+  nn::Module nested = nn::Sequential(std::vector<nn::Module>{
+      nn::Linear(2, 2),
+      nn::Sequential(std::vector<nn::Module>{nn::ReLU(), probe({{"w", randn({2})}})})});
+  expect_error([&] { io::save_model(nested, path); },
+               {"'IoTestProbe' (at '1.1') is not registered"});
+  EXPECT_TRUE(ember_test::read_bytes(path) == before);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"m.safetensors"});
+
+  // Registered, it saves and load_model rebuilds it.
+  nn::Module reg(std::make_shared<RegisteredProbeImpl>());
+  expect_error([&] { io::save_model(reg, path); }, {"'IoTestRegisteredProbe'"});
+  nn::register_module_type("IoTestRegisteredProbe", [](const nn::json&) -> nn::ModulePtr {
+    return std::make_shared<RegisteredProbeImpl>();
+  });
+  io::save_model(reg, path);
+  expect_same_state(reg, io::load_model(path));
+
+  // A checkpoint resumes into existing objects and never needs the registry: accepted.
+  optim::SGD opt(custom->parameters(), {.lr = 0.1});
+  const std::string ckpt = dir.file("ckpt.safetensors");
+  io::save_checkpoint(ckpt, custom, opt);
+  EXPECT_EQ(io::load_checkpoint(ckpt, custom, opt).step, 0);
+  expect_error([&] { io::load_model(ckpt); },
+               {"unknown module type 'IoTestProbe'", "nn::register_module_type"});
+}
+
+// Issue 15 item 22: inspect can verify the data checksum.
+TEST(IoInspect, VerifiesTheChecksumWhenAsked) {
+  ScratchDir dir;
+  const std::string path = dir.file("m.safetensors");
+  io::save_model(nn::Linear(4, 3), path);
+  EXPECT_EQ(io::inspect(path).checksum, "not checked");
+  const io::Inspection good = io::inspect(path, /*verify_checksum=*/true);
+  EXPECT_EQ(good.checksum, "verified");
+  EXPECT_NE(good.to_string().find("data checksum: verified"), std::string::npos)
+      << good.to_string();
+  EXPECT_EQ(good.to_json().at("checksum"), "verified");
+
+  std::vector<uint8_t> bytes = ember_test::read_bytes(path);
+  bytes.back() ^= 0x01;  // a data byte (the last tensor's last byte)
+  ember_test::write_bytes(path, bytes);
+  EXPECT_EQ(io::inspect(path).checksum, "not checked");
+  expect_error([&] { io::inspect(path, true); }, {path, "checksum mismatch"});
+
+  // A file from another writer has no checksum to verify.
+  const std::string foreign = dir.file("foreign.safetensors");
+  io::write_safetensors(foreign, {{"x", ones({2})}}, {});
+  std::vector<uint8_t> fb = ember_test::read_bytes(foreign);
+  uint64_t n = 0;
+  std::memcpy(&n, fb.data(), 8);
+  nn::json h = nn::json::parse(fb.begin() + 8, fb.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  h["__metadata__"].erase("ember.data_checksum");
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  ember_test::write_bytes(
+      foreign,
+      ember_test::raw_safetensors(
+          text, std::vector<uint8_t>(fb.begin() + 8 + static_cast<std::ptrdiff_t>(n), fb.end())));
+  EXPECT_EQ(io::inspect(foreign, true).checksum, "absent");
 }
 
 TEST(IoInspect, Fields) {
@@ -265,7 +379,8 @@ TEST(IoInspect, Fields) {
   const std::string layout = "dddd-dd-ddTdd:dd:ddZ";  // ISO-8601 UTC, d a digit
   bool iso = r.created.size() == layout.size();
   for (size_t i = 0; iso && i < layout.size(); ++i)
-    iso = layout[i] == 'd' ? std::isdigit(static_cast<unsigned char>(r.created[i])) != 0 : r.created[i] == layout[i];
+    iso = layout[i] == 'd' ? std::isdigit(static_cast<unsigned char>(r.created[i])) != 0
+                           : r.created[i] == layout[i];
   EXPECT_TRUE(iso) << r.created;
   EXPECT_EQ(r.architecture, net->config());
   EXPECT_EQ(r.metadata.at("note"), "hello");
@@ -298,11 +413,12 @@ TEST(IoCheckpoint, FullTrainingState) {
   ScratchDir dir;
   const std::string path = dir.file("ckpt.safetensors");
   manual_seed(7);
-  nn::Module net = nn::Sequential(std::vector<nn::Module>{nn::Linear(4, 8), nn::ReLU(), nn::Dropout(0.2),
-                                                          nn::BatchNorm1d(8), nn::Linear(8, 3)});
+  nn::Module net = nn::Sequential(std::vector<nn::Module>{
+      nn::Linear(4, 8), nn::ReLU(), nn::Dropout(0.2), nn::BatchNorm1d(8), nn::Linear(8, 3)});
   optim::Adam opt(net->parameters(), {.lr = 0.01});
   optim::StepLR sched(opt, 2, 0.5);
-  auto ds = std::make_shared<data::TensorDataset>(randn({11, 4}), randint(0, 3, {11}));  // batches of 3, 3, 3, 2
+  auto ds = std::make_shared<data::TensorDataset>(randn({11, 4}),
+                                                  randint(0, 3, {11}));  // batches of 3, 3, 3, 2
   data::DataLoader loader(ds, {.batch_size = 3, .shuffle = true, .seed = 3, .prefetch = false});
   auto train_steps = [&](int n) {
     for (int i = 0; i < n; ++i) {
@@ -344,7 +460,8 @@ TEST(IoCheckpoint, FullTrainingState) {
   ASSERT_EQ(opt_back.tensors.size(), opt_saved.tensors.size());
   for (size_t i = 0; i < opt_back.tensors.size(); ++i) {
     EXPECT_EQ(opt_back.tensors[i].first, opt_saved.tensors[i].first);
-    EXPECT_TRUE(tensor_bytes(opt_back.tensors[i].second) == opt_saved_bytes[i]) << opt_saved.tensors[i].first;
+    EXPECT_TRUE(tensor_bytes(opt_back.tensors[i].second) == opt_saved_bytes[i])
+        << opt_saved.tensors[i].first;
   }
   const nn::StateDict now = net->state_dict();
   for (size_t i = 0; i < now.size(); ++i)
@@ -357,6 +474,59 @@ TEST(IoCheckpoint, FullTrainingState) {
   io::save_model(net, model_path);
   expect_error([&] { io::load_checkpoint(model_path, net, opt, &sched, &loader); },
                {model_path, "not an ember checkpoint"});
+}
+
+// Issue 15 item 18: a checkpoint's DataLoader state resumes only into a loader with the
+// options it was taken with; a file from before the options were recorded still resumes.
+TEST(IoCheckpoint, LoaderWithOtherOptionsIsRefused) {
+  ScratchDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  nn::Module net = nn::Linear(4, 3);
+  optim::Adam opt(net->parameters(), {.lr = 0.01});
+  auto ds = std::make_shared<data::TensorDataset>(randn({11, 4}), randint(0, 3, {11}));
+  data::DataLoader loader(ds, {.batch_size = 3, .shuffle = true, .seed = 3, .prefetch = false});
+  (void)loader.begin();
+  io::save_checkpoint(path, net, opt, nullptr, 1, nn::json::object(), &loader);
+  const nn::json saved = nn::json::parse(io::inspect(path).metadata.at("ember.dataloader"));
+  EXPECT_EQ(saved, (nn::json{{"epoch", 0},
+                             {"position", 1},
+                             {"size", 11},
+                             {"batch_size", 3},
+                             {"shuffle", true},
+                             {"drop_last", false},
+                             {"seed", "3"}}));
+
+  const RngState rng = get_rng_state();
+  const std::vector<uint8_t> weight = tensor_bytes(net->parameters()[0]);
+  data::DataLoader other(ds, {.batch_size = 4, .shuffle = true, .seed = 5, .prefetch = false});
+  expect_error(
+      [&] { io::load_checkpoint(path, net, opt, nullptr, &other); },
+      {path, "the DataLoader does not match the checkpoint",
+       "batch_size (got 3 in the state, expected 4", "seed (got 3 in the state, expected 5"});
+  EXPECT_EQ(other.position(), 0) << "nothing changes on a refused load";
+  EXPECT_EQ(get_rng_state().offset, rng.offset);
+  EXPECT_TRUE(tensor_bytes(net->parameters()[0]) == weight);
+  data::DataLoader same(ds, {.batch_size = 3, .shuffle = true, .seed = 3});
+  io::load_checkpoint(path, net, opt, nullptr, &same);
+  EXPECT_EQ(same.position(), 1);
+
+  // Only epoch and position (as written before): resumed unchecked, as before.
+  std::vector<uint8_t> bytes = ember_test::read_bytes(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  nn::json h =
+      nn::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  h["__metadata__"]["ember.dataloader"] = R"({"epoch":2,"position":1})";
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::string legacy = dir.file("legacy.safetensors");
+  ember_test::write_bytes(
+      legacy, ember_test::raw_safetensors(
+                  text, std::vector<uint8_t>(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n),
+                                             bytes.end())));
+  io::load_checkpoint(legacy, net, opt, nullptr, &other);
+  EXPECT_EQ(other.epoch(), 2);
+  EXPECT_EQ(other.position(), 1);
 }
 
 // ---- atomic writes ----
@@ -392,8 +562,10 @@ TEST(IoAtomicWrite, FailuresLeaveNoTemporaryFiles) {
   // A read-only folder, when not root (root writes anyway).
   if (::geteuid() != 0) {
     std::filesystem::create_directory(dir.file("ro"));
-    std::filesystem::permissions(dir.file("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
-    expect_error([&] { io::save_model(a, dir.file("ro/m.safetensors")); }, {"cannot create a temporary file"});
+    std::filesystem::permissions(
+        dir.file("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    expect_error([&] { io::save_model(a, dir.file("ro/m.safetensors")); },
+                 {"cannot create a temporary file"});
     std::filesystem::permissions(dir.file("ro"), std::filesystem::perms::owner_all);
     EXPECT_TRUE(std::filesystem::is_empty(dir.file("ro")));
   }
@@ -412,7 +584,9 @@ TEST(IoForeignFiles, UnalignedDataLoads) {
   const std::vector<uint16_t> bf16 = {0x3F80, 0x4040};  // 1.0, 3.0
   const std::vector<int64_t> i64 = {-7, 1ll << 40};
   std::vector<uint8_t> data;
-  auto put = [&](const void* p, size_t n) { data.insert(data.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n); };
+  auto put = [&](const void* p, size_t n) {
+    data.insert(data.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
   // Deliberately in rising-size order with a 1-byte BOOL first: nothing is aligned.
   const uint8_t flag = 1;
   put(&flag, 1);

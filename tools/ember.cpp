@@ -3,17 +3,30 @@
 //   ember train --dataset fashion-mnist --model mlp --epochs 5 --output mlp.safetensors
 //   ember eval mlp.safetensors --dataset fashion-mnist
 //   ember predict mlp.safetensors --input rows.csv --output preds.csv
-//   ember inspect mlp.safetensors [--json]
+//   ember inspect mlp.safetensors [--json] [--no-verify]
 //   ember info
+//
+// Every argument is checked before any work: a bad value, a missing input file or an
+// output folder that does not exist stops the command before it loads data or trains,
+// and nothing is written (Note [Argument checks]).
+#include "ember/ember.hpp"
+
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <variant>
 
 #include "ember/data/dataloader.hpp"
 #include "ember/data/fashion_mnist.hpp"
 #include "ember/data/readers.hpp"
-#include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/optim/adam.hpp"
 #include "ember/optim/scheduler.hpp"
@@ -25,13 +38,149 @@ using namespace ember;
 
 namespace {
 
+namespace fs = std::filesystem;
+
+constexpr const char* kCommands = "train, eval, predict, inspect or info";
+
+// ---- argument checks ----
+//
+// Note [Argument checks]
+// CLI11's stock checks word their errors after the limits of the C++ type: `--epochs abc`
+// printed "not in range 0 to" a 309-digit number and `--batch-size 0` "not in range 0 to
+// ...". These validators run on the text before it is converted and say what the value is
+// and what is allowed: "--epochs: 'abc' is not a whole number >= 1". Choices (optimizer,
+// scheduler, progress) are checked the same way, while parsing; paths are checked by
+// check_train() and friends before the command does anything else.
+
+/// A whole number >= min that fits Int; e.g. "--epochs: 'abc' is not a whole number >= 1".
+template <typename Int>
+CLI::Validator whole_number(Int min) {
+  const std::string want = "a whole number >= " + std::to_string(min);
+  return CLI::Validator(
+      [min, want](std::string& text) -> std::string {
+        Int v{};
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc::result_out_of_range)
+          return "'" + text + "' is too large (expected " + want + ")";
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < min)
+          return "'" + text + "' is not " + want;
+        return {};
+      },
+      "");
+}
+
+/// A finite number above min (or at least min when min_ok); e.g. "--lr: 'x' is not a number > 0".
+CLI::Validator number(double min, bool min_ok) {
+  std::ostringstream bound;
+  bound << (min_ok ? ">= " : "> ") << min;
+  const std::string want = "a number " + bound.str();
+  return CLI::Validator(
+      [min, min_ok, want](std::string& text) -> std::string {
+        double v = 0.0;
+        const std::string_view t =
+            !text.empty() && text[0] == '+' ? std::string_view(text).substr(1) : text;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        const bool ok = !t.empty() && ec == std::errc() && end == t.data() + t.size() &&
+                        std::isfinite(v) && (min_ok ? v >= min : v > min);
+        return ok ? std::string() : "'" + text + "' is not " + want;
+      },
+      "");
+}
+
+/// One of `choices`; e.g. "--optimizer: 'rmsprop' is not one of adam, adamw, sgd".
+CLI::Validator one_of(const std::vector<std::string>& choices) {
+  std::string list;
+  for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+  return CLI::Validator(
+      [choices, list](std::string& text) -> std::string {
+        for (const std::string& c : choices)
+          if (text == c) return {};
+        return "'" + text + "' is not one of " + list;
+      },
+      "");
+}
+
+/// `path` names a file that can be written: its folder exists and is writable, and `path`
+/// itself is not a folder. Checked before any work, so a bad path writes nothing.
+void check_output_path(const char* flag, const std::string& path) {
+  EMBER_CHECK(!path.empty(), "ember: ", flag, " is empty (expected a file path)");
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  EMBER_CHECK(fs::is_directory(dir, ec), "ember: ", flag, " ", path, ": the folder '", dir.string(),
+              "' does not exist (expected an existing folder; create it first)");
+  EMBER_CHECK(!fs::is_directory(path, ec), "ember: ", flag, " ", path,
+              " is a folder (expected a file path)");
+  EMBER_CHECK(::access(dir.c_str(), W_OK) == 0, "ember: ", flag, " ", path, ": the folder '",
+              dir.string(), "' is not writable");
+}
+
+/// `path` is a regular file this process can read.
+void check_input_file(const char* flag, const std::string& path) {
+  std::error_code ec;
+  EMBER_CHECK(fs::is_regular_file(path, ec), "ember: ", flag, " ", path, ": no such file",
+              fs::exists(path, ec) ? " (it is a folder)" : "");
+  EMBER_CHECK(::access(path.c_str(), R_OK) == 0, "ember: ", flag, " ", path, ": not readable");
+}
+
+/// The device exists on this machine (Device::parse checks the spelling).
+Device check_device(const std::string& name) {
+  const Device d = Device::parse(name);
+#if defined(EMBER_WITH_CUDA)
+  const char* build = "";
+#else
+  const char* build = "; this ember was built without CUDA";
+#endif
+  if (!d.is_cuda()) return d;
+  const int count = cuda_device_count();  // only now: it starts the CUDA runtime
+  EMBER_CHECK(d.index < count, "ember: --device ", name, ": no such device (this machine has ",
+              count, " CUDA device", count == 1 ? "" : "s", build, ")");
+  return d;
+}
+
 struct DataArgs {
   std::string dataset = "fashion-mnist";
   std::string label;
   std::string data_dir;
   std::string test_csv;
   int64_t batch_size = 128;
+  bool header = false, no_header = false;  // force the CSV header either way (default: detected)
 };
+
+bool is_csv(const DataArgs& a) { return a.dataset != "fashion-mnist"; }
+
+// The label column: a whole number is an index (negative from the end), anything else a name.
+std::variant<int64_t, std::string> label_column(const std::string& label) {
+  int64_t index = 0;
+  const auto [end, ec] = std::from_chars(label.data(), label.data() + label.size(), index);
+  if (!label.empty() && ec == std::errc() && end == label.data() + label.size()) return index;
+  return label;
+}
+
+data::CsvOptions csv_options(const DataArgs& a) {
+  data::CsvOptions o;
+  if (a.header) o.has_header = true;
+  if (a.no_header) o.has_header = false;
+  return o;
+}
+
+// The data arguments name readable inputs (before anything is loaded).
+void check_data(const DataArgs& a) {
+  if (!is_csv(a)) {
+    EMBER_CHECK(a.test_csv.empty(),
+                "ember: --test-csv goes with a CSV --dataset (got --dataset fashion-mnist)");
+    if (!a.data_dir.empty()) {
+      std::error_code ec;
+      EMBER_CHECK(fs::is_directory(a.data_dir, ec), "ember: --data-dir ", a.data_dir,
+                  ": no such folder");
+    }
+    return;
+  }
+  check_input_file("--dataset", a.dataset);
+  EMBER_CHECK(!a.label.empty(),
+              "ember: a CSV dataset needs --label COLUMN (the label column's name or index)");
+  if (!a.test_csv.empty()) check_input_file("--test-csv", a.test_csv);
+}
 
 struct Splits {
   std::shared_ptr<data::Dataset> train, test;
@@ -43,18 +192,15 @@ Splits load_data(const DataArgs& a, bool images, bool need_train) {
   if (a.dataset == "fashion-mnist") {
     auto as_dataset = [&](const std::string& split) {
       data::FashionMnist fm = data::load_fashion_mnist(split, a.data_dir);
-      return std::make_shared<data::TensorDataset>(images ? fm.images : fm.flat_images(), fm.labels);
+      return std::make_shared<data::TensorDataset>(images ? fm.images : fm.flat_images(),
+                                                   fm.labels);
     };
     if (need_train) s.train = as_dataset("train");
     s.test = as_dataset("test");
     return s;
   }
-  EMBER_CHECK(!a.label.empty(), "ember: a CSV dataset needs --label COLUMN (the label column's name or index)");
-  data::CsvOptions o;
-  if (!a.label.empty() && a.label.find_first_not_of("-0123456789") == std::string::npos)
-    o.label_column = static_cast<int64_t>(std::stoll(a.label));
-  else
-    o.label_column = a.label;
+  data::CsvOptions o = csv_options(a);
+  o.label_column = label_column(a.label);
   data::CsvData d = data::read_csv(a.dataset, o);
   auto ds = std::make_shared<data::TensorDataset>(d.inputs, d.labels);
   s.train = ds;
@@ -66,18 +212,27 @@ Splits load_data(const DataArgs& a, bool images, bool need_train) {
   return s;
 }
 
-nn::Module make_model(const std::string& spec, int64_t in_features, int64_t classes) {
-  if (spec == "mlp") return train::mlp(in_features, {256, 256}, classes);
-  if (spec == "cnn") return train::fashion_cnn(classes);
+// A --model spec file's JSON (checked before any work; built by make_model).
+nn::json read_model_spec(const std::string& spec) {
   std::ifstream f(spec);
-  EMBER_CHECK(f.good(), "ember: --model '", spec, "' is neither mlp, cnn nor a readable JSON spec file");
+  EMBER_CHECK(f.good(), "ember: --model '", spec,
+              "' is neither mlp, cnn nor a readable JSON spec file");
   nn::json j;
   try {
     f >> j;
   } catch (const nn::json::exception& e) {
     detail::throw_error(detail::concat("ember: ", spec, ": not valid JSON (", e.what(), ")"));
   }
-  return nn::build(j);
+  EMBER_CHECK(j.is_object() && j.contains("type"), "ember: --model ", spec,
+              ": not a module spec (expected a JSON object with a \"type\", as config() writes)");
+  return j;
+}
+
+nn::Module make_model(const std::string& spec, const nn::json& spec_json, int64_t in_features,
+                      int64_t classes) {
+  if (spec == "mlp") return train::mlp(in_features, {256, 256}, classes);
+  if (spec == "cnn") return train::fashion_cnn(classes);
+  return nn::build(spec_json);
 }
 
 int64_t class_count(const data::Dataset& ds) {
@@ -94,7 +249,9 @@ int64_t feature_count(const data::Dataset& ds) {
 train::LossFn loss_for(const data::Dataset& ds) {
   auto* td = dynamic_cast<const data::TensorDataset*>(&ds);
   if (td && td->targets().defined() && is_floating(td->targets().dtype()))
-    return [](const Tensor& out, const Tensor& y) { return mse_loss(out.reshape({out.size(0), -1}), y.reshape({y.size(0), -1})); };
+    return [](const Tensor& out, const Tensor& y) {
+      return mse_loss(out.reshape({out.size(0), -1}), y.reshape({y.size(0), -1}));
+    };
   return train::cross_entropy_loss();
 }
 
@@ -104,72 +261,118 @@ void print_metrics(const char* what, const train::Metrics& m) {
   std::cout << " (" << m.samples << " samples)\n";
 }
 
-int cmd_train(const DataArgs& da, const std::string& model_spec, int64_t epochs, double lr,
-              const std::string& opt_name, double momentum, double weight_decay, const std::string& sched_name,
-              uint64_t seed, const std::string& device_name, const std::string& output, int64_t ckpt_every,
-              const std::string& ckpt_path, const std::string& resume_path, const std::string& progress) {
-  manual_seed(seed);
-  const Device device = Device::parse(device_name);
-  const bool images = model_spec == "cnn";
-  Splits data = load_data(da, images, true);
-  nn::Module model = make_model(model_spec, feature_count(*data.train), class_count(*data.train));
+struct TrainArgs {
+  std::string model = "mlp", optimizer = "adam", scheduler = "none", device = "cpu",
+              output = "model.safetensors";
+  std::string checkpoint, resume, progress = "auto";
+  int64_t epochs = 5, checkpoint_every = 0;
+  double lr = 1e-3, momentum = 0.9, weight_decay = 0.0;
+  uint64_t seed = 42;
+};
+
+std::string checkpoint_path(const TrainArgs& t) {
+  return t.checkpoint.empty() ? t.output + ".ckpt" : t.checkpoint;
+}
+
+// Everything cmd_train needs that can be checked without loading data (the numbers and
+// choices were checked while parsing, Note [Argument checks]); returns a --model spec
+// file's JSON (null for mlp and cnn).
+nn::json check_train(const DataArgs& da, const TrainArgs& t) {
+  check_device(t.device);
+  check_data(da);
+  if (t.model == "cnn")
+    EMBER_CHECK(!is_csv(da), "ember: --model cnn takes Fashion-MNIST images (got --dataset ",
+                da.dataset, ")");
+  const nn::json spec =
+      t.model == "mlp" || t.model == "cnn" ? nn::json() : read_model_spec(t.model);
+  check_output_path("--output", t.output);
+  if (!t.checkpoint.empty())
+    EMBER_CHECK(t.checkpoint_every > 0, "ember: --checkpoint ", t.checkpoint,
+                " is never written without --checkpoint-every N (expected N >= 1)");
+  if (t.checkpoint_every > 0) check_output_path("--checkpoint", checkpoint_path(t));
+  if (!t.resume.empty()) {
+    check_input_file("--resume", t.resume);
+    const std::string kind = io::inspect(t.resume).kind;
+    EMBER_CHECK(kind == "checkpoint", "ember: --resume ", t.resume,
+                " is not an ember checkpoint (got kind '", kind,
+                "', expected 'checkpoint', as --checkpoint-every writes)");
+  }
+  return spec;
+}
+
+int cmd_train(const DataArgs& da, const TrainArgs& t) {
+  const nn::json spec = check_train(da, t);
+  manual_seed(t.seed);
+  const Device device = Device::parse(t.device);
+  Splits data = load_data(da, t.model == "cnn", true);
+  nn::Module model =
+      make_model(t.model, spec, feature_count(*data.train), class_count(*data.train));
   model->to(device);
   std::cout << *model << "\n";
-  data::DataLoader train_loader(data.train, {.batch_size = da.batch_size, .shuffle = true, .seed = seed});
+  data::DataLoader train_loader(data.train,
+                                {.batch_size = da.batch_size, .shuffle = true, .seed = t.seed});
   data::DataLoader test_loader(data.test, {.batch_size = 1024});
 
   std::unique_ptr<optim::Optimizer> opt;
-  if (opt_name == "adam") opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = lr, .weight_decay = weight_decay});
-  else if (opt_name == "adamw") opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions{.lr = lr, .weight_decay = weight_decay});
-  else if (opt_name == "sgd") opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = lr, .momentum = momentum, .weight_decay = weight_decay});
-  else detail::throw_error("ember: unknown --optimizer '" + opt_name + "' (expected adam, adamw or sgd)");
+  const auto params = model->parameters();
+  if (t.optimizer == "adam")
+    opt = std::make_unique<optim::Adam>(
+        params, optim::AdamOptions{.lr = t.lr, .weight_decay = t.weight_decay});
+  else if (t.optimizer == "adamw")
+    opt = std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{.lr = t.lr, .weight_decay = t.weight_decay});
+  else  // sgd (the only other choice the parser lets through)
+    opt = std::make_unique<optim::SGD>(
+        params,
+        optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
 
   std::unique_ptr<optim::LRScheduler> sched;
   std::unique_ptr<optim::ReduceLROnPlateau> plateau;
   bool per_batch = false;
-  const int64_t steps = epochs * train_loader.num_batches();
-  if (sched_name == "cosine") {
-    sched = std::make_unique<optim::CosineAnnealingLR>(*opt, steps);
+  if (t.scheduler == "cosine") {
+    sched = std::make_unique<optim::CosineAnnealingLR>(*opt, t.epochs * train_loader.num_batches());
     per_batch = true;
-  } else if (sched_name == "step") {
-    sched = std::make_unique<optim::StepLR>(*opt, std::max<int64_t>(epochs / 3, 1), 0.1);
-  } else if (sched_name == "exponential") {
+  } else if (t.scheduler == "step") {
+    sched = std::make_unique<optim::StepLR>(*opt, std::max<int64_t>(t.epochs / 3, 1), 0.1);
+  } else if (t.scheduler == "exponential") {
     sched = std::make_unique<optim::ExponentialLR>(*opt, 0.9);
-  } else if (sched_name == "plateau") {
-    plateau = std::make_unique<optim::ReduceLROnPlateau>(*opt, optim::ReduceLROnPlateauOptions{.patience = 1});
-  } else if (sched_name != "none") {
-    detail::throw_error("ember: unknown --scheduler '" + sched_name + "' (expected none, step, cosine, exponential or plateau)");
+  } else if (t.scheduler == "plateau") {
+    plateau = std::make_unique<optim::ReduceLROnPlateau>(
+        *opt, optim::ReduceLROnPlateauOptions{.patience = 1});
   }
 
   train::FitOptions fo;
-  fo.epochs = epochs;
+  fo.epochs = t.epochs;
   fo.val_loader = &test_loader;
   fo.scheduler = sched.get();
   fo.scheduler_per_batch = per_batch;
   fo.plateau = plateau.get();
   fo.device = device;
-  fo.checkpoint_every = ckpt_every;
-  fo.checkpoint_path = ckpt_path.empty() && ckpt_every > 0 ? output + ".ckpt" : ckpt_path;
-  fo.progress = progress == "bar" ? train::Progress::bar
-                : progress == "lines" ? train::Progress::lines
-                : progress == "none" ? train::Progress::none
-                                     : train::Progress::automatic;
-  if (!resume_path.empty()) {
-    train::ResumePoint r = train::resume(resume_path, model, *opt, sched.get(), train_loader);
+  fo.checkpoint_every = t.checkpoint_every;
+  if (t.checkpoint_every > 0) fo.checkpoint_path = checkpoint_path(t);
+  fo.progress = t.progress == "bar"     ? train::Progress::bar
+                : t.progress == "lines" ? train::Progress::lines
+                : t.progress == "none"  ? train::Progress::none
+                                        : train::Progress::automatic;
+  if (!t.resume.empty()) {
+    train::ResumePoint r = train::resume(t.resume, model, *opt, sched.get(), train_loader);
     fo.start_epoch = r.epoch;
     fo.start_step = r.step;
-    std::cout << "resumed from " << resume_path << " at epoch " << r.epoch + 1 << ", step " << r.step << "\n";
+    std::cout << "resumed from " << t.resume << " at epoch " << r.epoch + 1 << ", step " << r.step
+              << "\n";
   }
   train::fit(model, train_loader, *opt, loss_for(*data.train), fo);
   train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train), device);
   print_metrics("test", m);
-  io::save_model(model, output);
-  std::cout << "saved " << output << " (" << std::filesystem::file_size(output) << " bytes)\n";
+  io::save_model(model, t.output);
+  std::cout << "saved " << t.output << " (" << std::filesystem::file_size(t.output) << " bytes)\n";
   return 0;
 }
 
 int cmd_eval(const std::string& path, const DataArgs& da, const std::string& device_name) {
-  const Device device = Device::parse(device_name);
+  const Device device = check_device(device_name);
+  check_input_file("model", path);
+  check_data(da);
   nn::Module model = io::load_model(path, device);
   Splits data = load_data(da, train::expects_images(model), false);
   data::DataLoader loader(data.test, {.batch_size = da.batch_size});
@@ -177,13 +380,18 @@ int cmd_eval(const std::string& path, const DataArgs& da, const std::string& dev
   return 0;
 }
 
-int cmd_predict(const std::string& path, const std::string& input, const std::string& output, const std::string& label,
-                const std::string& device_name) {
-  const Device device = Device::parse(device_name);
+int cmd_predict(const std::string& path, const std::string& input, const std::string& output,
+                const std::string& label, const DataArgs& header, const std::string& device_name) {
+  const Device device = check_device(device_name);
+  check_input_file("model", path);
+  check_input_file("--input", input);
+  check_output_path("--output", output);
   nn::Module model = io::load_model(path, device);
-  data::CsvOptions o;
-  if (label.empty()) o.has_label = false;  // every column is a feature
-  else o.label_column = label;
+  data::CsvOptions o = csv_options(header);
+  if (label.empty())
+    o.has_label = false;  // every column is a feature
+  else
+    o.label_column = label_column(label);
   Tensor x = data::read_csv(input, o).inputs;
   if (train::expects_images(model)) x = x.reshape({x.size(0), 1, 28, 28});
   NoGradGuard g;
@@ -209,6 +417,25 @@ int cmd_predict(const std::string& path, const std::string& input, const std::st
   return 0;
 }
 
+// The table (or JSON) of what `file` holds. The data checksum is verified unless
+// no_verify: a corrupt file is an error here as it is for eval and predict.
+int cmd_inspect(const std::string& file, bool as_json, bool no_verify) {
+  io::Inspection r = io::inspect(file);
+  if (!no_verify && r.checksum == "not checked") {
+    try {
+      r = io::inspect(file, /*verify_checksum=*/true);
+    } catch (const Error& e) {
+      detail::throw_error(
+          detail::concat(e.what(), " (ember inspect --no-verify ", file, " shows it anyway)"));
+    }
+  }
+  if (as_json)
+    std::cout << r.to_json().dump(2) << "\n";
+  else
+    std::cout << r.to_string();
+  return 0;
+}
+
 int cmd_info() {
   std::cout << "ember 0.1.0\n";
 #if defined(EMBER_WITH_CUDA)
@@ -225,41 +452,88 @@ int cmd_info() {
   return 0;
 }
 
+// The first argument names a known subcommand (or asks for help). CLI11 says "A subcommand
+// is required" for `ember frobnicate`; this names what was given and what exists.
+void check_subcommand(int argc, char** argv) {
+  if (argc < 2)
+    throw CLI::RequiredError(
+        detail::concat("ember: a subcommand is required (expected ", kCommands, ")"),
+        CLI::ExitCodes::RequiredError);
+  const std::string first = argv[1];
+  if (first == "-h" || first == "--help" || first == "--help-all") return;
+  for (const char* c : {"train", "eval", "predict", "inspect", "info"})
+    if (first == c) return;
+  throw CLI::ExtrasError(
+      first.rfind('-', 0) == 0
+          ? detail::concat("ember: the subcommand comes first (got '", first, "', expected ",
+                           kCommands, ")")
+          : detail::concat("ember: unknown subcommand '", first, "' (expected ", kCommands, ")"),
+      CLI::ExitCodes::ExtrasError);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ember — train, evaluate and ship models without Python"};
   app.require_subcommand(1);
   DataArgs da;
+  auto add_header_flags = [&](CLI::App* c) {
+    auto* yes = c->add_flag("--header", da.header,
+                            "the CSV's first line is a header, even if it is all numbers");
+    auto* no = c->add_flag("--no-header", da.no_header,
+                           "the CSV's first line is data (default: data when it is all numbers)");
+    yes->excludes(no);
+  };
   auto add_data = [&](CLI::App* c) {
     c->add_option("--dataset", da.dataset, "fashion-mnist or a CSV file")->capture_default_str();
     c->add_option("--label", da.label, "label column of a CSV dataset (name or index)");
-    c->add_option("--data-dir", da.data_dir, "Fashion-MNIST directory (default: the Debian package's)");
+    c->add_option("--data-dir", da.data_dir,
+                  "Fashion-MNIST directory (default: the Debian package's)");
     c->add_option("--test-csv", da.test_csv, "CSV file to evaluate on (default: the training CSV)");
-    c->add_option("--batch-size", da.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+    c->add_option("--batch-size", da.batch_size, "batch size (1 or more)")
+        ->capture_default_str()
+        ->check(whole_number<int64_t>(1));
+    add_header_flags(c);
   };
 
   auto* train = app.add_subcommand("train", "train a model and save it");
   add_data(train);
-  std::string model = "mlp", optimizer = "adam", scheduler = "none", device = "cpu", output = "model.safetensors";
-  std::string ckpt_path, resume, progress = "auto";
-  int64_t epochs = 5, ckpt_every = 0;
-  double lr = 1e-3, momentum = 0.9, weight_decay = 0.0;
-  uint64_t seed = 42;
-  train->add_option("--model", model, "mlp, cnn, or a JSON spec file")->capture_default_str();
-  train->add_option("--epochs", epochs, "epochs")->capture_default_str()->check(CLI::NonNegativeNumber);
-  train->add_option("--lr", lr, "learning rate")->capture_default_str();
-  train->add_option("--optimizer", optimizer, "adam, adamw or sgd")->capture_default_str();
-  train->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  train->add_option("--weight-decay", weight_decay, "weight decay")->capture_default_str();
-  train->add_option("--scheduler", scheduler, "none, step, cosine, exponential or plateau")->capture_default_str();
-  train->add_option("--seed", seed, "random seed")->capture_default_str();
-  train->add_option("--device", device, "cpu or cuda:N")->capture_default_str();
-  train->add_option("--output,-o", output, "where to save the model")->capture_default_str();
-  train->add_option("--checkpoint-every", ckpt_every, "save a checkpoint every N steps")->check(CLI::NonNegativeNumber);
-  train->add_option("--checkpoint", ckpt_path, "checkpoint path (default: OUTPUT.ckpt)");
-  train->add_option("--resume", resume, "resume training from a checkpoint");
-  train->add_option("--progress", progress, "auto, bar, lines or none")->capture_default_str();
+  TrainArgs ta;
+  std::string device = "cpu";  // eval and predict
+  train->add_option("--model", ta.model, "mlp, cnn, or a JSON spec file")->capture_default_str();
+  train->add_option("--epochs", ta.epochs, "epochs (1 or more)")
+      ->capture_default_str()
+      ->check(whole_number<int64_t>(1));
+  train->add_option("--lr", ta.lr, "learning rate (above 0)")
+      ->capture_default_str()
+      ->check(number(0.0, false));
+  train->add_option("--optimizer", ta.optimizer, "adam, adamw or sgd")
+      ->capture_default_str()
+      ->check(one_of({"adam", "adamw", "sgd"}));
+  train->add_option("--momentum", ta.momentum, "SGD momentum (0 or more)")
+      ->capture_default_str()
+      ->check(number(0.0, true));
+  train->add_option("--weight-decay", ta.weight_decay, "weight decay (0 or more)")
+      ->capture_default_str()
+      ->check(number(0.0, true));
+  train->add_option("--scheduler", ta.scheduler, "none, step, cosine, exponential or plateau")
+      ->capture_default_str()
+      ->check(one_of({"none", "step", "cosine", "exponential", "plateau"}));
+  train->add_option("--seed", ta.seed, "random seed")
+      ->capture_default_str()
+      ->check(whole_number<uint64_t>(0));
+  train->add_option("--device", ta.device, "cpu or cuda:N")->capture_default_str();
+  train->add_option("--output,-o", ta.output, "where to save the model (its folder must exist)")
+      ->capture_default_str();
+  train
+      ->add_option("--checkpoint-every", ta.checkpoint_every,
+                   "save a checkpoint every N steps (0: never)")
+      ->check(whole_number<int64_t>(0));
+  train->add_option("--checkpoint", ta.checkpoint, "checkpoint path (default: OUTPUT.ckpt)");
+  train->add_option("--resume", ta.resume, "resume training from a checkpoint");
+  train->add_option("--progress", ta.progress, "auto, bar, lines or none")
+      ->capture_default_str()
+      ->check(one_of({"auto", "bar", "lines", "none"}));
 
   auto* eval = app.add_subcommand("eval", "evaluate a saved model");
   std::string model_path;
@@ -270,36 +544,36 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "write predictions for CSV rows");
   std::string input, preds = "predictions.csv", label;
   predict->add_option("model", model_path, "model file")->required();
-  predict->add_option("--input", input, "CSV file of feature rows (with a header)")->required();
-  predict->add_option("--output", preds, "CSV file to write")->capture_default_str();
-  predict->add_option("--label", label, "a label column to ignore, if the file has one");
+  predict->add_option("--input", input, "CSV file of feature rows (a header line is detected)")
+      ->required();
+  predict->add_option("--output", preds, "CSV file to write (its folder must exist)")
+      ->capture_default_str();
+  predict->add_option("--label", label,
+                      "a label column to ignore, if the file has one (name or index)");
   predict->add_option("--device", device, "cpu or cuda:N")->capture_default_str();
+  add_header_flags(predict);
 
   auto* inspect = app.add_subcommand("inspect", "show what a model or checkpoint file holds");
   std::string file;
-  bool as_json = false;
+  bool as_json = false, no_verify = false;
   inspect->add_option("file", file, "safetensors file")->required();
   inspect->add_flag("--json", as_json, "print JSON");
+  inspect->add_flag("--no-verify", no_verify,
+                    "skip the data checksum (a quick look at a large or damaged file)");
 
   auto* info = app.add_subcommand("info", "build options, threads and devices");
 
   try {
+    check_subcommand(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    if (*train)
-      return cmd_train(da, model, epochs, lr, optimizer, momentum, weight_decay, scheduler, seed, device, output,
-                       ckpt_every, ckpt_path, resume, progress);
+    if (*train) return cmd_train(da, ta);
     if (*eval) return cmd_eval(model_path, da, device);
-    if (*predict) return cmd_predict(model_path, input, preds, label, device);
-    if (*inspect) {
-      io::Inspection r = io::inspect(file);
-      if (as_json) std::cout << r.to_json().dump(2) << "\n";
-      else std::cout << r.to_string();
-      return 0;
-    }
+    if (*predict) return cmd_predict(model_path, input, preds, label, da, device);
+    if (*inspect) return cmd_inspect(file, as_json, no_verify);
     if (*info) return cmd_info();
   } catch (const ember::Error& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -5,6 +5,13 @@
 // inside quotes); quoted fields cannot span lines. Whitespace around a field is ignored,
 // as are blank lines, a UTF-8 byte-order mark and Windows line ends. Errors name the file,
 // the 1-based line number and the 1-based field number.
+//
+// Note [CSV header detection]
+// With has_header unset, the first non-blank line is a header unless every one of its
+// fields parses as a number: a file of numbers alone starts with data, so its first row is
+// not lost, while a header needs only one non-numeric name. has_header forces either way:
+// true for a header made only of numbers ("0,1,2"); false for data, so that a non-number
+// in the first line is reported as a bad field instead of being taken for a header.
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -81,11 +88,17 @@ std::string parse_number(std::string_view text, double& value) {
 }
 
 // Resolves the label column to an index in [0, columns).
-int64_t label_index(const std::string& path, const CsvOptions& options,
+int64_t label_index(const std::string& path, const CsvOptions& options, bool has_header,
                     const std::vector<std::string>& names, int64_t columns) {
   if (const auto* name = std::get_if<std::string>(&options.label_column)) {
-    if (!options.has_header)
-      fail(path, "label column '", *name, "' is given by name but has_header is false (give an index)");
+    if (!has_header && options.has_header.has_value())
+      fail(path, "label column '", *name,
+           "' is given by name but has_header is false (give an index)");
+    if (!has_header)
+      fail(
+          path, "label column '", *name,
+          "' is given by name but the first line is all numbers, so it was read "
+          "as data, not a header (give an index, or set has_header = true to read it as a header)");
     int64_t found = -1;
     for (size_t c = 0; c < names.size(); ++c) {
       if (names[c] != *name) continue;
@@ -112,7 +125,8 @@ int64_t label_index(const std::string& path, const CsvOptions& options,
 
 CsvData read_csv(const std::string& path, const CsvOptions& options) {
   EMBER_CHECK(options.delimiter != '"' && options.delimiter != '\n' && options.delimiter != '\r',
-              "read_csv: delimiter '", options.delimiter, "' (expected a character other than a quote or line end)");
+              "read_csv: delimiter '", options.delimiter,
+              "' (expected a character other than a quote or line end)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open (", std::strerror(errno), ")");
 
@@ -132,31 +146,45 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
 
   std::vector<std::string> fields, names;
   if (!next_line())
-    fail(path, "empty file (expected ", options.has_header ? "a header line" : "data rows", ")");
+    fail(path, "empty file (expected ",
+         options.has_header.value_or(true) ? "a header line" : "data rows", ")");
   if (auto err = split_fields(line, options.delimiter, fields); !err.empty()) fail(where(), err);
   const int64_t columns = static_cast<int64_t>(fields.size());
   const int64_t header_line = line_number;
+  bool has_header = true;  // Note [CSV header detection]
   if (options.has_header) {
+    has_header = *options.has_header;
+  } else {
+    double unused = 0.0;
+    bool all_numbers = true;
+    for (const std::string& f : fields)
+      all_numbers = all_numbers && parse_number(f, unused).empty();
+    has_header = !all_numbers;
+  }
+  if (has_header) {
     names = fields;
   } else {
     for (int64_t c = 0; c < columns; ++c) names.push_back(std::to_string(c));
   }
-  const int64_t label = options.has_label ? label_index(path, options, names, columns) : -1;
+  const int64_t label =
+      options.has_label ? label_index(path, options, has_header, names, columns) : -1;
 
   std::vector<float> features;
   std::vector<double> labels;
   bool integer_labels = true;
   int64_t rows = 0;
-  bool first_is_data = !options.has_header;  // then `fields` already holds the first row
+  bool first_is_data = !has_header;  // then `fields` already holds the first row
   for (;;) {
     if (first_is_data) {
       first_is_data = false;
     } else {
       if (!next_line()) break;
-      if (auto err = split_fields(line, options.delimiter, fields); !err.empty()) fail(where(), err);
+      if (auto err = split_fields(line, options.delimiter, fields); !err.empty())
+        fail(where(), err);
     }
     if (static_cast<int64_t>(fields.size()) != columns)
-      fail(where(), fields.size(), " fields (expected ", columns, ", as in line ", header_line, ")");
+      fail(where(), fields.size(), " fields (expected ", columns, ", as in line ", header_line,
+           ")");
     ++rows;
     for (int64_t c = 0; c < columns; ++c) {
       double v = 0.0;
@@ -174,7 +202,8 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   if (rows == 0) fail(path, "no data rows (expected at least one after the header)");
 
   CsvData out;
-  out.inputs = from_vector(features, {rows, columns - (label >= 0 ? 1 : 0)}, {.device = Device::cpu()});
+  out.inputs =
+      from_vector(features, {rows, columns - (label >= 0 ? 1 : 0)}, {.device = Device::cpu()});
   if (label < 0) {
     // no label column: labels stay undefined
   } else if (integer_labels) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "ember/autograd.hpp"
@@ -168,6 +169,46 @@ void DataLoader::set_state(int64_t epoch, int64_t position) {
   position_ = position;
 }
 
+DataLoaderState DataLoader::state() const {
+  return {.epoch = epoch_,
+          .position = position_,
+          .size = dataset_->size(),
+          .batch_size = options_.batch_size,
+          .shuffle = options_.shuffle,
+          .drop_last = options_.drop_last,
+          .seed = options_.seed};
+}
+
+void DataLoader::check_state(const DataLoaderState& s) const {
+  const DataLoaderState here = state();
+  std::string diff;
+  auto differs = [&](const char* what, const auto& saved, const auto& mine) {
+    if (saved == mine) return;
+    diff += detail::concat(diff.empty() ? "" : ", ", what, " (got ", saved,
+                           " in the state, expected ", mine, " as this loader has)");
+  };
+  const auto flag = [](bool b) { return b ? "true" : "false"; };
+  differs("dataset size", s.size, here.size);
+  differs("batch_size", s.batch_size, here.batch_size);
+  differs("shuffle", std::string(flag(s.shuffle)), std::string(flag(here.shuffle)));
+  differs("drop_last", std::string(flag(s.drop_last)), std::string(flag(here.drop_last)));
+  if (s.shuffle && here.shuffle)
+    differs("seed", s.seed, here.seed);  // the order ignores it otherwise
+  EMBER_CHECK(diff.empty(),
+              "DataLoader::load_state: the state was taken from a loader with other options, so "
+              "resuming would not give the same batches: ",
+              diff, "; build the loader with the options it was saved with");
+  EMBER_CHECK(s.epoch >= 0, "DataLoader::load_state: epoch is ", s.epoch, " (expected >= 0)");
+  EMBER_CHECK(s.position >= 0 && s.position <= num_batches(),
+              "DataLoader::load_state: position is ", s.position, " (expected 0 to ", num_batches(),
+              ", the batches per epoch)");
+}
+
+void DataLoader::load_state(const DataLoaderState& s) {
+  check_state(s);
+  set_state(s.epoch, s.position);
+}
+
 std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) const {
   EMBER_CHECK(batch >= 0 && batch < num_batches(), "DataLoader::batch_indices: batch ", batch,
               " is out of range (expected 0 to ", num_batches() - 1, ")");
@@ -225,7 +266,8 @@ void DataLoader::start_epoch() {
     // The worker holds its own references: the order and dataset outlive any loader change.
     auto order_ref = order_;
     auto make = [this, order_ref](int64_t k) { return make_batch(*order_ref, k); };
-    w->thread = std::thread([w, first = position_, last = num_batches(), make] { w->run(first, last, make); });
+    w->thread = std::thread(
+        [w, first = position_, last = num_batches(), make] { w->run(first, last, make); });
   }
 }
 
@@ -255,13 +297,15 @@ DataLoader::Iterator DataLoader::begin() {
 }
 
 Example& DataLoader::Iterator::operator*() const {
-  EMBER_CHECK(loader_ && loader_->active_, "DataLoader::Iterator: dereferenced past the end or after "
+  EMBER_CHECK(loader_ && loader_->active_,
+              "DataLoader::Iterator: dereferenced past the end or after "
               "the loader started a new iteration");
   return loader_->current_;
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  EMBER_CHECK(loader_ && loader_->active_, "DataLoader::Iterator: advanced past the end or after "
+  EMBER_CHECK(loader_ && loader_->active_,
+              "DataLoader::Iterator: advanced past the end or after "
               "the loader started a new iteration");
   loader_->advance();
   if (!loader_->active_) loader_ = nullptr;

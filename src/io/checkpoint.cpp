@@ -5,6 +5,7 @@
 #include <charconv>
 #include <ctime>
 #include <iomanip>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -62,7 +63,8 @@ ModelTensors collect(const nn::Module& model, std::optional<DType> storage) {
   return out;
 }
 
-std::map<std::string, std::string> base_metadata(const nn::Module& model, const ModelTensors& mt, const char* kind) {
+std::map<std::string, std::string> base_metadata(const nn::Module& model, const ModelTensors& mt,
+                                                 const char* kind) {
   std::map<std::string, std::string> m;
   m["ember.kind"] = kind;
   m["ember.format_version"] = "1";
@@ -91,7 +93,9 @@ json metadata_string_map(const SafetensorsFile& f, const std::string& key) {
   const json j = metadata_json(f, key, json::object());
   bool ok = j.is_object();
   for (auto it = j.begin(); ok && it != j.end(); ++it) ok = it.value().is_string();
-  if (!ok) fail(f.path(), "metadata '" + key + "' is not a JSON object of names to strings (got " + j.dump().substr(0, 60) + ")");
+  if (!ok)
+    fail(f.path(), "metadata '" + key + "' is not a JSON object of names to strings (got " +
+                       j.dump().substr(0, 60) + ")");
   return j;
 }
 
@@ -99,14 +103,16 @@ json metadata_string_map(const SafetensorsFile& f, const std::string& key) {
 json metadata_object(const SafetensorsFile& f, const std::string& key) {
   const json j = metadata_json(f, key, json());
   if (f.metadata().count(key) && !j.is_object())
-    fail(f.path(), "metadata '" + key + "' is not a JSON object (got " + j.dump().substr(0, 60) + ")");
+    fail(f.path(),
+         "metadata '" + key + "' is not a JSON object (got " + j.dump().substr(0, 60) + ")");
   return j;
 }
 
 // Runs `fn`, turning any error it raises (from the registry, the optimizer, the scheduler, the
 // loader, a JSON accessor or an allocation) into an ember::Error that names the file.
 template <typename Fn>
-auto with_file_context(const std::string& path, const std::string& what, Fn&& fn) -> decltype(fn()) {
+auto with_file_context(const std::string& path, const std::string& what, Fn&& fn)
+    -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {
@@ -125,12 +131,50 @@ Int parse_integer(const std::string& path, const std::string& key, const std::st
   return v;
 }
 
+// ember.dataloader: the loader's position and the options that fix its batches
+// (Note [DataLoader state] in ember/data/dataloader.hpp). The seed is a decimal string, as
+// in ember.rng, so 64-bit values survive JSON readers that hold numbers as doubles.
+json dataloader_json(const data::DataLoaderState& s) {
+  return {{"epoch", s.epoch},
+          {"position", s.position},
+          {"size", s.size},
+          {"batch_size", s.batch_size},
+          {"shuffle", s.shuffle},
+          {"drop_last", s.drop_last},
+          {"seed", std::to_string(s.seed)}};
+}
+
+// The full state from ember.dataloader (epoch and position already checked); unset for a
+// file written before the options were recorded, which holds only epoch and position.
+std::optional<data::DataLoaderState> dataloader_state(const std::string& path, const json& dl) {
+  const char* option_keys[] = {"size", "batch_size", "shuffle", "drop_last", "seed"};
+  size_t present = 0;
+  for (const char* k : option_keys) present += dl.contains(k) ? 1 : 0;
+  if (present == 0) return std::nullopt;
+  const bool ok = present == std::size(option_keys) && dl["size"].is_number_integer() &&
+                  dl["batch_size"].is_number_integer() && dl["shuffle"].is_boolean() &&
+                  dl["drop_last"].is_boolean() && dl["seed"].is_string();
+  if (!ok)
+    fail(path,
+         "metadata 'ember.dataloader' needs integer size and batch_size, boolean shuffle and "
+         "drop_last and a string seed next to epoch and position (got " +
+             dl.dump().substr(0, 120) + ")");
+  return data::DataLoaderState{
+      .epoch = dl["epoch"].get<int64_t>(),
+      .position = dl["position"].get<int64_t>(),
+      .size = dl["size"].get<int64_t>(),
+      .batch_size = dl["batch_size"].get<int64_t>(),
+      .shuffle = dl["shuffle"].get<bool>(),
+      .drop_last = dl["drop_last"].get<bool>(),
+      .seed = parse_integer<uint64_t>(path, "ember.dataloader", dl["seed"].get<std::string>())};
+}
+
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
 // dtypes converted back when the file recorded the original). Strict: all problems in one error.
 // With `check_only`, everything but the copies (load_checkpoint checks the model before it
 // touches the optimizer).
-nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict, bool skip_optim,
-                           bool check_only = false) {
+nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict,
+                           bool skip_optim, bool check_only = false) {
   const json tied = metadata_string_map(f, "ember.tied");
   const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
@@ -147,12 +191,13 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
       continue;
     }
     file_names.erase(stored);
-    const bool dtype_ok = e->dtype == t.dtype() ||
-                          (dtypes.contains(stored) && dtypes[stored].get<std::string>() == dtype_name(t.dtype()));
+    const bool dtype_ok =
+        e->dtype == t.dtype() ||
+        (dtypes.contains(stored) && dtypes[stored].get<std::string>() == dtype_name(t.dtype()));
     if (e->shape != t.shape() || !dtype_ok) {
       std::ostringstream m;
-      m << name << ": expected " << t.shape().to_string() << " " << dtype_name(t.dtype()) << ", got "
-        << e->shape.to_string() << " " << safetensors_dtype_name(e->dtype);
+      m << name << ": expected " << t.shape().to_string() << " " << dtype_name(t.dtype())
+        << ", got " << e->shape.to_string() << " " << safetensors_dtype_name(e->dtype);
       report.mismatched.push_back(m.str());
       continue;
     }
@@ -178,14 +223,19 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
   return report;
 }
 
-nn::Module build_from(const SafetensorsFile& f, const std::function<nn::Module(const json&)>& builder, Device device) {
+nn::Module build_from(const SafetensorsFile& f,
+                      const std::function<nn::Module(const json&)>& builder, Device device) {
   auto it = f.metadata().find("ember.architecture");
   if (it == f.metadata().end())
-    fail(f.path(), "no ember.architecture in the file (written by another tool?): build the module yourself and "
-                   "use load_state(), or pass a builder to load_model()");
+    fail(f.path(),
+         "no ember.architecture in the file (written by another tool?): build the module yourself "
+         "and use load_state(), or pass a builder to load_model()");
   const json arch = metadata_json(f, "ember.architecture", json());
-  if (!arch.is_object()) fail(f.path(), "ember.architecture is not a module config object (got " + arch.dump().substr(0, 60) + ")");
-  const RngState rng = get_rng_state();  // building initialises weights: leave the user's stream alone
+  if (!arch.is_object())
+    fail(f.path(), "ember.architecture is not a module config object (got " +
+                       arch.dump().substr(0, 60) + ")");
+  // Building initialises weights: leave the user's random stream alone.
+  const RngState rng = get_rng_state();
   nn::Module model;
   try {
     model = with_file_context(f.path(), "cannot rebuild the module from ember.architecture",
@@ -200,13 +250,52 @@ nn::Module build_from(const SafetensorsFile& f, const std::function<nn::Module(c
   return model;
 }
 
+// The first module type in `config` (what load_model hands to nn::build) that the registry
+// does not know, with where it sits ("" for the root, else the dotted child path).
+std::optional<std::pair<std::string, std::string>> unregistered_type(const json& config,
+                                                                     const std::string& where) {
+  if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
+    return std::nullopt;
+  const std::string type = config["type"].get<std::string>();
+  if (!nn::module_type_registered(type)) return std::make_pair(type, where);
+  if (!config.contains("children")) return std::nullopt;
+  const json& children = config["children"];
+  auto child_path = [&](const std::string& name) {
+    return where.empty() ? name : where + "." + name;
+  };
+  if (children.is_array()) {
+    for (size_t i = 0; i < children.size(); ++i)
+      if (auto found = unregistered_type(children[i], child_path(std::to_string(i)))) return found;
+  } else if (children.is_object()) {
+    for (auto it = children.begin(); it != children.end(); ++it)
+      if (auto found = unregistered_type(it.value(), child_path(it.key()))) return found;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void save_model(const nn::Module& model, const std::string& path, const SaveOptions& options) {
   EMBER_CHECK(model.defined(), "save_model: the model is undefined");
   if (options.storage_dtype)
-    EMBER_CHECK(is_floating(*options.storage_dtype), "save_model: storage dtype ", dtype_name(*options.storage_dtype),
-                " (expected f32, f64, f16 or bf16)");
+    EMBER_CHECK(is_floating(*options.storage_dtype), "save_model: storage dtype ",
+                dtype_name(*options.storage_dtype), " (expected f32, f64, f16 or bf16)");
+  if (!options.allow_unregistered) {
+    if (auto found = unregistered_type(model->config(), "")) {
+      const auto& [type, where] = *found;
+      detail::throw_error(
+          detail::concat("save_model: module type '", type, "' (",
+                         where.empty() ? std::string("the model itself") : "at '" + where + "'",
+                         ") is not registered, so load_model could never rebuild it (expected a "
+                         "type nn::build knows); register it once at startup with "
+                         "nn::register_module_type(\"",
+                         type,
+                         "\", factory), or set "
+                         "SaveOptions::allow_unregistered to save anyway and load with load_state "
+                         "or load_model(path, builder); nothing was written to ",
+                         path));
+    }
+  }
   ModelTensors mt = collect(model, options.storage_dtype);
   auto meta = base_metadata(model, mt, "model");
   for (auto& [k, v] : options.metadata) {
@@ -217,9 +306,12 @@ void save_model(const nn::Module& model, const std::string& path, const SaveOpti
   write_safetensors(path, mt.tensors, meta);
 }
 
-nn::Module load_model(const std::string& path, Device device) { return load_model(path, nullptr, device); }
+nn::Module load_model(const std::string& path, Device device) {
+  return load_model(path, nullptr, device);
+}
 
-nn::Module load_model(const std::string& path, const std::function<nn::Module(const json&)>& builder, Device device) {
+nn::Module load_model(const std::string& path,
+                      const std::function<nn::Module(const json&)>& builder, Device device) {
   SafetensorsFile f(path);
   f.verify_checksum();
   nn::Module model = build_from(f, builder, device);
@@ -235,9 +327,9 @@ nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool
   return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0);
 }
 
-void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
-                     const optim::LRScheduler* scheduler, int64_t step, const json& extra,
-                     const data::DataLoader* loader) {
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
+                     int64_t step, const json& extra, const data::DataLoader* loader) {
   EMBER_CHECK(model.defined(), "save_checkpoint: the model is undefined");
   ModelTensors mt = collect(model, std::nullopt);
   auto meta = base_metadata(model, mt, "checkpoint");
@@ -246,15 +338,17 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
   meta["ember.optimizer"] = os.meta.dump();
   if (scheduler) meta["ember.scheduler"] = scheduler->state_dict().dump();
   const RngState rng = get_rng_state();
-  meta["ember.rng"] = json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
+  meta["ember.rng"] =
+      json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
   meta["ember.step"] = std::to_string(step);
   meta["ember.extra"] = extra.dump();
-  if (loader) meta["ember.dataloader"] = json{{"epoch", loader->epoch()}, {"position", loader->position()}}.dump();
+  if (loader) meta["ember.dataloader"] = dataloader_json(loader->state()).dump();
   write_safetensors(path, mt.tensors, meta);
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
-                               optim::LRScheduler* scheduler, data::DataLoader* loader) {
+CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
+                               optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
+                               data::DataLoader* loader) {
   EMBER_CHECK(model.defined(), "load_checkpoint: the model is undefined");
   SafetensorsFile f(path);
   auto kind = f.metadata().find("ember.kind");
@@ -268,52 +362,78 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
   os.meta = metadata_object(f, "ember.optimizer");
   if (os.meta.is_null()) fail(path, "the checkpoint has no ember.optimizer state");
   for (const TensorEntry& e : f.entries())
-    if (e.name.rfind(kOptimPrefix, 0) == 0) os.tensors.emplace_back(e.name.substr(6), f.read(e.name));
+    if (e.name.rfind(kOptimPrefix, 0) == 0)
+      os.tensors.emplace_back(e.name.substr(6), f.read(e.name));
   const json sched = metadata_object(f, "ember.scheduler");
   if (scheduler && sched.is_null()) fail(path, "a scheduler was given but the checkpoint has none");
   CheckpointInfo info;
   std::optional<RngState> rng;
   if (f.metadata().count("ember.rng")) {
     const json r = metadata_object(f, "ember.rng");
-    if (!r.contains("seed") || !r.contains("offset") || !r["seed"].is_string() || !r["offset"].is_string())
-      fail(path, "metadata 'ember.rng' needs string fields seed and offset (got " + r.dump().substr(0, 60) + ")");
+    if (!r.contains("seed") || !r.contains("offset") || !r["seed"].is_string() ||
+        !r["offset"].is_string())
+      fail(path, "metadata 'ember.rng' needs string fields seed and offset (got " +
+                     r.dump().substr(0, 60) + ")");
     rng = RngState{parse_integer<uint64_t>(path, "ember.rng", r["seed"].get<std::string>()),
                    parse_integer<uint64_t>(path, "ember.rng", r["offset"].get<std::string>())};
   }
   auto step = f.metadata().find("ember.step");
-  if (step != f.metadata().end()) info.step = parse_integer<int64_t>(path, "ember.step", step->second);
+  if (step != f.metadata().end())
+    info.step = parse_integer<int64_t>(path, "ember.step", step->second);
   info.extra = metadata_json(f, "ember.extra", json::object());
   const json dl = metadata_object(f, "ember.dataloader");
+  std::optional<data::DataLoaderState> loader_state;  // unset for files that hold only the position
   if (!dl.is_null()) {
     if (!dl.contains("epoch") || !dl.contains("position") || !dl["epoch"].is_number_integer() ||
         !dl["position"].is_number_integer())
-      fail(path, "metadata 'ember.dataloader' needs integer fields epoch and position (got " + dl.dump().substr(0, 60) + ")");
+      fail(path, "metadata 'ember.dataloader' needs integer fields epoch and position (got " +
+                     dl.dump().substr(0, 60) + ")");
     info.loader_epoch = dl["epoch"].get<int64_t>();
     info.loader_position = dl["position"].get<int64_t>();
     if (info.loader_epoch < 0 || info.loader_position < 0 ||
         (loader && info.loader_position > loader->num_batches()))
-      fail(path, detail::concat("metadata 'ember.dataloader' has epoch ", info.loader_epoch, " and position ",
-                                info.loader_position, " (expected >= 0, position at most ",
-                                loader ? loader->num_batches() : 0, ", the loader's batches per epoch)"));
+      fail(path, detail::concat(
+                     "metadata 'ember.dataloader' has epoch ", info.loader_epoch, " and position ",
+                     info.loader_position, " (expected >= 0, position at most ",
+                     loader ? loader->num_batches() : 0, ", the loader's batches per epoch)"));
+    loader_state = dataloader_state(path, dl);
+    if (loader && loader_state)
+      with_file_context(path, "the DataLoader does not match the checkpoint",
+                        [&] { loader->check_state(*loader_state); });
   }
   // The model's names, shapes and dtypes, and the scheduler's type, are checked first; the
   // optimizer validates its whole state and changes nothing on error.
   apply_state(f, model, true, true, /*check_only=*/true);
   if (scheduler && sched.contains("type") && sched["type"] != scheduler->type_name())
-    fail(path, "the checkpoint's scheduler is " + sched["type"].dump() + ", not " + scheduler->type_name());
-  with_file_context(path, "the optimizer state does not fit", [&] { optimizer.load_state_dict(os); });
-  if (scheduler) with_file_context(path, "the scheduler state does not fit", [&] { scheduler->load_state_dict(sched); });
+    fail(path, "the checkpoint's scheduler is " + sched["type"].dump() + ", not " +
+                   scheduler->type_name());
+  with_file_context(path, "the optimizer state does not fit",
+                    [&] { optimizer.load_state_dict(os); });
+  if (scheduler)
+    with_file_context(path, "the scheduler state does not fit",
+                      [&] { scheduler->load_state_dict(sched); });
   apply_state(f, model, true, true);
   if (rng) set_rng_state(*rng);
-  if (loader && !dl.is_null()) loader->set_state(info.loader_epoch, info.loader_position);
+  if (loader && loader_state)
+    loader->load_state(*loader_state);
+  else if (loader && !dl.is_null())
+    loader->set_state(info.loader_epoch, info.loader_position);
   return info;
 }
 
 // ---- inspect ----
 
-Inspection inspect(const std::string& path) {
+Inspection inspect(const std::string& path, bool verify_checksum) {
   SafetensorsFile f(path);
   Inspection r;
+  if (!f.metadata().count("ember.data_checksum")) {
+    r.checksum = "absent";
+  } else if (verify_checksum) {
+    f.verify_checksum();
+    r.checksum = "verified";
+  } else {
+    r.checksum = "not checked";
+  }
   r.path = path;
   r.metadata = f.metadata();
   r.file_bytes = f.file_size();
@@ -331,7 +451,9 @@ Inspection inspect(const std::string& path) {
   std::set<std::string> buffer_names;
   bool names_ok = buffers.is_array();
   for (const json& b : buffers) names_ok = names_ok && b.is_string();
-  if (!names_ok) fail(path, "metadata 'ember.buffers' is not a JSON list of names (got " + buffers.dump().substr(0, 60) + ")");
+  if (!names_ok)
+    fail(path, "metadata 'ember.buffers' is not a JSON list of names (got " +
+                   buffers.dump().substr(0, 60) + ")");
   for (const json& b : buffers) buffer_names.insert(b.get<std::string>());
   for (const TensorEntry& e : f.entries()) {
     Inspection::Row row;
@@ -339,8 +461,8 @@ Inspection inspect(const std::string& path) {
     row.dtype = safetensors_dtype_name(e.dtype);
     row.shape = e.shape;
     row.bytes = e.end - e.begin;
-    row.role = e.name.rfind(kOptimPrefix, 0) == 0 ? "optimizer"
-               : buffer_names.count(e.name)       ? "buffer"
+    row.role = e.name.rfind(kOptimPrefix, 0) == 0               ? "optimizer"
+               : buffer_names.count(e.name)                     ? "buffer"
                : r.kind == "safetensors (not written by ember)" ? "tensor"
                                                                 : "parameter";
     r.total_bytes += row.bytes;
@@ -355,17 +477,24 @@ std::string Inspection::to_string() const {
   o << path << "\n  kind: " << kind;
   if (!format_version.empty()) o << " (format version " << format_version << ")";
   o << "\n";
-  if (!ember_version.empty()) o << "  written by: ember " << ember_version << (created.empty() ? "" : " at " + created) << "\n";
+  if (!ember_version.empty())
+    o << "  written by: ember " << ember_version << (created.empty() ? "" : " at " + created)
+      << "\n";
+  if (!checksum.empty()) o << "  data checksum: " << checksum << "\n";
   if (architecture.is_object() && architecture.contains("type") && architecture["type"].is_string())
-    o << "  architecture: " << architecture["type"].get<std::string>() << " (" << architecture.dump().size()
-      << " bytes of config JSON)\n";
+    o << "  architecture: " << architecture["type"].get<std::string>() << " ("
+      << architecture.dump().size() << " bytes of config JSON)\n";
   size_t w = 4;
   for (const Row& r : tensors) w = std::max(w, r.name.size());
-  o << "\n  " << std::left << std::setw(static_cast<int>(w)) << "name" << "  " << std::setw(5) << "dtype" << "  "
-    << std::setw(18) << "shape" << "  " << std::right << std::setw(12) << "bytes" << "  role\n";
+  o << "\n  " << std::left << std::setw(static_cast<int>(w)) << "name"
+    << "  " << std::setw(5) << "dtype"
+    << "  " << std::setw(18) << "shape"
+    << "  " << std::right << std::setw(12) << "bytes"
+    << "  role\n";
   for (const Row& r : tensors)
-    o << "  " << std::left << std::setw(static_cast<int>(w)) << r.name << "  " << std::setw(5) << r.dtype << "  "
-      << std::setw(18) << r.shape.to_string() << "  " << std::right << std::setw(12) << r.bytes << "  " << r.role << "\n";
+    o << "  " << std::left << std::setw(static_cast<int>(w)) << r.name << "  " << std::setw(5)
+      << r.dtype << "  " << std::setw(18) << r.shape.to_string() << "  " << std::right
+      << std::setw(12) << r.bytes << "  " << r.role << "\n";
   o << "\n  " << tensors.size() << " tensors, " << total_bytes << " data bytes, " << parameter_count
     << " parameters, file " << file_bytes << " bytes\n";
   return o.str();
@@ -374,7 +503,11 @@ std::string Inspection::to_string() const {
 json Inspection::to_json() const {
   json t = json::array();
   for (const Row& r : tensors)
-    t.push_back({{"name", r.name}, {"dtype", r.dtype}, {"shape", r.shape.vec()}, {"bytes", r.bytes}, {"role", r.role}});
+    t.push_back({{"name", r.name},
+                 {"dtype", r.dtype},
+                 {"shape", r.shape.vec()},
+                 {"bytes", r.bytes},
+                 {"role", r.role}});
   return {{"path", path},
           {"kind", kind},
           {"format_version", format_version},
@@ -385,7 +518,8 @@ json Inspection::to_json() const {
           {"tensors", t},
           {"total_bytes", total_bytes},
           {"parameter_count", parameter_count},
-          {"file_bytes", file_bytes}};
+          {"file_bytes", file_bytes},
+          {"checksum", checksum}};
 }
 
 }  // namespace ember::io

@@ -320,13 +320,14 @@ void register_module_type(const std::string& type_name, ModuleFactory factory) {
   r.factories[type_name] = std::move(factory);
 }
 
+void register_builtin_modules();  // src/nn/registry.cpp
+
 bool module_type_registered(const std::string& type_name) {
+  register_builtin_modules();  // "Linear" is registered before any nn::build has run
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   return r.factories.count(type_name) != 0;
 }
-
-void register_builtin_modules();  // src/nn/registry.cpp
 
 Module build(const json& config) {
   register_builtin_modules();

@@ -4,6 +4,8 @@
 #   cmake -DEMBER_BUILD_DIR=build -DCONSUMER_SOURCE_DIR=tests/install_consumer \
 #         -DWORK_DIR=/tmp/ember-consumer -P tests/install_consumer/run.cmake
 # Optional: -DGENERATOR=Ninja -DCXX_COMPILER=/usr/bin/c++ -DBUILD_TYPE=Release
+#           -DINSTALLED_CLI=bin/ember: the `ember` command's path under the prefix; when set,
+#           the installed command must start with no LD_LIBRARY_PATH (its relative RPATH).
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var EMBER_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
@@ -70,3 +72,24 @@ list(REMOVE_DUPLICATES lib_dirs)
 string(REPLACE ";" ":" lib_path "${lib_dirs}")
 run_step("run consumer" ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${lib_path}:$ENV{LD_LIBRARY_PATH}"
   "${app}")
+
+# The installed `ember` command starts on its own: RUNPATH $ORIGIN/../lib, no LD_LIBRARY_PATH.
+if(INSTALLED_CLI)
+  set(cli "${prefix}/${INSTALLED_CLI}")
+  if(NOT EXISTS "${cli}")
+    message(FATAL_ERROR "install consumer: the ember command was not installed (expected ${cli})")
+  endif()
+  foreach(args IN ITEMS "info" "--help")
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${cli}" ${args}
+      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(NOT rc EQUAL 0)
+      message("${out}")
+      message(FATAL_ERROR "install consumer: the installed `ember ${args}` did not run (exit ${rc}); "
+                          "is its RPATH missing? (readelf -d ${cli})")
+    endif()
+    message(STATUS "install consumer: installed `ember ${args}` ok")
+  endforeach()
+  if(NOT out MATCHES "SUBCOMMAND")
+    message(FATAL_ERROR "install consumer: `ember --help` printed no usage:\n${out}")
+  endif()
+endif()

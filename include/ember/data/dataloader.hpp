@@ -17,6 +17,11 @@
 // later calling set_state() with them resumes with exactly the batches an uninterrupted
 // run would have produced next. A prefetched batch that was never handed out does not
 // count. Leaving a loop early keeps the state, so the next loop continues mid-epoch.
+// The promise holds only for a loader that makes the same batches: the same dataset size,
+// batch_size, shuffle and drop_last, and the same seed when shuffling. state() records
+// those next to (epoch, position) and load_state() refuses a state taken with others,
+// naming each difference (prefetch and device do not change the batches and are not
+// recorded). Checkpoints store state() (ember.dataloader, docs/checkpoints.md).
 #pragma once
 
 #include <cstddef>
@@ -48,6 +53,17 @@ struct DataLoaderOptions {
 /// (xoshiro256** seeded through splitmix64, Fisher-Yates with unbiased bounded draws).
 /// Example: shuffled_indices(5, 42, 0) -> e.g. [3, 0, 4, 1, 2], identical everywhere.
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, int64_t epoch);
+
+/// A loader's position and everything that fixes its batches (Note [DataLoader state]).
+struct DataLoaderState {
+  int64_t epoch = 0;
+  int64_t position = 0;
+  int64_t size = 0;  // examples in the dataset
+  int64_t batch_size = 0;
+  bool shuffle = false;
+  bool drop_last = false;
+  uint64_t seed = 0;
+};
 
 /// Iterates a Dataset in batches. Not copyable or movable; use it from one thread.
 class DataLoader {
@@ -97,8 +113,18 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
   /// Batches of this epoch already handed out.
   int64_t position() const { return position_; }
-  /// Resumes at `position` batches into `epoch` (0 <= position <= num_batches()).
+  /// Resumes at `position` batches into `epoch` (0 <= position <= num_batches()). Checks
+  /// nothing about where the numbers came from; prefer state() / load_state().
   void set_state(int64_t epoch, int64_t position);
+  /// The position with the options that fix the batches. Example:
+  ///   data::DataLoaderState s = loader.state();  ...  other.load_state(s);
+  DataLoaderState state() const;
+  /// Throws, changing nothing, unless `s` comes from a loader that makes the same batches
+  /// as this one (same size, batch_size, shuffle, drop_last, and seed when shuffling) and
+  /// its position fits; the error names every option that differs.
+  void check_state(const DataLoaderState& s) const;
+  /// check_state(s), then set_state(s.epoch, s.position).
+  void load_state(const DataLoaderState& s);
 
   const DataLoaderOptions& options() const { return options_; }
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,24 +41,28 @@ struct CsvOptions {
   std::variant<int64_t, std::string> label_column = int64_t{-1};
   /// False: the file has no label column; every column is a feature (labels undefined).
   bool has_label = true;
-  /// The first line names the columns.
-  bool has_header = true;
+  /// Whether the first line names the columns. Unset (the default): it does unless every
+  /// field in it parses as a number, in which case it is the first data row. Set true to
+  /// force a header (columns named by numbers), false to force data (`--no-header`).
+  std::optional<bool> has_header = std::nullopt;
   char delimiter = ',';
 };
 
 struct CsvData {
-  Tensor inputs;                           // f32 [N, F]: every column but the label, in order
-  Tensor labels;                           // [N]: i64 when every label is an integer, else f32
-                                           // (undefined when has_label is false)
-  std::vector<std::string> feature_names;  // F names (column numbers "0", "1", ... without a header)
+  Tensor inputs;  // f32 [N, F]: every column but the label, in order
+  Tensor labels;  // [N]: i64 when every label is an integer, else f32
+                  // (undefined when has_label is false)
+  std::vector<std::string>
+      feature_names;  // F names (column numbers "0", "1", ... without a header)
   std::string label_name;
 };
 
 /// Reads a numeric CSV file: one example per line, fields separated by `delimiter`,
-/// optionally double-quoted; blank lines are skipped. Throws naming the file, the line and
-/// the field for a field that is not a number or a row with the wrong number of fields,
-/// and for an empty file, a file with no data rows or an unknown label column.
-/// Example: CsvData d = read_csv("data.csv", {.label_column = 0, .has_header = false});
+/// optionally double-quoted; blank lines are skipped. The first line is a header unless
+/// has_header says otherwise or (has_header unset) every field in it is a number. Throws naming the
+/// file, the line and the field for a field that is not a number or a row with the wrong number of
+/// fields, and for an empty file, a file with no data rows or an unknown label column. Example:
+/// CsvData d = read_csv("data.csv", {.label_column = 0, .has_header = false});
 CsvData read_csv(const std::string& path, const CsvOptions& options = {});
 
 }  // namespace ember::data

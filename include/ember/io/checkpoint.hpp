@@ -24,15 +24,23 @@ struct SaveOptions {
   std::optional<DType> storage_dtype;
   /// Extra string metadata (keys must not start with "ember." or be "format").
   std::map<std::string, std::string> metadata;
+  /// Save even when a module type in the architecture is not registered
+  /// (nn::register_module_type): load_model(path) will then refuse the file, and it loads
+  /// only with load_state into a module you build or with load_model(path, builder).
+  bool allow_unregistered = false;
 };
 
-/// Parameters, buffers and the architecture (config JSON), written atomically.
+/// Parameters, buffers and the architecture (config JSON), written atomically. Refuses,
+/// writing nothing, a model whose architecture names a module type the registry does not
+/// know (anywhere in the tree), since load_model could never rebuild it; register the type
+/// with nn::register_module_type first, or set options.allow_unregistered.
 void save_model(const nn::Module& model, const std::string& path, const SaveOptions& options = {});
 /// Rebuilds the module from the stored architecture with the module registry (no code from
 /// the file ever runs), copies the values onto `device`, returns it in eval mode.
 nn::Module load_model(const std::string& path, Device device = Device::cpu());
 /// As above, with the module built by `builder(architecture)` instead of the registry.
-nn::Module load_model(const std::string& path, const std::function<nn::Module(const nn::json&)>& builder,
+nn::Module load_model(const std::string& path,
+                      const std::function<nn::Module(const nn::json&)>& builder,
                       Device device = Device::cpu());
 /// Loads values into an existing module. Strict: one error listing every missing and
 /// unexpected name and every shape or dtype mismatch (nothing is changed). Non-strict:
@@ -45,14 +53,22 @@ struct CheckpointInfo {
   nn::json extra;
   int64_t loader_epoch = 0, loader_position = 0;
 };
-/// Model + optimizer state (+ scheduler, RNG, DataLoader position when given) + step + extra.
-void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer& optimizer,
+/// Model + optimizer state (+ scheduler, RNG, DataLoader state when given) + step + extra.
+/// Unlike save_model it accepts unregistered module types: a checkpoint is resumed into
+/// existing objects (load_checkpoint), which never consults the registry. Its architecture
+/// is still recorded (for inspect and load_model with a builder).
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer& optimizer,
                      const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
-                     const nn::json& extra = nn::json::object(), const data::DataLoader* loader = nullptr);
+                     const nn::json& extra = nn::json::object(),
+                     const data::DataLoader* loader = nullptr);
 /// Restores what save_checkpoint wrote into existing objects (strict names and shapes),
-/// including ember's RNG state and the DataLoader's epoch and position.
-CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
-                               optim::LRScheduler* scheduler = nullptr, data::DataLoader* loader = nullptr);
+/// including ember's RNG state and the DataLoader's epoch and position. Refuses, changing
+/// nothing, a loader whose options (dataset size, batch_size, shuffle, drop_last, seed when
+/// shuffling) differ from the saved loader's, naming each difference.
+CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
+                               optim::Optimizer& optimizer, optim::LRScheduler* scheduler = nullptr,
+                               data::DataLoader* loader = nullptr);
 
 /// What a file holds, readable without knowing the model.
 struct Inspection {
@@ -66,10 +82,15 @@ struct Inspection {
   };
   std::vector<Row> tensors;
   uint64_t total_bytes = 0, parameter_count = 0, file_bytes = 0;
+  /// "verified" (the data matches ember.data_checksum), "not checked", or "absent" (the file
+  /// has no ember.data_checksum, e.g. written by another tool).
+  std::string checksum;
   /// Table text as `ember inspect` prints it.
   std::string to_string() const;
   nn::json to_json() const;
 };
-Inspection inspect(const std::string& path);
+/// Reads the header (and, with verify_checksum, hashes the data: a mismatch throws the
+/// error load_model gives). Example: io::inspect("mlp.safetensors", true).checksum == "verified"
+Inspection inspect(const std::string& path, bool verify_checksum = false);
 
 }  // namespace ember::io
