@@ -10,28 +10,32 @@ namespace ember::nn {
 LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
   EMBER_CHECK(o.in_features > 0 && o.out_features > 0, "Linear: in_features ", o.in_features,
               " and out_features ", o.out_features, " (expected both > 0)");
-  weight_ = register_parameter("weight", init::kaiming_uniform_default({o.out_features, o.in_features}));
+  weight_ =
+      register_parameter("weight", init::kaiming_uniform_default({o.out_features, o.in_features}));
   if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_features, o.in_features));
 }
 
 Tensor LinearImpl::forward(const Tensor& x) { return forward(x, Activation::none); }
 
 Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
-  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features, "Linear(in_features=",
-              options_.in_features, ", out_features=", options_.out_features, "): input shape ",
-              x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
+  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features,
+              "Linear(in_features=", options_.in_features, ", out_features=", options_.out_features,
+              "): input shape ", x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
               " features in its last dim (expected ", options_.in_features, ")");
   return activation == Activation::none ? linear(x, weight_, bias_)
-                                         : linear(x, weight_, bias_, activation);
+                                        : linear(x, weight_, bias_, activation);
 }
 
 json LinearImpl::options() const {
-  return {{"in_features", options_.in_features}, {"out_features", options_.out_features}, {"bias", options_.bias}};
+  return {{"in_features", options_.in_features},
+          {"out_features", options_.out_features},
+          {"bias", options_.bias}};
 }
 
 std::string LinearImpl::extra_repr() const {
-  return "in_features=" + std::to_string(options_.in_features) + ", out_features=" +
-         std::to_string(options_.out_features) + ", bias=" + (options_.bias ? "True" : "False");
+  return "in_features=" + std::to_string(options_.in_features) +
+         ", out_features=" + std::to_string(options_.out_features) +
+         ", bias=" + (options_.bias ? "True" : "False");
 }
 
 std::string FlattenImpl::extra_repr() const {
@@ -68,23 +72,29 @@ void SequentialImpl::push_back(const Module& m) {
 
 Module SequentialImpl::operator[](size_t i) const {
   auto kids = named_children();
-  EMBER_CHECK(i < kids.size(), "Sequential: index ", i, " is out of range (size ", kids.size(), ")");
+  EMBER_CHECK(i < kids.size(), "Sequential: index ", i, " is out of range (size ", kids.size(),
+              ")");
   return Module(kids[i].second);
 }
 
 Tensor SequentialImpl::forward(const Tensor& x) {
-  // A Linear directly followed by a ReLU runs as one GEMM with a ReLU epilogue (same values,
-  // same gradients, fewer kernels); everything else runs child by child.
+  // A child that can fuse (Linear) followed by an activation an epilogue applies (ReLU) runs
+  // as one GEMM with that epilogue (same values, same gradients, fewer kernels); everything
+  // else runs child by child.
   Tensor h = x;
   const auto& children = named_children();
   for (size_t i = 0; i < children.size(); ++i) {
-    auto* lin = dynamic_cast<LinearImpl*>(children[i].second.get());
-    if (lin && i + 1 < children.size() && children[i + 1].second->type_name() == "ReLU") {
-      h = lin->forward(h, Activation::relu);
-      ++i;
-    } else {
-      h = children[i].second->forward(h);
+    if (i + 1 < children.size()) {
+      if (const std::optional<Activation> act = children[i + 1].second->as_epilogue()) {
+        Tensor fused = children[i].second->forward_with_epilogue(h, *act);
+        if (fused.defined()) {
+          h = fused;
+          ++i;
+          continue;
+        }
+      }
     }
+    h = children[i].second->forward(h);
   }
   return h;
 }

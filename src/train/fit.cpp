@@ -35,9 +35,12 @@ std::string format_duration(double s) {
   std::ostringstream o;
   if (!std::isfinite(s) || s < 0) return "?";
   const int64_t total = static_cast<int64_t>(s + 0.5);
-  if (total >= 3600) o << total / 3600 << "h" << std::setw(2) << std::setfill('0') << (total / 60) % 60 << "m";
-  else if (total >= 60) o << total / 60 << "m" << std::setw(2) << std::setfill('0') << total % 60 << "s";
-  else o << std::fixed << std::setprecision(1) << s << "s";
+  if (total >= 3600)
+    o << total / 3600 << "h" << std::setw(2) << std::setfill('0') << (total / 60) % 60 << "m";
+  else if (total >= 60)
+    o << total / 60 << "m" << std::setw(2) << std::setfill('0') << total % 60 << "s";
+  else
+    o << std::fixed << std::setprecision(1) << s << "s";
   return o.str();
 }
 
@@ -53,12 +56,31 @@ bool is_classification(const Tensor& out, const Tensor& target) {
          out.dim() == 2 && target.dim() == 1;
 }
 
-int64_t count_correct(const Tensor& out, const Tensor& target) {
+// The number of rows whose argmax is the target, as an i64 0-d tensor on their device (not
+// read: fit() accumulates it on the device).
+Tensor count_correct(const Tensor& out, const Tensor& target) {
   NoGradGuard g;
   Tensor pred = argmax(out, 1);
   Tensor t = target.dtype() == DType::i64 ? target : target.to(DType::i64);
-  return sum(eq(pred, t).to(DType::i64)).item<int64_t>();
+  return sum(eq(pred, t));
 }
+
+// Note [Metrics on the device]: fit() sums the loss (f64) and the correct count (i64) of an
+// epoch into two 0-d tensors on the training device; the host reads them only when the
+// progress bar redraws (at most every 100 ms) and at the end of the epoch, so a GPU step
+// never waits for the host. A per-batch loss is read only when a hook asks for it.
+struct DeviceMetrics {
+  Tensor loss_sum, correct;
+  explicit DeviceMetrics(Device dev)
+      : loss_sum(zeros({}, {.dtype = DType::f64, .device = dev})),
+        correct(zeros({}, {.dtype = DType::i64, .device = dev})) {}
+  void add(const Tensor& loss, int64_t n, const Tensor* batch_correct) {
+    NoGradGuard g;
+    const Device dev = loss_sum.device();
+    loss_sum.add_(loss.detach().to(DType::f64).to(dev) * static_cast<double>(n));
+    if (batch_correct) correct.add_(batch_correct->to(dev));
+  }
+};
 
 Device model_device(const nn::Module& model) {
   auto params = model->parameters();
@@ -70,7 +92,8 @@ class ProgressDisplay {
  public:
   ProgressDisplay(Progress mode, std::ostream& out, int64_t epochs) : out_(out), epochs_(epochs) {
     if (mode == Progress::automatic) {
-      const bool tty = (&out == &std::cout && isatty(fileno(stdout))) || (&out == &std::cerr && isatty(fileno(stderr)));
+      const bool tty = (&out == &std::cout && isatty(fileno(stdout))) ||
+                       (&out == &std::cerr && isatty(fileno(stderr)));
       mode = tty ? Progress::bar : Progress::lines;
     }
     mode_ = mode;
@@ -82,19 +105,26 @@ class ProgressDisplay {
     last_draw_ = Clock::time_point();
   }
 
-  void update(int64_t done, double loss, std::optional<double> acc, double samples_per_s, double eta) {
-    if (mode_ != Progress::bar) return;
-    const auto now = Clock::now();
-    if (done < batches_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    last_draw_ = now;
+  /// Whether update(done, ...) would draw now: bar mode, at most every 100 ms and at the end.
+  bool due(int64_t done) const {
+    if (mode_ != Progress::bar) return false;
+    return done >= batches_ || Clock::now() - last_draw_ >= std::chrono::milliseconds(100);
+  }
+
+  void update(int64_t done, double loss, std::optional<double> acc, double samples_per_s,
+              double eta) {
+    if (!due(done)) return;
+    last_draw_ = Clock::now();
     constexpr int kWidth = 24;
     const int filled = batches_ > 0 ? static_cast<int>(kWidth * done / batches_) : kWidth;
     std::ostringstream line;
     line << "\repoch " << epoch_ + 1 << "/" << epochs_ << " [";
     for (int i = 0; i < kWidth; ++i) line << (i < filled ? '=' : (i == filled ? '>' : ' '));
-    line << "] " << done << "/" << batches_ << " loss " << std::fixed << std::setprecision(4) << loss;
+    line << "] " << done << "/" << batches_ << " loss " << std::fixed << std::setprecision(4)
+         << loss;
     if (acc) line << " acc " << std::setprecision(2) << *acc * 100.0 << "%";
-    line << " " << format_count(samples_per_s) << " samples/s ETA " << format_duration(eta) << "   ";
+    line << " " << format_count(samples_per_s) << " samples/s ETA " << format_duration(eta)
+         << "   ";
     out_ << line.str() << std::flush;
   }
 
@@ -102,15 +132,19 @@ class ProgressDisplay {
     if (mode_ == Progress::none) return;
     std::ostringstream line;
     if (mode_ == Progress::bar) line << "\r";
-    line << "epoch " << log.epoch + 1 << "/" << epochs_ << ": loss " << std::fixed << std::setprecision(4)
-         << log.train.loss;
-    if (log.train.accuracy) line << " acc " << std::setprecision(2) << *log.train.accuracy * 100.0 << "%";
+    line << "epoch " << log.epoch + 1 << "/" << epochs_ << ": loss " << std::fixed
+         << std::setprecision(4) << log.train.loss;
+    if (log.train.accuracy)
+      line << " acc " << std::setprecision(2) << *log.train.accuracy * 100.0 << "%";
     if (log.val) {
       line << " | val_loss " << std::setprecision(4) << log.val->loss;
-      if (log.val->accuracy) line << " val_acc " << std::setprecision(2) << *log.val->accuracy * 100.0 << "%";
+      if (log.val->accuracy)
+        line << " val_acc " << std::setprecision(2) << *log.val->accuracy * 100.0 << "%";
     }
-    line << " | " << format_count(log.samples_per_second) << " samples/s, " << format_duration(log.seconds);
-    if (!log.lrs.empty()) line << ", lr " << std::defaultfloat << std::setprecision(4) << log.lrs[0];
+    line << " | " << format_count(log.samples_per_second) << " samples/s, "
+         << format_duration(log.seconds);
+    if (!log.lrs.empty())
+      line << ", lr " << std::defaultfloat << std::setprecision(4) << log.lrs[0];
     if (mode_ == Progress::bar) line << "          ";
     out_ << line.str() << "\n" << std::flush;
   }
@@ -124,8 +158,13 @@ class ProgressDisplay {
 
 }  // namespace
 
-Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss, std::optional<Device> device) {
+Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
+                 std::optional<Device> device) {
   EMBER_CHECK(model.defined(), "evaluate: the model is undefined");
+  // A loss of 0 over no samples would read as a perfect model.
+  EMBER_CHECK(loader.num_batches() > 0, "evaluate: the loader has no batches (got ", loader.size(),
+              " examples with batch_size ", loader.options().batch_size,
+              loader.options().drop_last ? " and drop_last" : "", ", expected at least one batch)");
   const bool was_training = model->is_training();
   model->eval();
   NoGradGuard no_grad;
@@ -133,19 +172,25 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
   double loss_sum = 0.0;
   int64_t correct = 0, samples = 0;
   bool classification = false;
+  DeviceMetrics metrics(dev);
   try {
     for (data::Example& batch : loader) {
       Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
-      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target : batch.target.to(dev);
+      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target
+                                                                         : batch.target.to(dev);
       Tensor out = model(x);
       const int64_t n = x.dim() ? x.size(0) : 1;
-      loss_sum += loss(out, y).item<double>() * static_cast<double>(n);
+      const Tensor l = loss(out, y);
+      Tensor hits;
       if (is_classification(out, y)) {
         classification = true;
-        correct += count_correct(out, y);
+        hits = count_correct(out, y);
       }
+      metrics.add(l, n, hits.defined() ? &hits : nullptr);
       samples += n;
     }
+    loss_sum = metrics.loss_sum.item<double>();
+    correct = metrics.correct.item<int64_t>();
   } catch (...) {
     model->train(was_training);
     throw;
@@ -154,23 +199,32 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
   Metrics m;
   m.samples = samples;
   m.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
-  if (classification && samples) m.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
+  if (classification && samples)
+    m.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
   return m;
 }
 
-History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer, const LossFn& loss,
-            FitOptions o) {
+History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
+            const LossFn& loss, FitOptions o) {
   EMBER_CHECK(model.defined(), "fit: the model is undefined");
-  EMBER_CHECK(o.epochs >= 0 && o.start_epoch >= 0, "fit: epochs ", o.epochs, " and start_epoch ", o.start_epoch,
-              " (expected both >= 0)");
+  EMBER_CHECK(o.epochs >= 0 && o.start_epoch >= 0, "fit: epochs ", o.epochs, " and start_epoch ",
+              o.start_epoch, " (expected both >= 0)");
   EMBER_CHECK(loss != nullptr, "fit: no loss function given");
+  EMBER_CHECK(train_loader.num_batches() > 0 || o.start_epoch >= o.epochs,
+              "fit: the training loader has no batches (got ", train_loader.size(),
+              " examples with batch_size ", train_loader.options().batch_size,
+              train_loader.options().drop_last ? " and drop_last" : "",
+              ", expected at least one batch)");
   std::ostream& out = o.out ? *o.out : std::cout;
   ProgressDisplay progress(o.progress, out, o.epochs);
   const Device dev = o.device ? *o.device : model_device(model);
   EMBER_CHECK(o.checkpoint_every >= 0 && (o.checkpoint_every == 0 || !o.checkpoint_path.empty()),
-              "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '", o.checkpoint_path, "')");
+              "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '",
+              o.checkpoint_path, "')");
   Trainer trainer(model, optimizer);
   trainer.global_step = o.start_step;
+  bool batch_hooks = static_cast<bool>(o.on_batch);
+  for (auto& cb : o.callbacks) batch_hooks = batch_hooks || cb->needs_batch_loss();
   History history;
   for (auto& cb : o.callbacks) cb->on_train_begin(trainer);
 
@@ -181,12 +235,13 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     const int64_t batches = train_loader.num_batches();
     progress.begin_epoch(epoch, batches);
     const auto t0 = Clock::now();
-    double loss_sum = 0.0;
-    int64_t correct = 0, samples = 0, batch_index = train_loader.position();
+    DeviceMetrics metrics(dev);
+    int64_t samples = 0, batch_index = train_loader.position();
     bool classification = false;
     for (data::Example& batch : train_loader) {
       Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
-      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target : batch.target.to(dev);
+      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target
+                                                                         : batch.target.to(dev);
       Tensor output = model(x);
       Tensor l = loss(output, y);
       optimizer.zero_grad();
@@ -194,37 +249,47 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       optimizer.step();
       ++trainer.global_step;
       const int64_t n = x.dim() ? x.size(0) : 1;
-      const double lv = l.item<double>();
-      loss_sum += lv * static_cast<double>(n);
+      Tensor hits;
       if (is_classification(output, y)) {
         classification = true;
-        correct += count_correct(output, y);
+        hits = count_correct(output, y);
       }
+      metrics.add(l, n, hits.defined() ? &hits : nullptr);
       samples += n;
       if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
       if (o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
         io::save_checkpoint(o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
                             nn::json{{"epoch", epoch}}, &train_loader);
-      BatchLog bl{epoch, batch_index, trainer.global_step, lv, n};
-      for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
-      if (o.on_batch) o.on_batch(bl);
+      if (batch_hooks) {
+        const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
+        for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
+        if (o.on_batch) o.on_batch(bl);
+      }
       ++batch_index;
-      const double elapsed = seconds_since(t0);
-      const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
-      const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
-                                               static_cast<double>(batches - batch_index)
-                                         : 0.0;
-      progress.update(batch_index, loss_sum / static_cast<double>(samples),
-                      classification ? std::optional<double>(static_cast<double>(correct) / static_cast<double>(samples))
-                                     : std::nullopt,
-                      rate, eta);
+      if (progress.due(batch_index)) {  // reads the device metrics only when it redraws
+        const double elapsed = seconds_since(t0);
+        const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+        const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
+                                                 static_cast<double>(batches - batch_index)
+                                           : 0.0;
+        const double n_seen = static_cast<double>(samples);
+        progress.update(batch_index, metrics.loss_sum.item<double>() / n_seen,
+                        classification ? std::optional<double>(static_cast<double>(
+                                                                   metrics.correct.item<int64_t>()) /
+                                                               n_seen)
+                                       : std::nullopt,
+                        rate, eta);
+      }
     }
+    const double loss_sum = samples ? metrics.loss_sum.item<double>() : 0.0;
+    const int64_t correct = classification ? metrics.correct.item<int64_t>() : 0;
     EpochLog log;
     log.epoch = epoch;
     log.lrs = lrs;
     log.train.samples = samples;
     log.train.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
-    if (classification && samples) log.train.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
+    if (classification && samples)
+      log.train.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
     log.seconds = seconds_since(t0);
     log.samples_per_second = log.seconds > 0 ? static_cast<double>(samples) / log.seconds : 0.0;
     if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss, dev);
@@ -251,8 +316,10 @@ ResumePoint resume(const std::string& path, const nn::Module& model, optim::Opti
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
   const std::string& m = options_.monitor;
   EMBER_CHECK(m == "val_loss" || m == "val_accuracy" || m == "loss" || m == "accuracy",
-              "EarlyStopping: unknown monitor '", m, "' (expected val_loss, val_accuracy, loss or accuracy)");
-  EMBER_CHECK(options_.patience >= 0, "EarlyStopping: patience ", options_.patience, " (expected >= 0)");
+              "EarlyStopping: unknown monitor '", m,
+              "' (expected val_loss, val_accuracy, loss or accuracy)");
+  EMBER_CHECK(options_.patience >= 0, "EarlyStopping: patience ", options_.patience,
+              " (expected >= 0)");
 }
 
 void EarlyStopping::on_train_begin(Trainer&) {
@@ -270,7 +337,8 @@ void EarlyStopping::on_epoch_end(Trainer& trainer, const EpochLog& log) {
   if (m == "loss") value = log.train.loss;
   if (m == "accuracy") value = log.train.accuracy;
   EMBER_CHECK(value.has_value(), "EarlyStopping: metric '", m,
-              "' is not available (pass a val_loader for val_* metrics; accuracy needs class-index targets)");
+              "' is not available (pass a val_loader for val_* metrics; accuracy needs class-index "
+              "targets)");
   const bool higher_better = m.find("accuracy") != std::string::npos;
   const bool improved = !best_ || (higher_better ? *value > *best_ + options_.min_delta
                                                  : *value < *best_ - options_.min_delta);
@@ -281,7 +349,8 @@ void EarlyStopping::on_epoch_end(Trainer& trainer, const EpochLog& log) {
     if (options_.restore_best) {
       NoGradGuard g;
       best_state_.clear();
-      for (auto& [name, t] : trainer.model()->state_dict()) best_state_.emplace_back(name, t.clone());
+      for (auto& [name, t] : trainer.model()->state_dict())
+        best_state_.emplace_back(name, t.clone());
     }
   } else if (++bad_epochs_ >= options_.patience) {
     trainer.stop();
@@ -290,7 +359,8 @@ void EarlyStopping::on_epoch_end(Trainer& trainer, const EpochLog& log) {
 
 void EarlyStopping::on_train_end(Trainer& trainer, History& history) {
   history.best_epoch = best_epoch_;
-  if (options_.restore_best && !best_state_.empty()) trainer.model()->load_state_dict(best_state_, true);
+  if (options_.restore_best && !best_state_.empty())
+    trainer.model()->load_state_dict(best_state_, true);
 }
 
 }  // namespace ember::train

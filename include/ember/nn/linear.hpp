@@ -27,6 +27,9 @@ class LinearImpl : public ModuleImpl {
   /// forward followed by `activation`, fused into the GEMM's epilogue (cuBLASLt on a GPU);
   /// Sequential uses it for a Linear directly followed by a ReLU.
   Tensor forward(const Tensor& x, Activation activation);
+  Tensor forward_with_epilogue(const Tensor& x, Activation activation) override {
+    return forward(x, activation);
+  }
 
  private:
   LinearOptions options_;
@@ -40,7 +43,8 @@ class Linear : public ModuleHolder<LinearImpl> {
 /// Flattens dims start_dim..end_dim (default 1..-1, as PyTorch).
 class FlattenImpl : public ModuleImpl {
  public:
-  explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_(start_dim), end_(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
   std::string type_name() const override { return "Flatten"; }
   json options() const override { return {{"start_dim", start_}, {"end_dim", end_}}; }
@@ -73,17 +77,27 @@ class Dropout : public ModuleHolder<DropoutImpl> {
 
 /// Stateless activation modules. GELU takes approximate = "none" | "tanh"; Softmax and
 /// LogSoftmax take the dim.
-#define EMBER_ACTIVATION(Name, expr)                                               \
-  class Name##Impl : public ModuleImpl {                                           \
-   public:                                                                         \
-    Tensor forward(const Tensor& x) override { return expr; }                      \
-    std::string type_name() const override { return #Name; }                       \
-  };                                                                               \
-  class Name : public ModuleHolder<Name##Impl> {                                   \
-   public:                                                                         \
-    using ModuleHolder::ModuleHolder;                                              \
+#define EMBER_ACTIVATION(Name, expr)                          \
+  class Name##Impl : public ModuleImpl {                      \
+   public:                                                    \
+    Tensor forward(const Tensor& x) override { return expr; } \
+    std::string type_name() const override { return #Name; }  \
+  };                                                          \
+  class Name : public ModuleHolder<Name##Impl> {              \
+   public:                                                    \
+    using ModuleHolder::ModuleHolder;                         \
   };
-EMBER_ACTIVATION(ReLU, relu(x))
+class ReLUImpl : public ModuleImpl {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string type_name() const override { return "ReLU"; }
+  /// A Linear before it in a Sequential applies it in its GEMM's epilogue.
+  std::optional<Activation> as_epilogue() const override { return Activation::relu; }
+};
+class ReLU : public ModuleHolder<ReLUImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
 EMBER_ACTIVATION(SiLU, silu(x))
 EMBER_ACTIVATION(Sigmoid, sigmoid(x))
 EMBER_ACTIVATION(Tanh, tanh(x))

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -61,6 +62,18 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   virtual std::string extra_repr() const { return ""; }
   /// Called by train()/eval() after the flag changes (for modules with mode-dependent state).
   virtual void on_mode_change() {}
+
+  // ---- fusion (Sequential): a module that is an activation a GEMM epilogue can apply, and
+  // a module that can run its forward with such an epilogue ----
+  /// The epilogue activation this module is equivalent to (ReLU: Activation::relu), if any.
+  virtual std::optional<Activation> as_epilogue() const { return std::nullopt; }
+  /// forward(x) followed by `activation` in one kernel, bitwise equal to running the two
+  /// modules; an undefined tensor when this module cannot fuse (the default).
+  virtual Tensor forward_with_epilogue(const Tensor& x, Activation activation) {
+    (void)x;
+    (void)activation;
+    return Tensor();
+  }
 
   /// Architecture: {"type": ..., "options": {...}, "children": {"name": {...}}}. Containers
   /// (Sequential) put their children in order; nn::build(config()) rebuilds the module.

@@ -35,10 +35,10 @@ struct Metrics {
 };
 
 struct BatchLog {
-  int64_t epoch = 0;         // 0-based
-  int64_t batch = 0;         // 0-based within the epoch
-  int64_t global_step = 0;   // optimizer steps taken so far, this one included
-  double loss = 0.0;         // this batch's loss
+  int64_t epoch = 0;        // 0-based
+  int64_t batch = 0;        // 0-based within the epoch
+  int64_t global_step = 0;  // optimizer steps taken so far, this one included
+  double loss = 0.0;        // this batch's loss
   int64_t batch_size = 0;
 };
 
@@ -65,6 +65,9 @@ class Callback {
   virtual ~Callback() = default;
   virtual void on_train_begin(Trainer&) {}
   virtual void on_batch_end(Trainer&, const BatchLog&) {}
+  /// Whether on_batch_end reads BatchLog::loss. That value is read from the device after the
+  /// step (a host sync on a GPU); fit() reads it only when a callback or `on_batch` wants it.
+  virtual bool needs_batch_loss() const { return true; }
   virtual void on_epoch_end(Trainer&, const EpochLog&) {}
   virtual void on_train_end(Trainer&, History&) {}
 };
@@ -110,7 +113,8 @@ ResumePoint resume(const std::string& path, const nn::Module& model, optim::Opti
 /// The running state fit() hands to callbacks.
 class Trainer {
  public:
-  Trainer(nn::Module model, optim::Optimizer& optimizer) : model_(std::move(model)), optimizer_(&optimizer) {}
+  Trainer(nn::Module model, optim::Optimizer& optimizer)
+      : model_(std::move(model)), optimizer_(&optimizer) {}
   nn::Module& model() { return model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   void stop() { stop_ = true; }
@@ -124,11 +128,14 @@ class Trainer {
   bool stop_ = false;
 };
 
-/// Trains `model` for options.epochs epochs and returns the per-epoch history.
+/// Trains `model` for options.epochs epochs and returns the per-epoch history. Throws when
+/// the training loader has no batches and there is an epoch to run.
 History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
             const LossFn& loss, FitOptions options = {});
 
 /// Loss and accuracy over `loader` in eval mode under NoGradGuard (the mode is restored).
+/// Throws when the loader has no batches (an empty dataset, or drop_last with fewer
+/// examples than batch_size): a loss over no samples means nothing.
 Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
                  std::optional<Device> device = std::nullopt);
 
@@ -146,6 +153,7 @@ class EarlyStopping : public Callback {
   void on_train_begin(Trainer&) override;
   void on_epoch_end(Trainer& trainer, const EpochLog& log) override;
   void on_train_end(Trainer& trainer, History& history) override;
+  bool needs_batch_loss() const override { return false; }
   std::optional<int64_t> best_epoch() const { return best_epoch_; }
 
  private:
