@@ -2,11 +2,13 @@
 #
 #   make demo     install missing packages, build, train + save + reload + evaluate the
 #                 Fashion-MNIST MLP (examples/fashion_mnist, then `ember eval`)
-#   make test     install missing packages, build, run every CTest test
-#                 (and the checkpoint tests under ASan + UBSan, built in $(BUILD_DIR)-asan)
+#   make test     install missing packages, check formatting and the line budget (lint),
+#                 build, run every CTest test (and the whole CPU suite under ASan + UBSan,
+#                 built in $(BUILD_DIR)-asan)
 #   make bench    also install libtorch, build the benchmarks, write build/bench.jsonl
 #   make fuzz     fuzz the checkpoint loader with libFuzzer for FUZZ_SECONDS (clang-14)
-#   make format   clang-format our sources in place (format-check: report only)
+#   make format   clang-format our sources in place (format-check: report only;
+#                 line-budget: no source file over LINE_BUDGET = 1000 lines; lint: both)
 #   make clean    remove build/
 #
 # Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS, FUZZ_SECONDS.
@@ -15,6 +17,7 @@ BUILD_DIR  ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_JOBS  ?= 2
+LINE_BUDGET ?= 1000
 CMAKE_ARGS ?=
 ASAN_BUILD_DIR ?= $(BUILD_DIR)-asan
 FUZZ_BUILD_DIR ?= $(BUILD_DIR)-fuzz
@@ -25,8 +28,11 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=pri
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`
 # command), xxHash (checkpoint checksum), the Fashion-MNIST files (make demo).
-DEPS := build-essential cmake ninja-build libopenblas-dev libopenblas0-pthread libgtest-dev \
+DEPS := build-essential cmake ninja-build clang-format libopenblas-dev libopenblas0-pthread libgtest-dev \
         nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist
+# The tests also check PyTorch interop (io.interop_torch: torch reads ember's files and ember
+# reads torch's), so make test installs python3-torch.
+TEST_DEPS := python3-torch
 # Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts.
 BENCH_DEPS := libtorch-dev python3-torch
 
@@ -35,7 +41,7 @@ CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE
 BUILD_ARGS := -DEMBER_BUILD_BENCH=OFF
 SOURCE_DIRS := include src tests examples bench tools
 
-.PHONY: all deps deps-bench configure build demo test test-asan bench fuzz format format-check clean
+.PHONY: all deps deps-test deps-bench configure build demo test test-asan bench fuzz format format-check line-budget lint clean
 
 all: build
 
@@ -62,6 +68,9 @@ endef
 deps:
 	$(call install_packages,$(DEPS))
 
+deps-test:
+	$(call install_packages,$(DEPS) $(TEST_DEPS))
+
 deps-bench:
 	$(call install_packages,$(DEPS) $(BENCH_DEPS))
 
@@ -75,16 +84,17 @@ demo: build
 	./$(BUILD_DIR)/examples/fashion_mnist mlp 5 $(BUILD_DIR)/mlp_fashion_mnist.safetensors
 	./$(BUILD_DIR)/tools/ember eval $(BUILD_DIR)/mlp_fashion_mnist.safetensors --dataset fashion-mnist
 
-test: build
+test: deps-test lint build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(TEST_JOBS)
 	$(MAKE) test-asan
 
-# The checkpoint tests (tests/test_io_*.cpp) against the library built with ASan + UBSan.
+# The whole CPU suite (ember_tests_asan: every tests/test_*.cpp, the io helper and the
+# `ember` command) against the library built with ASan + UBSan, two tests at a time.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE= -DEMBER_SANITIZE=ON -DEMBER_CUDA=OFF \
 	  -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF $(CMAKE_ARGS)
-	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS) --target ember_io_tests
-	$(ASAN_ENV) ./$(ASAN_BUILD_DIR)/tests/ember_io_tests
+	cmake --build $(ASAN_BUILD_DIR) -j $(JOBS) --target ember_tests_asan
+	$(ASAN_ENV) ctest --test-dir $(ASAN_BUILD_DIR) -L asan --output-on-failure -j$(TEST_JOBS)
 
 # libFuzzer on the loader (fuzz/): seeds from gen_seeds, one process, FUZZ_SECONDS long.
 fuzz:
@@ -108,6 +118,17 @@ format-check:
 	find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \
 	  -o -name '*.cu' -o -name '*.cuh' \) -print0 | \
 	  xargs -0 -r clang-format --dry-run --Werror --style=file
+
+# STYLE.md §12: no source file over $(LINE_BUDGET) lines (each offender is listed).
+line-budget:
+	@find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \
+	  -o -name '*.cu' -o -name '*.cuh' \) -print0 | xargs -0 -r wc -l | \
+	  awk '$$2 != "total" && $$1 > $(LINE_BUDGET) { print "line-budget: " $$2 " has " $$1 \
+	    " lines (expected at most $(LINE_BUDGET); split it by family)"; bad = 1 } \
+	    END { if (bad) exit 1; print "line-budget: every source file is within $(LINE_BUDGET) lines" }'
+
+# The mechanical style checks make test runs first: formatting and the line budget.
+lint: format-check line-budget
 
 clean:
 	rm -rf $(BUILD_DIR)
