@@ -48,11 +48,14 @@ void fsync_path(const std::string& path) {
 }
 
 // Seconds to write `bytes` with plain write() calls, and then to fsync them (the disk's part).
-std::pair<double, double> raw_write(const std::string& path, const std::vector<char>& buf, int64_t bytes) {
+std::pair<double, double> raw_write(const std::string& path, const std::vector<char>& buf,
+                                    int64_t bytes) {
   const auto t0 = bench::Clock::now();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   for (int64_t left = bytes; left > 0;) {
-    const ssize_t n = ::write(fd, buf.data(), static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size()))));
+    const ssize_t n =
+        ::write(fd, buf.data(),
+                static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(buf.size()))));
     if (n <= 0) break;
     left -= n;
   }
@@ -60,7 +63,8 @@ std::pair<double, double> raw_write(const std::string& path, const std::vector<c
   ::fsync(fd);
   ::close(fd);
   const auto t2 = bench::Clock::now();
-  return {std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count()};
+  return {std::chrono::duration<double>(t1 - t0).count(),
+          std::chrono::duration<double>(t2 - t1).count()};
 }
 
 }  // namespace
@@ -68,7 +72,8 @@ std::pair<double, double> raw_write(const std::string& path, const std::vector<c
 int main() {
   const char* dir_env = std::getenv("EMBER_BENCH_DIR");
   const std::string dir = dir_env && *dir_env ? dir_env : ".";
-  const std::string ember_path = dir + "/bench_checkpoint.safetensors", torch_path = dir + "/bench_checkpoint.pt",
+  const std::string ember_path = dir + "/bench_checkpoint.safetensors",
+                    torch_path = dir + "/bench_checkpoint.pt",
                     raw_path = dir + "/bench_checkpoint.raw";
   manual_seed(1);
   std::vector<nn::Module> layers;
@@ -76,8 +81,8 @@ int main() {
   nn::Module net = nn::Sequential(layers);
   const int64_t params = net->parameter_count();
   const double gb = static_cast<double>(params) * 4 / 1e9;
-  std::fprintf(stderr, "bench_checkpoint: %lld parameters, %.3f GB f32, files in %s\n", static_cast<long long>(params), gb,
-               dir.c_str());
+  std::fprintf(stderr, "bench_checkpoint: %lld parameters, %.3f GB f32, files in %s\n",
+               static_cast<long long>(params), gb, dir.c_str());
 
   // ---- validate: a save and both loads give back every byte ----
   io::save_model(net, ember_path);
@@ -87,17 +92,22 @@ int main() {
   for (int64_t i = 0; i < kLayers; ++i) other.push_back(nn::Linear(kWidth, kWidth));
   nn::Module into = nn::Sequential(other);
   io::load_state(into, ember_path);
-  const nn::StateDict want = net->state_dict(), got1 = back->state_dict(), got2 = into->state_dict();
+  const nn::StateDict want = net->state_dict(), got1 = back->state_dict(),
+                      got2 = into->state_dict();
   for (size_t i = 0; i < want.size(); ++i) {
     const size_t bytes = static_cast<size_t>(want[i].second.numel()) * 4;
     if (std::memcmp(want[i].second.data_ptr(), got1[i].second.data_ptr(), bytes) != 0 ||
         std::memcmp(want[i].second.data_ptr(), got2[i].second.data_ptr(), bytes) != 0) {
-      std::fprintf(stderr, "bench_checkpoint: VALIDATION FAILED: %s differs after a round trip\n", want[i].first.c_str());
+      std::fprintf(stderr, "bench_checkpoint: VALIDATION FAILED: %s differs after a round trip\n",
+                   want[i].first.c_str());
       return 1;
     }
   }
   back = nn::Module();
-  std::fprintf(stderr, "bench_checkpoint: validated ember save/load_model/load_state (all %zu tensors bitwise)\n", want.size());
+  std::fprintf(
+      stderr,
+      "bench_checkpoint: validated ember save/load_model/load_state (all %zu tensors bitwise)\n",
+      want.size());
 
   std::optional<double> torch_save_s, torch_save_fsync_s, torch_load_s;
 #ifdef EMBER_HAVE_LIBTORCH
@@ -145,34 +155,43 @@ int main() {
   const auto [write_s, fsync_s] = raw_write(raw_path, buf, params * 4);
 
   auto gbps = [&](double s) { return gb / s; };
-  auto opt_gbps = [&](std::optional<double> s) { return s ? std::optional<double>(gb / *s) : std::nullopt; };
-  const std::vector<bench::Field> common = {bench::num("gb", gb), bench::str("model", "4x Linear(8192, 8192) f32"),
-                                            bench::num("raw_write_gbps", gbps(write_s)),
-                                            bench::num("raw_fsync_s", fsync_s)};
+  auto opt_gbps = [&](std::optional<double> s) {
+    return s ? std::optional<double>(gb / *s) : std::nullopt;
+  };
+  const std::vector<bench::Field> common = {
+      bench::num("gb", gb), bench::str("model", "4x Linear(8192, 8192) f32"),
+      bench::num("raw_write_gbps", gbps(write_s)), bench::num("raw_fsync_s", fsync_s)};
   auto fields = [&](std::vector<bench::Field> more) {
     more.insert(more.begin(), common.begin(), common.end());
     return more;
   };
-  bench::emit("checkpoint_save_1gb", gbps(t[0].median), opt_gbps(torch_save_s), "GB/s", true, 1.0,
-              fields({bench::str("reference_name", "torch::save (no fsync)"), bench::num("ember_s", t[0].median),
-                      bench::str("note", "ember includes fsync of file and folder; torch::save does not fsync")}));
-  bench::emit("checkpoint_save_1gb_vs_torch_fsync", gbps(t[0].median), opt_gbps(torch_save_fsync_s), "GB/s", true, 1.0,
-              fields({bench::str("reference_name", "torch::save + fsync")}));
-  bench::emit("checkpoint_load_state_1gb", gbps(t[1].median), opt_gbps(torch_load_s), "GB/s", true, 1.0,
+  bench::emit(
+      "checkpoint_save_1gb", gbps(t[0].median), opt_gbps(torch_save_s), "GB/s", true, 1.0,
+      fields({bench::str("reference_name", "torch::save (no fsync)"),
+              bench::num("ember_s", t[0].median),
+              bench::str("note",
+                         "ember includes fsync of file and folder; torch::save does not fsync")}));
+  bench::emit("checkpoint_save_1gb_vs_torch_fsync", gbps(t[0].median), opt_gbps(torch_save_fsync_s),
+              "GB/s", true, 1.0, fields({bench::str("reference_name", "torch::save + fsync")}));
+  bench::emit("checkpoint_load_state_1gb", gbps(t[1].median), opt_gbps(torch_load_s), "GB/s", true,
+              1.0,
               fields({bench::str("reference_name", "torch::load(module) into an existing module"),
                       bench::num("ember_s", t[1].median), bench::num("target_gbps", 2.0),
                       bench::str("met_2gbps", gbps(t[1].median) >= 2.0 ? "yes" : "no")}));
-  bench::emit("checkpoint_load_model_1gb", gbps(t[2].median), opt_gbps(torch_load_s), "GB/s", true, 1.0,
-              fields({bench::str("reference_name", "torch::load(module) into an existing module"),
-                      bench::num("ember_s", t[2].median),
-                      bench::str("note", "ember rebuilds the module from the file (allocation + init) first")}));
+  bench::emit(
+      "checkpoint_load_model_1gb", gbps(t[2].median), opt_gbps(torch_load_s), "GB/s", true, 1.0,
+      fields({bench::str("reference_name", "torch::load(module) into an existing module"),
+              bench::num("ember_s", t[2].median),
+              bench::str("note",
+                         "ember rebuilds the module from the file (allocation + init) first")}));
   std::fprintf(stderr,
-               "bench_checkpoint: save %.3f s (%.2f GB/s; plain write %.3f s + fsync %.3f s), load_state %.3f s, "
+               "bench_checkpoint: save %.3f s (%.2f GB/s; plain write %.3f s + fsync %.3f s), "
+               "load_state %.3f s, "
                "load_model %.3f s",
                t[0].median, gbps(t[0].median), write_s, fsync_s, t[1].median, t[2].median);
   if (torch_load_s)
-    std::fprintf(stderr, "; torch::save %.3f s (+fsync %.3f s), torch::load %.3f s", *torch_save_s, *torch_save_fsync_s,
-                 *torch_load_s);
+    std::fprintf(stderr, "; torch::save %.3f s (+fsync %.3f s), torch::load %.3f s", *torch_save_s,
+                 *torch_save_fsync_s, *torch_load_s);
   std::fprintf(stderr, "\n");
   for (const std::string& p : {ember_path, torch_path, raw_path}) std::filesystem::remove(p);
   return 0;

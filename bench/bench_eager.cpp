@@ -27,8 +27,8 @@
 namespace {
 
 constexpr int64_t kElements = 16;
-constexpr int kSteps = 500;         // each step is 2 ops
-constexpr int kOps = 2 * kSteps;    // ops counted per run
+constexpr int kSteps = 500;       // each step is 2 ops
+constexpr int kOps = 2 * kSteps;  // ops counted per run
 constexpr double kA = 1.0001, kB = 0.0001;
 constexpr double kTarget = 3.0;
 constexpr int kWarmup = 3;
@@ -79,7 +79,8 @@ int main() {
                             kElements);
     ok = bench::report(kName, "ember z vs closed form",
                        bench::compare(z_ember.data(), z_closed.data(), kElements, 1e-5, 1e-4),
-                       kElements) && ok;
+                       kElements) &&
+         ok;
     if (!ok) return 1;
 
     std::vector<std::function<void()>> fns = {
@@ -95,21 +96,22 @@ int main() {
 
 #ifdef EMBER_HAVE_LIBTORCH
     at::set_num_threads(1);
-    const at::Tensor tx = torch::from_blob(const_cast<float*>(x_values.data()), {kElements},
-                                           torch::kFloat32)
-                              .clone()
-                              .requires_grad_(true);
+    const at::Tensor tx =
+        torch::from_blob(const_cast<float*>(x_values.data()), {kElements}, torch::kFloat32)
+            .clone()
+            .requires_grad_(true);
     {
       const at::Tensor z = torch_chain(tx);
       z.sum().backward();
       const at::Tensor zc = z.detach().contiguous();
       const at::Tensor gc = tx.grad().contiguous();
-      ok = bench::report(kName, "ember z vs libtorch z",
-                         bench::compare(z_ember.data(), zc.data_ptr<float>(), kElements, 1e-6, 1e-5),
-                         kElements);
+      ok = bench::report(
+          kName, "ember z vs libtorch z",
+          bench::compare(z_ember.data(), zc.data_ptr<float>(), kElements, 1e-6, 1e-5), kElements);
       ok = bench::report(kName, "ember x.grad vs libtorch x.grad",
                          bench::compare(g_ember.data(), gc.data_ptr<float>(), kElements, 0.0, 1e-5),
-                         kElements) && ok;
+                         kElements) &&
+           ok;
       if (!ok) return 1;
     }
     fns.push_back([&] {
@@ -126,10 +128,10 @@ int main() {
     const double ember_us = t[0].median / kOps * 1e6;
     const double ember_fwd_us = t[1].median / kOps * 1e6;
     std::optional<double> torch_us;
-    std::vector<bench::Field> extra = {
-        bench::str("reference_impl", "libtorch 1.13 C++, 1 thread"), bench::num("threads", 1),
-        bench::num("ops", kOps), bench::num("ember_forward_us_per_op", ember_fwd_us),
-        bench::num("ember_best_us_per_op", t[0].best / kOps * 1e6)};
+    std::vector<bench::Field> extra = {bench::str("reference_impl", "libtorch 1.13 C++, 1 thread"),
+                                       bench::num("threads", 1), bench::num("ops", kOps),
+                                       bench::num("ember_forward_us_per_op", ember_fwd_us),
+                                       bench::num("ember_best_us_per_op", t[0].best / kOps * 1e6)};
     if (t.size() > 2) {
       torch_us = t[2].median / kOps * 1e6;
       extra.push_back(bench::num("reference_best_us_per_op", t[2].best / kOps * 1e6));
@@ -138,12 +140,13 @@ int main() {
     bench::emit(kName, ember_us, torch_us, "us/op", /*higher_is_better=*/false, kTarget, extra);
 
     const double flops = 2.0 * kElements * kOps;  // one flop per element per op, forward + backward
-    std::fprintf(stderr,
-                 "%s: %d chain ops on %lld f32 elements (~%.0f useful flops per run); median of %d: "
-                 "ember %.3f ms per run = %.2f us/op (forward alone %.2f us/op, so backward ~%.2f "
-                 "us/op), %.4f GFLOP/s",
-                 kName, kOps, static_cast<long long>(kElements), flops, kReps, t[0].median * 1e3,
-                 ember_us, ember_fwd_us, ember_us - ember_fwd_us, flops / t[0].median * 1e-9);
+    std::fprintf(
+        stderr,
+        "%s: %d chain ops on %lld f32 elements (~%.0f useful flops per run); median of %d: "
+        "ember %.3f ms per run = %.2f us/op (forward alone %.2f us/op, so backward ~%.2f "
+        "us/op), %.4f GFLOP/s",
+        kName, kOps, static_cast<long long>(kElements), flops, kReps, t[0].median * 1e3, ember_us,
+        ember_fwd_us, ember_us - ember_fwd_us, flops / t[0].median * 1e-9);
     if (torch_us) {
       const double torch_fwd_us = t[3].median / kOps * 1e6;
       std::fprintf(stderr,

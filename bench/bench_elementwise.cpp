@@ -34,7 +34,8 @@ constexpr int kReps = 15;
 constexpr int kTorchWarmup = 1;  // torch pays page faults on every result: slow, keep it short
 constexpr int kTorchReps = 5;
 
-bool validate(const char* name, const ember::Tensor& out, const float* a, const float* b, bool is_add) {
+bool validate(const char* name, const ember::Tensor& out, const float* a, const float* b,
+              bool is_add) {
   if (out.shape() != ember::Shape{kElements} || out.dtype() != ember::DType::f32) {
     std::fprintf(stderr, "%s: VALIDATION FAILED: result has shape %s (expected [%lld] f32)\n", name,
                  out.shape().to_string().c_str(), static_cast<long long>(kElements));
@@ -45,7 +46,8 @@ bool validate(const char* name, const ember::Tensor& out, const float* a, const 
   // One f32 rounding of an exact result: ember must agree to the last bit (rtol covers a
   // kernel that rounds through f64, which gives the same float anyway).
   return bench::report(name, "against a scalar loop",
-                       bench::compare(out.data<float>(), want.data(), kElements, 0.0, 1e-7), kElements);
+                       bench::compare(out.data<float>(), want.data(), kElements, 0.0, 1e-7),
+                       kElements);
 }
 
 }  // namespace
@@ -102,13 +104,14 @@ int main() {
                                      kTorchWarmup, kTorchReps));
 #endif
     const int64_t system_allocs = after.system_allocs - before.system_allocs;
-    std::fprintf(stderr,
-                 "bench_elementwise: %d ember thread(s), memcpy 1 thread; timed ember iterations: "
-                 "%lld allocation(s), %lld from the Pass cache, %lld from the system%s\n",
-                 threads, static_cast<long long>(after.alloc_count - before.alloc_count),
-                 static_cast<long long>(after.cache_hits - before.cache_hits),
-                 static_cast<long long>(system_allocs),
-                 system_allocs ? " (NOT steady state: allocation is being timed)" : " (steady state)");
+    std::fprintf(
+        stderr,
+        "bench_elementwise: %d ember thread(s), memcpy 1 thread; timed ember iterations: "
+        "%lld allocation(s), %lld from the Pass cache, %lld from the system%s\n",
+        threads, static_cast<long long>(after.alloc_count - before.alloc_count),
+        static_cast<long long>(after.cache_hits - before.cache_hits),
+        static_cast<long long>(system_allocs),
+        system_allocs ? " (NOT steady state: allocation is being timed)" : " (steady state)");
 
     const double memcpy_gbps = 2.0 * kBytes / t[2].median * 1e-9;
     std::fprintf(stderr, "memcpy_64MB: median of %d %.2f ms = %.1f GB/s (2 x 64 MB moved)\n", kReps,
@@ -117,9 +120,12 @@ int main() {
     for (int k = 0; k < 2; ++k) {
       const double gbps = 3.0 * kBytes / t[k].median * 1e-9;
       std::vector<bench::Field> extra = {
-          bench::str("reference_impl", "memcpy 64 MB (1 thread)"), bench::num("threads", threads),
-          bench::num("ember_ms", t[k].median * 1e3), bench::num("reference_ms", t[2].median * 1e3),
-          bench::num("ember_best_ms", t[k].best * 1e3), bench::num("reference_best_ms", t[2].best * 1e3),
+          bench::str("reference_impl", "memcpy 64 MB (1 thread)"),
+          bench::num("threads", threads),
+          bench::num("ember_ms", t[k].median * 1e3),
+          bench::num("reference_ms", t[2].median * 1e3),
+          bench::num("ember_best_ms", t[k].best * 1e3),
+          bench::num("reference_best_ms", t[2].best * 1e3),
           bench::num("timed_system_allocs", static_cast<double>(system_allocs))};
       double torch_gbps = 0.0;
       if (!torch_t.empty()) {
@@ -135,7 +141,8 @@ int main() {
       if (!torch_t.empty())
         std::fprintf(stderr, ", torch %.2f ms = %.1f GB/s (median of %d)", torch_t[k].median * 1e3,
                      torch_gbps, kTorchReps);
-      std::fprintf(stderr, "; ember / memcpy = %.3f (target >= %.1f)\n", gbps / memcpy_gbps, kTarget);
+      std::fprintf(stderr, "; ember / memcpy = %.3f (target >= %.1f)\n", gbps / memcpy_gbps,
+                   kTarget);
     }
     return 0;
   } catch (const std::exception& e) {

@@ -44,7 +44,8 @@ bool run_size(int64_t n, int warmup, int reps, int threads, double peak) {
   const ember::Tensor c = ember::matmul(a, b);
   sgemm();
   if (c.shape() != ember::Shape{n, n} || c.dtype() != ember::DType::f32 || !c.is_contiguous()) {
-    std::fprintf(stderr, "%s: VALIDATION FAILED: matmul gave shape %s (expected [%lld, %lld] f32)\n",
+    std::fprintf(stderr,
+                 "%s: VALIDATION FAILED: matmul gave shape %s (expected [%lld, %lld] f32)\n",
                  name.c_str(), c.shape().to_string().c_str(), static_cast<long long>(n),
                  static_cast<long long>(n));
     return false;
@@ -82,7 +83,8 @@ bool run_size(int64_t n, int warmup, int reps, int threads, double peak) {
   {
     const at::Tensor tc = torch::mm(ta, tb).contiguous();
     if (!bench::report(name.c_str(), "torch::mm vs cblas_sgemm",
-                       bench::compare(tc.data_ptr<float>(), c_ref.data(), n * n, atol, 1e-4), n * n))
+                       bench::compare(tc.data_ptr<float>(), c_ref.data(), n * n, atol, 1e-4),
+                       n * n))
       return false;
   }
 #endif
@@ -112,7 +114,8 @@ bool run_size(int64_t n, int warmup, int reps, int threads, double peak) {
     torch_gflops = flops / t[2].median * 1e-9;
     extra.push_back(bench::num("torch", torch_gflops));
   }
-  bench::emit(name, ember_gflops, blas_gflops, "GFLOP/s", /*higher_is_better=*/true, kTarget, extra);
+  bench::emit(name, ember_gflops, blas_gflops, "GFLOP/s", /*higher_is_better=*/true, kTarget,
+              extra);
 
   std::fprintf(stderr,
                "%s: %.2f GFLOP per product; median of %d: ember %.2f ms = %.1f GFLOP/s (%.0f%% of "
@@ -143,8 +146,10 @@ int main() {
                  "GFLOP/s (%s)\n",
                  threads, ember::get_num_threads(), openblas_get_num_threads(), peak, isa.c_str());
     if (openblas_get_num_threads() != threads) {
-      std::fprintf(stderr, "bench_gemm: OpenBLAS runs %d threads, ember %d: the comparison would "
-                           "be unfair\n", openblas_get_num_threads(), threads);
+      std::fprintf(stderr,
+                   "bench_gemm: OpenBLAS runs %d threads, ember %d: the comparison would "
+                   "be unfair\n",
+                   openblas_get_num_threads(), threads);
       return 1;
     }
     bool ok = run_size(1024, 3, 15, threads, peak);

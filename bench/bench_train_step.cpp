@@ -12,6 +12,8 @@
 // Validation first: all three start from ember's initial weights (written to a safetensors
 // file that libtorch copies and bench/torch/train_step.py reads) and run three steps on the
 // same batch; the three loss trajectories must agree to 1e-4 relative.
+#include <unistd.h>
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -20,8 +22,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "bench_util.hpp"
 #include "ember/ember.hpp"
@@ -76,11 +76,11 @@ torch::nn::Sequential build_torch(const std::string& model) {
   if (model == "mlp")
     return tn::Sequential(tn::Linear(784, 256), tn::ReLU(), tn::Linear(256, 256), tn::ReLU(),
                           tn::Linear(256, 10));
-  return tn::Sequential(
-      tn::Conv2d(tn::Conv2dOptions(1, 32, 3).padding(1)), tn::BatchNorm2d(32), tn::ReLU(),
-      tn::MaxPool2d(2), tn::Conv2d(tn::Conv2dOptions(32, 64, 3).padding(1)), tn::BatchNorm2d(64),
-      tn::ReLU(), tn::MaxPool2d(2), tn::Flatten(), tn::Linear(64 * 7 * 7, 128), tn::ReLU(),
-      tn::Linear(128, 10));
+  return tn::Sequential(tn::Conv2d(tn::Conv2dOptions(1, 32, 3).padding(1)), tn::BatchNorm2d(32),
+                        tn::ReLU(), tn::MaxPool2d(2),
+                        tn::Conv2d(tn::Conv2dOptions(32, 64, 3).padding(1)), tn::BatchNorm2d(64),
+                        tn::ReLU(), tn::MaxPool2d(2), tn::Flatten(), tn::Linear(64 * 7 * 7, 128),
+                        tn::ReLU(), tn::Linear(128, 10));
 }
 
 at::Tensor to_torch(const ember::Tensor& t) {
@@ -113,8 +113,7 @@ nlohmann::json run_python(const std::string& model, int threads, int reps, const
   const std::string cmd = "/usr/bin/python3 " + script + " --model " + model + " --init " + init +
                           " --batch " + batch + " --threads " + std::to_string(threads) +
                           " --validate-steps " + std::to_string(kValidateSteps) + " --steps " +
-                          std::to_string(reps) + " --warmup " + std::to_string(kWarmup) +
-                          " 2>&1";
+                          std::to_string(reps) + " --warmup " + std::to_string(kWarmup) + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return nullptr;
   std::string out;
@@ -132,16 +131,16 @@ nlohmann::json run_python(const std::string& model, int threads, int reps, const
 
 bool losses_agree(const char* name, const char* what, const std::vector<double>& got,
                   const std::vector<double>& want) {
-  const bench::Compare c = bench::compare(got.data(), want.data(), static_cast<int64_t>(got.size()),
-                                          1e-5, 1e-4);
+  const bench::Compare c =
+      bench::compare(got.data(), want.data(), static_cast<int64_t>(got.size()), 1e-5, 1e-4);
   return bench::report(name, what, c, static_cast<int64_t>(got.size()));
 }
 
 bool run_case(const Case& c, const std::filesystem::path& dir) {
   const std::string name = "train_step_" + c.model;
   ember::manual_seed(42);
-  EmberStep es{build_ember(c.model), nullptr,
-               ember::rand(input_shape(c.model)), ember::randint(0, 10, {kBatch})};
+  EmberStep es{build_ember(c.model), nullptr, ember::rand(input_shape(c.model)),
+               ember::randint(0, 10, {kBatch})};
   es.opt = std::make_unique<ember::optim::Adam>(es.net->parameters(),
                                                 ember::optim::AdamOptions{.lr = 1e-3});
   es.net->train();
@@ -174,7 +173,8 @@ bool run_case(const Case& c, const std::filesystem::path& dir) {
   std::vector<double> torch_losses;
   for (int i = 0; i < kValidateSteps; ++i) torch_losses.push_back(torch_step().item<float>());
   ok = losses_agree(name.c_str(), "ember losses vs libtorch losses (3 Adam steps)", ember_losses,
-                    torch_losses) && ok;
+                    torch_losses) &&
+       ok;
 #endif
   std::optional<double> python_ms;
   int python_threads = 0;
@@ -184,7 +184,8 @@ bool run_case(const Case& c, const std::filesystem::path& dir) {
     if (threads == 1) {
       const std::vector<double> py_losses = py["losses"].get<std::vector<double>>();
       ok = losses_agree(name.c_str(), "ember losses vs PyTorch (Python) losses", ember_losses,
-                        py_losses) && ok;
+                        py_losses) &&
+           ok;
     }
     const double ms = py["ms_per_step"].get<double>();
     std::fprintf(stderr, "%s: PyTorch (Python %s) %d thread(s): %.3f ms/step\n", name.c_str(),
@@ -217,9 +218,9 @@ bool run_case(const Case& c, const std::filesystem::path& dir) {
     std::fprintf(stderr, "\n");
   }
 
-  const std::vector<bench::Field> common = {
-      bench::str("model", c.model), bench::num("batch", kBatch),
-      bench::num("ember_threads", ember_threads)};
+  const std::vector<bench::Field> common = {bench::str("model", c.model),
+                                            bench::num("batch", kBatch),
+                                            bench::num("ember_threads", ember_threads)};
   auto with = [&](std::vector<bench::Field> extra) {
     extra.insert(extra.begin(), common.begin(), common.end());
     return extra;
@@ -232,13 +233,14 @@ bool run_case(const Case& c, const std::filesystem::path& dir) {
               c.target_libtorch,
               with({bench::str("reference_impl", "libtorch 1.13 C++, best of 1 and 2 threads"),
                     bench::num("reference_threads", torch_threads)}));
-  std::fprintf(stderr, "%s: ember %.3f ms/step (%d threads)", name.c_str(), ember_ms, ember_threads);
+  std::fprintf(stderr, "%s: ember %.3f ms/step (%d threads)", name.c_str(), ember_ms,
+               ember_threads);
   if (python_ms)
     std::fprintf(stderr, "; Python %.3f (%d) -> %.2fx (target >= %.1f)", *python_ms, python_threads,
                  *python_ms / ember_ms, c.target_python);
   if (torch_ms)
-    std::fprintf(stderr, "; libtorch %.3f (%d) -> %.2fx (target >= %.1f)", *torch_ms,
-                 torch_threads, *torch_ms / ember_ms, c.target_libtorch);
+    std::fprintf(stderr, "; libtorch %.3f (%d) -> %.2fx (target >= %.1f)", *torch_ms, torch_threads,
+                 *torch_ms / ember_ms, c.target_libtorch);
   std::fprintf(stderr, "\n");
   return true;
 }
@@ -248,8 +250,8 @@ bool run_case(const Case& c, const std::filesystem::path& dir) {
 int main(int argc, char** argv) {
   try {
     const std::string only = argc > 1 ? argv[1] : "";
-    const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("ember_bench_train_step_" + std::to_string(getpid()));
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      ("ember_bench_train_step_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     bool ok = true;
     for (const Case& c : {Case{"mlp", 101, 1.5, 5.0}, Case{"cnn", 21, 1.0, 1.0}})

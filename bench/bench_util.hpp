@@ -42,8 +42,8 @@ struct Timing {
 
 /// Times several functions in turns (a, b, a, b, ...) so that load from other processes on
 /// a shared machine falls on all of them alike: `warmup` untimed rounds, then `reps` timed.
-inline std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& fns, int warmup,
-                                            int reps) {
+inline std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& fns,
+                                            int warmup, int reps) {
   for (int i = 0; i < warmup; ++i)
     for (const auto& fn : fns) fn();
   std::vector<std::vector<double>> seconds(fns.size(), std::vector<double>(reps));

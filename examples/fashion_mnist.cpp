@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   const int64_t epochs = argc > 2 ? std::atoll(argv[2]) : 5;
   const std::string path = argc > 3 ? argv[3] : kind + "_fashion_mnist.safetensors";
   try {
-    const Device device = argc > 4 ? Device::parse(argv[4])
+    const Device device = argc > 4           ? Device::parse(argv[4])
                           : cuda_available() ? Device::cuda(0)
                                              : Device::cpu();
     manual_seed(42);

@@ -19,11 +19,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ember/ember.hpp"
 
@@ -59,7 +58,8 @@ struct Fixture {
     return it->second;
   }
   const nlohmann::ordered_json& attr(const std::string& key) const {
-    if (!attrs.contains(key)) throw std::runtime_error("fixture " + name + " has no attr '" + key + "'");
+    if (!attrs.contains(key))
+      throw std::runtime_error("fixture " + name + " has no attr '" + key + "'");
     return attrs.at(key);
   }
   int64_t attr_int(const std::string& key) const { return attr(key).get<int64_t>(); }
@@ -108,7 +108,8 @@ inline ember::Tensor tensor_from_json(const nlohmann::ordered_json& j) {
   }
   if (dtype == "bool") {
     std::vector<float> values;
-    for (const auto& v : data) values.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
+    for (const auto& v : data)
+      values.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
     return ember::from_vector<float>(values, shape).to(ember::DType::boolean);
   }
   throw std::runtime_error("fixture tensor has unknown dtype " + dtype);
@@ -163,9 +164,9 @@ inline ::testing::AssertionResult check_close(const ember::Tensor& got, const em
                                          << ", expected " << want.shape().to_string();
   }
   if (got.dtype() != want.dtype()) {
-    return ::testing::AssertionFailure() << what << " " << want.shape().to_string() << ": dtype "
-                                         << ember::dtype_name(got.dtype()) << ", expected "
-                                         << ember::dtype_name(want.dtype());
+    return ::testing::AssertionFailure()
+           << what << " " << want.shape().to_string() << ": dtype "
+           << ember::dtype_name(got.dtype()) << ", expected " << ember::dtype_name(want.dtype());
   }
   const std::vector<double> g = values_f64(got);
   const std::vector<double> w = values_f64(want);
@@ -203,7 +204,8 @@ inline bool expect_close(const ember::Tensor& got, const ember::Tensor& want, do
 }
 
 /// Exact comparison (for integer, bool and view results).
-inline bool expect_equal(const ember::Tensor& got, const ember::Tensor& want, const std::string& what) {
+inline bool expect_equal(const ember::Tensor& got, const ember::Tensor& want,
+                         const std::string& what) {
   return expect_close(got, want, 0.0, 0.0, what);
 }
 

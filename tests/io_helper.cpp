@@ -29,7 +29,8 @@ using namespace ember;  // NOLINT: small program
 // Models A and B of the crash test: same architecture, different values (~70 KB each).
 nn::Module crash_model(int which) {
   manual_seed(which == 0 ? 11 : 22);
-  return nn::Sequential(std::vector<nn::Module>{nn::Linear(64, 256), nn::ReLU(), nn::Linear(256, 10)});
+  return nn::Sequential(
+      std::vector<nn::Module>{nn::Linear(64, 256), nn::ReLU(), nn::Linear(256, 10)});
 }
 
 int save_loop(const std::string& path) {
@@ -37,7 +38,9 @@ int save_loop(const std::string& path) {
   io::save_model(models[0], path);
   const auto t0 = std::chrono::steady_clock::now();
   io::save_model(models[1], path);
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::printf("ready %lld\n", static_cast<long long>(us));
   std::fflush(stdout);
   for (uint64_t i = 0;; ++i) io::save_model(models[i % 2], path);
@@ -64,7 +67,8 @@ Run make_run() {
   r.sched = std::make_unique<optim::StepLR>(*r.opt, 3, 0.5);
   auto ds = std::make_shared<data::TensorDataset>(x, y);
   // 22 examples in batches of 6: 4 batches per epoch, the last of 4 examples.
-  r.loader = std::make_unique<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = 6, .shuffle = true, .seed = 5});
+  r.loader = std::make_unique<data::DataLoader>(
+      ds, data::DataLoaderOptions{.batch_size = 6, .shuffle = true, .seed = 5});
   return r;
 }
 
@@ -78,7 +82,8 @@ void train(Run& r, int64_t from, int64_t to, int64_t save_at, const std::string&
       r.opt->step();
       r.sched->step();
       ++step;
-      if (step == save_at) io::save_checkpoint(ckpt, r.net, *r.opt, r.sched.get(), step, {}, r.loader.get());
+      if (step == save_at)
+        io::save_checkpoint(ckpt, r.net, *r.opt, r.sched.get(), step, {}, r.loader.get());
       if (step == to) break;
     }
   }
@@ -101,7 +106,8 @@ int main(int argc, char** argv) {
       if (mode == "train") {
         train(r, 0, 2 * n, n, argv[3]);
       } else {
-        const io::CheckpointInfo info = io::load_checkpoint(argv[3], r.net, *r.opt, r.sched.get(), r.loader.get());
+        const io::CheckpointInfo info =
+            io::load_checkpoint(argv[3], r.net, *r.opt, r.sched.get(), r.loader.get());
         if (info.step != n) {
           std::fprintf(stderr, "io_helper: checkpoint is at step %lld, expected %lld\n",
                        static_cast<long long>(info.step), static_cast<long long>(n));
@@ -117,6 +123,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "io_helper: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: io_helper save-loop PATH | write-models DIR | train N CKPT OUT | resume N CKPT OUT\n");
+  std::fprintf(stderr,
+               "usage: io_helper save-loop PATH | write-models DIR | train N CKPT OUT | resume N "
+               "CKPT OUT\n");
   return 2;
 }

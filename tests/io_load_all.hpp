@@ -30,8 +30,10 @@ struct IoFixture {
     model = nn::Sequential(std::vector<nn::Module>{nn::Linear(3, 2), nn::BatchNorm1d(2)});
     optimizer = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 0.01});
     scheduler = std::make_unique<optim::StepLR>(*optimizer, 2, 0.5);
-    auto ds = std::make_shared<data::TensorDataset>(zeros({4, 3}), zeros({4}, {.dtype = DType::i64}));
-    loader = std::make_unique<data::DataLoader>(ds, data::DataLoaderOptions{.batch_size = 2, .prefetch = false});
+    auto ds =
+        std::make_shared<data::TensorDataset>(zeros({4, 3}), zeros({4}, {.dtype = DType::i64}));
+    loader = std::make_unique<data::DataLoader>(
+        ds, data::DataLoaderOptions{.batch_size = 2, .prefetch = false});
   }
   /// One optimizer step so the checkpoint carries moments and a step count.
   void step() {
@@ -49,7 +51,8 @@ struct IoFixture {
 /// refused the file; empty when every reader accepted it). `builder`, when given, is what
 /// load_model builds the module with instead of the registry.
 inline std::vector<std::string> load_all(
-    const std::string& path, const std::function<ember::nn::Module(const ember::nn::json&)>& builder = nullptr) {
+    const std::string& path,
+    const std::function<ember::nn::Module(const ember::nn::json&)>& builder = nullptr) {
   using namespace ember;  // NOLINT: test helper
   std::vector<std::string> errors;
   auto attempt = [&](auto&& fn) {
@@ -73,7 +76,9 @@ inline std::vector<std::string> load_all(
   IoFixture fx;
   attempt([&] { (void)io::load_state(fx.model, path, /*strict=*/true); });
   attempt([&] { (void)io::load_state(fx.model, path, /*strict=*/false); });
-  attempt([&] { (void)io::load_checkpoint(path, fx.model, *fx.optimizer, fx.scheduler.get(), fx.loader.get()); });
+  attempt([&] {
+    (void)io::load_checkpoint(path, fx.model, *fx.optimizer, fx.scheduler.get(), fx.loader.get());
+  });
   return errors;
 }
 

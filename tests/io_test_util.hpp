@@ -37,7 +37,8 @@ struct ScratchDir {
   /// Names of the entries of the folder (temporary files included), sorted.
   std::vector<std::string> list() const {
     std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      out.push_back(e.path().filename().string());
     std::sort(out.begin(), out.end());
     return out;
   }
@@ -58,7 +59,8 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
 
 /// A safetensors file from a header text and a data section, exactly as given (no padding,
 /// no validation): the 8-byte little-endian length, the header, the data.
-inline std::vector<uint8_t> raw_safetensors(const std::string& header, const std::vector<uint8_t>& data) {
+inline std::vector<uint8_t> raw_safetensors(const std::string& header,
+                                            const std::vector<uint8_t>& data) {
   // Sized once and filled with memcpy (GCC 12's -Warray-bounds misfires on vector::insert here).
   std::vector<uint8_t> out(8 + header.size() + data.size());
   const uint64_t n = header.size();
@@ -72,7 +74,8 @@ inline std::vector<uint8_t> raw_safetensors(const std::string& header, const std
 inline std::vector<uint8_t> tensor_bytes(const ember::Tensor& t) {
   ember::Tensor c = t.to(ember::Device::cpu()).contiguous();
   const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-  return std::vector<uint8_t>(p, p + c.numel() * static_cast<int64_t>(ember::element_size(c.dtype())));
+  return std::vector<uint8_t>(p,
+                              p + c.numel() * static_cast<int64_t>(ember::element_size(c.dtype())));
 }
 
 /// What a stored tensor reads back as: floating tensors pass through `storage` and back.
@@ -84,7 +87,8 @@ inline ember::Tensor stored_value(const ember::Tensor& t, std::optional<ember::D
 /// Every state_dict entry of `got` has the name, dtype and shape of `want`'s, and the bytes
 /// of want's value after the storage round trip. Reports the first mismatches by name.
 inline void expect_same_state(const ember::nn::Module& want, const ember::nn::Module& got,
-                              std::optional<ember::DType> storage = std::nullopt, const std::string& what = "") {
+                              std::optional<ember::DType> storage = std::nullopt,
+                              const std::string& what = "") {
   const ember::nn::StateDict a = want->state_dict(), b = got->state_dict();
   ASSERT_EQ(a.size(), b.size()) << what << ": state_dict sizes";
   for (size_t i = 0; i < a.size(); ++i) {
@@ -93,19 +97,21 @@ inline void expect_same_state(const ember::nn::Module& want, const ember::nn::Mo
     ASSERT_EQ(a[i].second.dtype(), b[i].second.dtype());
     ASSERT_EQ(a[i].second.shape(), b[i].second.shape());
     EXPECT_TRUE(tensor_bytes(stored_value(a[i].second, storage)) == tensor_bytes(b[i].second))
-        << "values differ from the original after the " << (storage ? ember::dtype_name(*storage) : "f32")
-        << " round trip";
+        << "values differ from the original after the "
+        << (storage ? ember::dtype_name(*storage) : "f32") << " round trip";
   }
 }
 
 /// Asserts `fn` throws ember::Error whose message contains every one of `parts`.
 template <typename Fn>
-std::string expect_error(Fn&& fn, const std::vector<std::string>& parts, const std::string& what = "") {
+std::string expect_error(Fn&& fn, const std::vector<std::string>& parts,
+                         const std::string& what = "") {
   try {
     fn();
   } catch (const ember::Error& e) {
     const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << what << ": '" << p << "' not in: " << msg;
+    for (const std::string& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << what << ": '" << p << "' not in: " << msg;
     return msg;
   }
   ADD_FAILURE() << what << ": no ember::Error thrown";

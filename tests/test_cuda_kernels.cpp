@@ -486,9 +486,11 @@ TEST(CudaOptimKernels, DeviceClipGradNormMatchesCpu) {
       }
       const double want = optim::clip_grad_norm(pc, max_norm, norm_type);
       Tensor total = zeros({}, {.device = kGpu});
-      backend::backend_for(Device::cuda()).grad_norm_multi(DType::f32, ptrs.data(), numels.data(), 4, norm_type, total.data_ptr());
-      backend::backend_for(Device::cuda()).clip_grads_by_norm(DType::f32, ptrs.data(), numels.data(), 4, max_norm,
-                               total.data_ptr());
+      backend::backend_for(Device::cuda())
+          .grad_norm_multi(DType::f32, ptrs.data(), numels.data(), 4, norm_type, total.data_ptr());
+      backend::backend_for(Device::cuda())
+          .clip_grads_by_norm(DType::f32, ptrs.data(), numels.data(), 4, max_norm,
+                              total.data_ptr());
       EXPECT_NEAR(total.item<float>(), want, 1e-5 * want) << name;
       for (size_t i = 0; i < pc.size(); ++i)
         EXPECT_TRUE(close(pc[i].grad(), pg[i], 1e-5, 1e-7, name + " grad " + std::to_string(i)));

@@ -132,7 +132,8 @@ TEST(FusedLinear, SequentialLinearReluEqualsTheUnfusedChain) {
   // Sequential runs Linear + ReLU as one GEMM with a ReLU epilogue; values and gradients must
   // be those of the modules run one by one.
   manual_seed(3);
-  nn::Sequential net({nn::Linear(7, 5), nn::ReLU(), nn::Linear(5, 3), nn::ReLU(), nn::Linear(3, 2)});
+  nn::Sequential net(
+      {nn::Linear(7, 5), nn::ReLU(), nn::Linear(5, 3), nn::ReLU(), nn::Linear(3, 2)});
   const Tensor x = randn({6, 7});
   Tensor fused = net(x);
   fused.sum().backward();

@@ -46,7 +46,8 @@ Tensor distinct(const Shape& s) {
   std::mt19937 rng(1234 + static_cast<unsigned>(n));
   std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(perm[i]) * 0.3f - static_cast<float>(n) * 0.15f;
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(perm[i]) * 0.3f - static_cast<float>(n) * 0.15f;
   return leaf(from_vector<float>(v, s));
 }
 /// A data tensor in f64 (what gradcheck computes in), never differentiated.
@@ -72,7 +73,7 @@ void check(const std::string& what, const Fn& fn, const Inputs& in, GradcheckOpt
 }
 
 const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {
-    {{3, 4}, {3, 4}}, {{3, 1}, {1, 4}}, {{2, 3, 4}, {4}},
+    {{3, 4}, {3, 4}}, {{3, 1}, {1, 4}},    {{2, 3, 4}, {4}},
     {{4}, {2, 3, 4}}, {{2, 1, 4}, {3, 1}}, {{2, 3}, Shape()}};
 
 // ---- the harness itself must be able to fail
@@ -80,7 +81,8 @@ const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {
 TEST(Gradcheck, DetectsAWrongGradient) {
   manual_seed(1);
   // d/dx (stopgrad(x) * x) = x analytically, but 2x numerically.
-  GradcheckResult r = gradcheck([](const Inputs& x) { return x[0].detach() * x[0]; }, {positive({3})});
+  GradcheckResult r =
+      gradcheck([](const Inputs& x) { return x[0].detach() * x[0]; }, {positive({3})});
   EXPECT_FALSE(r.ok);
   EXPECT_FALSE(r.message.empty());
 }
@@ -120,14 +122,16 @@ TEST(Gradcheck, Mul) {
 TEST(Gradcheck, Div) {
   manual_seed(13);
   for (const auto& [sa, sb] : kBroadcastPairs) {
-    check("div", [](const Inputs& x) { return div(x[0], x[1]); }, {normal(sa), away_from_zero(sb, 0.5)});
+    check("div", [](const Inputs& x) { return div(x[0], x[1]); },
+          {normal(sa), away_from_zero(sb, 0.5)});
   }
 }
 
 TEST(Gradcheck, PowTensor) {
   manual_seed(14);
   for (const auto& [sa, sb] : kBroadcastPairs) {
-    check("pow(tensor, tensor)", [](const Inputs& x) { return pow(x[0], x[1]); }, {positive(sa), normal(sb)});
+    check("pow(tensor, tensor)", [](const Inputs& x) { return pow(x[0], x[1]); },
+          {positive(sa), normal(sb)});
   }
 }
 
@@ -141,8 +145,7 @@ TEST(Gradcheck, MaximumMinimum) {
 
 TEST(Gradcheck, ChainedBroadcasts) {
   manual_seed(16);
-  check("(a + b) * c / d",
-        [](const Inputs& x) { return (x[0] + x[1]) * x[2] / x[3]; },
+  check("(a + b) * c / d", [](const Inputs& x) { return (x[0] + x[1]) * x[2] / x[3]; },
         {normal({2, 1, 4}), normal({3, 1}), normal({4}), away_from_zero({2, 3, 1}, 0.5)});
 }
 
@@ -170,9 +173,11 @@ TEST(Gradcheck, ScalarOps) {
 
 TEST(Gradcheck, Clamp) {
   // Values at least 0.05 from the bounds, on both sides of each.
-  Tensor x = leaf(tensor({-1.3f, -0.7f, -0.2f, 0.1f, 0.4f, 0.9f, 1.6f, -0.45f, 0.55f, 0.0f}, {2, 5}));
+  Tensor x =
+      leaf(tensor({-1.3f, -0.7f, -0.2f, 0.1f, 0.4f, 0.9f, 1.6f, -0.45f, 0.55f, 0.0f}, {2, 5}));
   check("clamp", [](const Inputs& v) { return clamp(v[0], -0.5, 0.5); }, {x});
-  check("clamp (lo only effectively)", [](const Inputs& v) { return clamp(v[0], -1.0, 10.0); }, {x});
+  check("clamp (lo only effectively)", [](const Inputs& v) { return clamp(v[0], -1.0, 10.0); },
+        {x});
 }
 
 // ---- unary
@@ -197,7 +202,8 @@ TEST(Gradcheck, Unary) {
       {"sigmoid", [](const Inputs& x) { return sigmoid(x[0]); }, [&] { return normal(s, 2.0); }},
       {"tanh", [](const Inputs& x) { return tanh(x[0]); }, [&] { return normal(s, 1.5); }},
       {"gelu", [](const Inputs& x) { return gelu(x[0]); }, [&] { return normal(s, 2.0); }},
-      {"gelu tanh", [](const Inputs& x) { return gelu(x[0], "tanh"); }, [&] { return normal(s, 2.0); }},
+      {"gelu tanh", [](const Inputs& x) { return gelu(x[0], "tanh"); },
+       [&] { return normal(s, 2.0); }},
       {"silu", [](const Inputs& x) { return silu(x[0]); }, [&] { return normal(s, 2.0); }},
       // method forms
       {"x.exp()", [](const Inputs& x) { return x[0].exp(); }, [&] { return normal(s); }},
@@ -216,7 +222,8 @@ TEST(Gradcheck, Unary) {
 TEST(Gradcheck, Where) {
   manual_seed(40);
   Tensor cond = gt(randn({3, 4}), 0.0);
-  check("where", [cond](const Inputs& x) { return where(cond, x[0], x[1]); }, {normal({3, 4}), normal({3, 4})});
+  check("where", [cond](const Inputs& x) { return where(cond, x[0], x[1]); },
+        {normal({3, 4}), normal({3, 4})});
   check("where, b broadcast", [cond](const Inputs& x) { return where(cond, x[0], x[1]); },
         {normal({3, 4}), normal({4})});
   Tensor row = gt(randn({1, 4}), 0.0);
@@ -227,10 +234,11 @@ TEST(Gradcheck, Where) {
 TEST(Gradcheck, MaskedFill) {
   manual_seed(41);
   Tensor mask = gt(randn({3, 4}), 0.0);
-  check("masked_fill", [mask](const Inputs& x) { return masked_fill(x[0], mask, -2.0); }, {normal({3, 4})});
+  check("masked_fill", [mask](const Inputs& x) { return masked_fill(x[0], mask, -2.0); },
+        {normal({3, 4})});
   Tensor col = gt(randn({3, 1}), 0.0);
-  check("masked_fill, mask broadcast", [col](const Inputs& x) { return masked_fill(x[0], col, 1.0); },
-        {normal({2, 3, 4})});
+  check("masked_fill, mask broadcast",
+        [col](const Inputs& x) { return masked_fill(x[0], col, 1.0); }, {normal({2, 3, 4})});
 }
 
 // ---- reductions
@@ -243,12 +251,24 @@ TEST(Gradcheck, SumMean) {
   check("mean", [](const Inputs& x) { return mean(x[0]); }, {normal(s)});
   for (bool keepdim : {false, true}) {
     const std::string k = keepdim ? " keepdim" : "";
-    check("sum dim 1" + k, [keepdim](const Inputs& x) { return sum(x[0], {1}, keepdim); }, {normal(s)});
-    check("sum dims 0,2" + k, [keepdim](const Inputs& x) { return sum(x[0], {0, 2}, keepdim); }, {normal(s)});
-    check("sum dim -1" + k, [keepdim](const Inputs& x) { return sum(x[0], {-1}, keepdim); }, {normal(s)});
-    check("mean dim 1" + k, [keepdim](const Inputs& x) { return mean(x[0], {1}, keepdim); }, {normal(s)});
-    check("mean dims 0,2" + k, [keepdim](const Inputs& x) { return mean(x[0], {0, 2}, keepdim); }, {normal(s)});
-    check("x.mean(dims)" + k, [keepdim](const Inputs& x) { return x[0].mean({-2}, keepdim); }, {normal(s)});
+    check("sum dim 1" + k, [keepdim](const Inputs& x) { return sum(x[0], {1}, keepdim); },
+          {normal(s)});
+    check("sum dims 0,2" + k,
+          [keepdim](const Inputs& x) {
+            return sum(x[0], {0, 2}, keepdim);
+          },
+          {normal(s)});
+    check("sum dim -1" + k, [keepdim](const Inputs& x) { return sum(x[0], {-1}, keepdim); },
+          {normal(s)});
+    check("mean dim 1" + k, [keepdim](const Inputs& x) { return mean(x[0], {1}, keepdim); },
+          {normal(s)});
+    check("mean dims 0,2" + k,
+          [keepdim](const Inputs& x) {
+            return mean(x[0], {0, 2}, keepdim);
+          },
+          {normal(s)});
+    check("x.mean(dims)" + k, [keepdim](const Inputs& x) { return x[0].mean({-2}, keepdim); },
+          {normal(s)});
   }
 }
 
@@ -259,10 +279,16 @@ TEST(Gradcheck, MaxMin) {
   check("x.max()", [](const Inputs& x) { return x[0].max(); }, {distinct(s)});
   for (bool keepdim : {false, true}) {
     const std::string k = keepdim ? " keepdim" : "";
-    check("max dim 1" + k, [keepdim](const Inputs& x) { return max(x[0], {1}, keepdim); }, {distinct(s)});
-    check("max dim 0" + k, [keepdim](const Inputs& x) { return max(x[0], {0}, keepdim); }, {distinct(s)});
-    check("min dim 1" + k, [keepdim](const Inputs& x) { return min(x[0], {1}, keepdim); }, {distinct(s)});
-    check("min dims 0,2" + k, [keepdim](const Inputs& x) { return min(x[0], {0, 2}, keepdim); },
+    check("max dim 1" + k, [keepdim](const Inputs& x) { return max(x[0], {1}, keepdim); },
+          {distinct(s)});
+    check("max dim 0" + k, [keepdim](const Inputs& x) { return max(x[0], {0}, keepdim); },
+          {distinct(s)});
+    check("min dim 1" + k, [keepdim](const Inputs& x) { return min(x[0], {1}, keepdim); },
+          {distinct(s)});
+    check("min dims 0,2" + k,
+          [keepdim](const Inputs& x) {
+            return min(x[0], {0, 2}, keepdim);
+          },
           {distinct({2, 3, 4})});
   }
 }
@@ -272,11 +298,16 @@ TEST(Gradcheck, Var) {
   const Shape s{2, 3, 4};
   for (int64_t correction : {0, 1}) {
     const std::string c = " correction " + std::to_string(correction);
-    check("var all" + c, [correction](const Inputs& x) { return var(x[0], correction); }, {normal(s)});
+    check("var all" + c, [correction](const Inputs& x) { return var(x[0], correction); },
+          {normal(s)});
     for (bool keepdim : {false, true}) {
       const std::string k = c + (keepdim ? " keepdim" : "");
-      check("var dim 1" + k, [=](const Inputs& x) { return var(x[0], {1}, correction, keepdim); }, {normal(s)});
-      check("var dims 0,2" + k, [=](const Inputs& x) { return var(x[0], {0, 2}, correction, keepdim); },
+      check("var dim 1" + k, [=](const Inputs& x) { return var(x[0], {1}, correction, keepdim); },
+            {normal(s)});
+      check("var dims 0,2" + k,
+            [=](const Inputs& x) {
+              return var(x[0], {0, 2}, correction, keepdim);
+            },
             {normal(s)});
     }
   }
@@ -288,10 +319,14 @@ TEST(Gradcheck, Softmax) {
   manual_seed(60);
   for (int64_t dim : {0, 1, -1}) {
     const std::string d = " dim " + std::to_string(dim);
-    check("softmax" + d, [dim](const Inputs& x) { return softmax(x[0], dim); }, {normal({3, 4}, 2.0)});
-    check("log_softmax" + d, [dim](const Inputs& x) { return log_softmax(x[0], dim); }, {normal({3, 4}, 2.0)});
-    check("softmax 3d" + d, [dim](const Inputs& x) { return x[0].softmax(dim); }, {normal({2, 3, 4})});
-    check("log_softmax 3d" + d, [dim](const Inputs& x) { return x[0].log_softmax(dim); }, {normal({2, 3, 4})});
+    check("softmax" + d, [dim](const Inputs& x) { return softmax(x[0], dim); },
+          {normal({3, 4}, 2.0)});
+    check("log_softmax" + d, [dim](const Inputs& x) { return log_softmax(x[0], dim); },
+          {normal({3, 4}, 2.0)});
+    check("softmax 3d" + d, [dim](const Inputs& x) { return x[0].softmax(dim); },
+          {normal({2, 3, 4})});
+    check("log_softmax 3d" + d, [dim](const Inputs& x) { return x[0].log_softmax(dim); },
+          {normal({2, 3, 4})});
   }
 }
 
@@ -300,9 +335,12 @@ TEST(Gradcheck, Softmax) {
 TEST(Gradcheck, Matmul) {
   manual_seed(70);
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 5}},       {{4}, {4, 3}},          {{3, 4}, {4}},       {{5}, {5}},
-      {{2, 3, 4}, {4, 5}},    {{3, 4}, {2, 4, 5}},    {{2, 3, 4}, {2, 4, 2}},
-      {{2, 1, 3, 4}, {3, 4, 2}}, {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {4}}, {{4}, {2, 4, 3}}};
+      {{3, 4}, {4, 5}},       {{4}, {4, 3}},
+      {{3, 4}, {4}},          {{5}, {5}},
+      {{2, 3, 4}, {4, 5}},    {{3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
+      {{1, 3, 4}, {2, 4, 2}}, {{2, 3, 4}, {4}},
+      {{4}, {2, 4, 3}}};
   for (const auto& [sa, sb] : shapes) {
     check("matmul", [](const Inputs& x) { return matmul(x[0], x[1]); }, {normal(sa), normal(sb)});
   }
@@ -314,7 +352,8 @@ TEST(Gradcheck, Linear) {
   manual_seed(71);
   check("linear with bias", [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
         {normal({3, 4}), normal({5, 4}), normal({5})});
-  check("linear without bias", [](const Inputs& x) { return linear(x[0], x[1]); }, {normal({3, 4}), normal({2, 4})});
+  check("linear without bias", [](const Inputs& x) { return linear(x[0], x[1]); },
+        {normal({3, 4}), normal({2, 4})});
   check("linear 3-D input", [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
         {normal({2, 3, 4}), normal({5, 4}), normal({5})});
   check("linear 1-D input", [](const Inputs& x) { return linear(x[0], x[1], x[2]); },
@@ -328,60 +367,106 @@ TEST(Gradcheck, Views) {
   const Shape s{2, 3, 4};
   check("reshape", [](const Inputs& x) { return reshape(x[0], {4, 6}); }, {normal(s)});
   check("reshape -1", [](const Inputs& x) { return x[0].reshape({-1, 3}); }, {normal(s)});
-  check("reshape of a transposed view", [](const Inputs& x) { return x[0].transpose(0, 1).reshape({12}); },
-        {normal({3, 4})});
+  check("reshape of a transposed view",
+        [](const Inputs& x) { return x[0].transpose(0, 1).reshape({12}); }, {normal({3, 4})});
   check("view", [](const Inputs& x) { return x[0].view({6, 4}); }, {normal(s)});
   check("transpose", [](const Inputs& x) { return transpose(x[0], 0, 2); }, {normal(s)});
   check("t", [](const Inputs& x) { return x[0].t(); }, {normal({3, 5})});
   check("permute", [](const Inputs& x) { return permute(x[0], {2, 0, 1}); }, {normal(s)});
   check("slice step 2", [](const Inputs& x) { return slice(x[0], 1, 1, 7, 2); }, {normal({3, 8})});
-  check("slice negative start", [](const Inputs& x) { return slice(x[0], 0, -3, 5); }, {normal({5, 3})});
-  check("slice step 3 of a 3-D", [](const Inputs& x) { return x[0].slice(1, 0, 7, 3); }, {normal({2, 7, 2})});
+  check("slice negative start", [](const Inputs& x) { return slice(x[0], 0, -3, 5); },
+        {normal({5, 3})});
+  check("slice step 3 of a 3-D", [](const Inputs& x) { return x[0].slice(1, 0, 7, 3); },
+        {normal({2, 7, 2})});
   check("narrow", [](const Inputs& x) { return x[0].narrow(1, 1, 2); }, {normal(s)});
   check("select", [](const Inputs& x) { return x[0].select(2, 3); }, {normal(s)});
   check("expand", [](const Inputs& x) { return expand(x[0], {2, 3, 4}); }, {normal({3, 1})});
-  check("expand new leading dims", [](const Inputs& x) { return x[0].expand({2, 3, 4}); }, {normal({4})});
-  check("broadcast_to", [](const Inputs& x) { return x[0].broadcast_to({3, 4}); }, {normal({1, 4})});
+  check("expand new leading dims",
+        [](const Inputs& x) {
+          return x[0].expand({2, 3, 4});
+        },
+        {normal({4})});
+  check("broadcast_to",
+        [](const Inputs& x) {
+          return x[0].broadcast_to({3, 4});
+        },
+        {normal({1, 4})});
   check("squeeze", [](const Inputs& x) { return squeeze(x[0], 1); }, {normal({3, 1, 4})});
   check("squeeze all", [](const Inputs& x) { return x[0].squeeze(); }, {normal({3, 1, 4, 1})});
   check("unsqueeze", [](const Inputs& x) { return unsqueeze(x[0], 1); }, {normal({3, 4})});
   check("unsqueeze -1", [](const Inputs& x) { return x[0].unsqueeze(-1); }, {normal({3, 4})});
   check("flatten", [](const Inputs& x) { return flatten(x[0], 1, 2); }, {normal(s)});
   check("flatten all", [](const Inputs& x) { return x[0].flatten(); }, {normal(s)});
-  check("contiguous of a transpose", [](const Inputs& x) { return x[0].t().contiguous(); }, {normal({3, 4})});
+  check("contiguous of a transpose", [](const Inputs& x) { return x[0].t().contiguous(); },
+        {normal({3, 4})});
   check("clone", [](const Inputs& x) { return x[0].clone(); }, {normal({3, 4})});
   check("sum_to", [](const Inputs& x) { return sum_to(x[0], {3, 1}); }, {normal(s)});
   check("sum_to leading", [](const Inputs& x) { return sum_to(x[0], {4}); }, {normal(s)});
-  check("views composed", [](const Inputs& x) { return x[0].permute({1, 0, 2}).slice(2, 0, 4, 2).reshape({6, 2}); },
+  check("views composed",
+        [](const Inputs& x) {
+          return x[0].permute({1, 0, 2}).slice(2, 0, 4, 2).reshape({6, 2});
+        },
         {normal(s)});
 }
 
 TEST(Gradcheck, CatStackSplit) {
   manual_seed(81);
-  check("cat dim 0", [](const Inputs& x) { return cat({x[0], x[1], x[2]}, 0); },
+  check("cat dim 0",
+        [](const Inputs& x) {
+          return cat({x[0], x[1], x[2]}, 0);
+        },
         {normal({2, 3}), normal({1, 3}), normal({3, 3})});
-  check("cat dim 1", [](const Inputs& x) { return cat({x[0], x[1], x[2]}, 1); },
+  check("cat dim 1",
+        [](const Inputs& x) {
+          return cat({x[0], x[1], x[2]}, 1);
+        },
         {normal({2, 3, 2}), normal({2, 1, 2}), normal({2, 2, 2})});
-  check("cat dim -1", [](const Inputs& x) { return cat({x[0], x[1]}, -1); }, {normal({2, 3}), normal({2, 2})});
-  check("cat same input twice", [](const Inputs& x) { return cat({x[0], x[0] * 2.0}, 0); }, {normal({2, 3})});
-  check("stack dim 0", [](const Inputs& x) { return stack({x[0], x[1], x[2]}, 0); },
+  check("cat dim -1",
+        [](const Inputs& x) {
+          return cat({x[0], x[1]}, -1);
+        },
+        {normal({2, 3}), normal({2, 2})});
+  check("cat same input twice",
+        [](const Inputs& x) {
+          return cat({x[0], x[0] * 2.0}, 0);
+        },
+        {normal({2, 3})});
+  check("stack dim 0",
+        [](const Inputs& x) {
+          return stack({x[0], x[1], x[2]}, 0);
+        },
         {normal({2, 3}), normal({2, 3}), normal({2, 3})});
-  check("stack dim 1", [](const Inputs& x) { return stack({x[0], x[1]}, 1); }, {normal({2, 3}), normal({2, 3})});
-  check("stack dim -1", [](const Inputs& x) { return stack({x[0], x[1]}, -1); }, {normal({2, 3}), normal({2, 3})});
+  check("stack dim 1",
+        [](const Inputs& x) {
+          return stack({x[0], x[1]}, 1);
+        },
+        {normal({2, 3}), normal({2, 3})});
+  check("stack dim -1",
+        [](const Inputs& x) {
+          return stack({x[0], x[1]}, -1);
+        },
+        {normal({2, 3}), normal({2, 3})});
   // Pieces are reordered and weighted differently so each one's gradient is distinguishable.
-  check("split by size", [](const Inputs& x) {
+  check("split by size",
+        [](const Inputs& x) {
           std::vector<Tensor> p = split(x[0], 2, 1);
           return cat({p[2] * 3.0, p[0], p[1] * -2.0}, 1);
-        }, {normal({3, 5})});
-  check("split by sizes", [](const Inputs& x) {
+        },
+        {normal({3, 5})});
+  check("split by sizes",
+        [](const Inputs& x) {
           std::vector<Tensor> p = split(x[0], std::vector<int64_t>{1, 3, 2}, 0);
           return cat({p[1].exp(), p[2] * 2.0, p[0]}, 0);
-        }, {normal({6, 2})});
-  check("split, one piece unused", [](const Inputs& x) { return split(x[0], 2, 0)[1] * 2.0; }, {normal({5, 2})});
-  check("chunk", [](const Inputs& x) {
+        },
+        {normal({6, 2})});
+  check("split, one piece unused", [](const Inputs& x) { return split(x[0], 2, 0)[1] * 2.0; },
+        {normal({5, 2})});
+  check("chunk",
+        [](const Inputs& x) {
           std::vector<Tensor> p = chunk(x[0], 3, 1);
           return p[0] * p[1] + p[2];
-        }, {normal({2, 6})});
+        },
+        {normal({2, 6})});
 }
 
 // ---- indexing
@@ -389,11 +474,11 @@ TEST(Gradcheck, CatStackSplit) {
 TEST(Gradcheck, Indexing) {
   manual_seed(90);
   Tensor rows = indices({0, 2, 0, 3, 2, 2}, {6});
-  check("index_select dim 0, repeated indices", [rows](const Inputs& x) { return index_select(x[0], 0, rows); },
-        {normal({4, 3})});
+  check("index_select dim 0, repeated indices",
+        [rows](const Inputs& x) { return index_select(x[0], 0, rows); }, {normal({4, 3})});
   Tensor cols = indices({3, 1, 3, 3}, {4});
-  check("index_select dim 1, repeated indices", [cols](const Inputs& x) { return index_select(x[0], 1, cols); },
-        {normal({3, 4})});
+  check("index_select dim 1, repeated indices",
+        [cols](const Inputs& x) { return index_select(x[0], 1, cols); }, {normal({3, 4})});
   Tensor g1 = indices({0, 3, 3, 1, 2, 2, 2, 0, 1, 3, 0, 0, 3, 3, 3}, {3, 5});
   check("gather dim 1", [g1](const Inputs& x) { return gather(x[0], 1, g1); }, {normal({3, 4})});
   Tensor g0 = indices({2, 0, 1, 1, 2, 2, 0, 2}, {2, 4});
@@ -402,7 +487,8 @@ TEST(Gradcheck, Indexing) {
   check("scatter_add (x and src)", [s1](const Inputs& x) { return scatter_add(x[0], 1, s1, x[1]); },
         {normal({3, 5}), normal({3, 4})});
   Tensor ids = indices({1, 4, 1, 0, 5, 1, 4, 4}, {2, 4});
-  check("embedding, repeated ids", [ids](const Inputs& x) { return embedding(x[0], ids); }, {normal({6, 3})});
+  check("embedding, repeated ids", [ids](const Inputs& x) { return embedding(x[0], ids); },
+        {normal({6, 3})});
 }
 
 // ---- normalisation
@@ -413,9 +499,12 @@ TEST(Gradcheck, LayerNorm) {
         {normal({2, 3, 4}, 2.0), normal({4}), normal({4})});
   check("layer_norm weight only", [](const Inputs& x) { return layer_norm(x[0], {4}, x[1]); },
         {normal({3, 4}), normal({4})});
-  check("layer_norm plain", [](const Inputs& x) { return layer_norm(x[0], {4}); }, {normal({3, 4})});
+  check("layer_norm plain", [](const Inputs& x) { return layer_norm(x[0], {4}); },
+        {normal({3, 4})});
   check("layer_norm over 2 dims, weight+bias",
-        [](const Inputs& x) { return layer_norm(x[0], {3, 4}, x[1], x[2]); },
+        [](const Inputs& x) {
+          return layer_norm(x[0], {3, 4}, x[1], x[2]);
+        },
         {normal({2, 3, 4}), normal({3, 4}), normal({3, 4})});
 }
 
@@ -429,12 +518,15 @@ TEST(Gradcheck, BatchNorm) {
   };
   check("batch_norm training [N, C]", train, {normal({5, 3}, 2.0), normal({3}), normal({3})});
   check("batch_norm training [N, C, L]", train, {normal({2, 3, 4}), normal({3}), normal({3})});
-  check("batch_norm training [N, C, H, W]", train, {normal({2, 2, 2, 3}), normal({2}), normal({2})});
+  check("batch_norm training [N, C, H, W]", train,
+        {normal({2, 2, 2, 3}), normal({2}), normal({2})});
   Tensor rm = data_f64({3}) * 0.5;
   Tensor rv = abs(data_f64({3})) + 0.5;
-  check("batch_norm eval", [rm, rv](const Inputs& x) {
+  check("batch_norm eval",
+        [rm, rv](const Inputs& x) {
           return batch_norm(x[0], rm.clone(), rv.clone(), x[1], x[2], /*training=*/false);
-        }, {normal({4, 3}), normal({3}), normal({3})});
+        },
+        {normal({4, 3}), normal({3}), normal({3})});
 }
 
 // ---- losses (targets are data)
@@ -442,14 +534,16 @@ TEST(Gradcheck, BatchNorm) {
 TEST(Gradcheck, MseLoss) {
   manual_seed(110);
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
-    check("mse_loss", [r](const Inputs& x) { return mse_loss(x[0], x[1], r); }, {normal({3, 4}), data_f64({3, 4})});
+    check("mse_loss", [r](const Inputs& x) { return mse_loss(x[0], x[1], r); },
+          {normal({3, 4}), data_f64({3, 4})});
   }
 }
 
 TEST(Gradcheck, CrossEntropyProbs) {
   manual_seed(111);
   Tensor target = softmax(data_f64({4, 5}), -1);
-  check("cross_entropy_probs", [target](const Inputs& x) { return cross_entropy_probs(x[0], target); },
+  check("cross_entropy_probs",
+        [target](const Inputs& x) { return cross_entropy_probs(x[0], target); },
         {leaf(softmax(randn({4, 5}), -1))});
   check("cross_entropy_probs sum",
         [target](const Inputs& x) { return cross_entropy_probs(x[0], target, Reduction::sum); },
@@ -480,8 +574,8 @@ TEST(Gradcheck, NllLoss) {
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
     check("nll_loss", [t, r](const Inputs& x) { return nll_loss(x[0], t, r); }, {normal({5, 4})});
   }
-  check("nll_loss ignore_index", [t](const Inputs& x) { return nll_loss(x[0], t, Reduction::mean, 1); },
-        {normal({5, 4})});
+  check("nll_loss ignore_index",
+        [t](const Inputs& x) { return nll_loss(x[0], t, Reduction::mean, 1); }, {normal({5, 4})});
   check("nll_loss(log_softmax)", [t](const Inputs& x) { return nll_loss(log_softmax(x[0], 1), t); },
         {normal({5, 4})});
 }
@@ -491,14 +585,18 @@ TEST(Gradcheck, BceWithLogits) {
   Tensor target = rand({4, 3}, {.dtype = DType::f64});
   Tensor pos_weight = abs(data_f64({3})) + 0.5;
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
-    check("bce_with_logits", [target, r](const Inputs& x) { return bce_with_logits(x[0], target, r); },
+    check("bce_with_logits",
+          [target, r](const Inputs& x) { return bce_with_logits(x[0], target, r); },
           {normal({4, 3}, 2.0)});
     check("bce_with_logits pos_weight",
-          [target, pos_weight, r](const Inputs& x) { return bce_with_logits(x[0], target, r, pos_weight); },
+          [target, pos_weight, r](const Inputs& x) {
+            return bce_with_logits(x[0], target, r, pos_weight);
+          },
           {normal({4, 3}, 2.0)});
   }
   check("bce_with_logits, target as a non-grad input",
-        [](const Inputs& x) { return bce_with_logits(x[0], x[1]); }, {normal({4, 3}), rand({4, 3})});
+        [](const Inputs& x) { return bce_with_logits(x[0], x[1]); },
+        {normal({4, 3}), rand({4, 3})});
 }
 
 // ---- a small network: the chain rule across many ops
@@ -506,11 +604,13 @@ TEST(Gradcheck, BceWithLogits) {
 TEST(Gradcheck, TwoLayerNetwork) {
   manual_seed(120);
   Tensor labels = indices({2, 0, 1, 2}, {4});
-  check("mlp", [labels](const Inputs& x) {
+  check("mlp",
+        [labels](const Inputs& x) {
           Tensor h = gelu(linear(x[0], x[1], x[2]));
           h = layer_norm(h, {5}, x[3], x[4]);
           return cross_entropy(linear(h, x[5]), labels);
-        }, {normal({4, 3}), normal({5, 3}), normal({5}), normal({5}), normal({5}), normal({3, 5})});
+        },
+        {normal({4, 3}), normal({5, 3}), normal({5}), normal({5}), normal({5}), normal({3, 5})});
 }
 
 }  // namespace

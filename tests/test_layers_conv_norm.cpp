@@ -257,7 +257,8 @@ TEST(PoolIndices, TiesAndNaNAsPyTorch) {
   auto [out1, idx1] = max_pool2d_with_indices(x, 2, 1);
   EXPECT_EQ(idx1.to_vector<int64_t>(), (std::vector<int64_t>{5, 5, 7}));
   Tensor ties = from_vector<float>({4, 4, 1, 0, 4, 2, 9, 9}, {1, 1, 2, 4});
-  EXPECT_EQ(max_pool2d_with_indices(ties, 2).second.to_vector<int64_t>(), (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(max_pool2d_with_indices(ties, 2).second.to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 6}));
   EXPECT_EQ(max_pool2d_with_indices(ties, 2, 1).second.to_vector<int64_t>(),
             (std::vector<int64_t>{0, 6, 6}));
 }

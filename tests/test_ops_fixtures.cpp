@@ -32,7 +32,9 @@ Reduction reduction_of(const Fixture& f) {
   throw std::runtime_error("unknown reduction " + r);
 }
 
-Tensor optional_tensor(Fixture& f, const std::string& key) { return f.has(key) ? f[key] : Tensor(); }
+Tensor optional_tensor(Fixture& f, const std::string& key) {
+  return f.has(key) ? f[key] : Tensor();
+}
 
 // Binary broadcast suffixes used by gen_fixtures.py.
 const std::vector<std::string> kBinarySuffixes = {"", "_bcast_col_row", "_bcast_trailing",
@@ -42,9 +44,9 @@ const std::map<std::string, OpFn>& op_table() {
   static const std::map<std::string, OpFn> table = [] {
     std::map<std::string, OpFn> t;
     // ---- linear algebra
-    for (const char* name : {"matmul_2d", "matmul_1d_2d", "matmul_2d_1d", "matmul_1d_1d",
-                             "matmul_batched_2d", "matmul_2d_batched", "matmul_batched",
-                             "matmul_batch_broadcast"}) {
+    for (const char* name :
+         {"matmul_2d", "matmul_1d_2d", "matmul_2d_1d", "matmul_1d_1d", "matmul_batched_2d",
+          "matmul_2d_batched", "matmul_batched", "matmul_batch_broadcast"}) {
       t[name] = [](Fixture& f) { return ember::matmul(f["a"], f["b"]); };
     }
     t["linear_bias_3d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"], f["bias"]); };
@@ -54,10 +56,18 @@ const std::map<std::string, OpFn>& op_table() {
     // ---- binary elementwise: functions for the same-shape case, operators when broadcasting
     for (const std::string& s : kBinarySuffixes) {
       const bool plain = s.empty();
-      t["add" + s] = [plain](Fixture& f) { return plain ? ember::add(f["a"], f["b"]) : f["a"] + f["b"]; };
-      t["sub" + s] = [plain](Fixture& f) { return plain ? ember::sub(f["a"], f["b"]) : f["a"] - f["b"]; };
-      t["mul" + s] = [plain](Fixture& f) { return plain ? ember::mul(f["a"], f["b"]) : f["a"] * f["b"]; };
-      t["div" + s] = [plain](Fixture& f) { return plain ? ember::div(f["a"], f["b"]) : f["a"] / f["b"]; };
+      t["add" + s] = [plain](Fixture& f) {
+        return plain ? ember::add(f["a"], f["b"]) : f["a"] + f["b"];
+      };
+      t["sub" + s] = [plain](Fixture& f) {
+        return plain ? ember::sub(f["a"], f["b"]) : f["a"] - f["b"];
+      };
+      t["mul" + s] = [plain](Fixture& f) {
+        return plain ? ember::mul(f["a"], f["b"]) : f["a"] * f["b"];
+      };
+      t["div" + s] = [plain](Fixture& f) {
+        return plain ? ember::div(f["a"], f["b"]) : f["a"] / f["b"];
+      };
     }
     for (const std::string s : {"", "_bcast_col_row", "_bcast_trailing"}) {
       t["maximum" + s] = [](Fixture& f) { return ember::maximum(f["a"], f["b"]); };
@@ -115,34 +125,49 @@ const std::map<std::string, OpFn>& op_table() {
     t["max_all"] = [](Fixture& f) { return ember::max(f["x"]); };
     t["min_all"] = [](Fixture& f) { return ember::min(f["x"]); };
     for (const char* name : {"sum_dim1", "sum_dims_keepdim", "sum_neg_dim"}) {
-      t[name] = [](Fixture& f) { return ember::sum(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::sum(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
     }
     for (const char* name : {"mean_dim1", "mean_dims_keepdim"}) {
-      t[name] = [](Fixture& f) { return ember::mean(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::mean(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
     }
     for (const char* name : {"max_dim1", "max_dim0_keepdim"}) {
-      t[name] = [](Fixture& f) { return ember::max(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::max(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
     }
     for (const char* name : {"min_dim1", "min_dims_keepdim"}) {
-      t[name] = [](Fixture& f) { return ember::min(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::min(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
     }
     t["var_all"] = [](Fixture& f) { return ember::var(f["x"], f.attr_int("correction")); };
     for (const char* name : {"var_dim1", "var_dims_c0_keepdim", "var_dim0_c1_keepdim"}) {
       t[name] = [](Fixture& f) {
-        return ember::var(f["x"], f.attr_shape("dims"), f.attr_int("correction"), f.attr_bool("keepdim"));
+        return ember::var(f["x"], f.attr_shape("dims"), f.attr_int("correction"),
+                          f.attr_bool("keepdim"));
       };
     }
     for (const char* name : {"argmax_dim1", "argmax_dim0_keepdim", "argmax_3d_neg"}) {
-      t[name] = [](Fixture& f) { return ember::argmax(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::argmax(f["x"], f.attr_int("dim"), f.attr_bool("keepdim"));
+      };
     }
     for (const char* name : {"argmin_dim1", "argmin_dim0_keepdim", "argmin_3d_neg"}) {
-      t[name] = [](Fixture& f) { return ember::argmin(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")); };
+      t[name] = [](Fixture& f) {
+        return ember::argmin(f["x"], f.attr_int("dim"), f.attr_bool("keepdim"));
+      };
     }
 
     // ---- shape
     t["reshape"] = [](Fixture& f) { return ember::reshape(f["x"], f.attr_shape("shape")); };
     t["reshape_infer"] = [](Fixture& f) { return ember::reshape(f["x"], f.attr_shape("shape")); };
-    t["transpose"] = [](Fixture& f) { return ember::transpose(f["x"], f.attr_int("d0"), f.attr_int("d1")); };
+    t["transpose"] = [](Fixture& f) {
+      return ember::transpose(f["x"], f.attr_int("d0"), f.attr_int("d1"));
+    };
     t["transpose_2d"] = [](Fixture& f) { return f["x"].t(); };
     t["permute"] = [](Fixture& f) { return ember::permute(f["x"], f.attr_shape("dims")); };
     for (const char* name : {"slice_step", "slice_neg_start", "slice_step3"}) {
@@ -152,7 +177,9 @@ const std::map<std::string, OpFn>& op_table() {
       };
     }
     t["expand"] = [](Fixture& f) { return ember::expand(f["x"], f.attr_shape("shape")); };
-    t["flatten"] = [](Fixture& f) { return ember::flatten(f["x"], f.attr_int("start"), f.attr_int("end")); };
+    t["flatten"] = [](Fixture& f) {
+      return ember::flatten(f["x"], f.attr_int("start"), f.attr_int("end"));
+    };
     t["squeeze"] = [](Fixture& f) { return ember::squeeze(f["x"], f.attr_int("dim")); };
     t["unsqueeze"] = [](Fixture& f) { return ember::unsqueeze(f["x"], f.attr_int("dim")); };
     t["sum_to"] = [](Fixture& f) { return ember::sum_to(f["x"], f.attr_shape("shape")); };
@@ -160,13 +187,17 @@ const std::map<std::string, OpFn>& op_table() {
       t[name] = [](Fixture& f) { return ember::cat({f["a"], f["b"], f["c"]}, f.attr_int("dim")); };
     }
     for (const char* name : {"stack_dim0", "stack_dim1"}) {
-      t[name] = [](Fixture& f) { return ember::stack({f["a"], f["b"], f["c"]}, f.attr_int("dim")); };
+      t[name] = [](Fixture& f) {
+        return ember::stack({f["a"], f["b"], f["c"]}, f.attr_int("dim"));
+      };
     }
     t["stack_last"] = [](Fixture& f) { return ember::stack({f["a"], f["b"]}, f.attr_int("dim")); };
 
     // ---- indexing
     for (const char* name : {"index_select_dim0_repeats", "index_select_dim1_repeats"}) {
-      t[name] = [](Fixture& f) { return ember::index_select(f["x"], f.attr_int("dim"), f["index"]); };
+      t[name] = [](Fixture& f) {
+        return ember::index_select(f["x"], f.attr_int("dim"), f["index"]);
+      };
     }
     for (const char* name : {"gather_dim1", "gather_dim0"}) {
       t[name] = [](Fixture& f) { return ember::gather(f["x"], f.attr_int("dim"), f["index"]); };
@@ -177,7 +208,9 @@ const std::map<std::string, OpFn>& op_table() {
     t["embedding"] = [](Fixture& f) { return ember::embedding(f["weight"], f["index"]); };
     t["where"] = [](Fixture& f) { return ember::where(f["cond"], f["a"], f["b"]); };
     t["where_bcast"] = [](Fixture& f) { return ember::where(f["cond"], f["a"], f["b"]); };
-    t["masked_fill"] = [](Fixture& f) { return ember::masked_fill(f["x"], f["mask"], f.attr_double("value")); };
+    t["masked_fill"] = [](Fixture& f) {
+      return ember::masked_fill(f["x"], f["mask"], f.attr_double("value"));
+    };
     t["masked_fill_bcast"] = [](Fixture& f) {
       return ember::masked_fill(f["x"], f["mask"], f.attr_double("value"));
     };
@@ -185,28 +218,34 @@ const std::map<std::string, OpFn>& op_table() {
     // ---- normalisation
     for (const char* name : {"layer_norm_affine", "layer_norm_plain_2dims"}) {
       t[name] = [](Fixture& f) {
-        return ember::layer_norm(f["x"], f.attr_shape("normalized_shape"), optional_tensor(f, "weight"),
-                                 optional_tensor(f, "bias"), f.attr_double("eps"));
+        return ember::layer_norm(f["x"], f.attr_shape("normalized_shape"),
+                                 optional_tensor(f, "weight"), optional_tensor(f, "bias"),
+                                 f.attr_double("eps"));
       };
     }
     for (const char* name : {"batch_norm_train_2d", "batch_norm_train_3d", "batch_norm_eval"}) {
       t[name] = [](Fixture& f) {
-        return ember::batch_norm(f["x"], f["running_mean"], f["running_var"], f["weight"], f["bias"],
-                                 f.attr_bool("training"), f.attr_double("momentum"), f.attr_double("eps"));
+        return ember::batch_norm(f["x"], f["running_mean"], f["running_var"], f["weight"],
+                                 f["bias"], f.attr_bool("training"), f.attr_double("momentum"),
+                                 f.attr_double("eps"));
       };
     }
 
     // ---- losses
     for (const char* name : {"mse_loss_mean", "mse_loss_sum", "mse_loss_none"}) {
-      t[name] = [](Fixture& f) { return ember::mse_loss(f["input"], f["target"], reduction_of(f)); };
+      t[name] = [](Fixture& f) {
+        return ember::mse_loss(f["input"], f["target"], reduction_of(f));
+      };
     }
     for (const char* name : {"cross_entropy_probs", "cross_entropy_probs_onehot"}) {
-      t[name] = [](Fixture& f) { return ember::cross_entropy_probs(f["probs"], f["target"], reduction_of(f)); };
+      t[name] = [](Fixture& f) {
+        return ember::cross_entropy_probs(f["probs"], f["target"], reduction_of(f));
+      };
     }
-    for (const char* name : {"cross_entropy", "cross_entropy_sum", "cross_entropy_none",
-                             "cross_entropy_ignore_index", "cross_entropy_label_smoothing",
-                             "cross_entropy_smoothing_ignore", "cross_entropy_smoothing_sum",
-                             "cross_entropy_spatial"}) {
+    for (const char* name :
+         {"cross_entropy", "cross_entropy_sum", "cross_entropy_none", "cross_entropy_ignore_index",
+          "cross_entropy_label_smoothing", "cross_entropy_smoothing_ignore",
+          "cross_entropy_smoothing_sum", "cross_entropy_spatial"}) {
       t[name] = [](Fixture& f) {
         ember::CrossEntropyOptions o;
         o.reduction = reduction_of(f);
@@ -215,9 +254,11 @@ const std::map<std::string, OpFn>& op_table() {
         return ember::cross_entropy(f["logits"], f["target"], o);
       };
     }
-    for (const char* name : {"nll_loss", "nll_loss_sum", "nll_loss_none", "nll_loss_ignore_index"}) {
+    for (const char* name :
+         {"nll_loss", "nll_loss_sum", "nll_loss_none", "nll_loss_ignore_index"}) {
       t[name] = [](Fixture& f) {
-        return ember::nll_loss(f["log_probs"], f["target"], reduction_of(f), f.attr_int("ignore_index"));
+        return ember::nll_loss(f["log_probs"], f["target"], reduction_of(f),
+                               f.attr_int("ignore_index"));
       };
     }
     for (const char* name : {"bce_with_logits", "bce_with_logits_sum", "bce_with_logits_none",
@@ -232,9 +273,12 @@ const std::map<std::string, OpFn>& op_table() {
   return table;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Tensor names in a case that are results rather than inputs.
@@ -290,19 +334,22 @@ TEST_P(OpFixture, MatchesPyTorch) {
   Tensor loss = (out * f["w"]).sum();
   loss.backward();
   for (const std::string& key : differentiable) {
-    ember_test::expect_close(f[key].grad(), f["grad_" + key], rtol, atol, name + " grad of '" + key + "'");
+    ember_test::expect_close(f[key].grad(), f["grad_" + key], rtol, atol,
+                             name + " grad of '" + key + "'");
   }
   // Inputs without a stored gradient (targets, indices, masks, running stats) get none.
   for (const std::string& key : inputs) {
     if (!f.has("grad_" + key)) {
-      EXPECT_FALSE(f[key].grad().defined()) << name << ": non-differentiable input '" << key
-                                            << "' received a gradient";
+      EXPECT_FALSE(f[key].grad().defined())
+          << name << ": non-differentiable input '" << key << "' received a gradient";
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpFixture, ::testing::ValuesIn(table_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 // Every fixture in the file is exercised above, and every table entry has a fixture.
 TEST(OpFixtureFile, TableCoversEveryCase) {

@@ -104,7 +104,8 @@ TEST(Factories, RandnMoments) {
   const std::vector<float> n = randn({100000}).to_vector<float>();
   EXPECT_NEAR(mean_of(n), 0.0, 0.02);
   EXPECT_NEAR(std_of(n), 1.0, 0.02);
-  const int64_t beyond3 = std::count_if(n.begin(), n.end(), [](float x) { return std::abs(x) > 3.0f; });
+  const int64_t beyond3 =
+      std::count_if(n.begin(), n.end(), [](float x) { return std::abs(x) > 3.0f; });
   EXPECT_NEAR(static_cast<double>(beyond3) / n.size(), 0.0027, 0.001);  // two-sided 3-sigma tail
   const std::vector<float> m = randn({100000}, {}, 5.0, 0.5).to_vector<float>();
   EXPECT_NEAR(mean_of(m), 5.0, 0.01);
@@ -252,7 +253,7 @@ TEST(Views, ContiguousOfTransposed) {
   EXPECT_NE(c.storage(), x.storage());
   expect_values(c, {0, 3, 1, 4, 2, 5}, "contiguous of transpose");
   EXPECT_EQ(c.to_vector<float>(), t.to_vector<float>());  // to_vector reads in logical order
-  c.fill_(0.0);  // a copy: the base is untouched
+  c.fill_(0.0);                                           // a copy: the base is untouched
   expect_values(x, {0, 1, 2, 3, 4, 5}, "base after writing the copy");
 }
 
@@ -284,7 +285,8 @@ TEST(Views, CloneAndCopy) {
 // conversions
 
 TEST(Conversions, FloatRoundTrips) {
-  const std::vector<float> exact = {0.0f, 1.0f, -2.0f, 0.5f, 0.25f, -0.125f, 1024.0f, 3.0f, 1.5f, -96.0f};
+  const std::vector<float> exact = {0.0f,    1.0f,    -2.0f, 0.5f, 0.25f,
+                                    -0.125f, 1024.0f, 3.0f,  1.5f, -96.0f};
   Tensor x = from_vector<float>(exact, {10});
   for (DType dt : {DType::f64, DType::f16, DType::bf16}) {
     Tensor y = x.to(dt);
@@ -294,11 +296,16 @@ TEST(Conversions, FloatRoundTrips) {
     EXPECT_EQ(back.dtype(), DType::f32);
     EXPECT_EQ(back.to_vector<float>(), exact) << "round trip through " << dtype_name(dt);
   }
-  EXPECT_EQ(from_vector<float>({65504.0f, 0.099975586f}, {2}).to(DType::f16).to(DType::f32).to_vector<float>(),
+  EXPECT_EQ(from_vector<float>({65504.0f, 0.099975586f}, {2})
+                .to(DType::f16)
+                .to(DType::f32)
+                .to_vector<float>(),
             (std::vector<float>{65504.0f, 0.099975586f}));
   // Rounding to nearest: 0.1 is not representable in f16 or bf16.
-  EXPECT_FLOAT_EQ(tensor({0.1f}).to(DType::f16).to(DType::f32).to_vector<float>()[0], 0.0999755859375f);
-  EXPECT_FLOAT_EQ(tensor({0.1f}).to(DType::bf16).to(DType::f32).to_vector<float>()[0], 0.10009765625f);
+  EXPECT_FLOAT_EQ(tensor({0.1f}).to(DType::f16).to(DType::f32).to_vector<float>()[0],
+                  0.0999755859375f);
+  EXPECT_FLOAT_EQ(tensor({0.1f}).to(DType::bf16).to(DType::f32).to_vector<float>()[0],
+                  0.10009765625f);
   EXPECT_FLOAT_EQ(static_cast<float>(Half(0.1f)), 0.0999755859375f);
   EXPECT_FLOAT_EQ(static_cast<float>(BFloat16(0.1f)), 0.10009765625f);
 }
@@ -313,7 +320,8 @@ TEST(Conversions, IntegerAndBool) {
   Tensor b = x.to(DType::boolean);
   EXPECT_EQ(b.dtype(), DType::boolean);
   EXPECT_EQ(b.to(DType::f32).to_vector<float>(), (std::vector<float>{1, 1, 1, 0}));
-  EXPECT_EQ(x.to(DType::i32).to(DType::f64).to_vector<double>(), (std::vector<double>{1, -2, 3, 0}));
+  EXPECT_EQ(x.to(DType::i32).to(DType::f64).to_vector<double>(),
+            (std::vector<double>{1, -2, 3, 0}));
 }
 
 TEST(Conversions, ToVectorAndItem) {
@@ -379,7 +387,8 @@ TEST(Memory, PersistentBytesTrackParameters) {
     const int64_t during = memory_stats(Device::cpu()).persistent_bytes;
     EXPECT_GE(during - before, 1024 * 4);
   }
-  EXPECT_EQ(memory_stats(Device::cpu()).persistent_bytes, before) << "parameter bytes return when it dies";
+  EXPECT_EQ(memory_stats(Device::cpu()).persistent_bytes, before)
+      << "parameter bytes return when it dies";
 }
 
 TEST(Memory, PassMemoryReturnsToTheCache) {
@@ -405,7 +414,8 @@ TEST(Memory, PassMemoryReturnsToTheCache) {
     EXPECT_EQ(s3.pass_reserved, s2.pass_reserved);
   }
   empty_cache(cpu);
-  EXPECT_LT(memory_stats(cpu).pass_reserved, s2.pass_reserved) << "empty_cache releases cached blocks";
+  EXPECT_LT(memory_stats(cpu).pass_reserved, s2.pass_reserved)
+      << "empty_cache releases cached blocks";
 }
 
 TEST(Memory, PeakAndReset) {
@@ -472,9 +482,7 @@ TEST(Autograd, NoGradGuardStopsRecording) {
     NoGradGuard guard;
     EXPECT_FALSE(grad_mode_enabled());
     y = x * 2.0;
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     EXPECT_FALSE(grad_mode_enabled()) << "a nested guard restores the outer state";
   }
   EXPECT_TRUE(grad_mode_enabled());
@@ -524,9 +532,9 @@ TEST(Autograd, GradFunctionLeavesDotGradAlone) {
 
 TEST(Autograd, SharedSubexpressionAndUnusedBranch) {
   Tensor x = from_vector<float>({2}, {1}).requires_grad_();
-  Tensor a = x * x;        // used twice
+  Tensor a = x * x;              // used twice
   Tensor y = (a * a + a).sum();  // x^4 + x^2
-  Tensor unused = x.exp();  // recorded but not part of y
+  Tensor unused = x.exp();       // recorded but not part of y
   y.backward();
   expect_values(x.grad(), {4 * 8 + 2 * 2}, "d(x^4 + x^2)/dx at 2");
 }

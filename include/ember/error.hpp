@@ -38,16 +38,16 @@ std::string concat(const Args&... args) {
 
 /// Throws ember::Error built from the remaining arguments when `cond` is false.
 /// Example: EMBER_CHECK(a.dim() == 2, "matmul: expected a matrix (got rank ", a.dim(), ")");
-#define EMBER_CHECK(cond, ...)                                               \
-  do {                                                                       \
-    if (!(cond)) [[unlikely]]                                                \
-      ::ember::detail::throw_error(::ember::detail::concat(__VA_ARGS__));   \
+#define EMBER_CHECK(cond, ...)                                            \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      ::ember::detail::throw_error(::ember::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 /// Internal invariant: a failure is a bug in ember, never the user's input.
-#define EMBER_ASSERT(cond, ...)                                                      \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]]                                                        \
-      ::ember::detail::throw_internal(__FILE__, __LINE__,                            \
+#define EMBER_ASSERT(cond, ...)                                                            \
+  do {                                                                                     \
+    if (!(cond)) [[unlikely]]                                                              \
+      ::ember::detail::throw_internal(__FILE__, __LINE__,                                  \
                                       ::ember::detail::concat(#cond, " ", ##__VA_ARGS__)); \
   } while (0)

@@ -33,7 +33,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     }
     x.push_back(c);
   }
-  EMBER_CHECK(!checked.empty(), "gradcheck: no floating input to check (expected at least one f32/f64 input)");
+  EMBER_CHECK(!checked.empty(),
+              "gradcheck: no floating input to check (expected at least one f32/f64 input)");
 
   const RngState saved = get_rng_state();
   Tensor out = fn(x);
@@ -60,8 +61,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (size_t c = 0; c < checked.size(); ++c) {
     Tensor& in = x[checked[c]];
     const int64_t n = in.numel();
-    std::vector<double> a = analytic[c].defined() ? analytic[c].to_vector<double>()
-                                                  : std::vector<double>(static_cast<size_t>(n), 0.0);
+    std::vector<double> a = analytic[c].defined()
+                                ? analytic[c].to_vector<double>()
+                                : std::vector<double>(static_cast<size_t>(n), 0.0);
     double* p = static_cast<double*>(in.data_ptr());
     for (int64_t e = 0; e < n; ++e) {
       const double orig = p[e];
@@ -73,9 +75,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       const double numeric = (plus - minus) / (2.0 * o.eps);
       if (!(std::abs(a[e] - numeric) <= o.atol + o.rtol * std::abs(numeric))) {
         std::ostringstream m;
-        m << "gradcheck: input " << checked[c] << " (shape " << in.shape().to_string() << "), element "
-          << e << ": analytic " << a[e] << " vs numeric " << numeric << " (atol " << o.atol << ", rtol "
-          << o.rtol << ")";
+        m << "gradcheck: input " << checked[c] << " (shape " << in.shape().to_string()
+          << "), element " << e << ": analytic " << a[e] << " vs numeric " << numeric << " (atol "
+          << o.atol << ", rtol " << o.rtol << ")";
         set_rng_state(saved);
         return {false, m.str()};
       }

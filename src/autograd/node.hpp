@@ -10,7 +10,8 @@
 //   Tensor out = ...forward...;
 //   if (autograd::needs_grad(x))
 //     autograd::record("sigmoid", out, {&x}, [y = autograd::SavedTensor(out)](
-//         const Tensor& g, autograd::GradList& gi) { Tensor s = y.get(); gi[0] = g * s * (1.0 - s); });
+//         const Tensor& g, autograd::GradList& gi) { Tensor s = y.get(); gi[0] = g * s * (1.0 - s);
+//         });
 #pragma once
 
 #include <initializer_list>
@@ -83,7 +84,9 @@ class SavedTensor {
 template <typename F>
 struct LambdaNode final : Node {
   LambdaNode(const char* op, F&& f) : Node(op), fn_(std::move(f)) {}
-  void apply(const Tensor& grad_out, GradList& grad_inputs) override { (*fn_)(grad_out, grad_inputs); }
+  void apply(const Tensor& grad_out, GradList& grad_inputs) override {
+    (*fn_)(grad_out, grad_inputs);
+  }
   void release() override { fn_.reset(); }
 
  private:

@@ -237,8 +237,8 @@ struct Backend {
                           double norm_type, void* total_norm);
   /// grads *= min(1, max_norm / (total_norm + 1e-6)), total_norm read where it lives (no host
   /// sync on a GPU): torch.nn.utils.clip_grad_norm_'s clamped coefficient.
-  void (*clip_grads_by_norm)(DType dtype, void* const* grads, const int64_t* numels,
-                             int64_t count, double max_norm, const void* total_norm);
+  void (*clip_grads_by_norm)(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                             double max_norm, const void* total_norm);
   // batch normalisation (norm_kernels.cpp): `in`, `out`, `grad_out` are contiguous
   // [N, C, S] (S: the dims after C, multiplied); per-channel operands are contiguous [C].
   /// mean[C] and biased variance var[C] of each channel of in (accumulated in f64).
@@ -266,9 +266,9 @@ struct Backend {
   /// grad_logits[N, C] = s_i·(softmax(x_i) - (1-ε)·onehot(t_i) - ε/C), 0 on ignored rows, with
   /// s_i = grad_loss[i] when grad_loss is [N], else grad_loss[] / count[] (count.data set:
   /// mean) or grad_loss[] (sum; grad_loss 0-d). Scalars are read on the device (no host sync).
-  void (*cross_entropy_backward)(const View& grad_logits, const View& grad_loss,
-                                 const View& count, const View& logits, const View& target,
-                                 const View& lse, int64_t ignore_index, double label_smoothing);
+  void (*cross_entropy_backward)(const View& grad_logits, const View& grad_loss, const View& count,
+                                 const View& logits, const View& target, const View& lse,
+                                 int64_t ignore_index, double label_smoothing);
 };
 
 /// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.

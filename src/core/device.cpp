@@ -23,8 +23,8 @@ Device Device::parse(const std::string& text) {
                 "Device::parse: bad device index in '", text, "' (expected cpu, cuda or cuda:N)");
     return cuda(std::stoi(digits));
   }
-  detail::throw_error(detail::concat("Device::parse: unknown device '", text,
-                                     "' (expected cpu, cuda or cuda:N)"));
+  detail::throw_error(
+      detail::concat("Device::parse: unknown device '", text, "' (expected cpu, cuda or cuda:N)"));
 }
 
 #if !defined(EMBER_WITH_CUDA)  // the CUDA build defines these in src/cuda/runtime.cpp

@@ -74,8 +74,8 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
 }
 
 Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
-  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "rand: unsupported dtype ", dtype_name(dtype_or_default(o)),
-              " (expected f32 or f64)");
+  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "rand: unsupported dtype ",
+              dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
   ops::backend_of(t).uniform(ops::view_of(t), g_seed.load(), offset, low, high);
@@ -83,8 +83,8 @@ Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
-  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "randn: unsupported dtype ", dtype_name(dtype_or_default(o)),
-              " (expected f32 or f64)");
+  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "randn: unsupported dtype ",
+              dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
   ops::backend_of(t).normal(ops::view_of(t), g_seed.load(), offset, mean, std);

@@ -8,8 +8,8 @@
 namespace ember {
 
 void Shape::assign(const int64_t* p, size_t n) {
-  EMBER_CHECK(n <= static_cast<size_t>(kMaxRank), "Shape: rank ", n, " is over the limit (expected at most ",
-              kMaxRank, " dims)");
+  EMBER_CHECK(n <= static_cast<size_t>(kMaxRank), "Shape: rank ", n,
+              " is over the limit (expected at most ", kMaxRank, " dims)");
   for (size_t i = 0; i < n; ++i) dims_[i] = p[i];
   rank_ = static_cast<int>(n);
 }

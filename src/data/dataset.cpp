@@ -14,14 +14,15 @@ Example Dataset::get_batch(std::span<const int64_t> indices) const {
   inputs.reserve(indices.size());
   targets.reserve(indices.size());
   for (const int64_t i : indices) {
-    EMBER_CHECK(i >= 0 && i < n, "Dataset::get_batch: index ", i, " is out of range (expected 0 to ",
-                n - 1, ")");
+    EMBER_CHECK(i >= 0 && i < n, "Dataset::get_batch: index ", i,
+                " is out of range (expected 0 to ", n - 1, ")");
     Example e = get(i);
     EMBER_CHECK(e.input.defined(), "Dataset::get_batch: example ", i, " has no input");
     // Either every example has a target or none has.
-    EMBER_CHECK(inputs.empty() || e.target.defined() == !targets.empty(), "Dataset::get_batch: example ",
-                i, e.target.defined() ? " has a target but earlier examples have none"
-                                      : " has no target but earlier examples have one");
+    EMBER_CHECK(inputs.empty() || e.target.defined() == !targets.empty(),
+                "Dataset::get_batch: example ", i,
+                e.target.defined() ? " has a target but earlier examples have none"
+                                   : " has no target but earlier examples have one");
     inputs.push_back(std::move(e.input));
     if (e.target.defined()) targets.push_back(std::move(e.target));
   }
@@ -34,7 +35,8 @@ Example Dataset::get_batch(std::span<const int64_t> indices) const {
 namespace {
 void check_rows(const Tensor& t, const char* what) {
   EMBER_CHECK(t.defined(), "TensorDataset: ", what, " tensor is undefined (expected a tensor)");
-  EMBER_CHECK(t.dim() >= 1, "TensorDataset: ", what, " tensor is 0-d (expected a leading example dim)");
+  EMBER_CHECK(t.dim() >= 1, "TensorDataset: ", what,
+              " tensor is 0-d (expected a leading example dim)");
 }
 }  // namespace
 
@@ -48,7 +50,9 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets)
               ", expected equal)");
 }
 
-TensorDataset::TensorDataset(Tensor inputs) : inputs_(std::move(inputs)) { check_rows(inputs_, "inputs"); }
+TensorDataset::TensorDataset(Tensor inputs) : inputs_(std::move(inputs)) {
+  check_rows(inputs_, "inputs");
+}
 
 int64_t TensorDataset::size() const { return inputs_.size(0); }
 
@@ -70,8 +74,8 @@ Example TensorDataset::get_batch(std::span<const int64_t> indices) const {
   const Tensor index = from_vector(rows, {count}, {.device = inputs_.device()});
   batch.input = index_select(inputs_, 0, index);
   if (targets_.defined())
-    batch.target = index_select(targets_, 0,
-                                targets_.device() == inputs_.device() ? index : index.to(targets_.device()));
+    batch.target = index_select(
+        targets_, 0, targets_.device() == inputs_.device() ? index : index.to(targets_.device()));
   return batch;
 }
 

@@ -61,12 +61,13 @@ FashionMnist load_fashion_mnist(const std::string& split, const std::string& dir
   EMBER_CHECK(labels.dtype() == DType::u8 && labels.dim() == 1, "load_fashion_mnist: ", labels_path,
               ": labels are ", dtype_name(labels.dtype()), " ", labels.shape().to_string(),
               " (expected u8 [N])");
-  EMBER_CHECK(images.size(0) == labels.size(0), "load_fashion_mnist: ", images.size(0), " images in ",
-              images_path, " but ", labels.size(0), " labels in ", labels_path, " (expected equal counts)");
+  EMBER_CHECK(images.size(0) == labels.size(0), "load_fashion_mnist: ", images.size(0),
+              " images in ", images_path, " but ", labels.size(0), " labels in ", labels_path,
+              " (expected equal counts)");
   const uint8_t* y = labels.data<uint8_t>();
   for (int64_t i = 0; i < labels.numel(); ++i)
-    EMBER_CHECK(y[i] < kFashionMnistClasses, "load_fashion_mnist: ", labels_path, ": label ", int{y[i]},
-                " at index ", i, " (expected 0 to ", kFashionMnistClasses - 1, ")");
+    EMBER_CHECK(y[i] < kFashionMnistClasses, "load_fashion_mnist: ", labels_path, ": label ",
+                int{y[i]}, " at index ", i, " (expected 0 to ", kFashionMnistClasses - 1, ")");
 
   // One host pass each. Pixels are divided by 255 in f32 (not multiplied by 1/255), which
   // matches torchvision's ToTensor bit for bit.

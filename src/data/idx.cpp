@@ -99,7 +99,8 @@ class ByteSource {
   size_t read(uint8_t* dst, size_t n) {
     if (!gzip_) {
       const size_t got = std::fread(dst, 1, n, file_);
-      if (got < n && std::ferror(file_)) fail("read_idx", path_, "read error (", std::strerror(errno), ")");
+      if (got < n && std::ferror(file_))
+        fail("read_idx", path_, "read error (", std::strerror(errno), ")");
       return got;
     }
     size_t total = 0;
@@ -125,7 +126,8 @@ class ByteSource {
   // Reads more compressed input; false at the end of the file.
   bool fill_input() {
     const size_t got = std::fread(in_.data(), 1, in_.size(), file_);
-    if (got == 0 && std::ferror(file_)) fail("read_idx", path_, "read error (", std::strerror(errno), ")");
+    if (got == 0 && std::ferror(file_))
+      fail("read_idx", path_, "read error (", std::strerror(errno), ")");
     zs_.next_in = in_.data();
     zs_.avail_in = static_cast<uInt>(got);
     return got > 0;
@@ -165,7 +167,8 @@ class ByteSource {
 };
 
 // Throws the truncation error for `expected` data bytes of which `got` were present.
-[[noreturn]] void fail_data_size(const std::string& path, const ByteSource& src, uint64_t expected, uint64_t got) {
+[[noreturn]] void fail_data_size(const std::string& path, const ByteSource& src, uint64_t expected,
+                                 uint64_t got) {
   const std::string note = src.end_note().empty() ? "" : " (" + src.end_note() + ")";
   if (got < expected)
     fail("read_idx", path, "truncated: expected ", expected, " data bytes, got ", got, note);
@@ -181,7 +184,8 @@ Tensor read_idx(const std::string& path) {
   // ---- header ----
   uint8_t magic[4];
   const size_t got_magic = src.read(magic, 4);
-  if (got_magic == 0 && src.end_note().empty()) fail("read_idx", path, "empty file (expected an IDX header)");
+  if (got_magic == 0 && src.end_note().empty())
+    fail("read_idx", path, "empty file (expected an IDX header)");
   if (got_magic < 4)
     fail("read_idx", path, "truncated header: got ", got_magic, " bytes (expected at least 4)",
          src.end_note().empty() ? "" : " (" + src.end_note() + ")");
@@ -202,7 +206,8 @@ Tensor read_idx(const std::string& path) {
   const size_t got_sizes = src.read(size_bytes, want_sizes);
   if (got_sizes < want_sizes)
     fail("read_idx", path, "truncated header: got ", got_sizes, " of the ", want_sizes,
-         " bytes holding ", rank, " sizes", src.end_note().empty() ? "" : " (" + src.end_note() + ")");
+         " bytes holding ", rank, " sizes",
+         src.end_note().empty() ? "" : " (" + src.end_note() + ")");
   Shape shape;
   for (int d = 0; d < rank; ++d) {
     const uint8_t* b = size_bytes + 4 * d;
@@ -213,8 +218,8 @@ Tensor read_idx(const std::string& path) {
   const uint64_t max_numel = (uint64_t{1} << 62) / type->file_bytes;
   for (const int64_t n : shape) {
     if (n != 0 && numel > max_numel / static_cast<uint64_t>(n))
-      fail("read_idx", path, "sizes ", shape.to_string(), " hold too many elements (expected at most ",
-           max_numel, ")");
+      fail("read_idx", path, "sizes ", shape.to_string(),
+           " hold too many elements (expected at most ", max_numel, ")");
     numel *= static_cast<uint64_t>(n);
   }
   const uint64_t expected = numel * type->file_bytes;
@@ -303,7 +308,8 @@ class ByteSink {
     if (gz_) {
       const int rc = gzclose(gz_);
       gz_ = nullptr;
-      if (rc != Z_OK) fail("write_idx", path_, "closing the gzip stream failed (zlib error ", rc, ")");
+      if (rc != Z_OK)
+        fail("write_idx", path_, "closing the gzip stream failed (zlib error ", rc, ")");
     }
     if (file_) {
       const int rc = std::fclose(file_);
@@ -331,8 +337,8 @@ void write_idx(const std::string& path, const Tensor& t, bool gzip) {
   EMBER_CHECK(t.dim() >= 1 && t.dim() <= kMaxRank, "write_idx: ", path, ": rank ", t.dim(),
               " (expected 1 to ", kMaxRank, ")");
   for (int d = 0; d < t.dim(); ++d)
-    EMBER_CHECK(t.shape()[d] <= int64_t{0xFFFFFFFF}, "write_idx: ", path, ": shape ", t.shape().to_string(),
-                " has a size over 2^32 - 1 (the IDX limit)");
+    EMBER_CHECK(t.shape()[d] <= int64_t{0xFFFFFFFF}, "write_idx: ", path, ": shape ",
+                t.shape().to_string(), " has a size over 2^32 - 1 (the IDX limit)");
 
   const Tensor host = t.detach().to(Device::cpu()).contiguous();
   std::vector<uint8_t> header = {0, 0, type->code, static_cast<uint8_t>(t.dim())};

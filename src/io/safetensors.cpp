@@ -27,7 +27,8 @@
 
 namespace ember::io {
 
-static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 namespace {
 
@@ -71,7 +72,8 @@ std::string safetensors_dtype_name(DType t) {
 
 std::string checksum_hex(const void* data, size_t size) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(XXH3_64bits(data, size)));
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(data, size)));
   return buf;
 }
 
@@ -86,7 +88,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
     file_size_ = static_cast<uint64_t>(st.st_size);
     if (file_size_ < 8)
-      fail(path, detail::concat("not a safetensors file (", file_size_, " bytes; expected an 8-byte header length first)"));
+      fail(path, detail::concat("not a safetensors file (", file_size_,
+                                " bytes; expected an 8-byte header length first)"));
     map_ = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
     if (map_ == MAP_FAILED) {
       map_ = nullptr;
@@ -96,7 +99,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     uint64_t n = 0;
     std::memcpy(&n, base, 8);
     if (n > kMaxHeaderBytes)
-      fail(path, detail::concat("header length ", n, " is over the 100 MB limit (not a safetensors file, or corrupt)"));
+      fail(path, detail::concat("header length ", n,
+                                " is over the 100 MB limit (not a safetensors file, or corrupt)"));
     if (n > file_size_ - 8)
       fail(path, detail::concat("header length ", n, " runs past the end of the file (", file_size_,
                                 " bytes; truncated or not a safetensors file)"));
@@ -120,7 +124,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     };
     json header;
     try {
-      header = json::parse(reinterpret_cast<const char*>(base + 8), reinterpret_cast<const char*>(base + 8 + n), cb);
+      header = json::parse(reinterpret_cast<const char*>(base + 8),
+                           reinterpret_cast<const char*>(base + 8 + n), cb);
     } catch (const json::exception& e) {
       fail(path, std::string("the header is not valid JSON (") + e.what() + ")");
     }
@@ -134,12 +139,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         if (!v.is_object()) fail(path, "__metadata__ is not an object of strings");
         for (auto m = v.begin(); m != v.end(); ++m) {
           if (!m.value().is_string())
-            fail(path, "metadata value of '" + m.key() + "' is not a string (got " + m.value().dump().substr(0, 60) + ")");
+            fail(path, "metadata value of '" + m.key() + "' is not a string (got " +
+                           m.value().dump().substr(0, 60) + ")");
           metadata_[m.key()] = m.value().get<std::string>();
         }
         continue;
       }
-      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+          !v.contains("data_offsets"))
         fail(path, "entry '" + name + "' needs dtype, shape and data_offsets");
       TensorEntry e;
       e.name = name;
@@ -148,10 +155,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                        " (expected F32, F64, F16, BF16, I32, I64, U8 or BOOL)");
       const json& shape = v["shape"];
       if (!shape.is_array() || shape.size() > static_cast<size_t>(kMaxRank))
-        fail(path, detail::concat("entry '", name, "' has a bad shape (expected a list of at most ", kMaxRank, " sizes)"));
+        fail(path, detail::concat("entry '", name, "' has a bad shape (expected a list of at most ",
+                                  kMaxRank, " sizes)"));
       uint64_t numel = 1;
       for (const json& d : shape) {
-        if (!d.is_number_unsigned()) fail(path, "entry '" + name + "' has a negative or non-integer size in its shape");
+        if (!d.is_number_unsigned())
+          fail(path, "entry '" + name + "' has a negative or non-integer size in its shape");
         const uint64_t s = d.get<uint64_t>();
         if (s > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, s, &numel))
           fail(path, "entry '" + name + "': the shape's element count overflows");
@@ -161,33 +170,43 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (__builtin_mul_overflow(numel, static_cast<uint64_t>(element_size(e.dtype)), &bytes))
         fail(path, "entry '" + name + "': the byte size overflows");
       const json& off = v["data_offsets"];
-      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+          !off[1].is_number_unsigned())
         fail(path, "entry '" + name + "' has bad data_offsets (expected [begin, end])");
       e.begin = off[0].get<uint64_t>();
       e.end = off[1].get<uint64_t>();
-      if (e.end < e.begin) fail(path, detail::concat("entry '", name, "' ends before it begins (", e.begin, " > ", e.end, ")"));
+      if (e.end < e.begin)
+        fail(path, detail::concat("entry '", name, "' ends before it begins (", e.begin, " > ",
+                                  e.end, ")"));
       if (e.end > data_size_)
-        fail(path, detail::concat("entry '", name, "' runs past the data (ends at ", e.end, ", data is ", data_size_,
-                                  " bytes; truncated file?)"));
+        fail(path, detail::concat("entry '", name, "' runs past the data (ends at ", e.end,
+                                  ", data is ", data_size_, " bytes; truncated file?)"));
       if (e.end - e.begin != bytes)
-        fail(path, detail::concat("entry '", name, "' has ", e.end - e.begin, " bytes but shape ", e.shape.to_string(), " ",
-                                  safetensors_dtype_name(e.dtype), " needs ", bytes));
+        fail(path, detail::concat("entry '", name, "' has ", e.end - e.begin, " bytes but shape ",
+                                  e.shape.to_string(), " ", safetensors_dtype_name(e.dtype),
+                                  " needs ", bytes));
       entries_.push_back(std::move(e));
     }
     std::stable_sort(entries_.begin(), entries_.end(),
                      [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
     uint64_t at = 0;
     for (const TensorEntry& e : entries_) {
-      if (e.begin < at) fail(path, detail::concat("entry '", e.name, "' overlaps the previous tensor (starts at ", e.begin, ", previous ends at ", at, ")"));
-      if (e.begin > at) fail(path, detail::concat("a hole of ", e.begin - at, " bytes before entry '", e.name, "' (offsets must be back to back)"));
+      if (e.begin < at)
+        fail(path, detail::concat("entry '", e.name, "' overlaps the previous tensor (starts at ",
+                                  e.begin, ", previous ends at ", at, ")"));
+      if (e.begin > at)
+        fail(path, detail::concat("a hole of ", e.begin - at, " bytes before entry '", e.name,
+                                  "' (offsets must be back to back)"));
       at = e.end;
     }
     if (at != data_size_)
-      fail(path, detail::concat("the data section has ", data_size_ - at, " bytes after the last tensor (a hole)"));
+      fail(path, detail::concat("the data section has ", data_size_ - at,
+                                " bytes after the last tensor (a hole)"));
 
     auto version = metadata_.find("ember.format_version");
     if (version != metadata_.end() && version->second != "1")
-      fail(path, "ember.format_version " + version->second + " is not supported (this ember reads version 1)");
+      fail(path, "ember.format_version " + version->second +
+                     " is not supported (this ember reads version 1)");
     auto kind = metadata_.find("ember.kind");
     if (kind != metadata_.end() && kind->second != "model" && kind->second != "checkpoint")
       fail(path, "unknown ember.kind '" + kind->second + "' (expected model or checkpoint)");
@@ -222,13 +241,15 @@ void SafetensorsFile::verify_checksum() const {
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
       XXH3_freeState(state);
-      fail(path_, "read failed while checking the checksum (" + (n < 0 ? errno_text() : std::string("file shrank")) + ")");
+      fail(path_, "read failed while checking the checksum (" +
+                      (n < 0 ? errno_text() : std::string("file shrank")) + ")");
     }
     XXH3_64bits_update(state, buf.data(), static_cast<size_t>(n));
     done += static_cast<uint64_t>(n);
   }
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(state)));
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits_digest(state)));
   XXH3_freeState(state);
   const std::string got = hex;
   if (got != it->second)
@@ -255,7 +276,8 @@ Tensor host_view(const SafetensorsFile& f, const TensorEntry& e) {
     impl->dtype = e.dtype;
     return Tensor(std::move(impl));
   }
-  Tensor t = ops::make_tensor(e.shape, e.dtype, Device::cpu());  // unaligned data from another writer
+  Tensor t =
+      ops::make_tensor(e.shape, e.dtype, Device::cpu());  // unaligned data from another writer
   if (bytes) std::memcpy(t.data_ptr(), p, bytes);
   return t;
 }
@@ -272,8 +294,9 @@ Tensor SafetensorsFile::read(const std::string& name, Device device) const {
 void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   const TensorEntry* e = find(name);
   if (!e) fail(path_, "no tensor named '" + name + "'");
-  EMBER_CHECK(dst.defined() && dst.shape() == e->shape, "safetensors: ", path_, ": tensor '", name, "' has shape ",
-              e->shape.to_string(), " but the destination has ", dst.defined() ? dst.shape().to_string() : "none");
+  EMBER_CHECK(dst.defined() && dst.shape() == e->shape, "safetensors: ", path_, ": tensor '", name,
+              "' has shape ", e->shape.to_string(), " but the destination has ",
+              dst.defined() ? dst.shape().to_string() : "none");
   NoGradGuard g;
   const size_t size = e->end - e->begin;
   if (dst.dtype() == e->dtype && dst.is_contiguous()) {
@@ -282,7 +305,8 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
     if (dst.device().is_cpu()) {
       std::memcpy(dst.data_ptr(), bytes(*e), size);
     } else {
-      backend::backend_for(dst.device()).memcpy_from_host(dst.device().index, dst.data_ptr(), bytes(*e), size);
+      backend::backend_for(dst.device())
+          .memcpy_from_host(dst.device().index, dst.data_ptr(), bytes(*e), size);
     }
     return;
   }
@@ -337,7 +361,8 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 
 }  // namespace
 
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                        std::map<std::string, std::string> metadata) {
   // Host-side, contiguous views of every tensor, in falling element-size order.
   struct Item {
@@ -349,8 +374,10 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   {
     NoGradGuard g;
     for (const auto& [name, t] : tensors) {
-      EMBER_CHECK(!name.empty() && name != "__metadata__", "safetensors: ", path, ": bad tensor name '", name, "'");
-      EMBER_CHECK(names.insert(name).second, "safetensors: ", path, ": duplicate tensor name '", name, "'");
+      EMBER_CHECK(!name.empty() && name != "__metadata__", "safetensors: ", path,
+                  ": bad tensor name '", name, "'");
+      EMBER_CHECK(names.insert(name).second, "safetensors: ", path, ": duplicate tensor name '",
+                  name, "'");
       EMBER_CHECK(t.defined(), "safetensors: ", path, ": tensor '", name, "' is undefined");
       Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
       items.push_back({name, h.contiguous()});
@@ -387,8 +414,8 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   static std::atomic<uint64_t> counter{0};
   remove_stale_temporaries(dir, target.filename().string());
   TempFile tmp;
-  tmp.path = (dir / (std::string(".") + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                     std::to_string(counter.fetch_add(1)) + "." +
+  tmp.path = (dir / (std::string(".") + target.filename().string() + ".tmp." +
+                     std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)) + "." +
                      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count())))
                  .string();
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -420,16 +447,19 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     throw;
   }
   char sum[17];
-  std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(state)));
+  std::snprintf(sum, sizeof sum, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits_digest(state)));
   XXH3_freeState(state);
-  if (::pwrite(tmp.fd, sum, 16, static_cast<off_t>(checksum_pos)) != 16) fail(path, "write failed (" + errno_text() + ")");
+  if (::pwrite(tmp.fd, sum, 16, static_cast<off_t>(checksum_pos)) != 16)
+    fail(path, "write failed (" + errno_text() + ")");
   if (::fsync(tmp.fd) != 0) fail(path, "fsync failed (" + errno_text() + ")");
   if (::close(tmp.fd) != 0) {
     tmp.fd = -1;
     fail(path, "close failed (" + errno_text() + ")");
   }
   tmp.fd = -1;
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0) fail(path, "rename failed (" + errno_text() + ")");
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    fail(path, "rename failed (" + errno_text() + ")");
   tmp.path.clear();  // now the target: keep it
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

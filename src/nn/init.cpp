@@ -8,7 +8,8 @@
 namespace ember::nn::init {
 
 std::pair<int64_t, int64_t> fans(const Shape& shape) {
-  EMBER_CHECK(shape.size() >= 2, "init: fan in/out need at least 2 dims (got shape ", shape.to_string(), ")");
+  EMBER_CHECK(shape.size() >= 2, "init: fan in/out need at least 2 dims (got shape ",
+              shape.to_string(), ")");
   int64_t receptive = 1;
   for (int i = 2; i < shape.size(); ++i) receptive *= shape[i];
   return {shape[1] * receptive, shape[0] * receptive};
@@ -19,7 +20,8 @@ Tensor uniform(const Shape& shape, double bound, DType dtype) {
 }
 
 Tensor kaiming_uniform_default(const Shape& shape, DType dtype) {
-  // kaiming_uniform_(a=sqrt(5)): gain = sqrt(2/(1+5)) = sqrt(1/3); bound = gain*sqrt(3/fan_in) = 1/sqrt(fan_in)
+  // kaiming_uniform_(a=sqrt(5)): gain = sqrt(2/(1+5)) = sqrt(1/3); bound = gain*sqrt(3/fan_in) =
+  // 1/sqrt(fan_in)
   const auto [fan_in, fan_out] = fans(shape);
   (void)fan_out;
   return uniform(shape, fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0, dtype);
@@ -34,6 +36,8 @@ Tensor xavier_uniform(const Shape& shape, double gain, DType dtype) {
   return uniform(shape, gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)), dtype);
 }
 
-Tensor normal(const Shape& shape, double std, DType dtype) { return randn(shape, {.dtype = dtype}, 0.0, std); }
+Tensor normal(const Shape& shape, double std, DType dtype) {
+  return randn(shape, {.dtype = dtype}, 0.0, std);
+}
 
 }  // namespace ember::nn::init

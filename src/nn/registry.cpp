@@ -25,16 +25,22 @@ void register_all() {
                                                       opt<bool>(c, "bias", true)});
   });
   register_module_type("Flatten", [](const json& c) -> ModulePtr {
-    return std::make_shared<FlattenImpl>(opt<int64_t>(c, "start_dim", 1), opt<int64_t>(c, "end_dim", -1));
+    return std::make_shared<FlattenImpl>(opt<int64_t>(c, "start_dim", 1),
+                                         opt<int64_t>(c, "end_dim", -1));
   });
   register_module_type("Dropout", [](const json& c) -> ModulePtr {
     return std::make_shared<DropoutImpl>(opt<double>(c, "p", 0.5));
   });
-  register_module_type("ReLU", [](const json&) -> ModulePtr { return std::make_shared<ReLUImpl>(); });
-  register_module_type("SiLU", [](const json&) -> ModulePtr { return std::make_shared<SiLUImpl>(); });
-  register_module_type("Sigmoid", [](const json&) -> ModulePtr { return std::make_shared<SigmoidImpl>(); });
-  register_module_type("Tanh", [](const json&) -> ModulePtr { return std::make_shared<TanhImpl>(); });
-  register_module_type("Identity", [](const json&) -> ModulePtr { return std::make_shared<IdentityImpl>(); });
+  register_module_type("ReLU",
+                       [](const json&) -> ModulePtr { return std::make_shared<ReLUImpl>(); });
+  register_module_type("SiLU",
+                       [](const json&) -> ModulePtr { return std::make_shared<SiLUImpl>(); });
+  register_module_type("Sigmoid",
+                       [](const json&) -> ModulePtr { return std::make_shared<SigmoidImpl>(); });
+  register_module_type("Tanh",
+                       [](const json&) -> ModulePtr { return std::make_shared<TanhImpl>(); });
+  register_module_type("Identity",
+                       [](const json&) -> ModulePtr { return std::make_shared<IdentityImpl>(); });
   register_module_type("GELU", [](const json& c) -> ModulePtr {
     return std::make_shared<GELUImpl>(opt<std::string>(c, "approximate", "none"));
   });

@@ -20,9 +20,10 @@ nn::Module mlp(int64_t in_features, const std::vector<int64_t>& hidden, int64_t 
 }
 
 nn::Module fashion_cnn(int64_t classes) {
-  return nn::Sequential({nn::Conv2d(1, 32, 3, 1, 1), nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2),
-                         nn::Conv2d(32, 64, 3, 1, 1), nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2),
-                         nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, classes)});
+  return nn::Sequential({nn::Conv2d(1, 32, 3, 1, 1), nn::BatchNorm2d(32), nn::ReLU(),
+                         nn::MaxPool2d(2), nn::Conv2d(32, 64, 3, 1, 1), nn::BatchNorm2d(64),
+                         nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(64 * 7 * 7, 128),
+                         nn::ReLU(), nn::Linear(128, classes)});
 }
 
 bool expects_images(const nn::Module& model) {

@@ -36,8 +36,8 @@ const std::vector<Model>& models() {
   static const std::vector<Model> all = {
       {"mlp_bn",
        [] {
-         return nn::Module(nn::Sequential(
-             std::vector<nn::Module>{nn::Linear(20, 32), nn::BatchNorm1d(32), nn::ReLU(), nn::Linear(32, 10)}));
+         return nn::Module(nn::Sequential(std::vector<nn::Module>{
+             nn::Linear(20, 32), nn::BatchNorm1d(32), nn::ReLU(), nn::Linear(32, 10)}));
        },
        {8, 20}},
       {"cnn", [] { return train::fashion_cnn(); }, {4, 1, 28, 28}},
@@ -77,8 +77,10 @@ int write(const std::string& dir) {
     NoGradGuard g;
     const Tensor y = net(x);
     io::save_model(net, dir + "/" + m.name + ".ember.safetensors");
-    io::write_safetensors(dir + "/" + m.name + ".ember_io.safetensors", {{"input", x}, {"output", y}}, {});
-    std::printf("{\"direction\": \"ember->torch\", \"model\": \"%s\", \"written\": true}\n", m.name.c_str());
+    io::write_safetensors(dir + "/" + m.name + ".ember_io.safetensors",
+                          {{"input", x}, {"output", y}}, {});
+    std::printf("{\"direction\": \"ember->torch\", \"model\": \"%s\", \"written\": true}\n",
+                m.name.c_str());
   }
   return 0;
 }
@@ -87,7 +89,8 @@ int check(const std::string& dir) {
   int failures = 0;
   for (const Model& m : models()) {
     nn::Module net = m.make();
-    const nn::LoadReport r = io::load_state(net, dir + "/" + m.name + ".torch.safetensors", /*strict=*/true);
+    const nn::LoadReport r =
+        io::load_state(net, dir + "/" + m.name + ".torch.safetensors", /*strict=*/true);
     net->eval();
     io::SafetensorsFile io_file(dir + "/" + m.name + ".torch_io.safetensors");
     const Tensor x = io_file.read("input"), want = io_file.read("output");
@@ -95,11 +98,14 @@ int check(const std::string& dir) {
     const std::vector<float> got = net(x).to_vector<float>(), ref = want.to_vector<float>();
     double max_err = got.size() == ref.size() ? 0.0 : INFINITY;
     for (size_t i = 0; i < got.size() && i < ref.size(); ++i)
-      max_err = std::max(max_err, std::abs(double(got[i]) - ref[i]) / (1.0 + std::abs(double(ref[i]))));
+      max_err =
+          std::max(max_err, std::abs(double(got[i]) - ref[i]) / (1.0 + std::abs(double(ref[i]))));
     const bool ok = max_err <= 1e-5;
     failures += ok ? 0 : 1;
-    std::printf("{\"direction\": \"torch->ember\", \"model\": \"%s\", \"tensors\": %zu, \"max_rel_err\": %.3g, \"ok\": %s}\n",
-                m.name.c_str(), r.applied.size(), max_err, ok ? "true" : "false");
+    std::printf(
+        "{\"direction\": \"torch->ember\", \"model\": \"%s\", \"tensors\": %zu, \"max_rel_err\": "
+        "%.3g, \"ok\": %s}\n",
+        m.name.c_str(), r.applied.size(), max_err, ok ? "true" : "false");
   }
   return failures ? 1 : 0;
 }

@@ -33,7 +33,8 @@ struct FashionMnist {
 /// EMBER_FASHION_MNIST, then the default. Throws naming the directory checked and how to
 /// install the data when a file is missing, and naming the file when it is malformed.
 /// Example: FashionMnist test = load_fashion_mnist("test");
-FashionMnist load_fashion_mnist(const std::string& split = "train", const std::string& directory = "");
+FashionMnist load_fashion_mnist(const std::string& split = "train",
+                                const std::string& directory = "");
 
 /// The directory load_fashion_mnist would read for `directory` (see the precedence above).
 std::string fashion_mnist_directory(const std::string& directory = "");

@@ -71,7 +71,8 @@ class SafetensorsFile {
 /// string metadata atomically to `path`, adding `format: pt` and `ember.data_checksum`.
 /// Duplicate names are refused; tensors sharing one storage range (tied weights) must be
 /// passed once.
-void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                        std::map<std::string, std::string> metadata);
 
 /// XXH3-64 of `size` bytes as 16 lowercase hex digits (the checksum format).
