@@ -121,6 +121,10 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   /// Writes `src` into this tensor's buffer. Shapes must match exactly (error names both).
   Tensor& assign_(const Tensor& src);
+  /// Makes this handle use `src`'s storage, strides and dtype (same shape; every copy of the
+  /// handle sees the change), keeping requires_grad, .grad and the graph node: how Module::to
+  /// moves a parameter to another device or dtype in place. Not differentiable.
+  void set_data_(const Tensor& src);
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
   Tensor& add_(const Tensor& other, double alpha = 1.0);

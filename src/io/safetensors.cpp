@@ -21,9 +21,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "backend/backend.hpp"
+#include "core/make.hpp"
 #include "ember/autograd.hpp"
-#include "ops/common.hpp"
+#include "ops/tensor.hpp"
 
 namespace ember::io {
 
@@ -269,15 +269,12 @@ Tensor host_view(const SafetensorsFile& f, const TensorEntry& e) {
   const uint8_t* p = f.bytes(e);
   const size_t bytes = e.end - e.begin;
   if (reinterpret_cast<uintptr_t>(p) % element_size(e.dtype) == 0) {
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage.reset(Storage::wrap_external(const_cast<uint8_t*>(p), bytes));
-    impl->shape = e.shape;
-    impl->strides = contiguous_strides(e.shape);
-    impl->dtype = e.dtype;
-    return Tensor(std::move(impl));
+    return core::wrap_storage(
+        std::shared_ptr<Storage>(Storage::wrap_external(const_cast<uint8_t*>(p), bytes)), e.shape,
+        e.dtype);
   }
   Tensor t =
-      ops::make_tensor(e.shape, e.dtype, Device::cpu());  // unaligned data from another writer
+      core::make_tensor(e.shape, e.dtype, Device::cpu());  // unaligned data from another writer
   if (bytes) std::memcpy(t.data_ptr(), p, bytes);
   return t;
 }
@@ -286,7 +283,7 @@ Tensor host_view(const SafetensorsFile& f, const TensorEntry& e) {
 Tensor SafetensorsFile::read(const std::string& name, Device device) const {
   const TensorEntry* e = find(name);
   if (!e) fail(path_, "no tensor named '" + name + "'");
-  Tensor out = ops::make_tensor(e->shape, e->dtype, device);
+  Tensor out = core::make_tensor(e->shape, e->dtype, device);
   read_into(name, out);
   return out;
 }
@@ -300,14 +297,7 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   NoGradGuard g;
   const size_t size = e->end - e->begin;
   if (dst.dtype() == e->dtype && dst.is_contiguous()) {
-    dst.storage()->bump_version();
-    if (size == 0) return;
-    if (dst.device().is_cpu()) {
-      std::memcpy(dst.data_ptr(), bytes(*e), size);
-    } else {
-      backend::backend_for(dst.device())
-          .memcpy_from_host(dst.device().index, dst.data_ptr(), bytes(*e), size);
-    }
+    ops::copy_from_host(dst, bytes(*e), size);
     return;
   }
   dst.copy_(host_view(*this, *e).to(dst.dtype()));

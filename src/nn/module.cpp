@@ -53,15 +53,10 @@ std::string with_commas(int64_t n) {
 // Its .grad moves with it (converted the same way, in the caller's pool), as in PyTorch's
 // Module.to: a gradient accumulated before the move is not lost.
 void retarget(Tensor& t, const Tensor& replacement) {
-  TensorImpl* impl = t.impl();
-  Tensor grad = impl->grad ? Tensor(impl->grad) : Tensor();
-  impl->storage = replacement.storage();
-  impl->offset = replacement.offset();
-  impl->shape = replacement.shape();
-  impl->strides = replacement.strides();
-  impl->dtype = replacement.dtype();
+  const Tensor grad = t.grad();
+  t.set_data_(replacement);
   if (grad.defined())
-    impl->grad = grad.to(replacement.dtype()).to(replacement.device()).contiguous().impl_ptr();
+    t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).contiguous());
 }
 
 }  // namespace

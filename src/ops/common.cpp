@@ -3,28 +3,6 @@
 
 namespace ember::ops {
 
-Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape)
-    EMBER_CHECK(d >= 0, "empty: negative dimension in shape ", shape.to_string());
-  auto impl = std::make_shared<TensorImpl>();
-  const size_t bytes = static_cast<size_t>(shape.numel()) * element_size(dtype);
-  impl->storage = std::make_shared<Storage>(bytes, device, current_pool());
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
-}
-
-Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.storage();
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  return Tensor(std::move(impl));
-}
-
 backend::View broadcast_view(const Tensor& t, const Shape& shape) {
   backend::View v;
   v.data = t.data_ptr();

@@ -4,16 +4,15 @@
 
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
+#include "core/make.hpp"
 #include "ember/ops.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::ops {
 
-/// A new contiguous tensor from the current pool (Pass unless a PoolGuard says otherwise).
-Tensor make_tensor(const Shape& shape, DType dtype, Device device);
-
-/// An alias of `base`'s storage with new geometry (no autograd).
-Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
+// Tensors are constructed in core only (src/core/make.hpp).
+using core::make_tensor;
+using core::make_view;
 
 inline backend::View view_of(const Tensor& t) {
   return {t.data_ptr(), t.dtype(), t.shape(), t.strides()};

@@ -44,7 +44,7 @@ void check_options(const O& o, const std::string& who) {
 }
 
 template <typename O>
-backend::AdamArgs args_of(const O& o, bool decoupled) {
+ops::AdamHyper hyper_of(const O& o, bool decoupled) {
   return {.lr = o.lr,
           .beta1 = o.betas[0],
           .beta2 = o.betas[1],
@@ -60,13 +60,13 @@ template <typename Group, typename Slot>
 void adam_groups(const std::string& who, const std::vector<Group>& groups, bool decoupled,
                  Slot&& slot) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    const backend::AdamArgs args = args_of(groups[g].options, decoupled);
+    const ops::AdamHyper hyper = hyper_of(groups[g].options, decoupled);
     const std::vector<Tensor>& params = groups[g].params;
     std::vector<detail::ParamRef> refs;
     refs.reserve(params.size());
     if (!params.empty()) slot(g, params.size() - 1);  // size the state first: refs keep pointers
     for (size_t i = 0; i < params.size(); ++i) refs.push_back({&params[i], &slot(g, i)});
-    detail::adam_update_many(who, refs, args);
+    detail::adam_update_many(who, refs, hyper);
   }
 }
 

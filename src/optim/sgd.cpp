@@ -56,18 +56,18 @@ void SGD::step() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Group& group = groups_[g];
     const SGDOptions& o = group.options;
-    const backend::SgdArgs args{.lr = o.lr,
-                                .momentum = o.momentum,
-                                .dampening = o.dampening,
-                                .weight_decay = o.weight_decay,
-                                .nesterov = o.nesterov,
-                                .maximize = o.maximize};
+    const ops::SgdHyper hyper{.lr = o.lr,
+                              .momentum = o.momentum,
+                              .dampening = o.dampening,
+                              .weight_decay = o.weight_decay,
+                              .nesterov = o.nesterov,
+                              .maximize = o.maximize};
     std::vector<detail::ParamRef> refs;
     refs.reserve(group.params.size());
     if (!group.params.empty()) state_slot(g, group.params.size() - 1);  // refs keep pointers
     for (size_t i = 0; i < group.params.size(); ++i)
       refs.push_back({&group.params[i], &state_slot(g, i)});
-    detail::sgd_update_many(who, refs, args);
+    detail::sgd_update_many(who, refs, hyper);
   }
 }
 

@@ -274,10 +274,10 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
                                            : 0.0;
         const double n_seen = static_cast<double>(samples);
         progress.update(batch_index, metrics.loss_sum.item<double>() / n_seen,
-                        classification ? std::optional<double>(static_cast<double>(
-                                                                   metrics.correct.item<int64_t>()) /
-                                                               n_seen)
-                                       : std::nullopt,
+                        classification
+                            ? std::optional<double>(
+                                  static_cast<double>(metrics.correct.item<int64_t>()) / n_seen)
+                            : std::nullopt,
                         rate, eta);
       }
     }

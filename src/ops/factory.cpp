@@ -1,5 +1,5 @@
-// src/core/factory.cpp — tensor factories, the parameter factory and the global generator.
-#include <atomic>
+// src/ops/factory.cpp — tensor factories and the parameter factory (the generator's state is
+// src/core/random.cpp).
 #include <cmath>
 #include <mutex>
 
@@ -9,9 +9,6 @@
 namespace ember {
 
 namespace {
-std::atomic<uint64_t> g_seed{0x853c49e6748fea9bull};
-std::atomic<uint64_t> g_offset{0};
-
 Device device_or_default(const TensorOptions& o) { return o.device ? *o.device : default_device(); }
 DType dtype_or_default(const TensorOptions& o) { return o.dtype.value_or(DType::f32); }
 
@@ -20,20 +17,6 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 }  // namespace
-
-void manual_seed(uint64_t seed) {
-  g_seed.store(seed);
-  g_offset.store(0);
-}
-RngState get_rng_state() { return {g_seed.load(), g_offset.load()}; }
-void set_rng_state(RngState s) {
-  g_seed.store(s.seed);
-  g_offset.store(s.offset);
-}
-uint64_t advance_rng(uint64_t count) {
-  // Round to a multiple of 4 so streams of different ops never share a Philox block.
-  return g_offset.fetch_add((count + 3) & ~uint64_t{3});
-}
 
 Tensor empty(const Shape& shape, TensorOptions o) {
   return finish(ops::make_tensor(shape, dtype_or_default(o), device_or_default(o)), o);
@@ -78,7 +61,7 @@ Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
               dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
-  ops::backend_of(t).uniform(ops::view_of(t), g_seed.load(), offset, low, high);
+  ops::backend_of(t).uniform(ops::view_of(t), get_rng_state().seed, offset, low, high);
   return finish(t, o);
 }
 
@@ -87,7 +70,7 @@ Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
               dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
-  ops::backend_of(t).normal(ops::view_of(t), g_seed.load(), offset, mean, std);
+  ops::backend_of(t).normal(ops::view_of(t), get_rng_state().seed, offset, mean, std);
   return finish(t, o);
 }
 

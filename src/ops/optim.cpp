@@ -1,0 +1,210 @@
+// src/ops/optim.cpp — the optimizer ops (see optim.hpp): multi-tensor Adam/SGD steps and the
+// gradient norm, on the backend's multi-tensor slots.
+//
+// Items are sorted into buckets of one (device, dtype, step, first_step); each bucket is one
+// backend call (on a GPU one launch, chunked as PyTorch's multi_tensor_apply). The steady
+// state allocates nothing; only a non-contiguous parameter or gradient (rare: optimizers see
+// contiguous leaves) goes through contiguous temporaries, copied back into its own buffer.
+#include "ops/optim.hpp"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "ops/common.hpp"
+
+namespace ember::ops {
+namespace {
+
+// Parameters of one multi-tensor call.
+struct Bucket {
+  Device device;
+  DType dtype;
+  int64_t step;
+  bool first_step;
+  std::vector<backend::OptimSlot> slots;
+  std::vector<const Tensor*> params;
+};
+
+Bucket& bucket_for(std::vector<Bucket>& buckets, const Tensor& param, int64_t step,
+                   bool first_step) {
+  for (Bucket& b : buckets)
+    if (b.device == param.device() && b.dtype == param.dtype() && b.step == step &&
+        b.first_step == first_step)
+      return b;
+  buckets.push_back({param.device(), param.dtype(), step, first_step, {}, {}});
+  return buckets.back();
+}
+
+// A parameter written back after its bucket ran (non-contiguous parameters only).
+struct WriteBack {
+  const Tensor* param;
+  Tensor work;
+};
+
+// The slot of one item; a non-contiguous parameter or gradient gets contiguous copies (the
+// parameter's is written back by `finish`). The state buffers are contiguous: optim makes them.
+backend::OptimSlot slot_of(const Tensor& param, const Tensor& grad,
+                           const std::array<const Tensor*, 3>& state,
+                           std::vector<WriteBack>& write_back, std::vector<Tensor>& keep) {
+  backend::OptimSlot s;
+  Tensor p = param;
+  if (!param.is_contiguous()) {
+    p = param.detach().contiguous();
+    write_back.push_back({&param, p});
+  }
+  Tensor g = grad.is_contiguous() ? grad : grad.contiguous();
+  keep.push_back(g);
+  s.param = p.data_ptr();
+  s.grad = g.data_ptr();
+  int i = 0;
+  for (const Tensor* t : state) {
+    EMBER_ASSERT(!t || t->is_contiguous(), "optimizer state must be contiguous");
+    s.state[i++] = t ? t->data_ptr() : nullptr;
+  }
+  s.numel = param.numel();
+  return s;
+}
+
+void finish(const std::vector<Bucket>& buckets, const std::vector<WriteBack>& write_back) {
+  for (const WriteBack& w : write_back) Tensor(*w.param).detach().copy_(w.work);
+  for (const Bucket& b : buckets)
+    for (const Tensor* p : b.params) p->storage()->bump_version();
+}
+
+}  // namespace
+
+namespace {
+
+// Buckets `items` (bucket_key(item) -> {step, first_step}; slot_state(item) -> the state
+// tensors), runs `call(bucket)` once per bucket and writes the results back.
+template <typename Item, typename Key, typename State, typename Call>
+void run_buckets(std::span<const Item> items, Key&& bucket_key, State&& slot_state, Call&& call) {
+  NoGradGuard no_grad;
+  std::vector<Bucket> buckets;
+  std::vector<WriteBack> write_back;
+  std::vector<Tensor> keep;
+  for (const Item& it : items) {
+    const auto [step, first] = bucket_key(it);
+    Bucket& b = bucket_for(buckets, *it.param, step, first);
+    b.slots.push_back(slot_of(*it.param, it.grad, slot_state(it), write_back, keep));
+    b.params.push_back(it.param);
+  }
+  for (const Bucket& b : buckets) call(b);
+  finish(buckets, write_back);
+}
+
+}  // namespace
+
+void adam_step_(std::span<const AdamItem> items, const AdamHyper& h) {
+  run_buckets(
+      items, [](const AdamItem& it) { return std::pair<int64_t, bool>(it.step, false); },
+      [](const AdamItem& it) {
+        return std::array<const Tensor*, 3>{it.exp_avg, it.exp_avg_sq, it.max_exp_avg_sq};
+      },
+      [&](const Bucket& b) {
+        const backend::AdamArgs args{.lr = h.lr,
+                                     .beta1 = h.beta1,
+                                     .beta2 = h.beta2,
+                                     .eps = h.eps,
+                                     .weight_decay = h.weight_decay,
+                                     .decoupled_weight_decay = h.decoupled_weight_decay,
+                                     .amsgrad = h.amsgrad,
+                                     .maximize = h.maximize,
+                                     .step = b.step};
+        backend::backend_for(b.device).adam_step_multi(b.dtype, b.slots.data(),
+                                                       static_cast<int64_t>(b.slots.size()), args);
+      });
+}
+
+void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
+  run_buckets(
+      items, [](const SgdItem& it) { return std::pair<int64_t, bool>(0, it.first_step); },
+      [](const SgdItem& it) {
+        return std::array<const Tensor*, 3>{it.momentum_buffer, nullptr, nullptr};
+      },
+      [&](const Bucket& b) {
+        const backend::SgdArgs args{.lr = h.lr,
+                                    .momentum = h.momentum,
+                                    .dampening = h.dampening,
+                                    .weight_decay = h.weight_decay,
+                                    .nesterov = h.nesterov,
+                                    .maximize = h.maximize,
+                                    .first_step = b.first_step};
+        backend::backend_for(b.device).sgd_step_multi(b.dtype, b.slots.data(),
+                                                      static_cast<int64_t>(b.slots.size()), args);
+      });
+}
+
+// ---- gradient norm ----
+
+namespace {
+
+// The norm of one gradient as a 0-d tensor (f64 for accuracy, on the gradient's device).
+Tensor one_norm(const Tensor& g, double norm_type) {
+  const Tensor x = g.to(DType::f64).abs();
+  if (std::isinf(norm_type)) return max(x);
+  if (norm_type == 1.0) return sum(x);
+  if (norm_type == 2.0) return sqrt(sum(square(x)));
+  return pow(sum(pow(x, norm_type)), 1.0 / norm_type);
+}
+
+// All contiguous, one device, one dtype: the two multi-tensor kernels apply.
+bool fusable(const std::vector<Tensor>& grads) {
+  for (const Tensor& g : grads)
+    if (!g.is_contiguous() || g.device() != grads[0].device() || g.dtype() != grads[0].dtype())
+      return false;
+  return true;
+}
+
+struct Pointers {
+  std::vector<void*> data;
+  std::vector<int64_t> numels;
+  explicit Pointers(const std::vector<Tensor>& grads) {
+    for (const Tensor& g : grads) {
+      data.push_back(g.data_ptr());
+      numels.push_back(g.numel());
+    }
+  }
+  int64_t count() const { return static_cast<int64_t>(data.size()); }
+};
+
+}  // namespace
+
+Tensor total_grad_norm(const std::vector<Tensor>& grads, double norm_type) {
+  NoGradGuard no_grad;
+  EMBER_ASSERT(!grads.empty(), "total_grad_norm: no gradients");
+  if (fusable(grads)) {
+    const Tensor& g0 = grads[0];
+    Tensor total = zeros({}, {.dtype = g0.dtype(), .device = g0.device()});
+    const Pointers list(grads);
+    backend_of(g0).grad_norm_multi(g0.dtype(), list.data.data(), list.numels.data(), list.count(),
+                                   norm_type, total.data_ptr());
+    return total;
+  }
+  std::vector<Tensor> norms;
+  for (const Tensor& g : grads) {
+    Tensor n = g.numel() == 0 ? zeros({}, {.dtype = DType::f64, .device = g.device()})
+                              : one_norm(g, norm_type);
+    norms.push_back(n.device() == grads[0].device() ? n : n.to(grads[0].device()));
+  }
+  const Tensor all = stack(norms);
+  return (std::isinf(norm_type) ? max(all) : one_norm(all, norm_type)).to(grads[0].dtype());
+}
+
+void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, double max_norm) {
+  NoGradGuard no_grad;
+  if (fusable(grads) && total.device() == grads[0].device() && total.dtype() == grads[0].dtype()) {
+    const Pointers list(grads);
+    backend_of(total).clip_grads_by_norm(total.dtype(), list.data.data(), list.numels.data(),
+                                         list.count(), max_norm, total.data_ptr());
+    for (const Tensor& g : grads) g.storage()->bump_version();
+    return;
+  }
+  const Tensor coef = clamp(max_norm / (total.to(DType::f64) + 1e-6),
+                            -std::numeric_limits<double>::infinity(), 1.0);
+  for (const Tensor& g : grads) Tensor(g).mul_(coef.to(g.dtype()).to(g.device()));
+}
+
+}  // namespace ember::ops

@@ -1,0 +1,63 @@
+// src/ops/optim.hpp — the optimizer ops: fused multi-tensor Adam/AdamW and SGD steps, and
+// the gradient-norm pair behind clip_grad_norm. src/optim keeps the bookkeeping (groups,
+// state tensors, step counts); these run the kernels, so optim never sees the backend table.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ember/tensor.hpp"
+
+namespace ember::ops {
+
+struct AdamHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr·wd first; Adam: g += wd·p
+  bool amsgrad = false, maximize = false;
+};
+
+/// One parameter of an Adam step: updated in place with its gradient and moments (same
+/// shape, dtype and device; max_exp_avg_sq only with amsgrad, else null). `step` counts this
+/// step (the bias corrections use it).
+struct AdamItem {
+  const Tensor* param;
+  Tensor grad;
+  const Tensor* exp_avg;
+  const Tensor* exp_avg_sq;
+  const Tensor* max_exp_avg_sq;
+  int64_t step;
+};
+
+/// Fused Adam/AdamW over every item: one multi-tensor kernel per (device, dtype, step), which
+/// on a GPU is one launch per parameter group. A non-contiguous parameter or gradient goes
+/// through contiguous copies written back into the parameter's own buffer.
+void adam_step_(std::span<const AdamItem> items, const AdamHyper& h);
+
+struct SgdHyper {
+  double lr = 1e-3, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false, maximize = false;
+};
+
+/// One parameter of an SGD step; momentum_buffer is null without momentum, and `first_step`
+/// says it was just created (PyTorch: it then takes the gradient itself).
+struct SgdItem {
+  const Tensor* param;
+  Tensor grad;
+  const Tensor* momentum_buffer;
+  bool first_step;
+};
+
+/// Fused SGD over every item, batched as adam_step_.
+void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h);
+
+/// The norm of order `norm_type` (inf: max |g|) of all gradients together, as a 0-d tensor
+/// of their dtype on their device, accumulated in f64 in a fixed order. Not read.
+Tensor total_grad_norm(const std::vector<Tensor>& grads, double norm_type);
+
+/// Scales every gradient in place by min(1, max_norm / (total + 1e-6)), reading `total` on
+/// the device (no host sync).
+void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, double max_norm);
+
+}  // namespace ember::ops

@@ -1,0 +1,301 @@
+// src/ops/tensor.cpp — the Tensor members that are ops: detach, contiguous, clone, dtype
+// and device conversion (differentiable), reading values, printing, the in-place writes and
+// the method forms of common ops.
+#include "ember/tensor.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+
+#include "ember/ops.hpp"
+#include "ops/common.hpp"
+#include "ops/tensor.hpp"
+
+namespace ember {
+
+void ops::copy_from_host(const Tensor& dst, const void* src, size_t bytes) {
+  EMBER_ASSERT(
+      dst.is_contiguous() && bytes == static_cast<size_t>(dst.numel()) * element_size(dst.dtype()),
+      "copy_from_host: needs a contiguous destination of ", bytes, " bytes");
+  dst.storage()->bump_version();
+  if (bytes == 0) return;
+  if (dst.device().is_cpu()) {
+    std::memcpy(dst.data_ptr(), src, bytes);
+  } else {
+    backend_of(dst).memcpy_from_host(dst.device().index, dst.data_ptr(), src, bytes);
+  }
+}
+
+Tensor Tensor::detach() const {
+  checked("detach");
+  return ops::make_view(*this, shape(), strides(), offset());
+}
+
+// ---- conversion ----
+
+Tensor Tensor::contiguous() const {
+  checked("contiguous");
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  checked("clone");
+  Tensor out = ops::make_tensor(shape(), dtype(), device());
+  ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
+  if (autograd::needs_grad(*this))
+    autograd::record("clone", out, {this},
+                     [](const Tensor& g, autograd::GradList& gi) { gi[0] = g; });
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  checked("to");
+  if (target == dtype()) return *this;
+  Tensor out = ops::make_tensor(shape(), target, device());
+  ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
+  if (autograd::needs_grad(*this) && is_floating(target)) {
+    const DType from = dtype();
+    autograd::record("to_dtype", out, {this},
+                     [from](const Tensor& g, autograd::GradList& gi) { gi[0] = g.to(from); });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  checked("to");
+  if (target == device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = ops::make_tensor(shape(), dtype(), target);
+  const size_t bytes = static_cast<size_t>(numel()) * element_size(dtype());
+  if (bytes) {
+    if (src.device().is_cpu()) {
+      backend::backend_for(target).memcpy_from_host(target.index, out.data_ptr(), src.data_ptr(),
+                                                    bytes);
+    } else if (target.is_cpu()) {
+      ops::backend_of(src).memcpy_to_host(src.device().index, out.data_ptr(), src.data_ptr(),
+                                          bytes);
+    } else {
+      Tensor host = src.to(Device::cpu());
+      return host.to(target);
+    }
+  }
+  if (autograd::needs_grad(*this)) {
+    const Device from = device();
+    autograd::record("to_device", out, {this},
+                     [from](const Tensor& g, autograd::GradList& gi) { gi[0] = g.to(from); });
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  ops::check_defined("to_vector", *this, "tensor");
+  NoGradGuard no_grad;
+  Tensor host = to(Device::cpu());
+  if (host.dtype() != dtype_of<T>()) host = host.to(dtype_of<T>());
+  host = host.contiguous();
+  std::vector<T> out(static_cast<size_t>(numel()));
+  if constexpr (std::is_same_v<T, bool>) {
+    const auto* p = static_cast<const uint8_t*>(host.data_ptr());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i] != 0;
+  } else {
+    if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(T));
+  }
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  ops::check_defined("item", *this, "tensor");
+  EMBER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ",
+              shape().to_string(), "; expected exactly one)");
+  return to_vector<T>()[0];
+}
+
+#define EMBER_INSTANTIATE_READ(T)                       \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+EMBER_INSTANTIATE_READ(float)
+EMBER_INSTANTIATE_READ(double)
+EMBER_INSTANTIATE_READ(int32_t)
+EMBER_INSTANTIATE_READ(int64_t)
+EMBER_INSTANTIATE_READ(uint8_t)
+EMBER_INSTANTIATE_READ(bool)
+EMBER_INSTANTIATE_READ(Half)
+EMBER_INSTANTIATE_READ(BFloat16)
+#undef EMBER_INSTANTIATE_READ
+
+// ---- printing ----
+
+std::string Tensor::to_string() const {
+  std::ostringstream out;
+  out << *this;
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) return out << "Tensor(undefined)";
+  constexpr int64_t kEdge = 3;  // values shown at each end of an abbreviated dim
+  const bool integral = !is_floating(t.dtype());
+  NoGradGuard no_grad;
+  std::vector<double> v = t.to(DType::f64).to_vector<double>();
+  const Shape& s = t.shape();
+  std::ostringstream body;
+  body << std::setprecision(6);
+  // Recursive print with "..." for dims longer than 2*kEdge.
+  std::function<void(int, int64_t)> rec = [&](int d, int64_t base) {
+    if (d == s.size()) {
+      if (integral)
+        body << static_cast<int64_t>(v[base]);
+      else
+        body << v[base];
+      return;
+    }
+    int64_t stride = 1;
+    for (int i = d + 1; i < s.size(); ++i) stride *= s[i];
+    body << "[";
+    const bool cut = s[d] > 2 * kEdge;
+    for (int64_t i = 0; i < s[d]; ++i) {
+      if (cut && i == kEdge) {
+        body << "...";
+        i = s[d] - kEdge - 1;
+        if (i + 1 < s[d]) body << ", ";
+        continue;
+      }
+      rec(d + 1, base + i * stride);
+      if (i + 1 < s[d]) body << ", ";
+    }
+    body << "]";
+  };
+  if (t.numel() > 0 || s.size() == 0)
+    rec(0, 0);
+  else
+    body << "[]";
+  out << "Tensor(shape=" << s.to_string() << ", dtype=" << dtype_name(t.dtype())
+      << ", device=" << t.device().str();
+  if (t.requires_grad()) out << ", requires_grad";
+  return out << ", values=" << body.str() << ")";
+}
+
+// ---- in-place ----
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  checked("copy_");
+  ops::check_defined("copy_", src, "source");
+  ops::check_inplace("copy_", *this);
+  // The source must broadcast TO the target: a mutual broadcast ([2, 2] with [2, 1]) is not
+  // enough, it would copy a slice of the source.
+  EMBER_CHECK(src.dim() <= dim() && broadcast_shapes(src.shape(), shape(), "copy_") == shape(),
+              "copy_: source shape ", src.shape().to_string(),
+              " does not broadcast to the target shape ", shape().to_string(),
+              " (expected each source dim equal to the target's or 1)");
+  Tensor s = src;
+  if (s.device() != device()) s = s.to(device());
+  ops::backend_of(*this).copy(ops::view_of(*this), ops::broadcast_view(s, shape()));
+  return *this;
+}
+
+Tensor& Tensor::assign_(const Tensor& src) {
+  checked("assign_");
+  ops::check_defined("assign_", src, "source");
+  EMBER_CHECK(src.shape() == shape(), "assign_: shape mismatch (got ", src.shape().to_string(),
+              ", expected ", shape().to_string(), ")");
+  return copy_(src);
+}
+
+Tensor& Tensor::fill_(double value) {
+  checked("fill_");
+  ops::check_inplace("fill_", *this);
+  ops::backend_of(*this).fill(ops::view_of(*this), value);
+  return *this;
+}
+
+namespace {
+// out = self op other (other broadcast to self), written into self's buffer.
+Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, const char* name) {
+  ops::check_defined(name, self, "the in-place target");
+  ops::check_defined(name, other, "other");
+  ops::check_same_dtype(name, self, other);
+  ops::check_same_device(name, self, other);
+  const Shape b = broadcast_shapes(self.shape(), other.shape(), name);
+  EMBER_CHECK(b == self.shape(), name, ": shape ", other.shape().to_string(),
+              " does not broadcast to the in-place target ", self.shape().to_string());
+  ops::check_inplace(name, self);
+  backend::View out = ops::view_of(self);
+  ops::backend_of(self).binary(op, out, out, ops::broadcast_view(other, self.shape()));
+  return self;
+}
+}  // namespace
+
+namespace {
+// self += alpha · other.
+Tensor& add_scaled(Tensor& self, const Tensor& other, double alpha, const char* name) {
+  if (alpha == 1.0) return binary_inplace(self, other, backend::BinaryOp::add, name);
+  ops::check_defined(name, other, "other");
+  ops::check_writable(name, self);  // before the guard below, which would hide requires_grad
+  NoGradGuard g;
+  return binary_inplace(self, other * alpha, backend::BinaryOp::add, name);
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return add_scaled(*this, other, alpha, "add_");
+}
+Tensor& Tensor::sub_(const Tensor& other) { return add_scaled(*this, other, -1.0, "sub_"); }
+Tensor& Tensor::mul_(const Tensor& other) {
+  return binary_inplace(*this, other, backend::BinaryOp::mul, "mul_");
+}
+Tensor& Tensor::div_(const Tensor& other) {
+  return binary_inplace(*this, other, backend::BinaryOp::div, "div_");
+}
+
+Tensor& Tensor::mul_(double value) {
+  ops::check_float("mul_", *this);
+  ops::check_inplace("mul_", *this);
+  backend::View v = ops::view_of(*this);
+  ops::backend_of(*this).unary(backend::UnaryOp::affine, v, v, value, 0.0);
+  return *this;
+}
+Tensor& Tensor::add_(double value) {
+  ops::check_float("add_", *this);
+  ops::check_inplace("add_", *this);
+  backend::View v = ops::view_of(*this);
+  ops::backend_of(*this).unary(backend::UnaryOp::affine, v, v, 1.0, value);
+  return *this;
+}
+Tensor& Tensor::clamp_(double lo, double hi) {
+  ops::check_float("clamp_", *this);
+  ops::check_inplace("clamp_", *this);
+  backend::View v = ops::view_of(*this);
+  ops::backend_of(*this).unary(backend::UnaryOp::clamp, v, v, lo, hi);
+  return *this;
+}
+
+// ---- method forms of common ops ----
+Tensor Tensor::sum() const { return ember::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const {
+  return ember::sum(*this, dims, keepdim);
+}
+Tensor Tensor::mean() const { return ember::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return ember::mean(*this, dims, keepdim);
+}
+Tensor Tensor::max() const { return ember::max(*this); }
+Tensor Tensor::min() const { return ember::min(*this); }
+Tensor Tensor::argmax(int64_t d, bool keepdim) const { return ember::argmax(*this, d, keepdim); }
+Tensor Tensor::matmul(const Tensor& other) const { return ember::matmul(*this, other); }
+Tensor Tensor::exp() const { return ember::exp(*this); }
+Tensor Tensor::log() const { return ember::log(*this); }
+Tensor Tensor::relu() const { return ember::relu(*this); }
+Tensor Tensor::sigmoid() const { return ember::sigmoid(*this); }
+Tensor Tensor::tanh() const { return ember::tanh(*this); }
+Tensor Tensor::sqrt() const { return ember::sqrt(*this); }
+Tensor Tensor::abs() const { return ember::abs(*this); }
+Tensor Tensor::pow(double e) const { return ember::pow(*this, e); }
+Tensor Tensor::softmax(int64_t d) const { return ember::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return ember::log_softmax(*this, d); }
+
+}  // namespace ember
