@@ -10,7 +10,6 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -133,11 +132,19 @@ TEST(Cli, MessagesNameTheValueAndTheValidRange) {
        "or info)"},
       {"train --header --no-header", "--header excludes --no-header"},
   };
-  const std::regex long_number("[0-9]{24,}");
+  // The longest run of digits in `text` (CLI11's range messages printed 300-digit numbers).
+  auto longest_number = [](const std::string& text) {
+    size_t best = 0, run = 0;
+    for (char c : text) {
+      run = (c >= '0' && c <= '9') ? run + 1 : 0;
+      best = std::max(best, run);
+    }
+    return best;
+  };
   for (const auto& [args, says] : cases) {
     const CliRun r = expect_usage_error(args, says);
     EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 2) << args << "\n" << r.output;
-    EXPECT_FALSE(std::regex_search(r.output, long_number)) << args << "\n" << r.output;
+    EXPECT_LT(longest_number(r.output), 24u) << args << "\n" << r.output;
   }
   // The valid ones still parse, and help still works.
   EXPECT_EQ(run_cli("--help").status, 0);
