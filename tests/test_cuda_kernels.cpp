@@ -441,14 +441,20 @@ TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
                      .numel = numel});
   }
   const backend::Backend& cpu = backend::backend_for(Device::cpu());
-  auto view = [](const Tensor& t) {
-    return backend::View{t.data_ptr(), t.dtype(), t.shape(), t.strides()};
+  // The CPU reference runs each tensor as its own one-slot call.
+  auto one_slot = [](const Tensor& p, const Tensor& g, const Tensor& m, const Tensor* v) {
+    return backend::OptimSlot{.param = p.data_ptr(),
+                              .grad = g.data_ptr(),
+                              .state = {m.data_ptr(), v ? v->data_ptr() : nullptr, nullptr},
+                              .numel = p.numel()};
   };
   for (int64_t step = 1; step <= 3; ++step) {
     const backend::AdamArgs a{
         .lr = 1e-2, .weight_decay = 0.01, .decoupled_weight_decay = true, .step = step};
-    for (int i = 0; i < count; ++i)
-      cpu.adam_step(view(pc[i]), view(gc[i]), view(mc[i]), view(vc[i]), backend::View{}, a);
+    for (int i = 0; i < count; ++i) {
+      const backend::OptimSlot s = one_slot(pc[i], gc[i], mc[i], &vc[i]);
+      cpu.adam_step_multi(DType::f32, &s, 1, a);
+    }
     backend::backend_for(Device::cuda()).adam_step_multi(DType::f32, slots.data(), count, a);
   }
   for (int i = 0; i < count; ++i)
@@ -457,7 +463,8 @@ TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
     const backend::SgdArgs s{
         .lr = 1e-2, .momentum = 0.9, .nesterov = true, .first_step = step == 0};
     for (int i = 0; i < count; ++i) {
-      cpu.sgd_step(view(pc[i]), view(gc[i]), view(mc[i]), s);
+      const backend::OptimSlot one = one_slot(pc[i], gc[i], mc[i], nullptr);
+      cpu.sgd_step_multi(DType::f32, &one, 1, s);
       slots[i].state[0] = mg[i].data_ptr();
     }
     backend::backend_for(Device::cuda()).sgd_step_multi(DType::f32, slots.data(), count, s);

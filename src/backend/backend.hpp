@@ -219,16 +219,10 @@ struct Backend {
                               bool count_include_pad);
   // optimizers (optim_kernels.cpp): fused, in place, one pass over memory. Every View is
   // contiguous with param's dtype (f32/f64) and numel.
-  /// Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq when args.amsgrad;
-  /// its data is null otherwise) from grad.
-  void (*adam_step)(const View& param, const View& grad, const View& exp_avg,
-                    const View& exp_avg_sq, const View& max_exp_avg_sq, const AdamArgs& args);
-  /// SGD update of param (and momentum_buf when args.momentum != 0; its data is null
-  /// otherwise) from grad.
-  void (*sgd_step)(const View& param, const View& grad, const View& momentum_buf,
-                   const SgdArgs& args);
-  // multi-tensor forms (one launch on a GPU for a whole parameter group): the same update
-  // as adam_step / sgd_step on every slot, all with the same args (so the same step count).
+  // One form, multi-tensor (one launch on a GPU for a whole parameter group), every slot
+  // with the same args (so the same step count). Adam/AdamW updates param, exp_avg,
+  // exp_avg_sq (and max_exp_avg_sq when args.amsgrad) from grad; SGD updates param (and
+  // momentum_buf when args.momentum != 0) from grad.
   void (*adam_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
   void (*sgd_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
   /// *total_norm (a 0-d buffer of `dtype` on the grads' device) = the norm of order

@@ -50,8 +50,6 @@ const Backend& cpu_backend() {
       .avg_pool2d = cpu::avg_pool2d,                    // count_include_pad as PyTorch
       .avg_pool2d_backward = cpu::avg_pool2d_backward,  // spread over each window
       // optimizers (optim_kernels.cpp): one pass, vectorised, split across the pool
-      .adam_step = cpu::adam_step,              // f32/f64, Adam and AdamW, amsgrad
-      .sgd_step = cpu::sgd_step,                // f32/f64, momentum, Nesterov
       .adam_step_multi = cpu::adam_step_multi,  // one launch per group on a GPU
       .sgd_step_multi = cpu::sgd_step_multi,
       .grad_norm_multi = cpu::grad_norm_multi,  // f64 sums, fixed order

@@ -83,10 +83,6 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
                     const View& scale_b, const View& shift);
 
 // optimizers (optim_kernels.cpp)
-void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
-               const View& max_exp_avg_sq, const backend::AdamArgs& args);
-void sgd_step(const View& param, const View& grad, const View& momentum_buf,
-              const backend::SgdArgs& args);
 void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
                      const backend::AdamArgs& args);
 void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,

@@ -315,8 +315,8 @@ void check_views(const char* op, const View& param, std::initializer_list<const 
   }
 }
 
-}  // namespace
-
+// One parameter's step; the multi-tensor slots below run it on each slot (the CPU has no
+// launches to save).
 void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
                const View& max_exp_avg_sq, const AdamArgs& args) {
   check_views("adam_step", param, {&grad, &exp_avg, &exp_avg_sq});
@@ -337,10 +337,6 @@ void sgd_step(const View& param, const View& grad, const View& momentum_buf, con
   else
     sgd_dispatch<double>(param, grad, momentum_buf, args);
 }
-
-// ---- multi-tensor forms: the CPU has no launches to save, so each slot is one fused step
-
-namespace {
 
 View flat_view(void* data, DType dtype, int64_t numel) {
   return {data, dtype, Shape{numel}, Shape{1}};

@@ -50,8 +50,6 @@ const Backend& cuda_backend() {
       .avg_pool2d = cuda::avg_pool2d,
       .avg_pool2d_backward = cuda::avg_pool2d_backward,
       // optimizers (optim_kernels.cu)
-      .adam_step = cuda::adam_step,
-      .sgd_step = cuda::sgd_step,
       .adam_step_multi = cuda::adam_step_multi,  // one launch per group on a GPU
       .sgd_step_multi = cuda::sgd_step_multi,
       .grad_norm_multi = cuda::grad_norm_multi,  // f64 sums, fixed order

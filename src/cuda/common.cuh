@@ -56,9 +56,6 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
 void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad);
 void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
                          bool count_include_pad);
-void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
-               const View& max_exp_avg_sq, const AdamArgs& args);
-void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args);
 void batch_norm_stats(const View& mean, const View& var, const View& in);
 void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
                                 const View& in, const View& mean);
@@ -109,9 +106,9 @@ inline int kernel_device(const void* ptr) {
 
 using backend::OptimSlot;  // see backend.hpp
 
-/// Adam/AdamW on every slot with the same args (same step count): adam_step applied to each.
+/// Adam/AdamW on every slot with the same args (same step count).
 void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
-/// SGD on every slot with the same args: sgd_step applied to each.
+/// SGD on every slot with the same args.
 void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
 
 /// total_norm (a device scalar of `dtype`, may be on the same device as the grads) = the

@@ -1,9 +1,8 @@
 // src/cuda/optim_kernels.cu — fused optimizer steps and gradient clipping on CUDA.
 //
-// adam_step / sgd_step (the Backend slots) and their multi-tensor forms adam_step_multi /
-// sgd_step_multi run one kernel over many parameters (Note [Multi-tensor apply]); the single
-// tensor slots are the multi-tensor kernel with one tensor. Every element of a parameter,
-// its gradient and its state is read once and written once.
+// adam_step_multi / sgd_step_multi (the Backend slots; the only optimizer form) run one
+// kernel over many parameters (Note [Multi-tensor apply]). Every element of a parameter, its
+// gradient and its state is read once and written once.
 //
 // The arithmetic is src/cpu/optim_kernels.cpp's (torch.optim's single-tensor formulas,
 // operation for operation, in the parameter's dtype with each scalar cast to it). nvcc
@@ -388,28 +387,6 @@ void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const Sg
           EMBER_CUDA_LAUNCH_CHECK();
         });
   });
-}
-
-void adam_step(const View& param, const View& grad, const View& exp_avg, const View& exp_avg_sq,
-               const View& max_exp_avg_sq, const AdamArgs& args) {
-  EMBER_ASSERT(grad.dtype == param.dtype && exp_avg.numel() == param.numel() &&
-                   exp_avg_sq.numel() == param.numel() && grad.numel() == param.numel(),
-               "adam_step: state views must match the parameter");
-  const OptimSlot slot{.param = param.data,
-                       .grad = grad.data,
-                       .state = {exp_avg.data, exp_avg_sq.data, max_exp_avg_sq.data},
-                       .numel = param.numel()};
-  adam_step_multi(param.dtype, &slot, 1, args);
-}
-
-void sgd_step(const View& param, const View& grad, const View& momentum_buf, const SgdArgs& args) {
-  EMBER_ASSERT(grad.dtype == param.dtype && grad.numel() == param.numel(),
-               "sgd_step: the gradient must match the parameter");
-  const OptimSlot slot{.param = param.data,
-                       .grad = grad.data,
-                       .state = {momentum_buf.data, nullptr, nullptr},
-                       .numel = param.numel()};
-  sgd_step_multi(param.dtype, &slot, 1, args);
 }
 
 void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
