@@ -13,6 +13,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/vec_math.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace ember::cpu {
@@ -21,14 +22,6 @@ namespace {
 using kernels::is_comparison;
 template <typename T, BinaryOp Op>
 using ResultOf = kernels::BinaryResult<T, Op>;
-
-// pow for the shared formulas (src/kernels/elementwise.hpp); the others need no math.
-struct HostMath {
-  template <typename T>
-  static T pow(T x, T y) {
-    return std::pow(x, y);
-  }
-};
 
 template <typename T, BinaryOp Op>
 inline ResultOf<T, Op> apply(T a, T b) {

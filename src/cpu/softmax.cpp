@@ -16,6 +16,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
+#include "kernels/reduce.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -38,10 +39,7 @@ Layout layout_of(const View& v, int dim, const char* op) {
   return l;
 }
 
-template <typename T>
-inline T max_nan(T a, T b) {
-  return (b > a || b != b) ? b : a;
-}
+using kernels::max_nan;  // NaN in either operand wins
 
 // ---- contiguous rows (I == 1) ----
 template <typename T>

@@ -19,39 +19,6 @@
 namespace ember::cpu {
 namespace {
 
-// The CPU's math as the policy of the shared formulas (src/kernels/elementwise.hpp): exp,
-// tanh and erf are the vectorisable versions of vec_math.hpp.
-struct HostMath {
-  template <typename T>
-  static T exp(T x) {
-    return exp_of(x);
-  }
-  template <typename T>
-  static T log(T x) {
-    return std::log(x);
-  }
-  template <typename T>
-  static T tanh(T x) {
-    return tanh_of(x);
-  }
-  template <typename T>
-  static T erf(T x) {
-    return erf_of(x);
-  }
-  template <typename T>
-  static T sqrt(T x) {
-    return std::sqrt(x);
-  }
-  template <typename T>
-  static T abs(T x) {
-    return std::abs(x);
-  }
-  template <typename T>
-  static T pow(T x, T y) {
-    return std::pow(x, y);
-  }
-};
-
 template <typename T, UnaryOp Op>
 inline T apply(T x, T a, T b) {
   return kernels::unary_apply<HostMath, T, Op>(x, a, b);

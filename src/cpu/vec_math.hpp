@@ -104,4 +104,37 @@ inline float erf_of(float x) {
 
 inline double erf_of(double x) { return std::erf(x); }
 
+/// The CPU's math as the policy of the shared elementwise formulas
+/// (src/kernels/elementwise.hpp): exp, tanh and erf are the vectorisable versions above.
+struct HostMath {
+  template <typename T>
+  static T exp(T x) {
+    return exp_of(x);
+  }
+  template <typename T>
+  static T log(T x) {
+    return std::log(x);
+  }
+  template <typename T>
+  static T tanh(T x) {
+    return tanh_of(x);
+  }
+  template <typename T>
+  static T erf(T x) {
+    return erf_of(x);
+  }
+  template <typename T>
+  static T sqrt(T x) {
+    return std::sqrt(x);
+  }
+  template <typename T>
+  static T abs(T x) {
+    return std::abs(x);
+  }
+  template <typename T>
+  static T pow(T x, T y) {
+    return std::pow(x, y);
+  }
+};
+
 }  // namespace ember::cpu

@@ -18,6 +18,7 @@
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
 #include "ember/error.hpp"
+#include "kernels/reduce.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -26,10 +27,7 @@ constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = kBlock / kWarp;  // one warp per row
 constexpr unsigned kFull = 0xffffffffu;
 
-template <typename T>
-__device__ inline T max_nan(T a, T b) {
-  return (b > a || b != b) ? b : a;
-}
+using kernels::max_nan;  // NaN in either operand wins
 
 template <typename T>
 __device__ inline T warp_max(T v) {
