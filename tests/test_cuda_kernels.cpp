@@ -453,9 +453,9 @@ TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
         .lr = 1e-2, .weight_decay = 0.01, .decoupled_weight_decay = true, .step = step};
     for (int i = 0; i < count; ++i) {
       const backend::OptimSlot s = one_slot(pc[i], gc[i], mc[i], &vc[i]);
-      cpu.adam_step_multi(DType::f32, &s, 1, a);
+      cpu.adam_step_multi(0, DType::f32, &s, 1, a);
     }
-    backend::backend_for(Device::cuda()).adam_step_multi(DType::f32, slots.data(), count, a);
+    backend::backend_for(Device::cuda()).adam_step_multi(0, DType::f32, slots.data(), count, a);
   }
   for (int i = 0; i < count; ++i)
     ASSERT_TRUE(close(pc[i], pg[i], 1e-6, 1e-7, "adam_step_multi tensor " + std::to_string(i)));
@@ -464,10 +464,10 @@ TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
         .lr = 1e-2, .momentum = 0.9, .nesterov = true, .first_step = step == 0};
     for (int i = 0; i < count; ++i) {
       const backend::OptimSlot one = one_slot(pc[i], gc[i], mc[i], nullptr);
-      cpu.sgd_step_multi(DType::f32, &one, 1, s);
+      cpu.sgd_step_multi(0, DType::f32, &one, 1, s);
       slots[i].state[0] = mg[i].data_ptr();
     }
-    backend::backend_for(Device::cuda()).sgd_step_multi(DType::f32, slots.data(), count, s);
+    backend::backend_for(Device::cuda()).sgd_step_multi(0, DType::f32, slots.data(), count, s);
   }
   for (int i = 0; i < count; ++i)
     ASSERT_TRUE(close(pc[i], pg[i], 1e-6, 1e-7, "sgd_step_multi tensor " + std::to_string(i)));
@@ -494,9 +494,10 @@ TEST(CudaOptimKernels, DeviceClipGradNormMatchesCpu) {
       const double want = optim::clip_grad_norm(pc, max_norm, norm_type);
       Tensor total = zeros({}, {.device = kGpu});
       backend::backend_for(Device::cuda())
-          .grad_norm_multi(DType::f32, ptrs.data(), numels.data(), 4, norm_type, total.data_ptr());
+          .grad_norm_multi(0, DType::f32, ptrs.data(), numels.data(), 4, norm_type,
+                           total.data_ptr());
       backend::backend_for(Device::cuda())
-          .clip_grads_by_norm(DType::f32, ptrs.data(), numels.data(), 4, max_norm,
+          .clip_grads_by_norm(0, DType::f32, ptrs.data(), numels.data(), 4, max_norm,
                               total.data_ptr());
       EXPECT_NEAR(total.item<float>(), want, 1e-5 * want) << name;
       for (size_t i = 0; i < pc.size(); ++i)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ember/autograd.hpp"
+#include "ember/catalogue.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"
 #include "ember/error.hpp"

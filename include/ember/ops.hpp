@@ -50,6 +50,10 @@ Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
 
+/// Elementwise NOT: true where x is 0 (or false), for any dtype; bool out.
+///   logical_not(gt(x, 0.0))
+Tensor logical_not(const Tensor& x);
+
 // ---- comparisons and selection (not differentiable, results are bool) ----
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -64,6 +68,11 @@ Tensor lt(const Tensor& a, double b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` where mask is true.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+/// Product of all elements, or over `dims` (like sum); differentiable, zeros included
+/// (the gradient at a slice's only zero is the product of the others).
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, const Shape& dims, bool keepdim = false);
 
 // ---- reductions (dims may be negative; empty dims = all) ----
 /// Floats keep their dtype; integer and bool tensors sum into i64, as in PyTorch (an i32

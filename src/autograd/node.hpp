@@ -9,7 +9,7 @@
 // Defining an op's backward (see src/ops/*.cpp):
 //   Tensor out = ...forward...;
 //   if (autograd::needs_grad(x))
-//     autograd::record("sigmoid", out, {&x}, [y = autograd::SavedTensor(out)](
+//     autograd::record(Op::sigmoid, out, {&x}, [y = autograd::SavedTensor(out)](
 //         const Tensor& g, autograd::GradList& gi) { Tensor s = y.get(); gi[0] = g * s * (1.0 - s);
 //         });
 #pragma once
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ember/autograd.hpp"
+#include "ember/catalogue.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::autograd {
@@ -109,14 +110,15 @@ uint64_t next_sequence_nr();
 void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tensor* const> inputs);
 
 /// Records backward `fn(grad_out, grad_inputs)` for `out` computed from `inputs`.
+/// The node is named after the catalogue entry (grad_fn names are op_name(op)).
 template <typename F>
-void record(const char* op, Tensor& out, std::initializer_list<const Tensor*> inputs, F&& fn) {
-  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op, std::forward<F>(fn));
+void record(Op op, Tensor& out, std::initializer_list<const Tensor*> inputs, F&& fn) {
+  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op_name(op), std::forward<F>(fn));
   attach(node, out, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
 }
 template <typename F>
-void record(const char* op, Tensor& out, const std::vector<const Tensor*>& inputs, F&& fn) {
-  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op, std::forward<F>(fn));
+void record(Op op, Tensor& out, const std::vector<const Tensor*>& inputs, F&& fn) {
+  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op_name(op), std::forward<F>(fn));
   attach(node, out, std::span<const Tensor* const>(inputs.data(), inputs.size()));
 }
 

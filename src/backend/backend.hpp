@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ember/catalogue.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"
 #include "ember/memory.hpp"
@@ -23,60 +24,53 @@ namespace ember::backend {
 struct View {
   void* data = nullptr;
   DType dtype = DType::f32;
+  int device = 0;  // index of the device `data` lives on (a kernel never asks the driver)
   Shape shape;
   Shape strides;
   int64_t numel() const { return shape.numel(); }
 };
 
-// The op catalogue for the generic kernels. Each table below is indexed by these enums;
-// add an entry at the end and the static_asserts in the backends flag missing cases.
+// The generic kernels' ops. Their public entries come from the op catalogue
+// (include/ember/catalogue.hpp: UnaryOp::exp is Op::exp's kernel); the kernel-only entries
+// below serve ops whose kernel has another name (gelu, add with a scalar) and backward rules.
+// Adding an entry without a formula fails the build (src/kernels/elementwise.hpp, reduce.hpp).
+#define EMBER_KERNEL_ENTRY_(name, ...) name,
+
+/// Unary kernel entries with a formula in src/kernels/elementwise.hpp besides the catalogue's.
+#define EMBER_UNARY_KERNEL_ONLY(X)                               \
+  X(gelu_erf)       /* gelu(x, "none") */                        \
+  X(gelu_tanh)      /* gelu(x, "tanh") */                        \
+  X(affine)         /* x * a + b: add/mul/scale with a scalar */ \
+  X(pow_scalar)     /* x ** a */                                 \
+  X(relu_grad)      /* x > 0 ? 1 : 0 */                          \
+  X(gelu_erf_grad)  /* d gelu_erf / dx */                        \
+  X(gelu_tanh_grad) /* d gelu_tanh / dx */                       \
+  X(silu_grad)      /* d silu / dx */                            \
+  X(clamp_mask)     /* a <= x <= b ? 1 : 0 */
+
 enum class UnaryOp : uint8_t {
-  neg,
-  abs,
-  sqrt,
-  rsqrt,
-  square,
-  exp,
-  log,
-  sign,
-  relu,
-  sigmoid,
-  tanh,
-  gelu_erf,
-  gelu_tanh,
-  silu,
-  // parameterised: out = f(x; a, b)
-  affine,      // x * a + b
-  pow_scalar,  // x ** a
-  clamp,       // min(max(x, a), b)
-  // derivative helpers used by backward rules: out = f'(x)
-  relu_grad,       // x > 0 ? 1 : 0
-  gelu_erf_grad,   // d gelu_erf / dx
-  gelu_tanh_grad,  // d gelu_tanh / dx
-  silu_grad,       // d silu / dx
-  clamp_mask,      // a <= x <= b ? 1 : 0
-  logical_not,     // bool out
+  EMBER_OPS_UNARY(EMBER_KERNEL_ENTRY_) EMBER_UNARY_KERNEL_ONLY(EMBER_KERNEL_ENTRY_)
+      logical_not,  // bool out, any dtype in (its own loop in each backend)
   count
 };
 
-enum class BinaryOp : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  pow,
-  maximum,
-  minimum,
-  eq,
-  ne,
-  lt,
-  le,
-  gt,
-  ge,  // bool out
-  count
-};
+enum class BinaryOp : uint8_t { EMBER_OPS_BINARY(EMBER_KERNEL_ENTRY_) count };
 
-enum class ReduceOp : uint8_t { sum, mean, max, min, prod, argmax, argmin, count };
+enum class ReduceOp : uint8_t { EMBER_OPS_REDUCE(EMBER_KERNEL_ENTRY_) count };
+
+// The kernel entry of a catalogue op of the unary, binary or reduce list: the lists open the
+// catalogue in that order, and each kernel enum opens with its list (the same order).
+inline constexpr int kFirstBinaryOp = static_cast<int>(Op::add);
+inline constexpr int kFirstReduceOp = static_cast<int>(Op::sum);
+constexpr UnaryOp unary_kernel(Op op) { return static_cast<UnaryOp>(static_cast<int>(op)); }
+constexpr BinaryOp binary_kernel(Op op) {
+  return static_cast<BinaryOp>(static_cast<int>(op) - kFirstBinaryOp);
+}
+constexpr ReduceOp reduce_kernel(Op op) {
+  return static_cast<ReduceOp>(static_cast<int>(op) - kFirstReduceOp);
+}
+static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge) == BinaryOp::ge &&
+              reduce_kernel(Op::argmin) == ReduceOp::argmin);
 
 /// An activation applied to C in the GEMM's epilogue, after the bias (see GemmArgs).
 enum class GemmEpilogue : uint8_t {
@@ -90,6 +84,7 @@ enum class GemmEpilogue : uint8_t {
 /// Batch strides may be 0 (a broadcast operand). Transposes are flags, never copies.
 struct GemmArgs {
   DType dtype = DType::f32;
+  int device = 0;  // index of the device every operand lives on
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   const void* a = nullptr;
@@ -217,23 +212,25 @@ struct Backend {
   /// grad_in[N, C, H, W] = grad_out spread evenly over each window (overwrites).
   void (*avg_pool2d_backward)(const Window2d& w, const View& grad_in, const View& grad_out,
                               bool count_include_pad);
-  // optimizers (optim_kernels.cpp): fused, in place, one pass over memory. Every View is
+  // optimizers (optim.cpp): fused, in place, one pass over memory. Every View is
   // contiguous with param's dtype (f32/f64) and numel.
   // One form, multi-tensor (one launch on a GPU for a whole parameter group), every slot
   // with the same args (so the same step count). Adam/AdamW updates param, exp_avg,
   // exp_avg_sq (and max_exp_avg_sq when args.amsgrad) from grad; SGD updates param (and
   // momentum_buf when args.momentum != 0) from grad.
-  void (*adam_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
-  void (*sgd_step_multi)(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
+  void (*adam_step_multi)(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                          const AdamArgs& args);
+  void (*sgd_step_multi)(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                         const SgdArgs& args);
   /// *total_norm (a 0-d buffer of `dtype` on the grads' device) = the norm of order
   /// norm_type (p > 0 or +inf) of all grads together; sums accumulate in f64 in a fixed order.
-  void (*grad_norm_multi)(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                          double norm_type, void* total_norm);
+  void (*grad_norm_multi)(int device, DType dtype, void* const* grads, const int64_t* numels,
+                          int64_t count, double norm_type, void* total_norm);
   /// grads *= min(1, max_norm / (total_norm + 1e-6)), total_norm read where it lives (no host
   /// sync on a GPU): torch.nn.utils.clip_grad_norm_'s clamped coefficient.
-  void (*clip_grads_by_norm)(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                             double max_norm, const void* total_norm);
-  // batch normalisation (norm_kernels.cpp): `in`, `out`, `grad_out` are contiguous
+  void (*clip_grads_by_norm)(int device, DType dtype, void* const* grads, const int64_t* numels,
+                             int64_t count, double max_norm, const void* total_norm);
+  // batch normalisation (norm.cpp): `in`, `out`, `grad_out` are contiguous
   // [N, C, S] (S: the dims after C, multiplied); per-channel operands are contiguous [C].
   /// mean[C] and biased variance var[C] of each channel of in (accumulated in f64).
   void (*batch_norm_stats)(const View& mean, const View& var, const View& in);
@@ -244,7 +241,7 @@ struct Backend {
   /// (b with scale_b, or shift).
   void (*channel_affine)(const View& out, const View& a, const View& scale_a, const View& b,
                          const View& scale_b, const View& shift);
-  // fused softmax cross-entropy (loss_kernels): logits [N, C] contiguous f32/f64, target [N]
+  // fused softmax cross-entropy (loss): logits [N, C] contiguous f32/f64, target [N]
   // contiguous i64/i32 class indices; per row i (t = target[i], ε = label_smoothing),
   //   lse_i = log Σ_c exp(x_ic),  loss_i = (1-ε)·(lse_i - x_it) + (ε/C)·Σ_c (lse_i - x_ic),
   // and loss_i = 0 on rows whose target equals ignore_index. A label outside [0, C) that is

@@ -4,6 +4,23 @@
 
 namespace ember::backend {
 
+// Every catalogue entry names a kernel that exists: a Backend slot (every slot of every
+// table is filled: -Wmissing-field-initializers is an error in backend_cpu.cpp and
+// backend_cuda.cpp), or `composite` / `view` for ops without a kernel of their own. Entries
+// of the unary, binary and reduce lists are kernel enum entries of the same name, whose
+// formulas src/kernels/ checks at compile time.
+namespace {
+struct KernelColumn : Backend {
+  int composite;  // built from other ops
+  int view;       // a new view of the input, no kernel
+};
+#define EMBER_KERNEL_EXISTS_(name, family, grad, cpu, cuda, kernel) \
+  static_assert(sizeof(&KernelColumn::kernel) > 0,                  \
+                #name ": its kernel " #kernel " is not a Backend slot");
+EMBER_OPS_OTHER(EMBER_KERNEL_EXISTS_)
+#undef EMBER_KERNEL_EXISTS_
+}  // namespace
+
 const Backend& backend_for(DeviceType type) {
   if (type == DeviceType::cpu) return cpu_backend();
 #if defined(EMBER_WITH_CUDA)

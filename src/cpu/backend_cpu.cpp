@@ -28,7 +28,7 @@ const Backend& cpu_backend() {
       // reductions (reduce.cpp)
       .reduce = cpu::reduce,      // f32/f64/i32/i64 (mean: floats); argmax/argmin -> i64
       .variance = cpu::variance,  // f32/f64, two-pass
-      // linear algebra (gemm.cpp)
+      // linear algebra (linalg.cpp)
       .gemm = cpu::gemm,  // OpenBLAS sgemm/dgemm per batch, then bias
       // softmax (softmax.cpp)
       .softmax = cpu::softmax,                    // stable, any dim, log variant
@@ -42,23 +42,23 @@ const Backend& cpu_backend() {
       .uniform = cpu::uniform,  // f32/f64/f16/bf16
       .normal = cpu::normal,    // Box–Muller, f32/f64/f16/bf16
       .dropout = cpu::dropout,  // f32/f64
-      // convolution and pooling (conv_kernels.cpp): f32/f64, threaded over rows / planes
+      // convolution and pooling (conv.cpp): f32/f64, threaded over rows / planes
       .im2col = cpu::im2col,                            // plain copies of short runs
       .col2im = cpu::col2im,                            // one task per (n, c) plane
       .max_pool2d = cpu::max_pool2d,                    // PyTorch's NaN and index rules
       .max_pool2d_backward = cpu::max_pool2d_backward,  // scatter to the saved argmax
       .avg_pool2d = cpu::avg_pool2d,                    // count_include_pad as PyTorch
       .avg_pool2d_backward = cpu::avg_pool2d_backward,  // spread over each window
-      // optimizers (optim_kernels.cpp): one pass, vectorised, split across the pool
+      // optimizers (optim.cpp): one pass, vectorised, split across the pool
       .adam_step_multi = cpu::adam_step_multi,  // one launch per group on a GPU
       .sgd_step_multi = cpu::sgd_step_multi,
       .grad_norm_multi = cpu::grad_norm_multi,  // f64 sums, fixed order
       .clip_grads_by_norm = cpu::clip_grads_by_norm,
-      // batch normalisation (norm_kernels.cpp): f32/f64, threaded over channels / rows
+      // batch normalisation (norm.cpp): f32/f64, threaded over channels / rows
       .batch_norm_stats = cpu::batch_norm_stats,                      // merged per-run stats
       .batch_norm_backward_reduce = cpu::batch_norm_backward_reduce,  // Σg, Σg·(x - mean)
       .channel_affine = cpu::channel_affine,                          // a·sa + b·sb + shift
-      // fused softmax cross-entropy (loss_kernels.cpp): threaded over rows
+      // fused softmax cross-entropy (loss.cpp): threaded over rows
       .cross_entropy_forward = cpu::cross_entropy_forward,    // stable, f64 sums, checks labels
       .cross_entropy_backward = cpu::cross_entropy_backward,  // softmax - smoothed one-hot
   };

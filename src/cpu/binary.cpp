@@ -79,7 +79,7 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b) {
     using T = typename decltype(tag)::type;
     const bool known =
         kernels::visit_binary<T>(op, [&](auto c) { run_binary<T, decltype(c)::value>(loop); });
-    EMBER_CHECK(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
+    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
   };
   if (is_comparison(op))
     kernels::dispatch_comparison(a.dtype, "CPU", run);

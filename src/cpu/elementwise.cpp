@@ -112,8 +112,8 @@ void copy(const View& out, const View& in) {
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {
-  EMBER_CHECK(cond.dtype == DType::boolean, "where: condition must be bool (got ",
-              dtype_name(cond.dtype), ")");
+  EMBER_ASSERT(cond.dtype == DType::boolean, "where: condition must be bool (got ",
+               dtype_name(cond.dtype), ")");
   EMBER_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype, "where: dtype mismatch");
   const Operand ops[4] = {operand(out), operand(cond), operand(a), operand(b)};
   const Loop<4> loop = make_loop(out.shape, ops);

@@ -46,7 +46,7 @@ void where(const View& out, const View& cond, const View& a, const View& b);
 void reduce(ReduceOp op, const View& out, const View& in);
 void variance(const View& out, const View& in, int64_t correction);
 
-// linear algebra and softmax (gemm.cpp, softmax.cpp)
+// linear algebra and softmax (linalg.cpp, softmax.cpp)
 void gemm(const GemmArgs& args);
 void softmax(const View& out, const View& in, int dim, bool log);
 void softmax_backward(const View& grad_in, const View& grad_out, const View& out, int dim,
@@ -64,7 +64,7 @@ void normal(const View& out, uint64_t seed, uint64_t offset, double mean, double
 void dropout(const View& out, const View& mask, const View& in, double p, uint64_t seed,
              uint64_t offset);
 
-// convolution and pooling (conv_kernels.cpp)
+// convolution and pooling (conv.cpp)
 void im2col(const backend::Window2d& w, const View& columns, const View& in);
 void col2im(const backend::Window2d& w, const View& grad_in, const View& columns);
 void max_pool2d(const backend::Window2d& w, const View& out, const View& indices, const View& in);
@@ -75,24 +75,24 @@ void avg_pool2d(const backend::Window2d& w, const View& out, const View& in,
 void avg_pool2d_backward(const backend::Window2d& w, const View& grad_in, const View& grad_out,
                          bool count_include_pad);
 
-// batch normalisation (norm_kernels.cpp)
+// batch normalisation (norm.cpp)
 void batch_norm_stats(const View& mean, const View& var, const View& in);
 void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
                                 const View& in, const View& mean);
 void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
                     const View& scale_b, const View& shift);
 
-// optimizers (optim_kernels.cpp)
-void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+// optimizers (optim.cpp)
+void adam_step_multi(int device, DType dtype, const backend::OptimSlot* slots, int64_t count,
                      const backend::AdamArgs& args);
-void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+void sgd_step_multi(int device, DType dtype, const backend::OptimSlot* slots, int64_t count,
                     const backend::SgdArgs& args);
-void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                     double norm_type, void* total_norm);
-void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                        double max_norm, const void* total_norm);
+void grad_norm_multi(int device, DType dtype, void* const* grads, const int64_t* numels,
+                     int64_t count, double norm_type, void* total_norm);
+void clip_grads_by_norm(int device, DType dtype, void* const* grads, const int64_t* numels,
+                        int64_t count, double max_norm, const void* total_norm);
 
-// fused softmax cross-entropy (loss_kernels.cpp)
+// fused softmax cross-entropy (loss.cpp)
 void cross_entropy_forward(const View& loss_rows, const View& lse, const View& total,
                            const View& count, const View& logits, const View& target,
                            int64_t ignore_index, double label_smoothing);

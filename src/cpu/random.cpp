@@ -27,7 +27,7 @@ decltype(auto) dispatch_random(DType t, const char* op, F&& f) {
     case DType::bf16: return f(Tag<BFloat16>{});
     default: break;
   }
-  EMBER_CHECK(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
+  EMBER_ASSERT(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
   return f(Tag<float>{});
 }
 

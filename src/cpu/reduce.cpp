@@ -353,7 +353,7 @@ template <typename T>
 void reduce_typed(ReduceOp op, const View& out, const View& in) {
   const bool known = kernels::visit_reduce<T>(
       op, [&](auto c) { run_reduce<T>(Reducer<T, decltype(c)::value>{}, out, in); });
-  EMBER_CHECK(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+  EMBER_ASSERT(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
 }
 
 }  // namespace

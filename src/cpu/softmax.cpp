@@ -31,7 +31,7 @@ struct Layout {
 
 Layout layout_of(const View& v, int dim, const char* op) {
   EMBER_ASSERT(dim >= 0 && dim < v.shape.size(), op, ": dim ", dim, " out of range");
-  EMBER_CHECK(is_contiguous(v), op, ": the CPU kernel needs contiguous tensors");
+  EMBER_ASSERT(is_contiguous(v), op, ": the CPU kernel needs contiguous tensors");
   Layout l;
   for (int d = 0; d < dim; ++d) l.outer *= v.shape[d];
   l.size = v.shape[dim];
@@ -247,7 +247,7 @@ void for_each_slice(const Layout& l, int64_t grain_elements, Body&& body) {
 
 void softmax(const View& out, const View& in, int dim, bool log) {
   const Layout l = layout_of(in, dim, "softmax");
-  EMBER_CHECK(is_contiguous(out), "softmax: the CPU kernel needs a contiguous output");
+  EMBER_ASSERT(is_contiguous(out), "softmax: the CPU kernel needs a contiguous output");
   if (l.size == 0) return;
   dispatch_float(in.dtype, "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -265,8 +265,8 @@ void softmax(const View& out, const View& in, int dim, bool log) {
 void softmax_backward(const View& grad_in, const View& grad_out, const View& out, int dim,
                       bool log) {
   const Layout l = layout_of(out, dim, "softmax_backward");
-  EMBER_CHECK(is_contiguous(grad_in) && is_contiguous(grad_out),
-              "softmax_backward: the CPU kernel needs contiguous gradients");
+  EMBER_ASSERT(is_contiguous(grad_in) && is_contiguous(grad_out),
+               "softmax_backward: the CPU kernel needs contiguous gradients");
   if (l.size == 0) return;
   dispatch_float(out.dtype, "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;

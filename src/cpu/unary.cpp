@@ -126,8 +126,8 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
   const Operand ops[2] = {operand(out), operand(in)};
   const Loop<2> loop = make_loop(out.shape, ops);
   if (op == UnaryOp::logical_not) {
-    EMBER_CHECK(out.dtype == DType::boolean, "logical_not: output must be bool (got ",
-                dtype_name(out.dtype), ")");
+    EMBER_ASSERT(out.dtype == DType::boolean, "logical_not: output must be bool (got ",
+                 dtype_name(out.dtype), ")");
     logical_not(loop, in.dtype);
     return;
   }

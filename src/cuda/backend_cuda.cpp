@@ -28,12 +28,12 @@ const Backend& cuda_backend() {
       // reductions (reduce.cu)
       .reduce = cuda::reduce,      // f32/f64/i32/i64; warp or thread per (output, chunk)
       .variance = cuda::variance,  // f32/f64, two-pass
-      // linear algebra (gemm.cpp)
+      // linear algebra (linalg.cpp)
       .gemm = cuda::gemm,  // cuBLASLt, strided batches, bias epilogue
       // softmax (reduce.cu)
       .softmax = cuda::softmax,                    // warp / block per row, any dim, log variant
       .softmax_backward = cuda::softmax_backward,  // y(g - Σgy) / g - exp(y)Σg
-      // indexing (index_kernels.cu)
+      // indexing (index.cu)
       .index_select = cuda::index_select,
       .index_add = cuda::index_add,
       .gather = cuda::gather,
@@ -42,23 +42,23 @@ const Backend& cuda_backend() {
       .uniform = cuda::uniform,  // f32/f64/f16/bf16
       .normal = cuda::normal,    // Box–Muller, f32/f64/f16/bf16
       .dropout = cuda::dropout,  // f32/f64
-      // convolution and pooling (conv_kernels.cu)
+      // convolution and pooling (conv.cu)
       .im2col = cuda::im2col,
       .col2im = cuda::col2im,
       .max_pool2d = cuda::max_pool2d,
       .max_pool2d_backward = cuda::max_pool2d_backward,
       .avg_pool2d = cuda::avg_pool2d,
       .avg_pool2d_backward = cuda::avg_pool2d_backward,
-      // optimizers (optim_kernels.cu)
+      // optimizers (optim.cu)
       .adam_step_multi = cuda::adam_step_multi,  // one launch per group on a GPU
       .sgd_step_multi = cuda::sgd_step_multi,
       .grad_norm_multi = cuda::grad_norm_multi,  // f64 sums, fixed order
       .clip_grads_by_norm = cuda::clip_grads_by_norm,
-      // batch normalisation (norm_kernels.cu)
+      // batch normalisation (norm.cu)
       .batch_norm_stats = cuda::batch_norm_stats,
       .batch_norm_backward_reduce = cuda::batch_norm_backward_reduce,
       .channel_affine = cuda::channel_affine,
-      // fused softmax cross-entropy (loss_kernels.cu): a warp per row
+      // fused softmax cross-entropy (loss.cu): a warp per row
       .cross_entropy_forward = cuda::cross_entropy_forward,    // labels checked, deferred error
       .cross_entropy_backward = cuda::cross_entropy_backward,  // softmax - smoothed one-hot
   };

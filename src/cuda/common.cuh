@@ -43,7 +43,7 @@ using backend::SgdArgs;
 using backend::View;
 using backend::Window2d;
 
-// index_kernels.cu, conv_kernels.cu, optim_kernels.cu, norm_kernels.cu, loss_kernels.cu
+// index.cu, conv.cu, optim.cu, norm.cu, loss.cu
 bool index_select(const View& out, const View& in, int dim, const View& index);
 bool index_add(const View& out, int dim, const View& index, const View& src);
 bool gather(const View& out, const View& in, int dim, const View& index);
@@ -61,7 +61,7 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
                                 const View& in, const View& mean);
 void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
                     const View& scale_b, const View& shift);
-// loss_kernels.cu
+// loss.cu
 void cross_entropy_forward(const View& loss_rows, const View& lse, const View& total,
                            const View& count, const View& logits, const View& target,
                            int64_t ignore_index, double label_smoothing);
@@ -85,40 +85,28 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
 // ---- shared by the kernel files (index, conv, optim, norm) ----
 namespace ember::cuda {
 
-/// The device that owns `ptr`; -1 when unknown (defined in runtime.cpp, also declared in
-/// kernels.cuh). Example: cudaStream_t s = stream(device_of(out.data));
-int device_of(const void* ptr);
-
-/// The device whose stream a kernel on `ptr` goes to: device_of(ptr), or the current device
-/// when that is unknown.
-inline int kernel_device(const void* ptr) {
-  const int device = device_of(ptr);
-  if (device >= 0) return device;
-  int current = 0;
-  EMBER_CUDA_CHECK(cudaGetDevice(&current));
-  return current;
-}
-
-// ---- multi-tensor optimizer steps and gradient clipping (optim_kernels.cu) ----
+// ---- multi-tensor optimizer steps and gradient clipping (optim.cu) ----
 // One launch updates up to 128 parameters (more are split over launches); see
-// Note [Multi-tensor apply] in optim_kernels.cu. Every pointer is a contiguous device buffer
+// Note [Multi-tensor apply] in optim.cu. Every pointer is a contiguous device buffer
 // of `numel` elements of the call's dtype, all on one device.
 
 using backend::OptimSlot;  // see backend.hpp
 
 /// Adam/AdamW on every slot with the same args (same step count).
-void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args);
+void adam_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                     const AdamArgs& args);
 /// SGD on every slot with the same args.
-void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args);
+void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                    const SgdArgs& args);
 
 /// total_norm (a device scalar of `dtype`, may be on the same device as the grads) = the
 /// norm of order norm_type (p > 0 or +inf) of all grads together, with no host sync.
 /// Sums of p-th powers accumulate in f64, in a fixed order (deterministic).
-void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                     double norm_type, void* total_norm);
+void grad_norm_multi(int device, DType dtype, void* const* grads, const int64_t* numels,
+                     int64_t count, double norm_type, void* total_norm);
 /// grads *= min(1, max_norm / (total_norm + 1e-6)) with total_norm read on the device
 /// (torch.nn.utils.clip_grad_norm_'s clip_coef_clamped), no host sync.
-void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                        double max_norm, const void* total_norm);
+void clip_grads_by_norm(int device, DType dtype, void* const* grads, const int64_t* numels,
+                        int64_t count, double max_norm, const void* total_norm);
 
 }  // namespace ember::cuda

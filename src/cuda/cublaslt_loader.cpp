@@ -3,7 +3,7 @@
 // libcublasLt's static initialisers cost ~0.4 s at every process start (measured: an empty
 // program linked against it takes 0.39 s, against cudart alone 6 ms), which every ember
 // program paid even when it never multiplied on a GPU. So ember does not link cuBLASLt: the
-// few entry points gemm.cpp uses are defined here (hidden, so they never interpose on a real
+// few entry points linalg.cpp uses are defined here (hidden, so they never interpose on a real
 // cuBLASLt elsewhere in the process) and forward to the library, opened with dlopen the first
 // time one of them is called. A missing library is a clear ember::Error at the first GPU GEMM.
 #include <dlfcn.h>

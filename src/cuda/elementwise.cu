@@ -237,7 +237,7 @@ void fill(const View& out, double value) {
   const Shape* strides[1] = {&out.strides};
   const Geometry<1> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
-  cudaStream_t st = stream_for(out.data);
+  cudaStream_t st = stream_for(out);
   dispatch_all(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v;
@@ -262,7 +262,7 @@ void copy(const View& out, const View& in) {
   const Shape* strides[2] = {&out.strides, &in.strides};
   const Geometry<2> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
-  cudaStream_t st = stream_for(out.data);
+  cudaStream_t st = stream_for(out);
   if (out.data == in.data && out.dtype == in.dtype && out.strides == in.strides) return;
   if (g.contiguous && g.numel > 1 && out.dtype == in.dtype) {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data,
@@ -285,10 +285,10 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
   const Shape* strides[2] = {&out.strides, &in.strides};
   const Geometry<2> g = make_geometry(out.shape, strides);
   if (op == UnaryOp::logical_not) {
-    EMBER_CHECK(out.dtype == DType::boolean, "logical_not: output must be bool (got ",
-                dtype_name(out.dtype), ")");
+    EMBER_ASSERT(out.dtype == DType::boolean, "logical_not: output must be bool (got ",
+                 dtype_name(out.dtype), ")");
     if (g.numel == 0) return;
-    cudaStream_t st = stream_for(out.data);
+    cudaStream_t st = stream_for(out);
     dispatch_all(in.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       logical_not_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(g, static_cast<bool*>(out.data),
@@ -302,7 +302,7 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
     using T = typename decltype(tag)::type;
     if (g.numel == 0) return;
     unary_typed<T>(op, g, static_cast<T*>(out.data), static_cast<const T*>(in.data),
-                   static_cast<T>(a), static_cast<T>(b), stream_for(out.data));
+                   static_cast<T>(a), static_cast<T>(b), stream_for(out));
   });
 }
 
@@ -321,9 +321,9 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b) {
     if (g.numel == 0) return;
     const bool known = kernels::visit_binary<T>(op, [&](auto c) {
       run_binary<T, decltype(c)::value>(g, out.data, static_cast<const T*>(a.data),
-                                        static_cast<const T*>(b.data), stream_for(out.data));
+                                        static_cast<const T*>(b.data), stream_for(out));
     });
-    EMBER_CHECK(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
+    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
   };
   if (is_comparison(op))
     kernels::dispatch_comparison(a.dtype, "CUDA", run);
@@ -332,13 +332,13 @@ void binary(BinaryOp op, const View& out, const View& a, const View& b) {
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {
-  EMBER_CHECK(cond.dtype == DType::boolean, "where: condition must be bool (got ",
-              dtype_name(cond.dtype), ")");
+  EMBER_ASSERT(cond.dtype == DType::boolean, "where: condition must be bool (got ",
+               dtype_name(cond.dtype), ")");
   EMBER_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype, "where: dtype mismatch");
   const Shape* strides[4] = {&out.strides, &cond.strides, &a.strides, &b.strides};
   const Geometry<4> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
-  cudaStream_t st = stream_for(out.data);
+  cudaStream_t st = stream_for(out);
   auto launch = [&](auto tag) {
     using U = typename decltype(tag)::type;
     where_kernel<U><<<grid_for(g.numel), kBlock, 0, st>>>(

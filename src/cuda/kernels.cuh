@@ -25,8 +25,6 @@ using backend::UnaryOp;
 int device_count();
 /// Throws ember::Error unless `device` names a present device ("<op>: cuda:7 does not exist").
 void check_device(int device, const char* op);
-/// The device that owns `ptr` (for kernels, which receive only pointers). -1 when unknown.
-int device_of(const void* ptr);
 /// "NVIDIA H200 (sm_90, 139.8 GiB)".
 std::string device_description(int device);
 
@@ -58,7 +56,7 @@ void softmax(const View& out, const View& in, int dim, bool log);
 void softmax_backward(const View& grad_in, const View& grad_out, const View& out, int dim,
                       bool log);
 
-// gemm.cpp (cuBLASLt)
+// linalg.cpp (cuBLASLt)
 void gemm(const GemmArgs& args);
 
 // random.cu (Philox, Note [Random streams] in src/kernels/random.hpp)

@@ -112,11 +112,8 @@ __device__ __forceinline__ void offsets_of(const Geometry<N>& g, int64_t i, int6
   }
 }
 
-/// The stream of the device that owns `ptr` (device 0 when it cannot be told).
-inline cudaStream_t stream_for(const void* ptr) {
-  const int device = device_of(ptr);
-  return stream(device >= 0 ? device : 0);
-}
+/// The stream of the device `v` lives on (views carry their device: no driver query).
+inline cudaStream_t stream_for(const View& v) { return stream(v.device); }
 
 /// Grid-stride loop over [0, n).
 #define EMBER_CUDA_KERNEL_LOOP(i, n)                                                     \

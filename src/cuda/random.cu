@@ -19,7 +19,7 @@ void dispatch_random(DType t, const char* op, F&& f) {
     case DType::bf16: return f(Tag<__nv_bfloat16>{});
     default: break;
   }
-  EMBER_CHECK(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
+  EMBER_ASSERT(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
 }
 
 template <typename T, typename Gen>
@@ -49,7 +49,7 @@ void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
   const Shape* strides[1] = {&out.strides};
   const Geometry<1> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
-  generate_kernel<T, Gen><<<grid_for(g.numel), kBlock, 0, stream_for(out.data)>>>(
+  generate_kernel<T, Gen><<<grid_for(g.numel), kBlock, 0, stream_for(out)>>>(
       g, static_cast<T*>(out.data), seed, offset, gen);
   EMBER_CUDA_LAUNCH_CHECK();
 }
@@ -97,7 +97,7 @@ void dropout(const View& out, const View& mask, const View& in, double p, uint64
   const Shape* strides[3] = {&out.strides, &mask.strides, &in.strides};
   const Geometry<3> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
-  cudaStream_t st = stream_for(out.data);
+  cudaStream_t st = stream_for(out);
   dispatch_float(in.dtype, "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);

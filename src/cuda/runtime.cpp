@@ -87,16 +87,6 @@ cudaStream_t stream(int device) {
   return st;
 }
 
-int device_of(const void* ptr) {
-  if (device_count() == 1) return 0;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
-}
-
 std::string device_description(int device) {
   check_device(device, "cuda_device_description");
   cudaDeviceProp prop{};

@@ -47,12 +47,13 @@ decltype(auto) dispatch_all(DType t, F&& f) {
   return f(Tag<float>{});
 }
 
-/// f32/f64 only; anything else is an error naming `op` and the `backend` ("CPU", "CUDA").
+/// f32/f64 only. Ops check the catalogue (supports()) before dispatch, so anything else is an
+/// internal error naming `op` and the `backend` ("CPU", "CUDA").
 template <typename F>
 decltype(auto) dispatch_float(DType t, const char* op, const char* backend, F&& f) {
   if (t == DType::f64) return f(Tag<double>{});
-  EMBER_CHECK(t == DType::f32, op, ": the ", backend, " kernel supports f32 and f64 (got ",
-              dtype_name(t), ")");
+  EMBER_ASSERT(t == DType::f32, op, ": the ", backend, " kernel supports f32 and f64 (got ",
+               dtype_name(t), ")");
   return f(Tag<float>{});
 }
 
@@ -66,8 +67,8 @@ decltype(auto) dispatch_numeric(DType t, const char* op, const char* backend, F&
     case DType::i64: return f(Tag<int64_t>{});
     default: break;
   }
-  EMBER_CHECK(false, op, ": the ", backend, " kernel supports f32, f64, i32 and i64 (got ",
-              dtype_name(t), ")");
+  EMBER_ASSERT(false, op, ": the ", backend, " kernel supports f32, f64, i32 and i64 (got ",
+               dtype_name(t), ")");
   return f(Tag<float>{});
 }
 

@@ -98,41 +98,21 @@ EMBER_HD inline T unary_apply(T x, T a, T b) {
 }
 
 /// Calls f(std::integral_constant<UnaryOp, op>{}) for every op with a formula above
-/// (everything but logical_not, which writes bool); false for the others.
+/// (everything but logical_not, which writes bool); false for the others. The cases come from
+/// the catalogue, so an op added there without a formula trips unary_apply's static_assert.
 template <typename F>
 bool visit_unary(UnaryOp op, F&& f) {
   switch (op) {
-#define EMBER_UNARY_CASE(name) \
+#define EMBER_UNARY_CASE_(name, ...) \
   case UnaryOp::name: f(std::integral_constant<UnaryOp, UnaryOp::name>{}); return true;
-    EMBER_UNARY_CASE(neg)
-    EMBER_UNARY_CASE(abs)
-    EMBER_UNARY_CASE(sqrt)
-    EMBER_UNARY_CASE(rsqrt)
-    EMBER_UNARY_CASE(square)
-    EMBER_UNARY_CASE(exp)
-    EMBER_UNARY_CASE(log)
-    EMBER_UNARY_CASE(sign)
-    EMBER_UNARY_CASE(relu)
-    EMBER_UNARY_CASE(sigmoid)
-    EMBER_UNARY_CASE(tanh)
-    EMBER_UNARY_CASE(gelu_erf)
-    EMBER_UNARY_CASE(gelu_tanh)
-    EMBER_UNARY_CASE(silu)
-    EMBER_UNARY_CASE(affine)
-    EMBER_UNARY_CASE(pow_scalar)
-    EMBER_UNARY_CASE(clamp)
-    EMBER_UNARY_CASE(relu_grad)
-    EMBER_UNARY_CASE(gelu_erf_grad)
-    EMBER_UNARY_CASE(gelu_tanh_grad)
-    EMBER_UNARY_CASE(silu_grad)
-    EMBER_UNARY_CASE(clamp_mask)
-#undef EMBER_UNARY_CASE
+    EMBER_OPS_UNARY(EMBER_UNARY_CASE_)
+    EMBER_UNARY_KERNEL_ONLY(EMBER_UNARY_CASE_)
+#undef EMBER_UNARY_CASE_
     case UnaryOp::logical_not:
     case UnaryOp::count: break;
   }
   return false;
 }
-static_assert(static_cast<int>(UnaryOp::count) == 23, "a UnaryOp was added: handle it here");
 
 // ---- binary ----
 
@@ -203,37 +183,31 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
 
-/// Calls f(std::integral_constant<BinaryOp, op>{}) when `op` applies to T: the arithmetic
-/// ops for numeric T (pow for floating T only), the comparisons for every T. False otherwise.
+/// Whether BinaryOp `op` applies to T: the arithmetic ops for numeric T (pow for floating T
+/// only), the comparisons for every T.
+template <typename T>
+constexpr bool binary_applies(BinaryOp op) {
+  return op != BinaryOp::pow || std::is_floating_point_v<T>;
+}
+
+/// Calls f(std::integral_constant<BinaryOp, op>{}) when `op` applies to T; false otherwise.
+/// The cases come from the catalogue (an op added there without a formula fails the build).
 template <typename T, typename F>
 bool visit_binary(BinaryOp op, F&& f) {
   switch (op) {
-#define EMBER_BINARY_CASE(name) \
-  case BinaryOp::name: f(std::integral_constant<BinaryOp, BinaryOp::name>{}); return true;
-    EMBER_BINARY_CASE(add)
-    EMBER_BINARY_CASE(sub)
-    EMBER_BINARY_CASE(mul)
-    EMBER_BINARY_CASE(div)
-    EMBER_BINARY_CASE(maximum)
-    EMBER_BINARY_CASE(minimum)
-    EMBER_BINARY_CASE(eq)
-    EMBER_BINARY_CASE(ne)
-    EMBER_BINARY_CASE(lt)
-    EMBER_BINARY_CASE(le)
-    EMBER_BINARY_CASE(gt)
-    EMBER_BINARY_CASE(ge)
-#undef EMBER_BINARY_CASE
-    case BinaryOp::pow:
-      if constexpr (std::is_floating_point_v<T>) {
-        f(std::integral_constant<BinaryOp, BinaryOp::pow>{});
-        return true;
-      }
-      return false;
+#define EMBER_BINARY_CASE_(name, ...)                        \
+  case BinaryOp::name:                                       \
+    if constexpr (binary_applies<T>(BinaryOp::name)) {       \
+      f(std::integral_constant<BinaryOp, BinaryOp::name>{}); \
+      return true;                                           \
+    }                                                        \
+    return false;
+    EMBER_OPS_BINARY(EMBER_BINARY_CASE_)
+#undef EMBER_BINARY_CASE_
     case BinaryOp::count: break;
   }
   return false;
 }
-static_assert(static_cast<int>(BinaryOp::count) == 13, "a BinaryOp was added: handle it here");
 
 /// The element types comparisons read: f32, f64, i32, i64, and u8 for both u8 and bool
 /// (one byte, 0 or 1). `backend` names the backend in the error for anything else.
@@ -248,8 +222,8 @@ void dispatch_comparison(DType t, const char* backend, F&& f) {
     case DType::boolean: return f(Tag<uint8_t>{});
     default: break;
   }
-  EMBER_CHECK(false, "binary: the ", backend,
-              " comparisons support f32, f64, i32, i64, u8 and bool (got ", dtype_name(t), ")");
+  EMBER_ASSERT(false, "binary: the ", backend,
+               " comparisons support f32, f64, i32, i64, u8 and bool (got ", dtype_name(t), ")");
 }
 
 }  // namespace ember::kernels

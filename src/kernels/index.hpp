@@ -1,5 +1,5 @@
 // src/kernels/index.hpp — the index family's shared arithmetic (src/cpu/index.cpp and
-// src/cuda/index_kernels.cu): a tensor seen as [O, S, I] around the indexed dim.
+// src/cuda/index.cu): a tensor seen as [O, S, I] around the indexed dim.
 #pragma once
 
 #include <cstdint>

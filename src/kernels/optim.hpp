@@ -1,7 +1,7 @@
 // src/kernels/optim.hpp — the optimizer family's shared math: the per-step scalars of the
 // fused Adam/AdamW and SGD updates, computed once on the host in f64 and rounded to the
-// parameter's type, exactly as both backends' kernels consume them (src/cpu/optim_kernels.cpp
-// holds the formulas in torch's order; src/cuda/optim_kernels.cu follows them).
+// parameter's type, exactly as both backends' kernels consume them (src/cpu/optim.cpp
+// holds the formulas in torch's order; src/cuda/optim.cu follows them).
 #pragma once
 
 #include <cmath>

@@ -7,6 +7,7 @@ backend::View broadcast_view(const Tensor& t, const Shape& shape) {
   backend::View v;
   v.data = t.data_ptr();
   v.dtype = t.dtype();
+  v.device = t.device().index;
   v.shape = shape;
   v.strides = Shape::filled(shape.size(), 0);
   const int lead = shape.size() - t.dim();
@@ -29,6 +30,21 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.device() == b.device(), op, ": tensors on different devices (got ",
               a.device().str(), " and ", b.device().str(),
               ", expected one device; move with .to(Device))");
+}
+
+void check_supported(Op op, const Tensor& t, const char* what) {
+  const char* name = op_name(op);
+  check_defined(name, t, what);
+  if (supports_here(op, t)) [[likely]]
+    return;
+  const DTypeSet here = op_info(op).dtypes(t.device().type);
+  const bool low_float = t.dtype() == DType::f16 || t.dtype() == DType::bf16;
+  detail::throw_error(detail::concat(
+      name, ": unsupported dtype ", dtype_name(t.dtype()), " on ", t.device().str(), " (",
+      here == kNoDTypes ? std::string("this backend does not compute it")
+                        : "supported there: " + here.to_string(),
+      low_float ? "; f16/bf16 are storage types here: convert with .to(DType::f32))"
+                : "; convert with .to(DType))"));
 }
 
 void check_float(const char* op, const Tensor& t) {

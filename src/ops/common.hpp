@@ -5,6 +5,7 @@
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
 #include "core/make.hpp"
+#include "ember/catalogue.hpp"
 #include "ember/ops.hpp"
 #include "ember/tensor.hpp"
 
@@ -15,7 +16,7 @@ using core::make_tensor;
 using core::make_view;
 
 inline backend::View view_of(const Tensor& t) {
-  return {t.data_ptr(), t.dtype(), t.shape(), t.strides()};
+  return {t.data_ptr(), t.dtype(), t.device().index, t.shape(), t.strides()};
 }
 
 /// `t` seen with `shape` (t's shape must broadcast to it): stride 0 on broadcast dims.
@@ -28,6 +29,12 @@ inline const backend::Backend& backend_of(const Tensor& t) {
 void check_defined(const char* op, const Tensor& t, const char* what = "input");
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+/// Whether `t`'s device computes `op` in t's dtype (the catalogue's answer).
+inline bool supports_here(Op op, const Tensor& t) { return supports(op, t.dtype(), t.device()); }
+/// The one dtype check of an op, made before dispatch: throws unless the catalogue lists
+/// t's dtype for `op` on t's device ("exp: unsupported dtype i64 on cpu (supported: f32, f64)").
+/// Also refuses an undefined `t`.
+void check_supported(Op op, const Tensor& t, const char* what = "input");
 /// f32 or f64 (what CPU kernels compute in); names the op and the dtype otherwise.
 void check_float(const char* op, const Tensor& t);
 void check_index_dtype(const char* op, const Tensor& index);
@@ -37,6 +44,17 @@ void check_index_dtype(const char* op, const Tensor& index);
 void check_writable(const char* op, const Tensor& t);
 /// check_writable, then bumps the version of `t` for the write that follows.
 void check_inplace(const char* op, const Tensor& t);
+
+// Factories (factory.cpp, random.cpp): the options' device and dtype, or the defaults.
+inline Device device_or_default(const TensorOptions& o) {
+  return o.device ? *o.device : default_device();
+}
+inline DType dtype_or_default(const TensorOptions& o) { return o.dtype.value_or(DType::f32); }
+/// A new factory result `t` with the options' requires_grad applied.
+inline Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
 
 /// Reduced-to-keepdim shape: dims listed in `dims` become 1 (all when empty).
 Shape reduced_shape(const Shape& in, const Shape& dims, const char* op);

@@ -15,31 +15,29 @@ using backend::UnaryOp;
 
 namespace ops {
 
-Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0.0,
-                     double b = 0.0) {
-  check_defined(name, x);
-  check_float(name, x);
+Tensor unary_forward(Op op, UnaryOp kernel, const Tensor& x, double a = 0.0, double b = 0.0) {
+  check_supported(op, x);
   Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
-  backend_of(x).unary(op, view_of(out), view_of(x), a, b);
+  backend_of(x).unary(kernel, view_of(out), view_of(x), a, b);
   return out;
 }
+Tensor unary_forward(Op op, const Tensor& x) {
+  return unary_forward(op, backend::unary_kernel(op), x);
+}
 
-Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+Tensor binary_forward(Op op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
   check_defined(name, a, "first input");
   check_defined(name, b, "second input");
   check_same_dtype(name, a, b);
   check_same_device(name, a, b);
-  const bool comparison = op >= BinaryOp::eq;
-  if (!comparison && (op == BinaryOp::pow)) check_float(name, a);
-  EMBER_CHECK(comparison || a.dtype() != DType::boolean, name,
-              ": unsupported dtype bool (expected a numeric dtype)");
-  EMBER_CHECK(a.dtype() != DType::f16 && a.dtype() != DType::bf16, name, ": unsupported dtype ",
-              dtype_name(a.dtype()), " on ", a.device().str(),
-              " (f16/bf16 are storage types here; convert with .to(DType::f32))");
+  check_supported(op, a);
+  const bool comparison = backend::binary_kernel(op) >= BinaryOp::eq;
   const Shape shape =
       a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device());
-  backend_of(a).binary(op, view_of(out), broadcast_view(a, shape), broadcast_view(b, shape));
+  backend_of(a).binary(backend::binary_kernel(op), view_of(out), broadcast_view(a, shape),
+                       broadcast_view(b, shape));
   return out;
 }
 
@@ -51,9 +49,9 @@ using ops::unary_forward;
 // ---- binary ----
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::add, "add", a, b);
+  Tensor out = binary_forward(Op::add, a, b);
   if (autograd::needs_grad(a, b))
-    autograd::record("add", out, {&a, &b}, [](const Tensor& g, GradList& gi) {
+    autograd::record(Op::add, out, {&a, &b}, [](const Tensor& g, GradList& gi) {
       gi[0] = g;
       gi[1] = g;
     });
@@ -61,20 +59,21 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::sub, "sub", a, b);
+  Tensor out = binary_forward(Op::sub, a, b);
   if (autograd::needs_grad(a, b))
-    autograd::record("sub", out, {&a, &b}, [nb = b.requires_grad()](const Tensor& g, GradList& gi) {
-      gi[0] = g;
-      if (nb) gi[1] = neg(g);
-    });
+    autograd::record(Op::sub, out, {&a, &b},
+                     [nb = b.requires_grad()](const Tensor& g, GradList& gi) {
+                       gi[0] = g;
+                       if (nb) gi[1] = neg(g);
+                     });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::mul, "mul", a, b);
+  Tensor out = binary_forward(Op::mul, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
-    autograd::record("mul", out, {&a, &b},
+    autograd::record(Op::mul, out, {&a, &b},
                      [na, nb, sa = SavedTensor(nb ? a : Tensor()),
                       sb = SavedTensor(na ? b : Tensor())](const Tensor& g, GradList& gi) {
                        if (na) gi[0] = mul(g, sb.get());
@@ -85,10 +84,15 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::div, "div", a, b);
+  // True division, as PyTorch: integers divide as f32 (floor or truncating division are
+  // separate ops there).
+  if (a.defined() && b.defined() && !is_floating(a.dtype()) && a.dtype() == b.dtype() &&
+      ops::supports_here(Op::div, a))
+    return div(a.to(DType::f32), b.to(DType::f32));
+  Tensor out = binary_forward(Op::div, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool nb = b.requires_grad();
-    autograd::record("div", out, {&a, &b},
+    autograd::record(Op::div, out, {&a, &b},
                      [nb, sb = SavedTensor(b), so = SavedTensor(nb ? out : Tensor())](
                          const Tensor& g, GradList& gi) {
                        Tensor bb = sb.get();
@@ -101,10 +105,10 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::pow, "pow", a, b);
+  Tensor out = binary_forward(Op::pow, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
-    autograd::record("pow", out, {&a, &b},
+    autograd::record(Op::pow, out, {&a, &b},
                      [na, nb, sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out)](
                          const Tensor& g, GradList& gi) {
                        Tensor x = sa.get(), e = sb.get();
@@ -127,12 +131,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 namespace {
 // Gradient routing for maximum/minimum: the winner gets g, ties split it evenly (as PyTorch).
-Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(op, name, a, b);
+Tensor extremum(Op op, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(op, a, b);
   if (autograd::needs_grad(a, b)) {
-    const bool is_max = op == BinaryOp::maximum;
+    const bool is_max = op == Op::maximum;
     autograd::record(
-        name, out, {&a, &b},
+        op, out, {&a, &b},
         [is_max, sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
           Tensor x = sa.get(), y = sb.get();
           Tensor wins = (is_max ? gt(x, y) : lt(x, y)).to(g.dtype());
@@ -146,34 +150,43 @@ Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b)
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  return extremum(BinaryOp::maximum, "maximum", a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  return extremum(BinaryOp::minimum, "minimum", a, b);
-}
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(Op::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(Op::minimum, a, b); }
 
 // ---- with a scalar: out = x·s + t in one pass ----
 
 namespace {
-Tensor affine(const Tensor& x, double s, double t, const char* name) {
-  Tensor out = unary_forward(UnaryOp::affine, name, x, s, t);
+bool is_integral_value(double v) { return std::nearbyint(v) == v; }
+
+// `op` names the op in errors and in the graph (add, mul, scale, sub, div, neg).
+Tensor affine(const Tensor& x, double s, double t, Op op) {
+  ops::check_defined(op_name(op), x);
+  if (!is_floating(x.dtype()) && x.dtype() != DType::boolean) {
+    // Integers stay integers with integral scalars (x + 2 is i64) and become f32 otherwise
+    // (x * 0.5), as PyTorch; both through the binary kernel.
+    if (!is_integral_value(s) || !is_integral_value(t)) return affine(x.to(DType::f32), s, t, op);
+    ops::check_supported(op, x);
+    const TensorOptions o{.dtype = x.dtype(), .device = x.device()};
+    Tensor y = s == 1.0 ? x : binary_forward(Op::mul, x, full(Shape{}, s, o));
+    return t == 0.0 ? (s == 1.0 ? x.clone() : y) : binary_forward(Op::add, y, full(Shape{}, t, o));
+  }
+  Tensor out = unary_forward(op, UnaryOp::affine, x, s, t);
   if (autograd::needs_grad(x))
-    autograd::record(name, out, {&x}, [s](const Tensor& g, GradList& gi) {
-      gi[0] = s == 1.0 ? g : affine(g, s, 0.0, "scale");
+    autograd::record(op, out, {&x}, [s](const Tensor& g, GradList& gi) {
+      gi[0] = s == 1.0 ? g : affine(g, s, 0.0, Op::scale);
     });
   return out;
 }
 }  // namespace
 
-Tensor add(const Tensor& a, double b) { return affine(a, 1.0, b, "add"); }
-Tensor mul(const Tensor& a, double b) { return affine(a, b, 0.0, "mul"); }
-Tensor scale(const Tensor& x, double s) { return affine(x, s, 0.0, "scale"); }
+Tensor add(const Tensor& a, double b) { return affine(a, 1.0, b, Op::add); }
+Tensor mul(const Tensor& a, double b) { return affine(a, b, 0.0, Op::mul); }
+Tensor scale(const Tensor& x, double s) { return affine(x, s, 0.0, Op::scale); }
 
 Tensor pow(const Tensor& x, double e) {
-  Tensor out = unary_forward(UnaryOp::pow_scalar, "pow", x, e);
+  Tensor out = unary_forward(Op::pow, UnaryOp::pow_scalar, x, e);
   if (autograd::needs_grad(x))
-    autograd::record("pow", out, {&x}, [e, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::pow, out, {&x}, [e, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
       gi[0] = e == 0.0 ? zeros_like(g) : mul(g, mul(pow(sx.get(), e - 1.0), e));
     });
   return out;
@@ -181,77 +194,77 @@ Tensor pow(const Tensor& x, double e) {
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   EMBER_CHECK(!(lo > hi), "clamp: lower bound ", lo, " is above upper bound ", hi);
-  Tensor out = unary_forward(UnaryOp::clamp, "clamp", x, lo, hi);
+  Tensor out = unary_forward(Op::clamp, UnaryOp::clamp, x, lo, hi);
   if (autograd::needs_grad(x))
     autograd::record(
-        "clamp", out, {&x}, [lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-          gi[0] = mul(g, unary_forward(UnaryOp::clamp_mask, "clamp", sx.get(), lo, hi));
+        Op::clamp, out, {&x}, [lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+          gi[0] = mul(g, unary_forward(Op::clamp, UnaryOp::clamp_mask, sx.get(), lo, hi));
         });
   return out;
 }
 
 // ---- unary ----
 
-Tensor neg(const Tensor& x) { return affine(x, -1.0, 0.0, "neg"); }
+Tensor neg(const Tensor& x) { return affine(x, -1.0, 0.0, Op::neg); }
 
 namespace {
 // Unary op whose derivative is g · f'(x) with f' computed by the `grad_op` kernel.
-Tensor unary_with_grad_kernel(UnaryOp op, UnaryOp grad_op, const char* name, const Tensor& x) {
-  Tensor out = unary_forward(op, name, x);
+Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const Tensor& x) {
+  Tensor out = unary_forward(op, kernel, x);
   if (autograd::needs_grad(x))
-    autograd::record(name, out, {&x},
-                     [grad_op, name, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-                       gi[0] = mul(g, unary_forward(grad_op, name, sx.get()));
+    autograd::record(op, out, {&x},
+                     [op, grad_kernel, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+                       gi[0] = mul(g, unary_forward(op, grad_kernel, sx.get()));
                      });
   return out;
 }
 }  // namespace
 
 Tensor relu(const Tensor& x) {
-  return unary_with_grad_kernel(UnaryOp::relu, UnaryOp::relu_grad, "relu", x);
+  return unary_with_grad_kernel(Op::relu, UnaryOp::relu, UnaryOp::relu_grad, x);
 }
 Tensor silu(const Tensor& x) {
-  return unary_with_grad_kernel(UnaryOp::silu, UnaryOp::silu_grad, "silu", x);
+  return unary_with_grad_kernel(Op::silu, UnaryOp::silu, UnaryOp::silu_grad, x);
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
               approximate, "' (expected \"none\" or \"tanh\")");
   if (approximate == "tanh")
-    return unary_with_grad_kernel(UnaryOp::gelu_tanh, UnaryOp::gelu_tanh_grad, "gelu", x);
-  return unary_with_grad_kernel(UnaryOp::gelu_erf, UnaryOp::gelu_erf_grad, "gelu", x);
+    return unary_with_grad_kernel(Op::gelu, UnaryOp::gelu_tanh, UnaryOp::gelu_tanh_grad, x);
+  return unary_with_grad_kernel(Op::gelu, UnaryOp::gelu_erf, UnaryOp::gelu_erf_grad, x);
 }
 
 Tensor abs(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::abs, "abs", x);
+  Tensor out = unary_forward(Op::abs, x);
   if (autograd::needs_grad(x))
-    autograd::record("abs", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::abs, out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
       gi[0] = mul(g, sign(sx.get()));
     });
   return out;
 }
 
 Tensor sign(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::sign, "sign", x);
+  Tensor out = unary_forward(Op::sign, x);
   if (autograd::needs_grad(x))  // piecewise constant: zero gradient, as PyTorch
-    autograd::record("sign", out, {&x},
+    autograd::record(Op::sign, out, {&x},
                      [](const Tensor& g, GradList& gi) { gi[0] = zeros_like(g); });
   return out;
 }
 
 Tensor sqrt(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::sqrt, "sqrt", x);
+  Tensor out = unary_forward(Op::sqrt, x);
   if (autograd::needs_grad(x))
-    autograd::record("sqrt", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::sqrt, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
       gi[0] = div(mul(g, 0.5), so.get());
     });
   return out;
 }
 
 Tensor rsqrt(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::rsqrt, "rsqrt", x);
+  Tensor out = unary_forward(Op::rsqrt, x);
   if (autograd::needs_grad(x))
-    autograd::record("rsqrt", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::rsqrt, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
       // d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
       gi[0] = mul(g, mul(pow(so.get(), 3.0), -0.5));
     });
@@ -259,60 +272,68 @@ Tensor rsqrt(const Tensor& x) {
 }
 
 Tensor square(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::square, "square", x);
+  Tensor out = unary_forward(Op::square, x);
   if (autograd::needs_grad(x))
-    autograd::record("square", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::square, out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
       gi[0] = mul(g, mul(sx.get(), 2.0));
     });
   return out;
 }
 
 Tensor exp(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::exp, "exp", x);
+  Tensor out = unary_forward(Op::exp, x);
   if (autograd::needs_grad(x))
-    autograd::record("exp", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::exp, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
       gi[0] = mul(g, so.get());
     });
   return out;
 }
 
 Tensor log(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::log, "log", x);
+  Tensor out = unary_forward(Op::log, x);
   if (autograd::needs_grad(x))
-    autograd::record("log", out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::log, out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
       gi[0] = div(g, sx.get());
     });
   return out;
 }
 
 Tensor sigmoid(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::sigmoid, "sigmoid", x);
+  Tensor out = unary_forward(Op::sigmoid, x);
   if (autograd::needs_grad(x))
-    autograd::record("sigmoid", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
-      Tensor y = so.get();
-      gi[0] = mul(g, mul(y, affine(y, -1.0, 1.0, "sub")));
-    });
+    autograd::record(Op::sigmoid, out, {&x},
+                     [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+                       Tensor y = so.get();
+                       gi[0] = mul(g, mul(y, affine(y, -1.0, 1.0, Op::sub)));
+                     });
   return out;
 }
 
 Tensor tanh(const Tensor& x) {
-  Tensor out = unary_forward(UnaryOp::tanh, "tanh", x);
+  Tensor out = unary_forward(Op::tanh, x);
   if (autograd::needs_grad(x))
-    autograd::record("tanh", out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
+    autograd::record(Op::tanh, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
       Tensor y = so.get();
-      gi[0] = mul(g, affine(square(y), -1.0, 1.0, "sub"));
+      gi[0] = mul(g, affine(square(y), -1.0, 1.0, Op::sub));
     });
   return out;
 }
 
 // ---- comparisons and selection ----
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, "eq", a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, "ne", a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, "lt", a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, "le", a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, "gt", a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, "ge", a, b); }
+Tensor logical_not(const Tensor& x) {
+  ops::check_supported(Op::logical_not, x);
+  Tensor out = ops::make_tensor(x.shape(), DType::boolean, x.device());
+  ops::backend_of(x).unary(UnaryOp::logical_not, ops::view_of(out), ops::view_of(x), 0.0, 0.0);
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(Op::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(Op::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(Op::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(Op::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(Op::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(Op::ge, a, b); }
 namespace {
 Tensor scalar_like(const Tensor& a, double v) {
   return full(Shape{}, v, {.dtype = a.dtype(), .device = a.device()});
@@ -337,7 +358,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ops::backend_of(a).where(ops::view_of(out), ops::broadcast_view(cond, shape),
                            ops::broadcast_view(a, shape), ops::broadcast_view(b, shape));
   if (autograd::needs_grad(a, b))
-    autograd::record("where", out, {&a, &b},
+    autograd::record(Op::where, out, {&a, &b},
                      [sc = SavedTensor(cond)](const Tensor& g, GradList& gi) {
                        Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
                        Tensor c = sc.get();
@@ -359,11 +380,11 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return affine(a, 1.0, -b, "sub"); }
+Tensor operator-(const Tensor& a, double b) { return affine(a, 1.0, -b, Op::sub); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return affine(a, 1.0 / b, 0.0, "div"); }
+Tensor operator/(const Tensor& a, double b) { return affine(a, 1.0 / b, 0.0, Op::div); }
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return affine(b, -1.0, a, "rsub"); }
+Tensor operator-(double a, const Tensor& b) { return affine(b, -1.0, a, Op::sub); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) { return mul(pow(b, -1.0), a); }
 Tensor operator-(const Tensor& a) { return neg(a); }

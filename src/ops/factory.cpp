@@ -1,5 +1,5 @@
-// src/ops/factory.cpp — tensor factories and the parameter factory (the generator's state is
-// src/core/random.cpp).
+// src/ops/factory.cpp — tensor factories and the parameter factory (random factories:
+// src/ops/random.cpp).
 #include <cmath>
 #include <mutex>
 
@@ -8,15 +8,9 @@
 
 namespace ember {
 
-namespace {
-Device device_or_default(const TensorOptions& o) { return o.device ? *o.device : default_device(); }
-DType dtype_or_default(const TensorOptions& o) { return o.dtype.value_or(DType::f32); }
-
-Tensor finish(Tensor t, const TensorOptions& o) {
-  if (o.requires_grad) t.requires_grad_(true);
-  return t;
-}
-}  // namespace
+using ops::device_or_default;
+using ops::dtype_or_default;
+using ops::finish;
 
 Tensor empty(const Shape& shape, TensorOptions o) {
   return finish(ops::make_tensor(shape, dtype_or_default(o), device_or_default(o)), o);
@@ -54,35 +48,6 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   for (int64_t i = 0; i < steps; ++i)
     v[i] = (i == steps - 1 && steps > 1) ? end : start + d * static_cast<double>(i);
   return from_vector(v, {steps}, o);
-}
-
-Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
-  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "rand: unsupported dtype ",
-              dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
-  Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
-  const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
-  ops::backend_of(t).uniform(ops::view_of(t), get_rng_state().seed, offset, low, high);
-  return finish(t, o);
-}
-
-Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
-  EMBER_CHECK(is_compute_float(dtype_or_default(o)), "randn: unsupported dtype ",
-              dtype_name(dtype_or_default(o)), " (expected f32 or f64)");
-  Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
-  const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
-  ops::backend_of(t).normal(ops::view_of(t), get_rng_state().seed, offset, mean, std);
-  return finish(t, o);
-}
-
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o) {
-  EMBER_CHECK(high > low, "randint: empty range [", low, ", ", high, ") (expected high > low)");
-  Device dev = device_or_default(o);
-  Tensor u = rand(shape, {.dtype = DType::f64, .device = dev}, static_cast<double>(low),
-                  static_cast<double>(high));
-  // floor via the i64 cast (values are >= low); clamp guards the rounding edge at `high`.
-  Tensor r = clamp(u, static_cast<double>(low), static_cast<double>(high - 1)).to(DType::i64);
-  const DType want = o.dtype.value_or(DType::i64);
-  return want == DType::i64 ? r : r.to(want);
 }
 
 template <typename T>

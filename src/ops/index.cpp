@@ -1,54 +1,11 @@
-// src/ops/index.cpp — softmax/log_softmax, and indexing: index_select, gather, scatter_add,
-// embedding. Index errors name the offending index and the valid range.
+// src/ops/index.cpp — indexing: index_select, gather, scatter_add, embedding. Index errors name the
+// offending index and the valid range.
 #include "ops/common.hpp"
 
 namespace ember {
 
 using autograd::GradList;
 using autograd::SavedTensor;
-
-// ---- softmax family ----
-
-namespace {
-Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* name) {
-  ops::check_defined(name, x);
-  ops::check_float(name, x);
-  const int d = wrap_dim(dim, x.dim(), name);
-  Tensor xc = x.contiguous();
-  Tensor out = ops::make_tensor(x.shape(), x.dtype(), x.device());
-  if (x.numel() == 0) {
-    // Nothing to compute, but still recorded: an empty result of an input that requires grad
-    // requires grad too (a later backward must reach the input).
-  } else if (x.dim() == 0) {
-    ops::backend_of(x).fill(ops::view_of(out), log ? 0.0 : 1.0);
-  } else {
-    ops::backend_of(x).softmax(ops::view_of(out), ops::view_of(xc), d, log);
-  }
-  if (autograd::needs_grad(x))
-    autograd::record(name, out, {&x},
-                     [d, log, so = SavedTensor(out), name](const Tensor& g, GradList& gi) {
-                       Tensor y = so.get();
-                       Tensor gc = g.contiguous();
-                       Tensor gin = ops::make_tensor(y.shape(), y.dtype(), y.device());
-                       if (y.numel() == 0) {
-                         // empty: nothing to write
-                       } else if (y.dim() == 0) {
-                         ops::backend_of(y).fill(ops::view_of(gin), 0.0);
-                       } else {
-                         ops::backend_of(y).softmax_backward(ops::view_of(gin), ops::view_of(gc),
-                                                             ops::view_of(y), d, log);
-                       }
-                       gi[0] = gin;
-                       (void)name;
-                     });
-  return out;
-}
-}  // namespace
-
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(x, dim, true, "log_softmax");
-}
 
 // ---- indexing ----
 
@@ -91,7 +48,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!ops::backend_of(x).index_select(ops::view_of(out), ops::view_of(xc), d, ops::view_of(ic)))
     throw_bad_index("index_select", ic, dim, x.dim() ? x.shape()[d] : 1);
   if (autograd::needs_grad(x))
-    autograd::record("index_select", out, {&x},
+    autograd::record(Op::index_select, out, {&x},
                      [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
                        gi[0] = index_add_into(in, d, si.get(),
                                               g);  // scatter-add: repeated indices accumulate
@@ -116,7 +73,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   if (!ops::backend_of(x).gather(ops::view_of(out), ops::view_of(xc), d, ops::view_of(ic)))
     throw_bad_index("gather", ic, dim, x.shape()[d]);
   if (autograd::needs_grad(x))
-    autograd::record("gather", out, {&x},
+    autograd::record(Op::gather, out, {&x},
                      [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
                        Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
                        Tensor gc = g.contiguous();
@@ -162,7 +119,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   if (autograd::needs_grad(x, src)) {
     const bool ns = src.requires_grad();
     autograd::record(
-        "scatter_add", out, {&x, &src},
+        Op::scatter_add, out, {&x, &src},
         [ns, d, si = SavedTensor(ic), src_shape = src.shape()](const Tensor& g, GradList& gi) {
           gi[0] = g;
           if (ns) {

@@ -96,6 +96,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   Operand A = operand(a, bd), B = operand(b, bd);
   backend::GemmArgs g;
   g.dtype = a.dtype();
+  g.device = a.device().index;
   g.trans_a = A.trans;
   g.trans_b = B.trans;
   g.m = m;
@@ -118,12 +119,13 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   return out;
 }
 
-void check_operands(const char* op, const Tensor& a, const Tensor& b) {
+void check_operands(Op linalg_op, const Tensor& a, const Tensor& b) {
+  const char* op = op_name(linalg_op);
   ops::check_defined(op, a, "first input");
   ops::check_defined(op, b, "second input");
   ops::check_same_dtype(op, a, b);
   ops::check_same_device(op, a, b);
-  ops::check_float(op, a);
+  ops::check_supported(linalg_op, a);
 }
 
 // Rank >= 2 on both sides.
@@ -154,7 +156,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   }
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
-    autograd::record("matmul", out, {&a, &b},
+    autograd::record(Op::matmul, out, {&a, &b},
                      [na, nb, sa_ = SavedTensor(nb ? a : Tensor()),
                       sb_ = SavedTensor(na ? b : Tensor())](const Tensor& g, GradList& gi) {
                        // grads in the broadcast shape; the engine sums them to each input's shape
@@ -168,7 +170,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_operands("matmul", a, b);
+  check_operands(Op::matmul, a, b);
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1,
               "matmul: both inputs need at least one dim (got shapes ", a.shape().to_string(),
               " and ", b.shape().to_string(), ")");
@@ -203,7 +205,7 @@ namespace {
 // does not keep), otherwise linear then gelu(…, "tanh").
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    backend::GemmEpilogue act) {
-  check_operands("linear", x, weight);
+  check_operands(Op::linear, x, weight);
   EMBER_CHECK(weight.dim() == 2, "linear: weight shape ", weight.shape().to_string(),
               " (expected [out_features, in_features])");
   EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == weight.shape()[1], "linear: input shape ",
@@ -241,7 +243,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                nb = bias.defined() && bias.requires_grad();
     const bool relu = act == backend::GemmEpilogue::relu;
     autograd::record(
-        relu ? "linear_relu" : "linear", out, {&x, &weight, &bias},
+        Op::linear, out, {&x, &weight, &bias},
         [nx, nw, nb, rows, out_f, sx = SavedTensor(nw ? x2 : Tensor()),
          sw = SavedTensor(nx ? weight : Tensor()), sy = SavedTensor(relu ? y2 : Tensor()),
          xs = x.shape()](const Tensor& g, GradList& gi) {

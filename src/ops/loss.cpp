@@ -101,7 +101,7 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
   Tensor out = o.reduction == Reduction::none ? loss_rows : total;
   if (autograd::needs_grad(x))
     autograd::record(
-        "cross_entropy", out, {&x},
+        Op::cross_entropy, out, {&x},
         [o, sx = autograd::SavedTensor(x), st = autograd::SavedTensor(tc),
          sl = autograd::SavedTensor(lse),
          sc = count.defined() ? autograd::SavedTensor(count) : autograd::SavedTensor()](
@@ -121,7 +121,7 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  ops::check_defined("mse_loss", input);
+  ops::check_supported(Op::mse_loss, input);
   ops::check_defined("mse_loss", target, "target");
   EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input shape ", input.shape().to_string(),
               " and target shape ", target.shape().to_string(), " differ (expected equal shapes)");
@@ -129,7 +129,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction) {
-  ops::check_defined("cross_entropy_probs", probs);
+  ops::check_supported(Op::cross_entropy_probs, probs);
   ops::check_defined("cross_entropy_probs", target, "target");
   EMBER_CHECK(probs.shape() == target.shape() && probs.dim() >= 1,
               "cross_entropy_probs: input shape ", probs.shape().to_string(), " and target shape ",
@@ -142,7 +142,7 @@ Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index) {
   ops::check_defined("nll_loss", log_probs);
-  ops::check_float("nll_loss", log_probs);
+  ops::check_supported(Op::nll_loss, log_probs, "log_probs");
   EMBER_CHECK(log_probs.dim() >= 2, "nll_loss: input shape ", log_probs.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
   Tensor scores = log_probs, t = target;
@@ -157,7 +157,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
   ops::check_defined("cross_entropy", logits);
   ops::check_defined("cross_entropy", target, "target");
-  ops::check_float("cross_entropy", logits);
+  ops::check_supported(Op::cross_entropy, logits, "logits");
   EMBER_CHECK(logits.dim() >= 1, "cross_entropy: input shape ", logits.shape().to_string(),
               " (expected [N, C] or [C])");
   EMBER_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
@@ -197,7 +197,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction red
                        const Tensor& pos_weight) {
   ops::check_defined("bce_with_logits", logits);
   ops::check_defined("bce_with_logits", target, "target");
-  ops::check_float("bce_with_logits", logits);
+  ops::check_supported(Op::bce_with_logits, logits, "logits");
   ops::check_same_dtype("bce_with_logits", logits, target);
   EMBER_CHECK(logits.shape() == target.shape(), "bce_with_logits: input shape ",
               logits.shape().to_string(), " and target shape ", target.shape().to_string(),

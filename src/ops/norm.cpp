@@ -30,7 +30,7 @@ namespace {
 backend::View nc3(const Tensor& t) {
   const int64_t n = t.shape()[0], c = t.shape()[1];
   const int64_t s = n * c == 0 ? 0 : t.numel() / (n * c);
-  return {t.data_ptr(), t.dtype(), Shape{n, c, s}, Shape{c * s, s, 1}};
+  return {t.data_ptr(), t.dtype(), t.device().index, Shape{n, c, s}, Shape{c * s, s, 1}};
 }
 
 const backend::View kNone{};  // an absent operand of channel_affine
@@ -41,7 +41,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
   ops::check_defined("batch_norm", x);
-  ops::check_float("batch_norm", x);
+  ops::check_supported(Op::batch_norm, x);
   EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
   const int64_t c = x.shape()[1];
@@ -100,7 +100,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
     const bool nb = bias.defined() && bias.requires_grad();
     autograd::record(
-        "batch_norm", out, {&x, &weight, &bias},
+        Op::batch_norm, out, {&x, &weight, &bias},
         [nx, nw, nb, training, m, sx = SavedTensor(xc), smean = SavedTensor(mean),
          sr = SavedTensor(invstd), sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
           const Tensor gc = g.contiguous(), xs = sx.get(), mu = smean.get(), r = sr.get(),
@@ -140,6 +140,33 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         });
   }
   return out;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  ops::check_supported(Op::layer_norm, x);
+  const int k = normalized_shape.size();
+  EMBER_CHECK(k >= 1 && k <= x.dim(), "layer_norm: normalized_shape ", normalized_shape.to_string(),
+              " does not fit input shape ", x.shape().to_string());
+  for (int i = 0; i < k; ++i)
+    EMBER_CHECK(x.shape()[x.dim() - k + i] == normalized_shape[i], "layer_norm: input shape ",
+                x.shape().to_string(), " does not end with normalized_shape ",
+                normalized_shape.to_string());
+  if (weight.defined())
+    EMBER_CHECK(weight.shape() == normalized_shape, "layer_norm: weight shape ",
+                weight.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
+  if (bias.defined())
+    EMBER_CHECK(bias.shape() == normalized_shape, "layer_norm: bias shape ",
+                bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
+  Shape dims;
+  for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor mu = mean(x, dims, true);
+  Tensor centered = sub(x, mu);
+  Tensor variance = mean(square(centered), dims, true);
+  Tensor y = mul(centered, rsqrt(add(variance, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
 }
 
 }  // namespace ember

@@ -113,7 +113,7 @@ void adam_step_(std::span<const AdamItem> items, const AdamHyper& h) {
                                      .amsgrad = h.amsgrad,
                                      .maximize = h.maximize,
                                      .step = b.step};
-        backend::backend_for(b.device).adam_step_multi(b.dtype, b.slots.data(),
+        backend::backend_for(b.device).adam_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                        static_cast<int64_t>(b.slots.size()), args);
       });
 }
@@ -132,7 +132,7 @@ void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
                                     .nesterov = h.nesterov,
                                     .maximize = h.maximize,
                                     .first_step = b.first_step};
-        backend::backend_for(b.device).sgd_step_multi(b.dtype, b.slots.data(),
+        backend::backend_for(b.device).sgd_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                       static_cast<int64_t>(b.slots.size()), args);
       });
 }
@@ -179,8 +179,8 @@ Tensor total_grad_norm(const std::vector<Tensor>& grads, double norm_type) {
     const Tensor& g0 = grads[0];
     Tensor total = zeros({}, {.dtype = g0.dtype(), .device = g0.device()});
     const Pointers list(grads);
-    backend_of(g0).grad_norm_multi(g0.dtype(), list.data.data(), list.numels.data(), list.count(),
-                                   norm_type, total.data_ptr());
+    backend_of(g0).grad_norm_multi(g0.device().index, g0.dtype(), list.data.data(),
+                                   list.numels.data(), list.count(), norm_type, total.data_ptr());
     return total;
   }
   std::vector<Tensor> norms;
@@ -197,8 +197,9 @@ void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, 
   NoGradGuard no_grad;
   if (fusable(grads) && total.device() == grads[0].device() && total.dtype() == grads[0].dtype()) {
     const Pointers list(grads);
-    backend_of(total).clip_grads_by_norm(total.dtype(), list.data.data(), list.numels.data(),
-                                         list.count(), max_norm, total.data_ptr());
+    backend_of(total).clip_grads_by_norm(total.device().index, total.dtype(), list.data.data(),
+                                         list.numels.data(), list.count(), max_norm,
+                                         total.data_ptr());
     for (const Tensor& g : grads) g.storage()->bump_version();
     return;
   }

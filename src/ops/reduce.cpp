@@ -24,18 +24,18 @@ void check_unique_dims(const Shape& dims, int rank, const char* op) {
   }
 }
 
-Tensor reduce_keep(ReduceOp op, const char* name, const Tensor& x, const Shape& dims,
-                   DType out_dtype) {
+Tensor reduce_keep(Op op, const Tensor& x, const Shape& dims, DType out_dtype) {
+  const char* name = op_name(op);
   check_unique_dims(dims, x.dim(), name);
   const Shape keep = ops::reduced_shape(x.shape(), dims, name);
   Tensor out = ops::make_tensor(keep, out_dtype, x.device());
   if (x.numel() == 0) {
-    EMBER_CHECK(op == ReduceOp::sum || op == ReduceOp::prod, name,
-                ": cannot reduce an empty tensor (shape ", x.shape().to_string(), ")");
-    ops::backend_of(x).fill(ops::view_of(out), op == ReduceOp::sum ? 0.0 : 1.0);
+    EMBER_CHECK(op == Op::sum || op == Op::prod, name, ": cannot reduce an empty tensor (shape ",
+                x.shape().to_string(), ")");
+    ops::backend_of(x).fill(ops::view_of(out), op == Op::sum ? 0.0 : 1.0);
     return out;
   }
-  ops::backend_of(x).reduce(op, ops::view_of(out), ops::view_of(x));
+  ops::backend_of(x).reduce(backend::reduce_kernel(op), ops::view_of(out), ops::view_of(x));
   return out;
 }
 
@@ -57,18 +57,16 @@ int64_t reduced_count(const Shape& in, const Shape& keep) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
-  ops::check_defined("sum", x);
-  EMBER_CHECK(x.dtype() != DType::f16 && x.dtype() != DType::bf16, "sum: unsupported dtype ",
-              dtype_name(x.dtype()), " (expected f32, f64, or an integer or bool dtype)");
+  ops::check_supported(Op::sum, x);
   if (!is_floating(x.dtype()) && x.dtype() != DType::i64) {
     // Integers and bools sum into i64, as in PyTorch: an i32 sum would overflow silently.
     Tensor wide = x.to(DType::i64);
     return sum(wide, dims, keepdim);
   }
-  Tensor keep = reduce_keep(ReduceOp::sum, "sum", x, dims, x.dtype());
+  Tensor keep = reduce_keep(Op::sum, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
-    autograd::record("sum", out, {&x},
+    autograd::record(Op::sum, out, {&x},
                      [keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
                        gi[0] = expand_back(g, keep_shape, in);
                      });
@@ -78,14 +76,13 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
-  ops::check_defined("mean", x);
-  ops::check_float("mean", x);
-  Tensor keep = reduce_keep(ReduceOp::mean, "mean", x, dims, x.dtype());
+  ops::check_supported(Op::mean, x);
+  Tensor keep = reduce_keep(Op::mean, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
     const double inv = 1.0 / static_cast<double>(reduced_count(x.shape(), keep.shape()));
     autograd::record(
-        "mean", out, {&x},
+        Op::mean, out, {&x},
         [inv, keep_shape = keep.shape(), in = x.shape()](const Tensor& g, GradList& gi) {
           gi[0] = expand_back(mul(g, inv), keep_shape, in);
         });
@@ -95,14 +92,13 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 
 namespace {
-Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Shape& dims, bool keepdim) {
-  ops::check_defined(name, x);
-  ops::check_float(name, x);
-  Tensor keep = reduce_keep(op, name, x, dims, x.dtype());
+Tensor extreme(Op op, const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(op, x);
+  Tensor keep = reduce_keep(op, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
   if (autograd::needs_grad(x)) {
     autograd::record(
-        name, out, {&x},
+        op, out, {&x},
         [sx = SavedTensor(x), sk = SavedTensor(keep), dims](const Tensor& g, GradList& gi) {
           Tensor xv = sx.get(), k = sk.get();
           // Gradient to every position equal to the extremum, split evenly between ties.
@@ -116,17 +112,41 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Shape& dims
 }  // namespace
 
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extreme(ReduceOp::max, "max", x, dims, keepdim);
+  return extreme(Op::max, x, dims, keepdim);
 }
 Tensor min(const Tensor& x, const Shape& dims, bool keepdim) {
-  return extreme(ReduceOp::min, "min", x, dims, keepdim);
+  return extreme(Op::min, x, dims, keepdim);
 }
 Tensor max(const Tensor& x) { return max(x, Shape{}, false); }
 Tensor min(const Tensor& x) { return min(x, Shape{}, false); }
 
+Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::prod, x);
+  Tensor keep = reduce_keep(Op::prod, x, dims, x.dtype());
+  Tensor out = finish_shape(keep, x, dims, keepdim);
+  if (autograd::needs_grad(x)) {
+    autograd::record(
+        Op::prod, out, {&x},
+        [sx = SavedTensor(x), sk = SavedTensor(keep), dims](const Tensor& g, GradList& gi) {
+          // d prod / d x_i = the product of the others: prod / x_i where x_i != 0. Where x_i
+          // is a slice's only zero it is the product of the slice's non-zeros; where a slice
+          // holds two or more zeros every gradient is 0 (PyTorch's prod_backward, exactly).
+          Tensor xv = sx.get(), k = sk.get();
+          Tensor zero = eq(xv, 0.0);
+          Tensor zeros_in = sum(zero, dims, true);
+          Tensor one = ones(Shape{}, {.dtype = xv.dtype(), .device = xv.device()});
+          Tensor nonzero_prod = prod(where(zero, one, xv), dims, true);
+          Tensor at_zero = where(eq(zeros_in, 1.0), nonzero_prod, zeros_like(nonzero_prod));
+          Tensor others = where(zero, at_zero, div(k, where(zero, one, xv)));
+          gi[0] = mul(others, g.reshape(k.shape()));
+        });
+  }
+  return out;
+}
+Tensor prod(const Tensor& x) { return prod(x, Shape{}, false); }
+
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  ops::check_defined("var", x);
-  ops::check_float("var", x);
+  ops::check_supported(Op::var, x);
   check_unique_dims(dims, x.dim(), "var");
   const Shape keep_shape = ops::reduced_shape(x.shape(), dims, "var");
   const int64_t n = reduced_count(x.shape(), keep_shape);
@@ -138,7 +158,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   if (autograd::needs_grad(x)) {
     const double scale_factor = 2.0 / static_cast<double>(n - correction);
     autograd::record(
-        "var", out, {&x},
+        Op::var, out, {&x},
         [sx = SavedTensor(x), dims, keep_shape, scale_factor](const Tensor& g, GradList& gi) {
           Tensor xv = sx.get();
           Tensor centered = sub(xv, mean(xv, dims, true));
@@ -150,28 +170,28 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 Tensor var(const Tensor& x, int64_t correction) { return var(x, Shape{}, correction, false); }
 
 namespace {
-Tensor arg_extreme(ReduceOp op, const char* name, const Tensor& x, int64_t dim, bool keepdim) {
-  ops::check_defined(name, x);
-  ops::check_float(name, x);
+Tensor arg_extreme(Op op, const Tensor& x, int64_t dim, bool keepdim) {
+  const char* name = op_name(op);
+  ops::check_supported(op, x);
   const int d = wrap_dim(dim, x.dim(), name);
   EMBER_CHECK(x.dim() == 0 || x.shape()[d] > 0, name, ": cannot reduce an empty dim (shape ",
               x.shape().to_string(), ")");
   Shape dims{static_cast<int64_t>(d)};
   if (x.dim() == 0) return zeros(Shape{}, {.dtype = DType::i64, .device = x.device()});
-  Tensor keep = reduce_keep(op, name, x, dims, DType::i64);
+  Tensor keep = reduce_keep(op, x, dims, DType::i64);
   return finish_shape(keep, x, dims, keepdim);
 }
 }  // namespace
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_extreme(ReduceOp::argmax, "argmax", x, dim, keepdim);
+  return arg_extreme(Op::argmax, x, dim, keepdim);
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_extreme(ReduceOp::argmin, "argmin", x, dim, keepdim);
+  return arg_extreme(Op::argmin, x, dim, keepdim);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
-  ops::check_defined("sum_to", x);
+  ops::check_supported(Op::sum_to, x);
   if (x.shape() == shape) return x;
   const int lead = x.dim() - shape.size();
   EMBER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", x.shape().to_string(),

@@ -65,7 +65,8 @@ bool view_strides(const Shape& shape, const Shape& strides, const Shape& target,
   return view_d == -1;
 }
 
-Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, const char* op) {
+Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, Op view_op) {
+  const char* op = op_name(view_op);
   ops::check_defined(op, x);
   const Shape target = infer_shape(shape, x.numel(), x.shape());
   Shape strides;
@@ -86,17 +87,17 @@ Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, const cha
     out = ops::make_view(c, target, contiguous_strides(target), c.offset());
   }
   if (autograd::needs_grad(x))
-    autograd::record(op, out, {&x},
+    autograd::record(view_op, out, {&x},
                      [in = x.shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
 
 }  // namespace
 
-Tensor Tensor::view(const Shape& shape) const { return view_impl(*this, shape, false, "view"); }
+Tensor Tensor::view(const Shape& shape) const { return view_impl(*this, shape, false, Op::view); }
 Tensor Tensor::reshape(const Shape& shape) const {
   if (shape == this->shape()) return *this;
-  return view_impl(*this, shape, true, "reshape");
+  return view_impl(*this, shape, true, Op::reshape);
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
@@ -115,7 +116,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   }
   Tensor out = ops::make_view(*this, shape, strides, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("permute", out, {this},
+    autograd::record(Op::permute, out, {this},
                      [inverse](const Tensor& g, GradList& gi) { gi[0] = g.permute(inverse); });
   return out;
 }
@@ -151,7 +152,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[w] = strides()[w] * step;
   Tensor out = ops::make_view(*this, s, st, offset() + start * strides()[w]);
   if (autograd::needs_grad(*this))
-    autograd::record("slice", out, {this},
+    autograd::record(Op::slice, out, {this},
                      [in = shape(), w, start, end, step](const Tensor& g, GradList& gi) {
                        Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
                        z.slice(w, start, end, step).copy_(g);
@@ -201,7 +202,7 @@ Tensor Tensor::expand(const Shape& target) const {
   if (s == shape()) return *this;
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("expand", out, {this},
+    autograd::record(Op::expand, out, {this},
                      [in = shape()](const Tensor& g, GradList& gi) { gi[0] = sum_to(g, in); });
   return out;
 }
@@ -223,7 +224,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   st.erase(w);
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("squeeze", out, {this},
+    autograd::record(Op::squeeze, out, {this},
                      [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
@@ -237,7 +238,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   st.insert(w, inner);
   Tensor out = ops::make_view(*this, s, st, offset());
   if (autograd::needs_grad(*this))
-    autograd::record("unsqueeze", out, {this},
+    autograd::record(Op::unsqueeze, out, {this},
                      [in = shape()](const Tensor& g, GradList& gi) { gi[0] = g.reshape(in); });
   return out;
 }
@@ -308,7 +309,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (autograd::needs_grad(tensors)) {
     std::vector<const Tensor*> inputs;
     for (const Tensor& t : tensors) inputs.push_back(&t);
-    autograd::record("cat", out, inputs, [sizes, d](const Tensor& g, GradList& gi) {
+    autograd::record(Op::cat, out, inputs, [sizes, d](const Tensor& g, GradList& gi) {
       int64_t start = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {
         gi[i] = g.slice(d, start, start + sizes[i]);

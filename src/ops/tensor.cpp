@@ -46,7 +46,7 @@ Tensor Tensor::clone() const {
   Tensor out = ops::make_tensor(shape(), dtype(), device());
   ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
   if (autograd::needs_grad(*this))
-    autograd::record("clone", out, {this},
+    autograd::record(Op::clone, out, {this},
                      [](const Tensor& g, autograd::GradList& gi) { gi[0] = g; });
   return out;
 }
@@ -58,7 +58,7 @@ Tensor Tensor::to(DType target) const {
   ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
   if (autograd::needs_grad(*this) && is_floating(target)) {
     const DType from = dtype();
-    autograd::record("to_dtype", out, {this},
+    autograd::record(Op::to, out, {this},
                      [from](const Tensor& g, autograd::GradList& gi) { gi[0] = g.to(from); });
   }
   return out;
@@ -84,7 +84,7 @@ Tensor Tensor::to(Device target) const {
   }
   if (autograd::needs_grad(*this)) {
     const Device from = device();
-    autograd::record("to_device", out, {this},
+    autograd::record(Op::to, out, {this},
                      [from](const Tensor& g, autograd::GradList& gi) { gi[0] = g.to(from); });
   }
   return out;

@@ -20,7 +20,7 @@ inline std::string pair_string(int64_t h, int64_t w) { return pair_string(Size2d
 inline backend::View sub_view(const Tensor& t, int64_t offset, const Shape& shape,
                               const Shape& strides) {
   return {static_cast<char*>(t.data_ptr()) + offset * static_cast<int64_t>(element_size(t.dtype())),
-          t.dtype(), shape, strides};
+          t.dtype(), t.device().index, shape, strides};
 }
 
 /// Images [n0, n0 + count) of a contiguous [N, ...] tensor, as a backend view.
@@ -30,6 +30,7 @@ inline backend::View batch_chunk(const Tensor& t, int64_t n0, int64_t count) {
   v.data = static_cast<char*>(t.data_ptr()) +
            n0 * per_image * static_cast<int64_t>(element_size(t.dtype()));
   v.dtype = t.dtype();
+  v.device = t.device().index;
   v.shape = t.shape();
   v.shape[0] = count;
   v.strides = contiguous_strides(v.shape);

@@ -1,6 +1,6 @@
-// src/cuda/loss_kernels.cu — fused softmax cross-entropy with class-index targets on CUDA,
+// src/cuda/loss.cu — fused softmax cross-entropy with class-index targets on CUDA,
 // forward and backward (the contract is beside the slots in src/backend/backend.hpp; the
-// formulas and roundings are the CPU kernel's, src/cpu/loss_kernels.cpp).
+// formulas and roundings are the CPU kernel's, src/cpu/loss.cpp).
 //
 // Shape letters: logits [N, C] contiguous f32/f64, target [N] contiguous i64/i32.
 // forward:  one warp per row computes max, Σ exp(x - max) and Σ x (sums in f64), then
@@ -137,7 +137,7 @@ void cross_entropy_forward(const View& loss_rows, const View& lse, const View& t
                            int64_t ignore_index, double label_smoothing) {
   EMBER_ASSERT(logits.shape.size() == 2, "cross_entropy: logits must be [N, C]");
   const int64_t n = logits.shape[0], c = logits.shape[1];
-  const int device = kernel_device(logits.data);
+  const int device = logits.device;
   cudaStream_t st = stream(device);
   DeviceError* error = device_error_record(device);
   kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
@@ -166,7 +166,7 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
                             int64_t ignore_index, double label_smoothing) {
   const int64_t n = logits.shape[0], c = logits.shape[1];
   if (n == 0 || c == 0) return;
-  const int device = kernel_device(logits.data);
+  const int device = logits.device;
   cudaStream_t st = stream(device);
   const bool per_row = grad_loss.shape.size() == 1;
   kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {

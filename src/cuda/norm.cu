@@ -1,7 +1,7 @@
-// src/cuda/norm_kernels.cu — batch-normalisation kernels on CUDA: per-channel statistics, the
+// src/cuda/norm.cu — batch-normalisation kernels on CUDA: per-channel statistics, the
 // backward's per-channel sums, and the channel-wise affine pass both directions use.
 //
-// Shape letters (as src/cpu/norm_kernels.cpp): N batch, C channels, S = the product of the
+// Shape letters (as src/cpu/norm.cpp): N batch, C channels, S = the product of the
 // dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C].
 //
 // The reductions give each channel one block (kReduceThreads threads). A thread walks the
@@ -133,7 +133,7 @@ ChannelWalk walk_of(Nc3 d, const char* op) {
 void batch_norm_stats(const View& mean, const View& var, const View& in) {
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
-  const cudaStream_t st = stream(kernel_device(mean.data));
+  const cudaStream_t st = stream(mean.device);
   const ChannelWalk w = walk_of(d, "batch_norm_stats");
   dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -148,7 +148,7 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
                                 const View& in, const View& mean) {
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
-  const cudaStream_t st = stream(kernel_device(sum_g.data));
+  const cudaStream_t st = stream(sum_g.device);
   const ChannelWalk w = walk_of(d, "batch_norm_backward_reduce");
   dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -165,7 +165,7 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   const Nc3 d = dims_of(out);
   const int64_t total = d.n * d.c * d.s;
   if (total == 0) return;
-  const cudaStream_t st = stream(kernel_device(out.data));
+  const cudaStream_t st = stream(out.device);
   dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
     using T = typename decltype(tag)::type;
     affine_kernel<T><<<grid_for(total), kBlock, 0, st>>>(

@@ -1,4 +1,4 @@
-// src/cpu/gemm.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
+// src/cpu/linalg.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, for
 // b in [0, batch) with per-operand batch strides (0 broadcasts one matrix). Transposes go

@@ -1,6 +1,6 @@
-// src/cuda/conv_kernels.cu — convolution's im2col / col2im and 2-D max / average pooling on CUDA.
+// src/cuda/conv.cu — convolution's im2col / col2im and 2-D max / average pooling on CUDA.
 //
-// Shape letters (Window2d, as src/cpu/conv_kernels.cpp): N batch, C channels, H×W input
+// Shape letters (Window2d, as src/cpu/conv.cpp): N batch, C channels, H×W input
 // plane, oh×ow output plane, L = oh·ow, K = kh·kw, NL = N·L. Every operand is contiguous.
 //   im2col   in[N, C, H, W]     -> columns[C·K, NL]    (row r = (c, i, j), column n·L + p)
 //   col2im   columns[C·K, NL]   -> grad_in[N, C, H, W] (sums overlapping patches, overwrites)
@@ -265,7 +265,7 @@ int64_t out_numel(const Window2d& w) { return w.batch * w.channels * w.out_h * w
 void im2col(const Window2d& w, const View& columns, const View& in) {
   const int64_t total = columns.numel();
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(columns.data));
+  const cudaStream_t s = stream(columns.device);
   dispatch_float(in.dtype, "im2col", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
@@ -280,7 +280,7 @@ void im2col(const Window2d& w, const View& columns, const View& in) {
 void col2im(const Window2d& w, const View& grad_in, const View& columns) {
   const int64_t total = in_numel(w);
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  const cudaStream_t s = stream(grad_in.device);
   dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, columns.numel()), [&](auto idx_tag) {
@@ -295,7 +295,7 @@ void col2im(const Window2d& w, const View& grad_in, const View& columns) {
 void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in) {
   const int64_t total = out_numel(w);
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(out.data));
+  const cudaStream_t s = stream(out.device);
   dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
@@ -312,7 +312,7 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
                          const View& indices) {
   const int64_t total = in_numel(w);
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  const cudaStream_t s = stream(grad_in.device);
   dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
@@ -328,7 +328,7 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
 void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad) {
   const int64_t total = out_numel(w);
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(out.data));
+  const cudaStream_t s = stream(out.device);
   dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
@@ -345,7 +345,7 @@ void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
                          bool count_include_pad) {
   const int64_t total = in_numel(w);
   if (total == 0) return;
-  const cudaStream_t s = stream(kernel_device(grad_in.data));
+  const cudaStream_t s = stream(grad_in.device);
   dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {

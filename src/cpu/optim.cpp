@@ -1,4 +1,4 @@
-// src/cpu/optim_kernels.cpp — fused optimizer steps: Backend::adam_step and sgd_step.
+// src/cpu/optim.cpp — fused optimizer steps: Backend::adam_step and sgd_step.
 //
 // Each step is one pass over memory: every element of the parameter, its gradient and its
 // state is read once and written once, where torch.optim's single-tensor path makes 6-10
@@ -307,8 +307,8 @@ void sgd_dispatch(const View& param, const View& grad, const View& momentum_buf,
 }
 
 void check_views(const char* op, const View& param, std::initializer_list<const View*> others) {
-  EMBER_CHECK(param.dtype == DType::f32 || param.dtype == DType::f64, op,
-              ": unsupported dtype (got ", dtype_name(param.dtype), ", expected f32 or f64)");
+  EMBER_ASSERT(param.dtype == DType::f32 || param.dtype == DType::f64, op,
+               ": unsupported dtype (got ", dtype_name(param.dtype), ", expected f32 or f64)");
   for (const View* v : others) {
     EMBER_ASSERT(v->dtype == param.dtype && v->numel() == param.numel(), op,
                  ": state views must match the parameter");
@@ -339,7 +339,7 @@ void sgd_step(const View& param, const View& grad, const View& momentum_buf, con
 }
 
 View flat_view(void* data, DType dtype, int64_t numel) {
-  return {data, dtype, Shape{numel}, Shape{1}};
+  return {data, dtype, 0, Shape{numel}, Shape{1}};
 }
 
 template <typename T>
@@ -367,7 +367,7 @@ double norm_max(const T* g, int64_t n) {
 
 }  // namespace
 
-void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+void adam_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
                      const AdamArgs& args) {
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
@@ -378,7 +378,7 @@ void adam_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count
   }
 }
 
-void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
+void sgd_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
                     const SgdArgs& args) {
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
@@ -388,10 +388,10 @@ void sgd_step_multi(DType dtype, const backend::OptimSlot* slots, int64_t count,
   }
 }
 
-void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                     double norm_type, void* total_norm) {
-  EMBER_CHECK(dtype == DType::f32 || dtype == DType::f64, "grad_norm_multi: unsupported dtype ",
-              dtype_name(dtype), " (expected f32 or f64)");
+void grad_norm_multi(int /*device*/, DType dtype, void* const* grads, const int64_t* numels,
+                     int64_t count, double norm_type, void* total_norm) {
+  EMBER_ASSERT(dtype == DType::f32 || dtype == DType::f64, "grad_norm_multi: unsupported dtype ",
+               dtype_name(dtype), " (expected f32 or f64)");
   const bool inf = std::isinf(norm_type);
   double acc = 0.0;
   for (int64_t i = 0; i < count; ++i) {
@@ -413,8 +413,8 @@ void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int
     *static_cast<double*>(total_norm) = total;
 }
 
-void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                        double max_norm, const void* total_norm) {
+void clip_grads_by_norm(int /*device*/, DType dtype, void* const* grads, const int64_t* numels,
+                        int64_t count, double max_norm, const void* total_norm) {
   const double total = dtype == DType::f32 ? *static_cast<const float*>(total_norm)
                                            : *static_cast<const double*>(total_norm);
   const double coef = std::min(1.0, max_norm / (total + 1e-6));

@@ -1,4 +1,4 @@
-// src/cpu/conv_kernels.cpp — CPU kernels of convolution (im2col, col2im) and 2-D pooling.
+// src/cpu/conv.cpp — CPU kernels of convolution (im2col, col2im) and 2-D pooling.
 //
 // Shape letters (Window2d): N batch, C channels, H×W input plane, oh×ow output plane,
 // L = oh·ow, K = kh·kw, NL = N·L. Every operand is contiguous.

@@ -1,10 +1,10 @@
-// src/cuda/optim_kernels.cu — fused optimizer steps and gradient clipping on CUDA.
+// src/cuda/optim.cu — fused optimizer steps and gradient clipping on CUDA.
 //
 // adam_step_multi / sgd_step_multi (the Backend slots; the only optimizer form) run one
 // kernel over many parameters (Note [Multi-tensor apply]). Every element of a parameter, its
 // gradient and its state is read once and written once.
 //
-// The arithmetic is src/cpu/optim_kernels.cpp's (torch.optim's single-tensor formulas,
+// The arithmetic is src/cpu/optim.cpp's (torch.optim's single-tensor formulas,
 // operation for operation, in the parameter's dtype with each scalar cast to it). nvcc
 // contracts a·b + c into an FMA by default; the CPU kernel fuses only where PyTorch's does
 // (Note [Fused multiply-add] there), so every other multiply, add, divide and square root
@@ -118,7 +118,7 @@ __device__ inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
-// ---- Adam / AdamW (formulas: src/cpu/optim_kernels.cpp) ----
+// ---- Adam / AdamW (formulas: src/cpu/optim.cpp) ----
 
 using kernels::adam_scalars;
 using kernels::AdamScalars;
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kOptimThreads)
     adam_element(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
 }
 
-// ---- SGD (formulas: src/cpu/optim_kernels.cpp) ----
+// ---- SGD (formulas: src/cpu/optim.cpp) ----
 
 using kernels::sgd_scalars;
 using kernels::SgdScalars;
@@ -316,12 +316,6 @@ double* partials_for(int device, int64_t count) {
   return buffers[device];
 }
 
-int device_of_slots(const OptimSlot* slots, int64_t count) {
-  for (int64_t i = 0; i < count; ++i)
-    if (slots[i].numel > 0) return kernel_device(slots[i].param);
-  return -1;
-}
-
 int64_t total_of(const int64_t* numels, int64_t count) {
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) total += numels[i];
@@ -330,9 +324,9 @@ int64_t total_of(const int64_t* numels, int64_t count) {
 
 }  // namespace
 
-void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const AdamArgs& args) {
-  const int device = device_of_slots(slots, count);
-  if (device < 0) return;
+void adam_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                     const AdamArgs& args) {
+  if (count == 0) return;
   const cudaStream_t st = stream(device);
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) {
@@ -359,9 +353,9 @@ void adam_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const A
   });
 }
 
-void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const SgdArgs& args) {
-  const int device = device_of_slots(slots, count);
-  if (device < 0) return;
+void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                    const SgdArgs& args) {
+  if (count == 0) return;
   const cudaStream_t st = stream(device);
   const bool use_momentum = args.momentum != 0.0;
   int64_t total = 0;
@@ -389,14 +383,13 @@ void sgd_step_multi(DType dtype, const OptimSlot* slots, int64_t count, const Sg
   });
 }
 
-void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                     double norm_type, void* total_norm) {
-  EMBER_CHECK(norm_type > 0.0, "clip_grad_norm: invalid norm_type ", norm_type,
-              " (expected p > 0 or infinity)");
+void grad_norm_multi(int device, DType dtype, void* const* grads, const int64_t* numels,
+                     int64_t count, double norm_type, void* total_norm) {
+  EMBER_ASSERT(norm_type > 0.0, "clip_grad_norm: invalid norm_type ", norm_type,
+               " (expected p > 0 or infinity)");
   const NormKind kind = std::isinf(norm_type) ? NormKind::inf
                         : norm_type == 2.0    ? NormKind::two
                                               : NormKind::p;
-  const int device = kernel_device(total_norm);
   const cudaStream_t st = stream(device);
   const int64_t chunk = chunk_for(total_of(numels, count));
   int64_t blocks_total = 0;
@@ -418,9 +411,9 @@ void grad_norm_multi(DType dtype, void* const* grads, const int64_t* numels, int
   });
 }
 
-void clip_grads_by_norm(DType dtype, void* const* grads, const int64_t* numels, int64_t count,
-                        double max_norm, const void* total_norm) {
-  const cudaStream_t st = stream(kernel_device(total_norm));
+void clip_grads_by_norm(int device, DType dtype, void* const* grads, const int64_t* numels,
+                        int64_t count, double max_norm, const void* total_norm) {
+  const cudaStream_t st = stream(device);
   const int64_t chunk = chunk_for(total_of(numels, count));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -1,4 +1,4 @@
-// src/cuda/index_kernels.cu — index_select, index_add, gather, scatter_add on CUDA.
+// src/cuda/index.cu — index_select, index_add, gather, scatter_add on CUDA.
 //
 // Shapes as src/cpu/index.cpp: index tensors are i64 or i32 and contiguous. index_select /
 // index_add see `in`/`out` as [O, S, I] around `dim` (O outer, S the size of dim, I inner) and
@@ -224,7 +224,7 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   const Layout l = layout_of(in.shape, dim);
   const int64_t count = index.numel();
   if (count == 0) return true;
-  const int device = kernel_device(index.data);
+  const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexSelect, dim);
@@ -250,7 +250,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
   const Layout l = layout_of(out.shape, dim);
   const int64_t count = index.numel();
   if (count == 0) return true;
-  const int device = kernel_device(index.data);
+  const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
@@ -283,7 +283,7 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
     w.stride_index[d] = index.strides[d];
   }
   w.dim_stride = in.strides[dim];
-  const int device = kernel_device(index.data);
+  const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, in.shape[dim], device, kGather, dim);
@@ -312,7 +312,7 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
     w.stride_index[d] = index.strides[d];
   }
   w.dim_stride = out.strides[dim];
-  const int device = kernel_device(index.data);
+  const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, out.shape[dim], device, kScatterAdd, dim);

@@ -1,4 +1,4 @@
-// src/cuda/gemm.cpp — batched GEMM through cuBLASLt, with bias and ReLU/GELU epilogues.
+// src/cuda/linalg.cpp — batched GEMM through cuBLASLt, with bias and ReLU/GELU epilogues.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, f32
 // (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's) and f64.
@@ -218,12 +218,13 @@ bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t e
 
 void gemm(const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
-  EMBER_CHECK(g.dtype == DType::f32 || g.dtype == DType::f64,
-              "gemm: the CUDA kernel supports f32 and f64 (got ", dtype_name(g.dtype), ")");
-  const int device = kernel_device(g.c);
+  EMBER_ASSERT(g.dtype == DType::f32 || g.dtype == DType::f64,
+               "gemm: the CUDA kernel supports f32 and f64 (got ", dtype_name(g.dtype), ")");
+  const int device = g.device;
   const size_t es = element_size(g.dtype);
   if (g.k == 0) {  // C = beta · C (+ bias): no product to form
-    const View c{g.c, g.dtype, Shape{g.batch, g.m, g.n}, Shape{g.batch_stride_c, g.ldc, 1}};
+    const View c{g.c, g.dtype, g.device, Shape{g.batch, g.m, g.n},
+                 Shape{g.batch_stride_c, g.ldc, 1}};
     if (g.beta == 0.0)
       fill(c, 0.0);
     else
@@ -254,7 +255,8 @@ void gemm(const GemmArgs& g) {
   if (g.bias)
     add_bias_rows(device, g.dtype, g.c, g.bias, g.batch, g.batch_stride_c, g.m, g.n, g.ldc);
   if (g.epilogue != backend::GemmEpilogue::none) {
-    const View c{g.c, g.dtype, Shape{g.batch, g.m, g.n}, Shape{g.batch_stride_c, g.ldc, 1}};
+    const View c{g.c, g.dtype, g.device, Shape{g.batch, g.m, g.n},
+                 Shape{g.batch_stride_c, g.ldc, 1}};
     unary(g.epilogue == backend::GemmEpilogue::relu ? UnaryOp::relu : UnaryOp::gelu_tanh, c, c, 0.0,
           0.0);
   }

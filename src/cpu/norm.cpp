@@ -1,4 +1,4 @@
-// src/cpu/norm_kernels.cpp — fused batch-normalisation kernels: per-channel statistics, the
+// src/cpu/norm.cpp — fused batch-normalisation kernels: per-channel statistics, the
 // backward's per-channel sums, and the channel-wise affine pass both directions use.
 //
 // Shape letters: N batch, C channels, S = the product of the dims after C. Data is a

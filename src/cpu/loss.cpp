@@ -1,4 +1,4 @@
-// src/cpu/loss_kernels.cpp — fused softmax cross-entropy with class-index targets, forward
+// src/cpu/loss.cpp — fused softmax cross-entropy with class-index targets, forward
 // and backward (the contract is beside the slots in src/backend/backend.hpp).
 //
 // Shape letters: logits [N, C] contiguous (N rows of C classes), target [N] i64/i32.

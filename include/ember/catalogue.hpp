@@ -1,0 +1,184 @@
+// include/ember/catalogue.hpp — every public op, named once: its family, whether it is
+// differentiable, the dtypes each backend computes it in, and the kernel that computes it.
+//
+// This list is the one place an op is declared to exist. The `Op` enum, op names in error
+// messages and autograd node names, the generic kernel enums (backend::UnaryOp, BinaryOp,
+// ReduceOp), `supports()` and the op test driver (tests/test_catalogue.cpp) all come from it;
+// src/backend/registry.cpp breaks the build when an entry names a kernel that does not exist.
+// How to add an op: docs/contributing.md.
+//
+//   if (ember::supports(ember::Op::softmax, DType::f32, Device::cuda()))  ...
+//   ember::op_info(ember::Op::gelu).name  // "gelu"
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ember/device.hpp"
+#include "ember/dtype.hpp"
+
+namespace ember {
+
+/// The family an op belongs to; each family's code lives in files of that name
+/// (src/ops/<family>.cpp, src/kernels/<family>.hpp, src/cpu/<family>.cpp, src/cuda/<family>.cu).
+enum class OpFamily : uint8_t {
+  elementwise,
+  reduce,
+  softmax,
+  linalg,
+  shape,
+  index,
+  random,
+  norm,
+  conv,
+  loss,
+};
+
+/// A set of dtypes, one bit per DType.
+struct DTypeSet {
+  uint16_t bits = 0;
+  constexpr bool contains(DType t) const { return (bits >> static_cast<int>(t)) & 1u; }
+  constexpr DTypeSet operator|(DTypeSet o) const { return {static_cast<uint16_t>(bits | o.bits)}; }
+  constexpr bool operator==(const DTypeSet&) const = default;
+  /// "f32, f64" (empty: "none").
+  std::string to_string() const;
+};
+constexpr DTypeSet dtypes_of(DType t) { return {static_cast<uint16_t>(1u << static_cast<int>(t))}; }
+
+inline constexpr DTypeSet kNoDTypes{};
+inline constexpr DTypeSet kFloat = dtypes_of(DType::f32) | dtypes_of(DType::f64);
+inline constexpr DTypeSet kNumeric = kFloat | dtypes_of(DType::i32) | dtypes_of(DType::i64);
+inline constexpr DTypeSet kComparable = kNumeric | dtypes_of(DType::u8) | dtypes_of(DType::boolean);
+inline constexpr DTypeSet kAnyFloat = kFloat | dtypes_of(DType::f16) | dtypes_of(DType::bf16);
+inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1)};
+
+// The catalogue. Each family list is X(name, family, differentiable, cpu dtypes, cuda dtypes)
+// for ops computed by the generic kernel of the same name (backend::UnaryOp::name, ...).
+// EMBER_OPS_OTHER adds the kernel column: the Backend slot that computes the op, or
+// `composite` (built from other ops) or `view` (no kernel: a new view of the input).
+// The dtype columns are what the op accepts for its main input; an op that needs a specific
+// dtype for another operand (an index, a condition) says so in its error.
+
+#define EMBER_OPS_UNARY(X)                      \
+  X(neg, elementwise, true, kNumeric, kNumeric) \
+  X(abs, elementwise, true, kFloat, kFloat)     \
+  X(sqrt, elementwise, true, kFloat, kFloat)    \
+  X(rsqrt, elementwise, true, kFloat, kFloat)   \
+  X(square, elementwise, true, kFloat, kFloat)  \
+  X(exp, elementwise, true, kFloat, kFloat)     \
+  X(log, elementwise, true, kFloat, kFloat)     \
+  X(sign, elementwise, true, kFloat, kFloat)    \
+  X(relu, elementwise, true, kFloat, kFloat)    \
+  X(sigmoid, elementwise, true, kFloat, kFloat) \
+  X(tanh, elementwise, true, kFloat, kFloat)    \
+  X(silu, elementwise, true, kFloat, kFloat)    \
+  X(clamp, elementwise, true, kFloat, kFloat)
+
+#define EMBER_OPS_BINARY(X)                           \
+  X(add, elementwise, true, kNumeric, kNumeric)       \
+  X(sub, elementwise, true, kNumeric, kNumeric)       \
+  X(mul, elementwise, true, kNumeric, kNumeric)       \
+  X(div, elementwise, true, kNumeric, kNumeric)       \
+  X(pow, elementwise, true, kFloat, kFloat)           \
+  X(maximum, elementwise, true, kNumeric, kNumeric)   \
+  X(minimum, elementwise, true, kNumeric, kNumeric)   \
+  X(eq, elementwise, false, kComparable, kComparable) \
+  X(ne, elementwise, false, kComparable, kComparable) \
+  X(lt, elementwise, false, kComparable, kComparable) \
+  X(le, elementwise, false, kComparable, kComparable) \
+  X(gt, elementwise, false, kComparable, kComparable) \
+  X(ge, elementwise, false, kComparable, kComparable)
+
+#define EMBER_OPS_REDUCE(X)                      \
+  X(sum, reduce, true, kComparable, kComparable) \
+  X(mean, reduce, true, kFloat, kFloat)          \
+  X(max, reduce, true, kFloat, kFloat)           \
+  X(min, reduce, true, kFloat, kFloat)           \
+  X(prod, reduce, true, kFloat, kFloat)          \
+  X(argmax, reduce, false, kFloat, kFloat)       \
+  X(argmin, reduce, false, kFloat, kFloat)
+
+#define EMBER_OPS_OTHER(X)                                            \
+  X(gelu, elementwise, true, kFloat, kFloat, unary)                   \
+  X(scale, elementwise, true, kFloat, kFloat, unary)                  \
+  X(logical_not, elementwise, false, kAnyDType, kAnyDType, unary)     \
+  X(where, elementwise, true, kAnyDType, kAnyDType, where)            \
+  X(clone, elementwise, true, kAnyDType, kAnyDType, copy)             \
+  X(contiguous, elementwise, true, kAnyDType, kAnyDType, copy)        \
+  X(to, elementwise, true, kAnyDType, kAnyDType, copy)                \
+  X(masked_fill, elementwise, true, kAnyDType, kAnyDType, composite)  \
+  X(var, reduce, true, kFloat, kFloat, variance)                      \
+  X(sum_to, reduce, true, kComparable, kComparable, reduce)           \
+  X(softmax, softmax, true, kFloat, kFloat, softmax)                  \
+  X(log_softmax, softmax, true, kFloat, kFloat, softmax)              \
+  X(matmul, linalg, true, kFloat, kFloat, gemm)                       \
+  X(linear, linalg, true, kFloat, kFloat, gemm)                       \
+  X(reshape, shape, true, kAnyDType, kAnyDType, copy)                 \
+  X(view, shape, true, kAnyDType, kAnyDType, view)                    \
+  X(transpose, shape, true, kAnyDType, kAnyDType, view)               \
+  X(permute, shape, true, kAnyDType, kAnyDType, view)                 \
+  X(slice, shape, true, kAnyDType, kAnyDType, view)                   \
+  X(expand, shape, true, kAnyDType, kAnyDType, view)                  \
+  X(squeeze, shape, true, kAnyDType, kAnyDType, view)                 \
+  X(unsqueeze, shape, true, kAnyDType, kAnyDType, view)               \
+  X(flatten, shape, true, kAnyDType, kAnyDType, copy)                 \
+  X(cat, shape, true, kAnyDType, kAnyDType, copy)                     \
+  X(stack, shape, true, kAnyDType, kAnyDType, copy)                   \
+  X(split, shape, true, kAnyDType, kAnyDType, view)                   \
+  X(chunk, shape, true, kAnyDType, kAnyDType, view)                   \
+  X(index_select, index, true, kNumeric, kNumeric, index_select)      \
+  X(gather, index, true, kNumeric, kNumeric, gather)                  \
+  X(scatter_add, index, true, kNumeric, kNumeric, scatter_add)        \
+  X(embedding, index, true, kFloat, kFloat, index_select)             \
+  X(rand, random, false, kAnyFloat, kAnyFloat, uniform)               \
+  X(randn, random, false, kAnyFloat, kAnyFloat, normal)               \
+  X(dropout, random, true, kFloat, kFloat, dropout)                   \
+  X(layer_norm, norm, true, kFloat, kFloat, composite)                \
+  X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)         \
+  X(conv2d, conv, true, kFloat, kFloat, im2col)                       \
+  X(max_pool2d, conv, true, kFloat, kFloat, max_pool2d)               \
+  X(max_pool2d_with_indices, conv, true, kFloat, kFloat, max_pool2d)  \
+  X(avg_pool2d, conv, true, kFloat, kFloat, avg_pool2d)               \
+  X(mse_loss, loss, true, kFloat, kFloat, composite)                  \
+  X(cross_entropy_probs, loss, true, kFloat, kFloat, composite)       \
+  X(cross_entropy, loss, true, kFloat, kFloat, cross_entropy_forward) \
+  X(nll_loss, loss, true, kFloat, kFloat, gather)                     \
+  X(bce_with_logits, loss, true, kFloat, kFloat, composite)
+
+#define EMBER_OPS_ENTRY_(name, ...) name,
+#define EMBER_OPS_OTHER_ENTRY_(name, family, grad, cpu, cuda, kernel) name,
+
+/// Every public op (ember::add is Op::add). Op::count is the number of ops.
+enum class Op : uint16_t {
+  EMBER_OPS_UNARY(EMBER_OPS_ENTRY_) EMBER_OPS_BINARY(EMBER_OPS_ENTRY_)
+      EMBER_OPS_REDUCE(EMBER_OPS_ENTRY_) EMBER_OPS_OTHER(EMBER_OPS_OTHER_ENTRY_) count
+};
+
+/// What the catalogue says about one op.
+struct OpInfo {
+  Op op;
+  const char* name;  // as in ember::name(...) and in its errors
+  OpFamily family;
+  bool differentiable;
+  DTypeSet cpu;   // dtypes the CPU backend computes it in
+  DTypeSet cuda;  // dtypes the CUDA backend computes it in
+  /// The dtypes of `type`'s backend.
+  constexpr DTypeSet dtypes(DeviceType type) const { return type == DeviceType::cuda ? cuda : cpu; }
+};
+
+/// The catalogue's row for `op`.
+const OpInfo& op_info(Op op);
+/// The op's name: op_name(Op::log_softmax) is "log_softmax".
+inline const char* op_name(Op op) { return op_info(op).name; }
+/// Every op, in catalogue order (for tests, documentation and tools).
+std::span<const OpInfo> catalogue();
+/// The op called `name`, or Op::count when there is none.
+Op op_by_name(std::string_view name);
+/// Whether `device`'s backend computes `op` in `dtype` (a CUDA device in a build without
+/// CUDA supports nothing). Ops check this once, before dispatch, and throw otherwise.
+bool supports(Op op, DType dtype, Device device);
+std::string_view family_name(OpFamily family);
+
+}  // namespace ember
