@@ -188,7 +188,7 @@ unary("gelu_erf", lambda m: m.randn(3, 5, scale=2.0), lambda x: F.gelu(x),
 unary("gelu_tanh", lambda m: m.randn(3, 5, scale=2.0), lambda x: F.gelu(x, approximate="tanh"),
       attrs={"approximate": "tanh"})
 unary("silu", lambda m: m.randn(3, 5, scale=2.0), F.silu)
-case("sign", lambda m: {"x": m.away_from_zero(3, 4)}, lambda t: torch.sign(t["x"]))
+case("sign", lambda m: {"x": m.away_from_zero(3, 4)}, lambda t: torch.sign(t["x"]), diff=("x",))
 
 # ---- comparisons (bool outputs, no gradient)
 for op, fn in [("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
@@ -405,6 +405,61 @@ bce_case("bce_with_logits_sum", reduction="sum")
 bce_case("bce_with_logits_none", reduction="none")
 bce_case("bce_with_logits_pos_weight", pos_weight=True)
 bce_case("bce_with_logits_pos_weight_none", pos_weight=True, reduction="none")
+
+# ---- catalogue ops without a case above (tests/test_catalogue.cpp runs every case through the
+# three tiers; each catalogue op needs at least one)
+
+
+def with_zeros(m):
+    x = m.away_from_zero(3, 4, gap=0.3)
+    x[0, 1] = 0.0          # a row with one zero: its gradient is the product of the others
+    x[2, 0] = x[2, 3] = 0.0  # two zeros: every gradient of that row is 0
+    return x
+
+
+unary("prod_all", lambda m: m.uniform(2, 3, lo=0.5, hi=1.5), lambda x: x.prod())
+unary("prod_dim1", with_zeros, lambda x: x.prod(1), attrs={"dim": 1})
+case("logical_not", lambda m: {"x": m.mask(3, 4)}, lambda t: torch.logical_not(t["x"]))
+case("logical_not_float", lambda m: {"x": m.randn(3, 4) * m.mask(3, 4)},
+     lambda t: torch.logical_not(t["x"]))
+unary("clone", lambda m: m.randn(3, 4), lambda x: x.clone())
+unary("contiguous", lambda m: m.randn(3, 4), lambda x: x.t().contiguous())
+unary("to", lambda m: m.randn(3, 4), lambda x: x.to(torch.float64).to(x.dtype))
+unary("view", lambda m: m.randn(3, 4), lambda x: x.view(2, 6))
+unary("split", lambda m: m.randn(3, 5), lambda x: torch.split(x, 2, dim=1)[1])
+unary("chunk", lambda m: m.randn(5, 2), lambda x: torch.chunk(x, 3, dim=0)[2])
+case("conv2d_pad1",
+     lambda m: {"x": m.randn(2, 3, 5, 5), "weight": m.randn(4, 3, 3, 3, scale=0.5),
+                "bias": m.randn(4)},
+     lambda t: F.conv2d(t["x"], t["weight"], t["bias"], padding=1), diff=("x", "weight", "bias"),
+     attrs={"stride": 1, "padding": 1, "groups": 1}, rtol=1e-4, atol=1e-5)
+case("conv2d_groups_stride2",
+     lambda m: {"x": m.randn(1, 4, 6, 6), "weight": m.randn(6, 2, 3, 3, scale=0.5)},
+     lambda t: F.conv2d(t["x"], t["weight"], stride=2, groups=2), diff=("x", "weight"),
+     attrs={"stride": 2, "padding": 0, "groups": 2}, rtol=1e-4, atol=1e-5)
+unary("max_pool2d", lambda m: m.distinct(2, 2, 5, 5), lambda x: F.max_pool2d(x, 2),
+      attrs={"kernel": 2})
+unary("max_pool2d_with_indices", lambda m: m.distinct(1, 2, 4, 6),
+      lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)[0],
+      attrs={"kernel": 3, "stride": 2, "padding": 1})
+case("max_pool2d_with_indices_indices", lambda m: {"x": m.distinct(1, 2, 4, 6)},
+     lambda t: F.max_pool2d(t["x"], 3, stride=2, padding=1, return_indices=True)[1],
+     attrs={"kernel": 3, "stride": 2, "padding": 1})
+unary("avg_pool2d", lambda m: m.randn(2, 2, 6, 6),
+      lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), attrs={"kernel": 3, "stride": 2,
+                                                                "padding": 1})
+
+# Random ops: PyTorch draws other numbers, so these compare distributions, not values: the
+# output is a few statistics of a large sample (computed by the C++ case the same way), the
+# reference their exact expectation, the tolerance many standard errors wide. `like` carries
+# only the dtype and device the sample is drawn in.
+case("rand_moments", lambda m: {"like": torch.zeros(1, dtype=torch.float64)},
+     lambda t: torch.tensor([0.5, 1.0 / 12.0], dtype=t["like"].dtype), atol=5e-3)
+case("randn_moments", lambda m: {"like": torch.zeros(1, dtype=torch.float64)},
+     lambda t: torch.tensor([0.0, 1.0], dtype=t["like"].dtype), atol=2e-2)
+# dropout(p = 0.3) of x repeated to 20000 values: [fraction of zeros, mean(out) / mean(x)].
+case("dropout_moments", lambda m: {"x": m.uniform(200, lo=1.0, hi=2.0)},
+     lambda t: torch.tensor([0.3, 1.0], dtype=t["x"].dtype), atol=2e-2, attrs={"p": 0.3})
 
 # ----------------------------------------------------------------------------------------
 # evaluation

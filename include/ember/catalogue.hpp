@@ -128,8 +128,8 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(stack, shape, true, kAnyDType, kAnyDType, copy)                   \
   X(split, shape, true, kAnyDType, kAnyDType, view)                   \
   X(chunk, shape, true, kAnyDType, kAnyDType, view)                   \
-  X(index_select, index, true, kNumeric, kNumeric, index_select)      \
-  X(gather, index, true, kNumeric, kNumeric, gather)                  \
+  X(index_select, index, true, kAnyDType, kAnyDType, index_select)    \
+  X(gather, index, true, kAnyDType, kAnyDType, gather)                \
   X(scatter_add, index, true, kNumeric, kNumeric, scatter_add)        \
   X(embedding, index, true, kFloat, kFloat, index_select)             \
   X(rand, random, false, kAnyFloat, kAnyFloat, uniform)               \

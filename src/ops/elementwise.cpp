@@ -386,7 +386,11 @@ Tensor operator/(const Tensor& a, double b) { return affine(a, 1.0 / b, 0.0, Op:
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return affine(b, -1.0, a, Op::sub); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return mul(pow(b, -1.0), a); }
+Tensor operator/(double a, const Tensor& b) {
+  // True division: an integer (or bool) tensor divides as f32, as PyTorch.
+  if (b.defined() && !is_floating(b.dtype())) return a / b.to(DType::f32);
+  return mul(pow(b, -1.0), a);
+}
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 }  // namespace ember

@@ -34,7 +34,7 @@ Tensor index_add_into(const Shape& shape, int d, const Tensor& index, const Tens
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  ops::check_defined("index_select", x);
+  ops::check_supported(Op::index_select, x);
   ops::check_defined("index_select", index, "index");
   ops::check_index_dtype("index_select", index);
   ops::check_same_device("index_select", x, index);
@@ -57,7 +57,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  ops::check_defined("gather", x);
+  ops::check_supported(Op::gather, x);
   ops::check_defined("gather", index, "index");
   ops::check_index_dtype("gather", index);
   ops::check_same_device("gather", x, index);
@@ -85,7 +85,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  ops::check_defined("scatter_add", x);
+  ops::check_supported(Op::scatter_add, x);
   ops::check_defined("scatter_add", index, "index");
   ops::check_defined("scatter_add", src, "src");
   ops::check_index_dtype("scatter_add", index);
@@ -136,7 +136,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
-  ops::check_defined("embedding", weight, "weight");
+  ops::check_supported(Op::embedding, weight, "weight");
   ops::check_defined("embedding", index, "index");
   EMBER_CHECK(weight.dim() == 2, "embedding: weight shape ", weight.shape().to_string(),
               " (expected [num_embeddings, embedding_dim])");

@@ -1,10 +1,21 @@
-// tests/test_ops_fixtures.cpp — tier 1 of STYLE §8: every op against PyTorch.
+// tests/test_catalogue.cpp — the one test driver for every op of the catalogue
+// (include/ember/catalogue.hpp): each case below runs through the three tiers of STYLE §8.
 //
-// Each case of tests/data/op_fixtures.json (written by tests/gen_fixtures.py) is run here:
-// inputs that have a stored gradient are made requires_grad_(), the op's output is compared
-// with PyTorch's, then sum(out * w) is back-propagated and every input's .grad() compared.
-// The table below maps each case name to the ember call; a test checks that the table and
-// the fixture file name the same cases, so no fixture goes unused.
+//   MatchesPyTorch  tier 1: the case of tests/data/op_fixtures.json (tests/gen_fixtures.py):
+//                   inputs with a stored gradient are made requires_grad_(), the output is
+//                   compared with PyTorch's, then sum(out * w) is back-propagated and every
+//                   input's .grad() compared.
+//   Gradcheck       tier 2: the same inputs in f64 against central differences.
+//   EveryDType      tier 3: every dtype the catalogue claims on the CPU, against the f64 run
+//                   of the same values; a dtype it does not claim must be refused with an
+//                   ember::Error before dispatch.
+//   EveryDevice     tier 3: every dtype the catalogue claims on each available GPU, output and
+//                   gradients against the CPU.
+// A case names its op by its name's prefix (add_bcast_lead is Op::add). The coverage tests
+// fail when a catalogue op has no case, a differentiable op has no case with gradients, or
+// the table and the fixture file disagree. Random ops (the *_moments cases) compare the
+// statistics of a large sample with their expectation, and run with the seed reset before
+// every evaluation, so gradcheck and the device comparison see the same draws.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -13,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "fixtures.hpp"
 
 namespace {
@@ -268,6 +280,51 @@ const std::map<std::string, OpFn>& op_table() {
                                       optional_tensor(f, "pos_weight"));
       };
     }
+
+    // ---- catalogue ops added with the driver
+    t["prod_all"] = [](Fixture& f) { return ember::prod(f["x"]); };
+    t["prod_dim1"] = [](Fixture& f) { return ember::prod(f["x"], {f.attr_int("dim")}); };
+    for (const char* name : {"logical_not", "logical_not_float"})
+      t[name] = [](Fixture& f) { return ember::logical_not(f["x"]); };
+    t["clone"] = [](Fixture& f) { return f["x"].clone(); };
+    t["contiguous"] = [](Fixture& f) { return f["x"].t().contiguous(); };
+    t["to"] = [](Fixture& f) { return f["x"].to(ember::DType::f64).to(f["x"].dtype()); };
+    t["view"] = [](Fixture& f) { return f["x"].view({2, 6}); };
+    t["split"] = [](Fixture& f) { return ember::split(f["x"], 2, 1)[1]; };
+    t["chunk"] = [](Fixture& f) { return ember::chunk(f["x"], 3, 0)[2]; };
+    t["conv2d_pad1"] = [](Fixture& f) {
+      return ember::conv2d(f["x"], f["weight"], f["bias"], 1, 1);
+    };
+    t["conv2d_groups_stride2"] = [](Fixture& f) {
+      return ember::conv2d(f["x"], f["weight"], Tensor(), 2, 0, 1, 2);
+    };
+    t["max_pool2d"] = [](Fixture& f) { return ember::max_pool2d(f["x"], 2); };
+    t["max_pool2d_with_indices"] = [](Fixture& f) {
+      return ember::max_pool2d_with_indices(f["x"], 3, 2, 1).first;
+    };
+    t["max_pool2d_with_indices_indices"] = [](Fixture& f) {
+      return ember::max_pool2d_with_indices(f["x"], 3, 2, 1).second;
+    };
+    t["avg_pool2d"] = [](Fixture& f) { return ember::avg_pool2d(f["x"], 3, 2, 1); };
+    // [mean, variance] of 100000 draws in like's dtype and device.
+    t["rand_moments"] = [](Fixture& f) {
+      Tensor r = ember::rand({100000}, {.dtype = f["like"].dtype(), .device = f["like"].device()});
+      Tensor r64 = r.to(ember::DType::f64);
+      return ember::stack({ember::mean(r64), ember::var(r64, 0)}).to(f["like"].dtype());
+    };
+    t["randn_moments"] = [](Fixture& f) {
+      Tensor r = ember::randn({100000}, {.dtype = f["like"].dtype(), .device = f["like"].device()});
+      Tensor r64 = r.to(ember::DType::f64);
+      return ember::stack({ember::mean(r64), ember::var(r64, 0)}).to(f["like"].dtype());
+    };
+    // [fraction of zeros, mean(out) / mean(in)] of dropout over x repeated to 20000 values.
+    t["dropout_moments"] = [](Fixture& f) {
+      Tensor x = f["x"];
+      Tensor big = x.reshape({1, x.numel()}).expand({100, x.numel()}).contiguous();
+      Tensor y = ember::dropout(big, f.attr_double("p"));
+      Tensor zeros = ember::mean(ember::eq(y, 0.0).to(x.dtype()));
+      return ember::stack({zeros, ember::div(ember::mean(y), ember::mean(big))});
+    };
     return t;
   }();
   return table;
@@ -290,6 +347,136 @@ std::vector<std::string> table_names() {
   std::vector<std::string> names;
   for (const auto& [name, fn] : op_table()) names.push_back(name);
   return names;
+}
+
+// ---- what the tiers share
+
+bool is_statistical(const std::string& name) { return ends_with(name, "_moments"); }
+
+// The catalogue op a case exercises: the longest op name that is the case's name or a prefix
+// of it followed by '_' (cmp_eq is eq; rsub/rdiv with a scalar are sub/div). Op::count: none.
+ember::Op op_of_case(const std::string& case_name) {
+  std::string name = case_name;
+  if (starts_with(name, "cmp_")) name = name.substr(4);
+  if (starts_with(name, "rsub_")) name = "sub";
+  if (starts_with(name, "rdiv_")) name = "div";
+  ember::Op best = ember::Op::count;
+  size_t best_len = 0;
+  for (const ember::OpInfo& info : ember::catalogue()) {
+    const std::string op = info.name;
+    if ((name == op || starts_with(name, op + "_")) && op.size() > best_len) {
+      best = info.op;
+      best_len = op.size();
+    }
+  }
+  return best;
+}
+
+constexpr uint64_t kCaseSeed = 20261201;
+
+// Runs the case on a fresh copy of its fixture with the seed reset (random ops draw the same
+// numbers every time), `inputs` replacing the fixture's input tensors in file order.
+Tensor run_case(const std::string& name, const std::vector<std::string>& keys,
+                const std::vector<Tensor>& inputs) {
+  Fixture f = ember_test::load_fixture(name);
+  for (size_t i = 0; i < keys.size(); ++i) f[keys[i]] = inputs[i];
+  ember::manual_seed(kCaseSeed);
+  return op_table().at(name)(f);
+}
+
+// The input tensors of a case (fixture order) and which of them carry gradients.
+struct CaseInputs {
+  std::vector<std::string> keys;
+  std::vector<Tensor> values;
+  std::vector<bool> differentiable;
+};
+
+CaseInputs inputs_of(const std::string& name) {
+  Fixture f = ember_test::load_fixture(name);
+  CaseInputs in;
+  for (const std::string& key : f.order) {
+    if (is_result(key)) continue;
+    in.keys.push_back(key);
+    in.values.push_back(f[key]);
+    const bool floating = ember::is_floating(f[key].dtype());
+    in.differentiable.push_back(
+        f.has("grad_" + key) ||
+        (is_statistical(name) && floating && ember::op_info(op_of_case(name)).differentiable));
+  }
+  return in;
+}
+
+// A float fixture input as `dtype`, with values that dtype can hold: floats as they are
+// (rounded to the dtype), integers as round(3x) (|.| for u8), bool as x > 0. Index and bool
+// inputs keep their dtype. Lands on `device`.
+Tensor as_dtype(const Tensor& x, ember::DType dtype, ember::Device device) {
+  using ember::DType;
+  if (!ember::is_floating(x.dtype())) return x.to(device);
+  if (ember::is_floating(dtype)) return x.to(dtype).to(device);
+  std::vector<double> v = ember_test::values_f64(x);
+  for (double& e : v) {
+    if (dtype == DType::boolean)
+      e = e > 0.0 ? 1.0 : 0.0;
+    else
+      e = dtype == DType::u8 ? std::round(std::abs(3.0 * e)) : std::round(3.0 * e);
+  }
+  return ember::from_vector<double>(v, x.shape()).to(dtype).to(device);
+}
+
+std::vector<Tensor> inputs_as(const CaseInputs& in, ember::DType dtype, ember::Device device) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in.values) out.push_back(as_dtype(t, dtype, device));
+  return out;
+}
+
+// The reference of a run in `dtype`: the same values (as_dtype's), float inputs held in f64.
+std::vector<Tensor> reference_inputs(const CaseInputs& in, ember::DType dtype) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in.values) {
+    Tensor v = as_dtype(t, dtype, ember::Device::cpu());
+    out.push_back(ember::is_floating(t.dtype()) ? v.to(ember::DType::f64) : v);
+  }
+  return out;
+}
+
+// What a run in `dtype` is compared with: the f64 run of the same values; for random ops,
+// which draw other numbers in each dtype, the expectation stored in the fixture.
+Tensor reference_of(const std::string& name, const CaseInputs& in, ember::DType dtype) {
+  if (is_statistical(name)) return ember_test::load_fixture(name)["out"];
+  return run_case(name, in.keys, reference_inputs(in, dtype));
+}
+
+// Tolerance of a run in `dtype` against the f64 run of the same values (check_close's rtol
+// and atol, atol scaled by max(1, max|want|)).
+std::pair<double, double> tolerance_of(ember::DType dtype, const std::string& name) {
+  using ember::DType;
+  // Random ops against their expectation: the fixture's widest statistical tolerance.
+  if (is_statistical(name) && ember::is_floating(dtype)) return {0.0, 2e-2};
+  switch (dtype) {
+    case DType::f64: return {1e-10, 1e-10};
+    case DType::f32: return {2e-4, 2e-5};
+    case DType::f16: return {4e-3, 4e-3};
+    case DType::bf16: return {2e-2, 2e-2};
+    default: return {0.0, 0.0};
+  }
+}
+
+// got against want cast to got's dtype (a run in i64 of masked_fill(x, -1.5) writes -1, as
+// PyTorch), exact for integer and bool results.
+::testing::AssertionResult check_run(const Tensor& got, const Tensor& want, ember::DType dtype,
+                                     const std::string& name, const std::string& what) {
+  const auto [rtol, atol] = tolerance_of(dtype, name);
+  Tensor w = want.to(ember::Device::cpu()).to(got.dtype());
+  if (!ember::is_floating(got.dtype()))
+    return ember_test::check_close(got.to(ember::Device::cpu()), w, 0.0, 0.0, what);
+  return ember_test::check_close(got.to(ember::Device::cpu()).to(ember::DType::f64),
+                                 w.to(ember::DType::f64), rtol, atol, what);
+}
+
+std::vector<ember::DType> all_dtypes() {
+  std::vector<ember::DType> out;
+  for (int i = 0; i < ember::kNumDTypes; ++i) out.push_back(static_cast<ember::DType>(i));
+  return out;
 }
 
 class OpFixture : public ::testing::TestWithParam<std::string> {};
@@ -346,6 +533,92 @@ TEST_P(OpFixture, MatchesPyTorch) {
   }
 }
 
+// Tier 2: the gradients of the differentiable inputs against f64 central differences.
+TEST_P(OpFixture, Gradcheck) {
+  const std::string name = GetParam();
+  const ember::Op op = op_of_case(name);
+  ASSERT_NE(op, ember::Op::count) << name << ": no catalogue op";
+  CaseInputs in = inputs_of(name);
+  std::vector<Tensor> x;
+  bool any = false;
+  for (size_t i = 0; i < in.values.size(); ++i) {
+    Tensor t = in.values[i].detach().clone();
+    if (in.differentiable[i]) {
+      t = t.to(ember::DType::f64).requires_grad_();
+      any = true;
+    }
+    x.push_back(t);
+  }
+  if (!any)  // Catalogue.EveryOpHasCasesForEveryTier makes sure another case checks the op
+    GTEST_SKIP() << name << ": no differentiable input (a non-differentiable result)";
+  const auto keys = in.keys;
+  ember::GradcheckResult r =
+      ember::gradcheck([&](const std::vector<Tensor>& v) { return run_case(name, keys, v); }, x,
+                       {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3});
+  EXPECT_TRUE(r.ok) << name << ": " << r.message;
+}
+
+// Tier 3 on the CPU: every claimed dtype against the f64 run of the same values; the first
+// unclaimed dtype is refused before dispatch with an ember::Error (never an internal one).
+TEST_P(OpFixture, EveryDType) {
+  const std::string name = GetParam();
+  const ember::Op op = op_of_case(name);
+  ASSERT_NE(op, ember::Op::count);
+  const ember::Device cpu = ember::Device::cpu();
+  CaseInputs in = inputs_of(name);
+  bool refused = false;
+  for (ember::DType dtype : all_dtypes()) {
+    const std::string what = name + " in " + std::string(ember::dtype_name(dtype));
+    if (ember::supports(op, dtype, cpu)) {
+      Tensor got = run_case(name, in.keys, inputs_as(in, dtype, cpu));
+      EXPECT_TRUE(check_run(got, reference_of(name, in, dtype), dtype, name,
+                            what + " (claimed by the catalogue)"));
+    } else if (!refused) {
+      refused = true;
+      const std::string msg = ember::test_util::error_of(
+          [&] { run_case(name, in.keys, inputs_as(in, dtype, cpu)); }, what);
+      EXPECT_NE(msg.find("unsupported dtype"), std::string::npos) << what << ": " << msg;
+      EXPECT_EQ(msg.find("internal error"), std::string::npos) << what << ": " << msg;
+    }
+  }
+}
+
+// Tier 3 on every GPU: output and gradients of every claimed dtype against the CPU.
+TEST_P(OpFixture, EveryDevice) {
+  if (!ember::cuda_available())
+    GTEST_SKIP() << "no CUDA device: the device tier runs on a machine with a GPU";
+  const std::string name = GetParam();
+  const ember::Op op = op_of_case(name);
+  ASSERT_NE(op, ember::Op::count);
+  const ember::Device cpu = ember::Device::cpu(), gpu = ember::Device::cuda();
+  CaseInputs in = inputs_of(name);
+  for (ember::DType dtype : all_dtypes()) {
+    if (!ember::supports(op, dtype, gpu)) continue;
+    const std::string what = name + " on cuda in " + std::string(ember::dtype_name(dtype));
+    std::vector<Tensor> xc = inputs_as(in, dtype, cpu), xg = inputs_as(in, dtype, gpu);
+    const bool grads =
+        ember::is_floating(dtype) && dtype != ember::DType::f16 && dtype != ember::DType::bf16;
+    for (size_t i = 0; i < xc.size(); ++i)
+      if (grads && in.differentiable[i]) {
+        xc[i].requires_grad_();
+        xg[i].requires_grad_();
+      }
+    Tensor oc = ember::supports(op, dtype, cpu) ? run_case(name, in.keys, xc)
+                                                : reference_of(name, in, dtype);
+    Tensor og = run_case(name, in.keys, xg);
+    ASSERT_EQ(og.device(), gpu) << what << ": the result left the device";
+    EXPECT_TRUE(check_run(og, oc, dtype, name, what));
+    if (!grads || !og.requires_grad() || !oc.requires_grad()) continue;
+    Tensor w = ember::randn(oc.shape(), {.dtype = oc.dtype()});
+    (oc * w).sum().backward();
+    (og * w.to(gpu)).sum().backward();
+    for (size_t i = 0; i < xc.size(); ++i)
+      if (in.differentiable[i])
+        EXPECT_TRUE(check_run(xg[i].grad(), xc[i].grad(), dtype, name,
+                              what + " grad of '" + in.keys[i] + "'"));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ops, OpFixture, ::testing::ValuesIn(table_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
@@ -362,6 +635,66 @@ TEST(OpFixtureFile, TableCoversEveryCase) {
   for (const auto& [name, fn] : op_table()) {
     EXPECT_TRUE(file_set.count(name)) << "op_table() entry '" << name << "' has no fixture";
   }
+}
+
+// Every catalogue op has a case; every differentiable op has a case whose gradients are
+// checked (tiers 1 and 2); every case names a catalogue op.
+TEST(Catalogue, EveryOpHasCasesForEveryTier) {
+  std::map<ember::Op, int> cases, with_grads;
+  for (const auto& [name, fn] : op_table()) {
+    const ember::Op op = op_of_case(name);
+    EXPECT_NE(op, ember::Op::count) << "case '" << name << "' names no catalogue op";
+    if (op == ember::Op::count) continue;
+    ++cases[op];
+    const CaseInputs in = inputs_of(name);
+    for (bool d : in.differentiable) with_grads[op] += d ? 1 : 0;
+  }
+  for (const ember::OpInfo& info : ember::catalogue()) {
+    EXPECT_GT(cases[info.op], 0) << "catalogue op '" << info.name
+                                 << "' has no case in tests/test_catalogue.cpp";
+    if (info.differentiable)
+      EXPECT_GT(with_grads[info.op], 0)
+          << "differentiable op '" << info.name << "' has no case with gradients";
+  }
+}
+
+// The catalogue's own rows: names are unique and found again, claims are sane.
+TEST(Catalogue, RowsAreConsistent) {
+  std::set<std::string> names;
+  for (const ember::OpInfo& info : ember::catalogue()) {
+    EXPECT_TRUE(names.insert(info.name).second) << "duplicate name " << info.name;
+    EXPECT_EQ(ember::op_by_name(info.name), info.op);
+    EXPECT_STREQ(ember::op_name(info.op), info.name);
+    EXPECT_NE(info.cpu, ember::kNoDTypes) << info.name << " claims no CPU dtype";
+    EXPECT_TRUE(ember::supports(info.op, ember::DType::f32, ember::Device::cpu()) ||
+                !info.cpu.contains(ember::DType::f32));
+  }
+  EXPECT_EQ(ember::op_by_name("no_such_op"), ember::Op::count);
+  EXPECT_EQ(ember::catalogue().size(), static_cast<size_t>(ember::Op::count));
+  EXPECT_EQ(ember::kFloat.to_string(), "f32, f64");
+  EXPECT_EQ(ember::kNoDTypes.to_string(), "none");
+#if !defined(EMBER_WITH_CUDA)
+  EXPECT_FALSE(ember::supports(ember::Op::add, ember::DType::f32, ember::Device::cuda()));
+#endif
+}
+
+// The driver's comparison must be able to fail: a dtype that computes the wrong values, and
+// an op that is not refused, are both caught.
+TEST(Catalogue, DriverDetectsWrongRuns) {
+  Tensor want = ember::from_vector<double>({1.0, 2.0, -1.5}, {3});
+  EXPECT_FALSE(check_run(ember::from_vector<float>({1.0f, 2.0f, -1.4f}, {3}), want,
+                         ember::DType::f32, "x", "f32 run"));
+  EXPECT_TRUE(check_run(ember::from_vector<float>({1.0f, 2.0f, -1.5f}, {3}), want,
+                        ember::DType::f32, "x", "f32 run"));
+  // i64 runs compare exactly against the reference cast to i64 (-1.5 -> -1).
+  EXPECT_TRUE(check_run(ember::from_vector<int64_t>({1, 2, -1}, {3}), want, ember::DType::i64, "x",
+                        "i64 run"));
+  EXPECT_FALSE(check_run(ember::from_vector<int64_t>({1, 2, -2}, {3}), want, ember::DType::i64, "x",
+                         "i64 run"));
+  EXPECT_EQ(op_of_case("log_softmax_dim0"), ember::Op::log_softmax);
+  EXPECT_EQ(op_of_case("cmp_ge"), ember::Op::ge);
+  EXPECT_EQ(op_of_case("max_pool2d_with_indices_indices"), ember::Op::max_pool2d_with_indices);
+  EXPECT_EQ(op_of_case("bogus"), ember::Op::count);
 }
 
 // The comparison itself must be able to fail: a perturbed value, a wrong shape and a wrong
