@@ -449,6 +449,10 @@ unary("avg_pool2d", lambda m: m.randn(2, 2, 6, 6),
       lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), attrs={"kernel": 3, "stride": 2,
                                                                 "padding": 1})
 
+unary("softplus", lambda m: m.randn(3, 4, scale=4.0), lambda x: F.softplus(x))
+unary("softplus_beta2_threshold3", lambda m: m.randn(3, 4, scale=2.0),
+      lambda x: F.softplus(x, beta=2.0, threshold=3.0), attrs={"beta": 2.0, "threshold": 3.0})
+
 # Random ops: PyTorch draws other numbers, so these compare distributions, not values: the
 # output is a few statistics of a large sample (computed by the C++ case the same way), the
 # reference their exact expectation, the tolerance many standard errors wide. `like` carries

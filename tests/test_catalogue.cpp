@@ -115,6 +115,10 @@ const std::map<std::string, OpFn>& op_table() {
     t["gelu_erf"] = [](Fixture& f) { return ember::gelu(f["x"], f.attr_string("approximate")); };
     t["gelu_tanh"] = [](Fixture& f) { return ember::gelu(f["x"], f.attr_string("approximate")); };
     t["silu"] = [](Fixture& f) { return ember::silu(f["x"]); };
+    t["softplus"] = [](Fixture& f) { return ember::softplus(f["x"]); };
+    t["softplus_beta2_threshold3"] = [](Fixture& f) {
+      return ember::softplus(f["x"], f.attr_double("beta"), f.attr_double("threshold"));
+    };
     t["sign"] = [](Fixture& f) { return ember::sign(f["x"]); };
 
     // ---- comparisons

@@ -61,19 +61,20 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 // The dtype columns are what the op accepts for its main input; an op that needs a specific
 // dtype for another operand (an index, a condition) says so in its error.
 
-#define EMBER_OPS_UNARY(X)                      \
-  X(neg, elementwise, true, kNumeric, kNumeric) \
-  X(abs, elementwise, true, kFloat, kFloat)     \
-  X(sqrt, elementwise, true, kFloat, kFloat)    \
-  X(rsqrt, elementwise, true, kFloat, kFloat)   \
-  X(square, elementwise, true, kFloat, kFloat)  \
-  X(exp, elementwise, true, kFloat, kFloat)     \
-  X(log, elementwise, true, kFloat, kFloat)     \
-  X(sign, elementwise, true, kFloat, kFloat)    \
-  X(relu, elementwise, true, kFloat, kFloat)    \
-  X(sigmoid, elementwise, true, kFloat, kFloat) \
-  X(tanh, elementwise, true, kFloat, kFloat)    \
-  X(silu, elementwise, true, kFloat, kFloat)    \
+#define EMBER_OPS_UNARY(X)                       \
+  X(neg, elementwise, true, kNumeric, kNumeric)  \
+  X(abs, elementwise, true, kFloat, kFloat)      \
+  X(sqrt, elementwise, true, kFloat, kFloat)     \
+  X(rsqrt, elementwise, true, kFloat, kFloat)    \
+  X(square, elementwise, true, kFloat, kFloat)   \
+  X(exp, elementwise, true, kFloat, kFloat)      \
+  X(log, elementwise, true, kFloat, kFloat)      \
+  X(sign, elementwise, true, kFloat, kFloat)     \
+  X(relu, elementwise, true, kFloat, kFloat)     \
+  X(sigmoid, elementwise, true, kFloat, kFloat)  \
+  X(tanh, elementwise, true, kFloat, kFloat)     \
+  X(silu, elementwise, true, kFloat, kFloat)     \
+  X(softplus, elementwise, true, kFloat, kFloat) \
   X(clamp, elementwise, true, kFloat, kFloat)
 
 #define EMBER_OPS_BINARY(X)                           \

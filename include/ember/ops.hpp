@@ -49,6 +49,9 @@ Tensor tanh(const Tensor& x);
 /// "none": x·Φ(x) with the exact erf; "tanh": the tanh approximation (as PyTorch).
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
+/// log(1 + exp(beta·x)) / beta, and x itself where beta·x > threshold (PyTorch's softplus).
+///   softplus(x)  softplus(x, 2.0, 10.0)
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 /// Elementwise NOT: true where x is 0 (or false), for any dtype; bool out.
 ///   logical_not(gt(x, 0.0))

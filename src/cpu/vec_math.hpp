@@ -116,6 +116,10 @@ struct HostMath {
     return std::log(x);
   }
   template <typename T>
+  static T log1p(T x) {
+    return std::log1p(x);
+  }
+  template <typename T>
   static T tanh(T x) {
     return tanh_of(x);
   }

@@ -26,6 +26,10 @@ struct DeviceMath {
     return ::log(x);
   }
   template <typename T>
+  __device__ static T log1p(T x) {
+    return ::log1p(x);
+  }
+  template <typename T>
   __device__ static T tanh(T x) {
     return ::tanh(x);
   }

@@ -6,7 +6,7 @@
 // The unary formulas take a math policy `M` for the transcendental functions, because the
 // backends evaluate them differently: the CPU with its vectorisable exp_of / tanh_of / erf_of
 // (src/cpu/vec_math.hpp, within 1-2 ulp), CUDA with the device math library. A policy is a
-// struct of static EMBER_HD functions exp, log, tanh, erf, sqrt, abs and pow on T.
+// struct of static EMBER_HD functions exp, log, log1p, tanh, erf, sqrt, abs and pow on T.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +71,8 @@ EMBER_HD inline T unary_apply(T x, T a, T b) {
     return T(0.5) * x * (T(1) + M::tanh(gelu_tanh_inner(x)));
   else if constexpr (Op == UnaryOp::silu)
     return x * sigmoid_of<M>(x);
+  else if constexpr (Op == UnaryOp::softplus)  // a = beta, b = threshold (PyTorch's)
+    return x * a > b ? x : M::log1p(M::exp(x * a)) / a;
   else if constexpr (Op == UnaryOp::affine)
     return x * a + b;
   else if constexpr (Op == UnaryOp::pow_scalar)  // exact shortcuts for the common exponents

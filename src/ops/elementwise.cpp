@@ -227,6 +227,19 @@ Tensor silu(const Tensor& x) {
   return unary_with_grad_kernel(Op::silu, UnaryOp::silu, UnaryOp::silu_grad, x);
 }
 
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  EMBER_CHECK(beta != 0.0, "softplus: beta is 0 (expected a non-zero beta)");
+  Tensor out = unary_forward(Op::softplus, UnaryOp::softplus, x, beta, threshold);
+  if (autograd::needs_grad(x))
+    autograd::record(Op::softplus, out, {&x},
+                     [beta, threshold, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+                       // d/dx = sigmoid(beta·x), and 1 where the op is linear (beta·x > threshold)
+                       Tensor bx = mul(sx.get(), beta);
+                       gi[0] = where(gt(bx, threshold), g, mul(g, sigmoid(bx)));
+                     });
+  return out;
+}
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
               approximate, "' (expected \"none\" or \"tanh\")");
