@@ -415,8 +415,10 @@ CaseInputs inputs_of(const std::string& name) {
 // inputs keep their dtype. Lands on `device`.
 Tensor as_dtype(const Tensor& x, ember::DType dtype, ember::Device device) {
   using ember::DType;
-  if (!ember::is_floating(x.dtype())) return x.to(device);
-  if (ember::is_floating(dtype)) return x.to(dtype).to(device);
+  // detach(): a fresh leaf every time, never an alias of the fixture's tensor that a run
+  // marked requires_grad.
+  if (!ember::is_floating(x.dtype())) return x.detach().to(device);
+  if (ember::is_floating(dtype)) return x.detach().to(dtype).to(device);
   std::vector<double> v = ember_test::values_f64(x);
   for (double& e : v) {
     if (dtype == DType::boolean)

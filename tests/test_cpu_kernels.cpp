@@ -171,6 +171,7 @@ double reference_unary(UnaryOp op, double x, double a, double b) {
     case UnaryOp::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
     case UnaryOp::gelu_tanh: return 0.5 * x * (1 + std::tanh(inner));
     case UnaryOp::silu: return x * sig;
+    case UnaryOp::softplus: return x * a > b ? x : std::log1p(std::exp(x * a)) / a;
     case UnaryOp::affine: return x * a + b;
     case UnaryOp::pow_scalar: return std::pow(x, a);
     case UnaryOp::clamp: return std::min(std::max(x, a), b);
