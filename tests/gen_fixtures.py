@@ -114,7 +114,10 @@ for nm, sa, sb in [("matmul_2d", (3, 4), (4, 5)),
                    ("matmul_batched_2d", (2, 3, 4), (4, 5)),
                    ("matmul_2d_batched", (3, 4), (2, 4, 5)),
                    ("matmul_batched", (2, 3, 4), (2, 4, 2)),
-                   ("matmul_batch_broadcast", (2, 1, 3, 4), (3, 4, 2))]:
+                   ("matmul_batch_broadcast", (2, 1, 3, 4), (3, 4, 2)),
+                   ("matmul_batched_1d", (2, 3, 4), (4,)),
+                   ("matmul_1d_batched", (4,), (2, 4, 3)),
+                   ("matmul_lead_broadcast", (1, 3, 4), (2, 4, 2))]:
     binary(nm, lambda m, s=sa: m.randn(*s), lambda m, s=sb: m.randn(*s), torch.matmul)
 
 case("linear_bias_3d",
@@ -123,6 +126,9 @@ case("linear_bias_3d",
 case("linear_nobias",
      lambda m: {"x": m.randn(3, 4), "weight": m.randn(2, 4)},
      lambda t: F.linear(t["x"], t["weight"]), diff=("x", "weight"))
+case("linear_1d",
+     lambda m: {"x": m.randn(4), "weight": m.randn(3, 4), "bias": m.randn(3)},
+     lambda t: F.linear(t["x"], t["weight"], t["bias"]), diff=("x", "weight", "bias"))
 case("linear_nobias_3d",
      lambda m: {"x": m.randn(2, 2, 3), "weight": m.randn(4, 3)},
      lambda t: F.linear(t["x"], t["weight"]), diff=("x", "weight"))
@@ -245,6 +251,10 @@ unary("reshape", lambda m: m.randn(2, 3, 4), lambda x: x.reshape(4, 6), attrs={"
 unary("reshape_infer", lambda m: m.randn(2, 3, 4), lambda x: x.reshape(-1, 3), attrs={"shape": [-1, 3]})
 unary("transpose", lambda m: m.randn(2, 3, 4), lambda x: x.transpose(0, 2), attrs={"d0": 0, "d1": 2})
 unary("transpose_2d", lambda m: m.randn(3, 5), lambda x: x.transpose(0, 1), attrs={"d0": 0, "d1": 1})
+unary("t_matrix", lambda m: m.randn(3, 5), lambda x: x.t())
+unary("narrow", lambda m: m.randn(4, 5), lambda x: x.narrow(1, 1, 3),
+      attrs={"dim": 1, "start": 1, "length": 3})
+unary("select", lambda m: m.randn(3, 4, 2), lambda x: x.select(1, -1), attrs={"dim": 1, "index": -1})
 unary("permute", lambda m: m.randn(2, 3, 4), lambda x: x.permute(2, 0, 1), attrs={"dims": [2, 0, 1]})
 unary("slice_step", lambda m: m.randn(3, 8), lambda x: x[:, 1:7:2],
       attrs={"dim": 1, "start": 1, "end": 7, "step": 2})
@@ -257,6 +267,15 @@ unary("flatten", lambda m: m.randn(2, 3, 4), lambda x: x.flatten(1, 2), attrs={"
 unary("squeeze", lambda m: m.randn(3, 1, 4), lambda x: x.squeeze(1), attrs={"dim": 1})
 unary("unsqueeze", lambda m: m.randn(3, 4), lambda x: x.unsqueeze(1), attrs={"dim": 1})
 unary("sum_to", lambda m: m.randn(2, 3, 4), lambda x: x.sum_to_size(3, 1), attrs={"shape": [3, 1]})
+unary("sum_to_leading", lambda m: m.randn(2, 3, 4), lambda x: x.sum_to_size(4), attrs={"shape": [4]})
+unary("squeeze_all", lambda m: m.randn(3, 1, 4, 1), lambda x: x.squeeze())
+unary("unsqueeze_neg", lambda m: m.randn(3, 4), lambda x: x.unsqueeze(-1), attrs={"dim": -1})
+unary("flatten_all", lambda m: m.randn(2, 3, 4), lambda x: x.flatten())
+unary("expand_new_leading", lambda m: m.randn(4), lambda x: x.expand(2, 3, 4), attrs={"shape": [2, 3, 4]})
+unary("reshape_of_transpose", lambda m: m.randn(3, 4), lambda x: x.transpose(0, 1).reshape(12))
+unary("cat_same_input_twice", lambda m: m.randn(2, 3), lambda x: torch.cat([x, x], 0))
+unary("split_sizes", lambda m: m.randn(6, 2),
+      lambda x: (lambda p: torch.cat([p[1], p[2], p[0]], 0))(torch.split(x, [1, 3, 2], 0)))
 case("cat_dim0", lambda m: {"a": m.randn(2, 3), "b": m.randn(1, 3), "c": m.randn(3, 3)},
      lambda t: torch.cat([t["a"], t["b"], t["c"]], 0), diff=("a", "b", "c"), attrs={"dim": 0})
 case("cat_dim1", lambda m: {"a": m.randn(2, 3, 2), "b": m.randn(2, 1, 2), "c": m.randn(2, 2, 2)},
@@ -305,6 +324,10 @@ case("layer_norm_affine",
      lambda m: {"x": m.randn(2, 3, 4, scale=2.0), "weight": m.randn(4), "bias": m.randn(4)},
      lambda t: F.layer_norm(t["x"], [4], t["weight"], t["bias"], 1e-5),
      diff=("x", "weight", "bias"), attrs={"normalized_shape": [4], "eps": 1e-5})
+case("layer_norm_weight_only",
+     lambda m: {"x": m.randn(3, 4), "weight": m.randn(4)},
+     lambda t: F.layer_norm(t["x"], [4], t["weight"], None, 1e-5),
+     diff=("x", "weight"), attrs={"normalized_shape": [4], "eps": 1e-5})
 case("layer_norm_plain_2dims",
      lambda m: {"x": m.randn(2, 3, 4, scale=2.0)},
      lambda t: F.layer_norm(t["x"], [3, 4], None, None, 1e-5),
@@ -332,6 +355,8 @@ BN_ATTRS = {"momentum": 0.1, "eps": 1e-5}
 case("batch_norm_train_2d", bn_inputs(5, 3), bn_train, diff=("x", "weight", "bias"),
      attrs=dict(BN_ATTRS, training=True), rtol=2e-5, atol=2e-6)
 case("batch_norm_train_3d", bn_inputs(2, 3, 4), bn_train, diff=("x", "weight", "bias"),
+     attrs=dict(BN_ATTRS, training=True), rtol=2e-5, atol=2e-6)
+case("batch_norm_train_4d", bn_inputs(2, 2, 2, 3), bn_train, diff=("x", "weight", "bias"),
      attrs=dict(BN_ATTRS, training=True), rtol=2e-5, atol=2e-6)
 case("batch_norm_eval", bn_inputs(4, 3), bn_eval, diff=("x", "weight", "bias"),
      attrs=dict(BN_ATTRS, training=False))

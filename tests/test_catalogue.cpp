@@ -58,11 +58,13 @@ const std::map<std::string, OpFn>& op_table() {
     // ---- linear algebra
     for (const char* name :
          {"matmul_2d", "matmul_1d_2d", "matmul_2d_1d", "matmul_1d_1d", "matmul_batched_2d",
-          "matmul_2d_batched", "matmul_batched", "matmul_batch_broadcast"}) {
+          "matmul_2d_batched", "matmul_batched", "matmul_batch_broadcast", "matmul_batched_1d",
+          "matmul_1d_batched", "matmul_lead_broadcast"}) {
       t[name] = [](Fixture& f) { return ember::matmul(f["a"], f["b"]); };
     }
     t["linear_bias_3d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"], f["bias"]); };
     t["linear_nobias"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"]); };
+    t["linear_1d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"], f["bias"]); };
     t["linear_nobias_3d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"]); };
 
     // ---- binary elementwise: functions for the same-shape case, operators when broadcasting
@@ -184,7 +186,12 @@ const std::map<std::string, OpFn>& op_table() {
     t["transpose"] = [](Fixture& f) {
       return ember::transpose(f["x"], f.attr_int("d0"), f.attr_int("d1"));
     };
-    t["transpose_2d"] = [](Fixture& f) { return f["x"].t(); };
+    t["transpose_2d"] = [](Fixture& f) { return ember::transpose(f["x"], 0, 1); };
+    t["t_matrix"] = [](Fixture& f) { return f["x"].t(); };
+    t["narrow"] = [](Fixture& f) {
+      return f["x"].narrow(f.attr_int("dim"), f.attr_int("start"), f.attr_int("length"));
+    };
+    t["select"] = [](Fixture& f) { return f["x"].select(f.attr_int("dim"), f.attr_int("index")); };
     t["permute"] = [](Fixture& f) { return ember::permute(f["x"], f.attr_shape("dims")); };
     for (const char* name : {"slice_step", "slice_neg_start", "slice_step3"}) {
       t[name] = [](Fixture& f) {
@@ -199,6 +206,17 @@ const std::map<std::string, OpFn>& op_table() {
     t["squeeze"] = [](Fixture& f) { return ember::squeeze(f["x"], f.attr_int("dim")); };
     t["unsqueeze"] = [](Fixture& f) { return ember::unsqueeze(f["x"], f.attr_int("dim")); };
     t["sum_to"] = [](Fixture& f) { return ember::sum_to(f["x"], f.attr_shape("shape")); };
+    t["sum_to_leading"] = [](Fixture& f) { return ember::sum_to(f["x"], f.attr_shape("shape")); };
+    t["squeeze_all"] = [](Fixture& f) { return f["x"].squeeze(); };
+    t["unsqueeze_neg"] = [](Fixture& f) { return f["x"].unsqueeze(f.attr_int("dim")); };
+    t["flatten_all"] = [](Fixture& f) { return f["x"].flatten(); };
+    t["expand_new_leading"] = [](Fixture& f) { return f["x"].expand(f.attr_shape("shape")); };
+    t["reshape_of_transpose"] = [](Fixture& f) { return f["x"].transpose(0, 1).reshape({12}); };
+    t["cat_same_input_twice"] = [](Fixture& f) { return ember::cat({f["x"], f["x"]}, 0); };
+    t["split_sizes"] = [](Fixture& f) {
+      std::vector<Tensor> p = ember::split(f["x"], std::vector<int64_t>{1, 3, 2}, 0);
+      return ember::cat({p[1], p[2], p[0]}, 0);
+    };
     for (const char* name : {"cat_dim0", "cat_dim1"}) {
       t[name] = [](Fixture& f) { return ember::cat({f["a"], f["b"], f["c"]}, f.attr_int("dim")); };
     }
@@ -232,14 +250,16 @@ const std::map<std::string, OpFn>& op_table() {
     };
 
     // ---- normalisation
-    for (const char* name : {"layer_norm_affine", "layer_norm_plain_2dims"}) {
+    for (const char* name :
+         {"layer_norm_affine", "layer_norm_weight_only", "layer_norm_plain_2dims"}) {
       t[name] = [](Fixture& f) {
         return ember::layer_norm(f["x"], f.attr_shape("normalized_shape"),
                                  optional_tensor(f, "weight"), optional_tensor(f, "bias"),
                                  f.attr_double("eps"));
       };
     }
-    for (const char* name : {"batch_norm_train_2d", "batch_norm_train_3d", "batch_norm_eval"}) {
+    for (const char* name :
+         {"batch_norm_train_2d", "batch_norm_train_3d", "batch_norm_train_4d", "batch_norm_eval"}) {
       t[name] = [](Fixture& f) {
         return ember::batch_norm(f["x"], f["running_mean"], f["running_var"], f["weight"],
                                  f["bias"], f.attr_bool("training"), f.attr_double("momentum"),
@@ -618,10 +638,12 @@ TEST_P(OpFixture, EveryDevice) {
     Tensor w = ember::randn(oc.shape(), {.dtype = oc.dtype()});
     (oc * w).sum().backward();
     (og * w.to(gpu)).sum().backward();
-    for (size_t i = 0; i < xc.size(); ++i)
-      if (in.differentiable[i])
+    for (size_t i = 0; i < xc.size(); ++i) {
+      if (in.differentiable[i]) {
         EXPECT_TRUE(check_run(xg[i].grad(), xc[i].grad(), dtype, name,
                               what + " grad of '" + in.keys[i] + "'"));
+      }
+    }
   }
 }
 
@@ -658,9 +680,10 @@ TEST(Catalogue, EveryOpHasCasesForEveryTier) {
   for (const ember::OpInfo& info : ember::catalogue()) {
     EXPECT_GT(cases[info.op], 0) << "catalogue op '" << info.name
                                  << "' has no case in tests/test_catalogue.cpp";
-    if (info.differentiable)
+    if (info.differentiable) {
       EXPECT_GT(with_grads[info.op], 0)
           << "differentiable op '" << info.name << "' has no case with gradients";
+    }
   }
 }
 

@@ -188,6 +188,29 @@ TEST(Errors, InPlaceChangeToSavedLeaf) {
   EXPECT_THAT(msg, AnyOf(HasSubstr("modified"), HasSubstr("version")));
 }
 
+// The scalar in-place forms check the catalogue like every op (issue 14: one dtype check):
+// integers keep their dtype with an integral scalar, as PyTorch, and what cannot be stored
+// in place, or has no kernel, is refused by name (bool arithmetic reached a kernel assert).
+TEST(Errors, InPlaceScalarFormsFollowTheCatalogue) {
+  Tensor i = from_vector<int64_t>({1, -2, 3}, {3});
+  i.add_(2.0);
+  i.mul_(3.0);
+  EXPECT_EQ(i.dtype(), DType::i64);
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{9, 0, 15}));
+  EXPECT_THAT(error_of([&] { i.mul_(0.5); }),
+              HasSubstr("mul_: the result with 0.5 is a float, which the i64 tensor cannot hold "
+                        "in place"));
+  Tensor flags = from_vector<bool>({true, false}, {2});
+  EXPECT_THAT(error_of([&] { flags.add_(1.0); }), HasSubstr("add: unsupported dtype bool on cpu"));
+  EXPECT_THAT(error_of([&] { flags.mul_(flags); }), HasSubstr("mul: unsupported dtype bool"));
+  EXPECT_THAT(error_of([&] { i.clamp_(0.0, 1.0); }), HasSubstr("clamp: unsupported dtype i64"));
+  Tensor f = from_vector<float>({-1, 0.5, 3}, {3});
+  EXPECT_THAT(error_of([&] { f.clamp_(2.0, 1.0); }),
+              HasSubstr("clamp_: lower bound 2 is above upper bound 1"));
+  f.clamp_(0.0, 1.0);
+  EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{0, 0.5, 1}));
+}
+
 TEST(Errors, InPlaceOnParameterWhileRecording) {
   Tensor p = parameter(randn({3}));
   ASSERT_TRUE(p.requires_grad());

@@ -212,6 +212,43 @@ TEST(Fit, BadOptionsAreErrors) {
   }
 }
 
+// Issue 14 item 5: the device is decided in one place, the model. A loader set to deliver
+// elsewhere is overridden (its batches go to the model's device), and the deprecated
+// FitOptions::device and evaluate(device) must agree with the model or are refused by name.
+TEST(Fit, TheRunsDeviceIsTheModels) {
+  nn::Module net = small_net();
+  EXPECT_EQ(train::model_device(net), Device::cpu());
+  data::DataLoader loader(blobs(16, 1), {.batch_size = 8, .device = Device::cpu()});
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  train::FitOptions o{.progress = train::Progress::none};
+  o.device = Device::cuda(0);
+  try {
+    train::fit(net, loader, opt, train::cross_entropy_loss(), o);
+    FAIL() << "a FitOptions::device other than the model's was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fit: FitOptions::device is cuda:0 but the model is on "
+                                         "cpu; a run's device is its model's"),
+              std::string::npos)
+        << e.what();
+  }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  try {
+    train::evaluate(net, loader, train::cross_entropy_loss(), Device::cuda(0));
+    FAIL() << "an evaluate device other than the model's was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("evaluate: the device argument is cuda:0"),
+              std::string::npos)
+        << e.what();
+  }
+#pragma GCC diagnostic pop
+  o.device = Device::cpu();
+  EXPECT_NO_THROW(train::fit(net, loader, opt, train::cross_entropy_loss(), o));
+  // begin_on delivers to the device asked for, whatever the loader's option says.
+  for (auto it = loader.begin_on(Device::cpu()); it != loader.end(); ++it)
+    EXPECT_EQ(it->input.device(), Device::cpu());
+}
+
 // Issue 15 item 19: a loss over no samples (it was 0, a perfect score) is an error.
 TEST(Fit, EmptyLoaderIsAnError) {
   nn::Module net = small_net();
@@ -291,6 +328,34 @@ TEST(CudaFit, AnEpochReadsTheDeviceOnlyAtItsEnd) {
   // The counter sees reads: a per-batch hook reads each step's loss.
   const int64_t hooked = device_reads_of_one_epoch(12, true);
   EXPECT_GE(hooked, twelve + 12 * 4);
+}
+
+// Issue 14 item 5: the model decides; the loader delivers there (the host-to-device copy
+// happens on its prefetch thread), and a model split over two devices is refused by name.
+TEST(CudaFit, TheLoaderDeliversToTheModelsDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: this test runs a model on the GPU";
+  const Device gpu = Device::cuda(0);
+  nn::Module net = small_net();
+  net->to(gpu);
+  EXPECT_EQ(train::model_device(net), gpu);
+  data::DataLoader loader(blobs(32, 3), {.batch_size = 16, .device = Device::cpu()});
+  for (auto it = loader.begin_on(gpu); it != loader.end(); ++it) {
+    EXPECT_EQ(it->input.device(), gpu);
+    EXPECT_EQ(it->target.device(), gpu);
+  }
+  const train::Metrics m = train::evaluate(net, loader, train::cross_entropy_loss());
+  EXPECT_EQ(m.samples, 32);
+  net->named_parameters().back().second.set_data_(
+      net->named_parameters().back().second.to(Device::cpu()));
+  try {
+    train::model_device(net);
+    FAIL() << "a model on two devices was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model_device: the model is on two devices: '0.weight' "
+                                         "is on cuda:0 and '2.bias' on cpu"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

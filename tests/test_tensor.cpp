@@ -447,6 +447,45 @@ TEST(Memory, ParameterGradIsPersistent) {
   EXPECT_EQ(pool_of(p.grad()), Pool::Persistent);
 }
 
+// Issue 14 item 5: a parameter's first gradient of a step is the buffer backward wrote,
+// counted as Persistent, not a copy into a fresh Persistent block. Dropping `.grad` each
+// step (zero_grad's default) therefore costs no more allocations than keeping it, and the
+// block goes back to the Pass cache, where the next step's backward finds it again.
+TEST(Memory, FirstGradientIsKeptNotCopied) {
+  const Device cpu = Device::cpu();
+  Tensor w = parameter(randn({64, 32}));
+  Tensor b = parameter(randn({64}));
+  const Tensor x = randn({16, 32});
+  auto step_allocs = [&](bool set_to_none) {
+    w.zero_grad(set_to_none);
+    b.zero_grad(set_to_none);
+    const int64_t before = memory_stats(cpu).alloc_count;
+    square(linear(x, w, b)).sum().backward();
+    return memory_stats(cpu).alloc_count - before;
+  };
+  step_allocs(false);  // warm: the gradients exist from here on
+  const int64_t kept = step_allocs(false);
+  step_allocs(true);
+  const int64_t dropped = step_allocs(true);
+  EXPECT_EQ(dropped, kept) << "a dropped .grad came back as a copy into a new block";
+
+  EXPECT_EQ(pool_of(w.grad()), Pool::Persistent);
+  EXPECT_EQ(pool_of(b.grad()), Pool::Persistent);
+  {
+    NoGradGuard no_grad;
+    const Tensor expected = matmul((2.0 * linear(x, w, b)).transpose(0, 1), x);
+    EXPECT_LT((w.grad() - expected).abs().max().item<float>(), 1e-3f);
+  }
+  const MemoryStats with_grad = memory_stats(cpu);
+  w.zero_grad();
+  b.zero_grad();
+  const MemoryStats without = memory_stats(cpu);
+  EXPECT_EQ(with_grad.persistent_bytes - without.persistent_bytes, 64 * 32 * 4 + 64 * 4)
+      << "the gradients were counted as Persistent while held";
+  EXPECT_EQ(without.pass_reserved, with_grad.pass_reserved + 64 * 32 * 4 + 64 * 4)
+      << "their blocks went back to the Pass cache they were carved from";
+}
+
 // ---------------------------------------------------------------------------------------
 // autograd basics
 

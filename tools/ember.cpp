@@ -347,7 +347,6 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
   fo.scheduler = sched.get();
   fo.scheduler_per_batch = per_batch;
   fo.plateau = plateau.get();
-  fo.device = device;
   fo.checkpoint_every = t.checkpoint_every;
   if (t.checkpoint_every > 0) fo.checkpoint_path = checkpoint_path(t);
   fo.progress = t.progress == "bar"     ? train::Progress::bar
@@ -362,7 +361,7 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
               << "\n";
   }
   train::fit(model, train_loader, *opt, loss_for(*data.train), fo);
-  train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train), device);
+  train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train));
   print_metrics("test", m);
   io::save_model(model, t.output);
   std::cout << "saved " << t.output << " (" << std::filesystem::file_size(t.output) << " bytes)\n";
@@ -376,7 +375,7 @@ int cmd_eval(const std::string& path, const DataArgs& da, const std::string& dev
   nn::Module model = io::load_model(path, device);
   Splits data = load_data(da, train::expects_images(model), false);
   data::DataLoader loader(data.test, {.batch_size = da.batch_size});
-  print_metrics("eval", train::evaluate(model, loader, loss_for(*data.test), device));
+  print_metrics("eval", train::evaluate(model, loader, loss_for(*data.test)));
   return 0;
 }
 

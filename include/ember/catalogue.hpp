@@ -119,8 +119,11 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(reshape, shape, true, kAnyDType, kAnyDType, copy)                 \
   X(view, shape, true, kAnyDType, kAnyDType, view)                    \
   X(transpose, shape, true, kAnyDType, kAnyDType, view)               \
+  X(t, shape, true, kAnyDType, kAnyDType, view)                       \
   X(permute, shape, true, kAnyDType, kAnyDType, view)                 \
   X(slice, shape, true, kAnyDType, kAnyDType, view)                   \
+  X(narrow, shape, true, kAnyDType, kAnyDType, view)                  \
+  X(select, shape, true, kAnyDType, kAnyDType, view)                  \
   X(expand, shape, true, kAnyDType, kAnyDType, view)                  \
   X(squeeze, shape, true, kAnyDType, kAnyDType, view)                 \
   X(unsqueeze, shape, true, kAnyDType, kAnyDType, view)               \

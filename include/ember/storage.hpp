@@ -26,19 +26,27 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  /// The pool this storage's bytes are counted in (memory_stats, pool_of).
   Pool pool() const { return pool_; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
   /// Moves the bytes to `target` (same pool); used by release_device. Data pointer changes.
   void migrate(Device target);
+  /// Counts these bytes in `pool` from now on, without moving them: the block stays where it
+  /// was carved from and goes back to that pool's cache when freed. Autograd uses it to keep
+  /// a step's gradient as a parameter's Persistent `.grad` without a copy (Note [Gradients
+  /// stolen into the Persistent pool], src/autograd/engine.cpp).
+  void recharge(Pool pool);
 
  private:
   Storage() = default;
+  void release_block();  // back to the home pool's cache (owned blocks only)
   void* data_ = nullptr;
   size_t bytes_ = 0;
   size_t block_bytes_ = 0;  // size of the block actually reserved
   Device device_;
-  Pool pool_ = Pool::Pass;
+  Pool pool_ = Pool::Pass;       // where the bytes are counted
+  Pool home_pool_ = Pool::Pass;  // whose cache the block returns to
   uint64_t version_ = 0;
   bool owned_ = true;
 };

@@ -73,18 +73,26 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
   out.impl()->grad_fn = node;
 }
 
+// Note [Gradients stolen into the Persistent pool]
+// A leaf's first gradient is kept, not copied, whenever nothing else holds it (PyTorch's
+// AccumulateGrad steals likewise): the buffer the backward kernel wrote becomes `.grad`.
+// For a Persistent leaf (a parameter) that buffer came from the Pass pool; Storage::recharge
+// counts it as Persistent from then on while the block stays in the Pass pool's cache, so
+// when zero_grad() drops the gradient the block goes back to where the next step's backward
+// finds it again. Steady-state training thus allocates nothing new and copies no gradient.
+// Later gradients of the same step accumulate in place into that buffer.
 void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
   Tensor g = grad_out;
   if (g.dtype() != leaf_->dtype) g = g.to(leaf_->dtype);
-  const bool persistent = leaf_->storage->pool() == Pool::Persistent;
+  const Pool pool = leaf_->storage->pool();
   if (!leaf_->grad) {
-    const bool stealable = !persistent && g.impl_ptr().use_count() <= 2 &&
-                           g.storage().use_count() == 1 && g.is_contiguous() &&
-                           g.device() == leaf_->storage->device();
+    const bool stealable = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 &&
+                           g.is_contiguous() && g.device() == leaf_->storage->device();
     if (stealable) {
+      g.storage()->recharge(pool);
       leaf_->grad = g.impl_ptr();
     } else {
-      PoolGuard pool(leaf_->storage->pool());
+      PoolGuard guard(pool);
       Tensor owned =
           empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
       owned.copy_(g);
@@ -93,8 +101,8 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
     return;
   }
   Tensor current(leaf_->grad);
-  if (persistent) {
-    current.add_(g);  // same buffer across steps (ARCHITECTURE §3 rule 3)
+  if (pool == Pool::Persistent) {
+    current.add_(g);  // same buffer across the step (ARCHITECTURE §3 rule 3)
   } else {
     leaf_->grad = add(current, g).impl_ptr();
   }

@@ -55,8 +55,7 @@ struct Node {
   uint64_t visit_mark = 0;
 };
 
-/// Accumulates into a leaf's .grad. Persistent-pool leaves keep one grad buffer that is
-/// accumulated in place, so its data_ptr is stable across steps.
+/// Accumulates into a leaf's .grad (Note [Gradients stolen into the Persistent pool]).
 struct AccumulateGrad final : Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
       : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}

@@ -30,6 +30,20 @@ struct View {
   int64_t numel() const { return shape.numel(); }
 };
 
+/// True when `v` is C-contiguous (size-1 dims may have any stride; an empty view, with a
+/// zero-size dim, is contiguous whatever its strides, as in PyTorch).
+inline bool is_contiguous(const View& v) {
+  for (int d = 0; d < v.shape.size(); ++d)
+    if (v.shape[d] == 0) return true;
+  int64_t expected = 1;
+  for (int d = v.shape.size() - 1; d >= 0; --d) {
+    if (v.shape[d] == 1) continue;
+    if (v.strides[d] != expected) return false;
+    expected *= v.shape[d];
+  }
+  return true;
+}
+
 // The generic kernels' ops. Their public entries come from the op catalogue
 // (include/ember/catalogue.hpp: UnaryOp::exp is Op::exp's kernel); the kernel-only entries
 // below serve ops whose kernel has another name (gelu, add with a scalar) and backward rules.
@@ -146,120 +160,12 @@ struct OptimSlot {
   int64_t numel = 0;
 };
 
-/// The kernel table of one device type. Every slot must be filled.
+/// The kernel table of one device type: a function pointer per slot of slots.def.
 struct Backend {
   const char* name;
-  // memory
-  void* (*allocate)(int device, size_t bytes, Pool pool,
-                    size_t* block_bytes);                                    // throws OutOfMemory
-  void (*deallocate)(int device, void* ptr, size_t block_bytes, Pool pool);  // returns to cache
-  void (*memcpy_to_host)(int device, void* host_dst, const void* src, size_t bytes);
-  void (*memcpy_from_host)(int device, void* dst, const void* host_src, size_t bytes);
-  void (*empty_cache)(int device);
-  void (*memory_stats)(int device, MemoryStats* stats);
-  void (*reset_peak)(int device);
-  void (*synchronize)(int device);
-  // elementwise
-  void (*fill)(const View& out, double value);    // any dtype
-  void (*copy)(const View& out, const View& in);  // strided, casts dtypes
-  void (*unary)(UnaryOp op, const View& out, const View& in, double a, double b);  // f32/f64
-  void (*binary)(BinaryOp op, const View& out, const View& a, const View& b);      // same dtype in
-  void (*where)(const View& out, const View& cond, const View& a, const View& b);  // cond bool
-  /// Reduces `in` over the dims where out.shape == 1 and in.shape != 1 (out keeps rank).
-  /// argmax/argmin: out is i64, exactly one dim reduced.
-  void (*reduce)(ReduceOp op, const View& out, const View& in);
-  /// Sum of squared deviations over reduced dims divided by (count - correction).
-  void (*variance)(const View& out, const View& in, int64_t correction);
-  // linear algebra
-  void (*gemm)(const GemmArgs& args);  // f32/f64, contiguous rows (ld*) given
-  // softmax over `dim` of a contiguous tensor; log_softmax when `log`.
-  void (*softmax)(const View& out, const View& in, int dim, bool log);
-  /// grad_in = softmax backward given out (the forward result) and grad_out; all contiguous.
-  void (*softmax_backward)(const View& grad_in, const View& grad_out, const View& out, int dim,
-                           bool log);
-  // indexing (index is i64 or i32, contiguous; `in`/`out` contiguous). On a GPU the range
-  // check does not wait for the device: the slot returns true, leaves the output unwritten
-  // and the error is thrown at the next synchronisation (Note [Deferred device errors]).
-  /// out = in.index_select(dim, index). Returns false when an index is out of range.
-  bool (*index_select)(const View& out, const View& in, int dim, const View& index);
-  /// out.index_add_(dim, index, src) (accumulates). Returns false on an out-of-range index.
-  bool (*index_add)(const View& out, int dim, const View& index, const View& src);
-  /// out = gather(in, dim, index); out has index's shape. False on out-of-range.
-  bool (*gather)(const View& out, const View& in, int dim, const View& index);
-  /// out.scatter_add_(dim, index, src). False on out-of-range.
-  bool (*scatter_add)(const View& out, int dim, const View& index, const View& src);
-  // random (counter-based so every device gives the same stream for a seed)
-  /// Uniform [lo, hi) for float dtypes, from Philox(seed, offset + i).
-  void (*uniform)(const View& out, uint64_t seed, uint64_t offset, double lo, double hi);
-  void (*normal)(const View& out, uint64_t seed, uint64_t offset, double mean, double std);
-  /// Dropout: mask[i] = u_i >= p ? 1/(1-p) : 0 (mask has in's dtype, contiguous) and
-  /// out = in * mask, with u_i from Philox(seed, offset + i).
-  void (*dropout)(const View& out, const View& mask, const View& in, double p, uint64_t seed,
-                  uint64_t offset);
-  // convolution and pooling (Window2d geometry; every View contiguous, see Window2d)
-  /// columns[C·kh·kw, N·oh·ow] = the input patches of in[N, C, H, W] (zeros in the padding).
-  void (*im2col)(const Window2d& w, const View& columns, const View& in);
-  /// grad_in[N, C, H, W] = Σ of columns[C·kh·kw, N·oh·ow] over the patches (overwrites).
-  void (*col2im)(const Window2d& w, const View& grad_in, const View& columns);
-  /// out[N, C, oh, ow] = window maxima (padding is -inf, NaN wins); indices (i64) = h·W + w
-  /// of each maximum within its [H, W] plane, as PyTorch.
-  void (*max_pool2d)(const Window2d& w, const View& out, const View& indices, const View& in);
-  /// grad_in[N, C, H, W] = grad_out scattered to `indices` (overwrites, accumulates ties).
-  void (*max_pool2d_backward)(const Window2d& w, const View& grad_in, const View& grad_out,
-                              const View& indices);
-  /// out[N, C, oh, ow] = window means; the divisor counts padding when count_include_pad.
-  void (*avg_pool2d)(const Window2d& w, const View& out, const View& in, bool count_include_pad);
-  /// grad_in[N, C, H, W] = grad_out spread evenly over each window (overwrites).
-  void (*avg_pool2d_backward)(const Window2d& w, const View& grad_in, const View& grad_out,
-                              bool count_include_pad);
-  // optimizers (optim.cpp): fused, in place, one pass over memory. Every View is
-  // contiguous with param's dtype (f32/f64) and numel.
-  // One form, multi-tensor (one launch on a GPU for a whole parameter group), every slot
-  // with the same args (so the same step count). Adam/AdamW updates param, exp_avg,
-  // exp_avg_sq (and max_exp_avg_sq when args.amsgrad) from grad; SGD updates param (and
-  // momentum_buf when args.momentum != 0) from grad.
-  void (*adam_step_multi)(int device, DType dtype, const OptimSlot* slots, int64_t count,
-                          const AdamArgs& args);
-  void (*sgd_step_multi)(int device, DType dtype, const OptimSlot* slots, int64_t count,
-                         const SgdArgs& args);
-  /// *total_norm (a 0-d buffer of `dtype` on the grads' device) = the norm of order
-  /// norm_type (p > 0 or +inf) of all grads together; sums accumulate in f64 in a fixed order.
-  void (*grad_norm_multi)(int device, DType dtype, void* const* grads, const int64_t* numels,
-                          int64_t count, double norm_type, void* total_norm);
-  /// grads *= min(1, max_norm / (total_norm + 1e-6)), total_norm read where it lives (no host
-  /// sync on a GPU): torch.nn.utils.clip_grad_norm_'s clamped coefficient.
-  void (*clip_grads_by_norm)(int device, DType dtype, void* const* grads, const int64_t* numels,
-                             int64_t count, double max_norm, const void* total_norm);
-  // batch normalisation (norm.cpp): `in`, `out`, `grad_out` are contiguous
-  // [N, C, S] (S: the dims after C, multiplied); per-channel operands are contiguous [C].
-  /// mean[C] and biased variance var[C] of each channel of in (accumulated in f64).
-  void (*batch_norm_stats)(const View& mean, const View& var, const View& in);
-  /// sum_g[C] = Σ grad_out and sum_gx[C] = Σ grad_out·(in - mean[c]) over each channel.
-  void (*batch_norm_backward_reduce)(const View& sum_g, const View& sum_gx, const View& grad_out,
-                                     const View& in, const View& mean);
-  /// out = a·scale_a[c] + b·scale_b[c] + shift[c]; a View whose data is null is left out
-  /// (b with scale_b, or shift).
-  void (*channel_affine)(const View& out, const View& a, const View& scale_a, const View& b,
-                         const View& scale_b, const View& shift);
-  // fused softmax cross-entropy (loss): logits [N, C] contiguous f32/f64, target [N]
-  // contiguous i64/i32 class indices; per row i (t = target[i], ε = label_smoothing),
-  //   lse_i = log Σ_c exp(x_ic),  loss_i = (1-ε)·(lse_i - x_it) + (ε/C)·Σ_c (lse_i - x_ic),
-  // and loss_i = 0 on rows whose target equals ignore_index. A label outside [0, C) that is
-  // not ignore_index is an error: the CPU throws at once ("cross_entropy: label L at position
-  // i is out of range for C classes ..."); a GPU records it and reports it at the next
-  // synchronisation (Note [Deferred device errors] in src/cuda/device_error.cuh).
-  /// loss_rows[N] and lse[N] (logits' dtype) as above. When count.data is set (0-d, logits'
-  /// dtype) it gets the number of rows not ignored; when total.data is set (0-d) it gets
-  /// Σ loss_rows, divided by that count when count.data is set (PyTorch's mean).
-  void (*cross_entropy_forward)(const View& loss_rows, const View& lse, const View& total,
-                                const View& count, const View& logits, const View& target,
-                                int64_t ignore_index, double label_smoothing);
-  /// grad_logits[N, C] = s_i·(softmax(x_i) - (1-ε)·onehot(t_i) - ε/C), 0 on ignored rows, with
-  /// s_i = grad_loss[i] when grad_loss is [N], else grad_loss[] / count[] (count.data set:
-  /// mean) or grad_loss[] (sum; grad_loss 0-d). Scalars are read on the device (no host sync).
-  void (*cross_entropy_backward)(const View& grad_logits, const View& grad_loss, const View& count,
-                                 const View& logits, const View& target, const View& lse,
-                                 int64_t ignore_index, double label_smoothing);
+#define EMBER_SLOT(ret, slot, params) ret(*slot) params;
+#include "backend/slots.def"
+#undef EMBER_SLOT
 };
 
 /// The table for `type`. Throws "ember was built without CUDA" for cuda in a CPU-only build.

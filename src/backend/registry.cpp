@@ -4,9 +4,9 @@
 
 namespace ember::backend {
 
-// Every catalogue entry names a kernel that exists: a Backend slot (every slot of every
-// table is filled: -Wmissing-field-initializers is an error in backend_cpu.cpp and
-// backend_cuda.cpp), or `composite` / `view` for ops without a kernel of their own. Entries
+// Every catalogue entry names a kernel that exists: a Backend slot (every table is filled
+// from src/backend/slots.def, and a slot a backend does not define fails the link), or
+// `composite` / `view` for ops without a kernel of their own. Entries
 // of the unary, binary and reduce lists are kernel enum entries of the same name, whose
 // formulas src/kernels/ checks at compile time.
 namespace {

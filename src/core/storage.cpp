@@ -49,7 +49,7 @@ void unregister_storage(Storage* s, Device d) {
 }  // namespace
 
 Storage::Storage(size_t bytes, Device device, Pool pool)
-    : bytes_(bytes), device_(device), pool_(pool) {
+    : bytes_(bytes), device_(device), pool_(pool), home_pool_(pool) {
   const backend::Backend& be = backend::backend_for(device);
   data_ = be.allocate(device.index, bytes, pool, &block_bytes_);
   register_storage(this, device_);
@@ -66,9 +66,21 @@ Storage* Storage::wrap_external(void* data, size_t bytes) {
 
 Storage::~Storage() {
   unregister_storage(this, device_);
-  if (owned_ && data_) {
-    backend::backend_for(device_).deallocate(device_.index, data_, block_bytes_, pool_);
-  }
+  release_block();
+}
+
+void Storage::release_block() {
+  if (!owned_ || !data_) return;
+  const backend::Backend& be = backend::backend_for(device_);
+  if (pool_ != home_pool_) be.recharge(device_.index, block_bytes_, pool_, home_pool_);
+  be.deallocate(device_.index, data_, block_bytes_, home_pool_);
+}
+
+void Storage::recharge(Pool pool) {
+  if (pool == pool_) return;
+  EMBER_ASSERT(owned_, "Storage::recharge: external memory belongs to no pool");
+  backend::backend_for(device_).recharge(device_.index, block_bytes_, pool_, pool);
+  pool_ = pool;
 }
 
 void Storage::migrate(Device target) {
@@ -85,11 +97,12 @@ void Storage::migrate(Device target) {
     backend::backend_for(device_).memcpy_to_host(device_.index, staging.data(), data_, bytes_);
     to.memcpy_from_host(target.index, dst, staging.data(), bytes_);
   }
-  if (owned_) backend::backend_for(device_).deallocate(device_.index, data_, block_bytes_, pool_);
+  release_block();
   unregister_storage(this, device_);
   register_storage(this, target);
   data_ = dst;
   block_bytes_ = new_block;
+  home_pool_ = pool_;
   device_ = target;
   owned_ = true;
   ++version_;

@@ -130,6 +130,15 @@ void deallocate(int /*device*/, void* ptr, size_t block_bytes, Pool pool) {
   p.cached += static_cast<int64_t>(block_bytes);
 }
 
+void recharge(int /*device*/, size_t block_bytes, Pool from, Pool to) {
+  AllocatorState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  pool_state(s, from).in_use -= static_cast<int64_t>(block_bytes);
+  PoolState& p = pool_state(s, to);
+  p.in_use += static_cast<int64_t>(block_bytes);
+  p.peak = std::max(p.peak, p.in_use);
+}
+
 void memcpy_to_host(int /*device*/, void* host_dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }

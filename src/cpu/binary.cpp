@@ -66,25 +66,11 @@ void run_binary(const Loop<3>& loop) {
 }  // namespace
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
-  EMBER_ASSERT(a.dtype == b.dtype, "binary: input dtypes differ");
   const Operand ops[3] = {operand(out), operand(a), operand(b)};
   const Loop<3> loop = make_loop(out.shape, ops);
-  if (is_comparison(op)) {
-    EMBER_ASSERT(out.dtype == DType::boolean, "binary: comparisons write bool");
-  } else {
-    EMBER_ASSERT(out.dtype == a.dtype, "binary: output dtype differs from the inputs'");
-  }
-  // Comparisons read any numeric dtype (u8 for bool) and write bool; arithmetic writes T.
-  auto run = [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const bool known =
-        kernels::visit_binary<T>(op, [&](auto c) { run_binary<T, decltype(c)::value>(loop); });
-    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
-  };
-  if (is_comparison(op))
-    kernels::dispatch_comparison(a.dtype, "CPU", run);
-  else
-    dispatch_numeric(a.dtype, "binary", run);
+  kernels::dispatch_binary(op, out, a, b, "CPU", [&](auto tag, auto c) {
+    run_binary<typename decltype(tag)::type, decltype(c)::value>(loop);
+  });
 }
 
 }  // namespace ember::cpu

@@ -35,13 +35,8 @@ bool all_in_range(const I* index, int64_t n, int64_t size) {
 }  // namespace
 
 bool index_select(const View& out, const View& in, int dim, const View& index) {
-  EMBER_ASSERT(is_contiguous(out) && is_contiguous(in) && is_contiguous(index),
-               "index_select: operands must be contiguous");
-  EMBER_ASSERT(out.dtype == in.dtype, "index_select: dtype mismatch");
+  const int64_t count = kernels::check_index_rows("index_select", in, out, dim, index);
   const Layout l = layout_of(in.shape, dim);
-  const int64_t count = numel_of(index.shape);
-  EMBER_ASSERT(out.shape[dim] == count, "index_select: out has ", out.shape[dim], " rows, index ",
-               count);
   const size_t row_bytes = static_cast<size_t>(l.inner) * element_size(in.dtype);
   return dispatch_index(index.dtype, "index", "index", [&](auto tag) {
     using I = typename decltype(tag)::type;
@@ -63,13 +58,8 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
 }
 
 bool index_add(const View& out, int dim, const View& index, const View& src) {
-  EMBER_ASSERT(is_contiguous(out) && is_contiguous(src) && is_contiguous(index),
-               "index_add: operands must be contiguous");
-  EMBER_ASSERT(out.dtype == src.dtype, "index_add: dtype mismatch");
+  const int64_t count = kernels::check_index_rows("index_add", out, src, dim, index);
   const Layout l = layout_of(out.shape, dim);
-  const int64_t count = numel_of(index.shape);
-  EMBER_ASSERT(src.shape[dim] == count, "index_add: src has ", src.shape[dim], " rows, index ",
-               count);
   return dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const I* idx = static_cast<const I*>(index.data);
@@ -100,8 +90,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
 }
 
 bool gather(const View& out, const View& in, int dim, const View& index) {
-  EMBER_ASSERT(is_contiguous(index), "gather: index must be contiguous");
-  EMBER_ASSERT(out.dtype == in.dtype, "gather: dtype mismatch");
+  kernels::check_elementwise_index("gather", out, in, index);
   EMBER_ASSERT(out.shape == index.shape, "gather: out must have index's shape");
   const int64_t size = in.shape[dim];
   Shape in_strides = in.strides;  // the index supplies the coordinate along dim
@@ -131,8 +120,7 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
 }
 
 bool scatter_add(const View& out, int dim, const View& index, const View& src) {
-  EMBER_ASSERT(is_contiguous(index), "scatter_add: index must be contiguous");
-  EMBER_ASSERT(out.dtype == src.dtype, "scatter_add: dtype mismatch");
+  kernels::check_elementwise_index("scatter_add", out, src, index);
   const int rank = index.shape.size();
   const int64_t size = out.shape[dim];
   // Walk index's shape with `dim` moved innermost, so each thread owns whole lines along

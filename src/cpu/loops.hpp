@@ -57,19 +57,7 @@ inline int64_t numel_of(const Shape& s) {
   return n;
 }
 
-/// True when `v` is C-contiguous (size-1 dims may have any stride; an empty view, with a
-/// zero-size dim, is contiguous whatever its strides, as in PyTorch).
-inline bool is_contiguous(const backend::View& v) {
-  for (int d = 0; d < v.shape.size(); ++d)
-    if (v.shape[d] == 0) return true;
-  int64_t expected = 1;
-  for (int d = v.shape.size() - 1; d >= 0; --d) {
-    if (v.shape[d] == 1) continue;
-    if (v.strides[d] != expected) return false;
-    expected *= v.shape[d];
-  }
-  return true;
-}
+using backend::is_contiguous;
 
 // ---- dtype dispatch: src/kernels/common.hpp with the host's 16-bit types ----
 using kernels::Tag;

@@ -19,16 +19,8 @@ namespace {
 constexpr int64_t kGrainRandom = 4096;  // Philox costs ~20 multiplies per element
 
 template <typename F>
-decltype(auto) dispatch_random(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::f16: return f(Tag<Half>{});
-    case DType::bf16: return f(Tag<BFloat16>{});
-    default: break;
-  }
-  EMBER_ASSERT(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
-  return f(Tag<float>{});
+void dispatch_random(DType t, const char* op, F&& f) {
+  kernels::dispatch_any_float<Half, BFloat16>(t, op, "CPU", f);
 }
 
 template <typename T, typename Gen>

@@ -221,6 +221,23 @@ void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
   free.insert(b);
 }
 
+// Accounting only (Storage::recharge): the block stays in a segment of `from`, but its bytes
+// count as in use and reserved in `to` until they are charged back, so each pool's figures
+// keep in_use <= reserved. A segment is released only when wholly free, so never while one
+// of its blocks is charged elsewhere.
+void recharge(int device, size_t block_bytes, Pool from, Pool to) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto bytes = static_cast<int64_t>(block_bytes);
+  PoolState& source = pool_state(s, from);
+  source.in_use -= bytes;
+  source.reserved -= bytes;
+  PoolState& target = pool_state(s, to);
+  target.in_use += bytes;
+  target.reserved += bytes;
+  target.peak = std::max(target.peak, target.in_use);
+}
+
 void empty_cache(int device) {
   stream(device);
   DeviceState& s = state(device);

@@ -1,6 +1,6 @@
 // src/cuda/common.cuh — what every CUDA kernel file shares: the checked-call macros, the
-// per-device stream, and the slot functions each file contributes to the CUDA kernel table
-// (src/cuda/backend_cuda.cpp fills the table from these declarations).
+// per-device stream, and the declarations of every slot of the CUDA kernel table
+// (src/cuda/backend_cuda.cpp fills the table from the same list).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,37 +37,8 @@ void dispatch_numeric(DType t, const char* op, F&& f) {
   kernels::dispatch_numeric(t, op, "CUDA", f);
 }
 
-// ---- slot functions, same signatures as backend::Backend ----
-using backend::AdamArgs;
-using backend::SgdArgs;
-using backend::View;
-using backend::Window2d;
-
-// index.cu, conv.cu, optim.cu, norm.cu, loss.cu
-bool index_select(const View& out, const View& in, int dim, const View& index);
-bool index_add(const View& out, int dim, const View& index, const View& src);
-bool gather(const View& out, const View& in, int dim, const View& index);
-bool scatter_add(const View& out, int dim, const View& index, const View& src);
-void im2col(const Window2d& w, const View& columns, const View& in);
-void col2im(const Window2d& w, const View& grad_in, const View& columns);
-void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in);
-void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
-                         const View& indices);
-void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad);
-void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
-                         bool count_include_pad);
-void batch_norm_stats(const View& mean, const View& var, const View& in);
-void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
-                                const View& in, const View& mean);
-void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
-                    const View& scale_b, const View& shift);
-// loss.cu
-void cross_entropy_forward(const View& loss_rows, const View& lse, const View& total,
-                           const View& count, const View& logits, const View& target,
-                           int64_t ignore_index, double label_smoothing);
-void cross_entropy_backward(const View& grad_logits, const View& grad_loss, const View& count,
-                            const View& logits, const View& target, const View& lse,
-                            int64_t ignore_index, double label_smoothing);
+// ---- every Backend slot (src/backend/slots.def), defined in the .cu/.cpp of its family ----
+#include "backend/slot_declarations.inc"
 
 }  // namespace ember::cuda
 

@@ -311,28 +311,14 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
-  EMBER_ASSERT(a.dtype == b.dtype, "binary: input dtypes differ");
   const Shape* strides[3] = {&out.strides, &a.strides, &b.strides};
   const Geometry<3> g = make_geometry(out.shape, strides);
-  if (is_comparison(op)) {
-    EMBER_ASSERT(out.dtype == DType::boolean, "binary: comparisons write bool");
-  } else {
-    EMBER_ASSERT(out.dtype == a.dtype, "binary: output dtype differs from the inputs'");
-  }
-  // Comparisons read any numeric dtype (u8 for bool) and write bool; arithmetic writes T.
-  auto run = [&](auto tag) {
+  kernels::dispatch_binary(op, out, a, b, "CUDA", [&](auto tag, auto c) {
     using T = typename decltype(tag)::type;
     if (g.numel == 0) return;
-    const bool known = kernels::visit_binary<T>(op, [&](auto c) {
-      run_binary<T, decltype(c)::value>(g, out.data, static_cast<const T*>(a.data),
-                                        static_cast<const T*>(b.data), stream_for(out));
-    });
-    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
-  };
-  if (is_comparison(op))
-    kernels::dispatch_comparison(a.dtype, "CUDA", run);
-  else
-    dispatch_numeric(a.dtype, "binary", run);
+    run_binary<T, decltype(c)::value>(g, out.data, static_cast<const T*>(a.data),
+                                      static_cast<const T*>(b.data), stream_for(out));
+  });
 }
 
 void where(const View& out, const View& cond, const View& a, const View& b) {

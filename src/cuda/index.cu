@@ -206,23 +206,11 @@ __global__ void scatter_add_kernel(T* __restrict out, const T* __restrict src,
   }
 }
 
-bool contiguous(const View& v) {
-  int64_t expected = 1;
-  for (int d = v.shape.size() - 1; d >= 0; --d) {
-    if (v.shape[d] != 1 && v.strides[d] != expected) return false;
-    expected *= v.shape[d];
-  }
-  return true;
-}
-
 }  // namespace
 
 bool index_select(const View& out, const View& in, int dim, const View& index) {
-  EMBER_ASSERT(contiguous(out) && contiguous(in) && contiguous(index),
-               "index_select: operands must be contiguous");
-  EMBER_ASSERT(out.dtype == in.dtype, "index_select: dtype mismatch");
+  const int64_t count = kernels::check_index_rows("index_select", in, out, dim, index);
   const Layout l = layout_of(in.shape, dim);
-  const int64_t count = index.numel();
   if (count == 0) return true;
   const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
@@ -244,11 +232,8 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
 }
 
 bool index_add(const View& out, int dim, const View& index, const View& src) {
-  EMBER_ASSERT(contiguous(out) && contiguous(src) && contiguous(index),
-               "index_add: operands must be contiguous");
-  EMBER_ASSERT(out.dtype == src.dtype, "index_add: dtype mismatch");
+  const int64_t count = kernels::check_index_rows("index_add", out, src, dim, index);
   const Layout l = layout_of(out.shape, dim);
-  const int64_t count = index.numel();
   if (count == 0) return true;
   const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
@@ -269,8 +254,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
 }
 
 bool gather(const View& out, const View& in, int dim, const View& index) {
-  EMBER_ASSERT(contiguous(index), "gather: index must be contiguous");
-  EMBER_ASSERT(out.dtype == in.dtype, "gather: dtype mismatch");
+  kernels::check_elementwise_index("gather", out, in, index);
   EMBER_ASSERT(out.shape == index.shape, "gather: out must have index's shape");
   const int64_t total = index.numel();
   if (total == 0) return true;
@@ -299,8 +283,7 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
 }
 
 bool scatter_add(const View& out, int dim, const View& index, const View& src) {
-  EMBER_ASSERT(contiguous(index), "scatter_add: index must be contiguous");
-  EMBER_ASSERT(out.dtype == src.dtype, "scatter_add: dtype mismatch");
+  kernels::check_elementwise_index("scatter_add", out, src, index);
   const int64_t total = index.numel();
   if (total == 0) return true;
   Walk w;

@@ -316,6 +316,36 @@ double* partials_for(int device, int64_t count) {
   return buffers[device];
 }
 
+// The elements of all slots; every non-empty slot must have state buffer `needed` (when
+// `needed` >= 0: amsgrad's max_exp_avg_sq, SGD's momentum buffer).
+int64_t slots_total(const OptimSlot* slots, int64_t count, int needed, const char* what) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    EMBER_ASSERT(needed < 0 || slots[i].numel == 0 || slots[i].state[needed] != nullptr, what,
+                 " needs its state buffer");
+    total += slots[i].numel;
+  }
+  return total;
+}
+
+// Runs launch(batch, blocks) over the slots as multi_tensor_apply's lists: param, grad, then
+// the state buffers (Depth - 2 of them).
+template <int Depth, typename Launch>
+void apply_to_slots(const OptimSlot* slots, int64_t count, int64_t chunk, Launch&& launch) {
+  multi_tensor_apply<Depth>(
+      count, chunk,
+      [&](int64_t t, int d) {
+        return d == 0   ? slots[t].param
+               : d == 1 ? const_cast<void*>(slots[t].grad)
+                        : slots[t].state[d - 2];
+      },
+      [&](int64_t t) { return slots[t].numel; },
+      [&](const TensorBatch<Depth>& batch, int blocks, int64_t) {
+        launch(batch, blocks);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+}
+
 int64_t total_of(const int64_t* numels, int64_t count) {
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) total += numels[i];
@@ -328,28 +358,14 @@ void adam_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t co
                      const AdamArgs& args) {
   if (count == 0) return;
   const cudaStream_t st = stream(device);
-  int64_t total = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    EMBER_ASSERT(!args.amsgrad || slots[i].numel == 0 || slots[i].state[2] != nullptr,
-                 "adam_step: amsgrad needs max_exp_avg_sq");
-    total += slots[i].numel;
-  }
-  const int64_t chunk = chunk_for(total);
+  const int64_t chunk =
+      chunk_for(slots_total(slots, count, args.amsgrad ? 2 : -1, "adam_step: amsgrad"));
   dispatch_float(dtype, "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const AdamScalars<T> s = adam_scalars<T>(args);
-    multi_tensor_apply<5>(
-        count, chunk,
-        [&](int64_t t, int d) {
-          return d == 0   ? slots[t].param
-                 : d == 1 ? const_cast<void*>(slots[t].grad)
-                          : slots[t].state[d - 2];
-        },
-        [&](int64_t t) { return slots[t].numel; },
-        [&](const TensorBatch<5>& batch, int blocks, int64_t) {
-          adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
-          EMBER_CUDA_LAUNCH_CHECK();
-        });
+    apply_to_slots<5>(slots, count, chunk, [&](const TensorBatch<5>& batch, int blocks) {
+      adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+    });
   });
 }
 
@@ -357,29 +373,14 @@ void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t cou
                     const SgdArgs& args) {
   if (count == 0) return;
   const cudaStream_t st = stream(device);
-  const bool use_momentum = args.momentum != 0.0;
-  int64_t total = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    EMBER_ASSERT(!use_momentum || slots[i].numel == 0 || slots[i].state[0] != nullptr,
-                 "sgd_step: momentum needs a buffer");
-    total += slots[i].numel;
-  }
-  const int64_t chunk = chunk_for(total);
+  const int64_t chunk =
+      chunk_for(slots_total(slots, count, args.momentum != 0.0 ? 0 : -1, "sgd_step: momentum"));
   dispatch_float(dtype, "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const SgdScalars<T> s = sgd_scalars<T>(args);
-    multi_tensor_apply<3>(
-        count, chunk,
-        [&](int64_t t, int d) {
-          return d == 0   ? slots[t].param
-                 : d == 1 ? const_cast<void*>(slots[t].grad)
-                          : slots[t].state[0];
-        },
-        [&](int64_t t) { return slots[t].numel; },
-        [&](const TensorBatch<3>& batch, int blocks, int64_t) {
-          sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
-          EMBER_CUDA_LAUNCH_CHECK();
-        });
+    apply_to_slots<3>(slots, count, chunk, [&](const TensorBatch<3>& batch, int blocks) {
+      sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+    });
   });
 }
 

@@ -12,14 +12,7 @@ namespace {
 
 template <typename F>
 void dispatch_random(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::f16: return f(Tag<__half>{});
-    case DType::bf16: return f(Tag<__nv_bfloat16>{});
-    default: break;
-  }
-  EMBER_ASSERT(false, op, ": needs a floating-point tensor (got ", dtype_name(t), ")");
+  kernels::dispatch_any_float<__half, __nv_bfloat16>(t, op, "CUDA", f);
 }
 
 template <typename T, typename Gen>

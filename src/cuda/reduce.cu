@@ -169,38 +169,10 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   }
 }
 
-template <typename T, ReduceOp Op>
-using Reducer = kernels::ReducerOf<T, Op, SumReducer, ProdReducer, ExtremeReducer, ArgReducer>;
-
-template <typename T>
-void reduce_typed(ReduceOp op, const View& out, const View& in) {
-  const bool known = kernels::visit_reduce<T>(
-      op, [&](auto c) { run_reduce<T>(Reducer<T, decltype(c)::value>{}, out, in); });
-  EMBER_ASSERT(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
-}
-
 }  // namespace
 
-void reduce(ReduceOp op, const View& out, const View& in) {
-  if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
-    int reduced = 0;
-    for (int d = 0; d < in.shape.size(); ++d)
-      reduced += (in.shape[d] != 1 && out.shape[d] == 1) ? 1 : 0;
-    EMBER_ASSERT(reduced <= 1, "reduce: argmax/argmin reduce exactly one dim (got ", reduced, ")");
-    EMBER_ASSERT(out.dtype == DType::i64, "reduce: argmax/argmin write i64");
-  } else {
-    EMBER_ASSERT(out.dtype == in.dtype, "reduce: unexpected output dtype ", dtype_name(out.dtype));
-  }
-  dispatch_numeric(in.dtype, "reduce",
-                   [&](auto tag) { reduce_typed<typename decltype(tag)::type>(op, out, in); });
-}
-
-void variance(const View& out, const View& in, int64_t correction) {
-  dispatch_float(in.dtype, "variance", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    run_reduce<T>(SumReducer<T, true>{}, out, in);  // out now holds each group's mean
-    run_reduce<T>(SquareDeviationReducer<T>{correction}, out, in);
-  });
-}
+#define EMBER_BACKEND_NAME "CUDA"
+#include "kernels/reduce_slots.inc"
+#undef EMBER_BACKEND_NAME
 
 }  // namespace ember::cuda

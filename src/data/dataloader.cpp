@@ -223,13 +223,14 @@ std::vector<int64_t> DataLoader::batch_indices(int64_t epoch, int64_t batch) con
   return {order.begin() + first, order.begin() + last};
 }
 
-Example DataLoader::make_batch(const std::vector<int64_t>& order, int64_t batch) const {
+Example DataLoader::make_batch(const std::vector<int64_t>& order, int64_t batch,
+                               std::optional<Device> device) const {
   const int64_t n = static_cast<int64_t>(order.size()), b = options_.batch_size;
   const int64_t first = batch * b, last = std::min(n, first + b);
   Example out = dataset_->get_batch(std::span<const int64_t>(order.data() + first, last - first));
-  if (options_.device) {
-    if (out.input.defined()) out.input = out.input.to(*options_.device);
-    if (out.target.defined()) out.target = out.target.to(*options_.device);
+  if (device) {
+    if (out.input.defined() && out.input.device() != *device) out.input = out.input.to(*device);
+    if (out.target.defined() && out.target.device() != *device) out.target = out.target.to(*device);
   }
   return out;
 }
@@ -244,8 +245,9 @@ void DataLoader::stop_worker() {
 }
 
 // Starts iterating the current epoch at position_ (rolls over a finished epoch first).
-void DataLoader::start_epoch() {
+void DataLoader::start_epoch(std::optional<Device> device) {
   stop_worker();
+  target_ = device;
   if (position_ >= num_batches()) {
     ++epoch_;
     position_ = 0;
@@ -265,7 +267,7 @@ void DataLoader::start_epoch() {
     Prefetcher* w = worker_.get();
     // The worker holds its own references: the order and dataset outlive any loader change.
     auto order_ref = order_;
-    auto make = [this, order_ref](int64_t k) { return make_batch(*order_ref, k); };
+    auto make = [this, order_ref, device](int64_t k) { return make_batch(*order_ref, k, device); };
     w->thread = std::thread(
         [w, first = position_, last = num_batches(), make] { w->run(first, last, make); });
   }
@@ -279,11 +281,14 @@ void DataLoader::advance() {
     position_ = 0;
     return;
   }
-  current_ = worker_ ? worker_->take() : make_batch(*order_, position_);
+  current_ = worker_ ? worker_->take() : make_batch(*order_, position_, target_);
   ++position_;
 }
 
-DataLoader::Iterator DataLoader::begin() {
+DataLoader::Iterator DataLoader::begin() { return start(options_.device); }
+DataLoader::Iterator DataLoader::begin_on(Device device) { return start(device); }
+
+DataLoader::Iterator DataLoader::start(std::optional<Device> device) {
   // An epoch that has no batches at all still counts as visited.
   if (num_batches() == 0) {
     stop_worker();
@@ -291,7 +296,7 @@ DataLoader::Iterator DataLoader::begin() {
     position_ = 0;
     return end();
   }
-  start_epoch();
+  start_epoch(device);
   advance();
   return Iterator(this);
 }

@@ -57,6 +57,22 @@ decltype(auto) dispatch_float(DType t, const char* op, const char* backend, F&& 
   return f(Tag<float>{});
 }
 
+/// f32/f64/f16/bf16 (`Half`, `BFloat`: the backend's 16-bit types, as in dispatch_all),
+/// likewise.
+template <typename Half, typename BFloat, typename F>
+decltype(auto) dispatch_any_float(DType t, const char* op, const char* backend, F&& f) {
+  switch (t) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat>{});
+    default: break;
+  }
+  EMBER_ASSERT(false, op, ": the ", backend, " kernel needs a floating-point tensor (got ",
+               dtype_name(t), ")");
+  return f(Tag<float>{});
+}
+
 /// f32/f64/i32/i64, likewise.
 template <typename F>
 decltype(auto) dispatch_numeric(DType t, const char* op, const char* backend, F&& f) {

@@ -228,4 +228,27 @@ void dispatch_comparison(DType t, const char* backend, F&& f) {
                " comparisons support f32, f64, i32, i64, u8 and bool (got ", dtype_name(t), ")");
 }
 
+/// The binary slot of both backends up to its loop: checks the views' dtypes (internal: the
+/// op promoted them), then calls run(Tag<T>{}, std::integral_constant<BinaryOp, op>{}) for
+/// the input type T (u8 for bool comparisons). `backend` ("CPU", "CUDA") names the kernel.
+template <typename Run>
+void dispatch_binary(BinaryOp op, const backend::View& out, const backend::View& a,
+                     const backend::View& b, const char* backend, Run&& run) {
+  EMBER_ASSERT(a.dtype == b.dtype, "binary: input dtypes differ");
+  if (is_comparison(op)) {
+    EMBER_ASSERT(out.dtype == DType::boolean, "binary: comparisons write bool");
+  } else {
+    EMBER_ASSERT(out.dtype == a.dtype, "binary: output dtype differs from the inputs'");
+  }
+  auto typed = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool known = visit_binary<T>(op, [&](auto c) { run(tag, c); });
+    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
+  };
+  if (is_comparison(op))
+    dispatch_comparison(a.dtype, backend, typed);
+  else
+    dispatch_numeric(a.dtype, "binary", backend, typed);
+}
+
 }  // namespace ember::kernels

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "backend/backend.hpp"
+#include "ember/error.hpp"
 #include "ember/shape.hpp"
 
 namespace ember::kernels {
@@ -19,6 +21,28 @@ inline IndexLayout layout_of(const Shape& shape, int dim) {
   l.size = shape[dim];
   for (int d = dim + 1; d < shape.size(); ++d) l.inner *= shape[d];
   return l;
+}
+
+// What the index slots of both backends assume (internal asserts: the ops checked it) and
+// the number of indices. `rows` is the operand whose `dim` the index counts: out for
+// index_select, src for index_add.
+inline int64_t check_index_rows(const char* slot, const backend::View& data,
+                                const backend::View& rows, int dim, const backend::View& index) {
+  EMBER_ASSERT(
+      backend::is_contiguous(data) && backend::is_contiguous(rows) && backend::is_contiguous(index),
+      slot, ": operands must be contiguous");
+  EMBER_ASSERT(data.dtype == rows.dtype, slot, ": dtype mismatch");
+  const int64_t count = index.numel();
+  EMBER_ASSERT(rows.shape[dim] == count, slot, ": ", rows.shape[dim], " rows for ", count,
+               " indices");
+  return count;
+}
+
+// gather (out has index's shape) and scatter_add (src has it): the index is contiguous.
+inline void check_elementwise_index(const char* slot, const backend::View& a,
+                                    const backend::View& b, const backend::View& index) {
+  EMBER_ASSERT(backend::is_contiguous(index), slot, ": index must be contiguous");
+  EMBER_ASSERT(a.dtype == b.dtype, slot, ": dtype mismatch");
 }
 
 }  // namespace ember::kernels

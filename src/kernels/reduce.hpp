@@ -273,4 +273,30 @@ bool visit_reduce(backend::ReduceOp op, F&& f) {
 static_assert(static_cast<int>(backend::ReduceOp::count) == 7,
               "a ReduceOp was added: handle it here");
 
+/// The reduce slot of both backends up to its loop: checks the views (internal: the op
+/// checked them), then calls run(reducer, Tag<T>{}) with the backend's reducer of `op`
+/// (built from its Sum, Prod, Extreme and Arg templates) on `in`'s type T.
+template <template <typename, bool> class Sum, template <typename> class Prod,
+          template <typename, bool> class Extreme, template <typename, bool> class Arg,
+          typename Run>
+void dispatch_reduce(backend::ReduceOp op, const backend::View& out, const backend::View& in,
+                     const char* backend, Run&& run) {
+  using backend::ReduceOp;
+  if (op == ReduceOp::argmax || op == ReduceOp::argmin) {
+    int reduced = 0;
+    for (int d = 0; d < in.shape.size(); ++d)
+      reduced += (in.shape[d] != 1 && out.shape[d] == 1) ? 1 : 0;
+    EMBER_ASSERT(reduced <= 1, "reduce: argmax/argmin reduce exactly one dim (got ", reduced, ")");
+    EMBER_ASSERT(out.dtype == DType::i64, "reduce: argmax/argmin write i64");
+  } else {
+    EMBER_ASSERT(out.dtype == in.dtype, "reduce: unexpected output dtype ", dtype_name(out.dtype));
+  }
+  dispatch_numeric(in.dtype, "reduce", backend, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const bool known = visit_reduce<T>(
+        op, [&](auto c) { run(ReducerOf<T, decltype(c)::value, Sum, Prod, Extreme, Arg>{}, tag); });
+    EMBER_ASSERT(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+  });
+}
+
 }  // namespace ember::kernels

@@ -47,11 +47,6 @@ void check_supported(Op op, const Tensor& t, const char* what) {
                 : "; convert with .to(DType))"));
 }
 
-void check_float(const char* op, const Tensor& t) {
-  EMBER_CHECK(is_compute_float(t.dtype()), op, ": unsupported dtype ", dtype_name(t.dtype()),
-              " (expected f32 or f64; convert with .to(DType::f32))");
-}
-
 void check_index_dtype(const char* op, const Tensor& index) {
   EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index dtype ",
               dtype_name(index.dtype()), " (expected i64 or i32)");

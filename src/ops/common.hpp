@@ -35,8 +35,6 @@ inline bool supports_here(Op op, const Tensor& t) { return supports(op, t.dtype(
 /// t's dtype for `op` on t's device ("exp: unsupported dtype i64 on cpu (supported: f32, f64)").
 /// Also refuses an undefined `t`.
 void check_supported(Op op, const Tensor& t, const char* what = "input");
-/// f32 or f64 (what CPU kernels compute in); names the op and the dtype otherwise.
-void check_float(const char* op, const Tensor& t);
 void check_index_dtype(const char* op, const Tensor& index);
 
 /// Refuses an in-place write into `t` that would corrupt the graph (a tensor that requires

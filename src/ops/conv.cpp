@@ -59,37 +59,37 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   ops::check_supported(Op::conv2d, x);
   ops::check_same_dtype(op, x, weight);
   ops::check_same_device(op, x, weight);
-  EMBER_CHECK(weight.dim() == 4, "conv2d: weight shape ", weight.shape().to_string(),
+  EMBER_CHECK(weight.dim() == 4, op_name(Op::conv2d), ": weight shape ", weight.shape().to_string(),
               " (expected 4-D [out_channels, in_channels/groups, kh, kw])");
-  EMBER_CHECK(groups >= 1, "conv2d: groups ", groups, " (expected >= 1)");
-  EMBER_CHECK(stride.h >= 1 && stride.w >= 1, "conv2d: stride ", ops::pair_string(stride),
-              " (expected every stride >= 1)");
-  EMBER_CHECK(dilation.h >= 1 && dilation.w >= 1, "conv2d: dilation ", ops::pair_string(dilation),
-              " (expected every dilation >= 1)");
-  EMBER_CHECK(padding.h >= 0 && padding.w >= 0, "conv2d: padding ", ops::pair_string(padding),
-              " (expected every padding >= 0)");
+  EMBER_CHECK(groups >= 1, op_name(Op::conv2d), ": groups ", groups, " (expected >= 1)");
+  EMBER_CHECK(stride.h >= 1 && stride.w >= 1, op_name(Op::conv2d), ": stride ",
+              ops::pair_string(stride), " (expected every stride >= 1)");
+  EMBER_CHECK(dilation.h >= 1 && dilation.w >= 1, op_name(Op::conv2d), ": dilation ",
+              ops::pair_string(dilation), " (expected every dilation >= 1)");
+  EMBER_CHECK(padding.h >= 0 && padding.w >= 0, op_name(Op::conv2d), ": padding ",
+              ops::pair_string(padding), " (expected every padding >= 0)");
   const Shape& ws = weight.shape();
   const int64_t o = ws[0], kh = ws[2], kw = ws[3];
-  EMBER_CHECK(o % groups == 0, "conv2d: out_channels ", o, " is not divisible by groups ", groups,
-              " (weight shape ", ws.to_string(), ")");
-  EMBER_CHECK(x.shape()[1] == ws[1] * groups, "conv2d: input has ", x.shape()[1],
+  EMBER_CHECK(o % groups == 0, op_name(Op::conv2d), ": out_channels ", o,
+              " is not divisible by groups ", groups, " (weight shape ", ws.to_string(), ")");
+  EMBER_CHECK(x.shape()[1] == ws[1] * groups, op_name(Op::conv2d), ": input has ", x.shape()[1],
               " channels, expected ", ws[1] * groups, " (weight shape ", ws.to_string(),
               ", groups ", groups, ")");
   if (bias.defined()) {
     ops::check_same_dtype(op, x, bias);
     ops::check_same_device(op, x, bias);
-    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, "conv2d: bias shape ",
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, op_name(Op::conv2d), ": bias shape ",
                 bias.shape().to_string(), " (expected [", o, "] for weight shape ", ws.to_string(),
                 ")");
   }
   const int64_t h = x.shape()[2], w = x.shape()[3];
   const int64_t eff_h = dilation.h * (kh - 1) + 1, eff_w = dilation.w * (kw - 1) + 1;
   const int64_t padded_h = h + 2 * padding.h, padded_w = w + 2 * padding.w;
-  EMBER_CHECK(kh >= 1 && kw >= 1 && eff_h <= padded_h && eff_w <= padded_w, "conv2d: kernel size ",
-              ops::pair_string(kh, kw), " (dilated ", ops::pair_string(eff_h, eff_w),
-              ") is larger than the padded input ", ops::pair_string(padded_h, padded_w),
-              " (input shape ", x.shape().to_string(), ", padding ", ops::pair_string(padding),
-              ")");
+  EMBER_CHECK(kh >= 1 && kw >= 1 && eff_h <= padded_h && eff_w <= padded_w, op_name(Op::conv2d),
+              ": kernel size ", ops::pair_string(kh, kw), " (dilated ",
+              ops::pair_string(eff_h, eff_w), ") is larger than the padded input ",
+              ops::pair_string(padded_h, padded_w), " (input shape ", x.shape().to_string(),
+              ", padding ", ops::pair_string(padding), ")");
   ConvPlan p;
   backend::Window2d& win = p.win;
   win.batch = x.shape()[0];

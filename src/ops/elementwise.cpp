@@ -193,7 +193,7 @@ Tensor pow(const Tensor& x, double e) {
 }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  EMBER_CHECK(!(lo > hi), "clamp: lower bound ", lo, " is above upper bound ", hi);
+  EMBER_CHECK(!(lo > hi), op_name(Op::clamp), ": lower bound ", lo, " is above upper bound ", hi);
   Tensor out = unary_forward(Op::clamp, UnaryOp::clamp, x, lo, hi);
   if (autograd::needs_grad(x))
     autograd::record(
@@ -228,7 +228,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  EMBER_CHECK(beta != 0.0, "softplus: beta is 0 (expected a non-zero beta)");
+  EMBER_CHECK(beta != 0.0, op_name(Op::softplus), ": beta is 0 (expected a non-zero beta)");
   Tensor out = unary_forward(Op::softplus, UnaryOp::softplus, x, beta, threshold);
   if (autograd::needs_grad(x))
     autograd::record(Op::softplus, out, {&x},
@@ -241,8 +241,8 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: unknown approximate '",
-              approximate, "' (expected \"none\" or \"tanh\")");
+  EMBER_CHECK(approximate == "none" || approximate == "tanh", op_name(Op::gelu),
+              ": unknown approximate '", approximate, "' (expected \"none\" or \"tanh\")");
   if (approximate == "tanh")
     return unary_with_grad_kernel(Op::gelu, UnaryOp::gelu_tanh, UnaryOp::gelu_tanh_grad, x);
   return unary_with_grad_kernel(Op::gelu, UnaryOp::gelu_erf, UnaryOp::gelu_erf_grad, x);
@@ -360,7 +360,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ops::check_defined("where", cond, "condition");
   ops::check_defined("where", a, "first input");
   ops::check_defined("where", b, "second input");
-  EMBER_CHECK(cond.dtype() == DType::boolean, "where: condition dtype ", dtype_name(cond.dtype()),
+  EMBER_CHECK(cond.dtype() == DType::boolean, op_name(Op::where), ": condition dtype ",
+              dtype_name(cond.dtype()),
               " (expected bool; build it with a comparison such as gt(x, 0.0))");
   ops::check_same_dtype("where", a, b);
   ops::check_same_device("where", a, b);

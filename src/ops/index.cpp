@@ -38,8 +38,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   ops::check_defined("index_select", index, "index");
   ops::check_index_dtype("index_select", index);
   ops::check_same_device("index_select", x, index);
-  EMBER_CHECK(index.dim() <= 1, "index_select: index shape ", index.shape().to_string(),
-              " (expected a 1-D index)");
+  EMBER_CHECK(index.dim() <= 1, op_name(Op::index_select), ": index shape ",
+              index.shape().to_string(), " (expected a 1-D index)");
   const int d = wrap_dim(dim, x.dim(), "index_select");
   Tensor xc = x.contiguous(), ic = index.contiguous();
   Shape shape = x.shape();
@@ -62,10 +62,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   ops::check_index_dtype("gather", index);
   ops::check_same_device("gather", x, index);
   const int d = wrap_dim(dim, x.dim(), "gather");
-  EMBER_CHECK(index.dim() == x.dim(), "gather: index shape ", index.shape().to_string(),
-              " and input shape ", x.shape().to_string(), " (expected the same rank)");
+  EMBER_CHECK(index.dim() == x.dim(), op_name(Op::gather), ": index shape ",
+              index.shape().to_string(), " and input shape ", x.shape().to_string(),
+              " (expected the same rank)");
   for (int i = 0; i < x.dim(); ++i)
-    EMBER_CHECK(i == d || index.shape()[i] <= x.shape()[i], "gather: index shape ",
+    EMBER_CHECK(i == d || index.shape()[i] <= x.shape()[i], op_name(Op::gather), ": index shape ",
                 index.shape().to_string(), " is larger than input shape ", x.shape().to_string(),
                 " in dim ", i);
   Tensor xc = x.contiguous(), ic = index.contiguous();
@@ -92,13 +93,14 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   ops::check_same_dtype("scatter_add", x, src);
   ops::check_same_device("scatter_add", x, src);
   const int d = wrap_dim(dim, x.dim(), "scatter_add");
-  EMBER_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: index shape ",
-              index.shape().to_string(), ", src shape ", src.shape().to_string(),
+  EMBER_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), op_name(Op::scatter_add),
+              ": index shape ", index.shape().to_string(), ", src shape ", src.shape().to_string(),
               " and input shape ", x.shape().to_string(), " (expected the same rank)");
   for (int i = 0; i < x.dim(); ++i)
     EMBER_CHECK(index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= x.shape()[i]),
-                "scatter_add: index shape ", index.shape().to_string(), " does not fit src ",
-                src.shape().to_string(), " and input ", x.shape().to_string());
+                op_name(Op::scatter_add), ": index shape ", index.shape().to_string(),
+                " does not fit src ", src.shape().to_string(), " and input ",
+                x.shape().to_string());
   Tensor out;
   {
     NoGradGuard g;
@@ -138,8 +140,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 Tensor embedding(const Tensor& weight, const Tensor& index) {
   ops::check_supported(Op::embedding, weight, "weight");
   ops::check_defined("embedding", index, "index");
-  EMBER_CHECK(weight.dim() == 2, "embedding: weight shape ", weight.shape().to_string(),
-              " (expected [num_embeddings, embedding_dim])");
+  EMBER_CHECK(weight.dim() == 2, op_name(Op::embedding), ": weight shape ",
+              weight.shape().to_string(), " (expected [num_embeddings, embedding_dim])");
   ops::check_index_dtype("embedding", index);
   Shape out_shape = index.shape();
   out_shape.push_back(weight.shape()[1]);

@@ -131,15 +131,15 @@ void check_operands(Op linalg_op, const Tensor& a, const Tensor& b) {
 // Rank >= 2 on both sides.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t k = a.shape().at(-1);
-  EMBER_CHECK(k == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
-              b.shape().to_string(),
+  EMBER_CHECK(k == b.shape().at(-2), op_name(Op::matmul), ": shapes ", a.shape().to_string(),
+              " and ", b.shape().to_string(),
               " cannot be multiplied (expected a.size(-1) == b.size(-2), got ", k, " and ",
               b.shape().at(-2), ")");
   Shape ba(std::span<const int64_t>(a.shape().begin(), a.dim() - 2));
   Shape bb(std::span<const int64_t>(b.shape().begin(), b.dim() - 2));
   for (int i = 1; i <= std::min(ba.size(), bb.size()); ++i) {
     const int64_t da = ba[ba.size() - i], db = bb[bb.size() - i];
-    EMBER_CHECK(da == db || da == 1 || db == 1, "matmul: batch dims of shapes ",
+    EMBER_CHECK(da == db || da == 1 || db == 1, op_name(Op::matmul), ": batch dims of shapes ",
                 a.shape().to_string(), " and ", b.shape().to_string(), " cannot be broadcast (", da,
                 " vs ", db, "; expected equal sizes or 1 in every batch dim)");
   }
@@ -171,25 +171,25 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands(Op::matmul, a, b);
-  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1,
-              "matmul: both inputs need at least one dim (got shapes ", a.shape().to_string(),
-              " and ", b.shape().to_string(), ")");
+  EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, op_name(Op::matmul),
+              ": both inputs need at least one dim (got shapes ", a.shape().to_string(), " and ",
+              b.shape().to_string(), ")");
   if (a.dim() == 1 && b.dim() == 1) {
-    EMBER_CHECK(a.numel() == b.numel(), "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(),
+    EMBER_CHECK(a.numel() == b.numel(), op_name(Op::matmul), ": shapes ", a.shape().to_string(),
+                " and ", b.shape().to_string(),
                 " cannot be multiplied (expected equal lengths for a dot product)");
     return matmul_nd(a.unsqueeze(0), b.unsqueeze(1)).reshape(Shape{});
   }
   if (a.dim() == 1) {
-    EMBER_CHECK(a.shape()[0] == b.shape().at(-2), "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(),
+    EMBER_CHECK(a.shape()[0] == b.shape().at(-2), op_name(Op::matmul), ": shapes ",
+                a.shape().to_string(), " and ", b.shape().to_string(),
                 " cannot be multiplied (expected a.size(-1) == b.size(-2), got ", a.shape()[0],
                 " and ", b.shape().at(-2), ")");
     return matmul_nd(a.unsqueeze(0), b).squeeze(-2);
   }
   if (b.dim() == 1) {
-    EMBER_CHECK(a.shape().at(-1) == b.shape()[0], "matmul: shapes ", a.shape().to_string(), " and ",
-                b.shape().to_string(),
+    EMBER_CHECK(a.shape().at(-1) == b.shape()[0], op_name(Op::matmul), ": shapes ",
+                a.shape().to_string(), " and ", b.shape().to_string(),
                 " cannot be multiplied (expected a.size(-1) == b.size(0), got ", a.shape().at(-1),
                 " and ", b.shape()[0], ")");
     return matmul_nd(a, b.unsqueeze(1)).squeeze(-1);
@@ -206,17 +206,17 @@ namespace {
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    backend::GemmEpilogue act) {
   check_operands(Op::linear, x, weight);
-  EMBER_CHECK(weight.dim() == 2, "linear: weight shape ", weight.shape().to_string(),
+  EMBER_CHECK(weight.dim() == 2, op_name(Op::linear), ": weight shape ", weight.shape().to_string(),
               " (expected [out_features, in_features])");
-  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == weight.shape()[1], "linear: input shape ",
-              x.shape().to_string(), " does not match weight shape ", weight.shape().to_string(),
-              " (expected input.size(-1) == ", weight.shape()[1], ", got ",
-              x.dim() ? x.shape().at(-1) : 0, ")");
+  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == weight.shape()[1], op_name(Op::linear),
+              ": input shape ", x.shape().to_string(), " does not match weight shape ",
+              weight.shape().to_string(), " (expected input.size(-1) == ", weight.shape()[1],
+              ", got ", x.dim() ? x.shape().at(-1) : 0, ")");
   if (bias.defined()) {
     ops::check_same_dtype("linear", x, bias);
     ops::check_same_device("linear", x, bias);
-    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias shape ",
-                bias.shape().to_string(), " (expected [", weight.shape()[0], "])");
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], op_name(Op::linear),
+                ": bias shape ", bias.shape().to_string(), " (expected [", weight.shape()[0], "])");
   }
   const int64_t in = weight.shape()[1], out_f = weight.shape()[0];
   // Rows from the leading dims, not numel / in: with in_features == 0 the input is empty but
@@ -237,8 +237,8 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (autograd::needs_grad(x, weight, bias)) {
-    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh,
-                 "linear: gelu_tanh is fused without grad only");
+    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, op_name(Op::linear),
+                 ": gelu_tanh is fused without grad only");
     const bool nx = x.requires_grad(), nw = weight.requires_grad(),
                nb = bias.defined() && bias.requires_grad();
     const bool relu = act == backend::GemmEpilogue::relu;

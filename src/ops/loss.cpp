@@ -123,16 +123,17 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   ops::check_supported(Op::mse_loss, input);
   ops::check_defined("mse_loss", target, "target");
-  EMBER_CHECK(input.shape() == target.shape(), "mse_loss: input shape ", input.shape().to_string(),
-              " and target shape ", target.shape().to_string(), " differ (expected equal shapes)");
+  EMBER_CHECK(input.shape() == target.shape(), op_name(Op::mse_loss), ": input shape ",
+              input.shape().to_string(), " and target shape ", target.shape().to_string(),
+              " differ (expected equal shapes)");
   return reduce_loss(square(sub(input, target)), reduction);
 }
 
 Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction) {
   ops::check_supported(Op::cross_entropy_probs, probs);
   ops::check_defined("cross_entropy_probs", target, "target");
-  EMBER_CHECK(probs.shape() == target.shape() && probs.dim() >= 1,
-              "cross_entropy_probs: input shape ", probs.shape().to_string(), " and target shape ",
+  EMBER_CHECK(probs.shape() == target.shape() && probs.dim() >= 1, op_name(Op::cross_entropy_probs),
+              ": input shape ", probs.shape().to_string(), " and target shape ",
               target.shape().to_string(), " (expected equal shapes [N, C])");
   Tensor per_row = neg(sum(mul(target, log(probs)), {-1}));
   if (reduction == Reduction::mean) return mean(per_row);
@@ -143,8 +144,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                 int64_t ignore_index) {
   ops::check_defined("nll_loss", log_probs);
   ops::check_supported(Op::nll_loss, log_probs, "log_probs");
-  EMBER_CHECK(log_probs.dim() >= 2, "nll_loss: input shape ", log_probs.shape().to_string(),
-              " (expected [N, C] or [N, C, ...])");
+  EMBER_CHECK(log_probs.dim() >= 2, op_name(Op::nll_loss), ": input shape ",
+              log_probs.shape().to_string(), " (expected [N, C] or [N, C, ...])");
   Tensor scores = log_probs, t = target;
   const Shape none_shape = target.shape();
   flatten_spatial(scores, t);
@@ -158,11 +159,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   ops::check_defined("cross_entropy", logits);
   ops::check_defined("cross_entropy", target, "target");
   ops::check_supported(Op::cross_entropy, logits, "logits");
-  EMBER_CHECK(logits.dim() >= 1, "cross_entropy: input shape ", logits.shape().to_string(),
-              " (expected [N, C] or [C])");
-  EMBER_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
-              "cross_entropy: label_smoothing ", o.label_smoothing,
-              " (expected 0 <= label_smoothing <= 1)");
+  EMBER_CHECK(logits.dim() >= 1, op_name(Op::cross_entropy), ": input shape ",
+              logits.shape().to_string(), " (expected [N, C] or [C])");
+  EMBER_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, op_name(Op::cross_entropy),
+              ": label_smoothing ", o.label_smoothing, " (expected 0 <= label_smoothing <= 1)");
   if (logits.dim() == 1) {  // a single sample of C classes
     Tensor l = logits.unsqueeze(0);
     Tensor t = is_floating(target.dtype()) ? target.unsqueeze(0) : target.reshape({1});
@@ -172,9 +172,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   const int64_t classes = logits.shape()[1];
   const double eps = o.label_smoothing;
   if (is_floating(target.dtype())) {  // class probabilities
-    EMBER_CHECK(target.shape() == logits.shape(), "cross_entropy: probability target shape ",
-                target.shape().to_string(), " (expected the input's shape ",
-                logits.shape().to_string(), ")");
+    EMBER_CHECK(target.shape() == logits.shape(), op_name(Op::cross_entropy),
+                ": probability target shape ", target.shape().to_string(),
+                " (expected the input's shape ", logits.shape().to_string(), ")");
     ops::check_same_dtype("cross_entropy", logits, target);
     Tensor tgt =
         eps > 0.0 ? add(mul(target, 1.0 - eps), eps / static_cast<double>(classes)) : target;
@@ -184,7 +184,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   Tensor scores = logits, t = target;
   const Shape none_shape = target.shape();
   ops::check_defined("cross_entropy", target, "target");
-  EMBER_CHECK(target.dim() == logits.dim() - 1, "cross_entropy: target shape ",
+  EMBER_CHECK(target.dim() == logits.dim() - 1, op_name(Op::cross_entropy), ": target shape ",
               target.shape().to_string(), " does not match input shape ",
               logits.shape().to_string(), " (expected the input's shape without dim 1)");
   flatten_spatial(scores, t);
@@ -199,7 +199,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction red
   ops::check_defined("bce_with_logits", target, "target");
   ops::check_supported(Op::bce_with_logits, logits, "logits");
   ops::check_same_dtype("bce_with_logits", logits, target);
-  EMBER_CHECK(logits.shape() == target.shape(), "bce_with_logits: input shape ",
+  EMBER_CHECK(logits.shape() == target.shape(), op_name(Op::bce_with_logits), ": input shape ",
               logits.shape().to_string(), " and target shape ", target.shape().to_string(),
               " differ (expected equal shapes)");
   // log(1 + exp(-|x|)) + max(-x, 0) = softplus(-x), computed without overflow.

@@ -42,12 +42,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   double eps) {
   ops::check_defined("batch_norm", x);
   ops::check_supported(Op::batch_norm, x);
-  EMBER_CHECK(x.dim() >= 2, "batch_norm: input shape ", x.shape().to_string(),
+  EMBER_CHECK(x.dim() >= 2, op_name(Op::batch_norm), ": input shape ", x.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
   const int64_t c = x.shape()[1];
   auto check_param = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
-    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, "batch_norm: ", what, " shape ",
+    EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, op_name(Op::batch_norm), ": ", what, " shape ",
                 t.shape().to_string(), " (expected [", c, "] for input shape ",
                 x.shape().to_string(), ")");
     ops::check_same_dtype("batch_norm", x, t);
@@ -59,12 +59,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_param(bias, "bias");
   const int64_t m = c == 0 ? 0 : x.numel() / c;  // values per channel
   if (training) {
-    EMBER_CHECK(
-        m > 1, "batch_norm: expected more than 1 value per channel when training (got input shape ",
-        x.shape().to_string(), ")");
+    EMBER_CHECK(m > 1, op_name(Op::batch_norm),
+                ": expected more than 1 value per channel when training (got input shape ",
+                x.shape().to_string(), ")");
   } else {
-    EMBER_CHECK(running_mean.defined() && running_var.defined(),
-                "batch_norm: eval mode needs running_mean and running_var (got undefined tensors)");
+    EMBER_CHECK(running_mean.defined() && running_var.defined(), op_name(Op::batch_norm),
+                ": eval mode needs running_mean and running_var (got undefined tensors)");
   }
   const backend::Backend& be = ops::backend_of(x);
   Tensor xc, mean, invstd, out;
@@ -146,17 +146,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps) {
   ops::check_supported(Op::layer_norm, x);
   const int k = normalized_shape.size();
-  EMBER_CHECK(k >= 1 && k <= x.dim(), "layer_norm: normalized_shape ", normalized_shape.to_string(),
-              " does not fit input shape ", x.shape().to_string());
+  EMBER_CHECK(k >= 1 && k <= x.dim(), op_name(Op::layer_norm), ": normalized_shape ",
+              normalized_shape.to_string(), " does not fit input shape ", x.shape().to_string());
   for (int i = 0; i < k; ++i)
-    EMBER_CHECK(x.shape()[x.dim() - k + i] == normalized_shape[i], "layer_norm: input shape ",
-                x.shape().to_string(), " does not end with normalized_shape ",
+    EMBER_CHECK(x.shape()[x.dim() - k + i] == normalized_shape[i], op_name(Op::layer_norm),
+                ": input shape ", x.shape().to_string(), " does not end with normalized_shape ",
                 normalized_shape.to_string());
   if (weight.defined())
-    EMBER_CHECK(weight.shape() == normalized_shape, "layer_norm: weight shape ",
+    EMBER_CHECK(weight.shape() == normalized_shape, op_name(Op::layer_norm), ": weight shape ",
                 weight.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   if (bias.defined())
-    EMBER_CHECK(bias.shape() == normalized_shape, "layer_norm: bias shape ",
+    EMBER_CHECK(bias.shape() == normalized_shape, op_name(Op::layer_norm), ": bias shape ",
                 bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   Shape dims;
   for (int i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);

@@ -43,7 +43,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o) {
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   ops::check_defined("dropout", x);
-  EMBER_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability ", p, " (expected 0 <= p <= 1)");
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, op_name(Op::dropout), ": probability ", p,
+              " (expected 0 <= p <= 1)");
   if (!training || p == 0.0) return x;
   ops::check_supported(Op::dropout, x);
   if (p == 1.0) return mul(x, 0.0);

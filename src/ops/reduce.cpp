@@ -150,8 +150,9 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   check_unique_dims(dims, x.dim(), "var");
   const Shape keep_shape = ops::reduced_shape(x.shape(), dims, "var");
   const int64_t n = reduced_count(x.shape(), keep_shape);
-  EMBER_CHECK(n - correction > 0, "var: ", n, " elements with correction ", correction,
-              " leave no degrees of freedom (expected more than ", correction, " elements)");
+  EMBER_CHECK(n - correction > 0, op_name(Op::var), ": ", n, " elements with correction ",
+              correction, " leave no degrees of freedom (expected more than ", correction,
+              " elements)");
   Tensor keep = ops::make_tensor(keep_shape, x.dtype(), x.device());
   ops::backend_of(x).variance(ops::view_of(keep), ops::view_of(x), correction);
   Tensor out = finish_shape(keep, x, dims, keepdim);
@@ -194,7 +195,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   ops::check_supported(Op::sum_to, x);
   if (x.shape() == shape) return x;
   const int lead = x.dim() - shape.size();
-  EMBER_CHECK(lead >= 0, "sum_to: cannot reduce shape ", x.shape().to_string(),
+  EMBER_CHECK(lead >= 0, op_name(Op::sum_to), ": cannot reduce shape ", x.shape().to_string(),
               " to larger rank shape ", shape.to_string());
   Shape dims;
   for (int i = 0; i < x.dim(); ++i) {
@@ -206,7 +207,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
     if (want == 1 && x.shape()[i] != 1) {
       dims.push_back(i);
     } else {
-      EMBER_CHECK(want == x.shape()[i], "sum_to: shape ", x.shape().to_string(),
+      EMBER_CHECK(want == x.shape()[i], op_name(Op::sum_to), ": shape ", x.shape().to_string(),
                   " does not broadcast from ", shape.to_string());
     }
   }

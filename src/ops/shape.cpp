@@ -16,20 +16,22 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from) {
   int64_t known = 1;
   for (int i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      EMBER_CHECK(infer < 0, "reshape: more than one -1 in ", requested.to_string());
+      EMBER_CHECK(infer < 0, op_name(Op::reshape), ": more than one -1 in ", requested.to_string());
       infer = i;
     } else {
-      EMBER_CHECK(out[i] >= 0, "reshape: negative size in ", requested.to_string());
+      EMBER_CHECK(out[i] >= 0, op_name(Op::reshape), ": negative size in ", requested.to_string());
       known *= out[i];
     }
   }
   if (infer >= 0) {
-    EMBER_CHECK(known != 0 && numel % known == 0, "reshape: shape ", requested.to_string(),
-                " is invalid for ", numel, " elements (from shape ", from.to_string(), ")");
+    EMBER_CHECK(known != 0 && numel % known == 0, op_name(Op::reshape), ": shape ",
+                requested.to_string(), " is invalid for ", numel, " elements (from shape ",
+                from.to_string(), ")");
     out[infer] = numel / known;
   }
-  EMBER_CHECK(out.numel() == numel, "reshape: cannot reshape ", from.to_string(), " (", numel,
-              " elements) to ", requested.to_string(), " (", out.numel(), " elements)");
+  EMBER_CHECK(out.numel() == numel, op_name(Op::reshape), ": cannot reshape ", from.to_string(),
+              " (", numel, " elements) to ", requested.to_string(), " (", out.numel(),
+              " elements)");
   return out;
 }
 
@@ -102,13 +104,14 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::permute(const Shape& dims) const {
   ops::check_defined("permute", *this);
-  EMBER_CHECK(dims.size() == dim(), "permute: ", dims.size(), " dims given for a rank-", dim(),
-              " tensor (expected a permutation of all ", dim(), " dims)");
+  EMBER_CHECK(dims.size() == dim(), op_name(Op::permute), ": ", dims.size(),
+              " dims given for a rank-", dim(), " tensor (expected a permutation of all ", dim(),
+              " dims)");
   Shape shape = this->shape(), strides = this->strides(), inverse = Shape::filled(dim(), 0);
   bool seen[kMaxRank] = {};
   for (int i = 0; i < dim(); ++i) {
     const int d = wrap_dim(dims[i], dim(), "permute");
-    EMBER_CHECK(!seen[d], "permute: dim ", d, " repeats in ", dims.to_string());
+    EMBER_CHECK(!seen[d], op_name(Op::permute), ": dim ", d, " repeats in ", dims.to_string());
     seen[d] = true;
     shape[i] = this->shape()[d];
     strides[i] = this->strides()[d];
@@ -141,7 +144,7 @@ Tensor Tensor::t() const {
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
   ops::check_defined("slice", *this);
   const int w = wrap_dim(d, dim(), "slice");
-  EMBER_CHECK(step > 0, "slice: step ", step, " (expected a positive step)");
+  EMBER_CHECK(step > 0, op_name(Op::slice), ": step ", step, " (expected a positive step)");
   const int64_t n = shape()[w];
   if (start < 0) start += n;
   if (end < 0) end += n;
@@ -181,19 +184,19 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 
 Tensor Tensor::expand(const Shape& target) const {
   ops::check_defined("expand", *this);
-  EMBER_CHECK(target.size() >= dim(), "expand: cannot expand shape ", shape().to_string(), " to ",
-              target.to_string(), " (fewer dims)");
+  EMBER_CHECK(target.size() >= dim(), op_name(Op::expand), ": cannot expand shape ",
+              shape().to_string(), " to ", target.to_string(), " (fewer dims)");
   const int lead = target.size() - dim();
   Shape s = target, st = Shape::filled(target.size(), 0);
   for (int i = 0; i < target.size(); ++i) {
     if (i < lead) {
-      EMBER_CHECK(target[i] >= 0, "expand: size -1 is not allowed in a new leading dim of ",
-                  target.to_string());
+      EMBER_CHECK(target[i] >= 0, op_name(Op::expand),
+                  ": size -1 is not allowed in a new leading dim of ", target.to_string());
       continue;
     }
     const int64_t have = shape()[i - lead];
     int64_t want = target[i] == -1 ? have : target[i];
-    EMBER_CHECK(have == want || have == 1, "expand: shape ", shape().to_string(),
+    EMBER_CHECK(have == want || have == 1, op_name(Op::expand), ": shape ", shape().to_string(),
                 " cannot be expanded to ", target.to_string(), " (dim ", i, ": ", have, " vs ",
                 want, ")");
     s[i] = want;
@@ -246,7 +249,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   const int a = wrap_dim(start_dim, dim(), "flatten"), b = wrap_dim(end_dim, dim(), "flatten");
   if (dim() == 0) return reshape({1});
-  EMBER_CHECK(a <= b, "flatten: start_dim ", start_dim, " is after end_dim ", end_dim);
+  EMBER_CHECK(a <= b, op_name(Op::flatten), ": start_dim ", start_dim, " is after end_dim ",
+              end_dim);
   Shape s;
   for (int i = 0; i < a; ++i) s.push_back(shape()[i]);
   int64_t m = 1;
@@ -273,7 +277,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 // ---- joins ----
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  EMBER_CHECK(!tensors.empty(), "cat: no tensors given (expected at least one)");
+  EMBER_CHECK(!tensors.empty(), op_name(Op::cat), ": no tensors given (expected at least one)");
   const Tensor& first = tensors[0];
   ops::check_defined("cat", first);
   const int d = wrap_dim(dim, first.dim(), "cat");
@@ -284,12 +288,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     ops::check_defined("cat", t);
     ops::check_same_dtype("cat", first, t);
     ops::check_same_device("cat", first, t);
-    EMBER_CHECK(t.dim() == first.dim(), "cat: tensor ", i, " has shape ", t.shape().to_string(),
-                " but tensor 0 has ", first.shape().to_string(), " (expected the same rank)");
+    EMBER_CHECK(t.dim() == first.dim(), op_name(Op::cat), ": tensor ", i, " has shape ",
+                t.shape().to_string(), " but tensor 0 has ", first.shape().to_string(),
+                " (expected the same rank)");
     for (int k = 0; k < t.dim(); ++k)
-      EMBER_CHECK(k == d || t.shape()[k] == first.shape()[k], "cat: tensor ", i, " has shape ",
-                  t.shape().to_string(), " but tensor 0 has ", first.shape().to_string(),
-                  " (expected equal sizes except in dim ", d, ")");
+      EMBER_CHECK(k == d || t.shape()[k] == first.shape()[k], op_name(Op::cat), ": tensor ", i,
+                  " has shape ", t.shape().to_string(), " but tensor 0 has ",
+                  first.shape().to_string(), " (expected equal sizes except in dim ", d, ")");
     total += t.shape()[d];
   }
   out_shape[d] = total;
@@ -321,14 +326,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  EMBER_CHECK(!tensors.empty(), "stack: no tensors given (expected at least one)");
+  EMBER_CHECK(!tensors.empty(), op_name(Op::stack), ": no tensors given (expected at least one)");
   ops::check_defined("stack", tensors[0]);
   const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     ops::check_defined("stack", tensors[i]);
-    EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: tensor ", i, " has shape ",
-                tensors[i].shape().to_string(), " but tensor 0 has ",
+    EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), op_name(Op::stack), ": tensor ", i,
+                " has shape ", tensors[i].shape().to_string(), " but tensor 0 has ",
                 tensors[0].shape().to_string(), " (expected equal shapes)");
     parts.push_back(tensors[i].unsqueeze(d));
   }
@@ -339,12 +344,12 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   ops::check_defined("split", x);
   const int d = wrap_dim(dim, x.dim(), "split");
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-  EMBER_CHECK(total == x.shape()[d], "split: sizes sum to ", total, " but dim ", dim, " has size ",
-              x.shape()[d]);
+  EMBER_CHECK(total == x.shape()[d], op_name(Op::split), ": sizes sum to ", total, " but dim ", dim,
+              " has size ", x.shape()[d]);
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t n : sizes) {
-    EMBER_CHECK(n >= 0, "split: negative size ", n);
+    EMBER_CHECK(n >= 0, op_name(Op::split), ": negative size ", n);
     out.push_back(x.slice(d, start, start + n));
     start += n;
   }
@@ -353,7 +358,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   ops::check_defined("split", x);
-  EMBER_CHECK(split_size > 0, "split: split_size ", split_size, " (expected > 0)");
+  EMBER_CHECK(split_size > 0, op_name(Op::split), ": split_size ", split_size, " (expected > 0)");
   const int d = wrap_dim(dim, x.dim(), "split");
   std::vector<int64_t> sizes;
   for (int64_t left = x.shape()[d]; left > 0; left -= split_size)
@@ -363,7 +368,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   ops::check_defined("chunk", x);
-  EMBER_CHECK(chunks > 0, "chunk: chunks ", chunks, " (expected > 0)");
+  EMBER_CHECK(chunks > 0, op_name(Op::chunk), ": chunks ", chunks, " (expected > 0)");
   const int d = wrap_dim(dim, x.dim(), "chunk");
   const int64_t n = x.shape()[d];
   return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), d);

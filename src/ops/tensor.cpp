@@ -215,9 +215,10 @@ Tensor& Tensor::fill_(double value) {
 
 namespace {
 // out = self op other (other broadcast to self), written into self's buffer.
-Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, const char* name) {
+Tensor& binary_inplace(Tensor& self, const Tensor& other, Op op, const char* name) {
   ops::check_defined(name, self, "the in-place target");
   ops::check_defined(name, other, "other");
+  ops::check_supported(op, self, "the in-place target");
   ops::check_same_dtype(name, self, other);
   ops::check_same_device(name, self, other);
   const Shape b = broadcast_shapes(self.shape(), other.shape(), name);
@@ -225,7 +226,30 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, 
               " does not broadcast to the in-place target ", self.shape().to_string());
   ops::check_inplace(name, self);
   backend::View out = ops::view_of(self);
-  ops::backend_of(self).binary(op, out, out, ops::broadcast_view(other, self.shape()));
+  ops::backend_of(self).binary(backend::binary_kernel(op), out, out,
+                               ops::broadcast_view(other, self.shape()));
+  return self;
+}
+
+bool is_integral_value(double v) { return std::nearbyint(v) == v; }
+
+// self = self·s + t in place. Float tensors take the affine kernel; integer tensors keep
+// their dtype with an integral scalar (the binary kernel), as PyTorch. A fractional scalar
+// would make a float result that an integer tensor cannot hold: refused, as PyTorch does.
+Tensor& affine_inplace(Tensor& self, double s, double t, Op op, const char* name) {
+  ops::check_supported(op, self, "the in-place target");
+  ops::check_inplace(name, self);
+  if (!is_floating(self.dtype())) {
+    EMBER_CHECK(is_integral_value(s) && is_integral_value(t), name, ": the result with ",
+                s != 1.0 ? s : t, " is a float, which the ", dtype_name(self.dtype()),
+                " tensor cannot hold in place (expected an integral scalar, or convert with "
+                ".to(DType::f32) first)");
+    const TensorOptions o{.dtype = self.dtype(), .device = self.device()};
+    return s != 1.0 ? binary_inplace(self, full(Shape{}, s, o), Op::mul, name)
+                    : binary_inplace(self, full(Shape{}, t, o), Op::add, name);
+  }
+  backend::View v = ops::view_of(self);
+  ops::backend_of(self).unary(backend::UnaryOp::affine, v, v, s, t);
   return self;
 }
 }  // namespace
@@ -233,11 +257,11 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, backend::BinaryOp op, 
 namespace {
 // self += alpha · other.
 Tensor& add_scaled(Tensor& self, const Tensor& other, double alpha, const char* name) {
-  if (alpha == 1.0) return binary_inplace(self, other, backend::BinaryOp::add, name);
+  if (alpha == 1.0) return binary_inplace(self, other, Op::add, name);
   ops::check_defined(name, other, "other");
   ops::check_writable(name, self);  // before the guard below, which would hide requires_grad
   NoGradGuard g;
-  return binary_inplace(self, other * alpha, backend::BinaryOp::add, name);
+  return binary_inplace(self, other * alpha, Op::add, name);
 }
 }  // namespace
 
@@ -245,29 +269,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return add_scaled(*this, other, alpha, "add_");
 }
 Tensor& Tensor::sub_(const Tensor& other) { return add_scaled(*this, other, -1.0, "sub_"); }
-Tensor& Tensor::mul_(const Tensor& other) {
-  return binary_inplace(*this, other, backend::BinaryOp::mul, "mul_");
-}
-Tensor& Tensor::div_(const Tensor& other) {
-  return binary_inplace(*this, other, backend::BinaryOp::div, "div_");
-}
+Tensor& Tensor::mul_(const Tensor& other) { return binary_inplace(*this, other, Op::mul, "mul_"); }
+Tensor& Tensor::div_(const Tensor& other) { return binary_inplace(*this, other, Op::div, "div_"); }
 
-Tensor& Tensor::mul_(double value) {
-  ops::check_float("mul_", *this);
-  ops::check_inplace("mul_", *this);
-  backend::View v = ops::view_of(*this);
-  ops::backend_of(*this).unary(backend::UnaryOp::affine, v, v, value, 0.0);
-  return *this;
-}
-Tensor& Tensor::add_(double value) {
-  ops::check_float("add_", *this);
-  ops::check_inplace("add_", *this);
-  backend::View v = ops::view_of(*this);
-  ops::backend_of(*this).unary(backend::UnaryOp::affine, v, v, 1.0, value);
-  return *this;
-}
+Tensor& Tensor::mul_(double value) { return affine_inplace(*this, value, 0.0, Op::mul, "mul_"); }
+Tensor& Tensor::add_(double value) { return affine_inplace(*this, 1.0, value, Op::add, "add_"); }
 Tensor& Tensor::clamp_(double lo, double hi) {
-  ops::check_float("clamp_", *this);
+  ops::check_supported(Op::clamp, *this, "the in-place target");
+  EMBER_CHECK(!(lo > hi), "clamp_: lower bound ", lo, " is above upper bound ", hi);
   ops::check_inplace("clamp_", *this);
   backend::View v = ops::view_of(*this);
   ops::backend_of(*this).unary(backend::UnaryOp::clamp, v, v, lo, hi);

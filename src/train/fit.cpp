@@ -82,9 +82,17 @@ struct DeviceMetrics {
   }
 };
 
-Device model_device(const nn::Module& model) {
-  auto params = model->parameters();
-  return params.empty() ? Device::cpu() : params[0].device();
+// Note [One device per run]: fit() and evaluate() run where the model lives. The loader
+// delivers each batch there (DataLoader::begin_on, on its prefetch thread), so no step moves
+// data and no other option chooses a device.
+Device run_device(const nn::Module& model, std::optional<Device> requested, const char* op,
+                  const char* option) {
+  const Device dev = model_device(model);
+  EMBER_CHECK(!requested || *requested == dev, op, ": ", option, " is ", requested->str(),
+              " but the model is on ", dev.str(),
+              "; a run's device is its model's: move the model with model->to(", requested->str(),
+              ") and leave ", option, " unset (it is deprecated)");
+  return dev;
 }
 
 // Live bar on a terminal; one line per epoch otherwise.
@@ -158,8 +166,34 @@ class ProgressDisplay {
 
 }  // namespace
 
+Device model_device(const nn::Module& model) {
+  EMBER_CHECK(model.defined(), "model_device: the model is undefined");
+  std::optional<std::pair<std::string, Device>> first;
+  auto visit = [&](const nn::NamedTensors& tensors) {
+    for (const auto& [name, t] : tensors) {
+      if (!t.defined()) continue;
+      if (!first) {
+        first.emplace(name, t.device());
+        continue;
+      }
+      EMBER_CHECK(t.device() == first->second, "model_device: the model is on two devices: '",
+                  first->first, "' is on ", first->second.str(), " and '", name, "' on ",
+                  t.device().str(), " (expected one device: move the model with model->to())");
+    }
+  };
+  visit(model->named_parameters());
+  visit(model->named_buffers());
+  return first ? first->second : Device::cpu();
+}
+
 Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
                  std::optional<Device> device) {
+  EMBER_CHECK(model.defined(), "evaluate: the model is undefined");
+  run_device(model, device, "evaluate", "the device argument");
+  return evaluate(std::move(model), loader, loss);
+}
+
+Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss) {
   EMBER_CHECK(model.defined(), "evaluate: the model is undefined");
   // A loss of 0 over no samples would read as a perfect model.
   EMBER_CHECK(loader.num_batches() > 0, "evaluate: the loader has no batches (got ", loader.size(),
@@ -168,16 +202,15 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
   const bool was_training = model->is_training();
   model->eval();
   NoGradGuard no_grad;
-  const Device dev = device ? *device : model_device(model);
+  const Device dev = model_device(model);
   double loss_sum = 0.0;
   int64_t correct = 0, samples = 0;
   bool classification = false;
   DeviceMetrics metrics(dev);
   try {
-    for (data::Example& batch : loader) {
-      Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
-      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target
-                                                                         : batch.target.to(dev);
+    for (auto it = loader.begin_on(dev); it != loader.end(); ++it) {
+      const Tensor& x = it->input;
+      const Tensor& y = it->target;
       Tensor out = model(x);
       const int64_t n = x.dim() ? x.size(0) : 1;
       const Tensor l = loss(out, y);
@@ -217,7 +250,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
               ", expected at least one batch)");
   std::ostream& out = o.out ? *o.out : std::cout;
   ProgressDisplay progress(o.progress, out, o.epochs);
-  const Device dev = o.device ? *o.device : model_device(model);
+  const Device dev = run_device(model, o.device, "fit", "FitOptions::device");
   EMBER_CHECK(o.checkpoint_every >= 0 && (o.checkpoint_every == 0 || !o.checkpoint_path.empty()),
               "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '",
               o.checkpoint_path, "')");
@@ -238,10 +271,9 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     DeviceMetrics metrics(dev);
     int64_t samples = 0, batch_index = train_loader.position();
     bool classification = false;
-    for (data::Example& batch : train_loader) {
-      Tensor x = batch.input.device() == dev ? batch.input : batch.input.to(dev);
-      Tensor y = !batch.target.defined() || batch.target.device() == dev ? batch.target
-                                                                         : batch.target.to(dev);
+    for (auto it = train_loader.begin_on(dev); it != train_loader.end(); ++it) {
+      const Tensor& x = it->input;
+      const Tensor& y = it->target;
       Tensor output = model(x);
       Tensor l = loss(output, y);
       optimizer.zero_grad();
@@ -292,7 +324,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       log.train.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
     log.seconds = seconds_since(t0);
     log.samples_per_second = log.seconds > 0 ? static_cast<double>(samples) / log.seconds : 0.0;
-    if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss, dev);
+    if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss);
     if (o.scheduler && !o.scheduler_per_batch) o.scheduler->step();
     if (o.plateau) o.plateau->step(log.val ? log.val->loss : log.train.loss);
     progress.end_epoch(log);

@@ -46,6 +46,7 @@ struct DataLoaderOptions {
   /// Assemble the next batch on a background thread while the caller uses this one.
   bool prefetch = true;
   /// When set, batches are moved to this device (on the prefetch thread when prefetching).
+  /// fit() and evaluate() ignore it: they deliver batches to the model's device (begin_on).
   std::optional<Device> device = std::nullopt;
 };
 
@@ -103,6 +104,11 @@ class DataLoader {
 
   /// Continues the current epoch from position() (see Note [DataLoader state]).
   Iterator begin();
+  /// Like begin(), but this iteration's batches are delivered to `device` (moved on the
+  /// prefetch thread when prefetching) instead of options().device. fit() and evaluate() use
+  /// it with the model's device, the one place a training run's device is decided.
+  /// Example: for (auto it = loader.begin_on(Device::cuda(0)); it != loader.end(); ++it) ...
+  Iterator begin_on(Device device);
   Iterator end() { return Iterator(); }
 
   /// Batches per epoch: ceil(size / batch_size), or floor with drop_last.
@@ -135,16 +141,19 @@ class DataLoader {
  private:
   struct Prefetcher;
 
-  void start_epoch();
+  void start_epoch(std::optional<Device> device);
   void stop_worker();
   void advance();
-  Example make_batch(const std::vector<int64_t>& order, int64_t batch) const;
+  Example make_batch(const std::vector<int64_t>& order, int64_t batch,
+                     std::optional<Device> device) const;
+  Iterator start(std::optional<Device> device);
 
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
   int64_t position_ = 0;
   std::shared_ptr<const std::vector<int64_t>> order_;  // this epoch's order (while iterating)
+  std::optional<Device> target_;                       // where this iteration's batches go
   std::unique_ptr<Prefetcher> worker_;
   Example current_;
   bool active_ = false;  // an iteration is in progress

@@ -88,7 +88,9 @@ struct FitOptions {
   /// automatic: a live bar on a terminal, one line per epoch otherwise.
   Progress progress = Progress::automatic;
   std::ostream* out = nullptr;  // std::cout when null
-  /// Batches are moved here when they live elsewhere (default: the model's device).
+  /// Deprecated: a run's device is its model's (move the model with `model->to(device)`);
+  /// the loader delivers every batch there. When set it must name the model's device (no
+  /// [[deprecated]] attribute: on a field it would warn wherever FitOptions is built).
   std::optional<Device> device;
   /// Epoch to start from (set by resuming from a checkpoint); epochs run from here to `epochs`.
   int64_t start_epoch = 0;
@@ -133,11 +135,19 @@ class Trainer {
 History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
             const LossFn& loss, FitOptions options = {});
 
-/// Loss and accuracy over `loader` in eval mode under NoGradGuard (the mode is restored).
-/// Throws when the loader has no batches (an empty dataset, or drop_last with fewer
-/// examples than batch_size): a loss over no samples means nothing.
-Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss,
-                 std::optional<Device> device = std::nullopt);
+/// Loss and accuracy over `loader` in eval mode under NoGradGuard (the mode is restored), on
+/// the model's device (the loader delivers the batches there). Throws when the loader has
+/// no batches (an empty dataset, or drop_last with fewer examples than batch_size): a loss
+/// over no samples means nothing.
+Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss);
+/// Deprecated: `device`, when set, must be the model's device.
+[[deprecated("evaluate() runs on the model's device; drop the device argument")]] Metrics evaluate(
+    nn::Module model, data::DataLoader& loader, const LossFn& loss, std::optional<Device> device);
+
+/// The device fit() and evaluate() run on: the one every parameter and buffer of `model`
+/// lives on (the CPU for a model without any). Throws, naming two tensors, when they are on
+/// different devices.
+Device model_device(const nn::Module& model);
 
 /// Stops when the monitored metric has not improved for `patience` epochs, and (when
 /// restore_best) puts back the weights of the best epoch.
