@@ -152,69 +152,36 @@ TEST(CpuKernels, BinaryComparisonsIntegersAndNaN) {
   EXPECT_EQ(p, (std::vector<float>{8.0f, 3.0f, 2.0f}));
 }
 
-double reference_unary(UnaryOp op, double x, double a, double b) {
-  const double sig = 1.0 / (1.0 + std::exp(-x));
-  const double k = std::sqrt(2.0 / M_PI);
-  const double inner = k * (x + 0.044715 * x * x * x);
-  switch (op) {
-    case UnaryOp::neg: return -x;
-    case UnaryOp::abs: return std::fabs(x);
-    case UnaryOp::sqrt: return std::sqrt(x);
-    case UnaryOp::rsqrt: return 1.0 / std::sqrt(x);
-    case UnaryOp::square: return x * x;
-    case UnaryOp::exp: return std::exp(x);
-    case UnaryOp::log: return std::log(x);
-    case UnaryOp::sign: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
-    case UnaryOp::relu: return x > 0 ? x : 0.0;
-    case UnaryOp::sigmoid: return sig;
-    case UnaryOp::tanh: return std::tanh(x);
-    case UnaryOp::gelu_erf: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case UnaryOp::gelu_tanh: return 0.5 * x * (1 + std::tanh(inner));
-    case UnaryOp::silu: return x * sig;
-    case UnaryOp::softplus: return x * a > b ? x : std::log1p(std::exp(x * a)) / a;
-    case UnaryOp::affine: return x * a + b;
-    case UnaryOp::pow_scalar: return std::pow(x, a);
-    case UnaryOp::clamp: return std::min(std::max(x, a), b);
-    case UnaryOp::relu_grad: return x > 0 ? 1.0 : 0.0;
-    case UnaryOp::gelu_erf_grad:
-      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
-             x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
-    case UnaryOp::gelu_tanh_grad: {
-      const double t = std::tanh(inner);
-      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
-    }
-    case UnaryOp::silu_grad: return sig * (1 + x * (1 - sig));
-    case UnaryOp::clamp_mask: return (a <= x && x <= b) ? 1.0 : 0.0;
-    default: return 0;
-  }
-}
-
-TEST(CpuKernels, UnaryEveryOpMatchesFormula) {
+// Every unary kernel entry (the catalogue's and the kernel-only ones, so a new op needs no
+// line here): the f32 kernel, vectorised, against the f64 kernel on the same inputs, over
+// [-6, 6] with one scalar pair that suits every entry. Points outside an op's domain (NaN in
+// f64: log, sqrt, a fractional power of a negative) are skipped. The values themselves are
+// checked against PyTorch by the op driver (tests/test_catalogue.cpp).
+TEST(CpuKernels, UnaryEveryOpF32AgreesWithF64) {
   const int n = 203;
-  std::vector<double> xd(n);
-  for (int i = 0; i < n; ++i) xd[i] = -6.0 + 12.0 * i / (n - 1);
-  xd[n / 2] = 0.0;
+  std::vector<double> x64(n), o64(n);
+  std::vector<float> xf(n), of(n);
+  for (int i = 0; i < n; ++i) {
+    xf[i] = static_cast<float>(-6.0 + 12.0 * i / (n - 1));
+    x64[i] = xf[i];
+  }
+  const double a = 1.5, b = 2.0;  // pow 1.5, affine 1.5x + 2, clamp [1.5, 2], softplus β, θ
+  int checked_ops = 0;
   for (int op_i = 0; op_i < static_cast<int>(UnaryOp::logical_not); ++op_i) {
     const auto op = static_cast<UnaryOp>(op_i);
-    const bool positive_only = op == UnaryOp::sqrt || op == UnaryOp::rsqrt || op == UnaryOp::log ||
-                               op == UnaryOp::pow_scalar;
-    const double a = op == UnaryOp::pow_scalar ? 1.7 : (op == UnaryOp::affine ? 0.5 : -1.5);
-    const double b = op == UnaryOp::affine ? 0.25 : 2.0;
-    std::vector<float> xf(n), of(n);
-    std::vector<double> x64(n), o64(n);
-    for (int i = 0; i < n; ++i) x64[i] = positive_only ? std::fabs(xd[i]) + 0.01 : xd[i];
-    for (int i = 0; i < n; ++i) xf[i] = static_cast<float>(x64[i]);
     cpu().unary(op, view_of(of, {n}), view_of(xf, {n}), a, b);
     cpu().unary(op, view_of(o64, {n}), view_of(x64, {n}), a, b);
+    int points = 0;
     for (int i = 0; i < n; ++i) {
-      const double ref32 = reference_unary(op, xf[i], static_cast<float>(a), static_cast<float>(b));
-      const double ref64 = reference_unary(op, x64[i], a, b);
-      EXPECT_NEAR(of[i], ref32, 2e-6 * std::max(1.0, std::fabs(ref32)))
-          << "unary op " << op_i << " f32 x=" << xf[i];
-      EXPECT_NEAR(o64[i], ref64, 1e-13 * std::max(1.0, std::fabs(ref64)))
-          << "unary op " << op_i << " f64 x=" << x64[i];
+      if (std::isnan(o64[i])) continue;
+      ++points;
+      EXPECT_NEAR(of[i], o64[i], 2e-6 * std::max(1.0, std::fabs(o64[i])))
+          << "unary op " << op_i << " x=" << xf[i];
     }
+    EXPECT_GT(points, n / 3) << "unary op " << op_i << " is NaN almost everywhere";
+    ++checked_ops;
   }
+  EXPECT_EQ(checked_ops, static_cast<int>(UnaryOp::logical_not));
 }
 
 TEST(CpuKernels, UnaryEdgeCasesAndStrided) {

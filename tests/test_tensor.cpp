@@ -447,6 +447,18 @@ TEST(Memory, ParameterGradIsPersistent) {
   EXPECT_EQ(pool_of(p.grad()), Pool::Persistent);
 }
 
+// Issue 14 item 3: handles compare with is_same() (PyTorch's name), the public way to ask
+// what impl() was used for; views of one storage are different tensors.
+TEST(Tensor, IsSameComparesHandles) {
+  Tensor a = ones({2, 3});
+  Tensor b = a;
+  EXPECT_TRUE(a.is_same(b));
+  EXPECT_FALSE(a.is_same(a.view({6})));
+  EXPECT_FALSE(a.is_same(ones({2, 3})));
+  EXPECT_TRUE(Tensor().is_same(Tensor()));
+  EXPECT_FALSE(a.is_same(Tensor()));
+}
+
 // Issue 14 item 5: a parameter's first gradient of a step is the buffer backward wrote,
 // counted as Persistent, not a copy into a fresh Persistent block. Dropping `.grad` each
 // step (zero_grad's default) therefore costs no more allocations than keeping it, and the

@@ -13,6 +13,11 @@
 
 namespace ember {
 
+namespace detail {
+struct StorageAccess;
+}
+
+/// Users read a Storage (data, bytes, device, pool, version); only ember changes one.
 class Storage {
  public:
   /// Allocates `bytes` on `device` from `pool` (through that device's caching allocator).
@@ -29,16 +34,22 @@ class Storage {
   /// The pool this storage's bytes are counted in (memory_stats, pool_of).
   Pool pool() const { return pool_; }
   uint64_t version() const { return version_; }
-  void bump_version() { ++version_; }
-  /// Moves the bytes to `target` (same pool); used by release_device. Data pointer changes.
-  void migrate(Device target);
-  /// Counts these bytes in `pool` from now on, without moving them: the block stays where it
-  /// was carved from and goes back to that pool's cache when freed. Autograd uses it to keep
-  /// a step's gradient as a parameter's Persistent `.grad` without a copy (Note [Gradients
-  /// stolen into the Persistent pool], src/autograd/engine.cpp).
-  void recharge(Pool pool);
+  /// Deprecated: ember bumps the version of every write it makes; a bump from outside would
+  /// only make autograd refuse a valid graph.
+  [[deprecated("ember bumps versions itself")]] void bump_version() { ++version_; }
+  /// Deprecated: release_device moves storages; moving one by hand leaves its tensors'
+  /// device bookkeeping to the caller.
+  [[deprecated("use release_device()")]] void migrate(Device target) { move_to(target); }
 
  private:
+  friend struct detail::StorageAccess;
+  // Moves the bytes to `target` (same pool); used by release_device. Data pointer changes.
+  void move_to(Device target);
+  // Counts these bytes in `pool` from now on, without moving them: the block stays where it
+  // was carved from and goes back to that pool's cache when freed. Autograd uses it to keep
+  // a step's gradient as a parameter's Persistent `.grad` without a copy (Note [Gradients
+  // stolen into the Persistent pool], src/autograd/engine.cpp).
+  void recharge(Pool pool);
   Storage() = default;
   void release_block();  // back to the home pool's cache (owned blocks only)
   void* data_ = nullptr;
@@ -50,5 +61,14 @@ class Storage {
   uint64_t version_ = 0;
   bool owned_ = true;
 };
+
+namespace detail {
+/// ember's own changes to a Storage (src/ only, not API).
+struct StorageAccess {
+  static void bump_version(Storage& s) { ++s.version_; }
+  static void move_to(Storage& s, Device target) { s.move_to(target); }
+  static void recharge(Storage& s, Pool pool) { s.recharge(pool); }
+};
+}  // namespace detail
 
 }  // namespace ember

@@ -33,6 +33,9 @@ struct Node;
 
 struct TensorImpl;
 class Tensor;
+namespace detail {
+struct TensorAccess;
+}
 
 /// Options for factories. Example: zeros({2, 3}, {.dtype = DType::f64});
 struct TensorOptions {
@@ -44,11 +47,24 @@ struct TensorOptions {
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   bool defined() const { return impl_ != nullptr; }
-  TensorImpl* impl() const { return impl_.get(); }
-  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  /// True when both handles refer to the same tensor (PyTorch's Tensor::is_same); views of
+  /// one storage are different tensors. Two empty handles are the same.
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  /// Deprecated (internals: writing them breaks autograd's and the pools' invariants); compare
+  /// handles with is_same().
+  [[deprecated("internal; compare handles with is_same()")]] TensorImpl* impl() const {
+    return impl_.get();
+  }
+  [[deprecated("internal; compare handles with is_same()")]] const std::shared_ptr<TensorImpl>&
+  impl_ptr() const {
+    return impl_;
+  }
+  [[deprecated("internal; tensors come from factories and ops")]] explicit Tensor(
+      std::shared_ptr<TensorImpl> impl)
+      : impl_(std::move(impl)) {}
 
   // ---- metadata ----
   const Shape& shape() const;
@@ -164,10 +180,26 @@ class Tensor {
   }
   [[noreturn]] static void throw_undefined(const char* member);
 
+  friend struct detail::TensorAccess;
+  struct Internal {};
+  Tensor(std::shared_ptr<TensorImpl> impl, Internal) : impl_(std::move(impl)) {}
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
-/// The state behind a Tensor handle. Kernels never see it; ops and autograd do.
+namespace detail {
+/// ember's own access to a handle's state (src/ only, not API).
+struct TensorAccess {
+  static TensorImpl* impl(const Tensor& t) { return t.impl_.get(); }
+  static const std::shared_ptr<TensorImpl>& impl_ptr(const Tensor& t) { return t.impl_; }
+  static Tensor wrap(std::shared_ptr<TensorImpl> impl) {
+    return Tensor(std::move(impl), Tensor::Internal{});
+  }
+};
+}  // namespace detail
+
+/// The state behind a Tensor handle (internal: defined here for the inline accessors below).
+/// Kernels never see it; ops and autograd reach it through detail::TensorAccess.
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements

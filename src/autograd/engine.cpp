@@ -50,11 +50,11 @@ Tensor SavedTensor::get() const {
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
-  TensorImpl* impl = t.impl();
+  TensorImpl* impl = detail::TensorAccess::impl(t);
   if (impl->grad_fn) return impl->grad_fn;
   std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    acc = std::make_shared<AccumulateGrad>(detail::TensorAccess::impl_ptr(t));
     impl->grad_accumulator = acc;
   }
   return acc;
@@ -69,8 +69,8 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
     else
       node->edges.push_back({nullptr, in->defined() ? in->shape() : Shape()});
   }
-  out.impl()->requires_grad = true;
-  out.impl()->grad_fn = node;
+  detail::TensorAccess::impl(out)->requires_grad = true;
+  detail::TensorAccess::impl(out)->grad_fn = node;
 }
 
 // Note [Gradients stolen into the Persistent pool]
@@ -86,25 +86,26 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
   if (g.dtype() != leaf_->dtype) g = g.to(leaf_->dtype);
   const Pool pool = leaf_->storage->pool();
   if (!leaf_->grad) {
-    const bool stealable = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 &&
-                           g.is_contiguous() && g.device() == leaf_->storage->device();
+    const bool stealable = detail::TensorAccess::impl_ptr(g).use_count() <= 2 &&
+                           g.storage().use_count() == 1 && g.is_contiguous() &&
+                           g.device() == leaf_->storage->device();
     if (stealable) {
-      g.storage()->recharge(pool);
-      leaf_->grad = g.impl_ptr();
+      detail::StorageAccess::recharge(*g.storage(), pool);
+      leaf_->grad = detail::TensorAccess::impl_ptr(g);
     } else {
       PoolGuard guard(pool);
       Tensor owned =
           empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
       owned.copy_(g);
-      leaf_->grad = owned.impl_ptr();
+      leaf_->grad = detail::TensorAccess::impl_ptr(owned);
     }
     return;
   }
-  Tensor current(leaf_->grad);
+  Tensor current = detail::TensorAccess::wrap(leaf_->grad);
   if (pool == Pool::Persistent) {
     current.add_(g);  // same buffer across the step (ARCHITECTURE §3 rule 3)
   } else {
-    leaf_->grad = add(current, g).impl_ptr();
+    leaf_->grad = detail::TensorAccess::impl_ptr(add(current, g));
   }
 }
 

@@ -21,7 +21,7 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 Tensor Tensor::grad() const {
   const TensorImpl& impl = checked("grad");
-  return impl.grad ? Tensor(impl.grad) : Tensor();
+  return impl.grad ? detail::TensorAccess::wrap(impl.grad) : Tensor();
 }
 
 void Tensor::set_grad(const Tensor& g) const {
@@ -29,7 +29,7 @@ void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
     EMBER_CHECK(g.shape() == shape(), "set_grad: gradient shape ", g.shape().to_string(),
                 " does not match the tensor's shape ", shape().to_string());
-  impl_->grad = g.impl_ptr();
+  impl_->grad = detail::TensorAccess::impl_ptr(g);
 }
 
 void Tensor::zero_grad(bool set_to_none) const {
@@ -38,7 +38,7 @@ void Tensor::zero_grad(bool set_to_none) const {
     impl_->grad.reset();
   } else {
     NoGradGuard g;
-    Tensor(impl_->grad).zero_();
+    detail::TensorAccess::wrap(impl_->grad).zero_();
   }
 }
 

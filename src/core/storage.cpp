@@ -83,7 +83,7 @@ void Storage::recharge(Pool pool) {
   pool_ = pool;
 }
 
-void Storage::migrate(Device target) {
+void Storage::move_to(Device target) {
   if (target == device_) return;
   const backend::Backend& to = backend::backend_for(target);
   size_t new_block = 0;
@@ -130,7 +130,8 @@ void release_device(Device device) {
   auto it = r.live.find(device.index);
   if (it != r.live.end()) {
     const std::vector<Storage*> storages(it->second.begin(), it->second.end());
-    for (Storage* s : storages) s->migrate(Device::cpu());  // unregisters each
+    for (Storage* s : storages)
+      detail::StorageAccess::move_to(*s, Device::cpu());  // unregisters each
   }
   be.synchronize(device.index);
   be.empty_cache(device.index);

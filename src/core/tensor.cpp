@@ -58,7 +58,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return detail::TensorAccess::wrap(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
@@ -68,7 +68,7 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
   impl->strides = strides;
   impl->offset = offset;
   impl->dtype = base.dtype();
-  return Tensor(std::move(impl));
+  return detail::TensorAccess::wrap(std::move(impl));
 }
 
 Tensor wrap_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
@@ -80,7 +80,7 @@ Tensor wrap_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType 
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return detail::TensorAccess::wrap(std::move(impl));
 }
 
 }  // namespace core

@@ -47,12 +47,12 @@ ModelTensors collect(const nn::Module& model, std::optional<DType> storage) {
   for (auto& [name, t] : model->named_buffers()) out.buffers.push_back(name);
   NoGradGuard g;
   for (auto& [name, t] : model->state_dict()) {
-    auto it = seen.find(t.impl());
+    auto it = seen.find(detail::TensorAccess::impl(t));
     if (it != seen.end()) {
       out.tied[name] = it->second;
       continue;
     }
-    seen.emplace(t.impl(), name);
+    seen.emplace(detail::TensorAccess::impl(t), name);
     Tensor v = t;
     if (storage && is_floating(t.dtype()) && t.dtype() != *storage) {
       out.dtypes[name] = std::string(dtype_name(t.dtype()));

@@ -90,7 +90,7 @@ AttentionOutput MultiheadAttentionImpl::forward(const Tensor& query, const Tenso
   EMBER_CHECK(key.dim() == query.dim() && value.dim() == query.dim(),
               "MultiheadAttention: key shape ", key.shape().to_string(), " and value shape ",
               value.shape().to_string(), " (expected the query's rank ", query.dim(), ")");
-  const bool self = query.impl() == key.impl() && key.impl() == value.impl();
+  const bool self = query.is_same(key) && key.is_same(value);
 
   // Everything below works on batched inputs; an unbatched call gets N = 1.
   const int bdim = bf ? 0 : 1, sdim = bf ? 1 : 0;

@@ -71,7 +71,7 @@ void check_writable(const char* op, const Tensor& t) {
 
 void check_inplace(const char* op, const Tensor& t) {
   check_writable(op, t);
-  t.storage()->bump_version();
+  detail::StorageAccess::bump_version(*t.storage());
 }
 
 Shape reduced_shape(const Shape& in, const Shape& dims, const char* op) {

@@ -70,7 +70,7 @@ backend::OptimSlot slot_of(const Tensor& param, const Tensor& grad,
 void finish(const std::vector<Bucket>& buckets, const std::vector<WriteBack>& write_back) {
   for (const WriteBack& w : write_back) Tensor(*w.param).detach().copy_(w.work);
   for (const Bucket& b : buckets)
-    for (const Tensor* p : b.params) p->storage()->bump_version();
+    for (const Tensor* p : b.params) detail::StorageAccess::bump_version(*p->storage());
 }
 
 }  // namespace
@@ -200,7 +200,7 @@ void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, 
     backend_of(total).clip_grads_by_norm(total.device().index, total.dtype(), list.data.data(),
                                          list.numels.data(), list.count(), max_norm,
                                          total.data_ptr());
-    for (const Tensor& g : grads) g.storage()->bump_version();
+    for (const Tensor& g : grads) detail::StorageAccess::bump_version(*g.storage());
     return;
   }
   const Tensor coef = clamp(max_norm / (total.to(DType::f64) + 1e-6),

@@ -19,7 +19,7 @@ void ops::copy_from_host(const Tensor& dst, const void* src, size_t bytes) {
   EMBER_ASSERT(
       dst.is_contiguous() && bytes == static_cast<size_t>(dst.numel()) * element_size(dst.dtype()),
       "copy_from_host: needs a contiguous destination of ", bytes, " bytes");
-  dst.storage()->bump_version();
+  detail::StorageAccess::bump_version(*dst.storage());
   if (bytes == 0) return;
   if (dst.device().is_cpu()) {
     std::memcpy(dst.data_ptr(), src, bytes);

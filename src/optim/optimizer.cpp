@@ -43,7 +43,7 @@ const ParamState* Optimizer::state(const Tensor& param) const {
   for (size_t g = 0; g < param_group_count() && g < state_.size(); ++g) {
     const std::vector<Tensor>& params = group_params(g);
     for (size_t i = 0; i < params.size() && i < state_[g].size(); ++i)
-      if (params[i].impl() == param.impl()) return state_[g][i].empty() ? nullptr : &state_[g][i];
+      if (params[i].is_same(param)) return state_[g][i].empty() ? nullptr : &state_[g][i];
   }
   return nullptr;
 }
@@ -52,7 +52,7 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
   const std::string who = type_name();
   std::set<const TensorImpl*> seen;
   for (size_t g = 0; g < param_group_count(); ++g)
-    for (const Tensor& p : group_params(g)) seen.insert(p.impl());
+    for (const Tensor& p : group_params(g)) seen.insert(detail::TensorAccess::impl(p));
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     EMBER_CHECK(p.defined(), who, ": parameter ", i, " of the new group is an undefined tensor");
@@ -60,7 +60,7 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
                 dtype_name(p.dtype()), " (expected a floating dtype)");
     EMBER_CHECK(p.is_leaf(), who, ": parameter ", i,
                 " is not a leaf (got a tensor computed from others; optimize leaves only)");
-    EMBER_CHECK(seen.insert(p.impl()).second, who, ": parameter ", i,
+    EMBER_CHECK(seen.insert(detail::TensorAccess::impl(p)).second, who, ": parameter ", i,
                 " appears more than once (a parameter may be in one group only)");
   }
 }
