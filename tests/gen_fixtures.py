@@ -475,6 +475,36 @@ unary("avg_pool2d", lambda m: m.randn(2, 2, 6, 6),
                                                                 "padding": 1})
 
 unary("softplus", lambda m: m.randn(3, 4, scale=4.0), lambda x: F.softplus(x))
+# ---- the math library (issue 16)
+unary("sin", lambda m: m.randn(3, 4, scale=2.0), torch.sin)
+unary("cos", lambda m: m.randn(3, 4, scale=2.0), torch.cos)
+unary("tan", lambda m: m.uniform(3, 4, lo=-1.2, hi=1.2), torch.tan)
+unary("asin", lambda m: m.uniform(3, 4, lo=-0.9, hi=0.9), torch.asin)
+unary("acos", lambda m: m.uniform(3, 4, lo=-0.9, hi=0.9), torch.acos)
+unary("atan", lambda m: m.randn(3, 4, scale=2.0), torch.atan)
+unary("sinh", lambda m: m.randn(3, 4, scale=1.5), torch.sinh)
+unary("cosh", lambda m: m.randn(3, 4, scale=1.5), torch.cosh)
+unary("floor", lambda m: m.randn(3, 4, scale=3.0), torch.floor)
+unary("ceil", lambda m: m.randn(3, 4, scale=3.0), torch.ceil)
+unary("round", lambda m: m.randn(3, 4, scale=3.0), torch.round)
+# ties: no gradient case (a finite difference across a tie is not the zero gradient)
+case("round_half_to_even",
+     lambda m: {"x": m._f32(torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.2, -3.7],
+                                         dtype=torch.float64))},
+     lambda t: torch.round(t["x"]))
+unary("trunc", lambda m: m.randn(3, 4, scale=3.0), torch.trunc)
+unary("frac", lambda m: m.randn(3, 4, scale=3.0), torch.frac)
+unary("log1p", lambda m: m.uniform(3, 4, lo=-0.5, hi=3.0), torch.log1p)
+unary("log1p_tiny", lambda m: m.uniform(6, lo=-1e-6, hi=1e-6), torch.log1p, atol=1e-13)
+unary("expm1", lambda m: m.randn(3, 4), torch.expm1)
+unary("expm1_tiny", lambda m: m.uniform(6, lo=-1e-6, hi=1e-6), torch.expm1, atol=1e-13)
+unary("log2", lambda m: m.positive(3, 4), torch.log2)
+unary("log10", lambda m: m.positive(3, 4), torch.log10)
+unary("exp2", lambda m: m.randn(3, 4, scale=2.0), torch.exp2)
+unary("reciprocal", lambda m: m.away_from_zero(3, 4, gap=0.5), torch.reciprocal)
+unary("erf", lambda m: m.randn(3, 4, scale=1.5), torch.erf)
+unary("erfc", lambda m: m.randn(3, 4, scale=1.5), torch.erfc)
+unary("erfinv", lambda m: m.uniform(3, 4, lo=-0.95, hi=0.95), torch.erfinv)
 unary("softplus_beta2_threshold3", lambda m: m.randn(3, 4, scale=2.0),
       lambda x: F.softplus(x, beta=2.0, threshold=3.0), attrs={"beta": 2.0, "threshold": 3.0})
 

@@ -110,6 +110,22 @@ const std::map<std::string, OpFn>& op_table() {
     t["rsqrt"] = [](Fixture& f) { return ember::rsqrt(f["x"]); };
     t["square"] = [](Fixture& f) { return ember::square(f["x"]); };
     t["exp"] = [](Fixture& f) { return ember::exp(f["x"]); };
+    using UnaryFn = Tensor (*)(const Tensor&);
+    const std::pair<const char*, UnaryFn> math[] = {
+        {"sin", ember::sin},      {"cos", ember::cos},
+        {"tan", ember::tan},      {"asin", ember::asin},
+        {"acos", ember::acos},    {"atan", ember::atan},
+        {"sinh", ember::sinh},    {"cosh", ember::cosh},
+        {"floor", ember::floor},  {"ceil", ember::ceil},
+        {"round", ember::round},  {"round_half_to_even", ember::round},
+        {"trunc", ember::trunc},  {"frac", ember::frac},
+        {"log1p", ember::log1p},  {"log1p_tiny", ember::log1p},
+        {"expm1", ember::expm1},  {"expm1_tiny", ember::expm1},
+        {"log2", ember::log2},    {"log10", ember::log10},
+        {"exp2", ember::exp2},    {"reciprocal", ember::reciprocal},
+        {"erf", ember::erf},      {"erfc", ember::erfc},
+        {"erfinv", ember::erfinv}};
+    for (const auto& [name, fn] : math) t[name] = [fn](Fixture& f) { return fn(f["x"]); };
     t["log"] = [](Fixture& f) { return ember::log(f["x"]); };
     t["relu"] = [](Fixture& f) { return ember::relu(f["x"]); };
     t["sigmoid"] = [](Fixture& f) { return ember::sigmoid(f["x"]); };

@@ -155,8 +155,8 @@ TEST(CpuKernels, BinaryComparisonsIntegersAndNaN) {
 // Every unary kernel entry (the catalogue's and the kernel-only ones, so a new op needs no
 // line here): the f32 kernel, vectorised, against the f64 kernel on the same inputs, over
 // [-6, 6] with one scalar pair that suits every entry. Points outside an op's domain (NaN in
-// f64: log, sqrt, a fractional power of a negative) are skipped. The values themselves are
-// checked against PyTorch by the op driver (tests/test_catalogue.cpp).
+// f64: log, sqrt, asin and erfinv beyond ±1, a fractional power of a negative) are skipped. The
+// values themselves are checked against PyTorch by the op driver (tests/test_catalogue.cpp).
 TEST(CpuKernels, UnaryEveryOpF32AgreesWithF64) {
   const int n = 203;
   std::vector<double> x64(n), o64(n);
@@ -175,10 +175,11 @@ TEST(CpuKernels, UnaryEveryOpF32AgreesWithF64) {
     for (int i = 0; i < n; ++i) {
       if (std::isnan(o64[i])) continue;
       ++points;
+      if (static_cast<double>(of[i]) == o64[i]) continue;  // exact, or the same infinity
       EXPECT_NEAR(of[i], o64[i], 2e-6 * std::max(1.0, std::fabs(o64[i])))
           << "unary op " << op_i << " x=" << xf[i];
     }
-    EXPECT_GT(points, n / 3) << "unary op " << op_i << " is NaN almost everywhere";
+    EXPECT_GT(points, n / 8) << "unary op " << op_i << " is NaN almost everywhere";
     ++checked_ops;
   }
   EXPECT_EQ(checked_ops, static_cast<int>(UnaryOp::logical_not));

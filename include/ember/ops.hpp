@@ -53,6 +53,35 @@ Tensor silu(const Tensor& x);
 ///   softplus(x)  softplus(x, 2.0, 10.0)
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
+// ---- the math library (f32/f64; PyTorch's names, values and gradients) ----
+// sin(x), cos(x), tan(x), asin(x), acos(x), atan(x), sinh(x), cosh(x); log1p(x) = log(1 + x)
+// and expm1(x) = exp(x) - 1, exact near 0; log2, log10, exp2; reciprocal(x) = 1 / x;
+// erf, erfc = 1 - erf, erfinv (erf's inverse on (-1, 1); ±inf at ±1, NaN outside).
+// floor, ceil, trunc, and round (half to even, as torch.round) have zero gradient;
+// frac(x) = x - trunc(x) has gradient 1. Example: sin(x).sum().backward() gives cos(x).
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor frac(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor erfc(const Tensor& x);
+Tensor erfinv(const Tensor& x);
+
 /// Elementwise NOT: true where x is 0 (or false), for any dtype; bool out.
 ///   logical_not(gt(x, 0.0))
 Tensor logical_not(const Tensor& x);

@@ -21,6 +21,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/elementwise.hpp"
+
 namespace ember::cpu {
 
 inline float exp_of(float x) {
@@ -105,8 +107,9 @@ inline float erf_of(float x) {
 inline double erf_of(double x) { return std::erf(x); }
 
 /// The CPU's math as the policy of the shared elementwise formulas
-/// (src/kernels/elementwise.hpp): exp, tanh and erf are the vectorisable versions above.
-struct HostMath {
+/// (src/kernels/elementwise.hpp): exp, tanh and erf are the vectorisable versions above; the
+/// rest of <cmath> comes from kernels::StdMath.
+struct HostMath : kernels::StdMath {
   template <typename T>
   static T exp(T x) {
     return exp_of(x);

@@ -16,7 +16,7 @@ namespace ember::cuda {
 namespace {
 
 // The device math library as the policy of the shared formulas (src/kernels/elementwise.hpp).
-struct DeviceMath {
+struct DeviceMath : kernels::StdMath {
   template <typename T>
   __device__ static T exp(T x) {
     return ::exp(x);

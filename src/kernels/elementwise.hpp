@@ -6,10 +6,13 @@
 // The unary formulas take a math policy `M` for the transcendental functions, because the
 // backends evaluate them differently: the CPU with its vectorisable exp_of / tanh_of / erf_of
 // (src/cpu/vec_math.hpp, within 1-2 ulp), CUDA with the device math library. A policy is a
-// struct of static EMBER_HD functions exp, log, log1p, tanh, erf, sqrt, abs and pow on T.
+// struct of static functions on T: its own exp, log, log1p, tanh, erf, sqrt, abs and pow,
+// and the rest of the math library from StdMath, which both policies derive from.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -25,6 +28,95 @@ inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
 inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
 inline constexpr double kGeluKappa = 0.044715;
+
+// ---- the standard math library, the same on both backends ----
+
+/// erfinv on the host (the C++ library has none): Giles' single-precision approximation
+/// ("Approximating the erfinv function", GPU Computing Gems, 2011) as the start, then two
+/// Newton steps on erf(y) = x in double, so f64 results are exact to a few ulp.
+inline double erfinv_host(double x) {
+  if (!(x > -1.0 && x < 1.0)) {
+    if (x == 1.0) return std::numeric_limits<double>::infinity();
+    if (x == -1.0) return -std::numeric_limits<double>::infinity();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  double w = -std::log((1.0 - x) * (1.0 + x)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double y = p * x;
+  for (int i = 0; i < 2; ++i) {  // d erf(y)/dy = 2/√π · exp(-y²)
+    const double step = (std::erf(y) - x) / (1.1283791670955126 * std::exp(-y * y));
+    if (!std::isfinite(step)) break;
+    y -= step;
+  }
+  return y;
+}
+
+#if defined(__CUDA_ARCH__)
+#define EMBER_STD_MATH_(name) ::name
+#else
+#define EMBER_STD_MATH_(name) std::name
+#endif
+#define EMBER_STD_MATH_FN_(name)     \
+  template <typename T>              \
+  EMBER_HD static T name(T x) {      \
+    return EMBER_STD_MATH_(name)(x); \
+  }
+
+/// The functions both backends take straight from the math library (<cmath> on the host,
+/// CUDA's device math, which overloads the same names for float and double). The backends'
+/// policies (HostMath, DeviceMath) derive from it and add their own exp, tanh, erf, ...
+struct StdMath {
+  EMBER_STD_MATH_FN_(sin)
+  EMBER_STD_MATH_FN_(cos)
+  EMBER_STD_MATH_FN_(tan)
+  EMBER_STD_MATH_FN_(asin)
+  EMBER_STD_MATH_FN_(acos)
+  EMBER_STD_MATH_FN_(atan)
+  EMBER_STD_MATH_FN_(sinh)
+  EMBER_STD_MATH_FN_(cosh)
+  EMBER_STD_MATH_FN_(floor)
+  EMBER_STD_MATH_FN_(ceil)
+  EMBER_STD_MATH_FN_(rint)  // round half to even, as torch.round
+  EMBER_STD_MATH_FN_(trunc)
+  EMBER_STD_MATH_FN_(expm1)
+  EMBER_STD_MATH_FN_(log2)
+  EMBER_STD_MATH_FN_(log10)
+  EMBER_STD_MATH_FN_(exp2)
+  EMBER_STD_MATH_FN_(erfc)
+  template <typename T>
+  EMBER_HD static T erfinv(T x) {
+#if defined(__CUDA_ARCH__)
+    return ::erfinv(x);
+#else
+    return static_cast<T>(erfinv_host(static_cast<double>(x)));
+#endif
+  }
+};
+
+#undef EMBER_STD_MATH_FN_
+#undef EMBER_STD_MATH_
 
 // ---- unary ----
 
@@ -73,6 +165,50 @@ EMBER_HD inline T unary_apply(T x, T a, T b) {
     return x * sigmoid_of<M>(x);
   else if constexpr (Op == UnaryOp::softplus)  // a = beta, b = threshold (PyTorch's)
     return x * a > b ? x : M::log1p(M::exp(x * a)) / a;
+  else if constexpr (Op == UnaryOp::sin)
+    return M::sin(x);
+  else if constexpr (Op == UnaryOp::cos)
+    return M::cos(x);
+  else if constexpr (Op == UnaryOp::tan)
+    return M::tan(x);
+  else if constexpr (Op == UnaryOp::asin)
+    return M::asin(x);
+  else if constexpr (Op == UnaryOp::acos)
+    return M::acos(x);
+  else if constexpr (Op == UnaryOp::atan)
+    return M::atan(x);
+  else if constexpr (Op == UnaryOp::sinh)
+    return M::sinh(x);
+  else if constexpr (Op == UnaryOp::cosh)
+    return M::cosh(x);
+  else if constexpr (Op == UnaryOp::floor)
+    return M::floor(x);
+  else if constexpr (Op == UnaryOp::ceil)
+    return M::ceil(x);
+  else if constexpr (Op == UnaryOp::round)
+    return M::rint(x);
+  else if constexpr (Op == UnaryOp::trunc)
+    return M::trunc(x);
+  else if constexpr (Op == UnaryOp::frac)
+    return x - M::trunc(x);
+  else if constexpr (Op == UnaryOp::log1p)
+    return M::log1p(x);
+  else if constexpr (Op == UnaryOp::expm1)
+    return M::expm1(x);
+  else if constexpr (Op == UnaryOp::log2)
+    return M::log2(x);
+  else if constexpr (Op == UnaryOp::log10)
+    return M::log10(x);
+  else if constexpr (Op == UnaryOp::exp2)
+    return M::exp2(x);
+  else if constexpr (Op == UnaryOp::reciprocal)
+    return T(1) / x;
+  else if constexpr (Op == UnaryOp::erf)
+    return M::erf(x);
+  else if constexpr (Op == UnaryOp::erfc)
+    return M::erfc(x);
+  else if constexpr (Op == UnaryOp::erfinv)
+    return M::erfinv(x);
   else if constexpr (Op == UnaryOp::affine)
     return x * a + b;
   else if constexpr (Op == UnaryOp::pow_scalar)  // exact shortcuts for the common exponents

@@ -332,6 +332,112 @@ Tensor tanh(const Tensor& x) {
   return out;
 }
 
+// ---- the math library: sin ... erfinv ----
+
+namespace {
+// A unary op whose gradient is g · dy/dx, with dy/dx made by `derivative(x, y)` from the saved
+// input and output.
+template <typename D>
+Tensor unary_with(Op op, const Tensor& x, D derivative) {
+  Tensor out = ops::unary_forward(op, x);
+  if (autograd::needs_grad(x))
+    autograd::record(
+        op, out, {&x},
+        [sx = SavedTensor(x), so = SavedTensor(out), derivative](const Tensor& g, GradList& gi) {
+          gi[0] = mul(g, derivative(sx.get(), so.get()));
+        });
+  return out;
+}
+
+// A step function (floor, ceil, round, trunc): its gradient is zero, as PyTorch's.
+Tensor step_op(Op op, const Tensor& x) {
+  Tensor out = ops::unary_forward(op, x);
+  if (autograd::needs_grad(x))
+    autograd::record(op, out, {&x}, [](const Tensor& g, GradList& gi) { gi[0] = zeros_like(g); });
+  return out;
+}
+
+Tensor one_minus_square(const Tensor& x) { return affine(square(x), -1.0, 1.0, Op::sub); }
+
+constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390, kSqrtPiOverTwo = 0.88622692545275801365;
+}  // namespace
+
+Tensor sin(const Tensor& x) {
+  return unary_with(Op::sin, x, [](const Tensor& v, const Tensor&) { return cos(v); });
+}
+Tensor cos(const Tensor& x) {
+  return unary_with(Op::cos, x, [](const Tensor& v, const Tensor&) { return neg(sin(v)); });
+}
+Tensor tan(const Tensor& x) {
+  return unary_with(Op::tan, x, [](const Tensor&, const Tensor& y) { return add(square(y), 1.0); });
+}
+Tensor asin(const Tensor& x) {
+  return unary_with(Op::asin, x,
+                    [](const Tensor& v, const Tensor&) { return rsqrt(one_minus_square(v)); });
+}
+Tensor acos(const Tensor& x) {
+  return unary_with(Op::acos, x,
+                    [](const Tensor& v, const Tensor&) { return neg(rsqrt(one_minus_square(v))); });
+}
+Tensor atan(const Tensor& x) {
+  return unary_with(Op::atan, x,
+                    [](const Tensor& v, const Tensor&) { return reciprocal(add(square(v), 1.0)); });
+}
+Tensor sinh(const Tensor& x) {
+  return unary_with(Op::sinh, x, [](const Tensor& v, const Tensor&) { return cosh(v); });
+}
+Tensor cosh(const Tensor& x) {
+  return unary_with(Op::cosh, x, [](const Tensor& v, const Tensor&) { return sinh(v); });
+}
+Tensor floor(const Tensor& x) { return step_op(Op::floor, x); }
+Tensor ceil(const Tensor& x) { return step_op(Op::ceil, x); }
+Tensor round(const Tensor& x) { return step_op(Op::round, x); }
+Tensor trunc(const Tensor& x) { return step_op(Op::trunc, x); }
+Tensor frac(const Tensor& x) {
+  Tensor out = ops::unary_forward(Op::frac, x);
+  if (autograd::needs_grad(x))
+    autograd::record(Op::frac, out, {&x}, [](const Tensor& g, GradList& gi) { gi[0] = g; });
+  return out;
+}
+Tensor log1p(const Tensor& x) {
+  return unary_with(Op::log1p, x,
+                    [](const Tensor& v, const Tensor&) { return reciprocal(add(v, 1.0)); });
+}
+Tensor expm1(const Tensor& x) {
+  return unary_with(Op::expm1, x, [](const Tensor&, const Tensor& y) { return add(y, 1.0); });
+}
+Tensor log2(const Tensor& x) {
+  return unary_with(Op::log2, x,
+                    [](const Tensor& v, const Tensor&) { return reciprocal(mul(v, kLn2)); });
+}
+Tensor log10(const Tensor& x) {
+  return unary_with(Op::log10, x,
+                    [](const Tensor& v, const Tensor&) { return reciprocal(mul(v, kLn10)); });
+}
+Tensor exp2(const Tensor& x) {
+  return unary_with(Op::exp2, x, [](const Tensor&, const Tensor& y) { return mul(y, kLn2); });
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_with(Op::reciprocal, x,
+                    [](const Tensor&, const Tensor& y) { return neg(square(y)); });
+}
+Tensor erf(const Tensor& x) {
+  return unary_with(Op::erf, x, [](const Tensor& v, const Tensor&) {
+    return mul(exp(neg(square(v))), kTwoOverSqrtPi);
+  });
+}
+Tensor erfc(const Tensor& x) {
+  return unary_with(Op::erfc, x, [](const Tensor& v, const Tensor&) {
+    return mul(exp(neg(square(v))), -kTwoOverSqrtPi);
+  });
+}
+Tensor erfinv(const Tensor& x) {
+  return unary_with(Op::erfinv, x, [](const Tensor&, const Tensor& y) {
+    return mul(exp(square(y)), kSqrtPiOverTwo);
+  });
+}
+
 // ---- comparisons and selection ----
 
 Tensor logical_not(const Tensor& x) {
