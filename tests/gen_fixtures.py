@@ -505,6 +505,59 @@ unary("reciprocal", lambda m: m.away_from_zero(3, 4, gap=0.5), torch.reciprocal)
 unary("erf", lambda m: m.randn(3, 4, scale=1.5), torch.erf)
 unary("erfc", lambda m: m.randn(3, 4, scale=1.5), torch.erfc)
 unary("erfinv", lambda m: m.uniform(3, 4, lo=-0.95, hi=0.95), torch.erfinv)
+binary("atan2", lambda m: m.randn(3, 4), lambda m: m.away_from_zero(3, 4, gap=0.3), torch.atan2)
+binary("atan2_bcast", lambda m: m.randn(3, 1), lambda m: m.away_from_zero(4, gap=0.3), torch.atan2)
+binary("fmod", lambda m: m.randn(3, 4, scale=3.0), lambda m: m.away_from_zero(3, 4, gap=0.5),
+       torch.fmod)
+binary("remainder", lambda m: m.randn(3, 4, scale=3.0), lambda m: m.away_from_zero(3, 4, gap=0.5),
+       torch.remainder)
+case("fmod_scalar", lambda m: {"x": m.randn(3, 4, scale=3.0)}, lambda t: torch.fmod(t["x"], -1.5),
+     diff=("x",), attrs={"other": -1.5})
+case("remainder_scalar", lambda m: {"x": m.randn(3, 4, scale=3.0)},
+     lambda t: torch.remainder(t["x"], -1.5), diff=("x",), attrs={"other": -1.5})
+
+
+def sign_mix(m, *shape):
+    """-1, 0 and 1 (the logical ops read non-zero as true)."""
+    return m._f32(m.randint(-1, 2, *shape).to(torch.float64))
+
+
+for nm, fn in [("logical_and", torch.logical_and), ("logical_or", torch.logical_or),
+               ("logical_xor", torch.logical_xor)]:
+    case(nm, lambda m: {"a": sign_mix(m, 3, 4), "b": sign_mix(m, 3, 4)},
+         lambda t, fn=fn: fn(t["a"], t["b"]))
+    case(nm + "_bcast", lambda m: {"a": sign_mix(m, 3, 1), "b": sign_mix(m, 4)},
+         lambda t, fn=fn: fn(t["a"], t["b"]))
+case("clamp_min", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.clamp_min(t["x"], -0.3),
+     diff=("x",), attrs={"min": -0.3})
+case("clamp_max", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.clamp_max(t["x"], 0.4),
+     diff=("x",), attrs={"max": 0.4})
+case("clamp_only_max", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.clamp(t["x"], max=0.4),
+     diff=("x",), attrs={"max": 0.4})
+case("clamp_tensor_bounds",
+     lambda m: {"x": m.randn(3, 4, scale=2.0), "lo": m.uniform(3, 4, lo=-1.5, hi=-0.5),
+                "hi": m.uniform(4, lo=0.5, hi=1.5)},
+     lambda t: torch.clamp(t["x"], t["lo"], t["hi"]), diff=("x", "lo", "hi"))
+# zeros over zeros and ones: NaN, +inf, -inf and finite values (the JSON holds finite ones only)
+NONFINITE = lambda m: {"a": m._f32(torch.tensor([0.0, 1.0, -1.0, 0.0, 2.0, -3.0], dtype=torch.float64)),
+                       "b": m._f32(torch.tensor([0.0, 0.0, 0.0, 1.0, 4.0, 2.0], dtype=torch.float64))}
+case("isnan", NONFINITE, lambda t: torch.isnan(t["a"] / t["b"]))
+case("isinf", NONFINITE, lambda t: torch.isinf(t["a"] / t["b"]))
+case("isfinite", NONFINITE, lambda t: torch.isfinite(t["a"] / t["b"]))
+case("nan_to_num_nonfinite", NONFINITE,
+     lambda t: torch.nan_to_num(t["a"] / t["b"], nan=0.5, posinf=10.0, neginf=-10.0),
+     attrs={"nan": 0.5, "posinf": 10.0, "neginf": -10.0})
+case("nan_to_num", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.nan_to_num(t["x"]), diff=("x",))
+case("lerp", lambda m: {"start": m.randn(3, 4), "end": m.randn(3, 4), "weight": m.uniform(4)},
+     lambda t: torch.lerp(t["start"], t["end"], t["weight"]), diff=("start", "end", "weight"))
+case("lerp_scalar", lambda m: {"start": m.randn(3, 4), "end": m.randn(3, 4)},
+     lambda t: torch.lerp(t["start"], t["end"], 0.3), diff=("start", "end"), attrs={"weight": 0.3})
+case("addcmul", lambda m: {"x": m.randn(3, 4), "t1": m.randn(3, 4), "t2": m.randn(4)},
+     lambda t: torch.addcmul(t["x"], t["t1"], t["t2"], value=0.5), diff=("x", "t1", "t2"),
+     attrs={"value": 0.5})
+case("addcdiv", lambda m: {"x": m.randn(3, 4), "t1": m.randn(3, 4), "t2": m.away_from_zero(3, 4, gap=0.5)},
+     lambda t: torch.addcdiv(t["x"], t["t1"], t["t2"], value=-2.0), diff=("x", "t1", "t2"),
+     attrs={"value": -2.0})
 unary("softplus_beta2_threshold3", lambda m: m.randn(3, 4, scale=2.0),
       lambda x: F.softplus(x, beta=2.0, threshold=3.0), attrs={"beta": 2.0, "threshold": 3.0})
 

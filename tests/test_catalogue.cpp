@@ -126,6 +126,48 @@ const std::map<std::string, OpFn>& op_table() {
         {"erf", ember::erf},      {"erfc", ember::erfc},
         {"erfinv", ember::erfinv}};
     for (const auto& [name, fn] : math) t[name] = [fn](Fixture& f) { return fn(f["x"]); };
+    using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
+    const std::pair<const char*, BinaryFn> binary_math[] = {
+        {"atan2", ember::atan2},
+        {"atan2_bcast", ember::atan2},
+        {"fmod", ember::fmod},
+        {"remainder", ember::remainder},
+        {"logical_and", ember::logical_and},
+        {"logical_and_bcast", ember::logical_and},
+        {"logical_or", ember::logical_or},
+        {"logical_or_bcast", ember::logical_or},
+        {"logical_xor", ember::logical_xor},
+        {"logical_xor_bcast", ember::logical_xor}};
+    for (const auto& [name, fn] : binary_math)
+      t[name] = [fn](Fixture& f) { return fn(f["a"], f["b"]); };
+    t["fmod_scalar"] = [](Fixture& f) { return ember::fmod(f["x"], f.attr_double("other")); };
+    t["remainder_scalar"] = [](Fixture& f) {
+      return ember::remainder(f["x"], f.attr_double("other"));
+    };
+    t["clamp_min"] = [](Fixture& f) { return ember::clamp_min(f["x"], f.attr_double("min")); };
+    t["clamp_max"] = [](Fixture& f) { return ember::clamp_max(f["x"], f.attr_double("max")); };
+    t["clamp_only_max"] = [](Fixture& f) {
+      return ember::clamp(f["x"], std::nullopt, f.attr_double("max"));
+    };
+    t["clamp_tensor_bounds"] = [](Fixture& f) { return ember::clamp(f["x"], f["lo"], f["hi"]); };
+    t["isnan"] = [](Fixture& f) { return ember::isnan(f["a"] / f["b"]); };
+    t["isinf"] = [](Fixture& f) { return ember::isinf(f["a"] / f["b"]); };
+    t["isfinite"] = [](Fixture& f) { return ember::isfinite(f["a"] / f["b"]); };
+    t["nan_to_num_nonfinite"] = [](Fixture& f) {
+      return ember::nan_to_num(f["a"] / f["b"], f.attr_double("nan"), f.attr_double("posinf"),
+                               f.attr_double("neginf"));
+    };
+    t["nan_to_num"] = [](Fixture& f) { return ember::nan_to_num(f["x"]); };
+    t["lerp"] = [](Fixture& f) { return ember::lerp(f["start"], f["end"], f["weight"]); };
+    t["lerp_scalar"] = [](Fixture& f) {
+      return ember::lerp(f["start"], f["end"], f.attr_double("weight"));
+    };
+    t["addcmul"] = [](Fixture& f) {
+      return ember::addcmul(f["x"], f["t1"], f["t2"], f.attr_double("value"));
+    };
+    t["addcdiv"] = [](Fixture& f) {
+      return ember::addcdiv(f["x"], f["t1"], f["t2"], f.attr_double("value"));
+    };
     t["log"] = [](Fixture& f) { return ember::log(f["x"]); };
     t["relu"] = [](Fixture& f) { return ember::relu(f["x"]); };
     t["sigmoid"] = [](Fixture& f) { return ember::sigmoid(f["x"]); };

@@ -99,20 +99,26 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(erfinv, elementwise, true, kFloat, kFloat)     \
   X(clamp, elementwise, true, kFloat, kFloat)
 
-#define EMBER_OPS_BINARY(X)                           \
-  X(add, elementwise, true, kNumeric, kNumeric)       \
-  X(sub, elementwise, true, kNumeric, kNumeric)       \
-  X(mul, elementwise, true, kNumeric, kNumeric)       \
-  X(div, elementwise, true, kNumeric, kNumeric)       \
-  X(pow, elementwise, true, kFloat, kFloat)           \
-  X(maximum, elementwise, true, kNumeric, kNumeric)   \
-  X(minimum, elementwise, true, kNumeric, kNumeric)   \
-  X(eq, elementwise, false, kComparable, kComparable) \
-  X(ne, elementwise, false, kComparable, kComparable) \
-  X(lt, elementwise, false, kComparable, kComparable) \
-  X(le, elementwise, false, kComparable, kComparable) \
-  X(gt, elementwise, false, kComparable, kComparable) \
-  X(ge, elementwise, false, kComparable, kComparable)
+#define EMBER_OPS_BINARY(X)                                    \
+  X(add, elementwise, true, kNumeric, kNumeric)                \
+  X(sub, elementwise, true, kNumeric, kNumeric)                \
+  X(mul, elementwise, true, kNumeric, kNumeric)                \
+  X(div, elementwise, true, kNumeric, kNumeric)                \
+  X(pow, elementwise, true, kFloat, kFloat)                    \
+  X(maximum, elementwise, true, kNumeric, kNumeric)            \
+  X(minimum, elementwise, true, kNumeric, kNumeric)            \
+  X(atan2, elementwise, true, kFloat, kFloat)                  \
+  X(fmod, elementwise, true, kFloat, kFloat)                   \
+  X(remainder, elementwise, true, kFloat, kFloat)              \
+  X(eq, elementwise, false, kComparable, kComparable)          \
+  X(ne, elementwise, false, kComparable, kComparable)          \
+  X(lt, elementwise, false, kComparable, kComparable)          \
+  X(le, elementwise, false, kComparable, kComparable)          \
+  X(gt, elementwise, false, kComparable, kComparable)          \
+  X(ge, elementwise, false, kComparable, kComparable)          \
+  X(logical_and, elementwise, false, kComparable, kComparable) \
+  X(logical_or, elementwise, false, kComparable, kComparable)  \
+  X(logical_xor, elementwise, false, kComparable, kComparable)
 
 #define EMBER_OPS_REDUCE(X)                      \
   X(sum, reduce, true, kComparable, kComparable) \
@@ -132,6 +138,15 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(contiguous, elementwise, true, kAnyDType, kAnyDType, copy)        \
   X(to, elementwise, true, kAnyDType, kAnyDType, copy)                \
   X(masked_fill, elementwise, true, kAnyDType, kAnyDType, composite)  \
+  X(clamp_min, elementwise, true, kFloat, kFloat, unary)              \
+  X(clamp_max, elementwise, true, kFloat, kFloat, unary)              \
+  X(isnan, elementwise, false, kFloat, kFloat, composite)             \
+  X(isinf, elementwise, false, kFloat, kFloat, composite)             \
+  X(isfinite, elementwise, false, kFloat, kFloat, composite)          \
+  X(nan_to_num, elementwise, true, kFloat, kFloat, composite)         \
+  X(lerp, elementwise, true, kFloat, kFloat, composite)               \
+  X(addcmul, elementwise, true, kFloat, kFloat, composite)            \
+  X(addcdiv, elementwise, true, kFloat, kFloat, composite)            \
   X(var, reduce, true, kFloat, kFloat, variance)                      \
   X(sum_to, reduce, true, kComparable, kComparable, reduce)           \
   X(softmax, softmax, true, kFloat, kFloat, softmax)                  \

@@ -82,6 +82,38 @@ Tensor erf(const Tensor& x);
 Tensor erfc(const Tensor& x);
 Tensor erfinv(const Tensor& x);
 
+/// atan2(a, b): the angle of (b, a) in (-π, π]; fmod: the remainder with the dividend's sign
+/// (C's fmod); remainder: with the divisor's sign (Python's %). f32/f64, broadcasting.
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+/// Elementwise logic on any numeric or bool tensors (non-zero is true, NaN too); bool out.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// clamp with one bound (PyTorch's clamp_min / clamp_max, clamp(x, min=None, max=...)), or
+/// with tensor bounds that broadcast. Example: clamp(x, std::nullopt, 1.0)
+Tensor clamp_min(const Tensor& x, double lo);
+Tensor clamp_max(const Tensor& x, double hi);
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
+/// Bool masks of NaN, ±inf and finite elements (f32/f64).
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+/// NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest finite values),
+/// gradient 1 where x is finite. Example: nan_to_num(x, 0.0)
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+/// start + weight · (end - start).
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+/// x + value · t1 · t2, and x + value · t1 / t2.
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, double value = 1.0);
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, double value = 1.0);
+
 /// Elementwise NOT: true where x is 0 (or false), for any dtype; bool out.
 ///   logical_not(gt(x, 0.0))
 Tensor logical_not(const Tensor& x);

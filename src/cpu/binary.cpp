@@ -47,7 +47,9 @@ EMBER_VECTORIZE void binary_scalar_b(R* __restrict o, const T* __restrict a, T b
 template <typename T, BinaryOp Op>
 void run_binary(const Loop<3>& loop) {
   using R = ResultOf<T, Op>;
-  constexpr int64_t kGrain = Op == BinaryOp::pow ? kGrainMath : kGrainCheap;
+  constexpr bool kMath = Op == BinaryOp::pow || Op == BinaryOp::atan2 || Op == BinaryOp::fmod ||
+                         Op == BinaryOp::remainder;
+  constexpr int64_t kGrain = kMath ? kGrainMath : kGrainCheap;
   parallel_loop(loop, kGrain, [](char* const* p, const int64_t* s, int64_t n) {
     R* o = reinterpret_cast<R*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);

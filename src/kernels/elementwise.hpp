@@ -106,6 +106,14 @@ struct StdMath {
   EMBER_STD_MATH_FN_(exp2)
   EMBER_STD_MATH_FN_(erfc)
   template <typename T>
+  EMBER_HD static T atan2(T y, T x) {
+    return EMBER_STD_MATH_(atan2)(y, x);
+  }
+  template <typename T>
+  EMBER_HD static T fmod(T x, T y) {
+    return EMBER_STD_MATH_(fmod)(x, y);
+  }
+  template <typename T>
   EMBER_HD static T erfinv(T x) {
 #if defined(__CUDA_ARCH__)
     return ::erfinv(x);
@@ -254,12 +262,11 @@ bool visit_unary(UnaryOp op, F&& f) {
 
 // ---- binary ----
 
-constexpr bool is_comparison(BinaryOp op) {
-  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
-         op == BinaryOp::gt || op == BinaryOp::ge;
-}
+/// The comparisons and the logical ops: they read any T and write bool (the catalogue lists
+/// them last among the binary ops, from eq on).
+constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op < BinaryOp::count; }
 
-/// What Op(T, T) writes: bool for comparisons, T otherwise.
+/// What Op(T, T) writes: bool for comparisons and logical ops, T otherwise.
 template <typename T, BinaryOp Op>
 using BinaryResult = std::conditional_t<is_comparison(Op), bool, T>;
 
@@ -295,6 +302,13 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     }
   } else if constexpr (Op == BinaryOp::pow) {
     return M::pow(a, b);
+  } else if constexpr (Op == BinaryOp::atan2) {
+    return M::atan2(a, b);
+  } else if constexpr (Op == BinaryOp::fmod) {  // the sign of the dividend, as C's fmod
+    return M::fmod(a, b);
+  } else if constexpr (Op == BinaryOp::remainder) {  // the sign of the divisor, as Python's %
+    const T r = M::fmod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
   } else if constexpr (Op == BinaryOp::maximum) {
     if constexpr (kInt)
       return a > b ? a : b;
@@ -317,15 +331,23 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     return a > b;
   else if constexpr (Op == BinaryOp::ge)
     return a >= b;
+  else if constexpr (Op == BinaryOp::logical_and)  // NaN counts as true, as in PyTorch
+    return a != T(0) && b != T(0);
+  else if constexpr (Op == BinaryOp::logical_or)
+    return a != T(0) || b != T(0);
+  else if constexpr (Op == BinaryOp::logical_xor)
+    return (a != T(0)) != (b != T(0));
   else
     static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
 
-/// Whether BinaryOp `op` applies to T: the arithmetic ops for numeric T (pow for floating T
-/// only), the comparisons for every T.
+/// Whether BinaryOp `op` applies to T: the arithmetic ops for numeric T (pow, atan2, fmod and
+/// remainder for floating T only), the comparisons and logical ops for every T.
 template <typename T>
 constexpr bool binary_applies(BinaryOp op) {
-  return op != BinaryOp::pow || std::is_floating_point_v<T>;
+  const bool float_only = op == BinaryOp::pow || op == BinaryOp::atan2 || op == BinaryOp::fmod ||
+                          op == BinaryOp::remainder;
+  return !float_only || std::is_floating_point_v<T>;
 }
 
 /// Calls f(std::integral_constant<BinaryOp, op>{}) when `op` applies to T; false otherwise.
@@ -379,7 +401,8 @@ void dispatch_binary(BinaryOp op, const backend::View& out, const backend::View&
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const bool known = visit_binary<T>(op, [&](auto c) { run(tag, c); });
-    EMBER_ASSERT(known, "binary: pow supports f32 and f64 only (got ", dtype_name(a.dtype), ")");
+    EMBER_ASSERT(known, "binary: pow, atan2, fmod and remainder support f32 and f64 only (got ",
+                 dtype_name(a.dtype), ")");
   };
   if (is_comparison(op))
     dispatch_comparison(a.dtype, backend, typed);

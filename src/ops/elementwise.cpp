@@ -3,6 +3,8 @@
 // Binary ops broadcast: the backward produces gradients in the broadcast shape and the
 // engine sums them back to each input's shape (Note [Backward order] in engine.cpp).
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "ops/common.hpp"
 
@@ -491,6 +493,128 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   ops::check_defined("masked_fill", x);
   return where(mask, full(Shape{}, value, {.dtype = x.dtype(), .device = x.device()}), x);
+}
+
+// ---- more binary math, logical ops, clamp variants, predicates, interpolation ----
+
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(Op::atan2, a, b);
+  if (autograd::needs_grad(a, b))
+    autograd::record(Op::atan2, out, {&a, &b},
+                     [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
+                       // d/da = b / (a² + b²), d/db = -a / (a² + b²)
+                       Tensor y = sa.get(), x = sb.get();
+                       Tensor scale_g = div(g, add(square(y), square(x)));
+                       gi[0] = mul(scale_g, x);
+                       gi[1] = neg(mul(scale_g, y));
+                     });
+  return out;
+}
+
+namespace {
+// fmod and remainder: a - q·b with q = trunc(a / b) or floor(a / b), so d/da = 1, d/db = -q.
+Tensor modulo(Op op, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(op, a, b);
+  if (autograd::needs_grad(a, b))
+    autograd::record(op, out, {&a, &b},
+                     [op, sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, GradList& gi) {
+                       gi[0] = g;
+                       Tensor q = div(sa.get(), sb.get());
+                       gi[1] = neg(mul(g, op == Op::fmod ? trunc(q) : floor(q)));
+                     });
+  return out;
+}
+}  // namespace
+
+Tensor fmod(const Tensor& a, const Tensor& b) { return modulo(Op::fmod, a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return modulo(Op::remainder, a, b); }
+Tensor fmod(const Tensor& a, double b) {
+  ops::check_defined(op_name(Op::fmod), a);
+  return fmod(a, scalar_like(a, b));
+}
+Tensor remainder(const Tensor& a, double b) {
+  ops::check_defined(op_name(Op::remainder), a);
+  return remainder(a, scalar_like(a, b));
+}
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary_forward(Op::logical_and, a, b);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) { return binary_forward(Op::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return binary_forward(Op::logical_xor, a, b);
+}
+
+namespace {
+// clamp with one bound: the clamp kernel with ±inf for the other (its gradient mask too).
+Tensor clamp_one(Op op, const Tensor& x, double lo, double hi) {
+  EMBER_CHECK(!std::isnan(lo) && !std::isnan(hi), op_name(op), ": the bound is NaN");
+  Tensor out = unary_forward(op, UnaryOp::clamp, x, lo, hi);
+  if (autograd::needs_grad(x))
+    autograd::record(op, out, {&x},
+                     [op, lo, hi, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+                       gi[0] = mul(g, unary_forward(op, UnaryOp::clamp_mask, sx.get(), lo, hi));
+                     });
+  return out;
+}
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+Tensor clamp_min(const Tensor& x, double lo) { return clamp_one(Op::clamp_min, x, lo, kInf); }
+Tensor clamp_max(const Tensor& x, double hi) { return clamp_one(Op::clamp_max, x, -kInf, hi); }
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  EMBER_CHECK(lo || hi, op_name(Op::clamp),
+              ": neither bound given (expected at least one of min and max)");
+  if (lo && hi) return clamp(x, *lo, *hi);
+  return lo ? clamp_min(x, *lo) : clamp_max(x, *hi);
+}
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  ops::check_supported(Op::clamp, x);
+  EMBER_CHECK(lo.defined() || hi.defined(), op_name(Op::clamp),
+              ": neither bound given (expected at least one of min and max)");
+  Tensor out = lo.defined() ? maximum(x, lo) : x;
+  return hi.defined() ? minimum(out, hi) : out;
+}
+
+Tensor isnan(const Tensor& x) {
+  ops::check_supported(Op::isnan, x);
+  return ne(x, x);
+}
+Tensor isinf(const Tensor& x) {
+  ops::check_supported(Op::isinf, x);
+  return eq(abs(x.detach()), kInf);
+}
+Tensor isfinite(const Tensor& x) {
+  ops::check_supported(Op::isfinite, x);
+  Tensor v = x.detach();
+  return eq(sub(v, v), 0.0);  // inf - inf and NaN - NaN are NaN
+}
+
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  ops::check_supported(Op::nan_to_num, x);
+  const double big = x.dtype() == DType::f64 ? std::numeric_limits<double>::max()
+                                             : std::numeric_limits<float>::max();
+  Tensor out = where(isnan(x), scalar_like(x, nan), x);
+  out = where(eq(x.detach(), kInf), scalar_like(x, posinf.value_or(big)), out);
+  return where(eq(x.detach(), -kInf), scalar_like(x, neginf.value_or(-big)), out);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  ops::check_supported(Op::lerp, start);
+  return add(start, mul(weight, sub(end, start)));
+}
+Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  ops::check_supported(Op::lerp, start);
+  return add(start, mul(sub(end, start), weight));
+}
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
+  ops::check_supported(Op::addcmul, x);
+  return add(x, mul(mul(t1, t2), value));
+}
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
+  ops::check_supported(Op::addcdiv, x);
+  return add(x, mul(div(t1, t2), value));
 }
 
 // ---- operators ----
