@@ -126,6 +126,16 @@ case("linear_bias_3d",
 case("linear_nobias",
      lambda m: {"x": m.randn(3, 4), "weight": m.randn(2, 4)},
      lambda t: F.linear(t["x"], t["weight"]), diff=("x", "weight"))
+binary("mm", lambda m: m.randn(3, 4), lambda m: m.randn(4, 5), torch.mm)
+binary("bmm", lambda m: m.randn(2, 3, 4), lambda m: m.randn(2, 4, 2), torch.bmm)
+binary("dot", lambda m: m.randn(5), lambda m: m.randn(5), torch.dot)
+binary("outer", lambda m: m.randn(3), lambda m: m.randn(4), torch.outer)
+case("addmm", lambda m: {"input": m.randn(5), "a": m.randn(3, 4), "b": m.randn(4, 5)},
+     lambda t: torch.addmm(t["input"], t["a"], t["b"], beta=0.5, alpha=2.0),
+     diff=("input", "a", "b"), attrs={"beta": 0.5, "alpha": 2.0})
+case("baddbmm", lambda m: {"input": m.randn(2, 3, 2), "a": m.randn(2, 3, 4), "b": m.randn(2, 4, 2)},
+     lambda t: torch.baddbmm(t["input"], t["a"], t["b"], beta=-1.0, alpha=0.5),
+     diff=("input", "a", "b"), attrs={"beta": -1.0, "alpha": 0.5})
 case("linear_1d",
      lambda m: {"x": m.randn(4), "weight": m.randn(3, 4), "bias": m.randn(3)},
      lambda t: F.linear(t["x"], t["weight"], t["bias"]), diff=("x", "weight", "bias"))
@@ -505,6 +515,60 @@ unary("reciprocal", lambda m: m.away_from_zero(3, 4, gap=0.5), torch.reciprocal)
 unary("erf", lambda m: m.randn(3, 4, scale=1.5), torch.erf)
 unary("erfc", lambda m: m.randn(3, 4, scale=1.5), torch.erfc)
 unary("erfinv", lambda m: m.uniform(3, 4, lo=-0.95, hi=0.95), torch.erfinv)
+def sign_mix(m, *shape):
+    """-1, 0 and 1 (the logical ops read non-zero as true)."""
+    return m._f32(m.randint(-1, 2, *shape).to(torch.float64))
+
+
+def zero_rows(m):
+    """[4, 3]: a row of zeros, a row without zeros, two mixed rows (any/all differ per row)."""
+    x = sign_mix(m, 4, 3)
+    x[0] = 0.0
+    x[1] = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64)
+    x[2, 0] = 0.0
+    x[3, 1] = 1.0
+    return x
+
+
+# ---- reductions built from the others (issue 16)
+unary("std_dim1", lambda m: m.randn(3, 5), lambda x: torch.std(x, dim=1, unbiased=True),
+      attrs={"dims": [1], "correction": 1, "keepdim": False})
+unary("std_all_c0", lambda m: m.randn(3, 4), lambda x: torch.std(x, unbiased=False),
+      attrs={"dims": [], "correction": 0, "keepdim": False})
+unary("logsumexp_dim1", lambda m: m.randn(3, 5, scale=3.0), lambda x: torch.logsumexp(x, 1),
+      attrs={"dims": [1], "keepdim": False})
+unary("logsumexp_keepdim", lambda m: m.randn(2, 3, 4, scale=3.0),
+      lambda x: torch.logsumexp(x, [0, 2], keepdim=True), attrs={"dims": [0, 2], "keepdim": True})
+unary("logsumexp_large", lambda m: m._f32(m.randn(2, 6, scale=3.0) + 500.0),
+      lambda x: torch.logsumexp(x, 1), attrs={"dims": [1], "keepdim": False},
+      rtol=1e-4)  # its gradient, exp(x - lse) with lse ~ 500, holds f32 to ~1e-5
+unary("norm_2", lambda m: m.randn(3, 4), lambda x: torch.linalg.vector_norm(x, 2),
+      attrs={"p": 2.0, "dims": [], "keepdim": False})
+unary("norm_1_dim1", lambda m: m.away_from_zero(3, 4), lambda x: torch.linalg.vector_norm(x, 1, dim=1),
+      attrs={"p": 1.0, "dims": [1], "keepdim": False})
+unary("norm_inf", lambda m: m.distinct(3, 4), lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0),
+      attrs={"p": "inf", "dims": [0], "keepdim": False})
+unary("norm_3_keepdim", lambda m: m.away_from_zero(3, 4),
+      lambda x: torch.linalg.vector_norm(x, 3, dim=1, keepdim=True),
+      attrs={"p": 3.0, "dims": [1], "keepdim": True})
+# log of a negative is NaN: the NaN-skipping reductions see real NaNs (the JSON holds no NaN)
+unary("nansum_dim1", lambda m: m.away_from_zero(3, 4, gap=0.3),
+      lambda x: torch.nansum(torch.log(x), dim=1), attrs={"dims": [1], "keepdim": False})
+unary("nanmean_all", lambda m: m.away_from_zero(3, 4, gap=0.3), lambda x: torch.nanmean(torch.log(x)),
+      attrs={"dims": [], "keepdim": False})
+case("count_nonzero_dim1", lambda m: {"x": sign_mix(m, 3, 5)}, lambda t: torch.count_nonzero(t["x"], dim=1),
+     attrs={"dims": [1]})
+case("count_nonzero_all", lambda m: {"x": sign_mix(m, 3, 5)}, lambda t: torch.count_nonzero(t["x"]),
+     attrs={"dims": []})
+case("any_dim1", lambda m: {"x": zero_rows(m)}, lambda t: torch.any(t["x"], dim=1),
+     attrs={"dims": [1], "keepdim": False})
+case("all_dim1", lambda m: {"x": zero_rows(m)}, lambda t: torch.all(t["x"], dim=1),
+     attrs={"dims": [1], "keepdim": False})
+case("any_all_keepdim", lambda m: {"x": zero_rows(m)}, lambda t: torch.any(t["x"]).reshape(1, 1),
+     attrs={"dims": [], "keepdim": True})
+case("all_all", lambda m: {"x": zero_rows(m)}, lambda t: torch.all(t["x"]),
+     attrs={"dims": [], "keepdim": False})
+
 binary("atan2", lambda m: m.randn(3, 4), lambda m: m.away_from_zero(3, 4, gap=0.3), torch.atan2)
 binary("atan2_bcast", lambda m: m.randn(3, 1), lambda m: m.away_from_zero(4, gap=0.3), torch.atan2)
 binary("fmod", lambda m: m.randn(3, 4, scale=3.0), lambda m: m.away_from_zero(3, 4, gap=0.5),
@@ -516,10 +580,6 @@ case("fmod_scalar", lambda m: {"x": m.randn(3, 4, scale=3.0)}, lambda t: torch.f
 case("remainder_scalar", lambda m: {"x": m.randn(3, 4, scale=3.0)},
      lambda t: torch.remainder(t["x"], -1.5), diff=("x",), attrs={"other": -1.5})
 
-
-def sign_mix(m, *shape):
-    """-1, 0 and 1 (the logical ops read non-zero as true)."""
-    return m._f32(m.randint(-1, 2, *shape).to(torch.float64))
 
 
 for nm, fn in [("logical_and", torch.logical_and), ("logical_or", torch.logical_or),

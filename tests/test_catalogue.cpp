@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -65,6 +66,55 @@ const std::map<std::string, OpFn>& op_table() {
     t["linear_bias_3d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"], f["bias"]); };
     t["linear_nobias"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"]); };
     t["linear_1d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"], f["bias"]); };
+    t["mm"] = [](Fixture& f) { return ember::mm(f["a"], f["b"]); };
+    t["bmm"] = [](Fixture& f) { return ember::bmm(f["a"], f["b"]); };
+    t["dot"] = [](Fixture& f) { return ember::dot(f["a"], f["b"]); };
+    t["outer"] = [](Fixture& f) { return ember::outer(f["a"], f["b"]); };
+    t["addmm"] = [](Fixture& f) {
+      return ember::addmm(f["input"], f["a"], f["b"], f.attr_double("beta"),
+                          f.attr_double("alpha"));
+    };
+    t["baddbmm"] = [](Fixture& f) {
+      return ember::baddbmm(f["input"], f["a"], f["b"], f.attr_double("beta"),
+                            f.attr_double("alpha"));
+    };
+    for (const char* name : {"std_dim1", "std_all_c0"}) {
+      t[name] = [](Fixture& f) {
+        return ember::std(f["x"], f.attr_shape("dims"), f.attr_int("correction"),
+                          f.attr_bool("keepdim"));
+      };
+    }
+    for (const char* name : {"logsumexp_dim1", "logsumexp_keepdim", "logsumexp_large"}) {
+      t[name] = [](Fixture& f) {
+        return ember::logsumexp(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
+    }
+    for (const char* name : {"norm_2", "norm_1_dim1", "norm_inf", "norm_3_keepdim"}) {
+      t[name] = [](Fixture& f) {
+        const double p =
+            f.attr("p").is_string() ? std::numeric_limits<double>::infinity() : f.attr_double("p");
+        return ember::norm(f["x"], p, f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
+    }
+    t["nansum_dim1"] = [](Fixture& f) {
+      return ember::nansum(ember::log(f["x"]), f.attr_shape("dims"), f.attr_bool("keepdim"));
+    };
+    t["nanmean_all"] = [](Fixture& f) {
+      return ember::nanmean(ember::log(f["x"]), f.attr_shape("dims"), f.attr_bool("keepdim"));
+    };
+    for (const char* name : {"count_nonzero_dim1", "count_nonzero_all"}) {
+      t[name] = [](Fixture& f) { return ember::count_nonzero(f["x"], f.attr_shape("dims")); };
+    }
+    for (const char* name : {"any_dim1", "any_all_keepdim"}) {
+      t[name] = [](Fixture& f) {
+        return ember::any(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
+    }
+    for (const char* name : {"all_dim1", "all_all"}) {
+      t[name] = [](Fixture& f) {
+        return ember::all(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+      };
+    }
     t["linear_nobias_3d"] = [](Fixture& f) { return ember::linear(f["x"], f["weight"]); };
 
     // ---- binary elementwise: functions for the same-shape case, operators when broadcasting

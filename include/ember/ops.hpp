@@ -157,6 +157,22 @@ Tensor var(const Tensor& x, int64_t correction = 1);
 /// Index of the largest element along `dim` (i64).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+/// sqrt(var(...)): the standard deviation with Bessel's `correction`, as torch.std.
+Tensor std(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, int64_t correction = 1);
+/// log Σ exp(x) over `dims` (all dims when empty), stable for large |x|.
+Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+/// The vector p-norm over `dims` (all when empty): p = 2, 1, ±inf (max / min of |x|), 0 (the
+/// count of non-zeros) or any other p: (Σ |x|^p)^(1/p). torch.linalg.vector_norm.
+Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+/// sum and mean that skip NaN (nanmean of an all-NaN slice is NaN, as PyTorch).
+Tensor nansum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor nanmean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+/// The number of non-zero elements over `dims` (all when empty), i64.
+Tensor count_nonzero(const Tensor& x, const Shape& dims = {});
+/// Whether any / all elements over `dims` (all when empty) are non-zero, bool.
+Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
 // ---- softmax family ----
 Tensor softmax(const Tensor& x, int64_t dim);
@@ -165,6 +181,18 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // ---- linear algebra ----
 /// torch.matmul semantics: 1-D·1-D dot, 2-D·2-D, batched with broadcasting of batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// The fixed-rank products, which do not broadcast (matmul does): mm of [n, k]·[k, m], bmm of
+/// [b, n, k]·[b, k, m], dot of two vectors (0-d), outer of two vectors ([n, m]).
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+Tensor outer(const Tensor& a, const Tensor& b);
+/// beta·input + alpha·mm(m1, m2), and the batched beta·input + alpha·bmm(b1, b2); input
+/// broadcasts to the product, and is not read when beta is 0.
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1.0,
+             double alpha = 1.0);
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1.0,
+               double alpha = 1.0);
 /// x·Wᵀ + b in one GEMM (bias optional). W is [out, in] as in PyTorch.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 /// An activation applied in linear's GEMM epilogue (cuBLASLt on a GPU, the bias pass on the CPU).

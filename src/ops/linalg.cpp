@@ -198,6 +198,75 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+// The rank an op of the mm family takes, refused by name otherwise (PyTorch does not
+// broadcast these: matmul does).
+void check_rank(Op op, const Tensor& t, int rank, const char* what) {
+  ops::check_supported(op, t, what);
+  EMBER_CHECK(t.dim() == rank, op_name(op), ": ", what, " has shape ", t.shape().to_string(),
+              " (expected a ", rank, "-D tensor)");
+}
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_rank(Op::mm, a, 2, "first input");
+  check_rank(Op::mm, b, 2, "second input");
+  return matmul(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_rank(Op::bmm, a, 3, "first input");
+  check_rank(Op::bmm, b, 3, "second input");
+  EMBER_CHECK(a.shape()[0] == b.shape()[0], op_name(Op::bmm), ": batch sizes ", a.shape()[0],
+              " and ", b.shape()[0], " differ (shapes ", a.shape().to_string(), " and ",
+              b.shape().to_string(), "; bmm does not broadcast, matmul does)");
+  return matmul(a, b);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  check_rank(Op::dot, a, 1, "first input");
+  check_rank(Op::dot, b, 1, "second input");
+  return matmul(a, b);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  check_rank(Op::outer, a, 1, "first input");
+  check_rank(Op::outer, b, 1, "second input");
+  return mul(a.unsqueeze(1), b.unsqueeze(0));
+}
+
+namespace {
+// beta·input + alpha·product; with beta == 0 the input is not read (NaN in it stays out), as
+// PyTorch.
+Tensor scaled_sum(const Tensor& input, const Tensor& product, double beta, double alpha) {
+  Tensor p = alpha == 1.0 ? product : mul(product, alpha);
+  if (beta == 0.0) return p;
+  return add(beta == 1.0 ? input : mul(input, beta), p);
+}
+}  // namespace
+
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta, double alpha) {
+  ops::check_supported(Op::addmm, input, "input");
+  check_rank(Op::addmm, m1, 2, "mat1");
+  check_rank(Op::addmm, m2, 2, "mat2");
+  Tensor product = matmul(m1, m2);
+  EMBER_CHECK(
+      broadcast_shapes(input.shape(), product.shape(), op_name(Op::addmm)) == product.shape(),
+      op_name(Op::addmm), ": input shape ", input.shape().to_string(),
+      " does not broadcast to the product's ", product.shape().to_string());
+  return scaled_sum(input, product, beta, alpha);
+}
+
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha) {
+  ops::check_supported(Op::baddbmm, input, "input");
+  Tensor product = bmm(b1, b2);
+  EMBER_CHECK(
+      broadcast_shapes(input.shape(), product.shape(), op_name(Op::baddbmm)) == product.shape(),
+      op_name(Op::baddbmm), ": input shape ", input.shape().to_string(),
+      " does not broadcast to the product's ", product.shape().to_string());
+  return scaled_sum(input, product, beta, alpha);
+}
+
+namespace {
 
 // linear with `act` applied in the GEMM's epilogue. The backward of relu masks the gradient
 // with the saved output (y > 0 exactly where the pre-activation is); gelu_tanh is fused only

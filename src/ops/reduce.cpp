@@ -1,5 +1,7 @@
 // src/ops/reduce.cpp — reductions over any set of dims (sum, mean, max, min, var, argmax,
 // argmin) with keepdim, their backward rules, and sum_to (how autograd undoes broadcasting).
+#include <cmath>
+
 #include "ops/common.hpp"
 
 namespace ember {
@@ -189,6 +191,67 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   return arg_extreme(Op::argmin, x, dim, keepdim);
+}
+
+// ---- composites: std, logsumexp, norm, the NaN-skipping sums, counts and any/all ----
+
+namespace {
+Tensor nonzero_mask(const Tensor& x) {
+  return ne(x.detach(), zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()}));
+}
+}  // namespace
+
+Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  ops::check_supported(Op::std, x);
+  return sqrt(var(x, dims, correction, keepdim));
+}
+Tensor std(const Tensor& x, int64_t correction) { return std(x, Shape{}, correction, false); }
+
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::logsumexp, x);
+  // Shifted by the (constant, detached) maximum so exp cannot overflow; an infinite maximum
+  // shifts by 0 instead, so all -inf gives -inf and +inf gives +inf (PyTorch's rule).
+  Tensor m = max(x.detach(), dims, true);
+  m = where(isinf(m), zeros_like(m), m);
+  Tensor out = add(log(sum(exp(sub(x, m)), dims, true)), m);
+  if (keepdim) return out;
+  return sum(out, dims, false);  // drops the kept size-1 dims (the sum of one element each)
+}
+
+Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::norm, x);
+  EMBER_CHECK(!std::isnan(p), op_name(Op::norm), ": the order p is NaN");
+  const Tensor a = abs(x);
+  if (p == 2.0) return sqrt(sum(square(x), dims, keepdim));
+  if (p == 1.0) return sum(a, dims, keepdim);
+  if (std::isinf(p)) return p > 0 ? max(a, dims, keepdim) : min(a, dims, keepdim);
+  if (p == 0.0) return sum(nonzero_mask(x), dims, keepdim).to(x.dtype());
+  return pow(sum(pow(a, p), dims, keepdim), 1.0 / p);
+}
+
+Tensor nansum(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::nansum, x);
+  return sum(where(isnan(x), zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()}), x), dims,
+             keepdim);
+}
+Tensor nanmean(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::nanmean, x);
+  Tensor present = sum(logical_not(isnan(x)), dims, keepdim).to(x.dtype());
+  return div(nansum(x, dims, keepdim), present);
+}
+
+Tensor count_nonzero(const Tensor& x, const Shape& dims) {
+  ops::check_supported(Op::count_nonzero, x);
+  return sum(nonzero_mask(x), dims, false);
+}
+
+Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::any, x);
+  return gt(sum(nonzero_mask(x), dims, keepdim), 0.0);
+}
+Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_supported(Op::all, x);
+  return eq(sum(logical_not(x.detach()), dims, keepdim), 0.0);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
