@@ -235,9 +235,12 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// beta·input + alpha·product; with beta == 0 the input is not read (NaN in it stays out), as
-// PyTorch.
-Tensor scaled_sum(const Tensor& input, const Tensor& product, double beta, double alpha) {
+// beta·input + alpha·product, input broadcasting to the product; with beta == 0 the input is
+// not read (NaN in it stays out), as PyTorch.
+Tensor add_product(Op op, const Tensor& input, const Tensor& product, double beta, double alpha) {
+  EMBER_CHECK(broadcast_shapes(input.shape(), product.shape(), op_name(op)) == product.shape(),
+              op_name(op), ": input shape ", input.shape().to_string(),
+              " does not broadcast to the product's ", product.shape().to_string());
   Tensor p = alpha == 1.0 ? product : mul(product, alpha);
   if (beta == 0.0) return p;
   return add(beta == 1.0 ? input : mul(input, beta), p);
@@ -248,22 +251,12 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
   ops::check_supported(Op::addmm, input, "input");
   check_rank(Op::addmm, m1, 2, "mat1");
   check_rank(Op::addmm, m2, 2, "mat2");
-  Tensor product = matmul(m1, m2);
-  EMBER_CHECK(
-      broadcast_shapes(input.shape(), product.shape(), op_name(Op::addmm)) == product.shape(),
-      op_name(Op::addmm), ": input shape ", input.shape().to_string(),
-      " does not broadcast to the product's ", product.shape().to_string());
-  return scaled_sum(input, product, beta, alpha);
+  return add_product(Op::addmm, input, matmul(m1, m2), beta, alpha);
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha) {
   ops::check_supported(Op::baddbmm, input, "input");
-  Tensor product = bmm(b1, b2);
-  EMBER_CHECK(
-      broadcast_shapes(input.shape(), product.shape(), op_name(Op::baddbmm)) == product.shape(),
-      op_name(Op::baddbmm), ": input shape ", input.shape().to_string(),
-      " does not broadcast to the product's ", product.shape().to_string());
-  return scaled_sum(input, product, beta, alpha);
+  return add_product(Op::baddbmm, input, bmm(b1, b2), beta, alpha);
 }
 
 namespace {
