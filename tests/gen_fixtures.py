@@ -485,6 +485,30 @@ unary("avg_pool2d", lambda m: m.randn(2, 2, 6, 6),
                                                                 "padding": 1})
 
 unary("softplus", lambda m: m.randn(3, 4, scale=4.0), lambda x: F.softplus(x))
+# ---- activations (issue 16); inputs kept away from each kink
+unary("leaky_relu", lambda m: m.away_from_zero(3, 4), lambda x: F.leaky_relu(x),
+      attrs={"negative_slope": 0.01})
+unary("leaky_relu_slope", lambda m: m.away_from_zero(3, 4), lambda x: F.leaky_relu(x, 0.2),
+      attrs={"negative_slope": 0.2})
+unary("elu", lambda m: m.away_from_zero(3, 4, gap=0.1), lambda x: F.elu(x), attrs={"alpha": 1.0})
+unary("elu_alpha", lambda m: m.away_from_zero(3, 4, gap=0.1), lambda x: F.elu(x, 0.5),
+      attrs={"alpha": 0.5})
+unary("selu", lambda m: m.away_from_zero(3, 4, gap=0.1), F.selu)
+unary("mish", lambda m: m.randn(3, 4, scale=3.0), F.mish)
+unary("hardtanh", lambda m: m.uniform(3, 4, lo=-2.0, hi=2.0), lambda x: F.hardtanh(x),
+      attrs={"min_val": -1.0, "max_val": 1.0})
+unary("hardtanh_range", lambda m: m.uniform(3, 4, lo=-2.0, hi=3.0), lambda x: F.hardtanh(x, -0.5, 2.0),
+      attrs={"min_val": -0.5, "max_val": 2.0})
+unary("hardswish", lambda m: m.uniform(3, 5, lo=-5.0, hi=5.0), F.hardswish)
+unary("hardsigmoid", lambda m: m.uniform(3, 5, lo=-5.0, hi=5.0), F.hardsigmoid)
+unary("logsigmoid", lambda m: m.randn(3, 4, scale=5.0), F.logsigmoid)
+case("prelu", lambda m: {"x": m.away_from_zero(2, 3, 4), "weight": m.uniform(1, lo=0.1, hi=0.4)},
+     lambda t: F.prelu(t["x"], t["weight"]), diff=("x", "weight"))
+case("prelu_channels", lambda m: {"x": m.away_from_zero(2, 3, 4), "weight": m.uniform(3, lo=0.1, hi=0.4)},
+     lambda t: F.prelu(t["x"], t["weight"]), diff=("x", "weight"))
+unary("glu", lambda m: m.randn(3, 4), lambda x: F.glu(x), attrs={"dim": -1})
+unary("glu_dim0", lambda m: m.randn(4, 3), lambda x: F.glu(x, 0), attrs={"dim": 0})
+
 # ---- the math library (issue 16)
 unary("sin", lambda m: m.randn(3, 4, scale=2.0), torch.sin)
 unary("cos", lambda m: m.randn(3, 4, scale=2.0), torch.cos)

@@ -160,21 +160,56 @@ const std::map<std::string, OpFn>& op_table() {
     t["rsqrt"] = [](Fixture& f) { return ember::rsqrt(f["x"]); };
     t["square"] = [](Fixture& f) { return ember::square(f["x"]); };
     t["exp"] = [](Fixture& f) { return ember::exp(f["x"]); };
+    for (const char* name : {"leaky_relu", "leaky_relu_slope"}) {
+      t[name] = [](Fixture& f) {
+        return ember::leaky_relu(f["x"], f.attr_double("negative_slope"));
+      };
+    }
+    for (const char* name : {"elu", "elu_alpha"}) {
+      t[name] = [](Fixture& f) { return ember::elu(f["x"], f.attr_double("alpha")); };
+    }
+    for (const char* name : {"hardtanh", "hardtanh_range"}) {
+      t[name] = [](Fixture& f) {
+        return ember::hardtanh(f["x"], f.attr_double("min_val"), f.attr_double("max_val"));
+      };
+    }
+    for (const char* name : {"prelu", "prelu_channels"}) {
+      t[name] = [](Fixture& f) { return ember::prelu(f["x"], f["weight"]); };
+    }
+    for (const char* name : {"glu", "glu_dim0"}) {
+      t[name] = [](Fixture& f) { return ember::glu(f["x"], f.attr_int("dim")); };
+    }
     using UnaryFn = Tensor (*)(const Tensor&);
-    const std::pair<const char*, UnaryFn> math[] = {
-        {"sin", ember::sin},      {"cos", ember::cos},
-        {"tan", ember::tan},      {"asin", ember::asin},
-        {"acos", ember::acos},    {"atan", ember::atan},
-        {"sinh", ember::sinh},    {"cosh", ember::cosh},
-        {"floor", ember::floor},  {"ceil", ember::ceil},
-        {"round", ember::round},  {"round_half_to_even", ember::round},
-        {"trunc", ember::trunc},  {"frac", ember::frac},
-        {"log1p", ember::log1p},  {"log1p_tiny", ember::log1p},
-        {"expm1", ember::expm1},  {"expm1_tiny", ember::expm1},
-        {"log2", ember::log2},    {"log10", ember::log10},
-        {"exp2", ember::exp2},    {"reciprocal", ember::reciprocal},
-        {"erf", ember::erf},      {"erfc", ember::erfc},
-        {"erfinv", ember::erfinv}};
+    const std::pair<const char*, UnaryFn> math[] = {{"selu", ember::selu},
+                                                    {"mish", ember::mish},
+                                                    {"hardswish", ember::hardswish},
+                                                    {"hardsigmoid", ember::hardsigmoid},
+                                                    {"logsigmoid", ember::logsigmoid},
+                                                    {"sin", ember::sin},
+                                                    {"cos", ember::cos},
+                                                    {"tan", ember::tan},
+                                                    {"asin", ember::asin},
+                                                    {"acos", ember::acos},
+                                                    {"atan", ember::atan},
+                                                    {"sinh", ember::sinh},
+                                                    {"cosh", ember::cosh},
+                                                    {"floor", ember::floor},
+                                                    {"ceil", ember::ceil},
+                                                    {"round", ember::round},
+                                                    {"round_half_to_even", ember::round},
+                                                    {"trunc", ember::trunc},
+                                                    {"frac", ember::frac},
+                                                    {"log1p", ember::log1p},
+                                                    {"log1p_tiny", ember::log1p},
+                                                    {"expm1", ember::expm1},
+                                                    {"expm1_tiny", ember::expm1},
+                                                    {"log2", ember::log2},
+                                                    {"log10", ember::log10},
+                                                    {"exp2", ember::exp2},
+                                                    {"reciprocal", ember::reciprocal},
+                                                    {"erf", ember::erf},
+                                                    {"erfc", ember::erfc},
+                                                    {"erfinv", ember::erfinv}};
     for (const auto& [name, fn] : math) t[name] = [fn](Fixture& f) { return fn(f["x"]); };
     using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
     const std::pair<const char*, BinaryFn> binary_math[] = {

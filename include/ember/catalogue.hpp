@@ -61,42 +61,49 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 // The dtype columns are what the op accepts for its main input; an op that needs a specific
 // dtype for another operand (an index, a condition) says so in its error.
 
-#define EMBER_OPS_UNARY(X)                         \
-  X(neg, elementwise, true, kNumeric, kNumeric)    \
-  X(abs, elementwise, true, kFloat, kFloat)        \
-  X(sqrt, elementwise, true, kFloat, kFloat)       \
-  X(rsqrt, elementwise, true, kFloat, kFloat)      \
-  X(square, elementwise, true, kFloat, kFloat)     \
-  X(exp, elementwise, true, kFloat, kFloat)        \
-  X(log, elementwise, true, kFloat, kFloat)        \
-  X(sign, elementwise, true, kFloat, kFloat)       \
-  X(relu, elementwise, true, kFloat, kFloat)       \
-  X(sigmoid, elementwise, true, kFloat, kFloat)    \
-  X(tanh, elementwise, true, kFloat, kFloat)       \
-  X(silu, elementwise, true, kFloat, kFloat)       \
-  X(softplus, elementwise, true, kFloat, kFloat)   \
-  X(sin, elementwise, true, kFloat, kFloat)        \
-  X(cos, elementwise, true, kFloat, kFloat)        \
-  X(tan, elementwise, true, kFloat, kFloat)        \
-  X(asin, elementwise, true, kFloat, kFloat)       \
-  X(acos, elementwise, true, kFloat, kFloat)       \
-  X(atan, elementwise, true, kFloat, kFloat)       \
-  X(sinh, elementwise, true, kFloat, kFloat)       \
-  X(cosh, elementwise, true, kFloat, kFloat)       \
-  X(floor, elementwise, true, kFloat, kFloat)      \
-  X(ceil, elementwise, true, kFloat, kFloat)       \
-  X(round, elementwise, true, kFloat, kFloat)      \
-  X(trunc, elementwise, true, kFloat, kFloat)      \
-  X(frac, elementwise, true, kFloat, kFloat)       \
-  X(log1p, elementwise, true, kFloat, kFloat)      \
-  X(expm1, elementwise, true, kFloat, kFloat)      \
-  X(log2, elementwise, true, kFloat, kFloat)       \
-  X(log10, elementwise, true, kFloat, kFloat)      \
-  X(exp2, elementwise, true, kFloat, kFloat)       \
-  X(reciprocal, elementwise, true, kFloat, kFloat) \
-  X(erf, elementwise, true, kFloat, kFloat)        \
-  X(erfc, elementwise, true, kFloat, kFloat)       \
-  X(erfinv, elementwise, true, kFloat, kFloat)     \
+#define EMBER_OPS_UNARY(X)                          \
+  X(neg, elementwise, true, kNumeric, kNumeric)     \
+  X(abs, elementwise, true, kFloat, kFloat)         \
+  X(sqrt, elementwise, true, kFloat, kFloat)        \
+  X(rsqrt, elementwise, true, kFloat, kFloat)       \
+  X(square, elementwise, true, kFloat, kFloat)      \
+  X(exp, elementwise, true, kFloat, kFloat)         \
+  X(log, elementwise, true, kFloat, kFloat)         \
+  X(sign, elementwise, true, kFloat, kFloat)        \
+  X(relu, elementwise, true, kFloat, kFloat)        \
+  X(sigmoid, elementwise, true, kFloat, kFloat)     \
+  X(tanh, elementwise, true, kFloat, kFloat)        \
+  X(silu, elementwise, true, kFloat, kFloat)        \
+  X(softplus, elementwise, true, kFloat, kFloat)    \
+  X(leaky_relu, elementwise, true, kFloat, kFloat)  \
+  X(elu, elementwise, true, kFloat, kFloat)         \
+  X(selu, elementwise, true, kFloat, kFloat)        \
+  X(mish, elementwise, true, kFloat, kFloat)        \
+  X(hardswish, elementwise, true, kFloat, kFloat)   \
+  X(hardsigmoid, elementwise, true, kFloat, kFloat) \
+  X(logsigmoid, elementwise, true, kFloat, kFloat)  \
+  X(sin, elementwise, true, kFloat, kFloat)         \
+  X(cos, elementwise, true, kFloat, kFloat)         \
+  X(tan, elementwise, true, kFloat, kFloat)         \
+  X(asin, elementwise, true, kFloat, kFloat)        \
+  X(acos, elementwise, true, kFloat, kFloat)        \
+  X(atan, elementwise, true, kFloat, kFloat)        \
+  X(sinh, elementwise, true, kFloat, kFloat)        \
+  X(cosh, elementwise, true, kFloat, kFloat)        \
+  X(floor, elementwise, true, kFloat, kFloat)       \
+  X(ceil, elementwise, true, kFloat, kFloat)        \
+  X(round, elementwise, true, kFloat, kFloat)       \
+  X(trunc, elementwise, true, kFloat, kFloat)       \
+  X(frac, elementwise, true, kFloat, kFloat)        \
+  X(log1p, elementwise, true, kFloat, kFloat)       \
+  X(expm1, elementwise, true, kFloat, kFloat)       \
+  X(log2, elementwise, true, kFloat, kFloat)        \
+  X(log10, elementwise, true, kFloat, kFloat)       \
+  X(exp2, elementwise, true, kFloat, kFloat)        \
+  X(reciprocal, elementwise, true, kFloat, kFloat)  \
+  X(erf, elementwise, true, kFloat, kFloat)         \
+  X(erfc, elementwise, true, kFloat, kFloat)        \
+  X(erfinv, elementwise, true, kFloat, kFloat)      \
   X(clamp, elementwise, true, kFloat, kFloat)
 
 #define EMBER_OPS_BINARY(X)                                    \
@@ -138,6 +145,9 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(contiguous, elementwise, true, kAnyDType, kAnyDType, copy)         \
   X(to, elementwise, true, kAnyDType, kAnyDType, copy)                 \
   X(masked_fill, elementwise, true, kAnyDType, kAnyDType, composite)   \
+  X(hardtanh, elementwise, true, kFloat, kFloat, unary)                \
+  X(prelu, elementwise, true, kFloat, kFloat, composite)               \
+  X(glu, elementwise, true, kFloat, kFloat, composite)                 \
   X(clamp_min, elementwise, true, kFloat, kFloat, unary)               \
   X(clamp_max, elementwise, true, kFloat, kFloat, unary)               \
   X(isnan, elementwise, false, kFloat, kFloat, composite)              \

@@ -52,6 +52,22 @@ Tensor silu(const Tensor& x);
 /// log(1 + exp(beta·x)) / beta, and x itself where beta·x > threshold (PyTorch's softplus).
 ///   softplus(x)  softplus(x, 2.0, 10.0)
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/// The activations of torch.nn.functional, with PyTorch's defaults and gradients:
+/// leaky_relu (x or slope·x), elu (x or alpha·(eˣ - 1)), selu (scaled elu, PyTorch's
+/// constants), mish (x·tanh(softplus(x))), hardtanh (clamped to [min_val, max_val]),
+/// hardswish (x·relu6(x + 3)/6), hardsigmoid (relu6(x + 3)/6), logsigmoid (log σ(x), stable),
+/// prelu (slope·x below 0 with one learnable slope or one per channel, input dim 1) and glu
+/// (the first half of `dim` times σ of the second half).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+Tensor elu(const Tensor& x, double alpha = 1.0);
+Tensor selu(const Tensor& x);
+Tensor mish(const Tensor& x);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor hardswish(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor logsigmoid(const Tensor& x);
+Tensor prelu(const Tensor& x, const Tensor& weight);
+Tensor glu(const Tensor& x, int64_t dim = -1);
 
 // ---- the math library (f32/f64; PyTorch's names, values and gradients) ----
 // sin(x), cos(x), tan(x), asin(x), acos(x), atan(x), sinh(x), cosh(x); log1p(x) = log(1 + x)

@@ -28,6 +28,8 @@ inline constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/√2
 inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
 inline constexpr double kGeluKappa = 0.044715;
+inline constexpr double kSeluScale = 1.0507009873554804934;  // PyTorch's SELU constants
+inline constexpr double kSeluAlpha = 1.6732632423543772848;
 
 // ---- the standard math library, the same on both backends ----
 
@@ -173,6 +175,20 @@ EMBER_HD inline T unary_apply(T x, T a, T b) {
     return x * sigmoid_of<M>(x);
   else if constexpr (Op == UnaryOp::softplus)  // a = beta, b = threshold (PyTorch's)
     return x * a > b ? x : M::log1p(M::exp(x * a)) / a;
+  else if constexpr (Op == UnaryOp::leaky_relu)  // a = negative_slope
+    return x > T(0) ? x : x * a;
+  else if constexpr (Op == UnaryOp::elu)  // a = alpha
+    return x > T(0) ? x : a * M::expm1(x);
+  else if constexpr (Op == UnaryOp::selu)
+    return T(kSeluScale) * (x > T(0) ? x : T(kSeluAlpha) * M::expm1(x));
+  else if constexpr (Op == UnaryOp::mish)  // x·tanh(softplus(x)), softplus linear above 20
+    return x * M::tanh(x > T(20) ? x : M::log1p(M::exp(x)));
+  else if constexpr (Op == UnaryOp::hardswish)
+    return x <= T(-3) ? T(0) : (x >= T(3) ? x : x * (x + T(3)) / T(6));
+  else if constexpr (Op == UnaryOp::hardsigmoid)
+    return x <= T(-3) ? T(0) : (x >= T(3) ? T(1) : x / T(6) + T(0.5));
+  else if constexpr (Op == UnaryOp::logsigmoid)  // min(x, 0) - log1p(exp(-|x|)), stable
+    return (x < T(0) ? x : T(0)) - M::log1p(M::exp(-M::abs(x)));
   else if constexpr (Op == UnaryOp::sin)
     return M::sin(x);
   else if constexpr (Op == UnaryOp::cos)

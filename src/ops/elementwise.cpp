@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "ops/common.hpp"
 
@@ -438,6 +439,107 @@ Tensor erfinv(const Tensor& x) {
   return unary_with(Op::erfinv, x, [](const Tensor&, const Tensor& y) {
     return mul(exp(square(y)), kSqrtPiOverTwo);
   });
+}
+
+// ---- activations: leaky_relu ... glu ----
+
+namespace {
+Tensor constant_of(const Tensor& like, double v) {
+  return full(Shape{}, v, {.dtype = like.dtype(), .device = like.device()});
+}
+// An activation with a kernel of its own, whose gradient derivative(g, x, y) is built from ops.
+template <typename D>
+Tensor activation(Op op, const Tensor& x, double a, D derivative) {
+  Tensor out = ops::unary_forward(op, backend::unary_kernel(op), x, a, 0.0);
+  if (autograd::needs_grad(x))
+    autograd::record(
+        op, out, {&x},
+        [sx = SavedTensor(x), so = SavedTensor(out), derivative](const Tensor& g, GradList& gi) {
+          gi[0] = derivative(g, sx.get(), so.get());
+        });
+  return out;
+}
+constexpr double kSeluScale = 1.0507009873554804934, kSeluAlpha = 1.6732632423543772848;
+}  // namespace
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return activation(Op::leaky_relu, x, negative_slope,
+                    [negative_slope](const Tensor& g, const Tensor& v, const Tensor&) {
+                      return where(gt(v, 0.0), g, mul(g, negative_slope));
+                    });
+}
+Tensor elu(const Tensor& x, double alpha) {
+  return activation(Op::elu, x, alpha, [alpha](const Tensor& g, const Tensor& v, const Tensor& y) {
+    return where(gt(v, 0.0), g, mul(g, add(y, alpha)));  // alpha·e^x = y + alpha
+  });
+}
+Tensor selu(const Tensor& x) {
+  return activation(Op::selu, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor& y) {
+    return where(gt(v, 0.0), mul(g, kSeluScale), mul(g, add(y, kSeluScale * kSeluAlpha)));
+  });
+}
+Tensor mish(const Tensor& x) {
+  return activation(Op::mish, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
+    Tensor t = tanh(softplus(v));
+    return mul(g, add(t, mul(mul(v, affine(square(t), -1.0, 1.0, Op::sub)), sigmoid(v))));
+  });
+}
+Tensor hardswish(const Tensor& x) {
+  return activation(Op::hardswish, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
+    // 0 below -3, 1 above 3, x/3 + 1/2 between (PyTorch's hardswish_backward)
+    Tensor d = where(lt(v, -3.0), constant_of(v, 0.0),
+                     where(gt(v, 3.0), constant_of(v, 1.0), affine(v, 1.0 / 3.0, 0.5, Op::mul)));
+    return mul(g, d);
+  });
+}
+Tensor hardsigmoid(const Tensor& x) {
+  return activation(Op::hardsigmoid, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
+    return where(logical_and(gt(v, -3.0), lt(v, 3.0)), mul(g, 1.0 / 6.0), zeros_like(g));
+  });
+}
+Tensor logsigmoid(const Tensor& x) {
+  return activation(Op::logsigmoid, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
+    return mul(g, sigmoid(neg(v)));
+  });
+}
+
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  EMBER_CHECK(!(min_val > max_val), op_name(Op::hardtanh), ": min_val ", min_val,
+              " is above max_val ", max_val);
+  Tensor out = unary_forward(Op::hardtanh, UnaryOp::clamp, x, min_val, max_val);
+  if (autograd::needs_grad(x))
+    autograd::record(Op::hardtanh, out, {&x},
+                     [min_val, max_val, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
+                       Tensor v = sx.get();  // strictly inside, as PyTorch's hardtanh_backward
+                       gi[0] = where(logical_and(gt(v, min_val), lt(v, max_val)), g, zeros_like(g));
+                     });
+  return out;
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  ops::check_supported(Op::prelu, x);
+  ops::check_defined(op_name(Op::prelu), weight, "weight");
+  Tensor w = weight;
+  if (weight.numel() == 1) {
+    w = weight.reshape(Shape{});
+  } else {
+    EMBER_CHECK(x.dim() >= 2 && x.size(1) == weight.numel(), op_name(Op::prelu), ": ",
+                weight.numel(), " weights for input shape ", x.shape().to_string(),
+                " (expected 1, or one per channel: input dim 1)");
+    std::vector<int64_t> s(static_cast<size_t>(x.dim()), 1);
+    s[1] = weight.numel();
+    w = weight.reshape(Shape(s));
+  }
+  return where(gt(x.detach(), 0.0), x, mul(x, w));
+}
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  ops::check_supported(Op::glu, x);
+  const int d = wrap_dim(dim, x.dim(), op_name(Op::glu));
+  EMBER_CHECK(x.size(d) % 2 == 0, op_name(Op::glu), ": dim ", dim, " has size ", x.size(d),
+              " (expected an even size, halved into value and gate)");
+  std::vector<Tensor> halves = chunk(x, 2, d);
+  return mul(halves[0], sigmoid(halves[1]));
 }
 
 // ---- comparisons and selection ----
