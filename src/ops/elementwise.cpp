@@ -338,17 +338,22 @@ Tensor tanh(const Tensor& x) {
 // ---- the math library: sin ... erfinv ----
 
 namespace {
+// What a backward rule reads: saving only that keeps the other tensor out of the graph's
+// memory (an activation's output, say, lives only as long as something needs it).
+enum class Uses { input, output, both };
+
+SavedTensor save_if(bool wanted, const Tensor& t) { return SavedTensor(wanted ? t : Tensor()); }
+
 // A unary op whose gradient is g · dy/dx, with dy/dx made by `derivative(x, y)` from the saved
-// input and output.
+// input and output (the one `uses` does not name is passed undefined).
 template <typename D>
-Tensor unary_with(Op op, const Tensor& x, D derivative) {
+Tensor unary_with(Op op, const Tensor& x, Uses uses, D derivative) {
   Tensor out = ops::unary_forward(op, x);
   if (autograd::needs_grad(x))
     autograd::record(
         op, out, {&x},
-        [sx = SavedTensor(x), so = SavedTensor(out), derivative](const Tensor& g, GradList& gi) {
-          gi[0] = mul(g, derivative(sx.get(), so.get()));
-        });
+        [sx = save_if(uses != Uses::output, x), so = save_if(uses != Uses::input, out), derivative](
+            const Tensor& g, GradList& gi) { gi[0] = mul(g, derivative(sx.get(), so.get())); });
   return out;
 }
 
@@ -367,31 +372,35 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390, kSqrtPiOverTwo = 0.886
 }  // namespace
 
 Tensor sin(const Tensor& x) {
-  return unary_with(Op::sin, x, [](const Tensor& v, const Tensor&) { return cos(v); });
+  return unary_with(Op::sin, x, Uses::input, [](const Tensor& v, const Tensor&) { return cos(v); });
 }
 Tensor cos(const Tensor& x) {
-  return unary_with(Op::cos, x, [](const Tensor& v, const Tensor&) { return neg(sin(v)); });
+  return unary_with(Op::cos, x, Uses::input,
+                    [](const Tensor& v, const Tensor&) { return neg(sin(v)); });
 }
 Tensor tan(const Tensor& x) {
-  return unary_with(Op::tan, x, [](const Tensor&, const Tensor& y) { return add(square(y), 1.0); });
+  return unary_with(Op::tan, x, Uses::output,
+                    [](const Tensor&, const Tensor& y) { return add(square(y), 1.0); });
 }
 Tensor asin(const Tensor& x) {
-  return unary_with(Op::asin, x,
+  return unary_with(Op::asin, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return rsqrt(one_minus_square(v)); });
 }
 Tensor acos(const Tensor& x) {
-  return unary_with(Op::acos, x,
+  return unary_with(Op::acos, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return neg(rsqrt(one_minus_square(v))); });
 }
 Tensor atan(const Tensor& x) {
-  return unary_with(Op::atan, x,
+  return unary_with(Op::atan, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return reciprocal(add(square(v), 1.0)); });
 }
 Tensor sinh(const Tensor& x) {
-  return unary_with(Op::sinh, x, [](const Tensor& v, const Tensor&) { return cosh(v); });
+  return unary_with(Op::sinh, x, Uses::input,
+                    [](const Tensor& v, const Tensor&) { return cosh(v); });
 }
 Tensor cosh(const Tensor& x) {
-  return unary_with(Op::cosh, x, [](const Tensor& v, const Tensor&) { return sinh(v); });
+  return unary_with(Op::cosh, x, Uses::input,
+                    [](const Tensor& v, const Tensor&) { return sinh(v); });
 }
 Tensor floor(const Tensor& x) { return step_op(Op::floor, x); }
 Tensor ceil(const Tensor& x) { return step_op(Op::ceil, x); }
@@ -404,39 +413,41 @@ Tensor frac(const Tensor& x) {
   return out;
 }
 Tensor log1p(const Tensor& x) {
-  return unary_with(Op::log1p, x,
+  return unary_with(Op::log1p, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return reciprocal(add(v, 1.0)); });
 }
 Tensor expm1(const Tensor& x) {
-  return unary_with(Op::expm1, x, [](const Tensor&, const Tensor& y) { return add(y, 1.0); });
+  return unary_with(Op::expm1, x, Uses::output,
+                    [](const Tensor&, const Tensor& y) { return add(y, 1.0); });
 }
 Tensor log2(const Tensor& x) {
-  return unary_with(Op::log2, x,
+  return unary_with(Op::log2, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return reciprocal(mul(v, kLn2)); });
 }
 Tensor log10(const Tensor& x) {
-  return unary_with(Op::log10, x,
+  return unary_with(Op::log10, x, Uses::input,
                     [](const Tensor& v, const Tensor&) { return reciprocal(mul(v, kLn10)); });
 }
 Tensor exp2(const Tensor& x) {
-  return unary_with(Op::exp2, x, [](const Tensor&, const Tensor& y) { return mul(y, kLn2); });
+  return unary_with(Op::exp2, x, Uses::output,
+                    [](const Tensor&, const Tensor& y) { return mul(y, kLn2); });
 }
 Tensor reciprocal(const Tensor& x) {
-  return unary_with(Op::reciprocal, x,
+  return unary_with(Op::reciprocal, x, Uses::output,
                     [](const Tensor&, const Tensor& y) { return neg(square(y)); });
 }
 Tensor erf(const Tensor& x) {
-  return unary_with(Op::erf, x, [](const Tensor& v, const Tensor&) {
+  return unary_with(Op::erf, x, Uses::input, [](const Tensor& v, const Tensor&) {
     return mul(exp(neg(square(v))), kTwoOverSqrtPi);
   });
 }
 Tensor erfc(const Tensor& x) {
-  return unary_with(Op::erfc, x, [](const Tensor& v, const Tensor&) {
+  return unary_with(Op::erfc, x, Uses::input, [](const Tensor& v, const Tensor&) {
     return mul(exp(neg(square(v))), -kTwoOverSqrtPi);
   });
 }
 Tensor erfinv(const Tensor& x) {
-  return unary_with(Op::erfinv, x, [](const Tensor&, const Tensor& y) {
+  return unary_with(Op::erfinv, x, Uses::output, [](const Tensor&, const Tensor& y) {
     return mul(exp(square(y)), kSqrtPiOverTwo);
   });
 }
@@ -447,60 +458,66 @@ namespace {
 Tensor constant_of(const Tensor& like, double v) {
   return full(Shape{}, v, {.dtype = like.dtype(), .device = like.device()});
 }
-// An activation with a kernel of its own, whose gradient derivative(g, x, y) is built from ops.
+// An activation with a kernel of its own, whose gradient derivative(g, x, y) is built from ops
+// (the tensor `uses` does not name is passed undefined).
 template <typename D>
-Tensor activation(Op op, const Tensor& x, double a, D derivative) {
+Tensor activation(Op op, const Tensor& x, double a, Uses uses, D derivative) {
   Tensor out = ops::unary_forward(op, backend::unary_kernel(op), x, a, 0.0);
   if (autograd::needs_grad(x))
     autograd::record(
         op, out, {&x},
-        [sx = SavedTensor(x), so = SavedTensor(out), derivative](const Tensor& g, GradList& gi) {
-          gi[0] = derivative(g, sx.get(), so.get());
-        });
+        [sx = save_if(uses != Uses::output, x), so = save_if(uses != Uses::input, out), derivative](
+            const Tensor& g, GradList& gi) { gi[0] = derivative(g, sx.get(), so.get()); });
   return out;
 }
 constexpr double kSeluScale = 1.0507009873554804934, kSeluAlpha = 1.6732632423543772848;
 }  // namespace
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  return activation(Op::leaky_relu, x, negative_slope,
+  return activation(Op::leaky_relu, x, negative_slope, Uses::input,
                     [negative_slope](const Tensor& g, const Tensor& v, const Tensor&) {
                       return where(gt(v, 0.0), g, mul(g, negative_slope));
                     });
 }
 Tensor elu(const Tensor& x, double alpha) {
-  return activation(Op::elu, x, alpha, [alpha](const Tensor& g, const Tensor& v, const Tensor& y) {
-    return where(gt(v, 0.0), g, mul(g, add(y, alpha)));  // alpha·e^x = y + alpha
-  });
+  return activation(Op::elu, x, alpha, Uses::both,
+                    [alpha](const Tensor& g, const Tensor& v, const Tensor& y) {
+                      return where(gt(v, 0.0), g, mul(g, add(y, alpha)));  // alpha·e^x = y + alpha
+                    });
 }
 Tensor selu(const Tensor& x) {
-  return activation(Op::selu, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor& y) {
-    return where(gt(v, 0.0), mul(g, kSeluScale), mul(g, add(y, kSeluScale * kSeluAlpha)));
-  });
+  return activation(
+      Op::selu, x, 0.0, Uses::both, [](const Tensor& g, const Tensor& v, const Tensor& y) {
+        return where(gt(v, 0.0), mul(g, kSeluScale), mul(g, add(y, kSeluScale * kSeluAlpha)));
+      });
 }
 Tensor mish(const Tensor& x) {
-  return activation(Op::mish, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
-    Tensor t = tanh(softplus(v));
-    return mul(g, add(t, mul(mul(v, affine(square(t), -1.0, 1.0, Op::sub)), sigmoid(v))));
-  });
+  return activation(
+      Op::mish, x, 0.0, Uses::input, [](const Tensor& g, const Tensor& v, const Tensor&) {
+        Tensor t = tanh(softplus(v));
+        return mul(g, add(t, mul(mul(v, affine(square(t), -1.0, 1.0, Op::sub)), sigmoid(v))));
+      });
 }
 Tensor hardswish(const Tensor& x) {
-  return activation(Op::hardswish, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
-    // 0 below -3, 1 above 3, x/3 + 1/2 between (PyTorch's hardswish_backward)
-    Tensor d = where(lt(v, -3.0), constant_of(v, 0.0),
-                     where(gt(v, 3.0), constant_of(v, 1.0), affine(v, 1.0 / 3.0, 0.5, Op::mul)));
-    return mul(g, d);
-  });
+  return activation(
+      Op::hardswish, x, 0.0, Uses::input, [](const Tensor& g, const Tensor& v, const Tensor&) {
+        // 0 below -3, 1 above 3, x/3 + 1/2 between (PyTorch's hardswish_backward)
+        Tensor d =
+            where(lt(v, -3.0), constant_of(v, 0.0),
+                  where(gt(v, 3.0), constant_of(v, 1.0), affine(v, 1.0 / 3.0, 0.5, Op::mul)));
+        return mul(g, d);
+      });
 }
 Tensor hardsigmoid(const Tensor& x) {
-  return activation(Op::hardsigmoid, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
-    return where(logical_and(gt(v, -3.0), lt(v, 3.0)), mul(g, 1.0 / 6.0), zeros_like(g));
-  });
+  return activation(
+      Op::hardsigmoid, x, 0.0, Uses::input, [](const Tensor& g, const Tensor& v, const Tensor&) {
+        return where(logical_and(gt(v, -3.0), lt(v, 3.0)), mul(g, 1.0 / 6.0), zeros_like(g));
+      });
 }
 Tensor logsigmoid(const Tensor& x) {
-  return activation(Op::logsigmoid, x, 0.0, [](const Tensor& g, const Tensor& v, const Tensor&) {
-    return mul(g, sigmoid(neg(v)));
-  });
+  return activation(
+      Op::logsigmoid, x, 0.0, Uses::input,
+      [](const Tensor& g, const Tensor& v, const Tensor&) { return mul(g, sigmoid(neg(v))); });
 }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {

@@ -205,17 +205,19 @@ void check_rank(Op op, const Tensor& t, int rank, const char* what) {
   EMBER_CHECK(t.dim() == rank, op_name(op), ": ", what, " has shape ", t.shape().to_string(),
               " (expected a ", rank, "-D tensor)");
 }
+void check_ranks(Op op, const Tensor& a, const Tensor& b, int rank) {
+  check_rank(op, a, rank, "first input");
+  check_rank(op, b, rank, "second input");
+}
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
-  check_rank(Op::mm, a, 2, "first input");
-  check_rank(Op::mm, b, 2, "second input");
+  check_ranks(Op::mm, a, b, 2);
   return matmul(a, b);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  check_rank(Op::bmm, a, 3, "first input");
-  check_rank(Op::bmm, b, 3, "second input");
+  check_ranks(Op::bmm, a, b, 3);
   EMBER_CHECK(a.shape()[0] == b.shape()[0], op_name(Op::bmm), ": batch sizes ", a.shape()[0],
               " and ", b.shape()[0], " differ (shapes ", a.shape().to_string(), " and ",
               b.shape().to_string(), "; bmm does not broadcast, matmul does)");
@@ -223,14 +225,12 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
-  check_rank(Op::dot, a, 1, "first input");
-  check_rank(Op::dot, b, 1, "second input");
+  check_ranks(Op::dot, a, b, 1);
   return matmul(a, b);
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  check_rank(Op::outer, a, 1, "first input");
-  check_rank(Op::outer, b, 1, "second input");
+  check_ranks(Op::outer, a, b, 1);
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
 
