@@ -645,6 +645,160 @@ case("addcdiv", lambda m: {"x": m.randn(3, 4), "t1": m.randn(3, 4), "t2": m.away
 unary("softplus_beta2_threshold3", lambda m: m.randn(3, 4, scale=2.0),
       lambda x: F.softplus(x, beta=2.0, threshold=3.0), attrs={"beta": 2.0, "threshold": 3.0})
 
+# ---- sorting, selection and scans (issue 16); `distinct` inputs keep the order unique
+case("sort_dim1", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.sort(t["x"], dim=1, stable=True).values, diff=("x",), attrs={"dim": 1})
+case("sort_desc_dim0", lambda m: {"x": m.distinct(4, 3)},
+     lambda t: torch.sort(t["x"], dim=0, descending=True, stable=True).values, diff=("x",),
+     attrs={"dim": 0, "descending": True})
+case("sort_indices_3d", lambda m: {"x": m.distinct(2, 3, 4)},
+     lambda t: torch.sort(t["x"], dim=1, stable=True).indices, attrs={"dim": 1})
+case("argsort_last", lambda m: {"x": m.distinct(3, 6)},
+     lambda t: torch.argsort(t["x"], dim=-1), attrs={"dim": -1})
+case("argsort_desc", lambda m: {"x": m.distinct(5, 2)},
+     lambda t: torch.argsort(t["x"], dim=0, descending=True), attrs={"dim": 0, "descending": True})
+case("topk_k2", lambda m: {"x": m.distinct(3, 5)}, lambda t: torch.topk(t["x"], 2).values,
+     diff=("x",), attrs={"k": 2, "dim": -1, "largest": True})
+case("topk_smallest_dim0", lambda m: {"x": m.distinct(5, 3)},
+     lambda t: torch.topk(t["x"], 3, dim=0, largest=False).values, diff=("x",),
+     attrs={"k": 3, "dim": 0, "largest": False})
+case("topk_indices", lambda m: {"x": m.distinct(3, 5)}, lambda t: torch.topk(t["x"], 3).indices,
+     attrs={"k": 3, "dim": -1, "largest": True})
+case("kthvalue_k2", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.kthvalue(t["x"], 2, dim=1).values, diff=("x",),
+     attrs={"k": 2, "dim": 1, "keepdim": False})
+case("kthvalue_keepdim_dim0", lambda m: {"x": m.distinct(4, 3)},
+     lambda t: torch.kthvalue(t["x"], 4, dim=0, keepdim=True).values, diff=("x",),
+     attrs={"k": 4, "dim": 0, "keepdim": True})
+case("kthvalue_indices", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.kthvalue(t["x"], 3, dim=1).indices, attrs={"k": 3, "dim": 1, "keepdim": False})
+case("median_all", lambda m: {"x": m.distinct(3, 4)}, lambda t: torch.median(t["x"]), diff=("x",))
+case("median_dim1", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.median(t["x"], dim=1).values, diff=("x",), attrs={"dim": 1, "keepdim": False})
+case("median_even_keepdim", lambda m: {"x": m.distinct(4, 3)},
+     lambda t: torch.median(t["x"], dim=0, keepdim=True).values, diff=("x",),
+     attrs={"dim": 0, "keepdim": True})
+case("median_indices", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.median(t["x"], dim=1).indices, attrs={"dim": 1, "keepdim": False})
+# log of a mix of signs: NaN where x < 0; nanmedian skips them
+case("nanmedian_dim1", lambda m: {"x": m.distinct(3, 6)},
+     lambda t: torch.nanmedian(torch.log(t["x"]), dim=1).values, diff=("x",),
+     attrs={"dim": 1, "keepdim": False})
+case("nanmedian_all", lambda m: {"x": m.distinct(3, 4)},
+     lambda t: torch.nanmedian(torch.log(t["x"])), diff=("x",))
+case("max_with_indices_dim1", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.max(t["x"], dim=1).values, diff=("x",), attrs={"dim": 1, "keepdim": False})
+case("max_with_indices_indices", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.max(t["x"], dim=0, keepdim=True).indices, attrs={"dim": 0, "keepdim": True})
+case("min_with_indices_dim0", lambda m: {"x": m.distinct(4, 3)},
+     lambda t: torch.min(t["x"], dim=0, keepdim=True).values, diff=("x",),
+     attrs={"dim": 0, "keepdim": True})
+case("min_with_indices_indices", lambda m: {"x": m.distinct(3, 5)},
+     lambda t: torch.min(t["x"], dim=-1).indices, attrs={"dim": -1, "keepdim": False})
+case("cumsum_dim1", lambda m: {"x": m.randn(3, 5)}, lambda t: torch.cumsum(t["x"], 1), diff=("x",),
+     attrs={"dim": 1})
+case("cumsum_dim0_3d", lambda m: {"x": m.randn(4, 2, 3)}, lambda t: torch.cumsum(t["x"], 0),
+     diff=("x",), attrs={"dim": 0})
+case("cumprod_dim1", lambda m: {"x": m.uniform(3, 5, lo=0.5, hi=1.5)},
+     lambda t: torch.cumprod(t["x"], 1), diff=("x",), attrs={"dim": 1})
+# zeros inside the lines: one zero, two zeros, a leading zero (PyTorch's exact gradient)
+case("cumprod_zeros", lambda m: {"x": m._f32(torch.tensor(
+         [[0.5, 2.0, 0.0, 1.5, -0.7], [1.2, 0.0, 0.8, 0.0, 2.0], [0.0, 1.1, -1.3, 0.9, 1.4]],
+         dtype=torch.float64))},
+     lambda t: torch.cumprod(t["x"], 1), diff=("x",), attrs={"dim": 1})
+case("cummax_dim1", lambda m: {"x": m.distinct(3, 6)}, lambda t: torch.cummax(t["x"], 1).values,
+     diff=("x",), attrs={"dim": 1})
+case("cummax_indices", lambda m: {"x": m.distinct(3, 6)},
+     lambda t: torch.cummax(t["x"], 1).indices, attrs={"dim": 1})
+case("cummin_dim0", lambda m: {"x": m.distinct(5, 3)}, lambda t: torch.cummin(t["x"], 0).values,
+     diff=("x",), attrs={"dim": 0})
+case("cummin_indices", lambda m: {"x": m.distinct(5, 3)},
+     lambda t: torch.cummin(t["x"], 0).indices, attrs={"dim": 0})
+case("diff_dim1", lambda m: {"x": m.randn(3, 5)}, lambda t: torch.diff(t["x"], dim=1), diff=("x",),
+     attrs={"n": 1, "dim": 1})
+case("diff_n2_prepend_append",
+     lambda m: {"x": m.randn(3, 4), "prepend": m.randn(3, 1), "append": m.randn(3, 2)},
+     lambda t: torch.diff(t["x"], n=2, dim=1, prepend=t["prepend"], append=t["append"]),
+     diff=("x", "prepend", "append"), attrs={"n": 2, "dim": 1})
+
+# ---- rearrangements and indexing (issue 16)
+IDX = lambda *v: torch.tensor(v, dtype=torch.int64)
+case("flip_dims01", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.flip(t["x"], [0, 1]),
+     diff=("x",), attrs={"dims": [0, 1]})
+case("flip_last_3d", lambda m: {"x": m.randn(2, 3, 4)}, lambda t: torch.flip(t["x"], [-1]),
+     diff=("x",), attrs={"dims": [-1]})
+case("roll_dims", lambda m: {"x": m.randn(3, 4)},
+     lambda t: torch.roll(t["x"], shifts=(1, -5), dims=(0, 1)), diff=("x",),
+     attrs={"shifts": [1, -5], "dims": [0, 1]})
+case("roll_flat", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.roll(t["x"], 5), diff=("x",),
+     attrs={"shifts": [5], "dims": []})
+case("repeat_lead", lambda m: {"x": m.randn(2, 3)}, lambda t: t["x"].repeat(2, 1, 2), diff=("x",),
+     attrs={"repeats": [2, 1, 2]})
+case("tile_short", lambda m: {"x": m.randn(2, 3)}, lambda t: torch.tile(t["x"], (3,)),
+     diff=("x",), attrs={"reps": [3]})
+case("repeat_interleave_dim1", lambda m: {"x": m.randn(2, 3)},
+     lambda t: torch.repeat_interleave(t["x"], 2, dim=1), diff=("x",),
+     attrs={"repeats": 2, "dim": 1})
+case("repeat_interleave_flat", lambda m: {"x": m.randn(2, 2)},
+     lambda t: torch.repeat_interleave(t["x"], 3), diff=("x",), attrs={"repeats": 3})
+case("repeat_interleave_counts", lambda m: {"x": m.randn(3, 2), "repeats": IDX(1, 0, 3)},
+     lambda t: torch.repeat_interleave(t["x"], t["repeats"], dim=0), diff=("x",), attrs={"dim": 0})
+case("unbind_dim1", lambda m: {"x": m.randn(2, 3, 2)}, lambda t: torch.unbind(t["x"], 1)[2],
+     diff=("x",), attrs={"dim": 1, "pick": 2})
+case("movedim_two", lambda m: {"x": m.randn(2, 3, 4)},
+     lambda t: torch.movedim(t["x"], (0, 1), (2, 0)), diff=("x",),
+     attrs={"source": [0, 1], "destination": [2, 0]})
+case("tril_below", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.tril(t["x"], -1), diff=("x",),
+     attrs={"diagonal": -1})
+case("triu_batched", lambda m: {"x": m.randn(2, 3, 4)}, lambda t: torch.triu(t["x"], 1),
+     diff=("x",), attrs={"diagonal": 1})
+case("diag_vector_above", lambda m: {"x": m.randn(3)}, lambda t: torch.diag(t["x"], 1),
+     diff=("x",), attrs={"diagonal": 1})
+case("diag_vector_below", lambda m: {"x": m.randn(3)}, lambda t: torch.diag(t["x"], -2),
+     diff=("x",), attrs={"diagonal": -2})
+case("diag_matrix", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.diag(t["x"], 1), diff=("x",),
+     attrs={"diagonal": 1})
+case("meshgrid_ij", lambda m: {"a": m.randn(3), "b": m.randn(2)},
+     lambda t: torch.stack(torch.meshgrid(t["a"], t["b"], indexing="ij")), diff=("a", "b"),
+     attrs={"indexing": "ij"})
+case("meshgrid_xy", lambda m: {"a": m.randn(3), "b": m.randn(2)},
+     lambda t: torch.stack(torch.meshgrid(t["a"], t["b"], indexing="xy")), diff=("a", "b"),
+     attrs={"indexing": "xy"})
+for nm, shape, pads, mode, value in [
+        ("pad_constant", (2, 3, 4), [1, 2, 0, 1], "constant", 0.5),
+        ("pad_crop", (2, 3, 4), [-1, 1, 1, -2], "constant", 0.0),
+        ("pad_reflect", (1, 2, 4, 5), [1, 2, 3, 1], "reflect", 0.0),
+        ("pad_replicate", (1, 2, 3, 4), [2, 0, 1, 3], "replicate", 0.0),
+        ("pad_circular", (1, 2, 3, 4), [1, 2, 3, 0], "circular", 0.0)]:
+    case(nm, lambda m, shape=shape: {"x": m.randn(*shape)},
+         lambda t, pads=pads, mode=mode, value=value:
+             F.pad(t["x"], pads, mode=mode, value=value) if mode == "constant"
+             else F.pad(t["x"], pads, mode=mode),
+         diff=("x",), attrs={"pads": pads, "mode": mode, "value": value})
+case("unfold_dim1", lambda m: {"x": m.randn(3, 7)}, lambda t: t["x"].unfold(1, 3, 2), diff=("x",),
+     attrs={"dim": 1, "size": 3, "step": 2})
+case("unfold_dim0_overlap", lambda m: {"x": m.randn(5, 2)}, lambda t: t["x"].unfold(0, 2, 1),
+     diff=("x",), attrs={"dim": 0, "size": 2, "step": 1})
+case("pixel_shuffle", lambda m: {"x": m.randn(1, 8, 2, 3)}, lambda t: F.pixel_shuffle(t["x"], 2),
+     diff=("x",), attrs={"factor": 2})
+case("pixel_unshuffle", lambda m: {"x": m.randn(1, 2, 4, 6)},
+     lambda t: F.pixel_unshuffle(t["x"], 2), diff=("x",), attrs={"factor": 2})
+case("nonzero", lambda m: {"x": m.randn(3, 4) * m.mask(3, 4)}, lambda t: torch.nonzero(t["x"]))
+case("masked_select", lambda m: {"x": m.randn(3, 4), "mask": m.mask(4)},
+     lambda t: torch.masked_select(t["x"], t["mask"]), diff=("x",))
+case("index_add", lambda m: {"x": m.randn(5, 3), "index": IDX(0, 2, 0, 4), "source": m.randn(4, 3)},
+     lambda t: torch.index_add(t["x"], 0, t["index"], t["source"], alpha=2.0),
+     diff=("x", "source"), attrs={"dim": 0, "alpha": 2.0})
+case("index_fill", lambda m: {"x": m.randn(3, 4), "index": IDX(0, 2)},
+     lambda t: t["x"].index_fill(1, t["index"], -1.5), diff=("x",), attrs={"dim": 1, "value": -1.5})
+case("index_copy", lambda m: {"x": m.randn(4, 3), "index": IDX(3, 1), "source": m.randn(2, 3)},
+     lambda t: t["x"].index_copy(0, t["index"], t["source"]), diff=("x", "source"),
+     attrs={"dim": 0})
+case("one_hot", lambda m: {"index": IDX(0, 2, 1, 3, 2)}, lambda t: F.one_hot(t["index"], 5),
+     attrs={"num_classes": 5})
+case("one_hot_infer", lambda m: {"index": IDX(1, 3, 0, 2, 2, 1).reshape(2, 3)},
+     lambda t: F.one_hot(t["index"]), attrs={"num_classes": -1})
+
 # Random ops: PyTorch draws other numbers, so these compare distributions, not values: the
 # output is a few statistics of a large sample (computed by the C++ case the same way), the
 # reference their exact expectation, the tolerance many standard errors wide. `like` carries

@@ -484,6 +484,136 @@ const std::map<std::string, OpFn>& op_table() {
       Tensor r64 = r.to(ember::DType::f64);
       return ember::stack({ember::mean(r64), ember::var(r64, 0)}).to(f["like"].dtype());
     };
+    // ---- sorting, selection and scans
+    const auto flag = [](Fixture& f, const char* key) {
+      return f.attrs.contains(key) && f.attr_bool(key);
+    };
+    t["sort_dim1"] = t["sort_desc_dim0"] = [flag](Fixture& f) {
+      return ember::sort(f["x"], f.attr_int("dim"), flag(f, "descending")).values;
+    };
+    t["sort_indices_3d"] = [](Fixture& f) {
+      return ember::sort(f["x"], f.attr_int("dim")).indices;
+    };
+    t["argsort_last"] = t["argsort_desc"] = [flag](Fixture& f) {
+      return ember::argsort(f["x"], f.attr_int("dim"), flag(f, "descending"));
+    };
+    t["topk_k2"] = t["topk_smallest_dim0"] = [](Fixture& f) {
+      return ember::topk(f["x"], f.attr_int("k"), f.attr_int("dim"), f.attr_bool("largest")).values;
+    };
+    t["topk_indices"] = [](Fixture& f) {
+      return ember::topk(f["x"], f.attr_int("k"), f.attr_int("dim"), f.attr_bool("largest"))
+          .indices;
+    };
+    t["kthvalue_k2"] = t["kthvalue_keepdim_dim0"] = [](Fixture& f) {
+      return ember::kthvalue(f["x"], f.attr_int("k"), f.attr_int("dim"), f.attr_bool("keepdim"))
+          .values;
+    };
+    t["kthvalue_indices"] = [](Fixture& f) {
+      return ember::kthvalue(f["x"], f.attr_int("k"), f.attr_int("dim"), f.attr_bool("keepdim"))
+          .indices;
+    };
+    t["median_all"] = [](Fixture& f) { return ember::median(f["x"]); };
+    t["median_dim1"] = t["median_even_keepdim"] = [](Fixture& f) {
+      return ember::median(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).values;
+    };
+    t["median_indices"] = [](Fixture& f) {
+      return ember::median(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).indices;
+    };
+    t["nanmedian_dim1"] = [](Fixture& f) {
+      return ember::nanmedian(ember::log(f["x"]), f.attr_int("dim"), f.attr_bool("keepdim")).values;
+    };
+    t["nanmedian_all"] = [](Fixture& f) { return ember::nanmedian(ember::log(f["x"])); };
+    t["max_with_indices_dim1"] = [](Fixture& f) {
+      return ember::max(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).values;
+    };
+    t["max_with_indices_indices"] = [](Fixture& f) {
+      return ember::max(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).indices;
+    };
+    t["min_with_indices_dim0"] = [](Fixture& f) {
+      return ember::min(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).values;
+    };
+    t["min_with_indices_indices"] = [](Fixture& f) {
+      return ember::min(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).indices;
+    };
+    t["cumsum_dim1"] =
+        t["cumsum_dim0_3d"] = [](Fixture& f) { return ember::cumsum(f["x"], f.attr_int("dim")); };
+    t["cumprod_dim1"] =
+        t["cumprod_zeros"] = [](Fixture& f) { return ember::cumprod(f["x"], f.attr_int("dim")); };
+    t["cummax_dim1"] = [](Fixture& f) { return ember::cummax(f["x"], f.attr_int("dim")).values; };
+    t["cummax_indices"] = [](Fixture& f) {
+      return ember::cummax(f["x"], f.attr_int("dim")).indices;
+    };
+    t["cummin_dim0"] = [](Fixture& f) { return ember::cummin(f["x"], f.attr_int("dim")).values; };
+    t["cummin_indices"] = [](Fixture& f) {
+      return ember::cummin(f["x"], f.attr_int("dim")).indices;
+    };
+    t["diff_dim1"] = [](Fixture& f) {
+      return ember::diff(f["x"], f.attr_int("n"), f.attr_int("dim"));
+    };
+    t["diff_n2_prepend_append"] = [](Fixture& f) {
+      return ember::diff(f["x"], f.attr_int("n"), f.attr_int("dim"), f["prepend"], f["append"]);
+    };
+    // ---- rearrangements and indexing
+    t["flip_dims01"] =
+        t["flip_last_3d"] = [](Fixture& f) { return ember::flip(f["x"], f.attr_shape("dims")); };
+    t["roll_dims"] = t["roll_flat"] = [](Fixture& f) {
+      return ember::roll(f["x"], f.attr_shape("shifts"), f.attr_shape("dims"));
+    };
+    t["repeat_lead"] = [](Fixture& f) { return ember::repeat(f["x"], f.attr_shape("repeats")); };
+    t["tile_short"] = [](Fixture& f) { return ember::tile(f["x"], f.attr_shape("reps")); };
+    t["repeat_interleave_dim1"] = [](Fixture& f) {
+      return ember::repeat_interleave(f["x"], f.attr_int("repeats"), f.attr_int("dim"));
+    };
+    t["repeat_interleave_flat"] = [](Fixture& f) {
+      return ember::repeat_interleave(f["x"], f.attr_int("repeats"));
+    };
+    t["repeat_interleave_counts"] = [](Fixture& f) {
+      return ember::repeat_interleave(f["x"], f["repeats"], f.attr_int("dim"));
+    };
+    t["unbind_dim1"] = [](Fixture& f) {
+      return ember::unbind(f["x"], f.attr_int("dim"))[static_cast<size_t>(f.attr_int("pick"))];
+    };
+    t["movedim_two"] = [](Fixture& f) {
+      return ember::movedim(f["x"], f.attr_shape("source"), f.attr_shape("destination"));
+    };
+    t["tril_below"] = [](Fixture& f) { return ember::tril(f["x"], f.attr_int("diagonal")); };
+    t["triu_batched"] = [](Fixture& f) { return ember::triu(f["x"], f.attr_int("diagonal")); };
+    t["diag_vector_above"] = t["diag_vector_below"] =
+        t["diag_matrix"] = [](Fixture& f) { return ember::diag(f["x"], f.attr_int("diagonal")); };
+    t["meshgrid_ij"] = t["meshgrid_xy"] = [](Fixture& f) {
+      return ember::stack(ember::meshgrid({f["a"], f["b"]}, f.attr_string("indexing")));
+    };
+    for (const char* name :
+         {"pad_constant", "pad_crop", "pad_reflect", "pad_replicate", "pad_circular"}) {
+      t[name] = [](Fixture& f) {
+        return ember::pad(f["x"], f.attr_shape("pads"), f.attr_string("mode"),
+                          f.attr_double("value"));
+      };
+    }
+    t["unfold_dim1"] = t["unfold_dim0_overlap"] = [](Fixture& f) {
+      return ember::unfold(f["x"], f.attr_int("dim"), f.attr_int("size"), f.attr_int("step"));
+    };
+    t["pixel_shuffle"] = [](Fixture& f) {
+      return ember::pixel_shuffle(f["x"], f.attr_int("factor"));
+    };
+    t["pixel_unshuffle"] = [](Fixture& f) {
+      return ember::pixel_unshuffle(f["x"], f.attr_int("factor"));
+    };
+    t["nonzero"] = [](Fixture& f) { return ember::nonzero(f["x"]); };
+    t["masked_select"] = [](Fixture& f) { return ember::masked_select(f["x"], f["mask"]); };
+    t["index_add"] = [](Fixture& f) {
+      return ember::index_add(f["x"], f.attr_int("dim"), f["index"], f["source"],
+                              f.attr_double("alpha"));
+    };
+    t["index_fill"] = [](Fixture& f) {
+      return ember::index_fill(f["x"], f.attr_int("dim"), f["index"], f.attr_double("value"));
+    };
+    t["index_copy"] = [](Fixture& f) {
+      return ember::index_copy(f["x"], f.attr_int("dim"), f["index"], f["source"]);
+    };
+    t["one_hot"] = t["one_hot_infer"] = [](Fixture& f) {
+      return ember::one_hot(f["index"], f.attr_int("num_classes"));
+    };
     // [fraction of zeros, mean(out) / mean(in)] of dropout over x repeated to 20000 values.
     t["dropout_moments"] = [](Fixture& f) {
       Tensor x = f["x"];
@@ -592,9 +722,18 @@ Tensor as_dtype(const Tensor& x, ember::DType dtype, ember::Device device) {
   return ember::from_vector<double>(v, x.shape()).to(dtype).to(device);
 }
 
+// A case whose inputs are all integer or bool (one_hot's class indices) has nothing else to
+// sweep: its inputs themselves are cast to each dtype.
+bool all_integral(const CaseInputs& in) {
+  for (const Tensor& t : in.values)
+    if (ember::is_floating(t.dtype())) return false;
+  return !in.values.empty();
+}
+
 std::vector<Tensor> inputs_as(const CaseInputs& in, ember::DType dtype, ember::Device device) {
   std::vector<Tensor> out;
-  for (const Tensor& t : in.values) out.push_back(as_dtype(t, dtype, device));
+  for (const Tensor& t : in.values)
+    out.push_back(all_integral(in) ? t.detach().to(dtype).to(device) : as_dtype(t, dtype, device));
   return out;
 }
 
@@ -602,7 +741,7 @@ std::vector<Tensor> inputs_as(const CaseInputs& in, ember::DType dtype, ember::D
 std::vector<Tensor> reference_inputs(const CaseInputs& in, ember::DType dtype) {
   std::vector<Tensor> out;
   for (const Tensor& t : in.values) {
-    Tensor v = as_dtype(t, dtype, ember::Device::cpu());
+    Tensor v = all_integral(in) ? t.detach().to(dtype) : as_dtype(t, dtype, ember::Device::cpu());
     out.push_back(ember::is_floating(t.dtype()) ? v.to(ember::DType::f64) : v);
   }
   return out;

@@ -26,6 +26,7 @@ namespace ember {
 enum class OpFamily : uint8_t {
   elementwise,
   reduce,
+  sort,  // sorting, selection along a dim and scans
   softmax,
   linalg,
   shape,
@@ -49,7 +50,8 @@ constexpr DTypeSet dtypes_of(DType t) { return {static_cast<uint16_t>(1u << stat
 
 inline constexpr DTypeSet kNoDTypes{};
 inline constexpr DTypeSet kFloat = dtypes_of(DType::f32) | dtypes_of(DType::f64);
-inline constexpr DTypeSet kNumeric = kFloat | dtypes_of(DType::i32) | dtypes_of(DType::i64);
+inline constexpr DTypeSet kInteger = dtypes_of(DType::i32) | dtypes_of(DType::i64);
+inline constexpr DTypeSet kNumeric = kFloat | kInteger;
 inline constexpr DTypeSet kComparable = kNumeric | dtypes_of(DType::u8) | dtypes_of(DType::boolean);
 inline constexpr DTypeSet kAnyFloat = kFloat | dtypes_of(DType::f16) | dtypes_of(DType::bf16);
 inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1)};
@@ -167,6 +169,19 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(count_nonzero, reduce, false, kComparable, kComparable, composite) \
   X(any, reduce, false, kComparable, kComparable, composite)           \
   X(all, reduce, false, kComparable, kComparable, composite)           \
+  X(max_with_indices, reduce, true, kFloat, kFloat, composite)         \
+  X(min_with_indices, reduce, true, kFloat, kFloat, composite)         \
+  X(sort, sort, true, kNumeric, kNumeric, sort)                        \
+  X(argsort, sort, false, kNumeric, kNumeric, sort)                    \
+  X(topk, sort, true, kNumeric, kNumeric, sort)                        \
+  X(kthvalue, sort, true, kNumeric, kNumeric, sort)                    \
+  X(median, sort, true, kNumeric, kNumeric, sort)                      \
+  X(nanmedian, sort, true, kFloat, kFloat, sort)                       \
+  X(cumsum, sort, true, kComparable, kComparable, scan)                \
+  X(cumprod, sort, true, kComparable, kComparable, scan)               \
+  X(cummax, sort, true, kNumeric, kNumeric, scan)                      \
+  X(cummin, sort, true, kNumeric, kNumeric, scan)                      \
+  X(diff, sort, true, kNumeric, kNumeric, composite)                   \
   X(softmax, softmax, true, kFloat, kFloat, softmax)                   \
   X(log_softmax, softmax, true, kFloat, kFloat, softmax)               \
   X(matmul, linalg, true, kFloat, kFloat, gemm)                        \
@@ -193,10 +208,31 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(stack, shape, true, kAnyDType, kAnyDType, copy)                    \
   X(split, shape, true, kAnyDType, kAnyDType, view)                    \
   X(chunk, shape, true, kAnyDType, kAnyDType, view)                    \
+  X(flip, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(roll, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(repeat, shape, true, kAnyDType, kAnyDType, composite)              \
+  X(tile, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(repeat_interleave, shape, true, kAnyDType, kAnyDType, composite)   \
+  X(unbind, shape, true, kAnyDType, kAnyDType, view)                   \
+  X(movedim, shape, true, kAnyDType, kAnyDType, view)                  \
+  X(tril, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(triu, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(diag, shape, true, kAnyDType, kAnyDType, composite)                \
+  X(meshgrid, shape, true, kAnyDType, kAnyDType, view)                 \
+  X(pad, shape, true, kAnyDType, kAnyDType, composite)                 \
+  X(unfold, shape, true, kAnyDType, kAnyDType, composite)              \
+  X(pixel_shuffle, shape, true, kAnyDType, kAnyDType, composite)       \
+  X(pixel_unshuffle, shape, true, kAnyDType, kAnyDType, composite)     \
   X(index_select, index, true, kAnyDType, kAnyDType, index_select)     \
   X(gather, index, true, kAnyDType, kAnyDType, gather)                 \
   X(scatter_add, index, true, kNumeric, kNumeric, scatter_add)         \
   X(embedding, index, true, kFloat, kFloat, index_select)              \
+  X(nonzero, index, false, kComparable, kComparable, composite)        \
+  X(masked_select, index, true, kAnyDType, kAnyDType, composite)       \
+  X(index_add, index, true, kNumeric, kNumeric, index_add)             \
+  X(index_fill, index, true, kAnyDType, kAnyDType, composite)          \
+  X(index_copy, index, true, kNumeric, kNumeric, composite)            \
+  X(one_hot, index, false, kInteger, kInteger, composite)              \
   X(rand, random, false, kAnyFloat, kAnyFloat, uniform)                \
   X(randn, random, false, kAnyFloat, kAnyFloat, normal)                \
   X(dropout, random, true, kFloat, kFloat, dropout)                    \

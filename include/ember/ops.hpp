@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -190,6 +191,49 @@ Tensor count_nonzero(const Tensor& x, const Shape& dims = {});
 Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 
+// ---- sorting, selection along a dim, scans ----
+/// Values and their positions (i64) along a dim: PyTorch's (values, indices) results.
+///   auto [v, i] = sort(x, 1);   Tensor top = topk(x, 3).values;
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+};
+/// x sorted along `dim`: NaN greatest (last ascending, first descending), equal values in
+/// input order (every sort is stable; `stable` is accepted for PyTorch's signature). The
+/// gradient of the values goes back to the positions they came from.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+/// The k largest (or smallest) elements along `dim`, always in sorted order.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                   bool sorted = true);
+/// The k-th smallest element along `dim` (k counts from 1).
+ValuesIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+/// The lower median (element (n - 1) / 2 in sorted order); NaN when the slice holds a NaN.
+/// nanmedian skips NaN (NaN only for an all-NaN slice). Without a dim: of all elements.
+Tensor median(const Tensor& x);
+ValuesIndices median(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor nanmedian(const Tensor& x);
+ValuesIndices nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Largest / smallest element along one dim and its position (the first of ties; NaN wins),
+/// as torch.max(x, dim); the gradient goes to that position only. amax/amin are the
+/// Tensor-only reductions over any dims (max(x, dims) / min(x, dims)).
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+/// Inclusive scans along `dim`: running sums and products (integer and bool inputs give i64,
+/// as in PyTorch), and running maxima / minima with the position of each (the latest of
+/// equal extremes; a NaN propagates). Example: cumsum(from_vector<float>({1, 2, 3}, {3}), 0)
+/// is [1, 3, 6].
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
+ValuesIndices cummax(const Tensor& x, int64_t dim);
+ValuesIndices cummin(const Tensor& x, int64_t dim);
+/// The n-th forward difference along `dim` (x[i+1] - x[i], n times), after concatenating
+/// `prepend` before and `append` after x along dim (each optional).
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = Tensor(),
+            const Tensor& append = Tensor());
+
 // ---- softmax family ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
@@ -236,6 +280,50 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 /// Sums `x` down to `shape` (undoes broadcasting). Used by autograd; public for users too.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
+// ---- rearrangements (differentiable, every dtype; PyTorch's semantics) ----
+/// x reversed along each of `dims`.                       flip(x, {0, 1})
+Tensor flip(const Tensor& x, const Shape& dims);
+/// Elements shifted by shifts[i] along dims[i], wrapping around (no dims: over the
+/// flattened tensor, one shift).                          roll(x, {1}, {0})
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+/// x tiled repeats[i] times along each dim (repeats may add leading dims), as Tensor.repeat;
+/// tile pads `reps` with leading 1s when it is shorter than x's rank, as torch.tile.
+Tensor repeat(const Tensor& x, const Shape& repeats);
+Tensor tile(const Tensor& x, const Shape& reps);
+/// Each element (slice along dim) repeated `repeats` times in place: [a, b] -> [a, a, b, b].
+/// Without a dim, over the flattened tensor. A tensor of counts gives one count per slice
+/// (read on the host: it sizes the result).
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+/// The slices of x along dim (views), as torch.unbind.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+/// x with dims source[i] moved to destination[i], the others in order (a view).
+Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination);
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
+/// The lower / upper triangle of the last two dims (others 0): elements with
+/// col - row <= diagonal (tril) or >= diagonal (triu).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+/// A vector placed on diagonal `diagonal` of a square matrix, or a matrix's diagonal read out.
+Tensor diag(const Tensor& x, int64_t diagonal = 0);
+/// Coordinate grids of 1-D tensors: "ij" (matrix) or "xy" (Cartesian, first two swapped).
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors,
+                             const std::string& indexing = "ij");
+/// F.pad: `pads` are (before, after) pairs from the last dim backwards; mode "constant"
+/// (fills `value`, negative pads crop), "reflect" (mirrors without the edge, pads < size),
+/// "replicate" (repeats the edge) or "circular" (wraps, pads <= size).
+///   pad(x, {1, 1, 2, 0}, "reflect")  // last dim +1 each side, the one before +2 in front
+Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode = "constant",
+           double value = 0.0);
+/// Tensor.unfold: the windows of `size` elements, `step` apart, along dim; the window's
+/// elements become a new last dim ([..., n, ...] -> [..., (n - size) / step + 1, ..., size]).
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
+/// [..., C·r², H, W] -> [..., C, H·r, W·r] (sub-pixel convolution's rearrangement), and back.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+
 // ---- indexing ----
 /// Rows of `x` along `dim` picked by integer `index` (1-D). Backward: scatter-add.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
@@ -245,6 +333,23 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 /// Embedding lookup: weight[index] for an index tensor of any shape.
 Tensor embedding(const Tensor& weight, const Tensor& index);
+/// The coordinates of the non-zero elements, [count, rank] i64 in row-major order; the
+/// count is read on the host (it sizes the result), as in PyTorch.
+Tensor nonzero(const Tensor& x);
+/// One-argument where: nonzero's coordinates as one 1-D tensor per dim, as torch.where(c).
+std::vector<Tensor> where(const Tensor& condition);
+/// The elements of x where mask (bool, broadcasting) is true, as a 1-D tensor.
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+/// Out-of-place index_add_/index_fill_/index_copy_ along dim with a 1-D index: rows of x at
+/// index get alpha·source added (repeats add up), `value`, or source's rows (indices must be
+/// distinct for index_copy; repeated ones add up here, PyTorch leaves them undefined).
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 double alpha = 1.0);
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double value);
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+/// i64 one-hot rows of class indices (i64/i32): [..., num_classes]; num_classes -1 takes the
+/// largest index + 1. Indices are range-checked on the host.
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
 
 // ---- neural-network functions ----
 /// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p) in training.

@@ -86,6 +86,9 @@ constexpr ReduceOp reduce_kernel(Op op) {
 static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge) == BinaryOp::ge &&
               reduce_kernel(Op::argmin) == ReduceOp::argmin);
 
+/// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin.
+enum class ScanOp : uint8_t { sum, prod, max, min };
+
 /// An activation applied to C in the GEMM's epilogue, after the bias (see GemmArgs).
 enum class GemmEpilogue : uint8_t {
   none,

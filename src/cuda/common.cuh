@@ -56,6 +56,24 @@ void dispatch_numeric(DType t, const char* op, F&& f) {
 // ---- shared by the kernel files (index, conv, optim, norm) ----
 namespace ember::cuda {
 
+// Scratch device memory from the Pass pool, returned when the scope ends (stream-ordered:
+// later kernels on the same stream run after the ones that use it).
+class Scratch {
+ public:
+  Scratch(int device, size_t bytes) : device_(device) {
+    ptr_ = allocate(device, bytes, Pool::Pass, &block_);
+  }
+  ~Scratch() { deallocate(device_, ptr_, block_, Pool::Pass); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  int device_;
+  void* ptr_ = nullptr;
+  size_t block_ = 0;
+};
+
 // ---- multi-tensor optimizer steps and gradient clipping (optim.cu) ----
 // One launch updates up to 128 parameters (more are split over launches); see
 // Note [Multi-tensor apply] in optim.cu. Every pointer is a contiguous device buffer

@@ -109,24 +109,6 @@ __global__ void reduce_merge_kernel(Plan p, Red red, typename Red::Out* out,
   }
 }
 
-// Scratch device memory from the Pass pool, returned when the scope ends (stream-ordered:
-// later kernels on the same stream run after the ones that use it).
-class Scratch {
- public:
-  Scratch(int device, size_t bytes) : device_(device) {
-    ptr_ = allocate(device, bytes, Pool::Pass, &block_);
-  }
-  ~Scratch() { deallocate(device_, ptr_, block_, Pool::Pass); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  int device_;
-  void* ptr_ = nullptr;
-  size_t block_ = 0;
-};
-
 template <typename T, typename Red>
 void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   using Acc = typename Red::Acc;

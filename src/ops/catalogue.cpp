@@ -73,6 +73,7 @@ std::string_view family_name(OpFamily family) {
   switch (family) {
     case OpFamily::elementwise: return "elementwise";
     case OpFamily::reduce: return "reduce";
+    case OpFamily::sort: return "sort";
     case OpFamily::softmax: return "softmax";
     case OpFamily::linalg: return "linalg";
     case OpFamily::shape: return "shape";

@@ -1,5 +1,8 @@
 // src/ops/index.cpp — indexing: index_select, gather, scatter_add, embedding. Index errors name the
 // offending index and the valid range.
+#include <algorithm>
+#include <vector>
+
 #include "ops/common.hpp"
 
 namespace ember {
@@ -146,6 +149,147 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
   Shape out_shape = index.shape();
   out_shape.push_back(weight.shape()[1]);
   return index_select(weight, 0, index.reshape({index.numel()})).reshape(out_shape);
+}
+
+// ---- selection by mask and the index_* family (issue 16) ----
+
+namespace {
+
+// The flat positions (i64, ascending) of the non-zero elements of `mask` and their count.
+// The count sizes the result, so it is read on the host, as in PyTorch; the positions come
+// from a stable sort that moves non-zero elements first, on the mask's device.
+Tensor nonzero_positions(const Tensor& mask) {
+  NoGradGuard no_grad;
+  Tensor flat = mask.reshape({mask.numel()});
+  Tensor is_zero = eq(flat, 0.0).to(DType::i32);
+  const int64_t count = flat.numel() - sum(is_zero).item<int64_t>();
+  return argsort(is_zero, 0).narrow(0, 0, count);
+}
+
+// A bool mask over dim `d` of a tensor of `shape` (broadcastable to it) set at `index`.
+Tensor rows_mask(const Shape& shape, int d, const Tensor& index, Device device) {
+  Tensor hits = zeros({shape[d]}, {.dtype = DType::i64, .device = device});
+  Tensor ones_ = ones({index.numel()}, {.dtype = DType::i64, .device = device});
+  Shape s = Shape::filled(shape.size(), 1);
+  s[d] = shape[d];
+  return gt(index_add(hits, 0, index.reshape({index.numel()}), ones_), 0.0).reshape(s);
+}
+
+void check_index_arg(Op op, const Tensor& x, int d, const Tensor& index) {
+  const char* name = op_name(op);
+  ops::check_defined(name, index, "index");
+  ops::check_index_dtype(name, index);
+  ops::check_same_device(name, x, index);
+  EMBER_CHECK(index.dim() <= 1, name, ": index shape ", index.shape().to_string(),
+              " (expected a 1-D index)");
+  (void)d;
+}
+
+}  // namespace
+
+Tensor nonzero(const Tensor& x) {
+  ops::check_supported(Op::nonzero, x);
+  Tensor flat = nonzero_positions(x);
+  const int64_t count = flat.numel();
+  const TensorOptions i64{.dtype = DType::i64, .device = x.device()};
+  if (x.dim() == 0) return zeros({count, 0}, i64);
+  // Coordinate d of each position: a grid of dim d's coordinates, picked at the positions.
+  std::vector<Tensor> coords;
+  for (int d = 0; d < x.dim(); ++d) {
+    Shape s = Shape::filled(x.dim(), 1);
+    s[d] = x.shape()[d];
+    Tensor grid = arange(0, static_cast<double>(x.shape()[d]), 1, i64).reshape(s).expand(x.shape());
+    coords.push_back(index_select(grid.reshape({x.numel()}), 0, flat));
+  }
+  return stack(coords, 1);
+}
+
+std::vector<Tensor> where(const Tensor& condition) {
+  Tensor nz = nonzero(condition);
+  std::vector<Tensor> out;
+  for (int d = 0; d < nz.shape()[1]; ++d) out.push_back(nz.select(1, d).contiguous());
+  return out;
+}
+
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  ops::check_supported(Op::masked_select, x);
+  ops::check_defined("masked_select", mask, "mask");
+  EMBER_CHECK(mask.dtype() == DType::boolean, "masked_select: mask dtype ",
+              dtype_name(mask.dtype()), " (expected bool)");
+  ops::check_same_device("masked_select", x, mask);
+  const Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_select");
+  Tensor xb = x.expand(shape).reshape({shape.numel()});
+  return index_select(xb, 0, nonzero_positions(mask.expand(shape)));
+}
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 double alpha) {
+  ops::check_supported(Op::index_add, x);
+  const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_add");
+  check_index_arg(Op::index_add, x, d, index);
+  ops::check_defined("index_add", source, "source");
+  ops::check_same_dtype("index_add", x, source);
+  ops::check_same_device("index_add", x, source);
+  Shape want = x.shape();
+  if (x.dim()) want[d] = index.numel();
+  EMBER_CHECK(source.shape() == want, "index_add: source shape ", source.shape().to_string(),
+              " for input shape ", x.shape().to_string(), " and ", index.numel(),
+              " indices (expected ", want.to_string(), ")");
+  Tensor out, src;
+  {
+    NoGradGuard no_grad;
+    out = x.clone();
+    src = alpha == 1.0 ? source.contiguous() : (source * alpha).contiguous();
+  }
+  Tensor ic = index.contiguous().reshape({index.numel()});
+  if (!ops::backend_of(x).index_add(ops::view_of(out), d, ops::view_of(ic), ops::view_of(src)))
+    throw_bad_index("index_add", ic, dim, x.dim() ? x.shape()[d] : 1);
+  if (autograd::needs_grad(x, source)) {
+    autograd::record(Op::index_add, out, {&x, &source},
+                     [d, alpha, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
+                       gi[0] = g;
+                       Tensor picked = index_select(g, d, si.get());
+                       gi[1] = alpha == 1.0 ? picked : picked * alpha;
+                     });
+  }
+  return out;
+}
+
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  ops::check_supported(Op::index_fill, x);
+  const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_fill");
+  check_index_arg(Op::index_fill, x, d, index);
+  if (x.dim() == 0) return index_fill(x.reshape({1}), 0, index, value).reshape({});
+  return masked_fill(x, rows_mask(x.shape(), d, index, x.device()), value);
+}
+
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  ops::check_supported(Op::index_copy, x);
+  const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_copy");
+  check_index_arg(Op::index_copy, x, d, index);
+  // The picked rows of x are cleared and the source rows added in: the same as a copy when
+  // the indices are distinct (PyTorch leaves duplicates undefined; here they add up).
+  return index_add(index_fill(x, d, index, 0.0), d, index, source);
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  ops::check_defined("one_hot", index, "index");
+  ops::check_supported(Op::one_hot, index);
+  EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, "one_hot: index dtype ",
+              dtype_name(index.dtype()), " (expected i64 or i32 class indices)");
+  // The range check reads the extremes on the host (PyTorch does the same).
+  const int64_t lo = index.numel() ? min(index.to(DType::f64)).item<double>() : 0;
+  const int64_t hi = index.numel() ? max(index.to(DType::f64)).item<double>() : -1;
+  EMBER_CHECK(lo >= 0, "one_hot: class index ", lo, " is negative (expected indices >= 0)");
+  if (num_classes < 0) num_classes = hi + 1;
+  EMBER_CHECK(hi < num_classes, "one_hot: class index ", hi, " is out of range for ", num_classes,
+              " classes (expected indices < num_classes)");
+  const TensorOptions i64{.dtype = DType::i64, .device = index.device()};
+  Shape s = Shape::filled(index.dim() + 1, 1);
+  s[index.dim()] = num_classes;
+  return eq(index.to(DType::i64).unsqueeze(-1),
+            arange(0, static_cast<double>(num_classes), 1, i64).reshape(s))
+      .to(DType::i64);
 }
 
 }  // namespace ember

@@ -1,6 +1,9 @@
 // src/ops/shape.cpp — views (reshape, transpose, permute, slice, expand, squeeze,
 // unsqueeze, flatten) and joins (cat, stack, split, chunk), each with its backward.
+#include <algorithm>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "ops/common.hpp"
 
@@ -372,6 +375,337 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int d = wrap_dim(dim, x.dim(), "chunk");
   const int64_t n = x.shape()[d];
   return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), d);
+}
+
+// ---- rearrangements (issue 16): views, index_select and cat, so every one is
+// differentiable (index_select's backward adds up repeated picks) and takes every dtype ----
+
+namespace {
+
+// An i64 index tensor on `device` from host positions (a few bytes: the shapes decide it).
+Tensor positions(const std::vector<int64_t>& v, Device device) {
+  return from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())}).to(device);
+}
+
+// Each dim of `dims` wrapped, refusing repeats.
+std::vector<int> unique_dims(const Shape& dims, int rank, const char* op) {
+  std::vector<int> out;
+  std::vector<bool> seen(static_cast<size_t>(std::max(rank, 1)), false);
+  for (int64_t d : dims) {
+    const int w = wrap_dim(d, rank, op);
+    EMBER_CHECK(!seen[w], op, ": dim ", d, " is listed twice in ", dims.to_string());
+    seen[w] = true;
+    out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor flip(const Tensor& x, const Shape& dims) {
+  ops::check_supported(Op::flip, x);
+  Tensor y = x;
+  for (int d : unique_dims(dims, x.dim(), "flip")) {
+    const int64_t n = x.dim() ? x.shape()[d] : 1;
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[i] = n - 1 - i;
+    y = index_select(y, d, positions(idx, x.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
+}
+
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  ops::check_supported(Op::roll, x);
+  if (dims.empty()) {
+    EMBER_CHECK(shifts.size() == 1, "roll: ", shifts.size(),
+                " shifts without dims (expected one shift, applied to the flattened tensor)");
+    return roll(x.reshape({x.numel()}), shifts, Shape{0}).reshape(x.shape());
+  }
+  EMBER_CHECK(shifts.size() == dims.size(), "roll: ", shifts.size(), " shifts for ", dims.size(),
+              " dims ", dims.to_string(), " (expected one shift per dim)");
+  Tensor y = x;
+  for (int i = 0; i < dims.size(); ++i) {
+    const int d = wrap_dim(dims[i], x.dim(), "roll");
+    const int64_t n = x.dim() ? x.shape()[d] : 1;
+    if (n == 0) continue;
+    const int64_t k = ((shifts[i] % n) + n) % n;
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) idx[j] = (j - k + n) % n;  // out[j] = x[j - k]
+    y = index_select(y, d, positions(idx, x.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  ops::check_supported(Op::repeat, x);
+  EMBER_CHECK(repeats.size() >= x.dim(), "repeat: ", repeats.size(), " repeats ",
+              repeats.to_string(), " for a ", x.dim(), "-d input (expected at least ", x.dim(),
+              ")");
+  EMBER_CHECK(repeats.size() < kMaxRank, "repeat: ", repeats.size(), " repeats (at most ",
+              kMaxRank - 1, ")");
+  Shape lifted = Shape::filled(repeats.size() - x.dim(), 1);
+  for (int64_t s : x.shape()) lifted.push_back(s);
+  // One dim at a time: [..., s, ...] -> [..., r, s, ...] (an expanded view) -> [..., r·s, ...].
+  Tensor y = x.reshape(lifted);
+  for (int i = 0; i < repeats.size(); ++i) {
+    EMBER_CHECK(repeats[i] >= 0, "repeat: repeats ", repeats.to_string(),
+                " (expected every count >= 0)");
+    if (repeats[i] == 1) continue;
+    Shape expanded = y.shape(), merged = y.shape();
+    expanded.insert(i, repeats[i]);
+    merged[i] *= repeats[i];
+    y = y.unsqueeze(i).expand(expanded).reshape(merged);
+  }
+  return y.is_same(x) || y.storage() == x.storage() ? y.clone() : y;
+}
+
+Tensor tile(const Tensor& x, const Shape& reps) {
+  ops::check_supported(Op::tile, x);
+  Shape full_reps;
+  for (int i = reps.size(); i < x.dim(); ++i) full_reps.push_back(1);
+  for (int64_t r : reps) full_reps.push_back(r);
+  return repeat(x, full_reps);
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  ops::check_supported(Op::repeat_interleave, x);
+  EMBER_CHECK(repeats >= 0, "repeat_interleave: repeats ", repeats, " (expected >= 0)");
+  if (!dim) return repeat_interleave(x.reshape({x.numel()}), repeats, 0);
+  const int d = wrap_dim(*dim, x.dim(), "repeat_interleave");
+  const int64_t n = x.dim() ? x.shape()[d] : 1;
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(n * repeats));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < repeats; ++r) idx.push_back(i);
+  return index_select(x, d, positions(idx, x.device()));
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  ops::check_supported(Op::repeat_interleave, x);
+  ops::check_defined("repeat_interleave", repeats, "repeats");
+  ops::check_index_dtype("repeat_interleave", repeats);
+  if (!dim) return repeat_interleave(x.reshape({x.numel()}), repeats, 0);
+  const int d = wrap_dim(*dim, x.dim(), "repeat_interleave");
+  const int64_t n = x.dim() ? x.shape()[d] : 1;
+  // The output's length is the sum of the counts: they are read on the host (as PyTorch).
+  std::vector<int64_t> counts = repeats.to(DType::i64).to_vector<int64_t>();
+  if (counts.size() == 1) counts.assign(static_cast<size_t>(n), counts[0]);
+  EMBER_CHECK(repeats.dim() <= 1 && static_cast<int64_t>(counts.size()) == n,
+              "repeat_interleave: repeats shape ", repeats.shape().to_string(), " for dim ", *dim,
+              " of size ", n, " (expected one count, or ", n, ")");
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) {
+    EMBER_CHECK(counts[i] >= 0, "repeat_interleave: repeats[", i, "] is ", counts[i],
+                " (expected counts >= 0)");
+    for (int64_t r = 0; r < counts[i]; ++r) idx.push_back(i);
+  }
+  return index_select(x, d, positions(idx, x.device()));
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  ops::check_supported(Op::unbind, x);
+  const int d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.shape()[d]; ++i) out.push_back(x.select(d, i));
+  return out;
+}
+
+Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
+  ops::check_supported(Op::movedim, x);
+  EMBER_CHECK(source.size() == destination.size(), "movedim: source ", source.to_string(),
+              " and destination ", destination.to_string(), " (expected as many dims in each)");
+  const std::vector<int> src = unique_dims(source, x.dim(), "movedim");
+  const std::vector<int> dst = unique_dims(destination, x.dim(), "movedim");
+  std::vector<int64_t> order(static_cast<size_t>(x.dim()), -1);
+  std::vector<bool> used(static_cast<size_t>(x.dim()), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    order[dst[i]] = src[i];
+    used[src[i]] = true;
+  }
+  int next = 0;  // the other dims keep their order in the free places
+  for (int64_t& o : order) {
+    if (o >= 0) continue;
+    while (used[next]) ++next;
+    o = next++;
+  }
+  return x.permute(Shape(order));
+}
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
+  return movedim(x, Shape{source}, Shape{destination});
+}
+
+namespace {
+// tril / triu: keep x where (col - row) is within the band, else 0; batched over leading dims.
+Tensor band(Op op, const Tensor& x, int64_t diagonal) {
+  ops::check_supported(op, x);
+  EMBER_CHECK(x.dim() >= 2, op_name(op), ": input shape ", x.shape().to_string(),
+              " (expected at least 2 dims: [..., rows, cols])");
+  const TensorOptions i64{.dtype = DType::i64, .device = x.device()};
+  const int64_t rows = x.shape()[x.dim() - 2], cols = x.shape()[x.dim() - 1];
+  Tensor offset = arange(0, static_cast<double>(cols), 1, i64) -
+                  arange(0, static_cast<double>(rows), 1, i64).reshape({rows, 1});
+  Tensor keep = op == Op::tril ? lt(offset, static_cast<double>(diagonal + 1))
+                               : gt(offset, static_cast<double>(diagonal - 1));
+  return where(keep, x, zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()}));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return band(Op::tril, x, diagonal); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return band(Op::triu, x, diagonal); }
+
+Tensor diag(const Tensor& x, int64_t diagonal) {
+  ops::check_supported(Op::diag, x);
+  EMBER_CHECK(x.dim() == 1 || x.dim() == 2, "diag: input shape ", x.shape().to_string(),
+              " (expected a vector, to place on a diagonal, or a matrix, to read one)");
+  const int64_t k = diagonal;
+  if (x.dim() == 1) {
+    // out[r, r + k] = x[r] (k >= 0) or out[c - k, c] = x[c] (k < 0): x broadcast along the
+    // other dim and kept on the band col - row == k.
+    const int64_t n = x.shape()[0], size = n + (k < 0 ? -k : k);
+    Tensor padded = cat({x, zeros({size - n}, {.dtype = x.dtype(), .device = x.device()})}, 0);
+    Tensor placed = k >= 0 ? padded.reshape({size, 1}).expand({size, size})
+                           : padded.reshape({1, size}).expand({size, size});
+    return tril(triu(placed, k), k);
+  }
+  const int64_t rows = x.shape()[0], cols = x.shape()[1];
+  const int64_t r0 = k >= 0 ? 0 : -k, c0 = k >= 0 ? k : 0;
+  const int64_t len = std::max<int64_t>(0, std::min(rows - r0, cols - c0));
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < len; ++i) idx.push_back((r0 + i) * cols + c0 + i);
+  return index_select(x.reshape({rows * cols}), 0, positions(idx, x.device()));
+}
+
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
+  EMBER_CHECK(!tensors.empty(), "meshgrid: no tensors (expected at least one 1-D tensor)");
+  EMBER_CHECK(indexing == "ij" || indexing == "xy", "meshgrid: indexing '", indexing,
+              "' (expected \"ij\" or \"xy\")");
+  Shape full;
+  for (const Tensor& t : tensors) {
+    ops::check_supported(Op::meshgrid, t);
+    EMBER_CHECK(t.dim() <= 1, "meshgrid: input shape ", t.shape().to_string(),
+                " (expected 0-d or 1-D tensors)");
+    ops::check_same_device("meshgrid", tensors[0], t);
+    full.push_back(t.numel());
+  }
+  const bool xy = indexing == "xy" && tensors.size() >= 2;
+  if (xy) std::swap(full[0], full[1]);
+  std::vector<Tensor> out;
+  for (int i = 0; i < static_cast<int>(tensors.size()); ++i) {
+    const int at = xy && i < 2 ? 1 - i : i;  // "xy": the first two inputs vary along dims 1, 0
+    Shape s = Shape::filled(static_cast<int>(tensors.size()), 1);
+    s[at] = tensors[i].numel();
+    out.push_back(tensors[i].reshape(s).expand(full));
+  }
+  return out;
+}
+
+Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double value) {
+  ops::check_supported(Op::pad, x);
+  EMBER_CHECK(pads.size() % 2 == 0 && pads.size() / 2 <= x.dim(), "pad: pads ", pads.to_string(),
+              " for input shape ", x.shape().to_string(),
+              " (expected pairs (before, after), last dim first, at most one per dim)");
+  EMBER_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate" || mode == "circular",
+              "pad: mode '", mode, "' (expected constant, reflect, replicate or circular)");
+  Tensor y = x;
+  for (int p = 0; p < pads.size() / 2; ++p) {
+    const int d = x.dim() - 1 - p;
+    const int64_t before = pads[2 * p], after = pads[2 * p + 1], n = y.shape()[d];
+    if (before == 0 && after == 0) continue;
+    if (mode == "constant") {
+      // Negative pads crop, as in PyTorch.
+      EMBER_CHECK(n + before + after >= 0, "pad: pads ", pads.to_string(), " crop dim ", d,
+                  " of size ", n, " below zero");
+      const int64_t lo = std::max<int64_t>(0, -before), hi = n - std::max<int64_t>(0, -after);
+      Tensor core = y.narrow(d, lo, std::max<int64_t>(0, hi - lo));
+      std::vector<Tensor> parts;
+      const TensorOptions o{.dtype = y.dtype(), .device = y.device()};
+      Shape side = core.shape();
+      if (before > 0) {
+        side[d] = before;
+        parts.push_back(full(side, value, o));
+      }
+      parts.push_back(core);
+      if (after > 0) {
+        side[d] = after;
+        parts.push_back(full(side, value, o));
+      }
+      y = parts.size() == 1 ? core : cat(parts, d);
+      continue;
+    }
+    EMBER_CHECK(before >= 0 && after >= 0, "pad: pads ", pads.to_string(), " in mode ", mode,
+                " (expected pads >= 0; only constant padding crops)");
+    const int64_t limit = mode == "reflect" ? n - 1 : n;
+    EMBER_CHECK(mode == "replicate" ? n > 0 : (before <= limit && after <= limit), "pad: pads ",
+                pads.to_string(), " in mode ", mode, " for dim ", d, " of size ", n,
+                " (expected pads <= ", limit, mode == "reflect" ? ": size - 1" : ": the size", ")");
+    std::vector<int64_t> idx;
+    for (int64_t i = -before; i < n + after; ++i) {
+      int64_t j = i;
+      if (mode == "reflect") j = i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i);
+      if (mode == "replicate") j = std::clamp<int64_t>(i, 0, n - 1);
+      if (mode == "circular") j = ((i % n) + n) % n;
+      idx.push_back(j);
+    }
+    y = index_select(y, d, positions(idx, y.device()));
+  }
+  return y.is_same(x) ? x.clone() : y;
+}
+
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  ops::check_supported(Op::unfold, x);
+  const int d = wrap_dim(dim, std::max(x.dim(), 1), "unfold");
+  const int64_t n = x.dim() ? x.shape()[d] : 1;
+  EMBER_CHECK(size >= 0 && size <= n, "unfold: size ", size, " for dim ", dim, " of size ", n,
+              " (expected 0 <= size <= ", n, ")");
+  EMBER_CHECK(step > 0, "unfold: step ", step, " (expected > 0)");
+  const int64_t windows = (n - size) / step + 1;
+  std::vector<int64_t> idx;
+  for (int64_t w = 0; w < windows; ++w)
+    for (int64_t j = 0; j < size; ++j) idx.push_back(w * step + j);
+  Tensor xs = x.dim() ? x : x.reshape({1});
+  Tensor picked = index_select(xs, d, positions(idx, x.device()));
+  Shape s = xs.shape();
+  s[d] = windows;
+  s.insert(d + 1, size);
+  // [..., windows, size, ...] with the window's elements moved last, as Tensor.unfold.
+  return movedim(picked.reshape(s), d + 1, -1);
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale) {
+  ops::check_supported(Op::pixel_shuffle, x);
+  const int64_t r = upscale;
+  EMBER_CHECK(r >= 1, "pixel_shuffle: upscale_factor ", r, " (expected >= 1)");
+  EMBER_CHECK(x.dim() >= 3 && x.shape()[x.dim() - 3] % (r * r) == 0, "pixel_shuffle: input shape ",
+              x.shape().to_string(), " (expected [..., C·", r * r, ", H, W])");
+  const int b = x.dim() - 3;
+  Shape lead(std::span<const int64_t>(x.shape().data(), static_cast<size_t>(b)));
+  const int64_t c = x.shape()[b] / (r * r), h = x.shape()[b + 1], w = x.shape()[b + 2];
+  Shape split = lead, merged = lead;
+  for (int64_t v : {c, r, r, h, w}) split.push_back(v);
+  for (int64_t v : {c, h * r, w * r}) merged.push_back(v);
+  Shape order;
+  for (int i = 0; i < b; ++i) order.push_back(i);
+  for (int64_t v : {0, 3, 1, 4, 2}) order.push_back(b + v);  // [C, H, r, W, r]
+  return x.reshape(split).permute(order).reshape(merged);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale) {
+  ops::check_supported(Op::pixel_unshuffle, x);
+  const int64_t r = downscale;
+  EMBER_CHECK(r >= 1, "pixel_unshuffle: downscale_factor ", r, " (expected >= 1)");
+  EMBER_CHECK(x.dim() >= 3 && x.shape()[x.dim() - 2] % r == 0 && x.shape()[x.dim() - 1] % r == 0,
+              "pixel_unshuffle: input shape ", x.shape().to_string(),
+              " (expected [..., C, H, W] with H and W divisible by ", r, ")");
+  const int b = x.dim() - 3;
+  Shape lead(std::span<const int64_t>(x.shape().data(), static_cast<size_t>(b)));
+  const int64_t c = x.shape()[b], h = x.shape()[b + 1] / r, w = x.shape()[b + 2] / r;
+  Shape split = lead, merged = lead;
+  for (int64_t v : {c, h, r, w, r}) split.push_back(v);
+  for (int64_t v : {c * r * r, h, w}) merged.push_back(v);
+  Shape order;
+  for (int i = 0; i < b; ++i) order.push_back(i);
+  for (int64_t v : {0, 2, 4, 1, 3}) order.push_back(b + v);  // [C, r, r, H, W]
+  return x.reshape(split).permute(order).reshape(merged);
 }
 
 }  // namespace ember
