@@ -328,7 +328,7 @@ TEST(DataCsv, BadNumberNamesLineAndField) {
   EXPECT_THAT(msg, HasSubstr("column 'b'"));
   write_text(path, "a,b\n1,\n");
   EXPECT_THAT(error_of([&] { read_csv(path); }), HasSubstr(path + ":2: field 2 '' is empty"));
-  write_text(path, "a,b\n1,2x\n");
+  write_text(path, "a,b,c\n1,2x,0\n");  // a label that is not a number is a class name
   EXPECT_THAT(error_of([&] { read_csv(path); }),
               HasSubstr(path + ":2: field 2 '2x' is not a number"));
 }

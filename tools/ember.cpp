@@ -5,12 +5,14 @@
 //   ember predict mlp.safetensors --input rows.csv --output preds.csv
 //   ember inspect mlp.safetensors [--json] [--no-verify]
 //   ember info
+//   ember train --plugin ./libmine.so --model mine.json ...   (custom module types)
 //
 // Every argument is checked before any work: a bad value, a missing input file or an
 // output folder that does not exist stops the command before it loads data or trains,
 // and nothing is written (Note [Argument checks]).
 #include "ember/ember.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,12 +22,14 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <variant>
 
 #include "ember/data/dataloader.hpp"
 #include "ember/data/fashion_mnist.hpp"
+#include "ember/data/preprocess.hpp"
 #include "ember/data/readers.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/optim/adam.hpp"
@@ -138,6 +142,123 @@ Device check_device(const std::string& name) {
   return d;
 }
 
+// ---- plugins ----
+//
+// Note [Plugins]
+// `--plugin lib.so` (repeatable) dlopens a shared library before the command runs. Its
+// static initialisers call nn::register_module_type, so the architecture in a model file (or
+// a --model spec) can name its module types and the stock command trains and serves them
+// (docs/modules.md). The library is never closed: the factories live in it. A library that
+// adds no module type is refused, since a model would then fail later with a vaguer error.
+
+// The registered module types. Workaround: nn has no public listing yet, but nn::build's
+// error for an unknown type lists every known one ("known types: A, B; register ...").
+std::set<std::string> known_module_types() {
+  std::set<std::string> types;
+  try {
+    nn::build(nn::json{{"type", "\x01ember-probe"}});
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    const std::string open = "known types: ";
+    const size_t begin = m.find(open);
+    const size_t end = m.find("; register", begin);
+    if (begin == std::string::npos || end == std::string::npos) return types;
+    std::string_view list(m);
+    list = list.substr(begin + open.size(), end - begin - open.size());
+    while (!list.empty()) {
+      const size_t comma = list.find(", ");
+      types.emplace(list.substr(0, comma));
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 2);
+    }
+  }
+  return types;
+}
+
+void load_plugins(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    EMBER_CHECK(fs::is_regular_file(path, ec), "ember: --plugin ", path,
+                ": no such file (expected a shared library that registers module types)");
+    const std::set<std::string> before = known_module_types();
+    // An absolute path: dlopen would search the library path for a bare "libmine.so".
+    const std::string full = fs::absolute(path).string();
+    dlerror();
+    if (dlopen(full.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* why = dlerror();
+      detail::throw_error(detail::concat("ember: --plugin ", path, ": cannot load it (",
+                                         why ? why : "unknown dlopen error",
+                                         "; expected a shared library built against ember)"));
+    }
+    std::string added;
+    for (const std::string& t : known_module_types())
+      if (!before.count(t)) added += (added.empty() ? "" : ", ") + t;
+    EMBER_CHECK(!added.empty(), "ember: --plugin ", path,
+                " registered no new module type (expected a library whose static "
+                "initialisers call nn::register_module_type; see docs/modules.md)");
+  }
+}
+
+void add_plugin_option(CLI::App* c, std::vector<std::string>& plugins) {
+  c->add_option("--plugin", plugins, "shared library registering custom module types (repeatable)")
+      ->allow_extra_args(false)
+      ->take_all();
+}
+
+// ---- preprocessing stored with the model ----
+//
+// Note [Stored preprocessing]
+// `ember train` on a CSV saves what it learnt about the data in the model's metadata, and
+// eval and predict apply it, so a served model sees inputs prepared as in training:
+//   train.label_classes  JSON list: the text labels' class names, class i first
+//   train.input_mean     JSON list (--standardize): the training inputs' column means
+//   train.input_scale    JSON list (--standardize): their population standard deviations
+constexpr const char* kClassesKey = "train.label_classes";
+constexpr const char* kMeanKey = "train.input_mean";
+constexpr const char* kScaleKey = "train.input_scale";
+
+struct Preprocessing {
+  std::vector<std::string> classes;
+  std::optional<data::Standardizer> scaler;
+
+  std::map<std::string, std::string> metadata() const {
+    std::map<std::string, std::string> m;
+    if (!classes.empty()) m[kClassesKey] = nn::json(classes).dump();
+    if (scaler) {
+      m[kMeanKey] = nn::json(scaler->mean).dump();
+      m[kScaleKey] = nn::json(scaler->scale).dump();
+    }
+    return m;
+  }
+
+  // From a model file's metadata; throws naming the file and key when a value is malformed.
+  static Preprocessing of_model(const std::string& path) {
+    const std::map<std::string, std::string> m = io::inspect(path).metadata;
+    Preprocessing p;
+    auto read = [&](const char* key, auto& out) {
+      const auto it = m.find(key);
+      if (it == m.end()) return false;
+      try {
+        out = nn::json::parse(it->second).get<std::decay_t<decltype(out)>>();
+      } catch (const nn::json::exception& e) {
+        detail::throw_error(detail::concat("ember: ", path, ": metadata ", key, " is '",
+                                           it->second.substr(0, 80),
+                                           "' (expected a JSON list: ", e.what(), ")"));
+      }
+      return true;
+    };
+    read(kClassesKey, p.classes);
+    data::Standardizer s;
+    const bool has_mean = read(kMeanKey, s.mean), has_scale = read(kScaleKey, s.scale);
+    EMBER_CHECK(has_mean == has_scale && s.mean.size() == s.scale.size(), "ember: ", path,
+                ": metadata ", kMeanKey, " and ", kScaleKey, " do not match (got ", s.mean.size(),
+                " means and ", s.scale.size(), " scales, expected as many)");
+    if (has_mean) p.scaler = s;
+    return p;
+  }
+
+  Tensor transform(const Tensor& x) const { return scaler ? scaler->transform(x) : x; }
+};
+
 struct DataArgs {
   std::string dataset = "fashion-mnist";
   std::string label;
@@ -145,6 +266,7 @@ struct DataArgs {
   std::string test_csv;
   int64_t batch_size = 128;
   bool header = false, no_header = false;  // force the CSV header either way (default: detected)
+  bool standardize = false;  // train: standardize CSV inputs (Note [Stored preprocessing])
 };
 
 bool is_csv(const DataArgs& a) { return a.dataset != "fashion-mnist"; }
@@ -184,10 +306,14 @@ void check_data(const DataArgs& a) {
 
 struct Splits {
   std::shared_ptr<data::Dataset> train, test;
+  Preprocessing prep;  // learnt from the training CSV, or the model's (eval)
 };
 
-// Fashion-MNIST or a CSV file; images keep [N, 1, 28, 28] when the model wants them.
-Splits load_data(const DataArgs& a, bool images, bool need_train) {
+// Fashion-MNIST or a CSV file; images keep [N, 1, 28, 28] when the model wants them. A CSV
+// is prepared with `saved` when given (eval: the model's), else with what the training file
+// gives (Note [Stored preprocessing]).
+Splits load_data(const DataArgs& a, bool images, bool need_train,
+                 const Preprocessing* saved = nullptr) {
   Splits s;
   if (a.dataset == "fashion-mnist") {
     auto as_dataset = [&](const std::string& split) {
@@ -201,15 +327,42 @@ Splits load_data(const DataArgs& a, bool images, bool need_train) {
   }
   data::CsvOptions o = csv_options(a);
   o.label_column = label_column(a.label);
+  if (saved) o.classes = saved->classes;
   data::CsvData d = data::read_csv(a.dataset, o);
-  auto ds = std::make_shared<data::TensorDataset>(d.inputs, d.labels);
+  if (saved) {
+    s.prep = *saved;
+  } else {
+    s.prep.classes = d.classes;
+    if (a.standardize) s.prep.scaler = data::Standardizer::fit(d.inputs);
+  }
+  o.classes = s.prep.classes;  // a test file maps its labels as the training file did
+  auto ds = std::make_shared<data::TensorDataset>(s.prep.transform(d.inputs), d.labels);
   s.train = ds;
   s.test = ds;
   if (!a.test_csv.empty()) {
     data::CsvData t = data::read_csv(a.test_csv, o);
-    s.test = std::make_shared<data::TensorDataset>(t.inputs, t.labels);
+    s.test = std::make_shared<data::TensorDataset>(s.prep.transform(t.inputs), t.labels);
   }
   return s;
+}
+
+// io::load_model, with a hint when the file names a module type no plugin registered.
+nn::Module load_model_for_cli(const std::string& path, Device device) {
+  try {
+    return io::load_model(path, device);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("unknown module type") == std::string::npos) throw;
+    detail::throw_error(detail::concat(
+        e.what(), " (a custom module type: pass the library that registers it with --plugin)"));
+  }
+}
+
+// A CSV field, quoted when it holds a comma, a quote or a line end.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string q = "\"";
+  for (const char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
 }
 
 // A --model spec file's JSON (checked before any work; built by make_model).
@@ -235,7 +388,8 @@ nn::Module make_model(const std::string& spec, const nn::json& spec_json, int64_
   return nn::build(spec_json);
 }
 
-int64_t class_count(const data::Dataset& ds) {
+int64_t class_count(const data::Dataset& ds, const Preprocessing& prep) {
+  if (!prep.classes.empty()) return static_cast<int64_t>(prep.classes.size());
   auto* td = dynamic_cast<const data::TensorDataset*>(&ds);
   if (!td || !td->targets().defined() || is_floating(td->targets().dtype())) return 1;
   return static_cast<int64_t>(td->targets().to(DType::f64).max().item<double>()) + 1;
@@ -280,6 +434,9 @@ std::string checkpoint_path(const TrainArgs& t) {
 nn::json check_train(const DataArgs& da, const TrainArgs& t) {
   check_device(t.device);
   check_data(da);
+  if (da.standardize)
+    EMBER_CHECK(is_csv(da), "ember: --standardize goes with a CSV --dataset (got --dataset ",
+                da.dataset, ")");
   if (t.model == "cnn")
     EMBER_CHECK(!is_csv(da), "ember: --model cnn takes Fashion-MNIST images (got --dataset ",
                 da.dataset, ")");
@@ -306,7 +463,7 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
   const Device device = Device::parse(t.device);
   Splits data = load_data(da, t.model == "cnn", true);
   nn::Module model =
-      make_model(t.model, spec, feature_count(*data.train), class_count(*data.train));
+      make_model(t.model, spec, feature_count(*data.train), class_count(*data.train, data.prep));
   model->to(device);
   std::cout << *model << "\n";
   data::DataLoader train_loader(data.train,
@@ -363,7 +520,7 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
   train::fit(model, train_loader, *opt, loss_for(*data.train), fo);
   train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train));
   print_metrics("test", m);
-  io::save_model(model, t.output);
+  io::save_model(model, t.output, {.metadata = data.prep.metadata()});
   std::cout << "saved " << t.output << " (" << std::filesystem::file_size(t.output) << " bytes)\n";
   return 0;
 }
@@ -372,8 +529,9 @@ int cmd_eval(const std::string& path, const DataArgs& da, const std::string& dev
   const Device device = check_device(device_name);
   check_input_file("model", path);
   check_data(da);
-  nn::Module model = io::load_model(path, device);
-  Splits data = load_data(da, train::expects_images(model), false);
+  nn::Module model = load_model_for_cli(path, device);
+  const Preprocessing prep = Preprocessing::of_model(path);
+  Splits data = load_data(da, train::expects_images(model), false, &prep);
   data::DataLoader loader(data.test, {.batch_size = da.batch_size});
   print_metrics("eval", train::evaluate(model, loader, loss_for(*data.test)));
   return 0;
@@ -385,22 +543,36 @@ int cmd_predict(const std::string& path, const std::string& input, const std::st
   check_input_file("model", path);
   check_input_file("--input", input);
   check_output_path("--output", output);
-  nn::Module model = io::load_model(path, device);
+  nn::Module model = load_model_for_cli(path, device);
+  const Preprocessing prep = Preprocessing::of_model(path);
   data::CsvOptions o = csv_options(header);
   if (label.empty())
     o.has_label = false;  // every column is a feature
   else
     o.label_column = label_column(label);
   Tensor x = data::read_csv(input, o).inputs;
+  if (prep.scaler)
+    EMBER_CHECK(x.size(1) == static_cast<int64_t>(prep.scaler->features()),
+                "ember predict: ", input, " has ", x.size(1), " feature columns (expected ",
+                prep.scaler->features(),
+                ", as the model was trained on; pass --label to "
+                "drop a label column)");
+  x = prep.transform(x);
   if (train::expects_images(model)) x = x.reshape({x.size(0), 1, 28, 28});
   NoGradGuard g;
   Tensor out = model(x.to(device)).to(Device::cpu());
   std::ofstream f(output);
   EMBER_CHECK(f.good(), "ember predict: cannot write ", output);
   const bool classes = out.dim() == 2 && out.size(1) > 1;
+  const bool named = classes && !prep.classes.empty();
+  if (named)
+    EMBER_CHECK(out.size(1) == static_cast<int64_t>(prep.classes.size()), "ember predict: ", path,
+                " has ", out.size(1), " outputs but its metadata names ", prep.classes.size(),
+                " classes (expected one output per class)");
   f << (classes ? "prediction" : "value");
   if (classes)
-    for (int64_t c = 0; c < out.size(1); ++c) f << ",p" << c;
+    for (int64_t c = 0; c < out.size(1); ++c)
+      f << "," << (named ? csv_field("p_" + prep.classes[c]) : "p" + std::to_string(c));
   f << "\n";
   Tensor probs = classes ? softmax(out, 1) : out.reshape({out.size(0), -1});
   Tensor pred = classes ? argmax(out, 1) : Tensor();
@@ -408,7 +580,10 @@ int cmd_predict(const std::string& path, const std::string& input, const std::st
   auto cls = classes ? pred.to_vector<int64_t>() : std::vector<int64_t>();
   const int64_t width = probs.size(1);
   for (int64_t i = 0; i < out.size(0); ++i) {
-    if (classes) f << cls[i];
+    if (named)
+      f << csv_field(prep.classes[cls[i]]);
+    else if (classes)
+      f << cls[i];
     for (int64_t c = 0; c < width; ++c) f << (classes || c ? "," : "") << pv[i * width + c];
     f << "\n";
   }
@@ -494,9 +669,14 @@ int main(int argc, char** argv) {
         ->check(whole_number<int64_t>(1));
     add_header_flags(c);
   };
+  std::vector<std::string> plugins;
 
   auto* train = app.add_subcommand("train", "train a model and save it");
   add_data(train);
+  add_plugin_option(train, plugins);
+  train->add_flag("--standardize", da.standardize,
+                  "standardize CSV inputs with the training mean and std (saved with the model, "
+                  "applied by eval and predict)");
   TrainArgs ta;
   std::string device = "cpu";  // eval and predict
   train->add_option("--model", ta.model, "mlp, cnn, or a JSON spec file")->capture_default_str();
@@ -538,6 +718,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   eval->add_option("model", model_path, "model file")->required();
   add_data(eval);
+  add_plugin_option(eval, plugins);
   eval->add_option("--device", device, "cpu or cuda:N")->capture_default_str();
 
   auto* predict = app.add_subcommand("predict", "write predictions for CSV rows");
@@ -551,6 +732,7 @@ int main(int argc, char** argv) {
                       "a label column to ignore, if the file has one (name or index)");
   predict->add_option("--device", device, "cpu or cuda:N")->capture_default_str();
   add_header_flags(predict);
+  add_plugin_option(predict, plugins);
 
   auto* inspect = app.add_subcommand("inspect", "show what a model or checkpoint file holds");
   std::string file;
@@ -559,6 +741,7 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", as_json, "print JSON");
   inspect->add_flag("--no-verify", no_verify,
                     "skip the data checksum (a quick look at a large or damaged file)");
+  add_plugin_option(inspect, plugins);
 
   auto* info = app.add_subcommand("info", "build options, threads and devices");
 
@@ -569,6 +752,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    load_plugins(plugins);  // Note [Plugins]
     if (*train) return cmd_train(da, ta);
     if (*eval) return cmd_eval(model_path, da, device);
     if (*predict) return cmd_predict(model_path, input, preds, label, da, device);

@@ -31,6 +31,8 @@ bool cuda_available();
 int cuda_device_count();
 /// The device new tensors are created on when none is given (initially the CPU).
 Device default_device();
-void set_default_device(Device d);
+/// Sets default_device() and returns the previous one. Example:
+///   Device old = set_default_device(Device::cuda(0));  ...  set_default_device(old);
+Device set_default_device(Device d);
 
 }  // namespace ember

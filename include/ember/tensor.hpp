@@ -39,7 +39,7 @@ struct TensorAccess;
 
 /// Options for factories. Example: zeros({2, 3}, {.dtype = DType::f64});
 struct TensorOptions {
-  std::optional<DType> dtype = std::nullopt;    // f32 when unset (from_vector: the element type)
+  std::optional<DType> dtype = std::nullopt;    // default_dtype() when unset (from_vector: T's)
   std::optional<Device> device = std::nullopt;  // default_device() when unset
   bool requires_grad = false;
 };
@@ -241,6 +241,13 @@ T* Tensor::data() const {
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
 // ---- factories ----
+/// The dtype factories (empty, zeros, ones, full, arange, linspace, scalar_tensor) use when
+/// no dtype is given: f32 until set_default_dtype changes it, process-wide.
+DType default_dtype();
+/// Sets default_dtype() and returns the previous one (as torch.set_default_dtype, only
+/// floating dtypes: f32, f64, f16, bf16; others throw). Example:
+///   DType old = set_default_dtype(DType::f64);  ...  set_default_dtype(old);
+DType set_default_dtype(DType dtype);
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});

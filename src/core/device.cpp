@@ -45,13 +45,15 @@ Device default_device() {
   return {static_cast<DeviceType>(v >> 8), static_cast<int>(v & 0xff)};
 }
 
-void set_default_device(Device d) {
+Device set_default_device(Device d) {
   if (d.is_cuda()) {
     backend::backend_for(d);  // throws "built without CUDA" in a CPU-only build
     EMBER_CHECK(d.index >= 0 && d.index < cuda_device_count(), "set_default_device: ", d.str(),
                 " does not exist (", cuda_device_count(), " CUDA devices)");
   }
-  g_default_device.store(static_cast<uint16_t>((static_cast<int>(d.type) << 8) | d.index));
+  const uint16_t previous = g_default_device.exchange(
+      static_cast<uint16_t>((static_cast<int>(d.type) << 8) | d.index), std::memory_order_relaxed);
+  return {static_cast<DeviceType>(previous >> 8), static_cast<int>(previous & 0xff)};
 }
 
 }  // namespace ember

@@ -1,10 +1,10 @@
-// src/data/csv.cpp — numeric CSV reader.
+// src/data/csv.cpp — CSV reader: numeric features, numeric or text labels.
 //
 // One example per line; every column but the label becomes an f32 feature, the label
-// column becomes i64 (all integers) or f32. Fields may be double-quoted ("" is a quote
-// inside quotes); quoted fields cannot span lines. Whitespace around a field is ignored,
-// as are blank lines, a UTF-8 byte-order mark and Windows line ends. Errors name the file,
-// the 1-based line number and the 1-based field number.
+// column becomes i64 (all integers, or text labels mapped to class indices) or f32. Fields may be
+// double-quoted ("" is a quote inside quotes); quoted fields cannot span lines. Whitespace around a
+// field is ignored, as are blank lines, a UTF-8 byte-order mark and Windows line ends. Errors name
+// the file, the 1-based line number and the 1-based field number.
 //
 // Note [CSV header detection]
 // With has_header unset, the first non-blank line is a header unless every one of its
@@ -12,6 +12,18 @@
 // not lost, while a header needs only one non-numeric name. has_header forces either way:
 // true for a header made only of numbers ("0,1,2"); false for data, so that a non-number
 // in the first line is reported as a bad field instead of being taken for a header.
+//
+// Note [CSV text labels]
+// A label column that is not all numbers holds class names. They are mapped to class indices
+// in sorted (byte-wise) order of the distinct names, as sklearn's LabelEncoder does, so the
+// mapping depends only on which names occur, not on the order of the rows: a shuffled copy
+// of the file, or a test file with every class, maps the same way. PyTorch has no CSV
+// reader; its datasets (ImageFolder) sort class names too. CsvData::classes lists the names
+// (index i = class i). CsvOptions::classes imposes a mapping instead (the training file's,
+// for a test file or for prediction): then every label must be in it, and an unknown label
+// is an error naming it and the known classes. A numeric label column with classes given is
+// looked up as text too ("3" must be a listed name).
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -171,6 +183,9 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
 
   std::vector<float> features;
   std::vector<double> labels;
+  std::vector<std::string> label_text;  // every label as written (Note [CSV text labels])
+  std::vector<int64_t> label_line;      // its line, for an error about it
+  bool numeric_labels = options.classes.empty();
   bool integer_labels = true;
   int64_t rows = 0;
   bool first_is_data = !has_header;  // then `fields` already holds the first row
@@ -188,14 +203,21 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
     ++rows;
     for (int64_t c = 0; c < columns; ++c) {
       double v = 0.0;
-      if (auto err = parse_number(fields[c], v); !err.empty())
-        fail(where(), "field ", c + 1, " '", fields[c], "' ", err, " (column '", names[c], "')");
       if (c == label) {
+        if (trim(fields[c]).empty())
+          fail(where(), "field ", c + 1, " '' is empty (expected a number or a class name; label ",
+               "column '", names[c], "')");
+        label_text.push_back(fields[c]);
+        label_line.push_back(line_number);
+        if (numeric_labels && !parse_number(fields[c], v).empty()) numeric_labels = false;
+        if (!numeric_labels) continue;
         labels.push_back(v);
         integer_labels = integer_labels && std::trunc(v) == v && std::fabs(v) <= kMaxExactInteger;
-      } else {
-        features.push_back(static_cast<float>(v));
+        continue;
       }
+      if (auto err = parse_number(fields[c], v); !err.empty())
+        fail(where(), "field ", c + 1, " '", fields[c], "' ", err, " (column '", names[c], "')");
+      features.push_back(static_cast<float>(v));
     }
   }
   if (in.bad()) fail(path, "read error (", std::strerror(errno), ")");
@@ -206,6 +228,26 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
       from_vector(features, {rows, columns - (label >= 0 ? 1 : 0)}, {.device = Device::cpu()});
   if (label < 0) {
     // no label column: labels stay undefined
+  } else if (!numeric_labels) {  // Note [CSV text labels]
+    std::vector<std::string> classes = options.classes;
+    if (classes.empty()) {
+      classes = label_text;
+      std::sort(classes.begin(), classes.end());
+      classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+    }
+    std::vector<int64_t> ints(label_text.size());
+    for (size_t i = 0; i < label_text.size(); ++i) {
+      const auto found = std::find(classes.begin(), classes.end(), label_text[i]);
+      if (found == classes.end()) {
+        std::string known;
+        for (const std::string& c : classes) known += (known.empty() ? "'" : ", '") + c + "'";
+        fail(detail::concat(path, ":", label_line[i]), "label '", label_text[i], "' (column '",
+             names[label], "') is not a known class (expected one of ", known, ")");
+      }
+      ints[i] = static_cast<int64_t>(found - classes.begin());
+    }
+    out.labels = from_vector(ints, {rows}, {.device = Device::cpu()});
+    out.classes = std::move(classes);
   } else if (integer_labels) {
     std::vector<int64_t> ints(labels.size());
     for (size_t i = 0; i < labels.size(); ++i) ints[i] = static_cast<int64_t>(labels[i]);

@@ -1,5 +1,6 @@
 // src/ops/factory.cpp — tensor factories and the parameter factory (random factories:
 // src/ops/random.cpp).
+#include <atomic>
 #include <cmath>
 #include <mutex>
 
@@ -11,6 +12,22 @@ namespace ember {
 using ops::device_or_default;
 using ops::dtype_or_default;
 using ops::finish;
+
+// ---- the default dtype (torch.set_default_dtype) ----
+
+namespace {
+std::atomic<DType> g_default_dtype{DType::f32};
+}  // namespace
+
+DType default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
+
+DType set_default_dtype(DType dtype) {
+  EMBER_CHECK(
+      dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16,
+      "set_default_dtype: dtype ", dtype_name(dtype),
+      " is not a floating dtype (expected f32, f64, f16 or bf16)");
+  return g_default_dtype.exchange(dtype, std::memory_order_relaxed);
+}
 
 Tensor empty(const Shape& shape, TensorOptions o) {
   return finish(ops::make_tensor(shape, dtype_or_default(o), device_or_default(o)), o);
@@ -37,6 +54,7 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<double>(i);
+  if (!o.dtype) o.dtype = default_dtype();
   return from_vector(v, {n}, o);
 }
 Tensor arange(double end, TensorOptions o) { return arange(0.0, end, 1.0, o); }
@@ -47,6 +65,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   const double d = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   for (int64_t i = 0; i < steps; ++i)
     v[i] = (i == steps - 1 && steps > 1) ? end : start + d * static_cast<double>(i);
+  if (!o.dtype) o.dtype = default_dtype();
   return from_vector(v, {steps}, o);
 }
 
@@ -82,7 +101,7 @@ template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const Shape&
 Tensor tensor(std::initializer_list<float> values, const Shape& shape, TensorOptions o) {
   std::vector<float> v(values);
   Shape s = shape.empty() ? Shape{static_cast<int64_t>(v.size())} : shape;
-  if (!o.dtype) o.dtype = DType::f32;
+  if (!o.dtype) o.dtype = default_dtype();  // torch.tensor([1.0]): the default dtype
   return from_vector(v, s, o);
 }
 

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include "ember/autograd.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/ops.hpp"
+#include "ember/optim/clip.hpp"
+#include "ember/train/multi_input.hpp"
 
 namespace ember::train {
 
@@ -94,6 +97,42 @@ Device run_device(const nn::Module& model, std::optional<Device> requested, cons
               ") and leave ", option, " unset (it is deprecated)");
   return dev;
 }
+
+// The model's output for a batch: every input goes to the model (several for a multi-input
+// model, Example::extra_inputs). The loader delivers `input` and `target` on `dev`; extra
+// inputs are moved here when they are elsewhere.
+Tensor run_model(const nn::Module& model, const data::Example& batch, Device dev) {
+  if (batch.extra_inputs.empty()) return model(batch.input);
+  std::vector<Tensor> inputs = batch.inputs();
+  for (Tensor& t : inputs)
+    if (t.defined() && t.device() != dev) t = t.to(dev);
+  return forward(model, inputs);
+}
+
+// Note [Accumulation and clipping]
+// With accumulate_grad_batches = k the batches of an epoch form groups of k (batch b is in
+// group b / k, counted from the epoch's start, so a run resumed from a checkpoint, which is
+// written only after a step, groups exactly as an uninterrupted one). A group's first batch
+// zeroes the gradients; each batch j backpropagates loss_j * n_j / N, with n_j its samples
+// and N the group's, so the summed gradient is that of the mean loss over all N samples: one
+// big batch's. The last batch of a group clips (clip_grad_value, then clip_grad_norm), calls
+// the before-step hooks and steps. An epoch's last group may hold fewer than k batches (or
+// start later, when resumed mid-group from another k): it is weighted by its own N and steps
+// at the epoch's end, so no gradient leaks into the next epoch.
+struct Groups {
+  int64_t k = 1, first = 0, batches = 0, batch_size = 1, size = 0;
+  bool drop_last = false;
+  int64_t begin(int64_t b) const { return std::max(b / k * k, first); }
+  int64_t last(int64_t b) const { return std::min(b / k * k + k, batches) - 1; }
+  int64_t rows(int64_t b) const {
+    return drop_last ? batch_size : std::min(batch_size, size - b * batch_size);
+  }
+  int64_t samples(int64_t b) const {
+    int64_t n = 0;
+    for (int64_t i = begin(b); i <= last(b); ++i) n += rows(i);
+    return n;
+  }
+};
 
 // Live bar on a terminal; one line per epoch otherwise.
 class ProgressDisplay {
@@ -211,7 +250,7 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss)
     for (auto it = loader.begin_on(dev); it != loader.end(); ++it) {
       const Tensor& x = it->input;
       const Tensor& y = it->target;
-      Tensor out = model(x);
+      Tensor out = run_model(model, *it, dev);
       const int64_t n = x.dim() ? x.size(0) : 1;
       const Tensor l = loss(out, y);
       Tensor hits;
@@ -254,6 +293,21 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
   EMBER_CHECK(o.checkpoint_every >= 0 && (o.checkpoint_every == 0 || !o.checkpoint_path.empty()),
               "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '",
               o.checkpoint_path, "')");
+  EMBER_CHECK(o.accumulate_grad_batches >= 1, "fit: accumulate_grad_batches ",
+              o.accumulate_grad_batches, " (expected >= 1)");
+  EMBER_CHECK(!o.clip_grad_value || *o.clip_grad_value >= 0.0, "fit: clip_grad_value ",
+              o.clip_grad_value.value_or(0.0), " (expected >= 0)");
+  EMBER_CHECK(!o.clip_grad_norm || *o.clip_grad_norm >= 0.0, "fit: clip_grad_norm ",
+              o.clip_grad_norm.value_or(0.0), " (expected >= 0)");
+  EMBER_CHECK(o.clip_norm_type > 0.0, "fit: clip_norm_type ", o.clip_norm_type,
+              " (expected p > 0, or optim::kInfNorm)");
+  // Two accumulations would compound: the optimizer would update every k-th fit() step.
+  EMBER_CHECK(o.accumulate_grad_batches == 1 || optimizer.accumulate_steps() == 1,
+              "fit: accumulate_grad_batches ", o.accumulate_grad_batches,
+              " with an optimizer that accumulates ", optimizer.accumulate_steps(),
+              " steps itself (expected one of them: set_accumulate_steps(1), or "
+              "accumulate_grad_batches = 1)");
+  const std::vector<Tensor> params = model->parameters();
   Trainer trainer(model, optimizer);
   trainer.global_step = o.start_step;
   bool batch_hooks = static_cast<bool>(o.on_batch);
@@ -271,16 +325,35 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     DeviceMetrics metrics(dev);
     int64_t samples = 0, batch_index = train_loader.position();
     bool classification = false;
+    const Groups groups{
+        o.accumulate_grad_batches,         batch_index,         batches,
+        train_loader.options().batch_size, train_loader.size(), train_loader.options().drop_last};
     for (auto it = train_loader.begin_on(dev); it != train_loader.end(); ++it) {
       const Tensor& x = it->input;
       const Tensor& y = it->target;
-      Tensor output = model(x);
-      Tensor l = loss(output, y);
-      optimizer.zero_grad();
-      l.backward();
-      optimizer.step();
-      ++trainer.global_step;
       const int64_t n = x.dim() ? x.size(0) : 1;
+      trainer.batch = batch_index;
+      Tensor output = run_model(model, *it, dev);
+      Tensor l = loss(output, y);
+      if (batch_index == groups.begin(batch_index)) optimizer.zero_grad();
+      if (groups.k == 1) {
+        l.backward();
+      } else {  // Note [Accumulation and clipping]
+        const double weight =
+            static_cast<double>(n) / static_cast<double>(groups.samples(batch_index));
+        (l * weight).backward();
+      }
+      const bool step = batch_index == groups.last(batch_index);
+      if (step) {
+        if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
+        if (o.clip_grad_norm)
+          trainer.grad_norm =
+              optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
+        for (auto& cb : o.callbacks) cb->on_before_optimizer_step(trainer);
+        if (o.before_step) o.before_step(trainer);
+        optimizer.step();
+        ++trainer.global_step;
+      }
       Tensor hits;
       if (is_classification(output, y)) {
         classification = true;
@@ -288,8 +361,8 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       }
       metrics.add(l, n, hits.defined() ? &hits : nullptr);
       samples += n;
-      if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
-      if (o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
+      if (step && o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+      if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
         io::save_checkpoint(o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
                             nn::json{{"epoch", epoch}}, &train_loader);
       if (batch_hooks) {

@@ -8,20 +8,31 @@
 //   data::Example e = ds->get(0);                             // e.input [F], e.target []
 //   std::vector<int64_t> idx{3, 1, 4};
 //   data::Example b = ds->get_batch(idx);                     // b.input [3, F], b.target [3]
+//
+// A multi-input example (a model whose forward takes several tensors, train::MultiInputImpl)
+// carries its first input in `input` and the others in `extra_inputs`; MultiTensorDataset
+// makes them from several [N, ...] tensors:
+//   auto two = std::make_shared<data::MultiTensorDataset>(std::vector<Tensor>{xa, xb}, y);
+//   two->get_batch(idx).inputs();                              // {xa rows, xb rows}
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ember/tensor.hpp"
 
 namespace ember::data {
 
-/// One example, or a batch of them (then both tensors lead with the batch dim).
+/// One example, or a batch of them (then every tensor leads with the batch dim).
 /// `target` may be undefined for unlabelled data.
 struct Example {
-  Tensor input;
-  Tensor target;
+  Tensor input{};
+  Tensor target{};
+  /// The second and later inputs of a multi-input example (empty for one input).
+  std::vector<Tensor> extra_inputs{};
+  /// Every input in order: {input, extra_inputs...}.
+  std::vector<Tensor> inputs() const;
 };
 
 /// A source of examples indexed 0 .. size()-1.
@@ -61,6 +72,27 @@ class TensorDataset : public Dataset {
 
  private:
   Tensor inputs_;
+  Tensor targets_;
+};
+
+/// Examples are rows of several input tensors and one target tensor: example i is
+/// {inputs[0][i], inputs[1][i], ...} with target targets[i] (PyTorch's TensorDataset(*tensors)).
+/// Example: data::MultiTensorDataset ds({ids, dense}, labels);   // ids [N, 8], dense [N, 4]
+class MultiTensorDataset : public Dataset {
+ public:
+  /// Throws when there is no input, a tensor is undefined or 0-d, or the first dims differ.
+  /// An undefined `targets` makes an unlabelled dataset.
+  MultiTensorDataset(std::vector<Tensor> inputs, Tensor targets);
+
+  int64_t size() const override;
+  Example get(int64_t index) const override;
+  Example get_batch(std::span<const int64_t> indices) const override;
+
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  const Tensor& targets() const { return targets_; }
+
+ private:
+  std::vector<Tensor> inputs_;
   Tensor targets_;
 };
 

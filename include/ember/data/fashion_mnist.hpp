@@ -21,8 +21,8 @@ inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fash
 inline constexpr int64_t kFashionMnistClasses = 10;
 
 struct FashionMnist {
-  Tensor images;  // f32 [N, 1, 28, 28], pixel values scaled to [0, 1]
-  Tensor labels;  // i64 [N], class indices 0..9
+  Tensor images{};  // f32 [N, 1, 28, 28], pixel values scaled to [0, 1]
+  Tensor labels{};  // i64 [N], class indices 0..9
 
   /// The images as f32 [N, 784] (a view, no copy).
   Tensor flat_images() const { return images.reshape({images.size(0), 28 * 28}); }

@@ -46,19 +46,28 @@ struct CsvOptions {
   /// force a header (columns named by numbers), false to force data (`--no-header`).
   std::optional<bool> has_header = std::nullopt;
   char delimiter = ',';
+  /// Text labels' class names, class i first (as CsvData::classes returns them). Empty (the
+  /// default): a label column that is not all numbers is mapped to the sorted distinct
+  /// labels (Note [CSV text labels]). Given: every label is looked up here, so a test file
+  /// gets its training file's indices, and a label not in the list is an error.
+  std::vector<std::string> classes{};
 };
 
 struct CsvData {
-  Tensor inputs;  // f32 [N, F]: every column but the label, in order
-  Tensor labels;  // [N]: i64 when every label is an integer, else f32
-                  // (undefined when has_label is false)
-  std::vector<std::string>
-      feature_names;  // F names (column numbers "0", "1", ... without a header)
-  std::string label_name;
+  Tensor inputs{};  // f32 [N, F]: every column but the label, in order
+  Tensor labels{};  // [N]: i64 when every label is an integer or text labels were mapped,
+                    // else f32 (undefined when has_label is false)
+  std::vector<std::string> feature_names{};  // F names ("0", "1", ... without a header)
+  std::string label_name{};
+  /// Text labels: the class names, index i = class i (sorted, or options.classes). Empty
+  /// when the labels are numbers.
+  std::vector<std::string> classes{};
 };
 
-/// Reads a numeric CSV file: one example per line, fields separated by `delimiter`,
-/// optionally double-quoted; blank lines are skipped. The first line is a header unless
+/// Reads a CSV file of numeric features: one example per line, fields separated by
+/// `delimiter`, optionally double-quoted; blank lines are skipped. The label column may hold
+/// numbers or text (class names, mapped to indices in sorted order: Note [CSV text labels]
+/// in src/data/csv.cpp). The first line is a header unless
 /// has_header says otherwise or (has_header unset) every field in it is a number. Throws naming the
 /// file, the line and the field for a field that is not a number or a row with the wrong number of
 /// fields, and for an empty file, a file with no data rows or an unknown label column. Example:

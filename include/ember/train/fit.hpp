@@ -5,6 +5,13 @@
 //   optim::Adam opt(net->parameters(), {.lr = 1e-3});
 //   train::History h = train::fit(net, train_loader, opt, train::cross_entropy_loss(),
 //                                 {.epochs = 5, .val_loader = &test_loader});
+//
+// Gradient clipping, accumulation over micro-batches and a hook before each optimizer step:
+//   train::fit(net, loader, opt, loss, {.epochs = 3, .clip_grad_norm = 1.0,
+//                                       .accumulate_grad_batches = 4,
+//                                       .before_step = [](train::Trainer& t) { ... }});
+// A model whose forward takes several tensors (train::MultiInputImpl) is fed every input of
+// the batch (data::Example::inputs()); see ember/train/multi_input.hpp.
 #pragma once
 
 #include <functional>
@@ -30,31 +37,31 @@ LossFn mse_loss_fn();
 /// Averages over the samples seen. accuracy is set when targets are class indices.
 struct Metrics {
   double loss = 0.0;
-  std::optional<double> accuracy;
+  std::optional<double> accuracy = std::nullopt;
   int64_t samples = 0;
 };
 
 struct BatchLog {
   int64_t epoch = 0;        // 0-based
   int64_t batch = 0;        // 0-based within the epoch
-  int64_t global_step = 0;  // optimizer steps taken so far, this one included
-  double loss = 0.0;        // this batch's loss
+  int64_t global_step = 0;  // optimizer steps taken so far (this batch's included, if it stepped)
+  double loss = 0.0;        // this batch's loss (unscaled by accumulation)
   int64_t batch_size = 0;
 };
 
 struct EpochLog {
   int64_t epoch = 0;
-  Metrics train;
-  std::optional<Metrics> val;
+  Metrics train{};
+  std::optional<Metrics> val = std::nullopt;
   double seconds = 0.0;
   double samples_per_second = 0.0;
-  std::vector<double> lrs;  // learning rates in force during the epoch
+  std::vector<double> lrs{};  // learning rates in force during the epoch
 };
 
 struct History {
-  std::vector<EpochLog> epochs;
+  std::vector<EpochLog> epochs{};
   bool stopped_early = false;
-  std::optional<int64_t> best_epoch;  // set by EarlyStopping
+  std::optional<int64_t> best_epoch = std::nullopt;  // set by EarlyStopping
 };
 
 class Trainer;
@@ -68,6 +75,9 @@ class Callback {
   /// Whether on_batch_end reads BatchLog::loss. That value is read from the device after the
   /// step (a host sync on a GPU); fit() reads it only when a callback or `on_batch` wants it.
   virtual bool needs_batch_loss() const { return true; }
+  /// After backward (of the last micro-batch when accumulating) and clipping, before
+  /// optimizer.step(): the gradients are final (trainer.model()->parameters()[i].grad()).
+  virtual void on_before_optimizer_step(Trainer&) {}
   virtual void on_epoch_end(Trainer&, const EpochLog&) {}
   virtual void on_train_end(Trainer&, History&) {}
 };
@@ -82,16 +92,16 @@ struct FitOptions {
   bool scheduler_per_batch = false;
   /// Stepped with the validation loss (training loss without validation) after every epoch.
   optim::ReduceLROnPlateau* plateau = nullptr;
-  std::vector<std::shared_ptr<Callback>> callbacks;
-  std::function<void(const BatchLog&)> on_batch;
-  std::function<void(const EpochLog&)> on_epoch;
+  std::vector<std::shared_ptr<Callback>> callbacks{};
+  std::function<void(const BatchLog&)> on_batch = nullptr;
+  std::function<void(const EpochLog&)> on_epoch = nullptr;
   /// automatic: a live bar on a terminal, one line per epoch otherwise.
   Progress progress = Progress::automatic;
   std::ostream* out = nullptr;  // std::cout when null
   /// Deprecated: a run's device is its model's (move the model with `model->to(device)`);
   /// the loader delivers every batch there. When set it must name the model's device (no
   /// [[deprecated]] attribute: on a field it would warn wherever FitOptions is built).
-  std::optional<Device> device;
+  std::optional<Device> device = std::nullopt;
   /// Epoch to start from (set by resuming from a checkpoint); epochs run from here to `epochs`.
   int64_t start_epoch = 0;
   /// Optimizer steps already taken (set by resuming), so checkpoints keep counting.
@@ -99,7 +109,25 @@ struct FitOptions {
   /// Save a checkpoint (model, optimizer, scheduler, RNG, loader position) to
   /// `checkpoint_path` every N optimizer steps (0 = never), atomically replacing the last.
   int64_t checkpoint_every = 0;
-  std::string checkpoint_path;
+  std::string checkpoint_path{};
+
+  // ---- the optimizer step (Note [Accumulation and clipping] in src/train/fit.cpp) ----
+  /// Clamp every gradient to [-v, v] before each step (torch.nn.utils.clip_grad_value_).
+  std::optional<double> clip_grad_value = std::nullopt;
+  /// Scale the gradients so their global norm of order clip_norm_type is at most this, before
+  /// each step (torch.nn.utils.clip_grad_norm_; applied after clip_grad_value when both are
+  /// set). The norm before clipping is Trainer::grad_norm.
+  std::optional<double> clip_grad_norm = std::nullopt;
+  double clip_norm_type = 2.0;  // p > 0, or optim::kInfNorm
+  /// Step the optimizer once every k batches, the gradients of the k micro-batches summed
+  /// with each loss weighted by its share of the group's samples, so the update equals one
+  /// batch of all k (for a loss that is a mean over its batch, as the built-in ones are). The
+  /// last group of an epoch may be shorter: it steps on what it has. Checkpoints, schedulers
+  /// stepped per batch and global_step count optimizer steps.
+  int64_t accumulate_grad_batches = 1;
+  /// Called after backward and clipping, right before each optimizer.step() (after the
+  /// callbacks' on_before_optimizer_step): read or change the gradients, log their norm.
+  std::function<void(Trainer&)> before_step = nullptr;
 };
 
 /// Restores a checkpoint written by fit() into the objects and returns FitOptions fields to
@@ -123,6 +151,11 @@ class Trainer {
   bool stopping() const { return stop_; }
   int64_t global_step = 0;
   int64_t epoch = 0;
+  /// The batch of the epoch being trained (0-based; the group's last one in before-step hooks).
+  int64_t batch = 0;
+  /// The gradients' global norm before clipping, a 0-d tensor on the model's device (not read,
+  /// so no host sync): set before each step when FitOptions::clip_grad_norm is, else undefined.
+  Tensor grad_norm{};
 
  private:
   nn::Module model_;
