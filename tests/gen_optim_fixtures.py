@@ -12,6 +12,13 @@ Sections (read by tests/test_optim.cpp and tests/test_train_e2e.cpp):
   schedulers  per configuration: a scheduler spec and the lr of each of two param groups
               after construction and after each of 30 steps (ReduceLROnPlateau: after each
               step on the stored metrics).
+  more_optimizers  (tests/test_optim_more.cpp) RMSprop, Adagrad, Adadelta, Adamax, NAdam and
+              RAdam as `optimizers`, each in float32 and float64 (*_f64), plus the names of
+              PyTorch's state entries, its state scalars (mu_product) and its group keys.
+  more_schedulers  ConstantLR, PolynomialLR, LambdaLR (named lambdas, LAMBDAS), OneCycleLR and
+              CyclicLR as `schedulers`, plus each group's momentum (or beta1) after every step.
+  lbfgs       a float64 least-squares-plus-quartic problem and, per LBFGS configuration, the
+              loss each step() returned, the parameters after it and func_evals / n_iter.
   clip        gradients before and after clip_grad_norm_ / clip_grad_value_, and the norm.
   e2e         an 8-16-16-3 ReLU MLP (PyTorch state_dict names), inputs, labels and the loss
               before each of 20 training steps with Adam and with SGD + momentum.
@@ -131,7 +138,34 @@ OPTIMIZERS = {
     "adamw_amsgrad_wd": ("AdamW", [dict(lr=5e-3, weight_decay=0.1, amsgrad=True)], {}),
 }
 
-TORCH_OPTIM = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW}
+# The other elementwise optimizers (tests/test_optim_more.cpp), each in f32 and f64.
+MORE_OPTIMIZERS = {
+    "rmsprop": ("RMSprop", [dict(lr=1e-2)], {}),
+    "rmsprop_momentum_centered": ("RMSprop", [dict(lr=5e-3, alpha=0.9, momentum=0.8, centered=True, weight_decay=0.05)], {}),
+    "rmsprop_centered_maximize": ("RMSprop", [dict(lr=2e-3, centered=True, eps=1e-4, maximize=True)], {}),
+    "rmsprop_two_groups": ("RMSprop", [dict(lr=1e-2, momentum=0.5), dict(lr=3e-3, alpha=0.95)], {}),
+    "adagrad": ("Adagrad", [dict(lr=0.1)], {}),
+    "adagrad_decay_init": ("Adagrad", [dict(lr=0.2, lr_decay=0.05, initial_accumulator_value=0.3, weight_decay=0.02)], {}),
+    "adagrad_maximize_eps": ("Adagrad", [dict(lr=0.05, eps=1e-3, maximize=True)], {}),
+    "adadelta": ("Adadelta", [dict()], {}),
+    "adadelta_rho_wd": ("Adadelta", [dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)], {}),
+    "adamax": ("Adamax", [dict(lr=1e-2)], {}),
+    "adamax_wd_betas": ("Adamax", [dict(lr=5e-3, betas=(0.8, 0.95), weight_decay=0.05, eps=1e-3, maximize=True)], {}),
+    "nadam": ("NAdam", [dict(lr=1e-2)], {}),
+    "nadam_decay_wd": ("NAdam", [dict(lr=5e-3, betas=(0.85, 0.99), momentum_decay=0.01, weight_decay=0.05)], {}),
+    "nadam_two_groups": ("NAdam", [dict(lr=1e-2), dict(lr=2e-3, betas=(0.5, 0.9))], {}),
+    "radam": ("RAdam", [dict(lr=1e-2)], {}),
+    "radam_wd_betas": ("RAdam", [dict(lr=5e-3, betas=(0.8, 0.9), weight_decay=0.05, eps=1e-4)], {}),
+    "radam_skipped_grads": ("RAdam", [dict(lr=1e-2)], {"skip": lambda step, i: i == 2 and step % 4 == 2}),
+}
+for _name, (_kind, _groups, _extra) in list(MORE_OPTIMIZERS.items()):
+    if "skip" not in _extra:
+        MORE_OPTIMIZERS[_name + "_f64"] = (_kind, _groups, dict(_extra, dtype="f64"))
+
+TORCH_OPTIM = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW,
+               "RMSprop": torch.optim.RMSprop, "Adagrad": torch.optim.Adagrad,
+               "Adadelta": torch.optim.Adadelta, "Adamax": torch.optim.Adamax,
+               "NAdam": torch.optim.NAdam, "RAdam": torch.optim.RAdam}
 
 
 def group_split(n_groups):
@@ -148,14 +182,25 @@ def optimizer_case(index, name, spec):
     grads = make_grads(seed, dtype, extra.get("skip"))
     split = group_split(len(group_opts))
     groups = [dict(params=[params[i] for i in idx], **opts) for idx, opts in zip(split, group_opts)]
-    opt = TORCH_OPTIM[kind](groups, foreach=False)
+    ctor = {}
+    if kind == "Adagrad":
+        # torch 1.13 fills "sum" from the constructor's initial_accumulator_value (2.x: the
+        # group's); pass it both ways so the fixture holds for either.
+        ctor["initial_accumulator_value"] = group_opts[0].get("initial_accumulator_value", 0)
+    opt = TORCH_OPTIM[kind](groups, foreach=False, **ctor)
     trajectory = []
+    state_names = None
     for step in range(STEPS):
         opt.zero_grad(set_to_none=True)
         for p, g in zip(params, grads[step]):
             p.grad = None if g is None else g.clone()
         opt.step()
         trajectory.append([flat(p) for p in params])
+    sd = opt.state_dict()
+    state_names = {str(k): sorted(v.keys()) for k, v in sd["state"].items()}
+    scalars = {str(k): {n: float(x) for n, x in v.items() if n != "step" and x is not None and
+                        (not torch.is_tensor(x) or x.dim() == 0)}
+               for k, v in sd["state"].items()}
     options = []
     for idx, opts in zip(split, group_opts):
         o = {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()}
@@ -168,6 +213,10 @@ def optimizer_case(index, name, spec):
         "init": [flat(p) for p in init],
         "grads": [[None if g is None else flat(g) for g in row] for row in grads],
         "params": trajectory,
+        "state_names": state_names,
+        "state_scalars": scalars,
+        "group_keys": [sorted(k for k in g.keys() if k not in ("params", "foreach", "differentiable"))
+                       for g in sd["param_groups"]],
     }
 
 
@@ -209,6 +258,49 @@ SCHEDULERS = {
                         "threshold": 0.1, "threshold_mode": "abs", "cooldown": 0, "min_lr": [0.0]},
 }
 
+# The schedules of tests/test_optim_more.cpp. "optimizer": SGD (default), SGD_momentum
+# (momentum 0.9, so cycle_momentum has something to cycle) or Adam (betas cycle instead).
+MORE_SCHEDULERS = {
+    "constant_default": {"type": "ConstantLR"},
+    "constant_half": {"type": "ConstantLR", "factor": 0.5, "total_iters": 4},
+    "polynomial_quadratic": {"type": "PolynomialLR", "total_iters": 20, "power": 2.0},
+    "polynomial_linear": {"type": "PolynomialLR", "total_iters": 12, "power": 1.0},
+    "polynomial_sqrt": {"type": "PolynomialLR", "total_iters": 25, "power": 0.5},
+    "lambda_one": {"type": "LambdaLR", "lambdas": ["exp95"]},
+    "lambda_per_group": {"type": "LambdaLR", "lambdas": ["exp95", "warmup_inv"]},
+    "onecycle_cos": {"type": "OneCycleLR", "max_lr": [0.5, 0.1], "total_steps": 31,
+                     "optimizer": "SGD_momentum"},
+    "onecycle_linear_three_phase": {"type": "OneCycleLR", "max_lr": [0.4, 0.2], "total_steps": 40,
+                                    "anneal_strategy": "linear", "three_phase": True, "pct_start": 0.25,
+                                    "div_factor": 10.0, "final_div_factor": 100.0,
+                                    "optimizer": "SGD_momentum"},
+    "onecycle_adam_betas": {"type": "OneCycleLR", "max_lr": [0.01, 0.005], "total_steps": 35,
+                            "pct_start": 0.4, "base_momentum": 0.8, "max_momentum": 0.92,
+                            "optimizer": "Adam"},
+    "onecycle_no_momentum": {"type": "OneCycleLR", "max_lr": [0.3, 0.1], "total_steps": 31,
+                             "cycle_momentum": False, "three_phase": True},
+    "cyclic_triangular": {"type": "CyclicLR", "base_lr": [0.01, 0.002], "max_lr": [0.1, 0.02],
+                          "step_size_up": 4, "optimizer": "SGD_momentum"},
+    "cyclic_triangular2_down": {"type": "CyclicLR", "base_lr": [0.01, 0.002], "max_lr": [0.1, 0.02],
+                                "step_size_up": 3, "step_size_down": 5, "mode": "triangular2",
+                                "optimizer": "SGD_momentum", "base_momentum": 0.7, "max_momentum": 0.95},
+    "sequential_constant_poly": {
+        "type": "SequentialLR", "milestones": [4],
+        "schedulers": [{"type": "ConstantLR", "factor": 0.25, "total_iters": 4},
+                       {"type": "PolynomialLR", "total_iters": 20, "power": 2.0}]},
+    "chained_lambda_constant": {
+        "type": "ChainedScheduler",
+        "schedulers": [{"type": "LambdaLR", "lambdas": ["exp95"]},
+                       {"type": "ConstantLR", "factor": 0.5, "total_iters": 6}]},
+    "cyclic_exp_range": {"type": "CyclicLR", "base_lr": [0.01, 0.002], "max_lr": [0.1, 0.02],
+                         "step_size_up": 5, "mode": "exp_range", "gamma": 0.9, "cycle_momentum": False},
+}
+
+LAMBDAS = {
+    "exp95": lambda epoch: 0.95 ** epoch,
+    "warmup_inv": lambda epoch: (epoch + 1) / 5 if epoch < 5 else 1.0 / (1 + 0.1 * (epoch - 5)),
+}
+
 ARG_KEYS = {
     "StepLR": ["step_size", "gamma"],
     "MultiStepLR": ["milestones", "gamma"],
@@ -216,6 +308,12 @@ ARG_KEYS = {
     "CosineAnnealingLR": ["T_max", "eta_min"],
     "CosineAnnealingWarmRestarts": ["T_0", "T_mult", "eta_min"],
     "LinearLR": ["start_factor", "end_factor", "total_iters"],
+    "ConstantLR": ["factor", "total_iters"],
+    "PolynomialLR": ["total_iters", "power"],
+    "OneCycleLR": ["max_lr", "total_steps", "pct_start", "anneal_strategy", "cycle_momentum",
+                   "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase"],
+    "CyclicLR": ["base_lr", "max_lr", "step_size_up", "step_size_down", "mode", "gamma",
+                 "cycle_momentum", "base_momentum", "max_momentum"],
 }
 
 
@@ -226,6 +324,9 @@ def build_scheduler(opt, spec):
         return S.SequentialLR(opt, children, milestones=spec["milestones"])
     if kind == "ChainedScheduler":
         return S.ChainedScheduler([build_scheduler(opt, c) for c in spec["schedulers"]])
+    if kind == "LambdaLR":
+        fns = [LAMBDAS[n] for n in spec["lambdas"]]
+        return S.LambdaLR(opt, fns if len(fns) > 1 else fns[0])
     if kind == "ReduceLROnPlateau":
         min_lr = spec["min_lr"] if len(spec["min_lr"]) > 1 else spec["min_lr"][0]
         return S.ReduceLROnPlateau(opt, mode=spec["mode"], factor=spec["factor"], patience=spec["patience"],
@@ -246,7 +347,15 @@ def plateau_metrics():
 def scheduler_case(spec):
     import warnings
     w = [torch.zeros(2, requires_grad=True), torch.zeros(3, requires_grad=True)]
-    opt = torch.optim.SGD([dict(params=[w[0]], lr=0.1), dict(params=[w[1]], lr=0.02)], lr=0.1)
+    kind = spec.get("optimizer", "SGD")
+    groups = [dict(params=[w[0]], lr=0.1), dict(params=[w[1]], lr=0.02)]
+    if kind == "Adam":
+        opt = torch.optim.Adam(groups, lr=0.1)
+    else:
+        opt = torch.optim.SGD(groups, lr=0.1, momentum=0.9 if kind == "SGD_momentum" else 0.0)
+
+    def momenta():
+        return [g["betas"][0] if "betas" in g else g["momentum"] for g in opt.param_groups]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sched = build_scheduler(opt, spec)
@@ -261,13 +370,68 @@ def scheduler_case(spec):
             out["metrics"] = metrics
         else:
             lrs = [list(sched.get_last_lr())]
+            moms = [momenta()]
             for _ in range(SCHED_STEPS):
                 opt.step()
                 sched.step()
                 lrs.append(list(sched.get_last_lr()))
+                moms.append(momenta())
                 assert lrs[-1] == [g["lr"] for g in opt.param_groups] or spec["type"] == "SequentialLR"
+            out["momenta"] = moms
+            out["state_keys"] = sorted(k for k in sched.state_dict().keys())
         out["lrs"] = lrs
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# LBFGS (float64): loss(p0[2,3], p1[4], p2[3,2]) =
+#   sum((p0 @ p2 - target)^2) + 0.5 * sum((p1 - centre)^2) + 0.1 * sum(p1^4)
+
+LBFGS_CASES = {
+    "lbfgs_plain": dict(lr=0.5, max_iter=5, history_size=3),
+    "lbfgs_defaults": dict(),
+    "lbfgs_strong_wolfe": dict(lr=1.0, max_iter=6, history_size=4, line_search_fn="strong_wolfe"),
+    "lbfgs_wolfe_tolerances": dict(max_iter=10, max_eval=12, tolerance_grad=1e-5,
+                                   tolerance_change=1e-7, line_search_fn="strong_wolfe"),
+}
+LBFGS_STEPS = 5
+
+
+def lbfgs_loss(p, target, centre):
+    return (((p[0] @ p[2]) - target) ** 2).sum() + 0.5 * ((p[1] - centre) ** 2).sum() + \
+        0.1 * (p[1] ** 4).sum()
+
+
+def lbfgs_cases():
+    g = torch.Generator().manual_seed(77)
+    target = torch.randn(2, 2, generator=g, dtype=torch.float64)
+    centre = torch.randn(4, generator=g, dtype=torch.float64)
+    init = make_params(55, torch.float64)
+    cases = {}
+    for name, opts in LBFGS_CASES.items():
+        params = [p.clone().requires_grad_(True) for p in init]
+        opt = torch.optim.LBFGS(params, **opts)
+        evals = [0]
+
+        def closure():
+            opt.zero_grad()
+            loss = lbfgs_loss(params, target, centre)
+            loss.backward()
+            evals[0] += 1
+            return loss
+
+        losses, trajectory, state = [], [], []
+        for _ in range(LBFGS_STEPS):
+            losses.append(float(opt.step(closure)))
+            trajectory.append([flat(p) for p in params])
+            st = opt.state[params[0]]
+            state.append({"func_evals": st["func_evals"], "n_iter": st["n_iter"],
+                          "history": len(st["old_dirs"])})
+        cases[name] = {"options": opts, "losses": losses, "params": trajectory, "state": state,
+                       "closure_calls": evals[0],
+                       "final_loss": float(lbfgs_loss(params, target, centre))}
+    return {"shapes": [list(s) for s in SHAPES], "init": [flat(p) for p in init],
+            "target": flat(target), "centre": flat(centre), "cases": cases}
 
 
 # ----------------------------------------------------------------------------------------
@@ -337,6 +501,10 @@ def main():
         "steps": STEPS,
         "optimizers": {name: optimizer_case(i, name, spec) for i, (name, spec) in enumerate(OPTIMIZERS.items())},
         "schedulers": {name: scheduler_case(spec) for name, spec in SCHEDULERS.items()},
+        "more_optimizers": {name: optimizer_case(200 + i, name, spec)
+                            for i, (name, spec) in enumerate(MORE_OPTIMIZERS.items())},
+        "more_schedulers": {name: scheduler_case(spec) for name, spec in MORE_SCHEDULERS.items()},
+        "lbfgs": lbfgs_cases(),
         "clip": clip_cases(),
         "e2e": e2e_case(),
     }

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "ember/optim/adam.hpp"
+#include "ember/optim/adaptive.hpp"
 #include "ember/optim/clip.hpp"
+#include "ember/optim/lbfgs.hpp"
 #include "ember/optim/optimizer.hpp"
 #include "ember/optim/scheduler.hpp"
 #include "ember/optim/sgd.hpp"

@@ -163,6 +163,33 @@ struct OptimSlot {
   int64_t numel = 0;
 };
 
+/// The elementwise optimizers of the generic fused step (optim_step_multi), each with
+/// torch.optim's single-tensor formulas (src/kernels/optim.hpp writes them out).
+enum class OptimAlgo : uint8_t { rmsprop, adagrad, adadelta, adamax, nadam, radam };
+
+/// One fused step of an OptimAlgo on one parameter: the group's hyperparameters plus the
+/// parameter's step count (and NAdam's running momentum product). Fields an algorithm does
+/// not use stay at their defaults, so slots with equal args share one call. OptimSlot
+/// state per algorithm: RMSprop {square_avg, grad_avg (centered), momentum_buffer
+/// (momentum > 0)}; Adagrad {sum}; Adadelta {square_avg, acc_delta}; Adamax {exp_avg,
+/// exp_inf}; NAdam and RAdam {exp_avg, exp_avg_sq}.
+struct OptimArgs {
+  OptimAlgo algo = OptimAlgo::rmsprop;
+  double lr = 1e-3;
+  double alpha = 0.99;   // RMSprop alpha, Adadelta rho, beta1 of Adamax/NAdam/RAdam
+  double beta2 = 0.999;  // Adamax/NAdam/RAdam
+  double eps = 1e-8;
+  double weight_decay = 0.0;    // L2: g += weight_decay · p
+  double momentum = 0.0;        // RMSprop
+  double lr_decay = 0.0;        // Adagrad
+  double momentum_decay = 0.0;  // NAdam
+  double mu_product = 1.0;      // NAdam: μ_1···μ_t including this step (float32, as torch)
+  bool centered = false;        // RMSprop
+  bool maximize = false;
+  int64_t step = 1;  // this step's count, from 1
+  bool operator==(const OptimArgs&) const = default;
+};
+
 /// The kernel table of one device type: a function pointer per slot of slots.def.
 struct Backend {
   const char* name;

@@ -1,4 +1,6 @@
-// src/cpu/optim.cpp — fused optimizer steps: Backend::adam_step and sgd_step.
+// src/cpu/optim.cpp — fused optimizer steps: Backend::adam_step, sgd_step and
+// optim_step_multi (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam: the per-element math
+// is src/kernels/optim.hpp's, shared with CUDA, run here with plain rounded operators).
 //
 // Each step is one pass over memory: every element of the parameter, its gradient and its
 // state is read once and written once, where torch.optim's single-tensor path makes 6-10
@@ -365,6 +367,75 @@ double norm_max(const T* g, int64_t n) {
   return m;
 }
 
+// ---- optim_step_multi: the elementwise optimizers of src/kernels/optim.hpp ----
+
+// The CPU's rounding policy: each operator rounds once (no contraction in this file), fma is
+// std::fma.
+struct CpuRound {
+  template <typename T>
+  static T mul(T a, T b) {
+    return a * b;
+  }
+  template <typename T>
+  static T add(T a, T b) {
+    return a + b;
+  }
+  template <typename T>
+  static T div(T a, T b) {
+    return a / b;
+  }
+  template <typename T>
+  static T sqrt(T a) {
+    return std::sqrt(a);
+  }
+  template <typename T>
+  static T fma(T a, T b, T c) {
+    return std::fma(a, b, c);
+  }
+};
+
+constexpr int64_t kGrainOptim = 16384;
+
+template <backend::OptimAlgo kAlgo, typename T>
+void optim_range(T* p, const T* g, T* s0, T* s1, T* s2, int64_t begin, int64_t end,
+                 const kernels::OptimScalars<T>& s) {
+  for (int64_t i = begin; i < end; ++i)
+    kernels::optim_element<kAlgo, CpuRound>(p, g, s0, s1, s2, i, s);
+}
+
+#if EMBER_OPTIM_AVX2
+template <backend::OptimAlgo kAlgo, typename T>
+EMBER_TARGET_AVX2_FMA void optim_range_avx2(T* p, const T* g, T* s0, T* s1, T* s2, int64_t begin,
+                                            int64_t end, const kernels::OptimScalars<T>& s) {
+  for (int64_t i = begin; i < end; ++i)
+    kernels::optim_element<kAlgo, CpuRound>(p, g, s0, s1, s2, i, s);
+}
+#endif
+
+template <typename T>
+void optim_slot(const backend::OptimSlot& slot, const backend::OptimArgs& args,
+                const kernels::OptimScalars<T>& s) {
+  T* p = static_cast<T*>(slot.param);
+  const T* g = static_cast<const T*>(slot.grad);
+  T* s0 = static_cast<T*>(slot.state[0]);
+  T* s1 = static_cast<T*>(slot.state[1]);
+  T* s2 = static_cast<T*>(slot.state[2]);
+  const bool avx2 = use_avx2_fma();
+  kernels::with_optim_algo(args.algo, [&](auto algo) {
+    constexpr backend::OptimAlgo kAlgo = decltype(algo)::value;
+    parallel_for(slot.numel, kGrainOptim, [&](int64_t begin, int64_t end) {
+#if EMBER_OPTIM_AVX2
+      if (avx2) {
+        optim_range_avx2<kAlgo, T>(p, g, s0, s1, s2, begin, end, s);
+        return;
+      }
+#endif
+      (void)avx2;
+      optim_range<kAlgo, T>(p, g, s0, s1, s2, begin, end, s);
+    });
+  });
+}
+
 }  // namespace
 
 void adam_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
@@ -385,6 +456,24 @@ void sgd_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots
     sgd_step(flat_view(s.param, dtype, s.numel),
              flat_view(const_cast<void*>(s.grad), dtype, s.numel),
              s.state[0] ? flat_view(s.state[0], dtype, s.numel) : View{}, args);
+  }
+}
+
+void optim_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
+                      const backend::OptimArgs& args) {
+  EMBER_ASSERT(dtype == DType::f32 || dtype == DType::f64, "optim_step_multi: unsupported dtype ",
+               dtype_name(dtype), " (expected f32 or f64)");
+  const kernels::OptimScalars<float> s32 = kernels::optim_scalars<float>(args);
+  const kernels::OptimScalars<double> s64 = kernels::optim_scalars<double>(args);
+  for (int64_t i = 0; i < count; ++i) {
+    for (int k = 0; k < 3; ++k)
+      EMBER_ASSERT(!kernels::optim_uses_state(args, k) || slots[i].numel == 0 ||
+                       slots[i].state[k] != nullptr,
+                   "optim_step_multi: slot ", i, " lacks state buffer ", k);
+    if (dtype == DType::f32)
+      optim_slot<float>(slots[i], args, s32);
+    else
+      optim_slot<double>(slots[i], args, s64);
   }
 }
 

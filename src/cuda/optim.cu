@@ -1,8 +1,10 @@
 // src/cuda/optim.cu — fused optimizer steps and gradient clipping on CUDA.
 //
-// adam_step_multi / sgd_step_multi (the Backend slots; the only optimizer form) run one
-// kernel over many parameters (Note [Multi-tensor apply]). Every element of a parameter, its
-// gradient and its state is read once and written once.
+// adam_step_multi / sgd_step_multi / optim_step_multi (the Backend slots; the only optimizer
+// form) run one kernel over many parameters (Note [Multi-tensor apply]). optim_step_multi's
+// per-element math (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam) is
+// src/kernels/optim.hpp's, shared with the CPU, run with DeviceRound below. Every element of a
+// parameter, its gradient and its state is read once and written once.
 //
 // The arithmetic is src/cpu/optim.cpp's (torch.optim's single-tensor formulas,
 // operation for operation, in the parameter's dtype with each scalar cast to it). nvcc
@@ -222,6 +224,47 @@ __global__ void __launch_bounds__(kOptimThreads)
     sgd_element(p[i], g[i], buf ? buf + i : nullptr, s);
 }
 
+// ---- optim_step_multi (math: src/kernels/optim.hpp) ----
+
+// The device's rounding policy for the shared updates: each operation rounded once.
+struct DeviceRound {
+  template <typename T>
+  __device__ static T mul(T a, T b) {
+    return mul_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T add(T a, T b) {
+    return add_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T div(T a, T b) {
+    return div_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T sqrt(T a) {
+    return sqrt_rn(a);
+  }
+  template <typename T>
+  __device__ static T fma(T a, T b, T c) {
+    return fma_rn(a, b, c);
+  }
+};
+
+template <backend::OptimAlgo kAlgo, typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    optim_kernel(TensorBatch<5> batch, int64_t chunk, kernels::OptimScalars<T> s) {
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  T* p = static_cast<T*>(batch.ptr[0][t]) + start;
+  const T* g = static_cast<const T*>(batch.ptr[1][t]) + start;
+  T* s0 = static_cast<T*>(batch.ptr[2][t]) + start;
+  T* s1 = batch.ptr[3][t] ? static_cast<T*>(batch.ptr[3][t]) + start : nullptr;
+  T* s2 = batch.ptr[4][t] ? static_cast<T*>(batch.ptr[4][t]) + start : nullptr;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    kernels::optim_element<kAlgo, DeviceRound>(p, g, s0, s1, s2, i, s);
+}
+
 // ---- gradient norm and clipping ----
 
 enum class NormKind : int { two, inf, p };
@@ -380,6 +423,28 @@ void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t cou
     const SgdScalars<T> s = sgd_scalars<T>(args);
     apply_to_slots<3>(slots, count, chunk, [&](const TensorBatch<3>& batch, int blocks) {
       sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+    });
+  });
+}
+
+void optim_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t count,
+                      const backend::OptimArgs& args) {
+  if (count == 0) return;
+  for (int64_t i = 0; i < count; ++i)
+    for (int k = 0; k < 3; ++k)
+      EMBER_ASSERT(!kernels::optim_uses_state(args, k) || slots[i].numel == 0 ||
+                       slots[i].state[k] != nullptr,
+                   "optim_step_multi: slot ", i, " lacks state buffer ", k);
+  const cudaStream_t st = stream(device);
+  const int64_t chunk = chunk_for(slots_total(slots, count, -1, "optim_step"));
+  dispatch_float(dtype, "optim_step", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const kernels::OptimScalars<T> s = kernels::optim_scalars<T>(args);
+    kernels::with_optim_algo(args.algo, [&](auto algo) {
+      constexpr backend::OptimAlgo kAlgo = decltype(algo)::value;
+      apply_to_slots<5>(slots, count, chunk, [&](const TensorBatch<5>& batch, int blocks) {
+        optim_kernel<kAlgo, T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+      });
     });
   });
 }

@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -315,6 +317,23 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
   loader_->advance();
   if (!loader_->active_) loader_ = nullptr;
   return *this;
+}
+
+std::string DataLoader::to_string() const {
+  const auto yes_no = [](bool b) { return b ? "True" : "False"; };
+  std::ostringstream out;
+  out << "DataLoader(size=" << size() << ", batch_size=" << options_.batch_size
+      << ", batches=" << num_batches() << ", shuffle=" << yes_no(options_.shuffle);
+  if (options_.shuffle) out << ", seed=" << options_.seed;
+  out << ", drop_last=" << yes_no(options_.drop_last) << ", prefetch=" << yes_no(options_.prefetch)
+      << ", epoch=" << epoch_ << ", position=" << position_;
+  if (options_.device) out << ", device=" << options_.device->str();
+  out << ")";
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const DataLoader& loader) {
+  return os << loader.to_string();
 }
 
 }  // namespace ember::data

@@ -2,11 +2,24 @@
 // fused Adam/AdamW and SGD updates, computed once on the host in f64 and rounded to the
 // parameter's type, exactly as both backends' kernels consume them (src/cpu/optim.cpp
 // holds the formulas in torch's order; src/cuda/optim.cu follows them).
+//
+// The elementwise optimizers of optim_step_multi (RMSprop, Adagrad, Adadelta, Adamax, NAdam,
+// RAdam) share more: their scalars (optim_scalars) AND their per-element updates (the
+// *_element functions below) are written once here. Each update takes the backend's
+// rounding policy R — static mul, add, div, sqrt, fma and max, each rounded once (the CPU's
+// plain operators under fp-contract=off with std::fma, CUDA's __fmul_rn ... intrinsics) —
+// so both backends run the same operations in the same order and an f32 step gives the
+// same bits on each. The order is torch.optim's single-tensor code, with PyTorch's fused
+// multiply-adds where its CPU kernels have them (Note [Fused multiply-add] in
+// src/cpu/optim.cpp): x.add_(y, alpha=a) is fma(y, a, x), x.addcmul_(y, z, value=v) is
+// fma(v·y, z, x), x.addcdiv_(y, z, value=v) is x + (v·y) / z.
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "backend/backend.hpp"
+#include "kernels/common.hpp"
 
 namespace ember::kernels {
 
@@ -56,6 +69,233 @@ SgdScalars<T> sgd_scalars(const backend::SgdArgs& a) {
           .use_momentum = a.momentum != 0.0,
           .first = a.first_step,
           .nesterov = a.nesterov};
+}
+
+// ---- the elementwise optimizers of optim_step_multi ----
+
+/// Per-step scalars of an OptimAlgo, in the parameter's type (computed in f64 first, as
+/// Python computes them, then rounded as PyTorch rounds a Python scalar to the tensor's type).
+template <typename T>
+struct OptimScalars {
+  T sign;                    // -1 with maximize
+  T weight_decay;            // used when l2
+  T alpha, one_minus_alpha;  // RMSprop alpha / Adadelta rho / beta1, and 1 - it
+  T beta2, one_minus_beta2;
+  T eps, momentum;
+  T neg_lr;                 // -lr; Adagrad: -lr/(1+(t-1)·lr_decay); Adamax: -lr/(1-β1^t)
+  T lr;                     // RAdam
+  T bias_correction;        // NAdam: 1-β2^t; RAdam: 1-β1^t
+  T bias_correction2_sqrt;  // RAdam: sqrt(1-β2^t)
+  T rect;                   // RAdam: the variance rectification term (when rectified)
+  T grad_step, avg_step;    // NAdam: -lr(1-μ_t)/(1-Πμ), -lr·μ_{t+1}/(1-Πμ·μ_{t+1})
+  bool l2, centered, use_momentum, rectified;
+};
+
+/// NAdam's momentum coefficient μ_t = β1 (1 - 0.5 · 0.96^(t · momentum_decay)).
+inline double nadam_mu(double beta1, double momentum_decay, double t) {
+  return beta1 * (1. - 0.5 * std::pow(0.96, t * momentum_decay));
+}
+
+template <typename T>
+OptimScalars<T> optim_scalars(const backend::OptimArgs& a) {
+  using backend::OptimAlgo;
+  const double t = static_cast<double>(a.step);
+  OptimScalars<T> s{};
+  s.sign = T(a.maximize ? -1 : 1);
+  s.weight_decay = T(a.weight_decay);
+  s.l2 = a.weight_decay != 0.0;
+  s.alpha = T(a.alpha);
+  s.one_minus_alpha = T(1 - a.alpha);
+  s.beta2 = T(a.beta2);
+  s.one_minus_beta2 = T(1 - a.beta2);
+  s.eps = T(a.eps);
+  s.momentum = T(a.momentum);
+  s.use_momentum = a.momentum > 0;
+  s.centered = a.centered;
+  s.neg_lr = T(-a.lr);
+  s.lr = T(a.lr);
+  switch (a.algo) {
+    case OptimAlgo::rmsprop:
+    case OptimAlgo::adadelta: break;
+    case OptimAlgo::adagrad: s.neg_lr = T(-(a.lr / (1 + (t - 1) * a.lr_decay))); break;
+    case OptimAlgo::adamax: s.neg_lr = T(-(a.lr / (1 - std::pow(a.alpha, t)))); break;
+    case OptimAlgo::nadam: {
+      const double mu = nadam_mu(a.alpha, a.momentum_decay, t);
+      const double mu_next = nadam_mu(a.alpha, a.momentum_decay, t + 1);
+      // torch keeps mu_product in a float32 0-d tensor: mu_product * mu * mu_next in float.
+      const float product = static_cast<float>(a.mu_product);
+      const float product_next = (product * static_cast<float>(mu)) * static_cast<float>(mu_next);
+      s.bias_correction = T(1 - std::pow(a.beta2, t));
+      s.grad_step = T(-a.lr * (1. - mu) / (1. - static_cast<double>(product)));
+      s.avg_step = T(-a.lr * mu_next / (1. - static_cast<double>(product_next)));
+      break;
+    }
+    case OptimAlgo::radam: {
+      const double bias_correction1 = 1 - std::pow(a.alpha, t);
+      const double bias_correction2 = 1 - std::pow(a.beta2, t);
+      const double rho_inf = 2 / (1 - a.beta2) - 1;
+      const double rho_t = rho_inf - 2 * t * std::pow(a.beta2, t) / bias_correction2;
+      s.bias_correction = T(bias_correction1);
+      s.bias_correction2_sqrt = T(std::sqrt(bias_correction2));
+      s.rectified = rho_t > 5.;
+      if (s.rectified)
+        s.rect = T(std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                             ((rho_inf - 4) * (rho_inf - 2) * rho_t)));
+      break;
+    }
+  }
+  return s;
+}
+
+/// The gradient an update uses: negated with maximize, plus weight_decay · p (L2).
+template <typename R, typename T>
+EMBER_HD inline T optim_grad(T p, T g, const OptimScalars<T>& s) {
+  T gi = R::mul(g, s.sign);
+  if (s.l2) gi = R::fma(p, s.weight_decay, gi);
+  return gi;
+}
+
+/// RMSprop (torch.optim.rmsprop._single_tensor_rmsprop):
+///   v = fma((1-α)·g, g, v·α);  centered: ḡ = fma(g, 1-α, ḡ·α), avg = sqrt(fma(-ḡ, ḡ, v))
+///   else avg = sqrt(v);  avg += eps
+///   momentum: buf = buf·μ + g / avg, p = fma(buf, -lr, p);  else p = p + (-lr·g) / avg
+template <typename R, typename T>
+EMBER_HD inline void rmsprop_element(T& p, T g, T& square_avg, T* grad_avg, T* buf,
+                                     const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T v = R::fma(R::mul(s.one_minus_alpha, gi), gi, R::mul(square_avg, s.alpha));
+  square_avg = v;
+  T avg;
+  if (s.centered) {
+    const T mean = R::fma(gi, s.one_minus_alpha, R::mul(*grad_avg, s.alpha));
+    *grad_avg = mean;
+    avg = R::sqrt(R::fma(-mean, mean, v));
+  } else {
+    avg = R::sqrt(v);
+  }
+  avg = R::add(avg, s.eps);
+  if (s.use_momentum) {
+    const T b = R::add(R::mul(*buf, s.momentum), R::div(gi, avg));
+    *buf = b;
+    p = R::fma(b, s.neg_lr, p);
+  } else {
+    p = R::add(p, R::div(R::mul(s.neg_lr, gi), avg));
+  }
+}
+
+/// Adagrad: sum = fma(g, g, sum);  p = p + (-clr·g) / (sqrt(sum) + eps),
+/// clr = lr / (1 + (t-1)·lr_decay).
+template <typename R, typename T>
+EMBER_HD inline void adagrad_element(T& p, T g, T& sum, const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T acc = R::fma(gi, gi, sum);
+  sum = acc;
+  p = R::add(p, R::div(R::mul(s.neg_lr, gi), R::add(R::sqrt(acc), s.eps)));
+}
+
+/// Adadelta: v = fma((1-ρ)·g, g, v·ρ);  δ = sqrt(u + eps) / sqrt(v + eps) · g;
+///   u = fma((1-ρ)·δ, δ, u·ρ);  p = fma(δ, -lr, p).
+template <typename R, typename T>
+EMBER_HD inline void adadelta_element(T& p, T g, T& square_avg, T& acc_delta,
+                                      const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T v = R::fma(R::mul(s.one_minus_alpha, gi), gi, R::mul(square_avg, s.alpha));
+  square_avg = v;
+  const T std_dev = R::sqrt(R::add(v, s.eps));
+  const T delta = R::mul(R::div(R::sqrt(R::add(acc_delta, s.eps)), std_dev), gi);
+  acc_delta = R::fma(R::mul(s.one_minus_alpha, delta), delta, R::mul(acc_delta, s.alpha));
+  p = R::fma(delta, s.neg_lr, p);
+}
+
+/// Adamax: m = fma(g, 1-β1, m·β1);  u = max(u·β2, |g| + eps) (NaN wins, as torch.amax);
+///   p = p + (-clr·m) / u,  clr = lr / (1-β1^t).
+template <typename R, typename T>
+EMBER_HD inline void adamax_element(T& p, T g, T& exp_avg, T& exp_inf, const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T m = R::fma(gi, s.one_minus_alpha, R::mul(exp_avg, s.alpha));
+  exp_avg = m;
+  const T decayed = R::mul(exp_inf, s.beta2);
+  const T fresh = R::add(gi < T(0) ? -gi : gi, s.eps);
+  const T u = (decayed != decayed || decayed > fresh) ? decayed : fresh;
+  exp_inf = u;
+  p = R::add(p, R::div(R::mul(s.neg_lr, m), u));
+}
+
+/// NAdam: m = fma(g, 1-β1, m·β1);  v = fma((1-β2)·g, g, v·β2);  d = sqrt(v / (1-β2^t)) + eps;
+///   p = p + (grad_step·g) / d;  p = p + (avg_step·m) / d.
+template <typename R, typename T>
+EMBER_HD inline void nadam_element(T& p, T g, T& exp_avg, T& exp_avg_sq, const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T m = R::fma(gi, s.one_minus_alpha, R::mul(exp_avg, s.alpha));
+  const T v = R::fma(R::mul(s.one_minus_beta2, gi), gi, R::mul(exp_avg_sq, s.beta2));
+  exp_avg = m;
+  exp_avg_sq = v;
+  const T denom = R::add(R::sqrt(R::div(v, s.bias_correction)), s.eps);
+  const T q = R::add(p, R::div(R::mul(s.grad_step, gi), denom));
+  p = R::add(q, R::div(R::mul(s.avg_step, m), denom));
+}
+
+/// RAdam: m = fma(g, 1-β1, m·β1);  v = fma((1-β2)·g, g, v·β2);  m̂ = m / (1-β1^t);
+///   rectified (ρ_t > 5): p -= m̂·lr · (sqrt(1-β2^t) / (sqrt(v) + eps)) · rect;  else p -= m̂·lr.
+template <typename R, typename T>
+EMBER_HD inline void radam_element(T& p, T g, T& exp_avg, T& exp_avg_sq, const OptimScalars<T>& s) {
+  const T gi = optim_grad<R>(p, g, s);
+  const T m = R::fma(gi, s.one_minus_alpha, R::mul(exp_avg, s.alpha));
+  const T v = R::fma(R::mul(s.one_minus_beta2, gi), gi, R::mul(exp_avg_sq, s.beta2));
+  exp_avg = m;
+  exp_avg_sq = v;
+  T step = R::mul(R::div(m, s.bias_correction), s.lr);
+  if (s.rectified) {
+    const T adaptive = R::div(s.bias_correction2_sqrt, R::add(R::sqrt(v), s.eps));
+    step = R::mul(R::mul(step, adaptive), s.rect);
+  }
+  p = R::add(p, -step);
+}
+
+/// Runs the update of kAlgo on element i of a slot's buffers (p, g, state[0..2]); backends
+/// pick kAlgo once per call (with_optim_algo), so the loop has no switch.
+template <backend::OptimAlgo kAlgo, typename R, typename T>
+EMBER_HD inline void optim_element(T* p, const T* g, T* s0, T* s1, T* s2, int64_t i,
+                                   const OptimScalars<T>& s) {
+  using backend::OptimAlgo;
+  if constexpr (kAlgo == OptimAlgo::rmsprop)
+    rmsprop_element<R>(p[i], g[i], s0[i], s.centered ? s1 + i : nullptr,
+                       s.use_momentum ? s2 + i : nullptr, s);
+  else if constexpr (kAlgo == OptimAlgo::adagrad)
+    adagrad_element<R>(p[i], g[i], s0[i], s);
+  else if constexpr (kAlgo == OptimAlgo::adadelta)
+    adadelta_element<R>(p[i], g[i], s0[i], s1[i], s);
+  else if constexpr (kAlgo == OptimAlgo::adamax)
+    adamax_element<R>(p[i], g[i], s0[i], s1[i], s);
+  else if constexpr (kAlgo == OptimAlgo::nadam)
+    nadam_element<R>(p[i], g[i], s0[i], s1[i], s);
+  else
+    radam_element<R>(p[i], g[i], s0[i], s1[i], s);
+}
+
+/// Calls f(std::integral_constant<OptimAlgo, algo>{}).
+template <typename F>
+void with_optim_algo(backend::OptimAlgo algo, F&& f) {
+  using backend::OptimAlgo;
+  switch (algo) {
+    case OptimAlgo::rmsprop: f(std::integral_constant<OptimAlgo, OptimAlgo::rmsprop>{}); return;
+    case OptimAlgo::adagrad: f(std::integral_constant<OptimAlgo, OptimAlgo::adagrad>{}); return;
+    case OptimAlgo::adadelta: f(std::integral_constant<OptimAlgo, OptimAlgo::adadelta>{}); return;
+    case OptimAlgo::adamax: f(std::integral_constant<OptimAlgo, OptimAlgo::adamax>{}); return;
+    case OptimAlgo::nadam: f(std::integral_constant<OptimAlgo, OptimAlgo::nadam>{}); return;
+    case OptimAlgo::radam: f(std::integral_constant<OptimAlgo, OptimAlgo::radam>{}); return;
+  }
+}
+
+/// Whether `algo` with args `a` reads and writes OptimSlot::state[i].
+inline bool optim_uses_state(const backend::OptimArgs& a, int i) {
+  using backend::OptimAlgo;
+  if (i == 0) return true;
+  switch (a.algo) {
+    case OptimAlgo::rmsprop: return i == 1 ? a.centered : a.momentum > 0;
+    case OptimAlgo::adagrad: return false;
+    default: return i == 1;
+  }
 }
 
 }  // namespace ember::kernels

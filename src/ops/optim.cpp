@@ -137,6 +137,35 @@ void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
       });
 }
 
+void optim_step_(std::span<const OptimItem> items) {
+  NoGradGuard no_grad;
+  struct ArgsBucket {
+    Device device;
+    DType dtype;
+    backend::OptimArgs args;
+    std::vector<backend::OptimSlot> slots;
+  };
+  std::vector<ArgsBucket> buckets;
+  std::vector<WriteBack> write_back;
+  std::vector<Tensor> keep;
+  for (const OptimItem& it : items) {
+    const Tensor& p = *it.param;
+    ArgsBucket* bucket = nullptr;
+    for (ArgsBucket& b : buckets)
+      if (b.device == p.device() && b.dtype == p.dtype() && b.args == it.args) bucket = &b;
+    if (!bucket) {
+      buckets.push_back({p.device(), p.dtype(), it.args, {}});
+      bucket = &buckets.back();
+    }
+    bucket->slots.push_back(slot_of(p, it.grad, it.state, write_back, keep));
+  }
+  for (const ArgsBucket& b : buckets)
+    backend::backend_for(b.device).optim_step_multi(b.device.index, b.dtype, b.slots.data(),
+                                                    static_cast<int64_t>(b.slots.size()), b.args);
+  for (const WriteBack& w : write_back) Tensor(*w.param).detach().copy_(w.work);
+  for (const OptimItem& it : items) detail::StorageAccess::bump_version(*it.param->storage());
+}
+
 // ---- gradient norm ----
 
 namespace {

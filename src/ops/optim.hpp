@@ -1,13 +1,16 @@
-// src/ops/optim.hpp — the optimizer ops: fused multi-tensor Adam/AdamW and SGD steps, and
+// src/ops/optim.hpp — the optimizer ops: fused multi-tensor Adam/AdamW and SGD steps, the
+// generic step of the other elementwise optimizers (RMSprop ... RAdam), and
 // the gradient-norm pair behind clip_grad_norm. src/optim keeps the bookkeeping (groups,
 // state tensors, step counts); these run the kernels, so optim never sees the backend table.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::ops {
@@ -51,6 +54,20 @@ struct SgdItem {
 
 /// Fused SGD over every item, batched as adam_step_.
 void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h);
+
+/// One parameter of an elementwise optimizer step (backend::OptimAlgo): its gradient, its
+/// state tensors (same shape, dtype and device; null where args do not use one, see
+/// backend::OptimArgs) and the step's args (hyperparameters, step count, NAdam's product).
+struct OptimItem {
+  const Tensor* param;
+  Tensor grad;
+  std::array<const Tensor*, 3> state;
+  backend::OptimArgs args;
+};
+
+/// Fused step over every item: one multi-tensor kernel per (device, dtype, args), batched
+/// as adam_step_.
+void optim_step_(std::span<const OptimItem> items);
 
 /// The norm of order `norm_type` (inf: max |g|) of all gradients together, as a 0-d tensor
 /// of their dtype on their device, accumulated in f64 in a fixed order. Not read.

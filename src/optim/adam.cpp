@@ -94,7 +94,7 @@ Adam::Adam(std::vector<Group> groups, AdamOptions defaults) : TypedOptimizer(def
 
 Optimizer::StateSpec Adam::state_spec(size_t) const { return adam_spec(); }
 
-void Adam::step() {
+void Adam::update() {
   adam_groups(type_name(), groups_, /*decoupled=*/false,
               [this](size_t g, size_t i) -> ParamState& { return state_slot(g, i); });
 }
@@ -112,7 +112,7 @@ AdamW::AdamW(std::vector<Group> groups, AdamWOptions defaults) : TypedOptimizer(
 
 Optimizer::StateSpec AdamW::state_spec(size_t) const { return adam_spec(); }
 
-void AdamW::step() {
+void AdamW::update() {
   adam_groups(type_name(), groups_, /*decoupled=*/true,
               [this](size_t g, size_t i) -> ParamState& { return state_slot(g, i); });
 }

@@ -2,6 +2,7 @@
 #include "optim/fused.hpp"
 
 #include "ember/autograd.hpp"
+#include "kernels/optim.hpp"
 
 namespace ember::optim::detail {
 namespace {
@@ -84,6 +85,44 @@ void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params
     items.push_back({&param, grad, buf, first});
   }
   ops::sgd_step_(items, h);
+}
+
+void elementwise_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                             const backend::OptimArgs& args, const ElementwiseState& names) {
+  std::vector<ops::OptimItem> items;
+  items.reserve(params.size());
+  bool created = false;
+  for (const ParamRef& ref : params) {
+    const Tensor& param = *ref.param;
+    Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    check_pair(who, param, grad);
+    ParamState& state = *ref.state;
+    for (int k = 0; k < 3; ++k) {
+      if (!names.names[k]) continue;
+      Tensor& t = state_tensor(state, param, names.names[k], &created);
+      if (created && k == 0 && names.initial_value != 0.0) {
+        NoGradGuard no_grad;
+        t.fill_(names.initial_value);
+      }
+    }
+    state.step += 1;
+    ops::OptimItem item{&param, grad, {nullptr, nullptr, nullptr}, args};
+    for (int k = 0; k < 3; ++k)
+      item.state[k] = names.names[k] ? state.find(names.names[k]) : nullptr;
+    item.args.step = state.step;
+    if (args.algo == backend::OptimAlgo::nadam) {
+      // torch: mu_product is a float32 0-d tensor and mu_product *= mu rounds to float.
+      if (!state.find_scalar("mu_product")) state.scalars.emplace_back("mu_product", 1.0);
+      double* product = state.find_scalar("mu_product");
+      const double mu =
+          kernels::nadam_mu(args.alpha, args.momentum_decay, static_cast<double>(state.step));
+      *product = static_cast<double>(static_cast<float>(*product) * static_cast<float>(mu));
+      item.args.mu_product = *product;
+    }
+    items.push_back(item);
+  }
+  ops::optim_step_(items);
 }
 
 }  // namespace ember::optim::detail

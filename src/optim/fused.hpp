@@ -1,8 +1,10 @@
 // src/optim/fused.hpp — the optimizers' side of a fused step: parameter checks, lazy state
 // creation in the Persistent pool and the step counts; the update itself is an op
-// (src/ops/optim.hpp). Shared by SGD, Adam, AdamW.
+// (src/ops/optim.hpp). Shared by SGD, Adam, AdamW and the elementwise optimizers of
+// adaptive.hpp (RMSprop ... RAdam).
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -27,5 +29,18 @@ void adam_update_many(const std::string& who, const std::vector<ParamRef>& param
 /// momentum != 0.
 void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params,
                      const ops::SgdHyper& h);
+
+/// The state of an elementwise optimizer (backend::OptimAlgo): the names of its OptimSlot
+/// state buffers (nullptr where unused) and the value a new buffers[0] starts at.
+struct ElementwiseState {
+  std::array<const char*, 3> names = {nullptr, nullptr, nullptr};
+  double initial_value = 0.0;  // Adagrad's initial_accumulator_value
+};
+
+/// One step of every parameter with a .grad: increments state.step, creates the named
+/// state tensors on first use, (NAdam) advances the "mu_product" scalar, and runs
+/// ops::optim_step_ with `args` (step and mu_product filled in per parameter).
+void elementwise_update_many(const std::string& who, const std::vector<ParamRef>& params,
+                             const backend::OptimArgs& args, const ElementwiseState& state);
 
 }  // namespace ember::optim::detail

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 #include <set>
+#include <sstream>
 
 #include "ember/autograd.hpp"
 
@@ -20,7 +22,103 @@ const Tensor* ParamState::find(const std::string& name) const {
   return const_cast<ParamState*>(this)->find(name);
 }
 
+double* ParamState::find_scalar(const std::string& name) {
+  for (auto& [n, v] : scalars)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+void Optimizer::step() {
+  if (accumulate_steps_ > 1) {
+    accumulate_count_ += 1;
+    if (accumulate_count_ < accumulate_steps_) return;  // keep summing into .grad
+    accumulate_count_ = 0;
+    if (accumulate_mode_ == GradAccumulation::mean) {
+      NoGradGuard no_grad;
+      const double k = static_cast<double>(accumulate_steps_);
+      for (size_t g = 0; g < param_group_count(); ++g)
+        for (const Tensor& p : group_params(g)) {
+          Tensor grad = p.grad();
+          if (grad.defined()) grad.mul_(1.0 / k);
+        }
+    }
+  }
+  update();
+}
+
+double Optimizer::step(const std::function<double()>& closure) {
+  EMBER_CHECK(static_cast<bool>(closure), type_name(),
+              ".step: got an empty closure (expected a function that recomputes the loss)");
+  const bool previous = grad_mode_enabled();
+  set_grad_mode(true);  // as torch.enable_grad(): the closure records its graph
+  double loss = 0.0;
+  try {
+    loss = closure();
+  } catch (...) {
+    set_grad_mode(previous);
+    throw;
+  }
+  set_grad_mode(previous);
+  step();
+  return loss;
+}
+
+void Optimizer::set_accumulate_steps(int64_t k, GradAccumulation mode) {
+  EMBER_CHECK(k >= 1, type_name(), ": invalid accumulate_steps ", k,
+              " (expected k >= 1; 1 updates on every step)");
+  accumulate_steps_ = k;
+  accumulate_mode_ = mode;
+  accumulate_count_ = 0;
+}
+
+void Optimizer::update_group_options(size_t group, const json& options) {
+  EMBER_CHECK(group < param_group_count(), type_name(), ": no parameter group ", group, " (got ",
+              param_group_count(), " groups)");
+  EMBER_CHECK(options.is_object(), type_name(),
+              ".update_group_options: expected a JSON object (got ", options.dump(), ")");
+  set_group_options(group, options, /*apply=*/true);  // validates everything before applying
+}
+
+namespace {
+
+// A JSON value as Python prints it: true -> True, [a, b] -> (a, b), null -> None.
+std::string python_repr(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array()) {
+    std::string out = "(";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + python_repr(v[i]);
+    return out + ")";
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+std::string Optimizer::to_string() const {
+  std::ostringstream out;
+  out << type_name() << " (";
+  for (size_t g = 0; g < param_group_count(); ++g) {
+    out << "\nParameter Group " << g;
+    json options = group_options(g);
+    if (std::optional<double> initial = initial_lr(g)) options["initial_lr"] = *initial;
+    // std::map order: sorted keys, as PyTorch's repr.
+    std::map<std::string, json> sorted;
+    for (const auto& [key, value] : options.items()) sorted[key] = value;
+    for (const auto& [key, value] : sorted) out << "\n    " << key << ": " << python_repr(value);
+  }
+  if (accumulate_steps_ > 1)
+    out << "\nAccumulate " << accumulate_steps_ << " steps ("
+        << (accumulate_mode_ == GradAccumulation::mean ? "mean" : "sum") << ")";
+  out << "\n)";
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Optimizer& opt) { return os << opt.to_string(); }
+
 void Optimizer::zero_grad(bool set_to_none) {
+  if (accumulate_count_ > 0) return;  // mid-accumulation: the next backward adds to .grad
   for (size_t g = 0; g < param_group_count(); ++g)
     for (const Tensor& p : group_params(g)) p.zero_grad(set_to_none);
 }
@@ -101,6 +199,7 @@ OptimizerState Optimizer::state_dict() const {
       const ParamState& s = state_[g][i];
       const std::string key = std::to_string(index);
       state[key] = {{"step", s.step}};
+      for (const auto& [name, v] : s.scalars) state[key][name] = v;
       for (const auto& [name, t] : s.tensors)
         out.tensors.emplace_back("state." + key + "." + name, t);
     }
@@ -108,6 +207,11 @@ OptimizerState Optimizer::state_dict() const {
     groups.push_back(group);
   }
   out.meta = {{"type", type_name()}, {"state", state}, {"param_groups", groups}};
+  if (accumulate_steps_ > 1)
+    out.meta["accumulate"] = {
+        {"steps", accumulate_steps_},
+        {"count", accumulate_count_},
+        {"mode", accumulate_mode_ == GradAccumulation::mean ? "mean" : "sum"}};
   return out;
 }
 
@@ -173,8 +277,29 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
                   "].initial_lr is not a number (got ", group["initial_lr"].dump(), ")");
   }
 
+  // Gradient accumulation: steps, count and mode must form a valid counter.
+  int64_t acc_steps = 1, acc_count = 0;
+  GradAccumulation acc_mode = accumulate_mode_;
+  if (meta.contains("accumulate")) {
+    const json& a = meta["accumulate"];
+    EMBER_CHECK(a.is_object() && a.contains("steps") && a["steps"].is_number_integer() &&
+                    a.value("count", json(0)).is_number_integer(),
+                who, ": 'accumulate' must be {\"steps\": k, \"count\": c, \"mode\": ...} (got ",
+                a.dump(), ")");
+    acc_steps = a["steps"].get<int64_t>();
+    acc_count = a.value("count", json(0)).get<int64_t>();
+    const std::string mode = a.value("mode", std::string("mean"));
+    EMBER_CHECK(mode == "mean" || mode == "sum", who, ": unknown accumulate mode \"", mode,
+                "\" (expected \"mean\" or \"sum\")");
+    acc_mode = mode == "mean" ? GradAccumulation::mean : GradAccumulation::sum;
+    EMBER_CHECK(acc_steps >= 1 && acc_count >= 0 && acc_count < acc_steps, who,
+                ": invalid accumulate counter (got steps ", acc_steps, ", count ", acc_count,
+                "; expected steps >= 1 and 0 <= count < steps)");
+  }
+
   // Per-parameter steps.
   std::map<int64_t, int64_t> steps;
+  std::map<int64_t, std::vector<std::pair<std::string, double>>> scalars;
   const json& state = meta["state"];
   EMBER_CHECK(state.is_object(), who, ": 'state' must be an object keyed by parameter index");
   for (const auto& [key, entry] : state.items()) {
@@ -190,6 +315,12 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
       step = s.get<int64_t>();
     }
     steps[id] = step;
+    for (const std::string& name : state_spec(where.at(id).first).scalars) {
+      EMBER_CHECK(entry.is_object() && entry.contains(name) && entry[name].is_number(), who,
+                  ": state.", key, ".", name, " must be a number (got ",
+                  entry.is_object() && entry.contains(name) ? entry[name].dump() : "nothing", ")");
+      scalars[id].emplace_back(name, entry[name].get<double>());
+    }
   }
 
   // Tensors: names, shapes, required entries.
@@ -237,6 +368,7 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
       const Tensor& p = group_params(g)[i];
       ParamState& s = fresh[g][i];
       s.step = step;
+      s.scalars = scalars[id];
       for (const auto& [name, t] : tensors[id]) {
         Tensor copy = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
         copy.copy_(t);
@@ -254,6 +386,9 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
                           : std::nullopt);
   }
   state_ = std::move(fresh);
+  accumulate_steps_ = acc_steps;
+  accumulate_count_ = acc_count;
+  accumulate_mode_ = acc_mode;
 }
 
 }  // namespace ember::optim

@@ -7,75 +7,23 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "optim/scheduler_json.hpp"
 
 namespace ember::optim {
+
+using detail::check_eta_min;
+using detail::check_gamma;
+using detail::check_type;
+using detail::kPi;
+using detail::number_json;
+using detail::numbers_json;
+using detail::read;
+
 namespace {
-
-constexpr double kPi = 3.141592653589793;  // math.pi
-
-// A decay factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
-void check_gamma(const char* who, double gamma) {
-  EMBER_CHECK(gamma >= 0.0 && std::isfinite(gamma), who, ": invalid gamma ", gamma,
-              " (expected a finite gamma >= 0; it multiplies the learning rate)");
-}
-
-void check_eta_min(const char* who, double eta_min) {
-  EMBER_CHECK(eta_min >= 0.0 && std::isfinite(eta_min), who, ": invalid eta_min ", eta_min,
-              " (expected a finite eta_min >= 0)");
-}
-
-// JSON has no inf/nan: they travel as the strings "inf", "-inf", "nan".
-json number_json(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
-}
-
-double number_from(const json& j, const std::string& who, const char* key) {
-  if (j.is_number()) return j.get<double>();
-  if (j.is_string()) {
-    const std::string s = j.get<std::string>();
-    if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
-    if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
-    if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
-  }
-  EMBER_CHECK(false, who, ".load_state_dict: '", key, "' is not a number (got ", j.dump(), ")");
-  return 0.0;
-}
-
-// Reads `key` from `j` into `out` when present.
-void read(const json& j, const char* key, double* out, const std::string& who) {
-  if (j.contains(key)) *out = number_from(j[key], who, key);
-}
-void read(const json& j, const char* key, int64_t* out, const std::string& who) {
-  if (!j.contains(key)) return;
-  EMBER_CHECK(j[key].is_number(), who, ".load_state_dict: '", key, "' is not a number (got ",
-              j[key].dump(), ")");
-  *out = j[key].get<int64_t>();
-}
-void read(const json& j, const char* key, std::vector<double>* out, const std::string& who) {
-  if (!j.contains(key)) return;
-  EMBER_CHECK(j[key].is_array(), who, ".load_state_dict: '", key, "' is not a list (got ",
-              j[key].dump(), ")");
-  std::vector<double> v;
-  for (const json& x : j[key]) v.push_back(number_from(x, who, key));
-  *out = std::move(v);
-}
-
-json numbers_json(const std::vector<double>& v) {
-  json out = json::array();
-  for (double x : v) out.push_back(number_json(x));
-  return out;
-}
-
-void check_type(const json& state, const std::string& type) {
-  EMBER_CHECK(state.is_object(), type, ".load_state_dict: expected a JSON object (got ",
-              state.dump().substr(0, 80), ")");
-  if (state.contains("type"))
-    EMBER_CHECK(state["type"] == type, type,
-                ".load_state_dict: the state is for another scheduler (got ", state["type"].dump(),
-                ", expected \"", type, "\")");
-}
 
 // Python's a ** b for a float and an integer (float.__pow__ -> C pow).
 double pow_int(double a, int64_t b) { return std::pow(a, static_cast<double>(b)); }
@@ -661,6 +609,9 @@ json ReduceLROnPlateau::state_dict() const {
           {"min_lrs", numbers_json(min_lrs_)},
           {"eps", o.eps},
           {"best", number_json(best_)},
+          {"mode_worse",
+           number_json(o.mode == PlateauMode::min ? std::numeric_limits<double>::infinity()
+                                                  : -std::numeric_limits<double>::infinity())},
           {"num_bad_epochs", num_bad_epochs_},
           {"last_epoch", last_epoch_},
           {"_last_lr", numbers_json(last_lr_)}};
@@ -707,6 +658,203 @@ void ReduceLROnPlateau::load_state_dict(const json& state) {
   num_bad_epochs_ = bad;
   last_epoch_ = last_epoch;
   last_lr_ = std::move(last_lr);
+}
+
+// ---- printing ----
+
+namespace {
+
+// "key=value, ..." of a state dict, keys sorted, minus `skip`.
+std::string state_text(const json& state, const std::vector<std::string>& skip) {
+  std::map<std::string, json> sorted;
+  for (const auto& [key, value] : state.items())
+    if (std::find(skip.begin(), skip.end(), key) == skip.end())
+      sorted[key == "_last_lr" ? "last_lr" : key] = value;
+  std::string out;
+  for (const auto& [key, value] : sorted)
+    out += (out.empty() ? "" : ", ") + key + "=" +
+           (value.is_string() ? value.get<std::string>() : value.dump());
+  return out;
+}
+
+}  // namespace
+
+std::string LRScheduler::to_string() const {
+  json s = state_dict();
+  if (s.contains("_schedulers")) {  // containers print their children
+    std::string children;
+    for (const json& c : s["_schedulers"])
+      children += (children.empty() ? "" : ", ") + c.value("type", std::string("?"));
+    s["_schedulers"] = "[" + children + "]";
+  }
+  return type_name() + "(" + state_text(s, {"type", "base_lrs", "_step_count"}) + ")";
+}
+
+std::string ReduceLROnPlateau::to_string() const {
+  return type_name() + "(" + state_text(state_dict(), {"type"}) + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const LRScheduler& s) { return os << s.to_string(); }
+std::ostream& operator<<(std::ostream& os, const ReduceLROnPlateau& s) {
+  return os << s.to_string();
+}
+
+// ---- CosineDecayLR ----
+
+CosineDecayLR::CosineDecayLR(Optimizer& optimizer, int64_t T_max, double eta_min,
+                             int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
+  EMBER_CHECK(T_max > 0, "CosineDecayLR: invalid T_max ", T_max, " (expected T_max > 0)");
+  check_eta_min("CosineDecayLR", eta_min);
+  initial_step();
+}
+
+// Closed form only: the floor must hold exactly, whatever the groups' lrs drifted to.
+std::vector<double> CosineDecayLR::get_lr() { return *closed_form_lr(); }
+
+std::optional<std::vector<double>> CosineDecayLR::closed_form_lr() const {
+  const double t = static_cast<double>(std::min(std::max<int64_t>(last_epoch_, 0), t_max_));
+  std::vector<double> lrs;
+  for (double base : base_lrs_)
+    lrs.push_back(eta_min_ +
+                  (base - eta_min_) * (1 + std::cos(kPi * t / static_cast<double>(t_max_))) / 2);
+  return lrs;
+}
+
+void CosineDecayLR::save_extra(json& s) const {
+  s["T_max"] = t_max_;
+  s["eta_min"] = eta_min_;
+}
+
+void CosineDecayLR::load_extra(const json& s) {
+  int64_t t_max = t_max_;
+  read(s, "T_max", &t_max, type_name());
+  EMBER_CHECK(t_max > 0, "CosineDecayLR.load_state_dict: invalid T_max ", t_max,
+              " (expected T_max > 0)");
+  t_max_ = t_max;
+  read(s, "eta_min", &eta_min_, type_name());
+}
+
+// ---- ConstantLR ----
+
+ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters, int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch), factor_(factor), total_iters_(total_iters) {
+  EMBER_CHECK(factor >= 0.0 && factor <= 1.0, "ConstantLR: invalid factor ", factor,
+              " (expected 0 <= factor <= 1)");
+  EMBER_CHECK(total_iters >= 0, "ConstantLR: invalid total_iters ", total_iters,
+              " (expected total_iters >= 0)");
+  initial_step();
+}
+
+std::vector<double> ConstantLR::get_lr() {
+  std::vector<double> lrs = group_lrs();
+  if (last_epoch_ == 0) {
+    for (double& lr : lrs) lr = lr * factor_;
+    return lrs;
+  }
+  if (last_epoch_ != total_iters_) return lrs;
+  for (double& lr : lrs) lr = lr * (1.0 / factor_);
+  return lrs;
+}
+
+std::optional<std::vector<double>> ConstantLR::closed_form_lr() const {
+  std::vector<double> lrs;
+  const double past = last_epoch_ >= total_iters_ ? 1.0 : 0.0;
+  for (double base : base_lrs_) lrs.push_back(base * (factor_ + past * (1 - factor_)));
+  return lrs;
+}
+
+void ConstantLR::save_extra(json& s) const {
+  s["factor"] = factor_;
+  s["total_iters"] = total_iters_;
+}
+
+void ConstantLR::load_extra(const json& s) {
+  double factor = factor_;
+  read(s, "factor", &factor, type_name());
+  EMBER_CHECK(factor >= 0.0 && factor <= 1.0, "ConstantLR.load_state_dict: invalid factor ", factor,
+              " (expected 0 <= factor <= 1)");
+  factor_ = factor;
+  read(s, "total_iters", &total_iters_, type_name());
+}
+
+// ---- PolynomialLR ----
+
+PolynomialLR::PolynomialLR(Optimizer& optimizer, int64_t total_iters, double power,
+                           int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch), total_iters_(total_iters), power_(power) {
+  EMBER_CHECK(total_iters > 0, "PolynomialLR: invalid total_iters ", total_iters,
+              " (expected total_iters > 0)");
+  EMBER_CHECK(std::isfinite(power) && power >= 0.0, "PolynomialLR: invalid power ", power,
+              " (expected a finite power >= 0)");
+  initial_step();
+}
+
+std::vector<double> PolynomialLR::get_lr() {
+  std::vector<double> lrs = group_lrs();
+  if (last_epoch_ == 0 || last_epoch_ > total_iters_) return lrs;
+  const double t = static_cast<double>(last_epoch_), total = static_cast<double>(total_iters_);
+  const double factor = std::pow((1.0 - t / total) / (1.0 - (t - 1) / total), power_);
+  for (double& lr : lrs) lr = lr * factor;
+  return lrs;
+}
+
+std::optional<std::vector<double>> PolynomialLR::closed_form_lr() const {
+  const double done = static_cast<double>(std::min(total_iters_, last_epoch_));
+  std::vector<double> lrs;
+  for (double base : base_lrs_)
+    lrs.push_back(base * std::pow(1.0 - done / static_cast<double>(total_iters_), power_));
+  return lrs;
+}
+
+void PolynomialLR::save_extra(json& s) const {
+  s["total_iters"] = total_iters_;
+  s["power"] = power_;
+}
+
+void PolynomialLR::load_extra(const json& s) {
+  int64_t total = total_iters_;
+  read(s, "total_iters", &total, type_name());
+  EMBER_CHECK(total > 0, "PolynomialLR.load_state_dict: invalid total_iters ", total,
+              " (expected total_iters > 0)");
+  total_iters_ = total;
+  read(s, "power", &power_, type_name());
+}
+
+// ---- LambdaLR ----
+
+LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch) {
+  EMBER_CHECK(static_cast<bool>(lr_lambda), "LambdaLR: lr_lambda is empty (expected a function)");
+  lambdas_.assign(optimizer.param_group_count(), lr_lambda);
+  initial_step();
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch), lambdas_(std::move(lr_lambdas)) {
+  EMBER_CHECK(lambdas_.size() == optimizer.param_group_count(), "LambdaLR: expected ",
+              optimizer.param_group_count(), " lr_lambdas, one per parameter group (got ",
+              lambdas_.size(), ")");
+  for (size_t i = 0; i < lambdas_.size(); ++i)
+    EMBER_CHECK(static_cast<bool>(lambdas_[i]), "LambdaLR: lr_lambdas[", i,
+                "] is empty (expected a function)");
+  initial_step();
+}
+
+std::vector<double> LambdaLR::get_lr() {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < base_lrs_.size(); ++g)
+    lrs.push_back(base_lrs_[g] * lambdas_[g](last_epoch_));
+  return lrs;
+}
+
+void LambdaLR::save_extra(json& s) const { s["lr_lambdas"] = json(lambdas_.size(), nullptr); }
+
+void LambdaLR::load_extra(const json& s) {
+  if (!s.contains("lr_lambdas")) return;
+  EMBER_CHECK(s["lr_lambdas"].is_array() && s["lr_lambdas"].size() == lambdas_.size(),
+              "LambdaLR.load_state_dict: 'lr_lambdas' must list ", lambdas_.size(),
+              " entries, one per group (got ", s["lr_lambdas"].dump(), ")");
 }
 
 }  // namespace ember::optim

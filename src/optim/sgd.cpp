@@ -51,7 +51,7 @@ SGD::SGD(std::vector<Group> groups, SGDOptions defaults) : TypedOptimizer(defaul
 
 Optimizer::StateSpec SGD::state_spec(size_t) const { return {{}, {"momentum_buffer"}}; }
 
-void SGD::step() {
+void SGD::update() {
   const std::string who = type_name();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const Group& group = groups_[g];

@@ -26,9 +26,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ember/data/dataset.hpp"
@@ -135,6 +137,11 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
 
+  /// A one-line summary: "DataLoader(size=60000, batch_size=64, batches=938, shuffle=True,
+  /// seed=1, drop_last=False, prefetch=True, epoch=0, position=0)" (", device=cuda:0" when
+  /// batches are moved).
+  std::string to_string() const;
+
   /// Indices of batch `batch` of epoch `epoch` (what that batch's rows are taken from).
   std::vector<int64_t> batch_indices(int64_t epoch, int64_t batch) const;
 
@@ -158,5 +165,8 @@ class DataLoader {
   Example current_;
   bool active_ = false;  // an iteration is in progress
 };
+
+/// Prints loader.to_string().
+std::ostream& operator<<(std::ostream& os, const DataLoader& loader);
 
 }  // namespace ember::data

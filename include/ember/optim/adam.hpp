@@ -50,10 +50,10 @@ class Adam : public TypedOptimizer<AdamOptions> {
  public:
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
   explicit Adam(std::vector<Group> groups, AdamOptions defaults = {});
-  void step() override;
   std::string type_name() const override { return "Adam"; }
 
  protected:
+  void update() override;
   StateSpec state_spec(size_t group) const override;
 };
 
@@ -63,10 +63,10 @@ class AdamW : public TypedOptimizer<AdamWOptions> {
  public:
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   explicit AdamW(std::vector<Group> groups, AdamWOptions defaults = {});
-  void step() override;
   std::string type_name() const override { return "AdamW"; }
 
  protected:
+  void update() override;
   StateSpec state_spec(size_t group) const override;
 };
 

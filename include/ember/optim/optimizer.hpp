@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -31,6 +33,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 ///    "state": {"0": {"step": 10}, "3": {"step": 10}},
 ///    "param_groups": [{"lr": 0.001, "betas": [0.9, 0.999], ..., "params": [0, 1, 2]}]}
 /// tensors: "state.<index>.<name>", e.g. "state.3.exp_avg" (safetensors-ready names).
+/// Per-parameter scalars sit beside "step" in meta.state (NAdam's "mu_product"); with
+/// gradient accumulation meta also holds {"accumulate": {"steps", "count", "mode"}}.
 /// The tensors are the live state (not copies): serialise or clone them before stepping on.
 struct OptimizerState {
   json meta;
@@ -42,10 +46,14 @@ struct OptimizerState {
 struct ParamState {
   int64_t step = 0;
   NamedTensors tensors;
+  /// Scalars of the state besides step, e.g. NAdam's {"mu_product", 0.87} (meta, not tensors).
+  std::vector<std::pair<std::string, double>> scalars;
   /// The tensor named `name`, or nullptr.
   Tensor* find(const std::string& name);
   const Tensor* find(const std::string& name) const;
-  bool empty() const { return step == 0 && tensors.empty(); }
+  /// The scalar named `name`, or nullptr.
+  double* find_scalar(const std::string& name);
+  bool empty() const { return step == 0 && tensors.empty() && scalars.empty(); }
 };
 
 /// One group of parameters and the hyperparameters that apply to them.
@@ -58,6 +66,12 @@ struct ParamGroup {
   std::optional<double> initial_lr = std::nullopt;
 };
 
+/// How accumulated gradients combine (Optimizer::set_accumulate_steps).
+enum class GradAccumulation : uint8_t {
+  mean,  // the update sees (g_1 + ... + g_k) / k: k micro-batches act as one k-times batch
+  sum,   // the update sees g_1 + ... + g_k
+};
+
 /// Base of every optimizer. The generic view of the groups here is what schedulers, the
 /// training loop and checkpoints use; typed access is on TypedOptimizer::param_groups().
 class Optimizer {
@@ -67,11 +81,40 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   /// One update of every parameter that has a gradient (parameters without one are skipped).
-  virtual void step() = 0;
-  /// Drops every parameter's gradient (set_to_none) or zeroes it in place.
+  /// With accumulate_steps k > 1 only every k-th call updates (see set_accumulate_steps).
+  void step();
+  /// PyTorch's step(closure): `closure` clears the gradients, recomputes the loss, calls
+  /// backward() and returns the loss. LBFGS calls it several times per step; the other
+  /// optimizers call it once, then step(). Returns the first loss the closure gave.
+  ///   double loss = opt.step([&] { opt.zero_grad(); Tensor l = f(x); l.backward();
+  ///                                return l.item<double>(); });
+  virtual double step(const std::function<double()>& closure);
+  /// Drops every parameter's gradient (set_to_none) or zeroes it in place. While gradients
+  /// accumulate (the last step() call did not update) it does nothing, so the next
+  /// backward() adds to them.
   void zero_grad(bool set_to_none = true);
   /// "SGD", "Adam", "AdamW" (stored in the state dict and checked on load).
   virtual std::string type_name() const = 0;
+
+  /// Gradient accumulation (ggmlR's): step() updates on every k-th call only; the calls in
+  /// between keep the gradients (zero_grad() skips them) so backward() sums k micro-batches.
+  /// The k-th call scales the summed .grad in place by 1/k (GradAccumulation::mean, the
+  /// default) or leaves the sum (sum), then updates. k = 1 (default) updates every call.
+  ///   opt.set_accumulate_steps(4);   // 4 micro-batches of 8 train as one batch of 32
+  void set_accumulate_steps(int64_t k, GradAccumulation mode = GradAccumulation::mean);
+  int64_t accumulate_steps() const { return accumulate_steps_; }
+  GradAccumulation accumulate_mode() const { return accumulate_mode_; }
+  /// step() calls since the last update (0 <= count < k; kept in the state dict).
+  int64_t accumulate_count() const { return accumulate_count_; }
+
+  /// PyTorch's repr: the type, then each group's hyperparameters, e.g.
+  ///   Adam (
+  ///   Parameter Group 0
+  ///       amsgrad: false
+  ///       betas: [0.9, 0.999]
+  ///       ...
+  ///   )
+  std::string to_string() const;
 
   // ---- the groups, generically ----
   virtual size_t param_group_count() const = 0;
@@ -82,6 +125,10 @@ class Optimizer {
   virtual void set_initial_lr(size_t group, std::optional<double> lr) = 0;
   /// Group `group`'s hyperparameters with PyTorch's keys, e.g. {"lr", "betas", "eps", ...}.
   virtual json group_options(size_t group) const = 0;
+  /// Sets hyperparameters of group `group` from PyTorch keys (validated; keys absent keep
+  /// their value), e.g. opt.update_group_options(0, {{"momentum", 0.85}}). Cyclic schedulers
+  /// write momentum / betas through this.
+  void update_group_options(size_t group, const json& options);
   /// The lr of every group, in order.
   std::vector<double> lrs() const;
   /// Every parameter, group by group.
@@ -91,22 +138,26 @@ class Optimizer {
   const ParamState* state(const Tensor& param) const;
 
   /// The state in checkpoint form (see OptimizerState).
-  OptimizerState state_dict() const;
+  virtual OptimizerState state_dict() const;
   /// Restores hyperparameters and per-parameter state from `state`. The group and parameter
   /// counts and every tensor's shape must match this optimizer's; tensors are copied (cast
   /// to the parameter's dtype, moved to its device, Persistent pool). On any error it throws
   /// ember::Error and changes nothing.
-  void load_state_dict(const OptimizerState& state);
+  virtual void load_state_dict(const OptimizerState& state);
 
   /// State tensor names of a parameter: those every stepped parameter must have, and those
   /// it may have.
   struct StateSpec {
     std::vector<std::string> required;
     std::vector<std::string> optional;
+    std::vector<std::string> scalars = {};  // meta scalars every state entry has
   };
 
  protected:
   Optimizer() = default;
+
+  /// The update itself (step() decides when it runs).
+  virtual void update() = 0;
 
   /// The state tensors a parameter of `group` has.
   virtual StateSpec state_spec(size_t group) const = 0;
@@ -125,7 +176,15 @@ class Optimizer {
   ParamState& state_slot(size_t group, size_t index);
 
   std::vector<std::vector<ParamState>> state_;  // [group][param]
+
+ private:
+  int64_t accumulate_steps_ = 1;
+  int64_t accumulate_count_ = 0;
+  GradAccumulation accumulate_mode_ = GradAccumulation::mean;
 };
+
+/// Prints opt.to_string().
+std::ostream& operator<<(std::ostream& os, const Optimizer& opt);
 
 /// Holds typed groups for an optimizer whose hyperparameters are `Options`. The options type
 /// provides to_json/from_json (nlohmann ADL) and validate_options(options, who).
@@ -165,6 +224,13 @@ class TypedOptimizer : public Optimizer {
 
  protected:
   explicit TypedOptimizer(Options defaults) : defaults_(std::move(defaults)) {}
+
+  /// A constructor's work: validates the defaults, adds every group, refuses an empty list.
+  void init_groups(std::vector<Group> groups) {
+    validate_options(defaults_, type_name());
+    for (Group& g : groups) add_param_group(std::move(g));
+    check_not_empty();
+  }
 
   void set_group_options(size_t group, const json& options, bool apply) override {
     Options o = at(group).options;

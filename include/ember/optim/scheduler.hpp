@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -51,6 +53,10 @@ class LRScheduler {
   /// Restores what state_dict() wrote (the type must match). The optimizer's lrs are not
   /// touched: they come back with the optimizer's own state dict.
   virtual void load_state_dict(const json& state);
+
+  /// The type and its state, e.g. "StepLR(last_epoch=3, gamma=0.5, step_size=7,
+  /// last_lr=[0.1, 0.02])" (keys sorted; base_lrs and _step_count left out).
+  std::string to_string() const;
 
  protected:
   /// Attaches to `optimizer`. last_epoch == -1: each group's initial_lr is set to its lr
@@ -154,6 +160,26 @@ class CosineAnnealingLR : public LRScheduler {
   double eta_min_;
 };
 
+/// CosineAnnealingLR that holds its floor (ggmlR's cosine schedule): the same cosine from
+/// the initial lr down to eta_min over T_max epochs, then eta_min for good, where PyTorch's
+/// rises again. lr_t = eta_min + (base - eta_min)(1 + cos(π min(t, T_max) / T_max)) / 2.
+///   optim::CosineDecayLR sched(opt, /*T_max=*/90, /*eta_min=*/1e-5);  // then flat
+class CosineDecayLR : public LRScheduler {
+ public:
+  CosineDecayLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0, int64_t last_epoch = -1);
+  std::string type_name() const override { return "CosineDecayLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
 /// SGDR: cosine from the initial lr to eta_min over T_i epochs, then restart with
 /// T_i × T_mult (T_0 for the first cycle). step_to(epoch) takes fractional epochs.
 class CosineAnnealingWarmRestarts : public LRScheduler {
@@ -193,6 +219,154 @@ class LinearLR : public LRScheduler {
  private:
   double start_factor_, end_factor_;
   int64_t total_iters_;
+};
+
+/// The lr times `factor` for the first total_iters epochs, then the lr itself.
+/// Example: ConstantLR(opt, 0.5, 4): lrs 0.05 for epochs 0-3, then 0.1 (base lr 0.1).
+class ConstantLR : public LRScheduler {
+ public:
+  ConstantLR(Optimizer& optimizer, double factor = 1.0 / 3, int64_t total_iters = 5,
+             int64_t last_epoch = -1);
+  std::string type_name() const override { return "ConstantLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  double factor_;
+  int64_t total_iters_;
+};
+
+/// Polynomial decay to 0 over total_iters epochs: lr_t = base (1 - min(t, T)/T)^power.
+class PolynomialLR : public LRScheduler {
+ public:
+  PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0,
+               int64_t last_epoch = -1);
+  std::string type_name() const override { return "PolynomialLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  std::optional<std::vector<double>> closed_form_lr() const override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  int64_t total_iters_;
+  double power_;
+};
+
+/// lr_t = initial lr × lambda(t), one function for every group or one per group.
+///   optim::LambdaLR sched(opt, [](int64_t epoch) { return std::pow(0.95, epoch); });
+/// The state dict holds the counters and "lr_lambdas": [null, ...] (as PyTorch, which saves
+/// a function only when it is a callable object): the functions come from the code.
+class LambdaLR : public LRScheduler {
+ public:
+  using Lambda = std::function<double(int64_t epoch)>;
+  LambdaLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch = -1);
+  LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch = -1);
+  std::string type_name() const override { return "LambdaLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  std::vector<Lambda> lambdas_;
+};
+
+enum class AnnealStrategy : uint8_t { cos, linear };
+
+/// Options of OneCycleLR (PyTorch's defaults). Per-group lists take one value for all
+/// groups or one per group.
+struct OneCycleLROptions {
+  std::vector<double> max_lr = {};  // required: the peak lr
+  int64_t total_steps = 0;          // or epochs × steps_per_epoch when 0
+  int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;
+  double pct_start = 0.3;  // fraction of the steps spent rising
+  AnnealStrategy anneal_strategy = AnnealStrategy::cos;
+  bool cycle_momentum = true;  // momentum (or beta1 for Adam-like optimizers) runs inversely
+  std::vector<double> base_momentum = {0.85};
+  std::vector<double> max_momentum = {0.95};
+  double div_factor = 25.0;       // initial lr = max_lr / div_factor
+  double final_div_factor = 1e4;  // min lr = initial lr / final_div_factor
+  bool three_phase = false;       // rise, fall back to the initial lr, then anneal to min
+};
+
+/// The 1cycle policy (Smith & Topin), stepped once per batch: the lr rises from
+/// max_lr/div_factor to max_lr over pct_start of total_steps, then anneals to
+/// initial/final_div_factor (cos or linear); with cycle_momentum the momentum (or beta1)
+/// moves the other way between max_momentum and base_momentum. Stepping past total_steps
+/// throws. Example:
+///   optim::OneCycleLR sched(opt, {.max_lr = {0.1}, .total_steps = epochs * batches});
+class OneCycleLR : public LRScheduler {
+ public:
+  OneCycleLR(Optimizer& optimizer, OneCycleLROptions options, int64_t last_epoch = -1);
+  std::string type_name() const override { return "OneCycleLR"; }
+  int64_t total_steps() const { return total_steps_; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  struct Phase {
+    double end_step;
+    int start_lr, end_lr, start_momentum, end_momentum;  // 0 initial, 1 max, 2 min / base
+  };
+  OneCycleLROptions options_;
+  int64_t total_steps_ = 0;
+  std::vector<Phase> phases_;
+  bool use_beta1_ = false;
+  std::vector<double> max_lrs_, min_lrs_, max_momentums_, base_momentums_;
+};
+
+enum class CyclicMode : uint8_t { triangular, triangular2, exp_range };
+enum class ScaleMode : uint8_t { cycle, iterations };
+
+/// Options of CyclicLR (PyTorch's defaults).
+struct CyclicLROptions {
+  std::vector<double> base_lr = {};  // required: the lower bound (one or per group)
+  std::vector<double> max_lr = {};   // required: the upper bound
+  int64_t step_size_up = 2000;       // steps rising
+  std::optional<int64_t> step_size_down = std::nullopt;  // steps falling (default: up)
+  CyclicMode mode = CyclicMode::triangular;  // amplitude: constant, halved per cycle, γ^t
+  double gamma = 1.0;                        // exp_range's base
+  /// A custom amplitude scale (overrides mode), of the cycle number or of the step
+  /// (scale_mode).
+  std::function<double(double)> scale_fn = nullptr;
+  ScaleMode scale_mode = ScaleMode::cycle;
+  bool cycle_momentum = true;  // momentum (or beta1) between max and base, inversely
+  std::vector<double> base_momentum = {0.8};
+  std::vector<double> max_momentum = {0.9};
+};
+
+/// Cyclical learning rates (Smith 2017), stepped once per batch: the lr goes from base_lr
+/// to max_lr over step_size_up steps and back over step_size_down, the amplitude scaled by
+/// the mode. Example:
+///   optim::CyclicLR sched(opt, {.base_lr = {1e-3}, .max_lr = {1e-2}, .step_size_up = 500});
+class CyclicLR : public LRScheduler {
+ public:
+  CyclicLR(Optimizer& optimizer, CyclicLROptions options, int64_t last_epoch = -1);
+  std::string type_name() const override { return "CyclicLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  double scale(double x) const;
+  CyclicLROptions options_;
+  double total_size_ = 0.0, step_ratio_ = 0.0;
+  ScaleMode scale_mode_ = ScaleMode::cycle;
+  bool use_beta1_ = false;
+  std::vector<double> max_lrs_, base_momentums_, max_momentums_;
 };
 
 /// Runs schedulers one after another: schedulers[i] drives epochs from milestones[i-1] on
@@ -274,6 +448,8 @@ class ReduceLROnPlateau {
 
   json state_dict() const;
   void load_state_dict(const json& state);
+  /// "ReduceLROnPlateau(mode=min, factor=0.1, patience=10, ..., best=inf)".
+  std::string to_string() const;
 
  private:
   bool is_better(double a, double best) const;
@@ -286,5 +462,9 @@ class ReduceLROnPlateau {
   int64_t last_epoch_ = 0;
   std::vector<double> last_lr_;
 };
+
+/// Print to_string().
+std::ostream& operator<<(std::ostream& os, const LRScheduler& scheduler);
+std::ostream& operator<<(std::ostream& os, const ReduceLROnPlateau& scheduler);
 
 }  // namespace ember::optim

@@ -36,10 +36,10 @@ class SGD : public TypedOptimizer<SGDOptions> {
  public:
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
   explicit SGD(std::vector<Group> groups, SGDOptions defaults = {});
-  void step() override;
   std::string type_name() const override { return "SGD"; }
 
  protected:
+  void update() override;
   StateSpec state_spec(size_t group) const override;
 };
 

@@ -1,0 +1,80 @@
+// src/optim/scheduler_json.hpp — what the scheduler files share: PyTorch's math.pi, argument
+// checks, and reading and writing state-dict numbers (inf and nan travel as strings).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ember/optim/scheduler.hpp"
+
+namespace ember::optim::detail {
+
+inline constexpr double kPi = 3.141592653589793;  // math.pi
+
+// A decay factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
+inline void check_gamma(const char* who, double gamma) {
+  EMBER_CHECK(gamma >= 0.0 && std::isfinite(gamma), who, ": invalid gamma ", gamma,
+              " (expected a finite gamma >= 0; it multiplies the learning rate)");
+}
+
+inline void check_eta_min(const char* who, double eta_min) {
+  EMBER_CHECK(eta_min >= 0.0 && std::isfinite(eta_min), who, ": invalid eta_min ", eta_min,
+              " (expected a finite eta_min >= 0)");
+}
+
+// JSON has no inf/nan: they travel as the strings "inf", "-inf", "nan".
+inline json number_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+inline double number_from(const json& j, const std::string& who, const char* key) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  }
+  EMBER_CHECK(false, who, ".load_state_dict: '", key, "' is not a number (got ", j.dump(), ")");
+  return 0.0;
+}
+
+// Reads `key` from `j` into `out` when present.
+inline void read(const json& j, const char* key, double* out, const std::string& who) {
+  if (j.contains(key)) *out = number_from(j[key], who, key);
+}
+inline void read(const json& j, const char* key, int64_t* out, const std::string& who) {
+  if (!j.contains(key)) return;
+  EMBER_CHECK(j[key].is_number(), who, ".load_state_dict: '", key, "' is not a number (got ",
+              j[key].dump(), ")");
+  *out = j[key].get<int64_t>();
+}
+inline void read(const json& j, const char* key, std::vector<double>* out, const std::string& who) {
+  if (!j.contains(key)) return;
+  EMBER_CHECK(j[key].is_array(), who, ".load_state_dict: '", key, "' is not a list (got ",
+              j[key].dump(), ")");
+  std::vector<double> v;
+  for (const json& x : j[key]) v.push_back(number_from(x, who, key));
+  *out = std::move(v);
+}
+
+inline json numbers_json(const std::vector<double>& v) {
+  json out = json::array();
+  for (double x : v) out.push_back(number_json(x));
+  return out;
+}
+
+inline void check_type(const json& state, const std::string& type) {
+  EMBER_CHECK(state.is_object(), type, ".load_state_dict: expected a JSON object (got ",
+              state.dump().substr(0, 80), ")");
+  if (state.contains("type"))
+    EMBER_CHECK(state["type"] == type, type,
+                ".load_state_dict: the state is for another scheduler (got ", state["type"].dump(),
+                ", expected \"", type, "\")");
+}
+
+}  // namespace ember::optim::detail
