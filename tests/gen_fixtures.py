@@ -721,6 +721,85 @@ case("diff_n2_prepend_append",
      lambda t: torch.diff(t["x"], n=2, dim=1, prepend=t["prepend"], append=t["append"]),
      diff=("x", "prepend", "append"), attrs={"n": 2, "dim": 1})
 
+# ---- losses (issue 16)
+T = lambda *v: torch.tensor(v, dtype=torch.float64)
+case("cross_entropy_weight", lambda m: {"logits": m.randn(5, 4, scale=2.0),
+                                        "target": IDX(1, 3, 3, 0, 2), "weight": m.positive(4)},
+     lambda t: F.cross_entropy(t["logits"], t["target"], weight=t["weight"], ignore_index=3,
+                               label_smoothing=0.1),
+     diff=("logits",), attrs={"reduction": "mean", "ignore_index": 3, "label_smoothing": 0.1})
+case("cross_entropy_weight_sum", lambda m: {"logits": m.randn(4, 3, scale=2.0),
+                                            "target": IDX(2, 0, 1, 2), "weight": m.positive(3)},
+     lambda t: F.cross_entropy(t["logits"], t["target"], weight=t["weight"], reduction="sum"),
+     diff=("logits",), attrs={"reduction": "sum", "ignore_index": -100, "label_smoothing": 0.0})
+case("nll_loss_weight", lambda m: {"log_probs": m._f32(torch.log_softmax(m.randn(5, 4), -1)),
+                                   "target": IDX(3, 0, 1, 1, 2), "weight": m.positive(4)},
+     lambda t: F.nll_loss(t["log_probs"], t["target"], weight=t["weight"], ignore_index=0),
+     diff=("log_probs",), attrs={"reduction": "mean", "ignore_index": 0})
+case("bce_with_logits_weight", lambda m: {"logits": m.randn(4, 3, scale=2.0),
+                                          "target": m.uniform(4, 3), "weight": m.positive(3)},
+     lambda t: F.binary_cross_entropy_with_logits(t["logits"], t["target"], weight=t["weight"]),
+     diff=("logits",), attrs={"reduction": "mean"})
+case("binary_cross_entropy", lambda m: {"input": m.uniform(4, 3, lo=0.05, hi=0.95),
+                                        "target": m.uniform(4, 3), "weight": m.positive(3)},
+     lambda t: F.binary_cross_entropy(t["input"], t["target"], weight=t["weight"]),
+     diff=("input",), attrs={"reduction": "mean"})
+case("binary_cross_entropy_sum", lambda m: {"input": m.uniform(5, lo=0.05, hi=0.95),
+                                            "target": m.uniform(5)},
+     lambda t: F.binary_cross_entropy(t["input"], t["target"], reduction="sum"),
+     diff=("input",), attrs={"reduction": "sum"})
+case("l1_loss", lambda m: {"input": m.randn(3, 4), "target": m.randn(3, 4)},
+     lambda t: F.l1_loss(t["input"], t["target"]), diff=("input", "target"),
+     attrs={"reduction": "mean"})
+case("smooth_l1_loss_beta", lambda m: {"input": m.randn(3, 4), "target": m.randn(3, 4)},
+     lambda t: F.smooth_l1_loss(t["input"], t["target"], reduction="sum", beta=0.5),
+     diff=("input", "target"), attrs={"reduction": "sum", "beta": 0.5})
+case("huber_loss_delta", lambda m: {"input": m.randn(3, 4), "target": m.randn(3, 4)},
+     lambda t: F.huber_loss(t["input"], t["target"], reduction="none", delta=0.7),
+     diff=("input", "target"), attrs={"reduction": "none", "delta": 0.7})
+case("kl_div_batchmean", lambda m: {"input": m._f32(torch.log_softmax(m.randn(3, 4), -1)),
+                                    "target": m.softmax_rows(3, 4)},
+     lambda t: F.kl_div(t["input"], t["target"], reduction="batchmean"), diff=("input", "target"),
+     attrs={"reduction": "batchmean", "log_target": False})
+case("kl_div_log_target", lambda m: {"input": m._f32(torch.log_softmax(m.randn(3, 4), -1)),
+                                     "target": m._f32(torch.log_softmax(m.randn(3, 4), -1))},
+     lambda t: F.kl_div(t["input"], t["target"], reduction="sum", log_target=True),
+     diff=("input", "target"), attrs={"reduction": "sum", "log_target": True})
+case("margin_ranking_loss", lambda m: {"x1": m.randn(6), "x2": m.randn(6),
+                                       "y": T(1, -1, 1, 1, -1, -1)},
+     lambda t: F.margin_ranking_loss(t["x1"], t["x2"], t["y"], margin=0.3),
+     diff=("x1", "x2"), attrs={"margin": 0.3, "reduction": "mean"})
+for nm, swap in [("triplet_margin_loss", False), ("triplet_margin_loss_swap", True)]:
+    case(nm, lambda m: {"anchor": m.randn(4, 3), "positive": m.randn(4, 3),
+                        "negative": m.randn(4, 3)},
+         lambda t, swap=swap: F.triplet_margin_loss(t["anchor"], t["positive"], t["negative"],
+                                                    margin=1.5, swap=swap),
+         diff=("anchor", "positive", "negative"), attrs={"margin": 1.5, "swap": swap})
+case("cosine_embedding_loss", lambda m: {"x1": m.randn(4, 3), "x2": m.randn(4, 3),
+                                         "y": T(1, -1, 1, -1)},
+     lambda t: F.cosine_embedding_loss(t["x1"], t["x2"], t["y"], margin=-0.5),
+     diff=("x1", "x2"), attrs={"margin": -0.5, "reduction": "mean"})
+case("poisson_nll_loss", lambda m: {"input": m.randn(3, 4), "target": m.uniform(3, 4, hi=3.0)},
+     lambda t: F.poisson_nll_loss(t["input"], t["target"]), diff=("input", "target"),
+     attrs={"log_input": True, "full": False, "reduction": "mean"})
+case("poisson_nll_loss_full", lambda m: {"input": m.positive(3, 4), "target": m.uniform(3, 4, hi=4.0)},
+     lambda t: F.poisson_nll_loss(t["input"], t["target"], log_input=False, full=True,
+                                  reduction="sum"),
+     diff=("input",), attrs={"log_input": False, "full": True, "reduction": "sum"})
+# CTC on log_softmax(x) (the gradient is compared with respect to x, where PyTorch's CTC
+# gradient and the exact one agree): padded targets, then concatenated ones.
+case("ctc_loss", lambda m: {"x": m.randn(6, 2, 4), "targets": IDX(1, 2, 2, 3, 1, 0).reshape(2, 3),
+                            "input_lengths": IDX(6, 5), "target_lengths": IDX(3, 2)},
+     lambda t: F.ctc_loss(torch.log_softmax(t["x"], 2), t["targets"], t["input_lengths"],
+                          t["target_lengths"]),
+     diff=("x",), attrs={"blank": 0, "reduction": "mean", "zero_infinity": False})
+case("ctc_loss_packed_sum", lambda m: {"x": m.randn(5, 3, 3), "targets": IDX(1, 2, 1, 1, 2),
+                                       "input_lengths": IDX(5, 4, 5),
+                                       "target_lengths": IDX(2, 1, 2)},
+     lambda t: F.ctc_loss(torch.log_softmax(t["x"], 2), t["targets"], t["input_lengths"],
+                          t["target_lengths"], blank=0, reduction="sum"),
+     diff=("x",), attrs={"blank": 0, "reduction": "sum", "zero_infinity": False})
+
 # ---- rearrangements and indexing (issue 16)
 IDX = lambda *v: torch.tensor(v, dtype=torch.int64)
 case("flip_dims01", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.flip(t["x"], [0, 1]),
@@ -794,6 +873,35 @@ case("index_fill", lambda m: {"x": m.randn(3, 4), "index": IDX(0, 2)},
 case("index_copy", lambda m: {"x": m.randn(4, 3), "index": IDX(3, 1), "source": m.randn(2, 3)},
      lambda t: t["x"].index_copy(0, t["index"], t["source"]), diff=("x", "source"),
      attrs={"dim": 0})
+# src of index's shape: torch 1.13's scatter gradient of a larger src has the wrong shape
+case("scatter", lambda m: {"x": m.randn(3, 5), "index": IDX(0, 4, 2, 1, 3, 0).reshape(2, 3),
+                           "src": m.randn(2, 3)},
+     lambda t: torch.scatter(t["x"], 1, t["index"], t["src"]), diff=("x", "src"), attrs={"dim": 1})
+case("scatter_value", lambda m: {"x": m.randn(4, 3), "index": IDX(3, 0, 1).reshape(1, 3)},
+     lambda t: torch.scatter(t["x"], 0, t["index"], -2.0), diff=("x",),
+     attrs={"dim": 0, "value": -2.0})
+SR_INDEX = IDX(0, 2, 0, 1, 2, 2, 0, 1).reshape(2, 4)
+for reduce, include_self in [("sum", True), ("prod", True), ("mean", False), ("amax", True),
+                             ("amin", False)]:
+    nm = "scatter_reduce_" + reduce + ("" if include_self else "_exclude_self")
+    case(nm, lambda m: {"x": m.distinct(2, 3), "index": SR_INDEX, "src": m.distinct(2, 4)},
+         lambda t, reduce=reduce, include_self=include_self: torch.scatter_reduce(
+             t["x"], 1, t["index"], t["src"], reduce, include_self=include_self),
+         diff=("x", "src"), attrs={"dim": 1, "reduce": reduce, "include_self": include_self})
+case("embedding_bag_sum_offsets", lambda m: {"weight": m.randn(6, 3), "input": IDX(1, 2, 4, 5, 4, 3, 2),
+                                             "offsets": IDX(0, 2, 2, 5),
+                                             "per_sample_weights": m.randn(7)},
+     lambda t: F.embedding_bag(t["input"], t["weight"], t["offsets"], mode="sum",
+                               per_sample_weights=t["per_sample_weights"]),
+     diff=("weight", "per_sample_weights"), attrs={"mode": "sum"})
+case("embedding_bag_mean_padding", lambda m: {"weight": m.randn(5, 2), "input": IDX(0, 3, 1, 3, 4, 2),
+                                              "offsets": IDX(0, 3, 6)},
+     lambda t: F.embedding_bag(t["input"], t["weight"], t["offsets"], mode="mean",
+                               include_last_offset=True, padding_idx=3),
+     diff=("weight",), attrs={"mode": "mean", "include_last_offset": True, "padding_idx": 3})
+case("embedding_bag_max_2d", lambda m: {"weight": m.distinct(5, 3), "input": IDX(0, 3, 1, 4, 2, 2).reshape(2, 3)},
+     lambda t: F.embedding_bag(t["input"], t["weight"], mode="max"), diff=("weight",),
+     attrs={"mode": "max"})
 case("one_hot", lambda m: {"index": IDX(0, 2, 1, 3, 2)}, lambda t: F.one_hot(t["index"], 5),
      attrs={"num_classes": 5})
 case("one_hot_infer", lambda m: {"index": IDX(1, 3, 0, 2, 2, 1).reshape(2, 3)},

@@ -554,7 +554,8 @@ TEST(LossModules, ParseReduction) {
     ADD_FAILURE() << "expected an error";
   } catch (const ember::Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "parse_reduction: reduction 'avg' (expected \"mean\", \"sum\" or \"none\")");
+              "parse_reduction: reduction 'avg' (expected \"mean\", \"sum\", \"none\" or "
+              "\"batchmean\")");
   }
   EXPECT_THROW(nn::MSELoss("max"), ember::Error);
 }

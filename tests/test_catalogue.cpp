@@ -553,6 +553,61 @@ const std::map<std::string, OpFn>& op_table() {
     t["diff_n2_prepend_append"] = [](Fixture& f) {
       return ember::diff(f["x"], f.attr_int("n"), f.attr_int("dim"), f["prepend"], f["append"]);
     };
+    // ---- losses
+    t["cross_entropy_weight"] = t["cross_entropy_weight_sum"] = [](Fixture& f) {
+      return ember::cross_entropy(f["logits"], f["target"],
+                                  {.reduction = reduction_of(f),
+                                   .ignore_index = f.attr_int("ignore_index"),
+                                   .label_smoothing = f.attr_double("label_smoothing"),
+                                   .weight = f["weight"]});
+    };
+    t["nll_loss_weight"] = [](Fixture& f) {
+      return ember::nll_loss(f["log_probs"], f["target"], reduction_of(f),
+                             f.attr_int("ignore_index"), f["weight"]);
+    };
+    t["bce_with_logits_weight"] = [](Fixture& f) {
+      return ember::bce_with_logits(f["logits"], f["target"], reduction_of(f), Tensor(),
+                                    f["weight"]);
+    };
+    t["binary_cross_entropy"] = t["binary_cross_entropy_sum"] = [](Fixture& f) {
+      return ember::binary_cross_entropy(f["input"], f["target"], reduction_of(f),
+                                         optional_tensor(f, "weight"));
+    };
+    t["l1_loss"] = [](Fixture& f) {
+      return ember::l1_loss(f["input"], f["target"], reduction_of(f));
+    };
+    t["smooth_l1_loss_beta"] = [](Fixture& f) {
+      return ember::smooth_l1_loss(f["input"], f["target"], reduction_of(f), f.attr_double("beta"));
+    };
+    t["huber_loss_delta"] = [](Fixture& f) {
+      return ember::huber_loss(f["input"], f["target"], reduction_of(f), f.attr_double("delta"));
+    };
+    t["kl_div_batchmean"] = t["kl_div_log_target"] = [](Fixture& f) {
+      const Reduction r =
+          f.attr_string("reduction") == "batchmean" ? Reduction::batchmean : reduction_of(f);
+      return ember::kl_div(f["input"], f["target"], r, f.attr_bool("log_target"));
+    };
+    t["margin_ranking_loss"] = [](Fixture& f) {
+      return ember::margin_ranking_loss(f["x1"], f["x2"], f["y"], f.attr_double("margin"),
+                                        reduction_of(f));
+    };
+    t["triplet_margin_loss"] = t["triplet_margin_loss_swap"] = [](Fixture& f) {
+      return ember::triplet_margin_loss(f["anchor"], f["positive"], f["negative"],
+                                        f.attr_double("margin"), 2.0, 1e-6, f.attr_bool("swap"));
+    };
+    t["cosine_embedding_loss"] = [](Fixture& f) {
+      return ember::cosine_embedding_loss(f["x1"], f["x2"], f["y"], f.attr_double("margin"),
+                                          reduction_of(f));
+    };
+    t["poisson_nll_loss"] = t["poisson_nll_loss_full"] = [](Fixture& f) {
+      return ember::poisson_nll_loss(f["input"], f["target"], f.attr_bool("log_input"),
+                                     f.attr_bool("full"), 1e-8, reduction_of(f));
+    };
+    t["ctc_loss"] = t["ctc_loss_packed_sum"] = [](Fixture& f) {
+      return ember::ctc_loss(ember::log_softmax(f["x"], 2), f["targets"], f["input_lengths"],
+                             f["target_lengths"], f.attr_int("blank"), reduction_of(f),
+                             f.attr_bool("zero_infinity"));
+    };
     // ---- rearrangements and indexing
     t["flip_dims01"] =
         t["flip_last_3d"] = [](Fixture& f) { return ember::flip(f["x"], f.attr_shape("dims")); };
@@ -610,6 +665,31 @@ const std::map<std::string, OpFn>& op_table() {
     };
     t["index_copy"] = [](Fixture& f) {
       return ember::index_copy(f["x"], f.attr_int("dim"), f["index"], f["source"]);
+    };
+    t["scatter"] = [](Fixture& f) {
+      return ember::scatter(f["x"], f.attr_int("dim"), f["index"], f["src"]);
+    };
+    t["scatter_value"] = [](Fixture& f) {
+      return ember::scatter(f["x"], f.attr_int("dim"), f["index"], f.attr_double("value"));
+    };
+    for (const char* name :
+         {"scatter_reduce_sum", "scatter_reduce_prod", "scatter_reduce_mean_exclude_self",
+          "scatter_reduce_amax", "scatter_reduce_amin_exclude_self"}) {
+      t[name] = [](Fixture& f) {
+        return ember::scatter_reduce(f["x"], f.attr_int("dim"), f["index"], f["src"],
+                                     f.attr_string("reduce"), f.attr_bool("include_self"));
+      };
+    }
+    t["embedding_bag_sum_offsets"] = [](Fixture& f) {
+      return ember::embedding_bag(f["weight"], f["input"], f["offsets"], "sum",
+                                  f["per_sample_weights"]);
+    };
+    t["embedding_bag_mean_padding"] = [](Fixture& f) {
+      return ember::embedding_bag(f["weight"], f["input"], f["offsets"], "mean", Tensor(), true,
+                                  f.attr_int("padding_idx"));
+    };
+    t["embedding_bag_max_2d"] = [](Fixture& f) {
+      return ember::embedding_bag(f["weight"], f["input"], Tensor(), "max");
     };
     t["one_hot"] = t["one_hot_infer"] = [](Fixture& f) {
       return ember::one_hot(f["index"], f.attr_int("num_classes"));

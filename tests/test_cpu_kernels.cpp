@@ -29,6 +29,7 @@ namespace {
 using backend::BinaryOp;
 using backend::GemmArgs;
 using backend::ReduceOp;
+using backend::ScatterOp;
 using backend::UnaryOp;
 using backend::View;
 
@@ -633,22 +634,22 @@ TEST(CpuKernels, GatherAndScatterAdd) {
   EXPECT_FALSE(cpu().gather(view_of(out, {2, 2}), view_of(in, {2, 3}), 1, view_of(oob, {2, 2})));
 
   std::vector<float> acc(6, 0.0f), src = {1, 2, 10, 20};  // src [2, 2]
-  ASSERT_TRUE(
-      cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(idx, {2, 2}), view_of(src, {2, 2})));
+  ASSERT_TRUE(cpu().scatter(ScatterOp::sum, view_of(acc, {2, 3}), 1, view_of(idx, {2, 2}),
+                            view_of(src, {2, 2})));
   EXPECT_EQ(acc, (std::vector<float>{2, 0, 1, 0, 30, 0}));
   std::vector<float> acc0(6, 0.0f), src0 = {1, 2, 3};
-  ASSERT_TRUE(
-      cpu().scatter_add(view_of(acc0, {2, 3}), 0, view_of(idx0, {1, 3}), view_of(src0, {1, 3})));
+  ASSERT_TRUE(cpu().scatter(ScatterOp::sum, view_of(acc0, {2, 3}), 0, view_of(idx0, {1, 3}),
+                            view_of(src0, {1, 3})));
   EXPECT_EQ(acc0, (std::vector<float>{0, 2, 0, 1, 0, 3}));
-  EXPECT_FALSE(
-      cpu().scatter_add(view_of(acc, {2, 3}), 1, view_of(oob, {2, 2}), view_of(src, {2, 2})));
+  EXPECT_FALSE(cpu().scatter(ScatterOp::sum, view_of(acc, {2, 3}), 1, view_of(oob, {2, 2}),
+                             view_of(src, {2, 2})));
   // many duplicates on a large tensor (parallel over lines): every add lands
   const int64_t rows = 2000, width = 50;
   std::vector<double> big(rows * 4, 0.0), ones(rows * width, 1.0);
   std::vector<int64_t> spread(rows * width);
   for (int64_t i = 0; i < rows * width; ++i) spread[i] = (i % width) % 4;
-  ASSERT_TRUE(cpu().scatter_add(view_of(big, {rows, 4}), 1, view_of(spread, {rows, width}),
-                                view_of(ones, {rows, width})));
+  ASSERT_TRUE(cpu().scatter(ScatterOp::sum, view_of(big, {rows, 4}), 1,
+                            view_of(spread, {rows, width}), view_of(ones, {rows, width})));
   for (int64_t r = 0; r < rows; ++r) {
     ASSERT_EQ(big[r * 4 + 0], 13.0);
     ASSERT_EQ(big[r * 4 + 3], 12.0);

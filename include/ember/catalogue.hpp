@@ -225,7 +225,10 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(pixel_unshuffle, shape, true, kAnyDType, kAnyDType, composite)     \
   X(index_select, index, true, kAnyDType, kAnyDType, index_select)     \
   X(gather, index, true, kAnyDType, kAnyDType, gather)                 \
-  X(scatter_add, index, true, kNumeric, kNumeric, scatter_add)         \
+  X(scatter_add, index, true, kNumeric, kNumeric, scatter)             \
+  X(scatter, index, true, kNumeric, kNumeric, scatter)                 \
+  X(scatter_reduce, index, true, kNumeric, kNumeric, scatter)          \
+  X(embedding_bag, index, true, kFloat, kFloat, composite)             \
   X(embedding, index, true, kFloat, kFloat, index_select)              \
   X(nonzero, index, false, kComparable, kComparable, composite)        \
   X(masked_select, index, true, kAnyDType, kAnyDType, composite)       \
@@ -246,7 +249,17 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(cross_entropy_probs, loss, true, kFloat, kFloat, composite)        \
   X(cross_entropy, loss, true, kFloat, kFloat, cross_entropy_forward)  \
   X(nll_loss, loss, true, kFloat, kFloat, gather)                      \
-  X(bce_with_logits, loss, true, kFloat, kFloat, composite)
+  X(bce_with_logits, loss, true, kFloat, kFloat, composite)            \
+  X(binary_cross_entropy, loss, true, kFloat, kFloat, composite)       \
+  X(l1_loss, loss, true, kFloat, kFloat, composite)                    \
+  X(smooth_l1_loss, loss, true, kFloat, kFloat, composite)             \
+  X(huber_loss, loss, true, kFloat, kFloat, composite)                 \
+  X(kl_div, loss, true, kFloat, kFloat, composite)                     \
+  X(margin_ranking_loss, loss, true, kFloat, kFloat, composite)        \
+  X(triplet_margin_loss, loss, true, kFloat, kFloat, composite)        \
+  X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)      \
+  X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)           \
+  X(ctc_loss, loss, true, kFloat, kFloat, composite)
 
 #define EMBER_OPS_ENTRY_(name, ...) name,
 #define EMBER_OPS_OTHER_ENTRY_(name, family, grad, cpu, cuda, kernel) name,

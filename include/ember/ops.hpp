@@ -15,7 +15,9 @@
 
 namespace ember {
 
-enum class Reduction : uint8_t { none, mean, sum };
+/// How a loss reduces its per-element values: none, mean, sum; batchmean (kl_div only) is the
+/// sum divided by the batch size, as PyTorch's.
+enum class Reduction : uint8_t { none, mean, sum, batchmean };
 
 // ---- elementwise, binary (broadcasting) ----
 Tensor add(const Tensor& a, const Tensor& b);
@@ -347,6 +349,26 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                  double alpha = 1.0);
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double value);
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+/// Out-of-place scatter_: x with src's elements (or `value`) written at index along dim
+/// (index's shape, fitting src and x as torch.scatter). Repeated targets keep one source
+/// (unspecified which on a GPU, as PyTorch). Gradients: x where not overwritten, src at its
+/// target.
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+/// torch.scatter_reduce: src combined into x at index by "sum", "prod", "mean", "amax" or
+/// "amin", with x's own values (include_self) or without them (targets hit by no index keep
+/// x). Integer means round down, as PyTorch. Differentiable for every reduce (amax/amin split
+/// the gradient between ties, prod is exact with zeros).
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
+/// F.embedding_bag: sums, means or maxima of weight's rows over bags — the rows of a 2-D input,
+/// or the runs of a 1-D input that start at `offsets` (include_last_offset: offsets ends with
+/// the input's length). per_sample_weights (mode "sum") scale each row; entries equal to
+/// padding_idx are left out (and not counted by "mean"); an empty bag gives zeros.
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets = Tensor(),
+                     const std::string& mode = "mean", const Tensor& per_sample_weights = Tensor(),
+                     bool include_last_offset = false,
+                     std::optional<int64_t> padding_idx = std::nullopt);
 /// i64 one-hot rows of class indices (i64/i32): [..., num_classes]; num_classes -1 takes the
 /// largest index + 1. Indices are range-checked on the host.
 Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
@@ -405,9 +427,56 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options = {});
 /// Negative log-likelihood on log-probabilities [N, C] with class-index targets.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
-                Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
+                Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
+                const Tensor& weight = Tensor());
 /// Binary cross-entropy on logits (numerically stable), targets in [0, 1].
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target,
-                       Reduction reduction = Reduction::mean, const Tensor& pos_weight = Tensor());
+                       Reduction reduction = Reduction::mean, const Tensor& pos_weight = Tensor(),
+                       const Tensor& weight = Tensor());
+/// Binary cross-entropy on probabilities in [0, 1] (each log clamped at -100, as PyTorch; on
+/// the CPU values outside [0, 1] are refused). `weight` as bce_with_logits'.
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target,
+                            Reduction reduction = Reduction::mean, const Tensor& weight = Tensor());
+/// |input - target|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/// 0.5·d²/beta where d = |input - target| < beta, else d - 0.5·beta (beta 0: l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::mean, double beta = 1.0);
+/// 0.5·d² where d < delta, else delta·(d - 0.5·delta).
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+/// KL divergence with `input` log-probabilities: target·(log target - input) (0 where target
+/// is 0), or with log_target exp(target)·(target - input). Reduction::batchmean divides the
+/// sum by the batch size (the mathematically right mean; mean averages every element).
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+              bool log_target = false);
+/// max(0, -y·(x1 - x2) + margin), y = ±1.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                           Reduction reduction = Reduction::mean);
+/// max(d(a, p) - d(a, n) + margin, 0) with d the p-norm distance of the last dim (+eps, as
+/// F.pairwise_distance); swap uses min(d(a, n), d(p, n)).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           double margin = 1.0, double p = 2.0, double eps = 1e-6,
+                           bool swap = false, Reduction reduction = Reduction::mean);
+/// 1 - cos(x1, x2) where y = 1, max(0, cos - margin) where y = -1 (rows of [N, D]).
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y,
+                             double margin = 0.0, Reduction reduction = Reduction::mean);
+/// Poisson negative log-likelihood: exp(input) - target·input (log_input), or input -
+/// target·log(input + eps); `full` adds Stirling's term where target > 1.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true,
+                        bool full = false, double eps = 1e-8,
+                        Reduction reduction = Reduction::mean);
+/// Connectionist temporal classification: log_probs [T, N, C] (log_softmax over C), targets
+/// [N, S] padded or 1-D concatenated, lengths per sample (i64, read on the host). mean
+/// divides each loss by its target length, then averages, as PyTorch; zero_infinity zeroes
+/// impossible alignments (and their gradients).
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0,
+                Reduction reduction = Reduction::mean, bool zero_infinity = false);
 
 }  // namespace ember
+  /// Class weights [C] (optional): each row's loss times its class's weight; the mean divides
+  /// by the sum of the weights of the rows not ignored, as PyTorch.
+  Tensor weight = Tensor();
+/// Class weights as cross_entropy's.
+/// `weight` (optional, broadcasting to the input) scales each element's loss.

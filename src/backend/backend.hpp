@@ -89,6 +89,10 @@ static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge)
 /// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin.
 enum class ScanOp : uint8_t { sum, prod, max, min };
 
+/// How the scatter slot combines a source element with its target: overwrite (scatter), or
+/// scatter_reduce's sum, prod, amax, amin (NaN propagates through amax/amin).
+enum class ScatterOp : uint8_t { assign, sum, prod, max, min };
+
 /// An activation applied to C in the GEMM's epilogue, after the bias (see GemmArgs).
 enum class GemmEpilogue : uint8_t {
   none,

@@ -1,4 +1,5 @@
-// src/cpu/index.cpp — index_select, index_add, gather, scatter_add.
+// src/cpu/index.cpp — index_select, index_add, gather, scatter (scatter_add and
+// scatter_reduce's other combinations).
 //
 // Index tensors are i64 or i32 and contiguous. Every index is checked before anything is
 // written: a negative or too-large index makes the kernel return false and leaves the
@@ -119,8 +120,8 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   });
 }
 
-bool scatter_add(const View& out, int dim, const View& index, const View& src) {
-  kernels::check_elementwise_index("scatter_add", out, src, index);
+bool scatter(ScatterOp op, const View& out, int dim, const View& index, const View& src) {
+  kernels::check_elementwise_index("scatter", out, src, index);
   const int rank = index.shape.size();
   const int64_t size = out.shape[dim];
   // Walk index's shape with `dim` moved innermost, so each thread owns whole lines along
@@ -146,7 +147,7 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
     using I = typename decltype(index_tag)::type;
     if (!all_in_range(static_cast<const I*>(index.data), loop.numel, size)) return false;
     if (loop.numel == 0) return true;
-    dispatch_numeric(out.dtype, "scatter_add", [&](auto tag) {
+    dispatch_numeric(out.dtype, "scatter", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const int64_t lines = loop.numel / line;
       const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(line, 1));
@@ -159,8 +160,10 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
                          const int64_t so = s[0] / static_cast<int64_t>(sizeof(T));
                          const int64_t si = s[1] / static_cast<int64_t>(sizeof(I));
                          const int64_t sx = s[2] / static_cast<int64_t>(sizeof(T));
-                         for (int64_t i = 0; i < n; ++i)
-                           o[i * so + static_cast<int64_t>(idx[i * si]) * dim_stride] += x[i * sx];
+                         for (int64_t i = 0; i < n; ++i) {
+                           T& target = o[i * so + static_cast<int64_t>(idx[i * si]) * dim_stride];
+                           target = kernels::scatter_combine(op, target, x[i * sx]);
+                         }
                        });
       });
     });

@@ -18,10 +18,12 @@
 // device (one stream), so concurrent index calls from several host threads on one device
 // are not supported.
 //
-// Accumulation (index_add, scatter_add) uses atomicAdd: duplicate indices add up in an
-// unspecified order (f32/f64 sums may differ from the CPU's in the last bits).
+// Accumulation (index_add, scatter) uses atomics: duplicate indices combine in an
+// unspecified order (f32/f64 sums may differ from the CPU's in the last bits); scatter's
+// prod/max/min are compare-and-swap loops, its assign keeps an unspecified one.
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
@@ -193,16 +195,40 @@ __global__ void gather_kernel(U* __restrict out, const U* __restrict in, const I
   }
 }
 
+// target = scatter_combine(op, target, v) atomically: a compare-and-swap loop on the
+// element's bits (sum uses the hardware add; assign a plain store).
+template <typename T>
+__device__ inline void atomic_combine(ScatterOp op, T* p, T v) {
+  if (op == ScatterOp::sum) return atomic_add(p, v);
+  if (op == ScatterOp::assign) {
+    *p = v;
+    return;
+  }
+  using W = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+  W* word = reinterpret_cast<W*>(p);
+  W seen = *word, expected;
+  do {
+    expected = seen;
+    T current;
+    memcpy(&current, &expected, sizeof(T));
+    const T next = kernels::scatter_combine(op, current, v);
+    W bits;
+    memcpy(&bits, &next, sizeof(T));
+    if (bits == expected) return;
+    seen = atomicCAS(word, expected, bits);
+  } while (seen != expected);
+}
+
 template <typename T, typename I>
-__global__ void scatter_add_kernel(T* __restrict out, const T* __restrict src,
-                                   const I* __restrict index, Walk w, int64_t total,
-                                   const int* __restrict bad) {
+__global__ void scatter_kernel(ScatterOp op, T* __restrict out, const T* __restrict src,
+                               const I* __restrict index, Walk w, int64_t total,
+                               const int* __restrict bad) {
   if (*bad) return;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     int64_t a, b, ix;
     walk_offsets(w, e, &a, &b, &ix);
-    atomic_add(out + a + static_cast<int64_t>(index[ix]) * w.dim_stride, src[b]);
+    atomic_combine(op, out + a + static_cast<int64_t>(index[ix]) * w.dim_stride, src[b]);
   }
 }
 
@@ -282,8 +308,8 @@ bool gather(const View& out, const View& in, int dim, const View& index) {
   });
 }
 
-bool scatter_add(const View& out, int dim, const View& index, const View& src) {
-  kernels::check_elementwise_index("scatter_add", out, src, index);
+bool scatter(ScatterOp op, const View& out, int dim, const View& index, const View& src) {
+  kernels::check_elementwise_index("scatter", out, src, index);
   const int64_t total = index.numel();
   if (total == 0) return true;
   Walk w;
@@ -299,10 +325,10 @@ bool scatter_add(const View& out, int dim, const View& index, const View& src) {
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, out.shape[dim], device, kScatterAdd, dim);
-    dispatch_numeric(out.dtype, "scatter_add", [&](auto tag) {
+    dispatch_numeric(out.dtype, "scatter", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      scatter_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
-          static_cast<T*>(out.data), static_cast<const T*>(src.data),
+      scatter_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+          op, static_cast<T*>(out.data), static_cast<const T*>(src.data),
           static_cast<const I*>(index.data), w, total, rc.flag);
       EMBER_CUDA_LAUNCH_CHECK();
     });

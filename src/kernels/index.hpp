@@ -7,6 +7,7 @@
 #include "backend/backend.hpp"
 #include "ember/error.hpp"
 #include "ember/shape.hpp"
+#include "kernels/common.hpp"
 
 namespace ember::kernels {
 
@@ -43,6 +44,20 @@ inline void check_elementwise_index(const char* slot, const backend::View& a,
                                     const backend::View& b, const backend::View& index) {
   EMBER_ASSERT(backend::is_contiguous(index), slot, ": index must be contiguous");
   EMBER_ASSERT(a.dtype == b.dtype, slot, ": dtype mismatch");
+}
+
+/// The target element after scatter op `op` brings `v` to it.
+template <typename T>
+EMBER_HD inline T scatter_combine(backend::ScatterOp op, T old, T v) {
+  using backend::ScatterOp;
+  switch (op) {
+    case ScatterOp::assign: return v;
+    case ScatterOp::sum: return old + v;
+    case ScatterOp::prod: return old * v;
+    case ScatterOp::max:
+      return (old != old || v != v) ? (old != old ? old : v) : (v > old ? v : old);
+    default: return (old != old || v != v) ? (old != old ? old : v) : (v < old ? v : old);
+  }
 }
 
 }  // namespace ember::kernels

@@ -8,8 +8,9 @@ Reduction parse_reduction(const std::string& name) {
   if (name == "mean") return Reduction::mean;
   if (name == "sum") return Reduction::sum;
   if (name == "none") return Reduction::none;
+  if (name == "batchmean") return Reduction::batchmean;
   detail::throw_error(detail::concat("parse_reduction: reduction '", name,
-                                     "' (expected \"mean\", \"sum\" or \"none\")"));
+                                     "' (expected \"mean\", \"sum\", \"none\" or \"batchmean\")"));
 }
 
 std::string reduction_name(Reduction reduction) {
@@ -17,6 +18,7 @@ std::string reduction_name(Reduction reduction) {
     case Reduction::mean: return "mean";
     case Reduction::sum: return "sum";
     case Reduction::none: return "none";
+    case Reduction::batchmean: return "batchmean";
   }
   EMBER_ASSERT(false, "unknown Reduction value");
   return "";
@@ -37,11 +39,44 @@ Tensor CrossEntropyLoss::operator()(const Tensor& input, const Tensor& target) c
 }
 
 Tensor NLLLoss::operator()(const Tensor& input, const Tensor& target) const {
-  return nll_loss(input, target, reduction_, ignore_index_);
+  return nll_loss(input, target, reduction_, ignore_index_, weight_);
 }
 
 Tensor BCEWithLogitsLoss::operator()(const Tensor& input, const Tensor& target) const {
-  return bce_with_logits(input, target, reduction_, pos_weight_);
+  return bce_with_logits(input, target, reduction_, pos_weight_, weight_);
 }
+
+namespace loss_fns {
+Tensor l1(const Tensor& a, const Tensor& b, const L1LossOptions& o) {
+  return l1_loss(a, b, o.reduction);
+}
+Tensor smooth_l1(const Tensor& a, const Tensor& b, const SmoothL1LossOptions& o) {
+  return smooth_l1_loss(a, b, o.reduction, o.beta);
+}
+Tensor huber(const Tensor& a, const Tensor& b, const HuberLossOptions& o) {
+  return huber_loss(a, b, o.reduction, o.delta);
+}
+Tensor kl_div(const Tensor& a, const Tensor& b, const KLDivLossOptions& o) {
+  return ember::kl_div(a, b, o.reduction, o.log_target);
+}
+Tensor bce(const Tensor& a, const Tensor& b, const BCELossOptions& o) {
+  return binary_cross_entropy(a, b, o.reduction, o.weight);
+}
+Tensor poisson_nll(const Tensor& a, const Tensor& b, const PoissonNLLLossOptions& o) {
+  return poisson_nll_loss(a, b, o.log_input, o.full, o.eps, o.reduction);
+}
+Tensor margin_ranking(const Tensor& a, const Tensor& b, const Tensor& y,
+                      const MarginRankingLossOptions& o) {
+  return margin_ranking_loss(a, b, y, o.margin, o.reduction);
+}
+Tensor triplet_margin(const Tensor& a, const Tensor& p, const Tensor& n,
+                      const TripletMarginLossOptions& o) {
+  return triplet_margin_loss(a, p, n, o.margin, o.p, o.eps, o.swap, o.reduction);
+}
+Tensor cosine_embedding(const Tensor& a, const Tensor& b, const Tensor& y,
+                        const CosineEmbeddingLossOptions& o) {
+  return cosine_embedding_loss(a, b, y, o.margin, o.reduction);
+}
+}  // namespace loss_fns
 
 }  // namespace ember::nn

@@ -1,6 +1,9 @@
 // src/ops/index.cpp — indexing: index_select, gather, scatter_add, embedding. Index errors name the
 // offending index and the valid range.
 #include <algorithm>
+#include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ops/common.hpp"
@@ -81,8 +84,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                      [in = x.shape(), d, si = SavedTensor(ic)](const Tensor& g, GradList& gi) {
                        Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
                        Tensor gc = g.contiguous();
-                       ops::backend_of(z).scatter_add(ops::view_of(z), d, ops::view_of(si.get()),
-                                                      ops::view_of(gc));
+                       ops::backend_of(z).scatter(backend::ScatterOp::sum, ops::view_of(z), d,
+                                                  ops::view_of(si.get()), ops::view_of(gc));
                        gi[0] = z;
                      });
   return out;
@@ -119,7 +122,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     NoGradGuard g;
     sc = sv.contiguous();
   }
-  if (!ops::backend_of(x).scatter_add(ops::view_of(out), d, ops::view_of(ic), ops::view_of(sc)))
+  if (!ops::backend_of(x).scatter(backend::ScatterOp::sum, ops::view_of(out), d, ops::view_of(ic),
+                                  ops::view_of(sc)))
     throw_bad_index("scatter_add", ic, dim, x.shape()[d]);
   if (autograd::needs_grad(x, src)) {
     const bool ns = src.requires_grad();
@@ -290,6 +294,259 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
   return eq(index.to(DType::i64).unsqueeze(-1),
             arange(0, static_cast<double>(num_classes), 1, i64).reshape(s))
       .to(DType::i64);
+}
+
+// ---- scatter, scatter_reduce and embedding_bag (issue 16) ----
+
+namespace {
+
+// The checks of scatter / scatter_reduce, and src cut to index's shape (contiguous).
+Tensor scatter_source(Op op, const Tensor& x, int d, const Tensor& index, const Tensor& src) {
+  const char* name = op_name(op);
+  ops::check_defined(name, index, "index");
+  ops::check_defined(name, src, "src");
+  ops::check_index_dtype(name, index);
+  ops::check_same_dtype(name, x, src);
+  ops::check_same_device(name, x, src);
+  ops::check_same_device(name, x, index);
+  EMBER_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), name, ": index shape ",
+              index.shape().to_string(), ", src shape ", src.shape().to_string(),
+              " and input shape ", x.shape().to_string(), " (expected the same rank)");
+  for (int i = 0; i < x.dim(); ++i)
+    EMBER_CHECK(index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= x.shape()[i]),
+                name, ": index shape ", index.shape().to_string(), " does not fit src ",
+                src.shape().to_string(), " and input ", x.shape().to_string());
+  Tensor sv = src;
+  for (int i = 0; i < x.dim(); ++i)
+    if (sv.shape()[i] != index.shape()[i]) sv = sv.slice(i, 0, index.shape()[i]);
+  return sv;
+}
+
+// out = x with src scattered in by `kind` (no autograd: the callers record it).
+Tensor scatter_raw(backend::ScatterOp kind, const Tensor& x, int d, const Tensor& index,
+                   const Tensor& src) {
+  NoGradGuard no_grad;
+  Tensor out = x.clone(), ic = index.contiguous(), sc = src.contiguous();
+  if (!ops::backend_of(x).scatter(kind, ops::view_of(out), d, ops::view_of(ic), ops::view_of(sc)))
+    throw_bad_index(kind == backend::ScatterOp::assign ? "scatter" : "scatter_reduce", ic, d,
+                    x.shape()[d]);
+  return out;
+}
+
+// Where any index of a scatter lands in x's shape (bool).
+Tensor scattered_mask(const Tensor& x, int d, const Tensor& index) {
+  Tensor hits = zeros(x.shape(), {.dtype = DType::i64, .device = x.device()});
+  Tensor one = ones(index.shape(), {.dtype = DType::i64, .device = x.device()});
+  return gt(scatter_raw(backend::ScatterOp::sum, hits, d, index, one), 0.0);
+}
+
+// The identity of each reduction, for the targets when include_self is false.
+double identity_of(const std::string& reduce, DType dtype) {
+  if (reduce == "prod") return 1.0;
+  if (reduce == "amax")
+    return is_floating(dtype) ? -std::numeric_limits<double>::infinity()
+                              : (dtype == DType::i32 ? std::numeric_limits<int32_t>::lowest()
+                                                     : -9.2233720368547758e18);
+  if (reduce == "amin")
+    return is_floating(dtype) ? std::numeric_limits<double>::infinity()
+                              : (dtype == DType::i32 ? std::numeric_limits<int32_t>::max()
+                                                     : 9.2233720368547748e18);
+  return 0.0;  // sum, mean
+}
+
+}  // namespace
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_supported(Op::scatter, x);
+  const int d = wrap_dim(dim, x.dim(), "scatter");
+  Tensor sv = scatter_source(Op::scatter, x, d, index, src);
+  Tensor out = scatter_raw(backend::ScatterOp::assign, x, d, index, sv);
+  if (autograd::needs_grad(x, src)) {
+    autograd::record(Op::scatter, out, {&x, &src},
+                     [d, si = SavedTensor(index.contiguous()), src_shape = src.shape()](
+                         const Tensor& g, GradList& gi) {
+                       // x's gradient is 0 where it was overwritten, src's is g at its target.
+                       gi[0] = masked_fill(g, scattered_mask(g, d, si.get()), 0.0);
+                       Tensor picked = gather(g, d, si.get());
+                       std::vector<int64_t> pads;
+                       for (int i = picked.dim() - 1; i >= 0; --i) {
+                         pads.push_back(0);
+                         pads.push_back(src_shape[i] - picked.shape()[i]);
+                       }
+                       gi[1] = pad(picked, Shape(pads));
+                     });
+  }
+  return out;
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  ops::check_defined("scatter", index, "index");
+  // A constant source (it needs no gradient): only x's, where it was not overwritten.
+  return scatter(x, dim, index,
+                 full(index.shape(), value, {.dtype = x.dtype(), .device = x.device()}));
+}
+
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self) {
+  ops::check_supported(Op::scatter_reduce, x);
+  using backend::ScatterOp;
+  EMBER_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
+                  reduce == "amin",
+              "scatter_reduce: reduce '", reduce,
+              "' (expected \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\")");
+  const int d = wrap_dim(dim, x.dim(), "scatter_reduce");
+  Tensor sv = scatter_source(Op::scatter_reduce, x, d, index, src);
+  const ScatterOp kind = reduce == "prod"   ? ScatterOp::prod
+                         : reduce == "amax" ? ScatterOp::max
+                         : reduce == "amin" ? ScatterOp::min
+                                            : ScatterOp::sum;
+  Tensor ic = index.contiguous();
+  Tensor out, count, hit;
+  {
+    NoGradGuard no_grad;
+    hit = scattered_mask(x, d, ic);
+    Tensor base = include_self ? x : masked_fill(x, hit, identity_of(reduce, x.dtype()));
+    out = scatter_raw(kind, base, d, ic, sv);
+    if (reduce == "mean") {
+      Tensor one = ones(ic.shape(), {.dtype = x.dtype(), .device = x.device()});
+      count = scatter_raw(ScatterOp::sum, zeros_like(x), d, ic, one) + (include_self ? 1.0 : 0.0);
+      count = clamp_min(count.to(DType::f64), 1.0);
+      out = out.to(DType::f64) / count;
+      if (!is_floating(x.dtype())) out = floor(out);  // PyTorch's floor division for integers
+      out = out.to(x.dtype());
+      count = count.to(x.dtype());
+    }
+  }
+  if (autograd::needs_grad(x, src)) {
+    autograd::record(
+        Op::scatter_reduce, out, {&x, &src},
+        [d, reduce, include_self, si = SavedTensor(ic), sx = SavedTensor(x), ss = SavedTensor(sv),
+         so = SavedTensor(out), sh = SavedTensor(hit),
+         sn = count.defined() ? SavedTensor(count) : SavedTensor(),
+         src_shape = src.shape()](const Tensor& g, GradList& gi) {
+          const Tensor xi = sx.get(), s = ss.get(), r = so.get(), idx = si.get(), hit_ = sh.get();
+          const Tensor zero = zeros(Shape{}, {.dtype = g.dtype(), .device = g.device()});
+          Tensor gx, gs;  // per element of x and of the (cut) source
+          if (reduce == "sum") {
+            gx = g;
+            gs = gather(g, d, idx);
+          } else if (reduce == "mean") {
+            Tensor gn = g / sn.get();
+            gx = where(hit_, gn, g);
+            gs = gather(gn, d, idx);
+          } else if (reduce == "amax" || reduce == "amin") {
+            // Split between every element equal to the result, as PyTorch.
+            Tensor self_eq = eq(xi, r).to(g.dtype());
+            if (!include_self) self_eq = masked_fill(self_eq, hit_, 0.0);
+            Tensor src_eq = eq(s, gather(r, d, idx)).to(g.dtype());
+            Tensor ties = scatter_raw(backend::ScatterOp::sum, self_eq, d, idx, src_eq);
+            Tensor share = g / clamp_min(ties, 1.0);
+            gx = where(hit_, share * self_eq, g);
+            gs = gather(share, d, idx) * src_eq;
+          } else {  // prod: the product of the others, exact with zeros
+            Tensor self_zero = eq(xi, 0.0).to(g.dtype());
+            if (!include_self) self_zero = masked_fill(self_zero, hit_, 0.0);
+            Tensor zeros_at =
+                scatter_raw(backend::ScatterOp::sum, self_zero, d, idx, eq(s, 0.0).to(g.dtype()));
+            Tensor self_nz = include_self
+                                 ? masked_fill(xi, eq(xi, 0.0), 1.0)
+                                 : masked_fill(masked_fill(xi, eq(xi, 0.0), 1.0), hit_, 1.0);
+            Tensor nz_prod = scatter_raw(backend::ScatterOp::prod, self_nz, d, idx,
+                                         masked_fill(s, eq(s, 0.0), 1.0));
+            auto others = [&](const Tensor& e, const Tensor& r_, const Tensor& zc,
+                              const Tensor& nzp) {
+              Tensor safe = masked_fill(e, eq(e, 0.0), 1.0);
+              return where(eq(zc, 0.0), r_ / safe,
+                           where(logical_and(eq(zc, 1.0), eq(e, 0.0)), nzp, zero));
+            };
+            gx = where(hit_, g * others(xi, r, zeros_at, nz_prod), g);
+            gs = gather(g, d, idx) *
+                 others(s, gather(r, d, idx), gather(zeros_at, d, idx), gather(nz_prod, d, idx));
+          }
+          if (!include_self) gx = where(hit_, zero, gx);
+          gi[0] = gx;
+          std::vector<int64_t> pads;
+          for (int i = gs.dim() - 1; i >= 0; --i) {
+            pads.push_back(0);
+            pads.push_back(src_shape[i] - gs.shape()[i]);
+          }
+          gi[1] = pad(gs, Shape(pads));
+        });
+  }
+  return out;
+}
+
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets,
+                     const std::string& mode, const Tensor& per_sample_weights,
+                     bool include_last_offset, std::optional<int64_t> padding_idx) {
+  ops::check_supported(Op::embedding_bag, weight, "weight");
+  EMBER_CHECK(weight.dim() == 2, "embedding_bag: weight shape ", weight.shape().to_string(),
+              " (expected [num_embeddings, embedding_dim])");
+  EMBER_CHECK(mode == "sum" || mode == "mean" || mode == "max", "embedding_bag: mode '", mode,
+              "' (expected \"sum\", \"mean\" or \"max\")");
+  ops::check_defined("embedding_bag", input, "input");
+  ops::check_index_dtype("embedding_bag", input);
+  const Device dev = weight.device();
+  const TensorOptions i64{.dtype = DType::i64, .device = dev};
+  Tensor flat, bag_of;
+  int64_t bags = 0;
+  if (input.dim() == 2) {
+    EMBER_CHECK(!offsets.defined(), "embedding_bag: offsets given with a 2-D input of shape ",
+                input.shape().to_string(), " (expected none: each row is a bag)");
+    bags = input.shape()[0];
+    const int64_t len = input.shape()[1];
+    flat = input.reshape({bags * len});
+    bag_of = repeat_interleave(arange(0, static_cast<double>(bags), 1, i64), len, 0);
+  } else {
+    EMBER_CHECK(input.dim() == 1 && offsets.defined() && offsets.dim() == 1,
+                "embedding_bag: input shape ", input.shape().to_string(),
+                offsets.defined() ? " with offsets shape " + offsets.shape().to_string()
+                                  : std::string(" without offsets"),
+                " (expected a 1-D input with 1-D offsets, or a 2-D input)");
+    ops::check_index_dtype("embedding_bag", offsets);
+    flat = input;
+    Tensor starts = offsets.to(DType::i64);
+    if (include_last_offset) starts = starts.narrow(0, 0, std::max<int64_t>(starts.numel() - 1, 0));
+    bags = starts.numel();
+    const int64_t n = flat.numel();
+    // A mark at each bag's start; the running count of marks, less one, is each entry's bag.
+    std::vector<int64_t> host = starts.to(Device::cpu()).to_vector<int64_t>();
+    for (size_t b = 0; b < host.size(); ++b)
+      EMBER_CHECK(host[b] >= 0 && host[b] <= n && (b == 0 ? host[b] == 0 : host[b] >= host[b - 1]),
+                  "embedding_bag: offsets[", b, "] is ", host[b],
+                  " (expected non-decreasing offsets from 0, each <= ", n, ")");
+    Tensor inside = starts.narrow(0, 0, bags);
+    Tensor marks = zeros({n + 1}, i64);
+    marks = index_add(marks, 0, inside, ones({bags}, i64));
+    bag_of = (cumsum(marks, 0) - 1).narrow(0, 0, n);
+  }
+  Tensor rows = index_select(weight, 0, flat.reshape({flat.numel()}));  // [n, D]
+  Tensor keep = ones({flat.numel()}, {.dtype = weight.dtype(), .device = dev});
+  if (padding_idx)
+    keep =
+        logical_not(eq(flat.to(DType::i64), static_cast<double>(*padding_idx))).to(weight.dtype());
+  if (per_sample_weights.defined()) {
+    EMBER_CHECK(mode == "sum", "embedding_bag: per_sample_weights with mode '", mode,
+                "' (expected mode \"sum\")");
+    EMBER_CHECK(per_sample_weights.shape() == input.shape(),
+                "embedding_bag: per_sample_weights shape ", per_sample_weights.shape().to_string(),
+                " (expected the input's shape ", input.shape().to_string(), ")");
+    rows = rows * per_sample_weights.reshape({flat.numel(), 1});
+  }
+  rows = rows * keep.reshape({flat.numel(), 1});
+  const int64_t width = weight.shape()[1];
+  const TensorOptions wo{.dtype = weight.dtype(), .device = dev};
+  Tensor counts = index_add(zeros({bags}, wo), 0, bag_of, keep);
+  if (mode == "max") {
+    Tensor where_to = bag_of.reshape({flat.numel(), 1}).expand({flat.numel(), width});
+    Tensor masked = where(gt(keep.reshape({flat.numel(), 1}), 0.0), rows,
+                          full(Shape{}, -std::numeric_limits<double>::infinity(), wo));
+    Tensor out = scatter_reduce(zeros({bags, width}, wo), 0, where_to, masked, "amax", false);
+    return where(gt(counts.reshape({bags, 1}), 0.0), out, zeros(Shape{}, wo));
+  }
+  Tensor out = index_add(zeros({bags, width}, wo), 0, bag_of, rows);
+  if (mode == "mean") out = out / clamp_min(counts, 1.0).reshape({bags, 1});
+  return out;
 }
 
 }  // namespace ember

@@ -46,33 +46,157 @@ class CrossEntropyLoss {
   CrossEntropyOptions options_;
 };
 
-/// Negative log-likelihood on log-probabilities [N, C] with class-index targets [N].
+/// Negative log-likelihood on log-probabilities [N, C] with class-index targets [N]; class
+/// weights [C] optional.
 class NLLLoss {
  public:
-  explicit NLLLoss(Reduction reduction = Reduction::mean, int64_t ignore_index = -100)
-      : reduction_(reduction), ignore_index_(ignore_index) {}
+  explicit NLLLoss(Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
+                   Tensor weight = Tensor())
+      : reduction_(reduction), ignore_index_(ignore_index), weight_(std::move(weight)) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const;
   Reduction reduction() const { return reduction_; }
   int64_t ignore_index() const { return ignore_index_; }
+  const Tensor& weight() const { return weight_; }
 
  private:
   Reduction reduction_;
   int64_t ignore_index_;
+  Tensor weight_;
 };
 
 /// Binary cross-entropy on logits (numerically stable), targets in [0, 1] of the input's
 /// shape. pos_weight (optional, broadcast over the last dim) weighs the positive term.
 class BCEWithLogitsLoss {
  public:
-  explicit BCEWithLogitsLoss(Reduction reduction = Reduction::mean, Tensor pos_weight = Tensor())
-      : reduction_(reduction), pos_weight_(std::move(pos_weight)) {}
+  explicit BCEWithLogitsLoss(Reduction reduction = Reduction::mean, Tensor pos_weight = Tensor(),
+                             Tensor weight = Tensor())
+      : reduction_(reduction), pos_weight_(std::move(pos_weight)), weight_(std::move(weight)) {}
   Tensor operator()(const Tensor& input, const Tensor& target) const;
   Reduction reduction() const { return reduction_; }
   const Tensor& pos_weight() const { return pos_weight_; }
+  const Tensor& weight() const { return weight_; }
 
  private:
   Reduction reduction_;
   Tensor pos_weight_;
+  Tensor weight_;
+};
+
+/// The other losses of torch.nn, each an options struct (PyTorch's defaults) and a callable
+/// over the functional loss of the same name (ops.hpp has the formulas):
+///   nn::SmoothL1Loss loss({.beta = 0.5});   Tensor l = loss(pred, target);
+struct L1LossOptions {
+  Reduction reduction = Reduction::mean;
+};
+struct SmoothL1LossOptions {
+  Reduction reduction = Reduction::mean;
+  double beta = 1.0;
+};
+struct HuberLossOptions {
+  Reduction reduction = Reduction::mean;
+  double delta = 1.0;
+};
+struct KLDivLossOptions {
+  Reduction reduction = Reduction::mean;
+  bool log_target = false;
+};
+struct BCELossOptions {
+  Reduction reduction = Reduction::mean;
+  Tensor weight = Tensor();
+};
+struct MarginRankingLossOptions {
+  double margin = 0.0;
+  Reduction reduction = Reduction::mean;
+};
+struct TripletMarginLossOptions {
+  double margin = 1.0;
+  double p = 2.0;
+  double eps = 1e-6;
+  bool swap = false;
+  Reduction reduction = Reduction::mean;
+};
+struct CosineEmbeddingLossOptions {
+  double margin = 0.0;
+  Reduction reduction = Reduction::mean;
+};
+struct PoissonNLLLossOptions {
+  bool log_input = true;
+  bool full = false;
+  double eps = 1e-8;
+  Reduction reduction = Reduction::mean;
+};
+struct CTCLossOptions {
+  int64_t blank = 0;
+  Reduction reduction = Reduction::mean;
+  bool zero_infinity = false;
+};
+
+/// A loss module of two operands (input, target).
+template <typename Options, Tensor (*Fn)(const Tensor&, const Tensor&, const Options&)>
+class PairLoss {
+ public:
+  explicit PairLoss(Options options = {}) : options_(std::move(options)) {}
+  Tensor operator()(const Tensor& input, const Tensor& target) const {
+    return Fn(input, target, options_);
+  }
+  const Options& options() const { return options_; }
+
+ private:
+  Options options_;
+};
+/// A loss module of three operands (x1, x2, target) or (anchor, positive, negative).
+template <typename Options,
+          Tensor (*Fn)(const Tensor&, const Tensor&, const Tensor&, const Options&)>
+class TripleLoss {
+ public:
+  explicit TripleLoss(Options options = {}) : options_(std::move(options)) {}
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) const {
+    return Fn(a, b, c, options_);
+  }
+  const Options& options() const { return options_; }
+
+ private:
+  Options options_;
+};
+
+namespace loss_fns {
+Tensor l1(const Tensor& a, const Tensor& b, const L1LossOptions& o);
+Tensor smooth_l1(const Tensor& a, const Tensor& b, const SmoothL1LossOptions& o);
+Tensor huber(const Tensor& a, const Tensor& b, const HuberLossOptions& o);
+Tensor kl_div(const Tensor& a, const Tensor& b, const KLDivLossOptions& o);
+Tensor bce(const Tensor& a, const Tensor& b, const BCELossOptions& o);
+Tensor poisson_nll(const Tensor& a, const Tensor& b, const PoissonNLLLossOptions& o);
+Tensor margin_ranking(const Tensor& a, const Tensor& b, const Tensor& y,
+                      const MarginRankingLossOptions& o);
+Tensor triplet_margin(const Tensor& a, const Tensor& p, const Tensor& n,
+                      const TripletMarginLossOptions& o);
+Tensor cosine_embedding(const Tensor& a, const Tensor& b, const Tensor& y,
+                        const CosineEmbeddingLossOptions& o);
+}  // namespace loss_fns
+
+using L1Loss = PairLoss<L1LossOptions, loss_fns::l1>;
+using SmoothL1Loss = PairLoss<SmoothL1LossOptions, loss_fns::smooth_l1>;
+using HuberLoss = PairLoss<HuberLossOptions, loss_fns::huber>;
+using KLDivLoss = PairLoss<KLDivLossOptions, loss_fns::kl_div>;
+using BCELoss = PairLoss<BCELossOptions, loss_fns::bce>;
+using PoissonNLLLoss = PairLoss<PoissonNLLLossOptions, loss_fns::poisson_nll>;
+using MarginRankingLoss = TripleLoss<MarginRankingLossOptions, loss_fns::margin_ranking>;
+using TripletMarginLoss = TripleLoss<TripletMarginLossOptions, loss_fns::triplet_margin>;
+using CosineEmbeddingLoss = TripleLoss<CosineEmbeddingLossOptions, loss_fns::cosine_embedding>;
+
+/// CTC over log_probs [T, N, C] with targets and the two length tensors (ctc_loss).
+class CTCLoss {
+ public:
+  explicit CTCLoss(CTCLossOptions options = {}) : options_(options) {}
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                    const Tensor& target_lengths) const {
+    return ctc_loss(log_probs, targets, input_lengths, target_lengths, options_.blank,
+                    options_.reduction, options_.zero_infinity);
+  }
+  const CTCLossOptions& options() const { return options_; }
+
+ private:
+  CTCLossOptions options_;
 };
 
 }  // namespace ember::nn
