@@ -721,6 +721,55 @@ case("diff_n2_prepend_append",
      lambda t: torch.diff(t["x"], n=2, dim=1, prepend=t["prepend"], append=t["append"]),
      diff=("x", "prepend", "append"), attrs={"n": 2, "dim": 1})
 
+# ---- decompositions and einsum (issue 16); well-conditioned matrices
+def well_conditioned(m, *shape):
+    n = shape[-1]
+    return m._f32(m.randn(*shape) + 3.0 * torch.eye(n, dtype=torch.float64))
+def spd(m, n):
+    a = m.randn(n, n)
+    return m._f32(a @ a.T + n * torch.eye(n, dtype=torch.float64))
+case("inv", lambda m: {"a": well_conditioned(m, 3, 3)}, lambda t: torch.linalg.inv(t["a"]),
+     diff=("a",), rtol=1e-4, atol=1e-5)
+case("inv_batched", lambda m: {"a": well_conditioned(m, 2, 3, 3)},
+     lambda t: torch.linalg.inv(t["a"]), diff=("a",), rtol=1e-4, atol=1e-5)
+case("det", lambda m: {"a": well_conditioned(m, 3, 3)}, lambda t: torch.linalg.det(t["a"]),
+     diff=("a",), rtol=1e-4, atol=1e-5)
+case("det_batched", lambda m: {"a": m.randn(2, 2, 2)}, lambda t: torch.linalg.det(t["a"]),
+     diff=("a",), rtol=1e-4, atol=1e-5)
+case("solve", lambda m: {"a": well_conditioned(m, 3, 3), "b": m.randn(3, 2)},
+     lambda t: torch.linalg.solve(t["a"], t["b"]), diff=("a", "b"), rtol=1e-4, atol=1e-5)
+case("solve_vector_broadcast", lambda m: {"a": well_conditioned(m, 2, 3, 3), "b": m.randn(3)},
+     lambda t: torch.linalg.solve(t["a"], t["b"]), diff=("a", "b"), rtol=1e-4, atol=1e-5)
+# cholesky of (A + Aᵀ)/2: LAPACK reads one triangle, so finite differences see the symmetrised
+# input as PyTorch's gradient assumes.
+case("cholesky", lambda m: {"a": spd(m, 3)},
+     lambda t: torch.linalg.cholesky((t["a"] + t["a"].mT) / 2), diff=("a",), rtol=1e-4, atol=1e-5)
+case("qr_q", lambda m: {"a": m.randn(4, 3)}, lambda t: torch.linalg.qr(t["a"]).Q, diff=("a",),
+     rtol=1e-4, atol=1e-5)
+case("qr_r", lambda m: {"a": m.randn(4, 3)}, lambda t: torch.linalg.qr(t["a"]).R, diff=("a",),
+     rtol=1e-4, atol=1e-5)
+case("svd_values", lambda m: {"a": m.randn(4, 3)},
+     lambda t: torch.linalg.svd(t["a"], full_matrices=False).S, diff=("a",), rtol=1e-4, atol=1e-5)
+case("svd_u_projector", lambda m: {"a": m.randn(4, 3)},
+     lambda t: (lambda u: u @ u.mT)(torch.linalg.svd(t["a"], full_matrices=False).U), diff=("a",),
+     rtol=1e-4, atol=1e-5)
+case("svd_v_projector", lambda m: {"a": m.randn(3, 4)},
+     lambda t: (lambda vh: vh.mT @ vh)(torch.linalg.svd(t["a"], full_matrices=False).Vh),
+     diff=("a",), rtol=1e-4, atol=1e-5)
+for nm, eqn, shapes in [("einsum_matmul", "ij,jk->ik", [(3, 4), (4, 2)]),
+                        ("einsum_attention", "bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+                        ("einsum_trace", "ii->", [(3, 3)]),
+                        ("einsum_diagonal", "ii->i", [(3, 3)]),
+                        ("einsum_outer_implicit", "i,j", [(3,), (4,)]),
+                        ("einsum_ellipsis", "...ij,...jk->...ik", [(2, 3, 4), (2, 4, 2)]),
+                        ("einsum_sum_permute", "ijk->kj", [(2, 3, 4)]),
+                        ("einsum_chain", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+                        ("einsum_bilinear", "bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)])]:
+    names = ["x%d" % i for i in range(len(shapes))]
+    case(nm, lambda m, shapes=shapes, names=names: {k: m.randn(*sh) for k, sh in zip(names, shapes)},
+         lambda t, eqn=eqn, names=names: torch.einsum(eqn, *[t[k] for k in names]), diff=tuple(names),
+         attrs={"equation": eqn}, rtol=1e-5, atol=1e-5)
+
 # ---- losses (issue 16)
 T = lambda *v: torch.tensor(v, dtype=torch.float64)
 case("cross_entropy_weight", lambda m: {"logits": m.randn(5, 4, scale=2.0),

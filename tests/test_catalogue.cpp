@@ -410,6 +410,35 @@ const std::map<std::string, OpFn>& op_table() {
       };
     }
 
+    // ---- decompositions and einsum
+    t["inv"] = t["inv_batched"] = [](Fixture& f) { return ember::inv(f["a"]); };
+    t["det"] = t["det_batched"] = [](Fixture& f) { return ember::det(f["a"]); };
+    t["solve"] =
+        t["solve_vector_broadcast"] = [](Fixture& f) { return ember::solve(f["a"], f["b"]); };
+    t["cholesky"] = [](Fixture& f) {
+      return ember::cholesky((f["a"] + f["a"].transpose(-2, -1)) * 0.5);
+    };
+    t["qr_q"] = [](Fixture& f) { return ember::qr(f["a"]).Q; };
+    t["qr_r"] = [](Fixture& f) { return ember::qr(f["a"]).R; };
+    t["svd_values"] = [](Fixture& f) { return ember::svd(f["a"]).S; };
+    t["svd_u_projector"] = [](Fixture& f) {
+      Tensor u = ember::svd(f["a"]).U;
+      return ember::matmul(u, u.transpose(-2, -1));
+    };
+    t["svd_v_projector"] = [](Fixture& f) {
+      Tensor vh = ember::svd(f["a"]).Vh;
+      return ember::matmul(vh.transpose(-2, -1), vh);
+    };
+    for (const char* name : {"einsum_matmul", "einsum_attention", "einsum_trace", "einsum_diagonal",
+                             "einsum_outer_implicit", "einsum_ellipsis", "einsum_sum_permute",
+                             "einsum_chain", "einsum_bilinear"}) {
+      t[name] = [](Fixture& f) {
+        std::vector<Tensor> xs;
+        for (int i = 0; f.has("x" + std::to_string(i)); ++i)
+          xs.push_back(f["x" + std::to_string(i)]);
+        return ember::einsum(f.attr_string("equation"), xs);
+      };
+    }
     // ---- losses
     for (const char* name : {"mse_loss_mean", "mse_loss_sum", "mse_loss_none"}) {
       t[name] = [](Fixture& f) {

@@ -192,6 +192,13 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(outer, linalg, true, kFloat, kFloat, composite)                    \
   X(addmm, linalg, true, kFloat, kFloat, composite)                    \
   X(baddbmm, linalg, true, kFloat, kFloat, composite)                  \
+  X(inv, linalg, true, kFloat, kFloat, decompose)                      \
+  X(det, linalg, true, kFloat, kFloat, decompose)                      \
+  X(solve, linalg, true, kFloat, kFloat, decompose)                    \
+  X(cholesky, linalg, true, kFloat, kFloat, decompose)                 \
+  X(qr, linalg, true, kFloat, kFloat, decompose)                       \
+  X(svd, linalg, true, kFloat, kFloat, decompose)                      \
+  X(einsum, linalg, true, kFloat, kFloat, composite)                   \
   X(reshape, shape, true, kAnyDType, kAnyDType, copy)                  \
   X(view, shape, true, kAnyDType, kAnyDType, view)                     \
   X(transpose, shape, true, kAnyDType, kAnyDType, view)                \

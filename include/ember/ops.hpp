@@ -255,6 +255,34 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
              double alpha = 1.0);
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1.0,
                double alpha = 1.0);
+/// torch.linalg's decompositions of a matrix or a batch [..., m, n] (f32/f64, differentiable
+/// with PyTorch's formulas): inv, det (gradient for invertible matrices), solve(A, B) = A⁻¹B (B
+/// [..., n, k] or a vector [n]; batch dims broadcast), cholesky (lower L with A = L·Lᵀ; A
+/// symmetric positive definite), qr (reduced: Q [.., m, k], R [.., k, n], k = min(m, n)) and
+/// svd (reduced: U, S descending, Vh, with A = U·diag(S)·Vh; the gradient assumes distinct
+/// singular values, as PyTorch warns). CPU: LAPACK (OpenBLAS's); CUDA: the matrices go to the
+/// host and back (documented fallback). A singular or non-positive-definite matrix is an
+/// error naming its batch index.
+Tensor inv(const Tensor& a);
+Tensor det(const Tensor& a);
+Tensor solve(const Tensor& a, const Tensor& b);
+Tensor cholesky(const Tensor& a);
+struct QR {
+  Tensor Q;
+  Tensor R;
+};
+QR qr(const Tensor& a);
+struct SVD {
+  Tensor U;
+  Tensor S;
+  Tensor Vh;
+};
+SVD svd(const Tensor& a);
+/// Einstein summation over any subscripts, as torch.einsum: letters, "..." for broadcast dims,
+/// an optional "->output" (implicit: "..." then the letters used once, sorted), repeated
+/// letters in one operand for diagonals. Lowered to permutes, sums and one bmm per pair.
+///   einsum("bhqd,bhkd->bhqk", {q, k})   einsum("ii->i", {m})   einsum("...ij,...jk", {a, b})
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 /// x·Wᵀ + b in one GEMM (bias optional). W is [out, in] as in PyTorch.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 /// An activation applied in linear's GEMM epilogue (cuBLASLt on a GPU, the bias pass on the CPU).

@@ -89,6 +89,9 @@ static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge)
 /// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin.
 enum class ScanOp : uint8_t { sum, prod, max, min };
 
+/// The matrix decompositions of the decompose slot (LAPACK on the CPU).
+enum class Decomposition : uint8_t { inverse, det, solve, cholesky, qr, svd };
+
 /// How the scatter slot combines a source element with its target: overwrite (scatter), or
 /// scatter_reduce's sum, prod, amax, amin (NaN propagates through amax/amin).
 enum class ScatterOp : uint8_t { assign, sum, prod, max, min };
