@@ -461,9 +461,9 @@ TEST(NormErrors, MessagesNameExpectedAndGot) {
 TEST(ConvErrors, UnknownModuleTypeInSpec) {
   expect_error(
       [] {
-        nn::build(nn::json{{"type", "Conv3d"}, {"options", nn::json::object()}});
+        nn::build(nn::json{{"type", "Conv4d"}, {"options", nn::json::object()}});
       },
-      {"unknown module type 'Conv3d'", "Conv2d"});
+      {"unknown module type 'Conv4d'", "Conv2d"});
   expect_error(
       [] {
         nn::build(nn::json{

@@ -252,6 +252,19 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(max_pool2d, conv, true, kFloat, kFloat, max_pool2d)                \
   X(max_pool2d_with_indices, conv, true, kFloat, kFloat, max_pool2d)   \
   X(avg_pool2d, conv, true, kFloat, kFloat, avg_pool2d)                \
+  X(conv1d, conv, true, kFloat, kFloat, composite)                     \
+  X(conv3d, conv, true, kFloat, kFloat, composite)                     \
+  X(conv_transpose2d, conv, true, kFloat, kFloat, col2im)              \
+  X(conv_transpose1d, conv, true, kFloat, kFloat, composite)           \
+  X(max_pool1d, conv, true, kFloat, kFloat, composite)                 \
+  X(avg_pool1d, conv, true, kFloat, kFloat, composite)                 \
+  X(adaptive_avg_pool1d, conv, true, kFloat, kFloat, composite)        \
+  X(adaptive_avg_pool2d, conv, true, kFloat, kFloat, composite)        \
+  X(adaptive_max_pool1d, conv, true, kFloat, kFloat, composite)        \
+  X(adaptive_max_pool2d, conv, true, kFloat, kFloat, composite)        \
+  X(interpolate, conv, true, kFloat, kFloat, composite)                \
+  X(im2col, conv, true, kFloat, kFloat, im2col)                        \
+  X(col2im, conv, true, kFloat, kFloat, col2im)                        \
   X(mse_loss, loss, true, kFloat, kFloat, composite)                   \
   X(cross_entropy_probs, loss, true, kFloat, kFloat, composite)        \
   X(cross_entropy, loss, true, kFloat, kFloat, cross_entropy_forward)  \

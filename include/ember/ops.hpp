@@ -441,6 +441,84 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2d kernel
 Tensor avg_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride = std::nullopt,
                   Size2d padding = 0, bool ceil_mode = false, bool count_include_pad = true);
 
+// ---- more convolutions, pooling and resampling (issue 16; src/ops/conv.cpp, conv_more.cpp) ----
+/// A (depth, height, width) triple; one number means all three: conv3d(x, w, b, 2) or {1, 2, 2}.
+struct Size3d {
+  int64_t d = 0, h = 0, w = 0;
+  Size3d(int64_t all) : d(all), h(all), w(all) {}  // NOLINT: 3 reads as (3, 3, 3)
+  Size3d(int64_t depth, int64_t height, int64_t width) : d(depth), h(height), w(width) {}
+  bool operator==(const Size3d&) const = default;
+};
+/// PyTorch's string paddings: "valid" (none) or "same" (output size = input size, stride 1;
+/// an odd total puts the extra zero after, as PyTorch). conv2d(x, w, b, 1, ConvPadding::same)
+enum class ConvPadding : uint8_t { valid, same };
+/// 1-D cross-correlation as F.conv1d: x [N, C, L] (or [C, L]), weight [O, C/groups, k],
+/// bias [O]; out [N, O, (L + 2·pad - dilation·(k - 1) - 1) / stride + 1]. conv1d(x, w, b, 1, 2)
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+              ConvPadding padding, int64_t dilation = 1, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
+              ConvPadding padding, Size2d dilation = 1, int64_t groups = 1);
+/// 3-D cross-correlation as F.conv3d: x [N, C, D, H, W] (or [C, D, H, W]), weight
+/// [O, C/groups, kd, kh, kw], bias [O]. A composite: one conv2d per kernel depth.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Size3d stride = 1, Size3d padding = 0, Size3d dilation = 1, int64_t groups = 1);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
+              ConvPadding padding, Size3d dilation = 1, int64_t groups = 1);
+/// Transposed convolution (the gradient of conv2d with respect to its input) as
+/// F.conv_transpose2d: x [N, C, H, W], weight [C, O/groups, kh, kw], bias [O]; out [N, O,
+/// (H - 1)·stride - 2·pad + dilation·(kh - 1) + output_padding + 1, ...]; output_padding must
+/// be smaller than stride or dilation. conv_transpose2d(x, w, b, 2, 1, 1) doubles H and W
+/// for a 3×3 kernel.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        Size2d stride = 1, Size2d padding = 0, Size2d output_padding = 0,
+                        int64_t groups = 1, Size2d dilation = 1);
+/// conv_transpose2d's 1-D form: x [N, C, L] (or [C, L]), weight [C, O/groups, k].
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
+                        int64_t groups = 1, int64_t dilation = 1);
+/// The 1-D pools of [N, C, L] (or [C, L]) as F.max_pool1d / F.avg_pool1d (the 2-D pools over
+/// a unit height); indices are positions along L.
+Tensor max_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, int64_t dilation = 1, bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel,
+                                                  std::optional<int64_t> stride = std::nullopt,
+                                                  int64_t padding = 0, int64_t dilation = 1,
+                                                  bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride = std::nullopt,
+                  int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true);
+/// Adaptive pools as PyTorch: output cell i covers input [floor(i·in/out), ceil((i+1)·in/out)).
+/// Average: the mean of its cells; max: the largest (a NaN wins), with indices (h·W + w within
+/// the plane, or the position along L) from the *_with_indices forms. adaptive_avg_pool2d(x, 1)
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2d output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, int64_t output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, Size2d output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2d output_size);
+/// F.interpolate's arguments: the output's spatial size or the scale factor (exactly one;
+/// one entry stands for every spatial dim), the mode ("nearest", "nearest-exact", "linear"
+/// for 3-D input, "bilinear" for 4-D, "trilinear" for 5-D) and align_corners (linear modes
+/// only; false when unset). recompute_scale_factor: compute the scale from the sizes.
+struct InterpolateOptions {
+  Shape size = {};
+  std::vector<double> scale_factor = {};
+  std::string mode = "nearest";
+  std::optional<bool> align_corners = std::nullopt;
+  bool recompute_scale_factor = false;
+};
+/// Resamples the spatial dims (all after N, C) as F.interpolate, forward and backward:
+///   interpolate(x, {.scale_factor = {2.0}, .mode = "bilinear", .align_corners = false})
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+/// F.unfold: the sliding blocks of x [N, C, H, W] (or [C, H, W]) as columns [N, C·kh·kw, L],
+/// L the number of blocks; and F.fold, its adjoint, summing columns back into [N, C, H, W]
+/// (output_size = (H, W)). fold(unfold(x)) multiplies each pixel by the blocks covering it.
+Tensor im2col(const Tensor& x, Size2d kernel, Size2d dilation = 1, Size2d padding = 0,
+              Size2d stride = 1);
+Tensor col2im(const Tensor& columns, Size2d output_size, Size2d kernel, Size2d dilation = 1,
+              Size2d padding = 0, Size2d stride = 1);
+
 // ---- losses ----
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 /// Cross-entropy on probabilities (ggmlR ag_cross_entropy): -Σ target·log(p) / rows.
@@ -451,13 +529,18 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  /// Class weights [C] (optional): each row's loss times its class's weight; the mean divides
+  /// by the sum of the weights of the rows not ignored, as PyTorch.
+  Tensor weight = Tensor();
 };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions options = {});
 /// Negative log-likelihood on log-probabilities [N, C] with class-index targets.
+/// Class weights as cross_entropy's.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
                 Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
                 const Tensor& weight = Tensor());
 /// Binary cross-entropy on logits (numerically stable), targets in [0, 1].
+/// `weight` (optional, broadcasting to the input) scales each element's loss.
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target,
                        Reduction reduction = Reduction::mean, const Tensor& pos_weight = Tensor(),
                        const Tensor& weight = Tensor());
@@ -503,8 +586,3 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
                 Reduction reduction = Reduction::mean, bool zero_infinity = false);
 
 }  // namespace ember
-  /// Class weights [C] (optional): each row's loss times its class's weight; the mean divides
-  /// by the sum of the weights of the rows not ignored, as PyTorch.
-  Tensor weight = Tensor();
-/// Class weights as cross_entropy's.
-/// `weight` (optional, broadcasting to the input) scales each element's loss.

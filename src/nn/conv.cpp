@@ -7,6 +7,15 @@
 
 namespace ember::nn {
 
+// conv_more.cpp: padding_mode and padding="same" / "valid" for the convolution modules.
+void check_padding_mode(const char* module, const std::string& mode);
+Shape conv_module_pads(std::optional<ConvPadding> preset, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation);
+Tensor conv_module_input(const Tensor& x, const Shape& pads, const std::string& mode,
+                         std::vector<int64_t>& both);
+void check_preset_stride(const char* module, std::optional<ConvPadding> preset, bool unit_stride);
+std::string preset_name(ConvPadding p);
+
 namespace {
 
 json size_json(Size2d s) {
@@ -35,6 +44,8 @@ Conv2dImpl::Conv2dImpl(Conv2dOptions o) : options_(o) {
   check_size("Conv2d", "stride", o.stride, 1);
   check_size("Conv2d", "padding", o.padding, 0);
   check_size("Conv2d", "dilation", o.dilation, 1);
+  check_padding_mode("Conv2d", o.padding_mode);
+  check_preset_stride("Conv2d", o.padding_preset, o.stride == Size2d(1));
   const Shape shape{o.out_channels, o.in_channels / o.groups, o.kernel_size.h, o.kernel_size.w};
   weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
   if (o.bias)
@@ -43,19 +54,27 @@ Conv2dImpl::Conv2dImpl(Conv2dOptions o) : options_(o) {
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
   const Conv2dOptions& o = options_;
-  return conv2d(x, weight_, bias_, o.stride, o.padding, o.dilation, o.groups);
+  // Zero padding is conv2d's own; other modes (and an odd "same") pad first, as PyTorch.
+  const Size2d p = o.padding, k = o.kernel_size, d = o.dilation;
+  std::vector<int64_t> both;
+  const Tensor xp =
+      conv_module_input(x, conv_module_pads(o.padding_preset, {p.h, p.w}, {k.h, k.w}, {d.h, d.w}),
+                        o.padding_mode, both);
+  return conv2d(xp, weight_, bias_, o.stride, Size2d(both[0], both[1]), o.dilation, o.groups);
 }
 
 json Conv2dImpl::options() const {
   const Conv2dOptions& o = options_;
-  return {{"in_channels", o.in_channels},
-          {"out_channels", o.out_channels},
-          {"kernel_size", size_json(o.kernel_size)},
-          {"stride", size_json(o.stride)},
-          {"padding", size_json(o.padding)},
-          {"dilation", size_json(o.dilation)},
-          {"groups", o.groups},
-          {"bias", o.bias}};
+  return {
+      {"in_channels", o.in_channels},
+      {"out_channels", o.out_channels},
+      {"kernel_size", size_json(o.kernel_size)},
+      {"stride", size_json(o.stride)},
+      {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : size_json(o.padding)},
+      {"dilation", size_json(o.dilation)},
+      {"groups", o.groups},
+      {"bias", o.bias},
+      {"padding_mode", o.padding_mode}};
 }
 
 std::string Conv2dImpl::extra_repr() const {
@@ -64,10 +83,14 @@ std::string Conv2dImpl::extra_repr() const {
   std::string s = std::to_string(o.in_channels) + ", " + std::to_string(o.out_channels) +
                   ", kernel_size=" + pyrepr::py_pair(o.kernel_size) +
                   ", stride=" + pyrepr::py_pair(o.stride);
-  if (o.padding != Size2d(0)) s += ", padding=" + pyrepr::py_pair(o.padding);
+  if (o.padding_preset)
+    s += ", padding=" + preset_name(*o.padding_preset);
+  else if (o.padding != Size2d(0))
+    s += ", padding=" + pyrepr::py_pair(o.padding);
   if (o.dilation != Size2d(1)) s += ", dilation=" + pyrepr::py_pair(o.dilation);
   if (o.groups != 1) s += ", groups=" + std::to_string(o.groups);
   if (!o.bias) s += ", bias=False";
+  if (o.padding_mode != "zeros") s += ", padding_mode=" + o.padding_mode;
   return s;
 }
 

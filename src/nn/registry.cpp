@@ -8,6 +8,7 @@ namespace ember::nn {
 
 void register_transformer_modules();  // src/nn/registry_transformer.cpp
 void register_layer_modules();        // src/nn/registry_layers.cpp
+void register_more_modules();         // src/nn/registry_more.cpp
 
 namespace {
 
@@ -60,6 +61,7 @@ void register_all() {
   });
   register_transformer_modules();
   register_layer_modules();
+  register_more_modules();
 }
 
 }  // namespace

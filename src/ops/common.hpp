@@ -47,9 +47,7 @@ void check_inplace(const char* op, const Tensor& t);
 inline Device device_or_default(const TensorOptions& o) {
   return o.device ? *o.device : default_device();
 }
-inline DType dtype_or_default(const TensorOptions& o) {
-  return o.dtype.value_or(default_dtype());
-}
+inline DType dtype_or_default(const TensorOptions& o) { return o.dtype.value_or(default_dtype()); }
 /// A new factory result `t` with the options' requires_grad applied.
 inline Tensor finish(Tensor t, const TensorOptions& o) {
   if (o.requires_grad) t.requires_grad_(true);

@@ -51,6 +51,14 @@ struct ConvPlan {
   int64_t plane() const { return win.out_h * win.out_w; }                      // L
 };
 
+// Images per chunk (Note [Convolution as GEMMs]) for a plan whose geometry is set.
+void choose_chunk(ConvPlan& p) {
+  const int64_t l = std::max<int64_t>(p.plane(), 1), per_image = std::max<int64_t>(p.rows() * l, 1);
+  const int64_t wanted = (kMinColumns + l - 1) / l;
+  p.chunk = std::clamp<int64_t>(std::min(wanted, kChunkBudget / per_image), 1,
+                                std::max<int64_t>(p.win.batch, 1));
+}
+
 // The checks of torch's conv2d, with errors that name the shapes involved.
 ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
                    Size2d padding, Size2d dilation, int64_t groups) {
@@ -108,10 +116,7 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   win.out_w = (padded_w - eff_w) / stride.w + 1;
   p.out_channels = o;
   p.groups = groups;
-  const int64_t l = std::max<int64_t>(p.plane(), 1), per_image = std::max<int64_t>(p.rows() * l, 1);
-  const int64_t wanted = (kMinColumns + l - 1) / l;
-  p.chunk = std::clamp<int64_t>(std::min(wanted, kChunkBudget / per_image), 1,
-                                std::max<int64_t>(win.batch, 1));
+  choose_chunk(p);
   return p;
 }
 
@@ -316,12 +321,117 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
   return out;
 }
 
+// Note [Transposed convolution as conv2d's input gradient]
+// conv_transpose2d(x, W) is the gradient of conv2d(y, W) with respect to y: a plan whose
+// conv input is the transposed output y [N, O, Hout, Wout] and whose conv output is x
+// [N, C, H, W] (so C is the plan's out_channels and W [C, O/G, kh, kw] its weight). Then
+//   forward      y      = conv_backward's input path (Wᵀ·x per group, then col2im)
+//   grad_x              = conv_forward(grad_y)       (im2col, then W·columns)
+//   grad_W              = conv_backward's weight path with x as the "grad_out", grad_y as input
+// The plan's output size is H×W itself, not the conv formula's: with output_padding >= stride
+// (allowed when it is below the dilation) the formula would give one more row that no
+// input feeds.
+Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride, Size2d padding,
+                           Size2d output_padding, int64_t groups, Size2d dilation) {
+  const char* op = op_name(Op::conv_transpose2d);
+  ops::check_defined(op, weight, "weight");
+  ops::check_supported(Op::conv_transpose2d, x);
+  ops::check_same_dtype(op, x, weight);
+  ops::check_same_device(op, x, weight);
+  EMBER_CHECK(weight.dim() == 4, op, ": weight shape ", weight.shape().to_string(),
+              " (expected 4-D [in_channels, out_channels/groups, kh, kw])");
+  EMBER_CHECK(groups >= 1, op, ": groups ", groups, " (expected >= 1)");
+  EMBER_CHECK(stride.h >= 1 && stride.w >= 1, op, ": stride ", ops::pair_string(stride),
+              " (expected every stride >= 1)");
+  EMBER_CHECK(dilation.h >= 1 && dilation.w >= 1, op, ": dilation ", ops::pair_string(dilation),
+              " (expected every dilation >= 1)");
+  EMBER_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding ", ops::pair_string(padding),
+              " (expected every padding >= 0)");
+  EMBER_CHECK(output_padding.h >= 0 && output_padding.w >= 0 &&
+                  (output_padding.h < stride.h || output_padding.h < dilation.h) &&
+                  (output_padding.w < stride.w || output_padding.w < dilation.w),
+              op, ": output_padding ", ops::pair_string(output_padding),
+              " (expected >= 0 and smaller than the stride ", ops::pair_string(stride),
+              " or the dilation ", ops::pair_string(dilation), " in each dim)");
+  const Shape& ws = weight.shape();
+  const int64_t c = ws[0], kh = ws[2], kw = ws[3];
+  EMBER_CHECK(c % groups == 0, op, ": in_channels ", c, " is not divisible by groups ", groups,
+              " (weight shape ", ws.to_string(), ")");
+  EMBER_CHECK(x.shape()[1] == c, op, ": input has ", x.shape()[1], " channels, expected ", c,
+              " (weight shape ", ws.to_string(), ")");
+  EMBER_CHECK(kh >= 1 && kw >= 1 && ws[1] >= 1, op, ": weight shape ", ws.to_string(),
+              " (expected every kernel size and out_channels/groups >= 1)");
+  const int64_t h = x.shape()[2], w = x.shape()[3];
+  const int64_t out_h =
+      (h - 1) * stride.h - 2 * padding.h + dilation.h * (kh - 1) + output_padding.h + 1;
+  const int64_t out_w =
+      (w - 1) * stride.w - 2 * padding.w + dilation.w * (kw - 1) + output_padding.w + 1;
+  EMBER_CHECK(out_h >= 1 && out_w >= 1, op, ": output size ", ops::pair_string(out_h, out_w),
+              " is too small (input shape ", x.shape().to_string(), ", weight shape ",
+              ws.to_string(), ", stride ", ops::pair_string(stride), ", padding ",
+              ops::pair_string(padding), "; expected an output of at least (1, 1))");
+  ConvPlan p;
+  backend::Window2d& win = p.win;
+  win.batch = x.shape()[0];
+  win.channels = ws[1] * groups;
+  win.height = out_h;
+  win.width = out_w;
+  win.kernel_h = kh;
+  win.kernel_w = kw;
+  win.stride_h = stride.h;
+  win.stride_w = stride.w;
+  win.pad_h = padding.h;
+  win.pad_w = padding.w;
+  win.dilation_h = dilation.h;
+  win.dilation_w = dilation.w;
+  win.out_h = h;
+  win.out_w = w;
+  p.out_channels = c;
+  p.groups = groups;
+  choose_chunk(p);
+  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  Tensor xc, wc, out;
+  {
+    NoGradGuard no_grad;
+    xc = x.contiguous();
+    wc = weight.contiguous();
+    out = conv_backward(p, xc, Tensor(), wc, true, false).input;
+  }
+  if (autograd::needs_grad(x, weight)) {
+    autograd::record(Op::conv_transpose2d, out, {&x, &weight},
+                     [p, need_x, need_w, sx = SavedTensor(need_w ? xc : Tensor()),
+                      sw = SavedTensor(need_x ? wc : Tensor())](const Tensor& g, GradList& gi) {
+                       const Tensor gc = g.contiguous();
+                       if (need_x) gi[0] = conv_forward(p, gc, sw.get(), Tensor());
+                       if (need_w)
+                         gi[1] = conv_backward(p, sx.get(), gc, Tensor(), false, true).weight;
+                     });
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
               Size2d padding, Size2d dilation, int64_t groups) {
   return ops::with_batch_dim("conv2d", x, [&](const Tensor& x4) {
     return conv2d_4d(x4, weight, bias, stride, padding, dilation, groups);
+  });
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
+                        Size2d padding, Size2d output_padding, int64_t groups, Size2d dilation) {
+  const char* op = op_name(Op::conv_transpose2d);
+  if (bias.defined() && weight.defined() && weight.dim() == 4) {
+    ops::check_same_device(op, weight, bias);
+    EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == weight.shape()[1] * groups, op,
+                ": bias shape ", bias.shape().to_string(), " (expected [",
+                weight.shape()[1] * groups, "] for weight shape ", weight.shape().to_string(),
+                " and groups ", groups, ")");
+  }
+  return ops::with_batch_dim(op, x, [&](const Tensor& x4) {
+    Tensor y = conv_transpose2d_4d(x4, weight, stride, padding, output_padding, groups, dilation);
+    return bias.defined() ? y + bias.reshape({1, bias.shape()[0], 1, 1}) : y;
   });
 }
 

@@ -11,9 +11,14 @@
     with safetensors.torch.save_file, with an input and torch's output;
     `ember_interop check DIR` loads them into the ember modules (strict) and compares.
 
-The models: mlp_bn (Linear-BatchNorm1d-ReLU-Linear), cnn (ember's train::fashion_cnn) and
-transformer (2 TransformerEncoderLayers, d_model 16, 4 heads, a final LayerNorm), all in
-eval mode. Without the `safetensors` package (Debian has python3-torch but no safetensors)
+The models: mlp_bn (Linear-BatchNorm1d-ReLU-Linear), cnn (ember's train::fashion_cnn),
+transformer (2 TransformerEncoderLayers, d_model 16, 4 heads, a final LayerNorm),
+activations_norms (the activation, Unflatten, GroupNorm, InstanceNorm1d and RMSNorm modules in
+a Sequential), recurrent (LSTM, GRU, RNN, the cells and Bilinear in a ModuleList) and seq2seq
+(nn.Transformer with a causal target mask), conv1d_family / conv2d_family / conv3d_family
+(the Conv1d/3d, ConvTranspose, padding_mode, 1-D, adaptive pool, Upsample and PixelUnshuffle
+modules in Sequentials), all in eval mode. torch 1.13 has no nn.RMSNorm:
+a twin with the same parameter name stands in. Without the `safetensors` package (Debian has python3-torch but no safetensors)
 a minimal reader/writer of the format below stands in, and the output says so. Exits 77
 (CTest's skip code) when torch is not importable; 1 on any mismatch.
 """
@@ -81,8 +86,43 @@ except ImportError:
             f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm (PyTorch 2.4) for torch versions without it; same parameter name."""
+
+    def __init__(self, normalized_shape, eps=None):
+        super().__init__()
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(self.normalized_shape))
+
+    def forward(self, x):
+        dims = tuple(range(-len(self.normalized_shape), 0))
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps) * self.weight
+
+
+def flat(parts):
+    return torch.cat([p.reshape(-1) for p in parts])
+
+
+def recurrent_forward(net, x):
+    """As ember_interop.cpp's recurrent_forward."""
+    lstm_out, (lstm_h, lstm_c) = net[0](x)
+    gru_out, gru_h = net[1](x)
+    rnn_out, rnn_h = net[2](x)
+    lc_h, lc_c = net[3](x[0])
+    gc_h = net[4](x[1])
+    rc_h = net[5](x[2])
+    bil = net[6](x[3], x[4])
+    return flat([lstm_out, lstm_h, lstm_c, gru_out, gru_h, rnn_out, rnn_h, lc_h, lc_c, gc_h, rc_h, bil])
+
+
+def seq2seq_forward(net, x):
+    return net(x, x[:4], tgt_mask=nn.Transformer.generate_square_subsequent_mask(4))
+
+
 def make_models():
-    """The torch twins of ember_interop.cpp's models, by name."""
+    """The torch twins of ember_interop.cpp's models, by name: (module, input shape[, forward])."""
     mlp_bn = nn.Sequential(nn.Linear(20, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10))
     cnn = nn.Sequential(nn.Conv2d(1, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
                         nn.Conv2d(32, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
@@ -90,7 +130,38 @@ def make_models():
     layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.1)
     kwargs = {"enable_nested_tensor": False} if "enable_nested_tensor" in nn.TransformerEncoder.__init__.__code__.co_varnames else {}
     transformer = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16), **kwargs)
-    return {"mlp_bn": (mlp_bn, (8, 20)), "cnn": (cnn, (4, 1, 28, 28)), "transformer": (transformer, (5, 3, 16))}
+    activations_norms = nn.Sequential(
+        nn.Linear(6, 12), nn.PReLU(12), nn.GLU(-1), nn.Unflatten(1, (2, 3)), nn.GroupNorm(2, 2),
+        nn.InstanceNorm1d(2, affine=True, track_running_stats=True), RMSNorm((2, 3)), nn.Flatten(),
+        nn.Softplus(), nn.Linear(6, 6), nn.ELU(), nn.Mish(), nn.Hardswish(), nn.LeakyReLU(0.1), nn.SELU(),
+        nn.Hardtanh(), nn.ReLU6(), nn.Identity(), nn.Hardsigmoid(), nn.Linear(6, 4), nn.LogSigmoid())
+    recurrent = nn.ModuleList([
+        nn.LSTM(4, 5, num_layers=2, bidirectional=True, proj_size=3), nn.GRU(4, 5),
+        nn.RNN(4, 5, num_layers=2, nonlinearity="relu"), nn.LSTMCell(4, 5), nn.GRUCell(4, 5), nn.RNNCell(4, 5),
+        nn.Bilinear(4, 4, 3)])
+    seq2seq = nn.Transformer(16, 4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32)
+    conv1d_family = nn.Sequential(
+        nn.Conv1d(2, 4, 3, padding=1, padding_mode="circular"), nn.MaxPool1d(2),
+        nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1), nn.AvgPool1d(2), nn.AdaptiveMaxPool1d(5),
+        nn.Conv1d(3, 2, 2, dilation=2, groups=1), nn.AdaptiveAvgPool1d(4), nn.Flatten())
+    conv2d_family = nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1, padding_mode="reflect"),
+        nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1, groups=1), nn.ReLU(),
+        nn.Upsample(scale_factor=2.0, mode="bilinear"), nn.AdaptiveAvgPool2d((6, 6)),
+        nn.AdaptiveMaxPool2d(3), nn.PixelUnshuffle(3), nn.Flatten(), nn.Linear(27, 4))
+    conv3d_family = nn.Sequential(
+        nn.Conv3d(1, 2, 3, padding=1, padding_mode="replicate"), nn.Conv3d(2, 2, (1, 2, 2), stride=(1, 2, 2)),
+        nn.Flatten())
+    return {"mlp_bn": (mlp_bn, (8, 20)), "cnn": (cnn, (4, 1, 28, 28)), "transformer": (transformer, (5, 3, 16)),
+            "activations_norms": (activations_norms, (8, 6)),
+            "recurrent": (recurrent, (6, 2, 4), recurrent_forward),
+            "seq2seq": (seq2seq, (5, 3, 16), seq2seq_forward),
+            "conv1d_family": (conv1d_family, (2, 2, 16)), "conv2d_family": (conv2d_family, (2, 2, 6, 6)),
+            "conv3d_family": (conv3d_family, (2, 1, 4, 6, 6))}
+
+
+def forward_of(entry):
+    return entry[2] if len(entry) > 2 else (lambda net, x: net(x))
 
 
 def max_rel_err(got, want):
@@ -102,13 +173,14 @@ def max_rel_err(got, want):
 def ember_to_torch(ember, work):
     subprocess.run([ember, "write", work], check=True)
     ok = True
-    for name, (module, _) in make_models().items():
+    for name, entry in make_models().items():
+        module, fwd = entry[0], forward_of(entry)
         state = load_file(os.path.join(work, f"{name}.ember.safetensors"))
         module.load_state_dict(state, strict=True)
         module.eval()
         io = load_file(os.path.join(work, f"{name}.ember_io.safetensors"))
         with torch.no_grad():
-            err = max_rel_err(module(io["input"]), io["output"])
+            err = max_rel_err(fwd(module, io["input"]), io["output"])
         good = err <= TOL
         ok = ok and good
         print(json.dumps({"direction": "ember->torch", "model": name, "tensors": len(state),
@@ -118,7 +190,8 @@ def ember_to_torch(ember, work):
 
 def torch_to_ember(ember, work):
     torch.manual_seed(7)
-    for name, (module, input_shape) in make_models().items():
+    for name, entry in make_models().items():
+        module, input_shape, fwd = entry[0], entry[1], forward_of(entry)
         with torch.no_grad():
             for key, t in module.state_dict().items():
                 if not t.is_floating_point():
@@ -130,7 +203,7 @@ def torch_to_ember(ember, work):
         module.eval()
         x = torch.randn(input_shape)
         with torch.no_grad():
-            y = module(x)
+            y = fwd(module, x)
         save_file({k: v.contiguous() for k, v in module.state_dict().items()},
                   os.path.join(work, f"{name}.torch.safetensors"), metadata={"format": "pt"})
         save_file({"input": x, "output": y.contiguous()}, os.path.join(work, f"{name}.torch_io.safetensors"))

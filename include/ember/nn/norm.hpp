@@ -1,5 +1,6 @@
-// ember/nn/norm.hpp — BatchNorm1d, BatchNorm2d and LayerNorm with PyTorch's parameter and
-// buffer names: weight, bias, running_mean, running_var, num_batches_tracked (i64, 0-d).
+// ember/nn/norm.hpp — BatchNorm1d/2d, LayerNorm, GroupNorm, InstanceNorm1d/2d and RMSNorm with
+// PyTorch's parameter and buffer names: weight, bias, running_mean, running_var,
+// num_batches_tracked (i64, 0-d).
 //
 //   nn::BatchNorm2d bn(32);
 //   Tensor y = bn(x);       // training: batch statistics; running stats updated in place
@@ -111,6 +112,126 @@ class LayerNormImpl : public ModuleImpl {
   Tensor weight_, bias_;
 };
 class LayerNorm : public ModuleHolder<LayerNormImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct GroupNormOptions {
+  int64_t num_groups = 0;
+  int64_t num_channels = 0;
+  double eps = 1e-5;
+  bool affine = true;
+};
+
+/// torch.nn.GroupNorm: the channels of [N, C, *] are split into num_groups groups, each
+/// (sample, group) normalised over its channels and positions (biased variance); then the
+/// per-channel affine weight (1) and bias (0) when affine.
+class GroupNormImpl : public ModuleImpl {
+ public:
+  explicit GroupNormImpl(GroupNormOptions options);
+  GroupNormImpl(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true)
+      : GroupNormImpl(GroupNormOptions{num_groups, num_channels, eps, affine}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "GroupNorm"; }
+  json options() const override;
+  std::string extra_repr() const override;
+
+ private:
+  GroupNormOptions options_;
+  Tensor weight_, bias_;
+};
+class GroupNorm : public ModuleHolder<GroupNormImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct InstanceNormOptions {
+  int64_t num_features = 0;
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = false;
+  bool track_running_stats = false;
+};
+
+/// torch.nn.InstanceNorm1d/2d: each (sample, channel) normalised over its positions. With
+/// track_running_stats, training also updates running_mean / running_var (the batch average
+/// of the instance means and unbiased variances, weighted by momentum) and eval normalises
+/// with them; num_batches_tracked is kept (and, as in PyTorch, not advanced).
+class InstanceNormImpl : public ModuleImpl {
+ public:
+  Tensor forward(const Tensor& x) override;
+  json options() const override;
+  std::string extra_repr() const override;
+
+ protected:
+  InstanceNormImpl(InstanceNormOptions options, int spatial_dims, const char* name);
+
+ private:
+  InstanceNormOptions options_;
+  int spatial_dims_;
+  Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+/// [N, C, L] or unbatched [C, L].
+class InstanceNorm1dImpl : public InstanceNormImpl {
+ public:
+  explicit InstanceNorm1dImpl(InstanceNormOptions options)
+      : InstanceNormImpl(options, 1, "InstanceNorm1d") {}
+  explicit InstanceNorm1dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                              bool affine = false, bool track_running_stats = false)
+      : InstanceNorm1dImpl(
+            InstanceNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  std::string type_name() const override { return "InstanceNorm1d"; }
+};
+class InstanceNorm1d : public ModuleHolder<InstanceNorm1dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// [N, C, H, W] or unbatched [C, H, W].
+class InstanceNorm2dImpl : public InstanceNormImpl {
+ public:
+  explicit InstanceNorm2dImpl(InstanceNormOptions options)
+      : InstanceNormImpl(options, 2, "InstanceNorm2d") {}
+  explicit InstanceNorm2dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                              bool affine = false, bool track_running_stats = false)
+      : InstanceNorm2dImpl(
+            InstanceNormOptions{num_features, eps, momentum, affine, track_running_stats}) {}
+  std::string type_name() const override { return "InstanceNorm2d"; }
+};
+class InstanceNorm2d : public ModuleHolder<InstanceNorm2dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct RMSNormOptions {
+  Shape normalized_shape{};
+  /// Unset: the machine epsilon of the input's dtype (torch.finfo(x.dtype).eps), as PyTorch.
+  std::optional<double> eps = std::nullopt;
+  bool elementwise_affine = true;
+};
+
+/// torch.nn.RMSNorm: x / √(mean(x²) + eps) over the trailing normalized_shape dims, times
+/// weight (1, of that shape) when elementwise_affine.
+class RMSNormImpl : public ModuleImpl {
+ public:
+  explicit RMSNormImpl(RMSNormOptions options);
+  explicit RMSNormImpl(Shape normalized_shape, std::optional<double> eps = std::nullopt,
+                       bool elementwise_affine = true)
+      : RMSNormImpl(RMSNormOptions{normalized_shape, eps, elementwise_affine}) {}
+  explicit RMSNormImpl(int64_t normalized_size, std::optional<double> eps = std::nullopt,
+                       bool elementwise_affine = true)
+      : RMSNormImpl(Shape{normalized_size}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "RMSNorm"; }
+  json options() const override;
+  std::string extra_repr() const override;
+
+ private:
+  RMSNormOptions options_;
+  Tensor weight_;
+};
+class RMSNorm : public ModuleHolder<RMSNormImpl> {
  public:
   using ModuleHolder::ModuleHolder;
 };

@@ -1,0 +1,493 @@
+// src/nn/conv_more.cpp — the issue-16 convolution family modules: Conv1d, Conv3d,
+// ConvTranspose1d/2d, MaxPool1d, AvgPool1d, the adaptive pools, Upsample, PixelShuffle /
+// PixelUnshuffle and Unfold / Fold, over the functional ops of src/ops/conv_more.cpp; and
+// Conv2d's padding_mode check. Parameter names, shapes, initialisation and extra_repr() follow
+// PyTorch 1.13 (transposed convolutions keep weight [in, out/groups, k...]).
+#include "ember/nn/conv.hpp"
+#include "ember/nn/init.hpp"
+#include "nn/py_repr.hpp"
+
+namespace ember::nn {
+
+namespace {
+
+// Python's repr of a tuple of ints: "(3,)", "(1, 2, 2)".
+std::string py_tuple(std::initializer_list<int64_t> v) {
+  std::string s = "(";
+  size_t i = 0;
+  for (int64_t e : v) s += (i++ ? ", " : "") + std::to_string(e);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+std::string py_tuple3(Size3d s) { return py_tuple({s.d, s.h, s.w}); }
+std::string py_tuple1(int64_t v) { return py_tuple({v}); }
+
+json size3_json(Size3d s) {
+  if (s.d == s.h && s.h == s.w) return s.d;
+  return json::array({s.d, s.h, s.w});
+}
+json size2_json(Size2d s) {
+  if (s.h == s.w) return s.h;
+  return json::array({s.h, s.w});
+}
+
+void check_positive(const char* module, const char* what, int64_t v, int64_t min) {
+  EMBER_CHECK(v >= min, module, ": ", what, " ", v, " (expected >= ", min, ")");
+}
+
+// The checks every convolution module makes on its channel counts.
+void check_channels(const char* module, int64_t in, int64_t out, int64_t groups) {
+  EMBER_CHECK(in > 0 && out > 0, module, ": in_channels ", in, " and out_channels ", out,
+              " (expected both > 0)");
+  EMBER_CHECK(groups >= 1, module, ": groups ", groups, " (expected >= 1)");
+  EMBER_CHECK(in % groups == 0, module, ": in_channels ", in, " is not divisible by groups ",
+              groups);
+  EMBER_CHECK(out % groups == 0, module, ": out_channels ", out, " is not divisible by groups ",
+              groups);
+}
+
+}  // namespace
+
+void check_padding_mode(const char* module, const std::string& mode) {
+  EMBER_CHECK(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular",
+              module, ": padding_mode '", mode,
+              "' (expected zeros, reflect, replicate or circular)");
+}
+
+// F.pad's pads (last dim first) for a convolution module's padding: the numbers on both
+// sides, or PyTorch's "same" (total dilation·(k - 1) per dim, the odd one after) or "valid".
+Shape conv_module_pads(std::optional<ConvPadding> preset, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation) {
+  Shape pads;
+  for (size_t r = padding.size(); r-- > 0;) {
+    int64_t before = padding[r], after = padding[r];
+    if (preset == ConvPadding::valid) before = after = 0;
+    if (preset == ConvPadding::same) {
+      const int64_t total = dilation[r] * (kernel[r] - 1);
+      before = total / 2;
+      after = total - before;
+    }
+    pads.push_back(before);
+    pads.push_back(after);
+  }
+  return pads;
+}
+
+// Whether every dim pads the same on both sides; `both` gets those, first dim first.
+bool symmetric_pads(const Shape& pads, std::vector<int64_t>& both) {
+  both.clear();
+  for (int i = pads.size() - 2; i >= 0; i -= 2) {
+    if (pads[i] != pads[i + 1]) return false;
+    both.push_back(pads[i]);
+  }
+  return true;
+}
+
+// The input a convolution module convolves with zero padding `both` per dim: x itself when
+// its zero padding is symmetric, else x padded with the module's mode (and `both` zeros).
+Tensor conv_module_input(const Tensor& x, const Shape& pads, const std::string& mode,
+                         std::vector<int64_t>& both) {
+  if (mode == "zeros" && symmetric_pads(pads, both)) return x;
+  both.assign(static_cast<size_t>(pads.size() / 2), 0);
+  return pad(x, pads, mode == "zeros" ? "constant" : mode);
+}
+
+void check_preset_stride(const char* module, std::optional<ConvPadding> preset, bool unit_stride) {
+  EMBER_CHECK(preset != ConvPadding::same || unit_stride, module,
+              ": padding='same' needs stride 1 (as PyTorch; got a larger stride)");
+}
+
+std::string preset_name(ConvPadding p) { return p == ConvPadding::same ? "same" : "valid"; }
+
+namespace {
+
+// PyTorch's _ConvNd.extra_repr from the already formatted pieces.
+std::string conv_repr(int64_t in, int64_t out, const std::string& kernel, const std::string& stride,
+                      const std::string& padding, bool padding_zero, const std::string& dilation,
+                      bool dilation_one, const std::string& output_padding, bool output_zero,
+                      int64_t groups, bool bias, const std::string& padding_mode) {
+  std::string s = std::to_string(in) + ", " + std::to_string(out) + ", kernel_size=" + kernel +
+                  ", stride=" + stride;
+  if (!padding_zero) s += ", padding=" + padding;
+  if (!dilation_one) s += ", dilation=" + dilation;
+  if (!output_zero) s += ", output_padding=" + output_padding;
+  if (groups != 1) s += ", groups=" + std::to_string(groups);
+  if (!bias) s += ", bias=False";
+  if (padding_mode != "zeros") s += ", padding_mode=" + padding_mode;
+  return s;
+}
+
+}  // namespace
+
+// ---- Conv1d ----
+
+Conv1dImpl::Conv1dImpl(Conv1dOptions o) : options_(std::move(o)) {
+  const Conv1dOptions& c = options_;
+  check_channels("Conv1d", c.in_channels, c.out_channels, c.groups);
+  check_positive("Conv1d", "kernel_size", c.kernel_size, 1);
+  check_positive("Conv1d", "stride", c.stride, 1);
+  check_positive("Conv1d", "padding", c.padding, 0);
+  check_positive("Conv1d", "dilation", c.dilation, 1);
+  check_padding_mode("Conv1d", c.padding_mode);
+  check_preset_stride("Conv1d", c.padding_preset, c.stride == 1);
+  const Shape shape{c.out_channels, c.in_channels / c.groups, c.kernel_size};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (c.bias)
+    bias_ = register_parameter("bias", init::bias_default(c.out_channels, init::fans(shape).first));
+}
+
+Tensor Conv1dImpl::forward(const Tensor& x) {
+  const Conv1dOptions& o = options_;
+  std::vector<int64_t> both;
+  const Tensor xp = conv_module_input(
+      x, conv_module_pads(o.padding_preset, {o.padding}, {o.kernel_size}, {o.dilation}),
+      o.padding_mode, both);
+  return conv1d(xp, weight_, bias_, o.stride, both[0], o.dilation, o.groups);
+}
+
+json Conv1dImpl::options() const {
+  const Conv1dOptions& o = options_;
+  return {{"in_channels", o.in_channels},
+          {"out_channels", o.out_channels},
+          {"kernel_size", o.kernel_size},
+          {"stride", o.stride},
+          {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : json(o.padding)},
+          {"dilation", o.dilation},
+          {"groups", o.groups},
+          {"bias", o.bias},
+          {"padding_mode", o.padding_mode}};
+}
+
+std::string Conv1dImpl::extra_repr() const {
+  const Conv1dOptions& o = options_;
+  return conv_repr(o.in_channels, o.out_channels, py_tuple1(o.kernel_size), py_tuple1(o.stride),
+                   o.padding_preset ? preset_name(*o.padding_preset) : py_tuple1(o.padding),
+                   !o.padding_preset && o.padding == 0, py_tuple1(o.dilation), o.dilation == 1, "",
+                   true, o.groups, o.bias, o.padding_mode);
+}
+
+// ---- Conv3d ----
+
+Conv3dImpl::Conv3dImpl(Conv3dOptions o) : options_(std::move(o)) {
+  const Conv3dOptions& c = options_;
+  check_channels("Conv3d", c.in_channels, c.out_channels, c.groups);
+  for (auto [what, s, min] :
+       {std::tuple{"kernel_size", c.kernel_size, 1}, std::tuple{"stride", c.stride, 1},
+        std::tuple{"padding", c.padding, 0}, std::tuple{"dilation", c.dilation, 1}})
+    EMBER_CHECK(s.d >= min && s.h >= min && s.w >= min, "Conv3d: ", what, " ", py_tuple3(s),
+                " (expected every entry >= ", min, ")");
+  check_padding_mode("Conv3d", c.padding_mode);
+  check_preset_stride("Conv3d", c.padding_preset, c.stride == Size3d(1));
+  const Shape shape{c.out_channels, c.in_channels / c.groups, c.kernel_size.d, c.kernel_size.h,
+                    c.kernel_size.w};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (c.bias)
+    bias_ = register_parameter("bias", init::bias_default(c.out_channels, init::fans(shape).first));
+}
+
+Tensor Conv3dImpl::forward(const Tensor& x) {
+  const Conv3dOptions& o = options_;
+  const Size3d p = o.padding, k = o.kernel_size, d = o.dilation;
+  std::vector<int64_t> both;
+  const Tensor xp = conv_module_input(
+      x, conv_module_pads(o.padding_preset, {p.d, p.h, p.w}, {k.d, k.h, k.w}, {d.d, d.h, d.w}),
+      o.padding_mode, both);
+  return conv3d(xp, weight_, bias_, o.stride, Size3d(both[0], both[1], both[2]), o.dilation,
+                o.groups);
+}
+
+json Conv3dImpl::options() const {
+  const Conv3dOptions& o = options_;
+  return {
+      {"in_channels", o.in_channels},
+      {"out_channels", o.out_channels},
+      {"kernel_size", size3_json(o.kernel_size)},
+      {"stride", size3_json(o.stride)},
+      {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : size3_json(o.padding)},
+      {"dilation", size3_json(o.dilation)},
+      {"groups", o.groups},
+      {"bias", o.bias},
+      {"padding_mode", o.padding_mode}};
+}
+
+std::string Conv3dImpl::extra_repr() const {
+  const Conv3dOptions& o = options_;
+  return conv_repr(o.in_channels, o.out_channels, py_tuple3(o.kernel_size), py_tuple3(o.stride),
+                   o.padding_preset ? preset_name(*o.padding_preset) : py_tuple3(o.padding),
+                   !o.padding_preset && o.padding == Size3d(0), py_tuple3(o.dilation),
+                   o.dilation == Size3d(1), "", true, o.groups, o.bias, o.padding_mode);
+}
+
+// ---- ConvTranspose2d ----
+
+ConvTranspose2dImpl::ConvTranspose2dImpl(ConvTranspose2dOptions o) : options_(o) {
+  check_channels("ConvTranspose2d", o.in_channels, o.out_channels, o.groups);
+  const Size2d k = o.kernel_size;
+  EMBER_CHECK(k.h >= 1 && k.w >= 1 && o.stride.h >= 1 && o.stride.w >= 1 && o.padding.h >= 0 &&
+                  o.padding.w >= 0 && o.dilation.h >= 1 && o.dilation.w >= 1,
+              "ConvTranspose2d: kernel_size ", pyrepr::py_pair(k), ", stride ",
+              pyrepr::py_pair(o.stride), ", padding ", pyrepr::py_pair(o.padding), ", dilation ",
+              pyrepr::py_pair(o.dilation),
+              " (expected kernel_size, stride, dilation >= 1 and padding >= 0)");
+  const Size2d op = o.output_padding;
+  EMBER_CHECK(op.h >= 0 && op.w >= 0 && (op.h < o.stride.h || op.h < o.dilation.h) &&
+                  (op.w < o.stride.w || op.w < o.dilation.w),
+              "ConvTranspose2d: output_padding ", pyrepr::py_pair(op),
+              " (expected >= 0 and smaller than the stride ", pyrepr::py_pair(o.stride),
+              " or the dilation ", pyrepr::py_pair(o.dilation), ")");
+  const Shape shape{o.in_channels, o.out_channels / o.groups, k.h, k.w};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (o.bias)
+    bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
+}
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
+  const ConvTranspose2dOptions& o = options_;
+  return conv_transpose2d(x, weight_, bias_, o.stride, o.padding, o.output_padding, o.groups,
+                          o.dilation);
+}
+
+json ConvTranspose2dImpl::options() const {
+  const ConvTranspose2dOptions& o = options_;
+  return {{"in_channels", o.in_channels},
+          {"out_channels", o.out_channels},
+          {"kernel_size", size2_json(o.kernel_size)},
+          {"stride", size2_json(o.stride)},
+          {"padding", size2_json(o.padding)},
+          {"output_padding", size2_json(o.output_padding)},
+          {"groups", o.groups},
+          {"bias", o.bias},
+          {"dilation", size2_json(o.dilation)}};
+}
+
+std::string ConvTranspose2dImpl::extra_repr() const {
+  const ConvTranspose2dOptions& o = options_;
+  return conv_repr(o.in_channels, o.out_channels, pyrepr::py_pair(o.kernel_size),
+                   pyrepr::py_pair(o.stride), pyrepr::py_pair(o.padding), o.padding == Size2d(0),
+                   pyrepr::py_pair(o.dilation), o.dilation == Size2d(1),
+                   pyrepr::py_pair(o.output_padding), o.output_padding == Size2d(0), o.groups,
+                   o.bias, "zeros");
+}
+
+// ---- ConvTranspose1d ----
+
+ConvTranspose1dImpl::ConvTranspose1dImpl(ConvTranspose1dOptions o) : options_(o) {
+  check_channels("ConvTranspose1d", o.in_channels, o.out_channels, o.groups);
+  check_positive("ConvTranspose1d", "kernel_size", o.kernel_size, 1);
+  check_positive("ConvTranspose1d", "stride", o.stride, 1);
+  check_positive("ConvTranspose1d", "padding", o.padding, 0);
+  check_positive("ConvTranspose1d", "dilation", o.dilation, 1);
+  EMBER_CHECK(
+      o.output_padding >= 0 && (o.output_padding < o.stride || o.output_padding < o.dilation),
+      "ConvTranspose1d: output_padding ", o.output_padding,
+      " (expected >= 0 and smaller than the stride ", o.stride, " or the dilation ", o.dilation,
+      ")");
+  const Shape shape{o.in_channels, o.out_channels / o.groups, o.kernel_size};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (o.bias)
+    bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
+}
+
+Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
+  const ConvTranspose1dOptions& o = options_;
+  return conv_transpose1d(x, weight_, bias_, o.stride, o.padding, o.output_padding, o.groups,
+                          o.dilation);
+}
+
+json ConvTranspose1dImpl::options() const {
+  const ConvTranspose1dOptions& o = options_;
+  return {{"in_channels", o.in_channels}, {"out_channels", o.out_channels},
+          {"kernel_size", o.kernel_size}, {"stride", o.stride},
+          {"padding", o.padding},         {"output_padding", o.output_padding},
+          {"groups", o.groups},           {"bias", o.bias},
+          {"dilation", o.dilation}};
+}
+
+std::string ConvTranspose1dImpl::extra_repr() const {
+  const ConvTranspose1dOptions& o = options_;
+  return conv_repr(o.in_channels, o.out_channels, py_tuple1(o.kernel_size), py_tuple1(o.stride),
+                   py_tuple1(o.padding), o.padding == 0, py_tuple1(o.dilation), o.dilation == 1,
+                   py_tuple1(o.output_padding), o.output_padding == 0, o.groups, o.bias, "zeros");
+}
+
+// ---- 1-D pools ----
+
+MaxPool1dImpl::MaxPool1dImpl(MaxPool1dOptions o) : options_(o) {
+  if (!options_.stride) options_.stride = options_.kernel_size;
+  check_positive("MaxPool1d", "kernel_size", o.kernel_size, 1);
+  check_positive("MaxPool1d", "stride", *options_.stride, 1);
+  check_positive("MaxPool1d", "padding", o.padding, 0);
+  check_positive("MaxPool1d", "dilation", o.dilation, 1);
+}
+
+Tensor MaxPool1dImpl::forward(const Tensor& x) {
+  const MaxPool1dOptions& o = options_;
+  return max_pool1d(x, o.kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
+}
+
+json MaxPool1dImpl::options() const {
+  const MaxPool1dOptions& o = options_;
+  return {{"kernel_size", o.kernel_size},
+          {"stride", *o.stride},
+          {"padding", o.padding},
+          {"dilation", o.dilation},
+          {"ceil_mode", o.ceil_mode}};
+}
+
+std::string MaxPool1dImpl::extra_repr() const {
+  const MaxPool1dOptions& o = options_;
+  return "kernel_size=" + std::to_string(o.kernel_size) + ", stride=" + std::to_string(*o.stride) +
+         ", padding=" + std::to_string(o.padding) + ", dilation=" + std::to_string(o.dilation) +
+         ", ceil_mode=" + pyrepr::py_bool(o.ceil_mode);
+}
+
+AvgPool1dImpl::AvgPool1dImpl(AvgPool1dOptions o) : options_(o) {
+  if (!options_.stride) options_.stride = options_.kernel_size;
+  check_positive("AvgPool1d", "kernel_size", o.kernel_size, 1);
+  check_positive("AvgPool1d", "stride", *options_.stride, 1);
+  check_positive("AvgPool1d", "padding", o.padding, 0);
+}
+
+Tensor AvgPool1dImpl::forward(const Tensor& x) {
+  const AvgPool1dOptions& o = options_;
+  return avg_pool1d(x, o.kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad);
+}
+
+json AvgPool1dImpl::options() const {
+  const AvgPool1dOptions& o = options_;
+  return {{"kernel_size", o.kernel_size},
+          {"stride", *o.stride},
+          {"padding", o.padding},
+          {"ceil_mode", o.ceil_mode},
+          {"count_include_pad", o.count_include_pad}};
+}
+
+std::string AvgPool1dImpl::extra_repr() const {
+  const AvgPool1dOptions& o = options_;
+  return "kernel_size=" + py_tuple1(o.kernel_size) + ", stride=" + py_tuple1(*o.stride) +
+         ", padding=" + py_tuple1(o.padding);
+}
+
+// ---- adaptive pools ----
+
+AdaptivePoolImpl::AdaptivePoolImpl(int dims, bool max, AdaptivePoolOptions options)
+    : dims_(dims), max_(max), options_(options) {
+  const Size2d s = options_.output_size;
+  EMBER_CHECK(s.w >= 1 && (dims_ == 1 || s.h >= 1), type_name(), ": output_size ",
+              dims_ == 1 ? std::to_string(s.w) : pyrepr::py_pair(s),
+              " (expected every entry >= 1)");
+}
+
+std::string AdaptivePoolImpl::type_name() const {
+  return std::string(max_ ? "AdaptiveMaxPool" : "AdaptiveAvgPool") + (dims_ == 1 ? "1d" : "2d");
+}
+
+Tensor AdaptivePoolImpl::forward(const Tensor& x) {
+  const Size2d s = options_.output_size;
+  if (dims_ == 1) return max_ ? adaptive_max_pool1d(x, s.w) : adaptive_avg_pool1d(x, s.w);
+  return max_ ? adaptive_max_pool2d(x, s) : adaptive_avg_pool2d(x, s);
+}
+
+json AdaptivePoolImpl::options() const {
+  const Size2d s = options_.output_size;
+  return {{"output_size", dims_ == 1 ? json(s.w) : size2_json(s)}};
+}
+
+std::string AdaptivePoolImpl::extra_repr() const {
+  const Size2d s = options_.output_size;
+  return "output_size=" + (dims_ == 1 ? std::to_string(s.w) : pyrepr::py_size(s));
+}
+
+// ---- Upsample ----
+
+UpsampleImpl::UpsampleImpl(InterpolateOptions options) : options_(std::move(options)) {
+  const bool has_size = !options_.size.empty(), has_scale = !options_.scale_factor.empty();
+  EMBER_CHECK(has_size != has_scale, "Upsample: give exactly one of size and scale_factor (got ",
+              has_size ? "both" : "neither", ")");
+}
+
+Tensor UpsampleImpl::forward(const Tensor& x) { return interpolate(x, options_); }
+
+json UpsampleImpl::options() const {
+  const InterpolateOptions& o = options_;
+  json j = {{"size", o.size.empty() ? json(nullptr) : json(o.size.vec())},
+            {"scale_factor", o.scale_factor.empty() ? json(nullptr) : json(o.scale_factor)},
+            {"mode", o.mode},
+            {"align_corners", o.align_corners ? json(*o.align_corners) : json(nullptr)},
+            {"recompute_scale_factor", o.recompute_scale_factor}};
+  return j;
+}
+
+std::string UpsampleImpl::extra_repr() const {
+  const InterpolateOptions& o = options_;
+  std::string s;
+  if (!o.scale_factor.empty()) {
+    s = "scale_factor=";
+    if (o.scale_factor.size() == 1) {
+      s += pyrepr::py_float(o.scale_factor[0]);
+    } else {
+      s += "(";
+      for (size_t i = 0; i < o.scale_factor.size(); ++i)
+        s += (i ? ", " : "") + pyrepr::py_float(o.scale_factor[i]);
+      s += ")";
+    }
+  } else {
+    s = "size=";
+    if (o.size.size() == 1) {
+      s += std::to_string(o.size[0]);
+    } else {
+      s += "(";
+      for (int i = 0; i < o.size.size(); ++i) s += (i ? ", " : "") + std::to_string(o.size[i]);
+      s += ")";
+    }
+  }
+  return s + ", mode=" + o.mode;  // torch 1.13 prints the mode unquoted
+}
+
+// ---- PixelShuffle, PixelUnshuffle ----
+
+PixelShuffleImpl::PixelShuffleImpl(int64_t upscale_factor) : factor_(upscale_factor) {
+  check_positive("PixelShuffle", "upscale_factor", factor_, 1);
+}
+
+PixelUnshuffleImpl::PixelUnshuffleImpl(int64_t downscale_factor) : factor_(downscale_factor) {
+  check_positive("PixelUnshuffle", "downscale_factor", factor_, 1);
+}
+
+// ---- Unfold, Fold ----
+
+namespace {
+
+json fold_json(const FoldOptions& o, bool with_output) {
+  json j = {{"kernel_size", size2_json(o.kernel_size)},
+            {"dilation", size2_json(o.dilation)},
+            {"padding", size2_json(o.padding)},
+            {"stride", size2_json(o.stride)}};
+  if (with_output) j["output_size"] = size2_json(o.output_size);
+  return j;
+}
+
+std::string fold_repr(const FoldOptions& o) {
+  return "kernel_size=" + pyrepr::py_size(o.kernel_size) +
+         ", dilation=" + pyrepr::py_size(o.dilation) + ", padding=" + pyrepr::py_size(o.padding) +
+         ", stride=" + pyrepr::py_size(o.stride);
+}
+
+}  // namespace
+
+Tensor UnfoldImpl::forward(const Tensor& x) {
+  const FoldOptions& o = options_;
+  return im2col(x, o.kernel_size, o.dilation, o.padding, o.stride);
+}
+json UnfoldImpl::options() const { return fold_json(options_, false); }
+std::string UnfoldImpl::extra_repr() const { return fold_repr(options_); }
+
+Tensor FoldImpl::forward(const Tensor& x) {
+  const FoldOptions& o = options_;
+  return col2im(x, o.output_size, o.kernel_size, o.dilation, o.padding, o.stride);
+}
+json FoldImpl::options() const { return fold_json(options_, true); }
+std::string FoldImpl::extra_repr() const {
+  return "output_size=" + pyrepr::py_size(options_.output_size) + ", " + fold_repr(options_);
+}
+
+}  // namespace ember::nn
