@@ -1,0 +1,257 @@
+// bench/bench_vocab.cpp — issue 16's layers on the GPU against PyTorch (CUDA) in the same run.
+// Skips with a message (exit 0) when there is no CUDA device.
+//
+//   lstm    nn::LSTM(512, 512, 2 layers), input [128, 64, 512] (seq, batch, feature): one SGD
+//           step (lr 0.01) of mse_loss(output, target): ms per step. PyTorch: cuDNN's LSTM.
+//   unet1d  Conv1d 8→32 (k3 p1) · relu · Conv1d 32→64 (k3 s2 p1) · relu · ConvTranspose1d 64→32
+//           (k2 s2) · relu · cat(skip) · Conv1d 64→8 (k3 p1) on [32, 8, 1024]: one SGD step.
+//   unet2d  the same shape of network in 2-D (Conv2d, ConvTranspose2d) on [16, 3, 64, 64].
+//   einsum  einsum("bhqd,bhkd->bhqk"), b 8, h 16, q = k 1024, d 64, fp32: ms and TFLOP/s.
+// Target for each: speedup >= 1.0 against eager PyTorch (issue 16).
+//
+// Validation first: the same network (same seed, same weights) on the CPU and on the GPU gives
+// the same loss before and after one step; the einsum result against the CPU's. Timing: the
+// device is synchronised (a 4-byte read-back) before the clock starts and before it stops.
+// PyTorch's figures come from bench/torch/vocab_bench.py through popen ($EMBER_PYTHON).
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "ember/ember.hpp"
+#include "ember/nn/conv.hpp"
+#include "ember/nn/rnn.hpp"
+#include "ember/optim/sgd.hpp"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ember::Device;
+using ember::Tensor;
+namespace nn = ember::nn;
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+void sync() {
+  static const Tensor* probe = new Tensor(ember::zeros({1}, {.device = kGpu}));
+  bench::do_not_optimize(probe->item<float>());
+}
+
+double ms_per_call(const std::function<void()>& fn, int warmup, int blocks, int per_block) {
+  for (int i = 0; i < warmup; ++i) fn();
+  sync();
+  std::vector<double> ms;
+  for (int b = 0; b < blocks; ++b) {
+    const auto start = bench::Clock::now();
+    for (int i = 0; i < per_block; ++i) fn();
+    sync();
+    ms.push_back(std::chrono::duration<double>(bench::Clock::now() - start).count() * 1e3 /
+                 per_block);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+nlohmann::json run_python() {
+  const char* src = std::getenv("EMBER_SOURCE_DIR");
+  const char* py = std::getenv("EMBER_PYTHON");
+  const std::string cmd = std::string(py ? py : "python3") + " " +
+                          std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
+                          "/bench/torch/vocab_bench.py 2>&1";
+  std::fprintf(stderr, "bench_vocab: running %s\n", cmd.c_str());
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return nullptr;
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  const size_t brace = out.rfind('{');
+  const size_t line = out.rfind('\n', brace == std::string::npos ? 0 : brace);
+  if (status != 0 || brace == std::string::npos) {
+    std::fprintf(stderr, "bench_vocab: PyTorch reference failed (status %d):\n%s\n", status,
+                 out.c_str());
+    return nullptr;
+  }
+  const size_t from = line == std::string::npos ? 0 : line + 1;
+  return nlohmann::json::parse(out.substr(from), nullptr, false);
+}
+
+std::optional<double> ref(const nlohmann::json& py, const char* group, const char* key) {
+  if (py.is_null() || py.is_discarded() || !py.contains(group) || !py[group].contains(key))
+    return std::nullopt;
+  return py[group][key].get<double>();
+}
+
+// A model as a forward function over its parameters.
+struct Model {
+  std::function<Tensor(const Tensor&)> forward;
+  std::vector<Tensor> params;
+  std::function<void(Device)> to;
+};
+
+Model make_lstm() {
+  nn::LSTM lstm(nn::RNNOptions{.input_size = 512, .hidden_size = 512, .num_layers = 2});
+  return {[lstm](const Tensor& x) mutable { return lstm->forward(x, nn::RNNState{}).output; },
+          lstm->parameters(), [lstm](Device d) mutable { lstm->to(d); }};
+}
+
+Model make_unet(int dims) {
+  if (dims == 1) {
+    nn::Conv1d c1(
+        nn::Conv1dOptions{.in_channels = 8, .out_channels = 32, .kernel_size = 3, .padding = 1});
+    nn::Conv1d down(nn::Conv1dOptions{
+        .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1});
+    nn::ConvTranspose1d up(nn::ConvTranspose1dOptions{
+        .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2});
+    nn::Conv1d out(
+        nn::Conv1dOptions{.in_channels = 64, .out_channels = 8, .kernel_size = 3, .padding = 1});
+    std::vector<Tensor> p;
+    for (const auto& group :
+         {c1->parameters(), down->parameters(), up->parameters(), out->parameters()})
+      p.insert(p.end(), group.begin(), group.end());
+    return {[=](const Tensor& x) {
+              Tensor a = ember::relu(c1->forward(x));
+              Tensor b = ember::relu(down->forward(a));
+              Tensor c = ember::relu(up->forward(b));
+              return out->forward(ember::cat({c, a}, 1));
+            },
+            p,
+            [=](Device d) {
+              c1->to(d);
+              down->to(d);
+              up->to(d);
+              out->to(d);
+            }};
+  }
+  nn::Conv2d c1(
+      nn::Conv2dOptions{.in_channels = 3, .out_channels = 32, .kernel_size = 3, .padding = 1});
+  nn::Conv2d down(nn::Conv2dOptions{
+      .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1});
+  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions{
+      .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2});
+  nn::Conv2d out(
+      nn::Conv2dOptions{.in_channels = 64, .out_channels = 3, .kernel_size = 3, .padding = 1});
+  std::vector<Tensor> p;
+  for (const auto& group :
+       {c1->parameters(), down->parameters(), up->parameters(), out->parameters()})
+    p.insert(p.end(), group.begin(), group.end());
+  return {[=](const Tensor& x) {
+            Tensor a = ember::relu(c1->forward(x));
+            Tensor b = ember::relu(down->forward(a));
+            Tensor c = ember::relu(up->forward(b));
+            return out->forward(ember::cat({c, a}, 1));
+          },
+          p,
+          [=](Device d) {
+            c1->to(d);
+            down->to(d);
+            up->to(d);
+            out->to(d);
+          }};
+}
+
+// One SGD step of mse_loss(model(x), y); returns the loss before the step.
+double step(Model& m, ember::optim::SGD& opt, const Tensor& x, const Tensor& y, bool read) {
+  opt.zero_grad();
+  Tensor loss = ember::mse_loss(m.forward(x), y);
+  loss.backward();
+  opt.step();
+  return read ? loss.item<double>() : 0.0;
+}
+
+// Validates the GPU network against the CPU one (same seed, same weights), then times it.
+bool bench_model(const char* name, const std::function<Model()>& make, const ember::Shape& shape,
+                 const nlohmann::json& py, int warmup, int blocks, int per_block) {
+  ember::manual_seed(1);
+  const Tensor x = ember::randn(shape), y = ember::randn(shape);
+  ember::manual_seed(7);
+  Model cpu = make();
+  ember::manual_seed(7);
+  Model gpu = make();
+  gpu.to(kGpu);
+  ember::optim::SGD opt_cpu(cpu.params, {.lr = 0.01}), opt_gpu(gpu.params, {.lr = 0.01});
+  const Tensor xg = x.to(kGpu), yg = y.to(kGpu);
+  bool ok = true;
+  for (int i = 0; i < 2; ++i) {
+    const double lc = step(cpu, opt_cpu, x, y, true), lg = step(gpu, opt_gpu, xg, yg, true);
+    const double err = std::abs(lc - lg) / std::max(1e-12, std::abs(lc));
+    std::fprintf(stderr, "%s: loss after %d step(s): CPU %.7g, GPU %.7g (rel %.2e)\n", name, i, lc,
+                 lg, err);
+    ok = ok && err < 1e-4;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "%s: GPU loss differs from the CPU's: not timed\n", name);
+    return false;
+  }
+  const double ms =
+      ms_per_call([&] { step(gpu, opt_gpu, xg, yg, false); }, warmup, blocks, per_block);
+  const auto torch_ms = ref(py, name, "ms");
+  std::fprintf(stderr, "%s: ember %.3f ms/step, PyTorch %.3f ms/step\n", name, ms,
+               torch_ms.value_or(NAN));
+  bench::emit(std::string("vocab_") + name, ms, torch_ms, "ms/step", false, 1.0,
+              {bench::str("reference_impl", "PyTorch CUDA (Python), eager")});
+  return true;
+}
+
+bool bench_einsum(const nlohmann::json& py) {
+  ember::manual_seed(3);
+  const Tensor q = ember::randn({8, 16, 1024, 64}), k = ember::randn({8, 16, 1024, 64});
+  const Tensor qg = q.to(kGpu), kg = k.to(kGpu);
+  const char* eq = "bhqd,bhkd->bhqk";
+  {
+    const Tensor want = ember::einsum(eq, {q.narrow(0, 0, 1), k.narrow(0, 0, 1)});
+    const Tensor got = ember::einsum(eq, {qg.narrow(0, 0, 1), kg.narrow(0, 0, 1)}).to(kCpu);
+    const std::vector<float> w = want.to_vector<float>(), g = got.to_vector<float>();
+    if (!bench::report(
+            "vocab_einsum", "GPU vs CPU (first batch)",
+            bench::compare(g.data(), w.data(), static_cast<int64_t>(w.size()), 1e-3, 1e-4),
+            static_cast<int64_t>(w.size())))
+      return false;
+  }
+  ember::NoGradGuard no_grad;
+  const double ms = ms_per_call(
+      [&] {
+        bench::do_not_optimize(ember::einsum(eq, {qg, kg}).data_ptr());
+      },
+      5, 15, 10);
+  const double flops = 2.0 * 8 * 16 * 1024 * 1024 * 64;
+  const auto torch_ms = ref(py, "einsum", "ms");
+  std::fprintf(stderr, "einsum: ember %.3f ms (%.1f TFLOP/s), PyTorch %.3f ms\n", ms,
+               flops / (ms * 1e-3) / 1e12, torch_ms.value_or(NAN));
+  bench::emit("vocab_einsum", ms, torch_ms, "ms", false, 1.0,
+              {bench::num("ember_tflops", flops / (ms * 1e-3) / 1e12),
+               bench::str("reference_impl", "torch.einsum, TF32 off")});
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    if (!ember::cuda_available()) {
+      std::fprintf(stderr, "bench_vocab: skipped: no CUDA device (or ember built without CUDA)\n");
+      return 0;
+    }
+    std::fprintf(stderr, "bench_vocab: %s\n", ember::cuda_device_description(0).c_str());
+    const nlohmann::json py = run_python();
+    bool ok = bench_einsum(py);
+    ok = bench_model(
+             "unet1d", [] { return make_unet(1); }, {32, 8, 1024}, py, 10, 15, 10) &&
+         ok;
+    ok = bench_model(
+             "unet2d", [] { return make_unet(2); }, {16, 3, 64, 64}, py, 10, 15, 10) &&
+         ok;
+    ok = bench_model("lstm", make_lstm, {128, 64, 512}, py, 2, 5, 2) && ok;
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_vocab: error: %s\n", e.what());
+    return 1;
+  }
+}
