@@ -23,6 +23,7 @@
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "layer_test_util.hpp"
 
 namespace {
 
@@ -31,15 +32,7 @@ using Inputs = std::vector<Tensor>;
 
 Tensor data(const Shape& s, double std = 1.0) { return randn(s, {.dtype = DType::f64}, 0.0, std); }
 
-void expect_gradcheck(const std::string& what, const std::function<Tensor(const Inputs&)>& fn,
-                      const Inputs& in) {
-  try {
-    GradcheckResult r = gradcheck(fn, in);
-    EXPECT_TRUE(r.ok) << what << ": " << r.message;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << " threw: " << e.what();
-  }
-}
+using ember::test_util::expect_gradcheck;
 
 void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
   const std::string msg = test_util::error_of(fn);
@@ -207,17 +200,7 @@ std::vector<nn::Module> every_new_module() {
 }
 
 TEST(ConvMoreModules, ConfigRoundTrip) {
-  for (const nn::Module& m : every_new_module()) {
-    const nn::json config = m->config();
-    nn::Module rebuilt = nn::build(config);
-    EXPECT_EQ(rebuilt->type_name(), m->type_name());
-    EXPECT_EQ(rebuilt->config(), config) << config.dump();
-    EXPECT_EQ(rebuilt->extra_repr(), m->extra_repr());
-    std::vector<std::string> a, b;
-    for (auto& [n, t] : m->state_dict()) a.push_back(n + " " + t.shape().to_string());
-    for (auto& [n, t] : rebuilt->state_dict()) b.push_back(n + " " + t.shape().to_string());
-    EXPECT_EQ(a, b) << config.dump();
-  }
+  for (const nn::Module& m : every_new_module()) ember::test_util::expect_config_round_trip(m);
 }
 
 TEST(ConvMoreModules, SaveAndLoadModel) {

@@ -22,6 +22,7 @@
 #include "ember/nn/linear.hpp"
 #include "ember/nn/norm.hpp"
 #include "fixtures.hpp"
+#include "layer_test_util.hpp"
 
 namespace {
 
@@ -32,20 +33,12 @@ using Inputs = std::vector<Tensor>;
 // ---- tier 1: PyTorch fixtures
 
 const ordered_json& layer_file() {
-  static const ordered_json doc = [] {
-    const std::string path = ember_test::data_dir() + "/layer_fixtures.json";
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open " + path + " (run tests/gen_layer_fixtures.py)");
-    return ordered_json::parse(in);
-  }();
+  static const ordered_json doc =
+      test_util::read_layer_fixtures("layer_fixtures.json", "tests/gen_layer_fixtures.py");
   return doc;
 }
 
-std::vector<std::string> layer_case_names() {
-  std::vector<std::string> names;
-  for (const auto& [key, value] : layer_file().at("cases").items()) names.push_back(key);
-  return names;
-}
+std::vector<std::string> layer_case_names() { return test_util::fixture_case_names(layer_file()); }
 
 class LayerFixturesConvPoolNormEmbedding : public ::testing::TestWithParam<std::string> {};
 
@@ -125,15 +118,7 @@ Tensor distinct(const Shape& s, uint32_t seed) {
   return from_vector<double>(v, s);
 }
 
-void expect_gradcheck(const std::string& what, const std::function<Tensor(const Inputs&)>& fn,
-                      const Inputs& in) {
-  try {
-    GradcheckResult r = gradcheck(fn, in);
-    EXPECT_TRUE(r.ok) << what << ": " << r.message;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << " threw: " << e.what();
-  }
-}
+using ember::test_util::expect_gradcheck;
 
 struct ConvCase {
   const char* name;
@@ -265,22 +250,7 @@ TEST(PoolIndices, TiesAndNaNAsPyTorch) {
 
 // ---- default initialisation (PyTorch's distributions and bounds)
 
-void expect_uniform(const Tensor& t, double bound, const std::string& what) {
-  const std::vector<double> v = ember_test::values_f64(t);
-  double mx = 0.0, sum = 0.0, sq = 0.0;
-  for (double e : v) {
-    mx = std::max(mx, std::abs(e));
-    sum += e;
-    sq += e * e;
-  }
-  const double n = static_cast<double>(v.size()), mean = sum / n,
-               sd = std::sqrt(sq / n - mean * mean);
-  EXPECT_LE(mx, bound) << what << ": a value is beyond the bound 1/sqrt(fan_in)";
-  EXPECT_GT(mx, 0.9 * bound) << what << ": values do not reach the bound";
-  EXPECT_NEAR(mean, 0.0, 0.1 * bound) << what;
-  EXPECT_NEAR(sd, bound / std::sqrt(3.0), 0.1 * bound)
-      << what << ": spread of U(-b, b) is b/sqrt(3)";
-}
+using ember::test_util::expect_uniform;
 
 TEST(ConvInit, KaimingUniformBounds) {
   manual_seed(15);
@@ -370,17 +340,7 @@ TEST(ConvNormModules, ConfigRoundTrip) {
       nn::Embedding(10, 3, 0),
       nn::Sequential({nn::Conv2d(1, 4, 3, 1, 1), nn::BatchNorm2d(4), nn::ReLU(), nn::MaxPool2d(2)}),
   };
-  for (const nn::Module& m : modules) {
-    const nn::json config = m->config();
-    nn::Module rebuilt = nn::build(config);
-    EXPECT_EQ(rebuilt->type_name(), m->type_name());
-    EXPECT_EQ(rebuilt->config(), config) << config.dump();
-    EXPECT_EQ(rebuilt->extra_repr(), m->extra_repr());
-    std::vector<std::string> a, b;
-    for (auto& [n, t] : m->state_dict()) a.push_back(n + " " + t.shape().to_string());
-    for (auto& [n, t] : rebuilt->state_dict()) b.push_back(n + " " + t.shape().to_string());
-    EXPECT_EQ(a, b) << config.dump();
-  }
+  for (const nn::Module& m : modules) ember::test_util::expect_config_round_trip(m);
 }
 
 // ---- errors name what was expected and what came

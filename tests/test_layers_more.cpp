@@ -24,6 +24,7 @@
 #include "ember/nn/transformer.hpp"
 #include "ember/optim.hpp"
 #include "fixtures.hpp"
+#include "layer_test_util.hpp"
 
 namespace {
 
@@ -32,22 +33,12 @@ using nlohmann::ordered_json;
 using Results = std::map<std::string, Tensor>;  // "step.key" -> tensor (on the CPU)
 
 const ordered_json& more_file() {
-  static const ordered_json doc = [] {
-    const std::string path = ember_test::data_dir() + "/layer_fixtures_more.json";
-    std::ifstream in(path);
-    if (!in)
-      throw std::runtime_error("cannot open " + path +
-                               " (run /usr/bin/python3 tests/gen_layer_fixtures.py --only-more)");
-    return ordered_json::parse(in);
-  }();
+  static const ordered_json doc = test_util::read_layer_fixtures(
+      "layer_fixtures_more.json", "/usr/bin/python3 tests/gen_layer_fixtures.py --only-more");
   return doc;
 }
 
-std::vector<std::string> more_case_names() {
-  std::vector<std::string> names;
-  for (const auto& [key, value] : more_file().at("cases").items()) names.push_back(key);
-  return names;
-}
+std::vector<std::string> more_case_names() { return test_util::fixture_case_names(more_file()); }
 
 Tensor get(const std::map<std::string, Tensor>& in, const std::string& key) {
   auto it = in.find(key);
@@ -204,16 +195,7 @@ INSTANTIATE_TEST_SUITE_P(All, LayerFixturesMore, ::testing::ValuesIn(more_case_n
 
 // ---- tier 2: f64 central differences through the composed modules
 
-void expect_gradcheck(const std::string& what,
-                      const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                      const std::vector<Tensor>& in) {
-  try {
-    GradcheckResult r = gradcheck(fn, in);
-    EXPECT_TRUE(r.ok) << what << ": " << r.message;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << what << " threw: " << e.what();
-  }
-}
+using ember::test_util::expect_gradcheck;
 
 Tensor data(const Shape& s) { return randn(s, {.dtype = DType::f64}); }
 

@@ -20,33 +20,14 @@
 #include "ember/nn/transformer.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "layer_test_util.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
-
-void expect_uniform(const Tensor& t, double bound, const std::string& what) {
-  const std::vector<double> v = ember_test::values_f64(t);
-  double mx = 0.0, sum = 0.0, sq = 0.0;
-  for (double e : v) {
-    mx = std::max(mx, std::abs(e));
-    sum += e;
-    sq += e * e;
-  }
-  const double n = static_cast<double>(v.size()), mean = sum / n,
-               sd = std::sqrt(sq / n - mean * mean);
-  EXPECT_LE(mx, bound) << what << ": a value is beyond the bound";
-  EXPECT_GT(mx, 0.9 * bound) << what << ": values do not reach the bound";
-  EXPECT_NEAR(mean, 0.0, 0.1 * bound) << what;
-  EXPECT_NEAR(sd, bound / std::sqrt(3.0), 0.1 * bound) << what << ": spread of U(-b, b)";
-}
-
-std::vector<std::string> names_of(const nn::Module& m) {
-  std::vector<std::string> out;
-  for (auto& [n, t] : m->state_dict()) out.push_back(n + " " + t.shape().to_string());
-  return out;
-}
+using ember::test_util::expect_uniform;
+using ember::test_util::state_names;
 
 void expect_contains(const std::string& msg, const std::vector<std::string>& parts) {
   for (const std::string& p : parts)
@@ -64,12 +45,13 @@ TEST(LayersMoreInit, PReLUBilinearAndNorms) {
   nn::Bilinear bil(25, 40, 30);  // bound 1/√in1 = 0.2
   EXPECT_EQ(bil->weight().shape(), Shape({30, 25, 40}));
   expect_uniform(bil->weight(), 0.2, "Bilinear weight");
-  EXPECT_EQ(names_of(nn::Bilinear(2, 3, 4, false)), std::vector<std::string>{"weight [4, 2, 3]"});
+  EXPECT_EQ(state_names(nn::Bilinear(2, 3, 4, false)),
+            std::vector<std::string>{"weight [4, 2, 3]"});
   nn::GroupNorm gn(2, 4);
   ember_test::expect_equal(gn->param("weight"), ones({4}), "GroupNorm weight");
   ember_test::expect_equal(gn->param("bias"), zeros({4}), "GroupNorm bias");
   EXPECT_TRUE(nn::InstanceNorm2d(3)->state_dict().empty());
-  EXPECT_EQ(names_of(nn::InstanceNorm1d(3, 1e-5, 0.1, true, true)),
+  EXPECT_EQ(state_names(nn::InstanceNorm1d(3, 1e-5, 0.1, true, true)),
             (std::vector<std::string>{"weight [3]", "bias [3]", "running_mean [3]",
                                       "running_var [3]", "num_batches_tracked []"}));
   nn::RMSNorm rms(Shape{2, 3});
@@ -101,11 +83,11 @@ TEST(LayersMoreInit, RecurrentNamesShapesAndBounds) {
                                          "bias_ih_l1_reverse [400]",
                                          "bias_hh_l1_reverse [400]",
                                          "weight_hr_l1_reverse [4, 100]"};
-  EXPECT_EQ(names_of(lstm), want);
+  EXPECT_EQ(state_names(lstm), want);
   for (auto& [n, p] : lstm->named_parameters()) expect_uniform(p, 0.1, "LSTM " + n);
-  EXPECT_EQ(names_of(nn::GRU(nn::RNNOptions{.input_size = 2, .hidden_size = 5, .bias = false})),
+  EXPECT_EQ(state_names(nn::GRU(nn::RNNOptions{.input_size = 2, .hidden_size = 5, .bias = false})),
             (std::vector<std::string>{"weight_ih_l0 [15, 2]", "weight_hh_l0 [15, 5]"}));
-  EXPECT_EQ(names_of(nn::LSTMCell(2, 3)),
+  EXPECT_EQ(state_names(nn::LSTMCell(2, 3)),
             (std::vector<std::string>{"weight_ih [12, 2]", "weight_hh [12, 3]", "bias_ih [12]",
                                       "bias_hh [12]"}));
   nn::GRUCell cell(4, 64);
@@ -195,14 +177,7 @@ TEST(LayersMoreModules, ConfigRoundTrip) {
                                              .dim_feedforward = 16,
                                              .batch_first = true}),
   };
-  for (const nn::Module& m : modules) {
-    const nn::json config = m->config();
-    nn::Module rebuilt = nn::build(config);
-    EXPECT_EQ(rebuilt->type_name(), m->type_name());
-    EXPECT_EQ(rebuilt->config(), config) << config.dump();
-    EXPECT_EQ(rebuilt->extra_repr(), m->extra_repr());
-    EXPECT_EQ(names_of(rebuilt), names_of(m)) << config.dump();
-  }
+  for (const nn::Module& m : modules) ember::test_util::expect_config_round_trip(m);
 }
 
 TEST(LayersMoreModules, PrintsAsPyTorch) {

@@ -35,65 +35,13 @@ Tensor TransformerImpl::generate_square_subsequent_mask(int64_t n, Device device
 // ---- TransformerDecoderLayer ----
 
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(TransformerDecoderLayerOptions o)
-    : options_(o) {
-  EMBER_CHECK(o.d_model > 0 && o.nhead > 0 && o.dim_feedforward > 0,
-              "TransformerDecoderLayer: d_model ", o.d_model, ", nhead ", o.nhead,
-              ", dim_feedforward ", o.dim_feedforward, " (expected all > 0)");
-  EMBER_CHECK(o.activation == "relu" || o.activation == "gelu",
-              "TransformerDecoderLayer: activation '", o.activation,
-              "' (expected \"relu\" or \"gelu\")");
-  const MultiheadAttentionOptions attn{.embed_dim = o.d_model,
-                                       .num_heads = o.nhead,
-                                       .dropout = o.dropout,
-                                       .bias = o.bias,
-                                       .batch_first = o.batch_first};
-  self_attn_ = std::make_shared<MultiheadAttentionImpl>(attn);
-  register_module("self_attn", self_attn_);
-  multihead_attn_ = std::make_shared<MultiheadAttentionImpl>(attn);
-  register_module("multihead_attn", multihead_attn_);
-  linear1_ = register_module("linear1",
-                             std::make_shared<LinearImpl>(o.d_model, o.dim_feedforward, o.bias));
-  dropout_ = register_module("dropout", std::make_shared<DropoutImpl>(o.dropout));
-  linear2_ = register_module("linear2",
-                             std::make_shared<LinearImpl>(o.dim_feedforward, o.d_model, o.bias));
-  norm1_ = register_module("norm1", make_norm(o.d_model, o.layer_norm_eps, o.bias));
-  norm2_ = register_module("norm2", make_norm(o.d_model, o.layer_norm_eps, o.bias));
-  norm3_ = register_module("norm3", make_norm(o.d_model, o.layer_norm_eps, o.bias));
-  dropout1_ = register_module("dropout1", std::make_shared<DropoutImpl>(o.dropout));
-  dropout2_ = register_module("dropout2", std::make_shared<DropoutImpl>(o.dropout));
-  dropout3_ = register_module("dropout3", std::make_shared<DropoutImpl>(o.dropout));
-}
+    : TransformerLayerBase("TransformerDecoderLayer", std::move(o),
+                           {"self_attn", "multihead_attn"}) {}
 
 Tensor TransformerDecoderLayerImpl::forward(const Tensor&) {
   detail::throw_error(
       "TransformerDecoderLayer: needs the target and the encoder's memory (call "
       "forward(tgt, memory), not forward(tgt))");
-}
-
-Tensor TransformerDecoderLayerImpl::self_attention_block(const Tensor& x,
-                                                         const DecoderMasks& masks) {
-  AttentionOptions a;
-  a.attn_mask = masks.tgt_mask;
-  a.key_padding_mask = masks.tgt_key_padding_mask;
-  a.is_causal = masks.tgt_is_causal;
-  a.need_weights = false;
-  return dropout1_->forward(self_attn_->forward(x, x, x, a).output);
-}
-
-Tensor TransformerDecoderLayerImpl::cross_attention_block(const Tensor& x, const Tensor& memory,
-                                                          const DecoderMasks& masks) {
-  AttentionOptions a;
-  a.attn_mask = masks.memory_mask;
-  a.key_padding_mask = masks.memory_key_padding_mask;
-  a.is_causal = masks.memory_is_causal;
-  a.need_weights = false;
-  return dropout2_->forward(multihead_attn_->forward(x, memory, memory, a).output);
-}
-
-Tensor TransformerDecoderLayerImpl::feed_forward_block(const Tensor& x) {
-  Tensor h = linear1_->forward(x);
-  h = options_.activation == "gelu" ? gelu(h) : relu(h);
-  return dropout3_->forward(linear2_->forward(dropout_->forward(h)));
 }
 
 Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt, const Tensor& memory,
@@ -107,39 +55,17 @@ Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt, const Tensor& mem
               "TransformerDecoderLayer: memory shape ", shape_of(memory), " (expected ",
               o.batch_first ? "[N, S, " : "[S, N, ", o.d_model, "], the rank of tgt ",
               tgt.shape().to_string(), ")");
-  Tensor x = tgt;
-  if (o.norm_first) {
-    x = add(x, self_attention_block(norm1_->forward(x), masks));
-    x = add(x, cross_attention_block(norm2_->forward(x), memory, masks));
-    x = add(x, feed_forward_block(norm3_->forward(x)));
-  } else {
-    x = norm1_->forward(add(x, self_attention_block(x, masks)));
-    x = norm2_->forward(add(x, cross_attention_block(x, memory, masks)));
-    x = norm3_->forward(add(x, feed_forward_block(x)));
-  }
-  return x;
-}
-
-json TransformerDecoderLayerImpl::options() const {
-  const auto& o = options_;
-  return {{"d_model", o.d_model},
-          {"nhead", o.nhead},
-          {"dim_feedforward", o.dim_feedforward},
-          {"dropout", o.dropout},
-          {"activation", o.activation},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"batch_first", o.batch_first},
-          {"norm_first", o.norm_first},
-          {"bias", o.bias}};
-}
-
-std::string TransformerDecoderLayerImpl::extra_repr() const {
-  std::ostringstream s;
-  s << "d_model=" << options_.d_model << ", nhead=" << options_.nhead
-    << ", dim_feedforward=" << options_.dim_feedforward << ", activation=" << options_.activation
-    << ", norm_first=" << pyrepr::py_bool(options_.norm_first)
-    << ", batch_first=" << pyrepr::py_bool(options_.batch_first);
-  return s.str();
+  AttentionOptions self;
+  self.attn_mask = masks.tgt_mask;
+  self.key_padding_mask = masks.tgt_key_padding_mask;
+  self.is_causal = masks.tgt_is_causal;
+  AttentionOptions cross;
+  cross.attn_mask = masks.memory_mask;
+  cross.key_padding_mask = masks.memory_key_padding_mask;
+  cross.is_causal = masks.memory_is_causal;
+  Tensor x = residual(0, tgt, [&](const Tensor& h) { return attend(0, h, h, self); });
+  x = residual(1, x, [&](const Tensor& h) { return attend(1, h, memory, cross); });
+  return residual(2, x, [&](const Tensor& h) { return feed_forward(h); });
 }
 
 // ---- TransformerDecoder ----
@@ -157,28 +83,14 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerDecoderLayer& la
 
 void TransformerDecoderImpl::init(const TransformerDecoderLayerImpl& prototype, int64_t num_layers,
                                   ModulePtr norm) {
-  EMBER_CHECK(num_layers > 0, "TransformerDecoder: num_layers ", num_layers, " (expected > 0)");
-  const StateDict weights = prototype.state_dict();
-  layer_list_ = std::make_shared<ModuleListImpl>();
-  for (int64_t i = 0; i < num_layers; ++i) {
-    // A deep copy of the prototype (PyTorch's _get_clones): same weights, dtype, device, mode.
-    auto copy = std::make_shared<TransformerDecoderLayerImpl>(prototype.layer_options());
-    if (!weights.empty()) {
-      copy->to(weights.front().second.dtype());
-      copy->to(weights.front().second.device());
-    }
-    copy->load_state_dict(weights, true);
-    copy->train(prototype.is_training());
-    layer_list_->push_back(Module(copy));
-    layers_.push_back(copy);
-  }
-  register_module("layers", layer_list_);
-  if (norm) norm_ = register_module("norm", norm);
+  TransformerStackBase::init(prototype, num_layers, std::move(norm), [this](const auto& o) {
+    layers_.push_back(std::make_shared<TransformerDecoderLayerImpl>(o));
+    return layers_.back();
+  });
 }
 
 const std::shared_ptr<TransformerDecoderLayerImpl>& TransformerDecoderImpl::layer(size_t i) const {
-  EMBER_CHECK(i < layers_.size(), "TransformerDecoder: layer ", i, " is out of range (",
-              layers_.size(), " layers)");
+  check_layer_index(i);
   return layers_[i];
 }
 
@@ -193,17 +105,6 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory,
   Tensor x = tgt;
   for (auto& layer : layers_) x = layer->forward(x, memory, masks);
   return norm_ ? norm_->forward(x) : x;
-}
-
-json TransformerDecoderImpl::options() const {
-  return {{"layer", layers_.front()->options()},
-          {"num_layers", static_cast<int64_t>(layers_.size())}};
-}
-
-json TransformerDecoderImpl::config() const {
-  json j = {{"type", type_name()}, {"options", options()}};
-  if (norm_) j["children"] = {{"norm", norm_->config()}};
-  return j;
 }
 
 // ---- Transformer ----
@@ -270,18 +171,11 @@ Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt,
 }
 
 json TransformerImpl::options() const {
-  const auto& o = options_;
-  return {{"d_model", o.d_model},
-          {"nhead", o.nhead},
-          {"num_encoder_layers", o.num_encoder_layers},
-          {"num_decoder_layers", o.num_decoder_layers},
-          {"dim_feedforward", o.dim_feedforward},
-          {"dropout", o.dropout},
-          {"activation", o.activation},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"batch_first", o.batch_first},
-          {"norm_first", o.norm_first},
-          {"bias", o.bias}};
+  // The layers' options (built from options_) and the two depths; json keeps keys sorted.
+  json j = encoder_->layer(0)->options();
+  j["num_encoder_layers"] = options_.num_encoder_layers;
+  j["num_decoder_layers"] = options_.num_decoder_layers;
+  return j;
 }
 
 std::string TransformerImpl::extra_repr() const {

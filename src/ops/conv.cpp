@@ -99,21 +99,10 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
               ops::pair_string(padded_h, padded_w), " (input shape ", x.shape().to_string(),
               ", padding ", ops::pair_string(padding), ")");
   ConvPlan p;
-  backend::Window2d& win = p.win;
-  win.batch = x.shape()[0];
-  win.channels = x.shape()[1];
-  win.height = h;
-  win.width = w;
-  win.kernel_h = kh;
-  win.kernel_w = kw;
-  win.stride_h = stride.h;
-  win.stride_w = stride.w;
-  win.pad_h = padding.h;
-  win.pad_w = padding.w;
-  win.dilation_h = dilation.h;
-  win.dilation_w = dilation.w;
-  win.out_h = (padded_h - eff_h) / stride.h + 1;
-  win.out_w = (padded_w - eff_w) / stride.w + 1;
+  p.win =
+      ops::make_window(x.shape()[0], x.shape()[1], h, w, Size2d(kh, kw), stride, padding, dilation);
+  p.win.out_h = (padded_h - eff_h) / stride.h + 1;
+  p.win.out_w = (padded_w - eff_w) / stride.w + 1;
   p.out_channels = o;
   p.groups = groups;
   choose_chunk(p);
@@ -371,21 +360,10 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
               ws.to_string(), ", stride ", ops::pair_string(stride), ", padding ",
               ops::pair_string(padding), "; expected an output of at least (1, 1))");
   ConvPlan p;
-  backend::Window2d& win = p.win;
-  win.batch = x.shape()[0];
-  win.channels = ws[1] * groups;
-  win.height = out_h;
-  win.width = out_w;
-  win.kernel_h = kh;
-  win.kernel_w = kw;
-  win.stride_h = stride.h;
-  win.stride_w = stride.w;
-  win.pad_h = padding.h;
-  win.pad_w = padding.w;
-  win.dilation_h = dilation.h;
-  win.dilation_w = dilation.w;
-  win.out_h = h;
-  win.out_w = w;
+  p.win = ops::make_window(x.shape()[0], ws[1] * groups, out_h, out_w, Size2d(kh, kw), stride,
+                           padding, dilation);
+  p.win.out_h = h;
+  p.win.out_w = w;
   p.out_channels = c;
   p.groups = groups;
   choose_chunk(p);
@@ -473,19 +451,8 @@ backend::Window2d plan_pool(Op pool, const Tensor& x, Size2d kernel,
       padding.h >= 0 && padding.w >= 0 && padding.h <= kernel.h / 2 && padding.w <= kernel.w / 2,
       op, ": padding ", ops::pair_string(padding),
       " (expected 0 <= padding <= half the kernel size ", ops::pair_string(kernel), ")");
-  backend::Window2d w;
-  w.batch = x.shape()[0];
-  w.channels = x.shape()[1];
-  w.height = x.shape()[2];
-  w.width = x.shape()[3];
-  w.kernel_h = kernel.h;
-  w.kernel_w = kernel.w;
-  w.stride_h = stride.h;
-  w.stride_w = stride.w;
-  w.pad_h = padding.h;
-  w.pad_w = padding.w;
-  w.dilation_h = dilation.h;
-  w.dilation_w = dilation.w;
+  backend::Window2d w = ops::make_window(x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3],
+                                         kernel, stride, padding, dilation);
   w.out_h = pool_out_size(w.height, kernel.h, padding.h, stride.h, dilation.h, ceil_mode);
   w.out_w = pool_out_size(w.width, kernel.w, padding.w, stride.w, dilation.w, ceil_mode);
   EMBER_CHECK(w.out_h >= 1 && w.out_w >= 1, op, ": output size ",

@@ -73,6 +73,15 @@ SamePad same_pad(int64_t kernel, int64_t dilation) {
   return {total / 2, total % 2};
 }
 
+// The checks conv1d, conv3d and conv_transpose1d start with: rank, dtype and device, weight.
+void check_conv(Op which, const Tensor& x, const Tensor& weight, int64_t spatial,
+                const char* layout, int64_t groups, bool transposed = false) {
+  const char* op = op_name(which);
+  check_rank(op, x, spatial, layout);
+  ops::check_supported(which, x);
+  check_conv_weight(op, x, weight, spatial, groups, transposed);
+}
+
 void check_same_stride(const char* op, bool unit_stride) {
   EMBER_CHECK(unit_stride, op,
               ": padding 'same' needs stride 1 (as PyTorch; got a larger stride, expected 1)");
@@ -84,22 +93,16 @@ void check_same_stride(const char* op, bool unit_stride) {
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
-  const char* op = op_name(Op::conv1d);
-  check_rank(op, x, 1, "L");
-  ops::check_supported(Op::conv1d, x);
-  check_conv_weight(op, x, weight, 1, groups, false);
+  check_conv(Op::conv1d, x, weight, 1, "L", groups);
   return drop_unit_height(conv2d(add_unit_height(x), weight.unsqueeze(2), bias, Size2d(1, stride),
                                  Size2d(0, padding), Size2d(1, dilation), groups));
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               ConvPadding padding, int64_t dilation, int64_t groups) {
-  const char* op = op_name(Op::conv1d);
-  check_rank(op, x, 1, "L");
-  ops::check_supported(Op::conv1d, x);
-  check_conv_weight(op, x, weight, 1, groups, false);
+  check_conv(Op::conv1d, x, weight, 1, "L", groups);
   if (padding == ConvPadding::valid) return conv1d(x, weight, bias, stride, 0, dilation, groups);
-  check_same_stride(op, stride == 1);
+  check_same_stride(op_name(Op::conv1d), stride == 1);
   const SamePad p = same_pad(weight.shape()[2], dilation);
   const Tensor xp = p.extra_after ? pad(x, {0, 1}) : x;
   return conv1d(xp, weight, bias, stride, p.both, dilation, groups);
@@ -128,9 +131,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               Size3d padding, Size3d dilation, int64_t groups) {
   const char* op = op_name(Op::conv3d);
-  check_rank(op, x, 3, "D, H, W");
-  ops::check_supported(Op::conv3d, x);
-  check_conv_weight(op, x, weight, 3, groups, false);
+  check_conv(Op::conv3d, x, weight, 3, "D, H, W", groups);
   if (x.dim() == 4)
     return conv3d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0);
   EMBER_CHECK(stride.d >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.d >= 1 &&
@@ -171,9 +172,7 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               ConvPadding padding, Size3d dilation, int64_t groups) {
   const char* op = op_name(Op::conv3d);
-  check_rank(op, x, 3, "D, H, W");
-  ops::check_supported(Op::conv3d, x);
-  check_conv_weight(op, x, weight, 3, groups, false);
+  check_conv(Op::conv3d, x, weight, 3, "D, H, W", groups);
   if (padding == ConvPadding::valid) return conv3d(x, weight, bias, stride, 0, dilation, groups);
   check_same_stride(op, stride == Size3d(1));
   const SamePad pd = same_pad(weight.shape()[2], dilation.d);
@@ -188,9 +187,7 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
                         int64_t padding, int64_t output_padding, int64_t groups, int64_t dilation) {
   const char* op = op_name(Op::conv_transpose1d);
-  check_rank(op, x, 1, "L");
-  ops::check_supported(Op::conv_transpose1d, x);
-  check_conv_weight(op, x, weight, 1, groups, true);
+  check_conv(Op::conv_transpose1d, x, weight, 1, "L", groups, true);
   EMBER_CHECK(output_padding >= 0 && (output_padding < stride || output_padding < dilation), op,
               ": output_padding ", output_padding, " (expected >= 0 and smaller than the stride ",
               stride, " or the dilation ", dilation, ")");
@@ -496,19 +493,8 @@ backend::Window2d plan_blocks(Op which, const Shape& image, Size2d kernel, Size2
               op, ": kernel ", ops::pair_string(kernel), ", dilation ", ops::pair_string(dilation),
               ", padding ", ops::pair_string(padding), ", stride ", ops::pair_string(stride),
               " (expected kernel, dilation and stride >= 1 and padding >= 0)");
-  backend::Window2d w;
-  w.batch = 1;
-  w.channels = image[1];
-  w.height = image[2];
-  w.width = image[3];
-  w.kernel_h = kernel.h;
-  w.kernel_w = kernel.w;
-  w.stride_h = stride.h;
-  w.stride_w = stride.w;
-  w.pad_h = padding.h;
-  w.pad_w = padding.w;
-  w.dilation_h = dilation.h;
-  w.dilation_w = dilation.w;
+  backend::Window2d w =
+      ops::make_window(1, image[1], image[2], image[3], kernel, stride, padding, dilation);
   const int64_t eff_h = dilation.h * (kernel.h - 1) + 1, eff_w = dilation.w * (kernel.w - 1) + 1;
   const int64_t ph = w.height + 2 * padding.h, pw = w.width + 2 * padding.w;
   EMBER_CHECK(eff_h <= ph && eff_w <= pw, op, ": kernel ", ops::pair_string(kernel), " (dilated ",

@@ -1,6 +1,6 @@
 // src/ops/window2d.hpp — helpers shared by conv2d (conv.cpp) and the 2-D pools (pool.cpp):
-// "(h, w)" formatting for errors, the batch-chunk view of a contiguous NCHW tensor, and the
-// unbatched-input wrapper ([C, H, W] runs as a batch of one, as PyTorch).
+// "(h, w)" formatting for errors, the window geometry, the batch-chunk view of a contiguous
+// NCHW tensor, and the unbatched-input wrapper ([C, H, W] runs as a batch of one, as PyTorch).
 #pragma once
 
 #include <functional>
@@ -15,6 +15,27 @@ inline std::string pair_string(Size2d s) {
   return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
 }
 inline std::string pair_string(int64_t h, int64_t w) { return pair_string(Size2d(h, w)); }
+
+/// The geometry of a window over an input [batch, channels, height, width]; the caller sets
+/// out_h and out_w.
+inline backend::Window2d make_window(int64_t batch, int64_t channels, int64_t height, int64_t width,
+                                     Size2d kernel, Size2d stride, Size2d padding,
+                                     Size2d dilation) {
+  backend::Window2d w;
+  w.batch = batch;
+  w.channels = channels;
+  w.height = height;
+  w.width = width;
+  w.kernel_h = kernel.h;
+  w.kernel_w = kernel.w;
+  w.stride_h = stride.h;
+  w.stride_w = stride.w;
+  w.pad_h = padding.h;
+  w.pad_w = padding.w;
+  w.dilation_h = dilation.h;
+  w.dilation_w = dilation.w;
+  return w;
+}
 
 /// A view of `t`'s memory from element `offset` (counted from t's first element) on.
 inline backend::View sub_view(const Tensor& t, int64_t offset, const Shape& shape,

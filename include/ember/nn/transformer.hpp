@@ -11,8 +11,11 @@
 //   Tensor y = enc(x, {.src_key_padding_mask = pad, .is_causal = true});
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ember/nn/attention.hpp"
 #include "ember/nn/containers.hpp"
@@ -46,12 +49,44 @@ struct EncoderMasks {
   bool is_causal = false;
 };
 
+/// What the encoder and decoder layers share: the options (checked, saved and printed), the
+/// feed-forward block ff(x) = linear2(dropout(activation(linear1(x)))) and the residual
+/// blocks. A layer of k attentions has, in PyTorch's order: the attentions, linear1, dropout,
+/// linear2, norm1 .. norm(k+1), dropout1 .. dropout(k+1); residual block i is
+///   post-norm: x = norm_i(x + dropout_i(block_i(x)))
+///   pre-norm:  x = x + dropout_i(block_i(norm_i(x)))
+class TransformerLayerBase : public ModuleImpl {
+ public:
+  json options() const override;
+  std::string extra_repr() const override;
+  const TransformerEncoderLayerOptions& layer_options() const { return options_; }
+
+ protected:
+  /// Checks the options (errors start with `name`) and registers the children, one
+  /// MultiheadAttention per name in `attentions`.
+  TransformerLayerBase(const char* name, TransformerEncoderLayerOptions options,
+                       std::initializer_list<const char*> attentions);
+
+  /// Residual block i (0-based) around `block`.
+  Tensor residual(size_t i, const Tensor& x, const std::function<Tensor(const Tensor&)>& block);
+  /// attentions[i](x, kv, kv) under `a`, without the weights.
+  Tensor attend(size_t i, const Tensor& x, const Tensor& kv, AttentionOptions a);
+  Tensor feed_forward(const Tensor& x);
+
+  TransformerEncoderLayerOptions options_;
+  std::vector<std::shared_ptr<MultiheadAttentionImpl>> attentions_;
+
+ private:
+  ModulePtr linear1_, dropout_, linear2_;
+  std::vector<ModulePtr> norms_, dropouts_;
+};
+
 /// One encoder block, PyTorch's nn.TransformerEncoderLayer. Children, in PyTorch's order:
 /// self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
 ///   post-norm: x = norm1(x + dropout1(sa(x)));  x = norm2(x + dropout2(ff(x)))
 ///   pre-norm:  x = x + dropout1(sa(norm1(x)));  x = x + dropout2(ff(norm2(x)))
 /// with ff(x) = linear2(dropout(activation(linear1(x)))).
-class TransformerEncoderLayerImpl : public ModuleImpl {
+class TransformerEncoderLayerImpl : public TransformerLayerBase {
  public:
   explicit TransformerEncoderLayerImpl(TransformerEncoderLayerOptions options);
   TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
@@ -62,18 +97,7 @@ class TransformerEncoderLayerImpl : public ModuleImpl {
   Tensor forward(const Tensor& src, const EncoderMasks& masks);
 
   std::string type_name() const override { return "TransformerEncoderLayer"; }
-  json options() const override;
-  std::string extra_repr() const override;
-  const TransformerEncoderLayerOptions& layer_options() const { return options_; }
-  const std::shared_ptr<MultiheadAttentionImpl>& self_attn() const { return self_attn_; }
-
- private:
-  Tensor self_attention_block(const Tensor& x, const EncoderMasks& masks);
-  Tensor feed_forward_block(const Tensor& x);
-
-  TransformerEncoderLayerOptions options_;
-  std::shared_ptr<MultiheadAttentionImpl> self_attn_;
-  ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, dropout1_, dropout2_;
+  const std::shared_ptr<MultiheadAttentionImpl>& self_attn() const { return attentions_[0]; }
 };
 
 class TransformerEncoderLayer : public ModuleHolder<TransformerEncoderLayerImpl> {
@@ -85,17 +109,44 @@ class TransformerEncoderLayer : public ModuleHolder<TransformerEncoderLayerImpl>
   }
 };
 
-struct TransformerEncoderOptions {
+/// A stack of layers: TransformerEncoderOptions and TransformerDecoderOptions.
+struct TransformerStackOptions {
   TransformerEncoderLayerOptions layer{};
   int64_t num_layers = 1;
   /// A final LayerNorm(d_model, eps = layer.layer_norm_eps) named "norm".
   bool final_norm = false;
 };
+using TransformerEncoderOptions = TransformerStackOptions;
 
-/// A stack of encoder layers, PyTorch's nn.TransformerEncoder: children `layers` (a
-/// ModuleList, "layers.0", "layers.1", ...) and, when present, `norm`. As in PyTorch the
-/// layers start as copies of one layer (identical initial weights).
-class TransformerEncoderImpl : public ModuleImpl {
+/// What the encoder and decoder stacks share: children `layers` (a ModuleList, "layers.0",
+/// "layers.1", ...) and, when present, `norm`; their options, config and the copying of one
+/// layer into all (as PyTorch, the layers start with identical weights).
+class TransformerStackBase : public ModuleImpl {
+ public:
+  json options() const override;
+  /// {"type", "options": {"layer": {...}, "num_layers": n}, "children": {"norm": config}}:
+  /// the norm's config is kept whole, so any registered norm module round-trips.
+  json config() const override;
+  size_t num_layers() const { return layer_list_->size(); }
+  /// The final norm, or null.
+  const ModulePtr& norm() const { return norm_; }
+
+ protected:
+  /// Registers `num_layers` copies of `prototype` (same weights, dtype, device and mode), each
+  /// made by `make` from the prototype's options, then `norm` when given.
+  void init(const TransformerLayerBase& prototype, int64_t num_layers, ModulePtr norm,
+            const std::function<ModulePtr(const TransformerEncoderLayerOptions&)>& make);
+  /// Refuses a layer index past the end.
+  void check_layer_index(size_t i) const;
+
+  ModulePtr norm_;
+
+ private:
+  std::shared_ptr<ModuleListImpl> layer_list_;
+};
+
+/// A stack of encoder layers, PyTorch's nn.TransformerEncoder (see TransformerStackBase).
+class TransformerEncoderImpl : public TransformerStackBase {
  public:
   explicit TransformerEncoderImpl(TransformerEncoderOptions options);
   /// num_layers copies of `layer` (its current weights), then `norm` when defined (any
@@ -107,21 +158,12 @@ class TransformerEncoderImpl : public ModuleImpl {
   Tensor forward(const Tensor& src, const EncoderMasks& masks);
 
   std::string type_name() const override { return "TransformerEncoder"; }
-  json options() const override;
-  /// {"type", "options": {"layer": {...}, "num_layers": n}, "children": {"norm": config}}:
-  /// the norm's config is kept whole, so any registered norm module round-trips.
-  json config() const override;
-  size_t num_layers() const { return layers_.size(); }
   const std::shared_ptr<TransformerEncoderLayerImpl>& layer(size_t i) const;
-  /// The final norm, or null.
-  const ModulePtr& norm() const { return norm_; }
 
  private:
   void init(const TransformerEncoderLayerImpl& prototype, int64_t num_layers, ModulePtr norm);
 
-  std::shared_ptr<ModuleListImpl> layer_list_;
   std::vector<std::shared_ptr<TransformerEncoderLayerImpl>> layers_;
-  ModulePtr norm_;
 };
 
 class TransformerEncoder : public ModuleHolder<TransformerEncoderImpl> {
@@ -158,7 +200,7 @@ struct DecoderMasks {
 /// dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3.
 ///   post-norm: x = norm1(x + sa(x)); x = norm2(x + mha(x, mem)); x = norm3(x + ff(x))
 ///   pre-norm:  x = x + sa(norm1(x)); x = x + mha(norm2(x), mem); x = x + ff(norm3(x))
-class TransformerDecoderLayerImpl : public ModuleImpl {
+class TransformerDecoderLayerImpl : public TransformerLayerBase {
  public:
   explicit TransformerDecoderLayerImpl(TransformerDecoderLayerOptions options);
   TransformerDecoderLayerImpl(int64_t d_model, int64_t nhead)
@@ -170,18 +212,6 @@ class TransformerDecoderLayerImpl : public ModuleImpl {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
 
   std::string type_name() const override { return "TransformerDecoderLayer"; }
-  json options() const override;
-  std::string extra_repr() const override;
-  const TransformerDecoderLayerOptions& layer_options() const { return options_; }
-
- private:
-  Tensor self_attention_block(const Tensor& x, const DecoderMasks& masks);
-  Tensor cross_attention_block(const Tensor& x, const Tensor& memory, const DecoderMasks& masks);
-  Tensor feed_forward_block(const Tensor& x);
-
-  TransformerDecoderLayerOptions options_;
-  std::shared_ptr<MultiheadAttentionImpl> self_attn_, multihead_attn_;
-  ModulePtr linear1_, dropout_, linear2_, norm1_, norm2_, norm3_, dropout1_, dropout2_, dropout3_;
 };
 
 class TransformerDecoderLayer : public ModuleHolder<TransformerDecoderLayerImpl> {
@@ -193,15 +223,10 @@ class TransformerDecoderLayer : public ModuleHolder<TransformerDecoderLayerImpl>
   }
 };
 
-struct TransformerDecoderOptions {
-  TransformerDecoderLayerOptions layer{};
-  int64_t num_layers = 1;
-  /// A final LayerNorm(d_model, eps = layer.layer_norm_eps) named "norm".
-  bool final_norm = false;
-};
+using TransformerDecoderOptions = TransformerStackOptions;
 
 /// A stack of decoder layers (children `layers`, `norm`), copies of one layer as PyTorch.
-class TransformerDecoderImpl : public ModuleImpl {
+class TransformerDecoderImpl : public TransformerStackBase {
  public:
   explicit TransformerDecoderImpl(TransformerDecoderOptions options);
   TransformerDecoderImpl(const TransformerDecoderLayer& layer, int64_t num_layers,
@@ -212,19 +237,12 @@ class TransformerDecoderImpl : public ModuleImpl {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const DecoderMasks& masks = {});
 
   std::string type_name() const override { return "TransformerDecoder"; }
-  json options() const override;
-  /// As TransformerEncoder: {"options": {"layer", "num_layers"}, "children": {"norm": ...}}.
-  json config() const override;
-  size_t num_layers() const { return layers_.size(); }
   const std::shared_ptr<TransformerDecoderLayerImpl>& layer(size_t i) const;
-  const ModulePtr& norm() const { return norm_; }
 
  private:
   void init(const TransformerDecoderLayerImpl& prototype, int64_t num_layers, ModulePtr norm);
 
-  std::shared_ptr<ModuleListImpl> layer_list_;
   std::vector<std::shared_ptr<TransformerDecoderLayerImpl>> layers_;
-  ModulePtr norm_;
 };
 
 class TransformerDecoder : public ModuleHolder<TransformerDecoderImpl> {
