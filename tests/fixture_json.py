@@ -3,6 +3,7 @@ JSON text of tensors (f32 values printed as the shortest decimal that round-trip
 fixtures.hpp reads them), the tolerance check of an f32 run against the f64 reference, and
 the writing of the fixture file.
 """
+import math
 import os
 import sys
 
@@ -16,13 +17,26 @@ def f32_str(v):
     return repr(float(f)) if f == 0 else str(f)
 
 
-def encode_tensor(t, max_elements=None):
-    """{"shape": [...], "dtype": "f32" | "i64" | "bool", "data": [...]} of a tensor."""
+EXACT_NAMES = {torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+               torch.int32: "i32", torch.uint8: "u8"}
+
+
+def encode_tensor(t, max_elements=None, exact=False):
+    """{"shape": [...], "dtype": "f32" | "i64" | "bool", "data": [...]} of a tensor. With
+    `exact` the tensor keeps its own dtype ("f64" with every digit, "f16", "bf16", "i32", "u8"
+    too): the fixtures of mixed-dtype cases, where the dtypes are the point."""
     t = t.detach().contiguous()
     assert max_elements is None or t.numel() <= max_elements, \
         f"tensor of {t.numel()} elements is too large"
     flat = t.reshape(-1).tolist()
-    if t.dtype == torch.bool:
+    if exact and t.dtype in EXACT_NAMES:
+        dt = EXACT_NAMES[t.dtype]
+        if t.is_floating_point():
+            assert all(math.isfinite(v) for v in flat), "non-finite value in a fixture"
+            data = [repr(float(v)) for v in flat]
+        else:
+            data = [str(int(v)) for v in flat]
+    elif t.dtype == torch.bool:
         dt, data = "bool", ["true" if v else "false" for v in flat]
     elif t.dtype in (torch.int64, torch.int32):
         dt, data = "i64", [str(int(v)) for v in flat]

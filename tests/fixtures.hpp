@@ -106,6 +106,18 @@ inline ember::Tensor tensor_from_json(const nlohmann::ordered_json& j) {
   if (dtype == "i64") {
     return ember::from_vector<int64_t>(data.get<std::vector<int64_t>>(), shape);
   }
+  // The exact dtypes of mixed-dtype cases (fixture_json.encode_tensor(exact=True)).
+  if (dtype == "i32") {
+    return ember::from_vector<int32_t>(data.get<std::vector<int32_t>>(), shape);
+  }
+  if (dtype == "u8") {
+    return ember::from_vector<int64_t>(data.get<std::vector<int64_t>>(), shape)
+        .to(ember::DType::u8);
+  }
+  if (dtype == "f16" || dtype == "bf16") {
+    return ember::from_vector<float>(data.get<std::vector<float>>(), shape)
+        .to(dtype == "f16" ? ember::DType::f16 : ember::DType::bf16);
+  }
   if (dtype == "bool") {
     std::vector<float> values;
     for (const auto& v : data)

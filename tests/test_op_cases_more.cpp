@@ -322,6 +322,86 @@ void add_vocabulary_cases(OpTable& t) {
   t["im2col_dilation"] = [](Fixture& f) { return ember::im2col(f["x"], 2, 2, 0, 2); };
   t["col2im"] = [](Fixture& f) { return ember::col2im(f["x"], {4, 5}, {2, 3}, 1, 1, {1, 2}); };
   t["col2im_dilation"] = [](Fixture& f) { return ember::col2im(f["x"], {5, 5}, 2, 2, 0, 2); };
+
+  // ---- type promotion (the *_mix_* cases: operands of different dtypes, stored in their
+  // dtypes) and integer or bool inputs (*_int, *_bool)
+  for (const char* name : {"add_mix_f32_f64", "add_mix_i32_0d_i64", "add_mix_u8_i32",
+                           "add_mix_i32_i64", "add_mix_bool_f32", "add_mix_f16_bf16"})
+    t[name] = [](Fixture& f) { return ember::add(f["a"], f["b"]); };
+  t["sub_mix_0d_f64"] = [](Fixture& f) { return ember::sub(f["a"], f["b"]); };
+  for (const char* name : {"mul_mix_i32_f32", "mul_mix_i32_0d_f64"})
+    t[name] = [](Fixture& f) { return ember::mul(f["a"], f["b"]); };
+  for (const char* name : {"div_mix_i32_i64", "div_mix_i64_f64"})
+    t[name] = [](Fixture& f) { return ember::div(f["a"], f["b"]); };
+  t["pow_mix_f32_i64"] = [](Fixture& f) { return ember::pow(f["a"], f["b"]); };
+  t["maximum_mix_i32_f32"] = [](Fixture& f) { return ember::maximum(f["a"], f["b"]); };
+  t["minimum_mix_f32_f64"] = [](Fixture& f) { return ember::minimum(f["a"], f["b"]); };
+  t["atan2_mix_f32_f64"] = [](Fixture& f) { return ember::atan2(f["a"], f["b"]); };
+  t["fmod_mix_i64_f32"] = [](Fixture& f) { return ember::fmod(f["a"], f["b"]); };
+  t["remainder_mix_f32_0d_f64"] = [](Fixture& f) { return ember::remainder(f["a"], f["b"]); };
+  t["cmp_eq_mix_i32_f32"] = [](Fixture& f) { return ember::eq(f["a"], f["b"]); };
+  t["cmp_lt_mix_i32_f32"] = [](Fixture& f) { return ember::lt(f["a"], f["b"]); };
+  t["cmp_ge_mix_i64_0d_f64"] = [](Fixture& f) { return ember::ge(f["a"], f["b"]); };
+  t["cmp_ne_mix_bool_i32"] = [](Fixture& f) { return ember::ne(f["a"], f["b"]); };
+  t["logical_and_mix_f32_i64"] = [](Fixture& f) { return ember::logical_and(f["a"], f["b"]); };
+  t["logical_or_mix_bool_f64"] = [](Fixture& f) { return ember::logical_or(f["a"], f["b"]); };
+  t["logical_xor_mix_u8_f32"] = [](Fixture& f) { return ember::logical_xor(f["a"], f["b"]); };
+  for (const char* name : {"where_mix_i32_f32", "where_mix_f32_f64"})
+    t[name] = [](Fixture& f) { return ember::where(f["cond"], f["a"], f["b"]); };
+  for (const char* name : {"clamp_mix_tensor_bounds", "clamp_int_tensor_bounds"})
+    t[name] = [](Fixture& f) { return ember::clamp(f["x"], f["lo"], f["hi"]); };
+  t["addcmul_mix"] = [](Fixture& f) {
+    return ember::addcmul(f["x"], f["t1"], f["t2"], f.attr_double("value"));
+  };
+  t["addcdiv_mix"] = [](Fixture& f) {
+    return ember::addcdiv(f["x"], f["t1"], f["t2"], f.attr_double("value"));
+  };
+  t["abs_int"] = [](Fixture& f) { return ember::abs(f["x"]); };
+  t["sign_int"] = [](Fixture& f) { return ember::sign(f["x"]); };
+  for (const char* name : {"clamp_int", "clamp_int_frac"})
+    t[name] = [](Fixture& f) {
+      return ember::clamp(f["x"], f.attr_double("lo"), f.attr_double("hi"));
+    };
+  t["clamp_min_int"] = [](Fixture& f) { return ember::clamp_min(f["x"], f.attr_double("min")); };
+  t["clamp_max_int"] = [](Fixture& f) { return ember::clamp_max(f["x"], f.attr_double("max")); };
+  t["max_int_dims"] = [](Fixture& f) {
+    return ember::amax(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+  };
+  t["min_int_dim1_keepdim"] = [](Fixture& f) {
+    return ember::amin(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+  };
+  t["max_int_all"] = [](Fixture& f) { return ember::max(f["x"]); };
+  t["argmax_int"] = [](Fixture& f) {
+    return ember::argmax(f["x"], f.attr_int("dim"), f.attr_bool("keepdim"));
+  };
+  t["argmin_int"] = [](Fixture& f) {
+    return ember::argmin(f["x"], f.attr_int("dim"), f.attr_bool("keepdim"));
+  };
+  t["max_with_indices_int"] = [](Fixture& f) {
+    return ember::max(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).values;
+  };
+  t["max_with_indices_int_indices"] = [](Fixture& f) {
+    return ember::max(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).indices;
+  };
+  t["min_with_indices_int"] = [](Fixture& f) {
+    return ember::min(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).values;
+  };
+  t["min_with_indices_int_indices"] = [](Fixture& f) {
+    return ember::min(f["x"], f.attr_int("dim"), f.attr_bool("keepdim")).indices;
+  };
+  t["isnan_int"] = [](Fixture& f) { return ember::isnan(f["x"]); };
+  t["isinf_int"] = [](Fixture& f) { return ember::isinf(f["x"]); };
+  for (const char* name : {"isfinite_int", "isfinite_bool"})
+    t[name] = [](Fixture& f) { return ember::isfinite(f["x"]); };
+  t["sum_int32"] = [](Fixture& f) { return ember::sum(f["x"]); };
+  t["sum_bool_dim1"] = [](Fixture& f) {
+    return ember::sum(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+  };
+  t["nansum_int"] = [](Fixture& f) {
+    return ember::nansum(f["x"], f.attr_shape("dims"), f.attr_bool("keepdim"));
+  };
+  for (const char* name : {"cumsum_int", "cumsum_bool"})
+    t[name] = [](Fixture& f) { return ember::cumsum(f["x"], f.attr_int("dim")); };
 }
 
 }  // namespace ember_test

@@ -65,13 +65,13 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 
 #define EMBER_OPS_UNARY(X)                          \
   X(neg, elementwise, true, kNumeric, kNumeric)     \
-  X(abs, elementwise, true, kFloat, kFloat)         \
+  X(abs, elementwise, true, kNumeric, kNumeric)     \
   X(sqrt, elementwise, true, kFloat, kFloat)        \
   X(rsqrt, elementwise, true, kFloat, kFloat)       \
   X(square, elementwise, true, kFloat, kFloat)      \
   X(exp, elementwise, true, kFloat, kFloat)         \
   X(log, elementwise, true, kFloat, kFloat)         \
-  X(sign, elementwise, true, kFloat, kFloat)        \
+  X(sign, elementwise, true, kNumeric, kNumeric)    \
   X(relu, elementwise, true, kFloat, kFloat)        \
   X(sigmoid, elementwise, true, kFloat, kFloat)     \
   X(tanh, elementwise, true, kFloat, kFloat)        \
@@ -106,7 +106,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(erf, elementwise, true, kFloat, kFloat)         \
   X(erfc, elementwise, true, kFloat, kFloat)        \
   X(erfinv, elementwise, true, kFloat, kFloat)      \
-  X(clamp, elementwise, true, kFloat, kFloat)
+  X(clamp, elementwise, true, kNumeric, kNumeric)
 
 #define EMBER_OPS_BINARY(X)                                    \
   X(add, elementwise, true, kNumeric, kNumeric)                \
@@ -132,11 +132,11 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 #define EMBER_OPS_REDUCE(X)                      \
   X(sum, reduce, true, kComparable, kComparable) \
   X(mean, reduce, true, kFloat, kFloat)          \
-  X(max, reduce, true, kFloat, kFloat)           \
-  X(min, reduce, true, kFloat, kFloat)           \
+  X(max, reduce, true, kNumeric, kNumeric)       \
+  X(min, reduce, true, kNumeric, kNumeric)       \
   X(prod, reduce, true, kFloat, kFloat)          \
-  X(argmax, reduce, false, kFloat, kFloat)       \
-  X(argmin, reduce, false, kFloat, kFloat)
+  X(argmax, reduce, false, kNumeric, kNumeric)   \
+  X(argmin, reduce, false, kNumeric, kNumeric)
 
 #define EMBER_OPS_OTHER(X)                                             \
   X(gelu, elementwise, true, kFloat, kFloat, unary)                    \
@@ -150,11 +150,11 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(hardtanh, elementwise, true, kFloat, kFloat, unary)                \
   X(prelu, elementwise, true, kFloat, kFloat, composite)               \
   X(glu, elementwise, true, kFloat, kFloat, composite)                 \
-  X(clamp_min, elementwise, true, kFloat, kFloat, unary)               \
-  X(clamp_max, elementwise, true, kFloat, kFloat, unary)               \
-  X(isnan, elementwise, false, kFloat, kFloat, composite)              \
-  X(isinf, elementwise, false, kFloat, kFloat, composite)              \
-  X(isfinite, elementwise, false, kFloat, kFloat, composite)           \
+  X(clamp_min, elementwise, true, kNumeric, kNumeric, unary)           \
+  X(clamp_max, elementwise, true, kNumeric, kNumeric, unary)           \
+  X(isnan, elementwise, false, kComparable, kComparable, composite)    \
+  X(isinf, elementwise, false, kComparable, kComparable, composite)    \
+  X(isfinite, elementwise, false, kComparable, kComparable, composite) \
   X(nan_to_num, elementwise, true, kFloat, kFloat, composite)          \
   X(lerp, elementwise, true, kFloat, kFloat, composite)                \
   X(addcmul, elementwise, true, kFloat, kFloat, composite)             \
@@ -164,13 +164,13 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(std, reduce, true, kFloat, kFloat, composite)                      \
   X(logsumexp, reduce, true, kFloat, kFloat, composite)                \
   X(norm, reduce, true, kFloat, kFloat, composite)                     \
-  X(nansum, reduce, true, kFloat, kFloat, composite)                   \
+  X(nansum, reduce, true, kComparable, kComparable, composite)         \
   X(nanmean, reduce, true, kFloat, kFloat, composite)                  \
   X(count_nonzero, reduce, false, kComparable, kComparable, composite) \
   X(any, reduce, false, kComparable, kComparable, composite)           \
   X(all, reduce, false, kComparable, kComparable, composite)           \
-  X(max_with_indices, reduce, true, kFloat, kFloat, composite)         \
-  X(min_with_indices, reduce, true, kFloat, kFloat, composite)         \
+  X(max_with_indices, reduce, true, kNumeric, kNumeric, composite)     \
+  X(min_with_indices, reduce, true, kNumeric, kNumeric, composite)     \
   X(sort, sort, true, kNumeric, kNumeric, sort)                        \
   X(argsort, sort, false, kNumeric, kNumeric, sort)                    \
   X(topk, sort, true, kNumeric, kNumeric, sort)                        \

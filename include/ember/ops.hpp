@@ -19,7 +19,18 @@ namespace ember {
 /// sum divided by the batch size, as PyTorch's.
 enum class Reduction : uint8_t { none, mean, sum, batchmean };
 
-// ---- elementwise, binary (broadcasting) ----
+// ---- type promotion (docs/ops.md) ----
+/// The dtype two dtypes combine into, as torch.promote_types: bool < integer < float, the
+/// wider integer (u8 < i32 < i64), the wider float (f16 with bf16 is f32).
+///   promote_types(DType::i32, DType::f32)  // f32
+DType promote_types(DType a, DType b);
+/// The dtype a binary op computes a and b in, as torch.result_type: promote_types of the
+/// two, except that a 0-d tensor does not widen a dimensioned one of its own category or a
+/// higher one (f32 tensor + 0-d f64 is f32; i32 tensor + 0-d f64 is f64).
+DType result_type(const Tensor& a, const Tensor& b);
+
+// ---- elementwise, binary (broadcasting; operands of different dtypes are promoted to
+// their result_type, and each input's gradient comes back in its own dtype) ----
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -34,7 +45,8 @@ Tensor mul(const Tensor& a, double b);
 /// x * s (ggmlR's ag_scale).
 Tensor scale(const Tensor& x, double s);
 Tensor pow(const Tensor& x, double exponent);
-/// Elements limited to [lo, hi]; the gradient passes where lo <= x <= hi.
+/// Elements limited to [lo, hi]; the gradient passes where lo <= x <= hi. An integer tensor
+/// stays integer with integral bounds and becomes f32 with a fractional one, as PyTorch.
 Tensor clamp(const Tensor& x, double lo, double hi);
 
 // ---- elementwise, unary ----
@@ -118,7 +130,8 @@ Tensor clamp_min(const Tensor& x, double lo);
 Tensor clamp_max(const Tensor& x, double hi);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi);
-/// Bool masks of NaN, ±inf and finite elements (f32/f64).
+/// Bool masks of NaN, ±inf and finite elements (integer and bool tensors: all false, all
+/// false, all true).
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);

@@ -1,6 +1,8 @@
 // src/ops/common.cpp — shared op helpers (see common.hpp).
 #include "ops/common.hpp"
 
+#include <optional>
+
 namespace ember::ops {
 
 backend::View broadcast_view(const Tensor& t, const Shape& shape) {
@@ -33,18 +35,80 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void check_supported(Op op, const Tensor& t, const char* what) {
-  const char* name = op_name(op);
-  check_defined(name, t, what);
-  if (supports_here(op, t)) [[likely]]
+  check_defined(op_name(op), t, what);
+  check_supported(op, t.dtype(), t.device());
+}
+
+void check_supported(Op op, DType dtype, Device device) {
+  if (supports(op, dtype, device)) [[likely]]
     return;
-  const DTypeSet here = op_info(op).dtypes(t.device().type);
-  const bool low_float = t.dtype() == DType::f16 || t.dtype() == DType::bf16;
-  detail::throw_error(detail::concat(
-      name, ": unsupported dtype ", dtype_name(t.dtype()), " on ", t.device().str(), " (",
-      here == kNoDTypes ? std::string("this backend does not compute it")
-                        : "supported there: " + here.to_string(),
-      low_float ? "; f16/bf16 are storage types here: convert with .to(DType::f32))"
-                : "; convert with .to(DType))"));
+  const char* name = op_name(op);
+  const DTypeSet here = op_info(op).dtypes(device.type);
+  const bool low_float = dtype == DType::f16 || dtype == DType::bf16;
+  detail::throw_error(
+      detail::concat(name, ": unsupported dtype ", dtype_name(dtype), " on ", device.str(), " (",
+                     here == kNoDTypes ? std::string("this backend does not compute it")
+                                       : "supported there: " + here.to_string(),
+                     low_float ? "; f16/bf16 are storage types here: convert with .to(DType::f32))"
+                               : "; convert with .to(DType))"));
+}
+
+// Note [Type promotion]
+// ember promotes operands of different dtypes as torch.result_type does. Dtypes fall in three
+// categories, bool < integer < float. Two dtypes combine with promote_types: the higher
+// category wins; within integers the wider (u8 < i32 < i64); within floats f64 over f32 over
+// the 16-bit types, and f16 with bf16 gives f32. Operands are then split into dimensioned
+// tensors (dim() > 0) and 0-d ones. The dimensioned ones decide, unless the 0-d ones reach a
+// higher category: i32 tensor + 0-d f64 is f64, but f32 tensor + 0-d f64 stays f32 and
+// i32 tensor + 0-d i64 stays i32 (a 0-d tensor behaves like a scalar). With only 0-d operands
+// they combine as dimensioned ones do. (PyTorch's "wrapped numbers", C++ doubles here, are
+// the scalar overloads: add(x, 2.0) keeps x's dtype, see elementwise.cpp.)
+
+namespace {
+int category(DType t) { return t == DType::boolean ? 0 : is_floating(t) ? 2 : 1; }
+int int_rank(DType t) { return t == DType::u8 ? 0 : t == DType::i32 ? 1 : 2; }
+}  // namespace
+
+}  // namespace ember::ops
+
+namespace ember {
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  const int ca = ops::category(a), cb = ops::category(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 1) return ops::int_rank(a) > ops::int_rank(b) ? a : b;
+  if (a == DType::f64 || b == DType::f64) return DType::f64;
+  return DType::f32;  // f32 with a 16-bit float, or f16 with bf16
+}
+
+DType result_type(const Tensor& a, const Tensor& b) { return ops::result_type({&a, &b}); }
+
+}  // namespace ember
+
+namespace ember::ops {
+
+DType result_type(std::initializer_list<const Tensor*> tensors) {
+  std::optional<DType> dimensioned, zero_dim;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    std::optional<DType>& r = t->dim() > 0 ? dimensioned : zero_dim;
+    r = r ? promote_types(*r, t->dtype()) : t->dtype();
+  }
+  EMBER_ASSERT(dimensioned || zero_dim, "result_type: no defined tensor");
+  if (!dimensioned) return *zero_dim;
+  if (!zero_dim || category(*zero_dim) <= category(*dimensioned)) return *dimensioned;
+  return promote_types(*dimensioned, *zero_dim);
+}
+
+std::pair<Tensor, Tensor> promote(Op op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
+  check_defined(name, a, "first input");
+  check_defined(name, b, "second input");
+  check_same_device(name, a, b);
+  const DType dtype = a.dtype() == b.dtype() ? a.dtype() : result_type({&a, &b});
+  check_supported(op, dtype, a.device());
+  return {cast_to(a, dtype), cast_to(b, dtype)};
 }
 
 void check_index_dtype(const char* op, const Tensor& index) {

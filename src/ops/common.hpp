@@ -2,6 +2,9 @@
 // dtype/device checks. Shape rules live in the op files; kernels live in the backends.
 #pragma once
 
+#include <initializer_list>
+#include <utility>
+
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
 #include "core/make.hpp"
@@ -35,6 +38,21 @@ inline bool supports_here(Op op, const Tensor& t) { return supports(op, t.dtype(
 /// t's dtype for `op` on t's device ("exp: unsupported dtype i64 on cpu (supported: f32, f64)").
 /// Also refuses an undefined `t`.
 void check_supported(Op op, const Tensor& t, const char* what = "input");
+/// The same check for a dtype an op is about to compute in (a promoted one) on `device`.
+void check_supported(Op op, DType dtype, Device device);
+
+/// torch.result_type of several tensors (undefined ones are skipped): Note [Type promotion].
+DType result_type(std::initializer_list<const Tensor*> tensors);
+/// The op's operands cast to their result type (differentiably, with .to(DType), so each
+/// input's gradient comes back in its own dtype), after checking that the devices agree and
+/// that the catalogue lists the result type for `op` there. Inputs already of that dtype are
+/// returned as they are. Every binary op starts with it:
+///   const auto [a, b] = ops::promote(Op::add, a_in, b_in);
+std::pair<Tensor, Tensor> promote(Op op, const Tensor& a, const Tensor& b);
+/// `t` cast to `dtype` (itself when it has it already).
+inline Tensor cast_to(const Tensor& t, DType dtype) {
+  return t.defined() && t.dtype() != dtype ? t.to(dtype) : t;
+}
 void check_index_dtype(const char* op, const Tensor& index);
 
 /// Refuses an in-place write into `t` that would corrupt the graph (a tensor that requires

@@ -1,7 +1,10 @@
 // src/ops/elementwise.cpp — unary and binary elementwise ops with their backward rules.
 //
 // Binary ops broadcast: the backward produces gradients in the broadcast shape and the
-// engine sums them back to each input's shape (Note [Backward order] in engine.cpp).
+// engine sums them back to each input's shape (Note [Backward order] in engine.cpp). Operands
+// of different dtypes are first cast to their result type (ops::promote, Note [Type
+// promotion] in common.cpp) with the differentiable .to(DType), whose backward casts each
+// gradient back to its input's dtype.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -28,6 +31,7 @@ Tensor unary_forward(Op op, const Tensor& x) {
   return unary_forward(op, backend::unary_kernel(op), x);
 }
 
+// a op b for operands already of one dtype (ops::promote made them so).
 Tensor binary_forward(Op op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_defined(name, a, "first input");
@@ -51,7 +55,8 @@ using ops::unary_forward;
 
 // ---- binary ----
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(Op::add, a_in, b_in);
   Tensor out = binary_forward(Op::add, a, b);
   if (autograd::needs_grad(a, b))
     autograd::record(Op::add, out, {&a, &b}, [](const Tensor& g, GradList& gi) {
@@ -61,7 +66,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(Op::sub, a_in, b_in);
   Tensor out = binary_forward(Op::sub, a, b);
   if (autograd::needs_grad(a, b))
     autograd::record(Op::sub, out, {&a, &b},
@@ -72,7 +78,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(Op::mul, a_in, b_in);
   Tensor out = binary_forward(Op::mul, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
@@ -86,12 +93,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
-  // True division, as PyTorch: integers divide as f32 (floor or truncating division are
-  // separate ops there).
-  if (a.defined() && b.defined() && !is_floating(a.dtype()) && a.dtype() == b.dtype() &&
-      ops::supports_here(Op::div, a))
-    return div(a.to(DType::f32), b.to(DType::f32));
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  // True division, as PyTorch: integer and bool operands (u8 and bool too, which the
+  // catalogue does not list for div) divide as f32; floor or truncating division are separate
+  // ops there.
+  if (a_in.defined() && b_in.defined() && !is_floating(ops::result_type({&a_in, &b_in})))
+    return div(a_in.to(DType::f32), b_in.to(DType::f32));
+  const auto [a, b] = ops::promote(Op::div, a_in, b_in);
   Tensor out = binary_forward(Op::div, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool nb = b.requires_grad();
@@ -107,7 +115,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(Op::pow, a_in, b_in);
   Tensor out = binary_forward(Op::pow, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool na = a.requires_grad(), nb = b.requires_grad();
@@ -134,7 +143,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 namespace {
 // Gradient routing for maximum/minimum: the winner gets g, ties split it evenly (as PyTorch).
-Tensor extremum(Op op, const Tensor& a, const Tensor& b) {
+Tensor extremum(Op op, const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(op, a_in, b_in);
   Tensor out = binary_forward(op, a, b);
   if (autograd::needs_grad(a, b)) {
     const bool is_max = op == Op::maximum;
@@ -195,8 +205,34 @@ Tensor pow(const Tensor& x, double e) {
   return out;
 }
 
+namespace {
+// clamp, clamp_min, clamp_max of an integer tensor (the clamp kernel is float-only): maximum
+// and minimum with the bounds as 0-d tensors of x's dtype; a fractional bound makes it f32,
+// as PyTorch (whose clamp promotes with its scalar bounds). Infinite bounds do nothing.
+Tensor clamp_integer(Op op, const Tensor& x, double lo, double hi) {
+  ops::check_supported(op, x);
+  const bool fractional = (std::isfinite(lo) && !is_integral_value(lo)) ||
+                          (std::isfinite(hi) && !is_integral_value(hi));
+  if (fractional) {
+    Tensor xf = x.to(DType::f32);
+    return op == Op::clamp_min   ? clamp_min(xf, lo)
+           : op == Op::clamp_max ? clamp_max(xf, hi)
+                                 : clamp(xf, lo, hi);
+  }
+  const bool wide = x.dtype() == DType::i64;
+  const double top = wide ? 9.2233720368547748e18 : 2147483647.0;
+  const double bottom = wide ? -9.2233720368547758e18 : -2147483648.0;
+  const TensorOptions o{.dtype = x.dtype(), .device = x.device()};
+  Tensor out = x;
+  if (lo > bottom) out = maximum(out, full(Shape{}, std::min(lo, top), o));
+  if (hi < top) out = minimum(out, full(Shape{}, std::max(hi, bottom), o));
+  return out.is_same(x) ? x.clone() : out;
+}
+}  // namespace
+
 Tensor clamp(const Tensor& x, double lo, double hi) {
   EMBER_CHECK(!(lo > hi), op_name(Op::clamp), ": lower bound ", lo, " is above upper bound ", hi);
+  if (x.defined() && !is_floating(x.dtype())) return clamp_integer(Op::clamp, x, lo, hi);
   Tensor out = unary_forward(Op::clamp, UnaryOp::clamp, x, lo, hi);
   if (autograd::needs_grad(x))
     autograd::record(
@@ -252,6 +288,10 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 Tensor abs(const Tensor& x) {
+  if (x.defined() && !is_floating(x.dtype())) {  // integers: the kernel is float-only
+    ops::check_supported(Op::abs, x);
+    return maximum(x, neg(x));  // |MIN| wraps to MIN, as PyTorch's
+  }
   Tensor out = unary_forward(Op::abs, x);
   if (autograd::needs_grad(x))
     autograd::record(Op::abs, out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
@@ -261,6 +301,10 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor sign(const Tensor& x) {
+  if (x.defined() && !is_floating(x.dtype())) {  // integers: (x > 0) - (x < 0)
+    ops::check_supported(Op::sign, x);
+    return sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
+  }
   Tensor out = unary_forward(Op::sign, x);
   if (autograd::needs_grad(x))  // piecewise constant: zero gradient, as PyTorch
     autograd::record(Op::sign, out, {&x},
@@ -568,12 +612,21 @@ Tensor logical_not(const Tensor& x) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(Op::eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(Op::ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(Op::lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(Op::le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(Op::gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(Op::ge, a, b); }
+namespace {
+// A comparison or logical op: promoted operands (no graph: the result is bool), bool out.
+Tensor compare(Op op, const Tensor& a_in, const Tensor& b_in) {
+  NoGradGuard no_grad;
+  const auto [a, b] = ops::promote(op, a_in, b_in);
+  return binary_forward(op, a, b);
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(Op::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(Op::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(Op::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(Op::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(Op::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(Op::ge, a, b); }
 namespace {
 Tensor scalar_like(const Tensor& a, double v) {
   return full(Shape{}, v, {.dtype = a.dtype(), .device = a.device()});
@@ -583,15 +636,12 @@ Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
 Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
 Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   ops::check_defined("where", cond, "condition");
-  ops::check_defined("where", a, "first input");
-  ops::check_defined("where", b, "second input");
+  const auto [a, b] = ops::promote(Op::where, a_in, b_in);
   EMBER_CHECK(cond.dtype() == DType::boolean, op_name(Op::where), ": condition dtype ",
               dtype_name(cond.dtype()),
               " (expected bool; build it with a comparison such as gt(x, 0.0))");
-  ops::check_same_dtype("where", a, b);
-  ops::check_same_device("where", a, b);
   ops::check_same_device("where", cond, a);
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
@@ -616,7 +666,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 // ---- more binary math, logical ops, clamp variants, predicates, interpolation ----
 
-Tensor atan2(const Tensor& a, const Tensor& b) {
+Tensor atan2(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(Op::atan2, a_in, b_in);
   Tensor out = binary_forward(Op::atan2, a, b);
   if (autograd::needs_grad(a, b))
     autograd::record(Op::atan2, out, {&a, &b},
@@ -632,7 +683,8 @@ Tensor atan2(const Tensor& a, const Tensor& b) {
 
 namespace {
 // fmod and remainder: a - q·b with q = trunc(a / b) or floor(a / b), so d/da = 1, d/db = -q.
-Tensor modulo(Op op, const Tensor& a, const Tensor& b) {
+Tensor modulo(Op op, const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = ops::promote(op, a_in, b_in);
   Tensor out = binary_forward(op, a, b);
   if (autograd::needs_grad(a, b))
     autograd::record(op, out, {&a, &b},
@@ -656,18 +708,15 @@ Tensor remainder(const Tensor& a, double b) {
   return remainder(a, scalar_like(a, b));
 }
 
-Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary_forward(Op::logical_and, a, b);
-}
-Tensor logical_or(const Tensor& a, const Tensor& b) { return binary_forward(Op::logical_or, a, b); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) {
-  return binary_forward(Op::logical_xor, a, b);
-}
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare(Op::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare(Op::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return compare(Op::logical_xor, a, b); }
 
 namespace {
 // clamp with one bound: the clamp kernel with ±inf for the other (its gradient mask too).
 Tensor clamp_one(Op op, const Tensor& x, double lo, double hi) {
   EMBER_CHECK(!std::isnan(lo) && !std::isnan(hi), op_name(op), ": the bound is NaN");
+  if (x.defined() && !is_floating(x.dtype())) return clamp_integer(op, x, lo, hi);
   Tensor out = unary_forward(op, UnaryOp::clamp, x, lo, hi);
   if (autograd::needs_grad(x))
     autograd::record(op, out, {&x},
@@ -687,24 +736,51 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   if (lo && hi) return clamp(x, *lo, *hi);
   return lo ? clamp_min(x, *lo) : clamp_max(x, *hi);
 }
-Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
-  ops::check_supported(Op::clamp, x);
-  EMBER_CHECK(lo.defined() || hi.defined(), op_name(Op::clamp),
+namespace {
+// The operands of a composite cast to their joint result type (Note [Type promotion]), after
+// checking that `op` computes in it on the first operand's device.
+std::vector<Tensor> promote_all(Op op, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands) ops::check_defined(op_name(op), *t);
+  const DType dtype = ops::result_type(operands);
+  ops::check_supported(op, dtype, (*operands.begin())->device());
+  std::vector<Tensor> out;
+  for (const Tensor* t : operands) out.push_back(ops::cast_to(*t, dtype));
+  return out;
+}
+}  // namespace
+
+Tensor clamp(const Tensor& x_in, const Tensor& lo_in, const Tensor& hi_in) {
+  ops::check_defined(op_name(Op::clamp), x_in);
+  EMBER_CHECK(lo_in.defined() || hi_in.defined(), op_name(Op::clamp),
               ": neither bound given (expected at least one of min and max)");
+  const DType dtype = ops::result_type({&x_in, &lo_in, &hi_in});
+  ops::check_supported(Op::clamp, dtype, x_in.device());
+  const Tensor x = ops::cast_to(x_in, dtype), lo = ops::cast_to(lo_in, dtype),
+               hi = ops::cast_to(hi_in, dtype);
   Tensor out = lo.defined() ? maximum(x, lo) : x;
   return hi.defined() ? minimum(out, hi) : out;
 }
 
+namespace {
+// isnan/isinf (false) and isfinite (true) of an integer or bool tensor.
+Tensor constant_mask(const Tensor& x, bool value) {
+  return full(x.shape(), value ? 1.0 : 0.0, {.dtype = DType::boolean, .device = x.device()});
+}
+}  // namespace
+
 Tensor isnan(const Tensor& x) {
   ops::check_supported(Op::isnan, x);
+  if (!is_floating(x.dtype())) return constant_mask(x, false);
   return ne(x, x);
 }
 Tensor isinf(const Tensor& x) {
   ops::check_supported(Op::isinf, x);
+  if (!is_floating(x.dtype())) return constant_mask(x, false);
   return eq(abs(x.detach()), kInf);
 }
 Tensor isfinite(const Tensor& x) {
   ops::check_supported(Op::isfinite, x);
+  if (!is_floating(x.dtype())) return constant_mask(x, true);
   Tensor v = x.detach();
   return eq(sub(v, v), 0.0);  // inf - inf and NaN - NaN are NaN
 }
@@ -720,20 +796,20 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
-  ops::check_supported(Op::lerp, start);
-  return add(start, mul(weight, sub(end, start)));
+  const std::vector<Tensor> v = promote_all(Op::lerp, {&start, &end, &weight});
+  return add(v[0], mul(v[2], sub(v[1], v[0])));
 }
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
-  ops::check_supported(Op::lerp, start);
-  return add(start, mul(sub(end, start), weight));
+  const std::vector<Tensor> v = promote_all(Op::lerp, {&start, &end});
+  return add(v[0], mul(sub(v[1], v[0]), weight));
 }
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
-  ops::check_supported(Op::addcmul, x);
-  return add(x, mul(mul(t1, t2), value));
+  const std::vector<Tensor> v = promote_all(Op::addcmul, {&x, &t1, &t2});
+  return add(v[0], mul(mul(v[1], v[2]), value));
 }
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
-  ops::check_supported(Op::addcdiv, x);
-  return add(x, mul(div(t1, t2), value));
+  const std::vector<Tensor> v = promote_all(Op::addcdiv, {&x, &t1, &t2});
+  return add(v[0], mul(div(v[1], v[2]), value));
 }
 
 // ---- operators ----

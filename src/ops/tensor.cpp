@@ -277,6 +277,18 @@ Tensor& Tensor::add_(double value) { return affine_inplace(*this, 1.0, value, Op
 Tensor& Tensor::clamp_(double lo, double hi) {
   ops::check_supported(Op::clamp, *this, "the in-place target");
   EMBER_CHECK(!(lo > hi), "clamp_: lower bound ", lo, " is above upper bound ", hi);
+  if (!is_floating(dtype())) {
+    // Integer tensors (the clamp kernel is float-only): maximum and minimum in place with
+    // integral bounds; a fractional bound would make a float result, refused as in mul_.
+    EMBER_CHECK(is_integral_value(lo) && is_integral_value(hi), "clamp_: the result with ",
+                is_integral_value(lo) ? hi : lo, " is a float, which the ", dtype_name(dtype()),
+                " tensor cannot hold in place (expected integral bounds, or convert with "
+                ".to(DType::f32) first)");
+    const TensorOptions o{.dtype = dtype(), .device = device()};
+    if (std::isfinite(lo)) binary_inplace(*this, full(Shape{}, lo, o), Op::maximum, "clamp_");
+    if (std::isfinite(hi)) binary_inplace(*this, full(Shape{}, hi, o), Op::minimum, "clamp_");
+    return *this;
+  }
   ops::check_inplace("clamp_", *this);
   backend::View v = ops::view_of(*this);
   ops::backend_of(*this).unary(backend::UnaryOp::clamp, v, v, lo, hi);
