@@ -102,42 +102,9 @@ Model make_lstm() {
           lstm->parameters(), [lstm](Device d) mutable { lstm->to(d); }};
 }
 
-Model make_unet(int dims) {
-  if (dims == 1) {
-    nn::Conv1d c1(
-        nn::Conv1dOptions{.in_channels = 8, .out_channels = 32, .kernel_size = 3, .padding = 1});
-    nn::Conv1d down(nn::Conv1dOptions{
-        .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1});
-    nn::ConvTranspose1d up(nn::ConvTranspose1dOptions{
-        .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2});
-    nn::Conv1d out(
-        nn::Conv1dOptions{.in_channels = 64, .out_channels = 8, .kernel_size = 3, .padding = 1});
-    std::vector<Tensor> p;
-    for (const auto& group :
-         {c1->parameters(), down->parameters(), up->parameters(), out->parameters()})
-      p.insert(p.end(), group.begin(), group.end());
-    return {[=](const Tensor& x) {
-              Tensor a = ember::relu(c1->forward(x));
-              Tensor b = ember::relu(down->forward(a));
-              Tensor c = ember::relu(up->forward(b));
-              return out->forward(ember::cat({c, a}, 1));
-            },
-            p,
-            [=](Device d) {
-              c1->to(d);
-              down->to(d);
-              up->to(d);
-              out->to(d);
-            }};
-  }
-  nn::Conv2d c1(
-      nn::Conv2dOptions{.in_channels = 3, .out_channels = 32, .kernel_size = 3, .padding = 1});
-  nn::Conv2d down(nn::Conv2dOptions{
-      .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1});
-  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions{
-      .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2});
-  nn::Conv2d out(
-      nn::Conv2dOptions{.in_channels = 64, .out_channels = 3, .kernel_size = 3, .padding = 1});
+// The U-Net of either dimension from its four layers (built by the caller).
+template <typename Conv, typename Up>
+Model unet_of(Conv c1, Conv down, Up up, Conv out) {
   std::vector<Tensor> p;
   for (const auto& group :
        {c1->parameters(), down->parameters(), up->parameters(), out->parameters()})
@@ -155,6 +122,28 @@ Model make_unet(int dims) {
             up->to(d);
             out->to(d);
           }};
+}
+
+Model make_unet(int dims) {
+  if (dims == 1)
+    return unet_of(
+        nn::Conv1d(nn::Conv1dOptions{
+            .in_channels = 8, .out_channels = 32, .kernel_size = 3, .padding = 1}),
+        nn::Conv1d(nn::Conv1dOptions{
+            .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1}),
+        nn::ConvTranspose1d(nn::ConvTranspose1dOptions{
+            .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2}),
+        nn::Conv1d(nn::Conv1dOptions{
+            .in_channels = 64, .out_channels = 8, .kernel_size = 3, .padding = 1}));
+  return unet_of(
+      nn::Conv2d(
+          nn::Conv2dOptions{.in_channels = 3, .out_channels = 32, .kernel_size = 3, .padding = 1}),
+      nn::Conv2d(nn::Conv2dOptions{
+          .in_channels = 32, .out_channels = 64, .kernel_size = 3, .stride = 2, .padding = 1}),
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions{
+          .in_channels = 64, .out_channels = 32, .kernel_size = 2, .stride = 2}),
+      nn::Conv2d(
+          nn::Conv2dOptions{.in_channels = 64, .out_channels = 3, .kernel_size = 3, .padding = 1}));
 }
 
 // One SGD step of mse_loss(model(x), y); returns the loss before the step.
