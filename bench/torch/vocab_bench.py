@@ -20,32 +20,16 @@ Prints one JSON object on the last line of stdout.
 """
 import argparse
 import json
-import statistics
-import time
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEV = torch.device("cuda:0")
-
-
-def sync():
-    torch.cuda.synchronize(DEV)
-
-
-def block_ms(fn, warmup, blocks, per_block):
-    for _ in range(warmup):
-        fn()
-    sync()
-    out = []
-    for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(per_block):
-            fn()
-        sync()
-        out.append((time.perf_counter() - start) * 1e3 / per_block)
-    return statistics.median(out), min(out)
+# The timing loop and device are bench_cuda's (cuda_bench.py, next to this file).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_bench import DEV, block_times as block_ms  # noqa: E402
 
 
 def sgd_step_fn(params, loss_fn):
