@@ -1,5 +1,6 @@
-// bench/bench_vocab.cpp — issue 16's layers on the GPU against PyTorch (CUDA) in the same run.
-// Skips with a message (exit 0) when there is no CUDA device.
+// bench/bench_vocab.cpp — issue 16's layers against PyTorch in the same run: on the GPU, or with
+// --cpu on this machine's CPU (against PyTorch on the CPU). Without --cpu it skips with a
+// message (exit 0) when there is no CUDA device.
 //
 //   lstm    nn::LSTM(512, 512, 2 layers), input [128, 64, 512] (seq, batch, feature): one SGD
 //           step (lr 0.01) of mse_loss(output, target): ms per step. PyTorch: cuDNN's LSTM.
@@ -10,7 +11,8 @@
 // Target for each: speedup >= 1.0 against eager PyTorch (issue 16).
 //
 // Validation first: the same network (same seed, same weights) on the CPU and on the GPU gives
-// the same loss before and after one step; the einsum result against the CPU's. Timing: the
+// the same loss before and after one step; the einsum result against the CPU's. With --cpu
+// the reference is the same network in f64. Timing: the
 // device is synchronised (a 4-byte read-back) before the clock starts and before it stops.
 // PyTorch's figures come from bench/torch/vocab_bench.py through popen ($EMBER_PYTHON).
 #include <algorithm>
@@ -36,11 +38,13 @@ using ember::Device;
 using ember::Tensor;
 namespace nn = ember::nn;
 
-const Device kGpu = Device::cuda(0);
 const Device kCpu = Device::cpu();
+Device g_target = Device::cuda(0);  // the timed device (--cpu: the CPU)
+bool on_cpu() { return !g_target.is_cuda(); }
 
 void sync() {
-  static const Tensor* probe = new Tensor(ember::zeros({1}, {.device = kGpu}));
+  if (on_cpu()) return;
+  static const Tensor* probe = new Tensor(ember::zeros({1}, {.device = g_target}));
   bench::do_not_optimize(probe->item<float>());
 }
 
@@ -62,9 +66,9 @@ double ms_per_call(const std::function<void()>& fn, int warmup, int blocks, int 
 nlohmann::json run_python() {
   const char* src = std::getenv("EMBER_SOURCE_DIR");
   const char* py = std::getenv("EMBER_PYTHON");
-  const std::string cmd = std::string(py ? py : "python3") + " " +
-                          std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
-                          "/bench/torch/vocab_bench.py 2>&1";
+  const std::string cmd =
+      std::string(py ? py : "python3") + " " + std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
+      "/bench/torch/vocab_bench.py" + (on_cpu() ? " --device cpu" : "") + " 2>&1";
   std::fprintf(stderr, "bench_vocab: running %s\n", cmd.c_str());
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return nullptr;
@@ -93,13 +97,17 @@ std::optional<double> ref(const nlohmann::json& py, const char* group, const cha
 struct Model {
   std::function<Tensor(const Tensor&)> forward;
   std::vector<Tensor> params;
-  std::function<void(Device)> to;
+  std::function<void(Device, ember::DType)> to;
 };
 
 Model make_lstm() {
   nn::LSTM lstm(nn::RNNOptions{.input_size = 512, .hidden_size = 512, .num_layers = 2});
   return {[lstm](const Tensor& x) mutable { return lstm->forward(x, nn::RNNState{}).output; },
-          lstm->parameters(), [lstm](Device d) mutable { lstm->to(d); }};
+          lstm->parameters(),
+          [lstm](Device d, ember::DType t) mutable {
+            lstm->to(d);
+            lstm->to(t);
+          }};
 }
 
 // The U-Net of either dimension from its four layers (built by the caller).
@@ -116,11 +124,15 @@ Model unet_of(Conv c1, Conv down, Up up, Conv out) {
             return out->forward(ember::cat({c, a}, 1));
           },
           p,
-          [=](Device d) {
-            c1->to(d);
-            down->to(d);
-            up->to(d);
-            out->to(d);
+          [=](Device d, ember::DType t) {
+            auto move = [&](auto& m) {
+              m->to(d);
+              m->to(t);
+            };
+            move(c1);
+            move(down);
+            move(up);
+            move(out);
           }};
 }
 
@@ -155,51 +167,63 @@ double step(Model& m, ember::optim::SGD& opt, const Tensor& x, const Tensor& y, 
   return read ? loss.item<double>() : 0.0;
 }
 
-// Validates the GPU network against the CPU one (same seed, same weights), then times it.
+// Validates the timed network against the reference one (same seed, same weights: on the CPU,
+// or with --cpu in f64), then times it.
 bool bench_model(const char* name, const std::function<Model()>& make, const ember::Shape& shape,
                  const nlohmann::json& py, int warmup, int blocks, int per_block) {
   ember::manual_seed(1);
   const Tensor x = ember::randn(shape), y = ember::randn(shape);
+  const ember::DType ref_dtype = on_cpu() ? ember::DType::f64 : ember::DType::f32;
   ember::manual_seed(7);
-  Model cpu = make();
+  Model ref_model = make();
+  ref_model.to(kCpu, ref_dtype);
   ember::manual_seed(7);
-  Model gpu = make();
-  gpu.to(kGpu);
-  ember::optim::SGD opt_cpu(cpu.params, {.lr = 0.01}), opt_gpu(gpu.params, {.lr = 0.01});
-  const Tensor xg = x.to(kGpu), yg = y.to(kGpu);
+  Model timed = make();
+  timed.to(g_target, ember::DType::f32);
+  ember::optim::SGD opt_ref(ref_model.params, {.lr = 0.01}), opt(timed.params, {.lr = 0.01});
+  const Tensor xr = x.to(ref_dtype), yr = y.to(ref_dtype);
+  const Tensor xg = x.to(g_target), yg = y.to(g_target);
+  const char* ref_name = on_cpu() ? "CPU f64" : "CPU";
+  const char* timed_name = on_cpu() ? "CPU f32" : "GPU";
   bool ok = true;
   for (int i = 0; i < 2; ++i) {
-    const double lc = step(cpu, opt_cpu, x, y, true), lg = step(gpu, opt_gpu, xg, yg, true);
+    const double lc = step(ref_model, opt_ref, xr, yr, true), lg = step(timed, opt, xg, yg, true);
     const double err = std::abs(lc - lg) / std::max(1e-12, std::abs(lc));
-    std::fprintf(stderr, "%s: loss after %d step(s): CPU %.7g, GPU %.7g (rel %.2e)\n", name, i, lc,
-                 lg, err);
+    std::fprintf(stderr, "%s: loss after %d step(s): %s %.7g, %s %.7g (rel %.2e)\n", name, i,
+                 ref_name, lc, timed_name, lg, err);
     ok = ok && err < 1e-4;
   }
   if (!ok) {
-    std::fprintf(stderr, "%s: GPU loss differs from the CPU's: not timed\n", name);
+    std::fprintf(stderr, "%s: the %s loss differs from the %s one: not timed\n", name, timed_name,
+                 ref_name);
     return false;
   }
   const double ms =
-      ms_per_call([&] { step(gpu, opt_gpu, xg, yg, false); }, warmup, blocks, per_block);
+      ms_per_call([&] { step(timed, opt, xg, yg, false); }, warmup, blocks, per_block);
   const auto torch_ms = ref(py, name, "ms");
   std::fprintf(stderr, "%s: ember %.3f ms/step, PyTorch %.3f ms/step\n", name, ms,
                torch_ms.value_or(NAN));
-  bench::emit(std::string("vocab_") + name, ms, torch_ms, "ms/step", false, 1.0,
-              {bench::str("reference_impl", "PyTorch CUDA (Python), eager")});
+  bench::emit(std::string(on_cpu() ? "vocab_cpu_" : "vocab_") + name, ms, torch_ms, "ms/step",
+              false, 1.0,
+              {bench::str("reference_impl", on_cpu() ? "PyTorch CPU (Python), eager"
+                                                     : "PyTorch CUDA (Python), eager")});
   return true;
 }
 
 bool bench_einsum(const nlohmann::json& py) {
   ember::manual_seed(3);
   const Tensor q = ember::randn({8, 16, 1024, 64}), k = ember::randn({8, 16, 1024, 64});
-  const Tensor qg = q.to(kGpu), kg = k.to(kGpu);
+  const Tensor qg = q.to(g_target), kg = k.to(g_target);
   const char* eq = "bhqd,bhkd->bhqk";
   {
-    const Tensor want = ember::einsum(eq, {q.narrow(0, 0, 1), k.narrow(0, 0, 1)});
+    // The reference: the CPU's result (with --cpu, the f64 one).
+    const ember::DType rd = on_cpu() ? ember::DType::f64 : ember::DType::f32;
+    const Tensor want = ember::einsum(eq, {q.narrow(0, 0, 1).to(rd), k.narrow(0, 0, 1).to(rd)})
+                            .to(ember::DType::f32);
     const Tensor got = ember::einsum(eq, {qg.narrow(0, 0, 1), kg.narrow(0, 0, 1)}).to(kCpu);
     const std::vector<float> w = want.to_vector<float>(), g = got.to_vector<float>();
     if (!bench::report(
-            "vocab_einsum", "GPU vs CPU (first batch)",
+            "vocab_einsum", on_cpu() ? "f32 vs f64 (first batch)" : "GPU vs CPU (first batch)",
             bench::compare(g.data(), w.data(), static_cast<int64_t>(w.size()), 1e-3, 1e-4),
             static_cast<int64_t>(w.size())))
       return false;
@@ -209,35 +233,46 @@ bool bench_einsum(const nlohmann::json& py) {
       [&] {
         bench::do_not_optimize(ember::einsum(eq, {qg, kg}).data_ptr());
       },
-      5, 15, 10);
+      on_cpu() ? 1 : 5, on_cpu() ? 3 : 15, on_cpu() ? 1 : 10);
   const double flops = 2.0 * 8 * 16 * 1024 * 1024 * 64;
   const auto torch_ms = ref(py, "einsum", "ms");
   std::fprintf(stderr, "einsum: ember %.3f ms (%.1f TFLOP/s), PyTorch %.3f ms\n", ms,
                flops / (ms * 1e-3) / 1e12, torch_ms.value_or(NAN));
-  bench::emit("vocab_einsum", ms, torch_ms, "ms", false, 1.0,
-              {bench::num("ember_tflops", flops / (ms * 1e-3) / 1e12),
-               bench::str("reference_impl", "torch.einsum, TF32 off")});
+  bench::emit(
+      on_cpu() ? "vocab_cpu_einsum" : "vocab_einsum", ms, torch_ms, "ms", false, 1.0,
+      {bench::num("ember_tflops", flops / (ms * 1e-3) / 1e12),
+       bench::str("reference_impl", on_cpu() ? "torch.einsum (CPU)" : "torch.einsum, TF32 off")});
   return true;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    if (!ember::cuda_available()) {
+    if (argc > 1 && std::string(argv[1]) == "--cpu") {
+      g_target = kCpu;
+      std::fprintf(stderr, "bench_vocab: CPU, %d threads\n", ember::get_num_threads());
+    } else if (!ember::cuda_available()) {
       std::fprintf(stderr, "bench_vocab: skipped: no CUDA device (or ember built without CUDA)\n");
       return 0;
+    } else {
+      std::fprintf(stderr, "bench_vocab: %s\n", ember::cuda_device_description(0).c_str());
     }
-    std::fprintf(stderr, "bench_vocab: %s\n", ember::cuda_device_description(0).c_str());
+    // A CPU LSTM step takes about a second: fewer repetitions there.
+    const int reps = on_cpu() ? 1 : 10;
     const nlohmann::json py = run_python();
     bool ok = bench_einsum(py);
     ok = bench_model(
-             "unet1d", [] { return make_unet(1); }, {32, 8, 1024}, py, 10, 15, 10) &&
+             "unet1d", [] { return make_unet(1); }, {32, 8, 1024}, py, reps, on_cpu() ? 3 : 15,
+             reps) &&
          ok;
     ok = bench_model(
-             "unet2d", [] { return make_unet(2); }, {16, 3, 64, 64}, py, 10, 15, 10) &&
+             "unet2d", [] { return make_unet(2); }, {16, 3, 64, 64}, py, reps, on_cpu() ? 3 : 15,
+             reps) &&
          ok;
-    ok = bench_model("lstm", make_lstm, {128, 64, 512}, py, 2, 5, 2) && ok;
+    ok = bench_model("lstm", make_lstm, {128, 64, 512}, py, on_cpu() ? 1 : 2, on_cpu() ? 3 : 5,
+                     on_cpu() ? 1 : 2) &&
+         ok;
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_vocab: error: %s\n", e.what());

@@ -856,6 +856,33 @@ case("ctc_loss_packed_sum", lambda m: {"x": m.randn(5, 3, 3), "targets": IDX(1, 
                           t["target_lengths"], blank=0, reduction="sum"),
      diff=("x",), attrs={"blank": 0, "reduction": "sum", "zero_infinity": False})
 
+# ---- the fused LSTM recurrence (rnn family): the reference is the step written in torch ops
+def lstm_reference(gx, h, c, w_hh, mask=None, reverse=False):
+    steps = range(gx.shape[0] - 1, -1, -1) if reverse else range(gx.shape[0])
+    hs, cs = [None] * gx.shape[0], [None] * gx.shape[0]
+    for t in steps:
+        i, f, g, o = (gx[t] + h @ w_hh.T).chunk(4, -1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h_new = torch.sigmoid(o) * torch.tanh(c_new)
+        if mask is not None:
+            keep = mask[t].unsqueeze(-1)
+            h_new, c_new = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
+        h, c = h_new, c_new
+        hs[t], cs[t] = h, c
+    return torch.stack([torch.stack(hs), torch.stack(cs)])
+
+
+for nm, t_n, n, h, masked, reverse in [("lstm_recurrence", 4, 2, 3, False, False),
+                                       ("lstm_recurrence_reverse", 3, 2, 2, False, True),
+                                       ("lstm_recurrence_masked", 5, 3, 2, True, False),
+                                       ("lstm_recurrence_masked_reverse", 4, 3, 2, True, True)]:
+    case(nm, lambda m, t_n=t_n, n=n, h=h, masked=masked: dict(
+             {"gx": m.randn(t_n, n, 4 * h), "h0": m.randn(n, h), "c0": m.randn(n, h),
+              "w_hh": m.randn(4 * h, h, scale=0.5)}, **({"mask": m.mask(t_n, n)} if masked else {})),
+         lambda t, reverse=reverse: lstm_reference(t["gx"], t["h0"], t["c0"], t["w_hh"],
+                                                   t.get("mask"), reverse),
+         diff=("gx", "h0", "c0", "w_hh"), attrs={"reverse": reverse})
+
 # ---- rearrangements and indexing (issue 16)
 IDX = lambda *v: torch.tensor(v, dtype=torch.int64)
 case("flip_dims01", lambda m: {"x": m.randn(3, 4)}, lambda t: torch.flip(t["x"], [0, 1]),

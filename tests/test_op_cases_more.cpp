@@ -156,6 +156,12 @@ void add_vocabulary_cases(OpTable& t) {
                            f["target_lengths"], f.attr_int("blank"), reduction_of(f),
                            f.attr_bool("zero_infinity"));
   };
+  // ---- the fused LSTM recurrence
+  t["lstm_recurrence"] = t["lstm_recurrence_reverse"] = t["lstm_recurrence_masked"] =
+      t["lstm_recurrence_masked_reverse"] = [](Fixture& f) {
+        return ember::lstm_recurrence(f["gx"], f["h0"], f["c0"], f["w_hh"],
+                                      optional_tensor(f, "mask"), f.attr_bool("reverse"));
+      };
   // ---- rearrangements and indexing
   t["flip_dims01"] =
       t["flip_last_3d"] = [](Fixture& f) { return ember::flip(f["x"], f.attr_shape("dims")); };

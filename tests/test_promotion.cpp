@@ -228,3 +228,34 @@ TEST(Promotion, IntegerTensorsInAbsSignClampAndPredicates) {
 }
 
 }  // namespace
+
+namespace {
+std::vector<int64_t> bits(const Tensor& b) { return b.to(DType::i64).to_vector<int64_t>(); }
+}  // namespace
+
+// A number that is not a value of the tensor's integer dtype is compared exactly (in f64),
+// never truncated or wrapped into that dtype first.
+TEST(Promotion, ComparingAnIntegerTensorWithANumberIsExact) {
+  for (DType dt : {DType::i32, DType::i64, DType::u8}) {
+    SCOPED_TRACE(ember::dtype_name(dt));
+    const Tensor x = vec({0, 2, 3}, dt);
+    EXPECT_EQ(bits(ember::lt(x, 2.5)), (std::vector<int64_t>{1, 1, 0}));
+    EXPECT_EQ(bits(ember::le(x, 2.5)), (std::vector<int64_t>{1, 1, 0}));
+    EXPECT_EQ(bits(ember::gt(x, 2.5)), (std::vector<int64_t>{0, 0, 1}));
+    EXPECT_EQ(bits(ember::ge(x, 2.5)), (std::vector<int64_t>{0, 0, 1}));
+    EXPECT_EQ(bits(ember::eq(x, 2.5)), (std::vector<int64_t>{0, 0, 0}));
+    EXPECT_EQ(bits(ember::ne(x, 2.5)), (std::vector<int64_t>{1, 1, 1}));
+    EXPECT_EQ(bits(ember::eq(x, 2.0)), (std::vector<int64_t>{0, 1, 0}));
+    EXPECT_EQ(bits(ember::lt(x, -0.5)), (std::vector<int64_t>{0, 0, 0}));  // u8 must not wrap
+    EXPECT_EQ(bits(ember::lt(x, 1e12)), (std::vector<int64_t>{1, 1, 1}));  // nor overflow
+    EXPECT_EQ(bits(ember::lt(x, std::numeric_limits<double>::quiet_NaN())),
+              (std::vector<int64_t>{0, 0, 0}));
+  }
+  const Tensor b = vec({0, 1}, DType::boolean);
+  EXPECT_EQ(bits(ember::lt(b, 0.5)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(bits(ember::eq(b, 1.0)), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(bits(ember::lt(b, 2.0)), (std::vector<int64_t>{1, 1}));
+  // 2^53 + 1 is no double: a whole number that is an i64 value compares in i64, exactly.
+  const Tensor big = ember::from_vector<int64_t>({9007199254740993, 0}, {2});
+  EXPECT_EQ(bits(ember::gt(big, 9007199254740992.0)), (std::vector<int64_t>{1, 0}));
+}

@@ -43,17 +43,19 @@ def sync():
     torch.cuda.synchronize(DEV)
 
 
-def block_times(fn, warmup, blocks, per_block):
-    """ms per call: median and best over `blocks` blocks of `per_block` calls each."""
+def block_times(fn, warmup, blocks, per_block, sync_fn=None):
+    """ms per call: median and best over `blocks` blocks of `per_block` calls each (sync_fn
+    waits for the device; the default is the GPU's)."""
+    wait = sync_fn or sync
     for _ in range(warmup):
         fn()
-    sync()
+    wait()
     out = []
     for _ in range(blocks):
         start = time.perf_counter()
         for _ in range(per_block):
             fn()
-        sync()
+        wait()
         out.append((time.perf_counter() - start) * 1e3 / per_block)
     return statistics.median(out), min(out)
 

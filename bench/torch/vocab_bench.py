@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bench/torch/vocab_bench.py — the PyTorch (CUDA) side of bench/bench_vocab.cpp.
+"""bench/torch/vocab_bench.py — the PyTorch side of bench/bench_vocab.cpp.
 
-    python3 vocab_bench.py [--only lstm,unet1d,unet2d,einsum]
+    python3 vocab_bench.py [--only lstm,unet1d,unet2d,einsum] [--device cuda|cpu]
 
 The same four measurements as bench_vocab, timed the same way (torch.cuda.synchronize()
 before the clock starts and before it stops, median of blocks):
@@ -16,7 +16,9 @@ before the clock starts and before it stops, median of blocks):
   einsum  torch.einsum("bhqd,bhkd->bhqk") with b 8, h 16, q = k 1024, d 64, fp32 (TF32 off):
           ms per call and TFLOP/s.
 
-Prints one JSON object on the last line of stdout.
+--device cpu times the same steps on the CPU (with torch's threads, as many as ember's), with
+fewer repetitions (a CPU LSTM step takes about a second). Prints one JSON object on the last
+line of stdout.
 """
 import argparse
 import json
@@ -29,7 +31,17 @@ import torch.nn.functional as F
 
 # The timing loop and device are bench_cuda's (cuda_bench.py, next to this file).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cuda_bench import DEV, block_times as block_ms  # noqa: E402
+import cuda_bench  # noqa: E402
+
+DEV = cuda_bench.DEV
+CPU = False  # --device cpu
+
+
+def block_ms(fn, warmup, blocks, per_block):
+    if CPU:  # a CPU run: nothing to wait for, and fewer repetitions of the long steps
+        return cuda_bench.block_times(fn, min(warmup, 1), min(blocks, 3), min(per_block, 2),
+                                      sync_fn=lambda: None)
+    return cuda_bench.block_times(fn, warmup, blocks, per_block)
 
 
 def sgd_step_fn(params, loss_fn):
@@ -83,7 +95,8 @@ def bench_unet(dims):
 
 
 def bench_einsum():
-    torch.backends.cuda.matmul.allow_tf32 = False
+    if not CPU:
+        torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     q = torch.randn(8, 16, 1024, 64, device=DEV)
     k = torch.randn(8, 16, 1024, 64, device=DEV)
@@ -95,8 +108,15 @@ def bench_einsum():
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--only", default="lstm,unet1d,unet2d,einsum")
-    only = p.parse_args().only.split(",")
-    out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    args = p.parse_args()
+    only = args.only.split(",")
+    global DEV, CPU
+    if args.device == "cpu":
+        DEV, CPU = torch.device("cpu"), True
+    out = {"torch": torch.__version__,
+           "device": "cpu" if CPU else torch.cuda.get_device_name(0),
+           "threads": torch.get_num_threads()}
     if "lstm" in only:
         out["lstm"] = bench_lstm()
     if "unet1d" in only:

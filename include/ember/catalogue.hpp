@@ -35,6 +35,7 @@ enum class OpFamily : uint8_t {
   norm,
   conv,
   loss,
+  rnn,  // recurrent layers' fused steps
 };
 
 /// A set of dtypes, one bit per DType.
@@ -279,7 +280,8 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(triplet_margin_loss, loss, true, kFloat, kFloat, composite)        \
   X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)      \
   X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)           \
-  X(ctc_loss, loss, true, kFloat, kFloat, composite)
+  X(ctc_loss, loss, true, kFloat, kFloat, composite)                   \
+  X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)
 
 #define EMBER_OPS_ENTRY_(name, ...) name,
 #define EMBER_OPS_OTHER_ENTRY_(name, family, grad, cpu, cuda, kernel) name,

@@ -157,9 +157,14 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+/// Against a number: in a's dtype when b is exactly one of its values, else in f64 (so an
+/// integer tensor against 2.5 compares exactly, never against a truncated 2).
 Tensor eq(const Tensor& a, double b);
-Tensor gt(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
 Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
 /// cond ? a : b, broadcasting all three; differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` where mask is true.
@@ -597,5 +602,15 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, int64_t blank = 0,
                 Reduction reduction = Reduction::mean, bool zero_infinity = false);
+
+// ---- recurrent layers ----
+/// The LSTM recurrence of one layer direction, fused (what nn::LSTM runs without proj_size):
+/// gx [T, N, 4H] is the input projection x·W_ihᵀ + b_ih + b_hh for every step (gates in
+/// PyTorch's order i, f, g, o), h0 and c0 [N, H] the initial state, w_hh [4H, H], mask an
+/// optional bool [T, N] (false: the step is padding and the row keeps its state), reverse
+/// walks t from T-1 down. Returns the states [2, T, N, H]: [0][t] = h_t, [1][t] = c_t.
+/// Differentiable in gx, h0, c0 and w_hh. Example: lstm_recurrence(gx, h0, c0, w_hh).select(0, 0)
+Tensor lstm_recurrence(const Tensor& gx, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                       const Tensor& mask = Tensor(), bool reverse = false);
 
 }  // namespace ember

@@ -197,6 +197,43 @@ struct OptimArgs {
   bool operator==(const OptimArgs&) const = default;
 };
 
+/// One step of the fused LSTM recurrence (Note [Fused LSTM] in src/ops/rnn.cpp): N rows of H
+/// cells, every operand a contiguous block of the call's dtype (f32/f64) on `device`. Gates
+/// are PyTorch's (input, forget, cell, output), H columns each, pre-activation gx + gh.
+struct LstmStepArgs {
+  DType dtype = DType::f32;
+  int device = 0;
+  int64_t batch = 0, hidden = 0;
+  const void* gx = nullptr;      // [N, 4H] this step's input projection, both biases included
+  const void* gh = nullptr;      // [N, 4H] h_prev · W_hhᵀ
+  const void* h_prev = nullptr;  // [N, H]
+  const void* c_prev = nullptr;  // [N, H]
+  const bool* mask = nullptr;    // [N] or null: a row whose mask is false keeps h_prev, c_prev
+  void* h = nullptr;             // [N, H] the new state
+  void* c = nullptr;             // [N, H]
+  void* acts = nullptr;          // [N, 4H] the activated gates (0 in masked rows), for backward
+};
+
+/// The backward of one LstmStepArgs step. grad_h/grad_c are the gradients reaching h_t and c_t
+/// from outside the recurrence (the layer's output, h_n, c_n); carry_h/carry_c the ones
+/// reaching them through it. On return carry_c holds dL/dc_{t-1} and carry_h the part of
+/// dL/dh_{t-1} that bypasses the gates (the masked rows' gradient, 0 elsewhere), to which the
+/// caller adds grad_gates · W_hh.
+struct LstmStepBackwardArgs {
+  DType dtype = DType::f32;
+  int device = 0;
+  int64_t batch = 0, hidden = 0;
+  const void* grad_h = nullptr;  // [N, H]
+  const void* grad_c = nullptr;  // [N, H]
+  void* carry_h = nullptr;       // [N, H] in and out (see above)
+  void* carry_c = nullptr;       // [N, H] in and out
+  const void* acts = nullptr;    // [N, 4H] the forward's activated gates
+  const void* c = nullptr;       // [N, H] c_t
+  const void* c_prev = nullptr;  // [N, H] c_{t-1}
+  const bool* mask = nullptr;    // [N] or null, as in the forward
+  void* grad_gates = nullptr;    // [N, 4H] dL/d(gx + gh) (0 in masked rows)
+};
+
 /// The kernel table of one device type: a function pointer per slot of slots.def.
 struct Backend {
   const char* name;

@@ -9,47 +9,12 @@
 // to out's shape (stride-0 dims), as the backend contract says.
 #include <cmath>
 
+#include "cuda/device_math.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/elementwise.hpp"
 
 namespace ember::cuda {
 namespace {
-
-// The device math library as the policy of the shared formulas (src/kernels/elementwise.hpp).
-struct DeviceMath : kernels::StdMath {
-  template <typename T>
-  __device__ static T exp(T x) {
-    return ::exp(x);
-  }
-  template <typename T>
-  __device__ static T log(T x) {
-    return ::log(x);
-  }
-  template <typename T>
-  __device__ static T log1p(T x) {
-    return ::log1p(x);
-  }
-  template <typename T>
-  __device__ static T tanh(T x) {
-    return ::tanh(x);
-  }
-  template <typename T>
-  __device__ static T erf(T x) {
-    return ::erf(x);
-  }
-  template <typename T>
-  __device__ static T sqrt(T x) {
-    return ::sqrt(x);
-  }
-  template <typename T>
-  __device__ static T abs(T x) {
-    return ::fabs(x);
-  }
-  template <typename T>
-  __device__ static T pow(T x, T y) {
-    return ::pow(x, y);
-  }
-};
 
 template <typename T, UnaryOp Op>
 __device__ __forceinline__ T unary_apply(T x, T a, T b) {

@@ -1,5 +1,7 @@
-// src/nn/rnn.cpp — RNN, LSTM, GRU and their cells, composed from ops (linear, chunk,
-// sigmoid, tanh, where, stack, cat), so autograd supplies the backward.
+// src/nn/rnn.cpp — RNN, LSTM, GRU and their cells. An LSTM layer without proj_size runs each
+// direction as the fused op lstm_recurrence (Note [Fused LSTM] in src/ops/rnn.cpp); the
+// others are composed from ops (linear, chunk, sigmoid, tanh, where, stack, cat), so autograd
+// supplies the backward.
 //
 // Shape letters as in the header: T steps, N batch, H hidden, P = proj_size or H, G gates.
 // A layer's direction runs as:
@@ -124,6 +126,18 @@ RNNBaseImpl::RNNBaseImpl(RNNOptions o, RNNMode mode) : options_(o), mode_(mode) 
 Tensor RNNBaseImpl::run_direction(const Weights& w, const Tensor& x, Tensor& h, Tensor& c,
                                   const Tensor& mask, bool reverse) const {
   const int64_t steps = x.size(0);
+  if (mode_ == RNNMode::lstm && !w.w_hr.defined()) {
+    // Note [Fused LSTM] (src/ops/rnn.cpp): the whole direction is one op; both biases go
+    // into the input projection.
+    const Tensor bias = w.b_ih.defined() ? add(w.b_ih, w.b_hh) : Tensor();
+    const Tensor y = lstm_recurrence(linear(x, w.w_ih, bias), h, c, w.w_hh,
+                                     mask.defined() ? mask.squeeze(2) : Tensor(), reverse);
+    const int64_t last = reverse ? 0 : steps - 1;
+    h = y.select(0, 0).select(0, last);
+    c = y.select(0, 1).select(0, last);
+    const Tensor out = y.select(0, 0);
+    return mask.defined() ? masked_fill(out, logical_not(mask), 0.0) : out;
+  }
   const Tensor gx = linear(x, w.w_ih, w.b_ih);  // [T, N, G·H]
   std::vector<Tensor> outs(static_cast<size_t>(steps));
   for (int64_t i = 0; i < steps; ++i) {
@@ -161,6 +175,8 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
   const bool unbatched = input.dim() == 2;
   const Tensor x = unbatched ? input.unsqueeze(1) : (bf ? input.transpose(0, 1) : input);
   const int64_t steps = x.size(0), n = x.size(1), dirs = o.bidirectional ? 2 : 1;
+  EMBER_CHECK(steps > 0, who, ": input shape ", input.shape().to_string(),
+              " has no steps (expected a sequence length > 0, as PyTorch)");
   const int64_t h_size = o.hidden_size, p = o.proj_size > 0 ? o.proj_size : h_size;
   const int64_t ld = o.num_layers * dirs;
   const TensorOptions like{.dtype = x.dtype(), .device = x.device()};

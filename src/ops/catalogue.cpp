@@ -82,6 +82,7 @@ std::string_view family_name(OpFamily family) {
     case OpFamily::norm: return "norm";
     case OpFamily::conv: return "conv";
     case OpFamily::loss: return "loss";
+    case OpFamily::rnn: return "rnn";
   }
   return "?";
 }

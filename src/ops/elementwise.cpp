@@ -631,10 +631,36 @@ namespace {
 Tensor scalar_like(const Tensor& a, double v) {
   return full(Shape{}, v, {.dtype = a.dtype(), .device = a.device()});
 }
+// The scalar a comparison with `v` reads: in a's dtype when v is exactly a value of it;
+// otherwise (an integer or bool tensor against 2.5, or against a number outside its range)
+// an f64 0-d tensor, so the comparison promotes to f64 and is exact (x < 2.5 on i64 is
+// x <= 2, never the x < 2 a cast to the integer dtype would give).
+Tensor compared_scalar(const Tensor& a, double v) {
+  ops::check_defined("comparison", a);
+  if (is_floating(a.dtype())) return scalar_like(a, v);
+  double lo = 0.0, hi = 1.0;
+  switch (a.dtype()) {
+    case DType::i32:
+      lo = -2147483648.0;
+      hi = 2147483647.0;
+      break;
+    case DType::i64:
+      lo = -9223372036854775808.0;
+      hi = 9223372036854775807.0;  // rounds to 2^63, which i64 cannot hold: the test is <
+      break;
+    case DType::u8: hi = 255.0; break;
+    default: break;  // bool: 0 and 1
+  }
+  const bool exact = std::trunc(v) == v && v >= lo && (a.dtype() == DType::i64 ? v < hi : v <= hi);
+  return exact ? scalar_like(a, v) : full(Shape{}, v, {.dtype = DType::f64, .device = a.device()});
+}
 }  // namespace
-Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+Tensor eq(const Tensor& a, double b) { return eq(a, compared_scalar(a, b)); }
+Tensor ne(const Tensor& a, double b) { return ne(a, compared_scalar(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, compared_scalar(a, b)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, compared_scalar(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, compared_scalar(a, b)); }
+Tensor le(const Tensor& a, double b) { return le(a, compared_scalar(a, b)); }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   ops::check_defined("where", cond, "condition");
