@@ -41,6 +41,7 @@ namespace nn = ember::nn;
 const Device kCpu = Device::cpu();
 Device g_target = Device::cuda(0);  // the timed device (--cpu: the CPU)
 bool on_cpu() { return !g_target.is_cuda(); }
+std::string g_only;  // the benchmarks to run (--only), passed on to PyTorch's side
 
 void sync() {
   if (on_cpu()) return;
@@ -68,7 +69,7 @@ nlohmann::json run_python() {
   const char* py = std::getenv("EMBER_PYTHON");
   const std::string cmd =
       std::string(py ? py : "python3") + " " + std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
-      "/bench/torch/vocab_bench.py" + (on_cpu() ? " --device cpu" : "") + " 2>&1";
+      "/bench/torch/vocab_bench.py --only " + g_only + (on_cpu() ? " --device cpu" : "") + " 2>&1";
   std::fprintf(stderr, "bench_vocab: running %s\n", cmd.c_str());
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return nullptr;
@@ -249,7 +250,24 @@ bool bench_einsum(const nlohmann::json& py) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc > 1 && std::string(argv[1]) == "--cpu") {
+    std::string only = "einsum,unet1d,unet2d,lstm";  // --only a,b: a subset
+    bool cpu = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--cpu") {
+        cpu = true;
+      } else if (a == "--only" && i + 1 < argc) {
+        only = argv[++i];
+      } else {
+        std::fprintf(stderr, "usage: bench_vocab [--cpu] [--only einsum,unet1d,unet2d,lstm]\n");
+        return 2;
+      }
+    }
+    g_only = only;
+    auto wanted = [&](const char* name) {
+      return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos;
+    };
+    if (cpu) {
       g_target = kCpu;
       std::fprintf(stderr, "bench_vocab: CPU, %d threads\n", ember::get_num_threads());
     } else if (!ember::cuda_available()) {
@@ -261,18 +279,21 @@ int main(int argc, char** argv) {
     // A CPU LSTM step takes about a second: fewer repetitions there.
     const int reps = on_cpu() ? 1 : 10;
     const nlohmann::json py = run_python();
-    bool ok = bench_einsum(py);
-    ok = bench_model(
-             "unet1d", [] { return make_unet(1); }, {32, 8, 1024}, py, reps, on_cpu() ? 3 : 15,
-             reps) &&
-         ok;
-    ok = bench_model(
-             "unet2d", [] { return make_unet(2); }, {16, 3, 64, 64}, py, reps, on_cpu() ? 3 : 15,
-             reps) &&
-         ok;
-    ok = bench_model("lstm", make_lstm, {128, 64, 512}, py, on_cpu() ? 1 : 2, on_cpu() ? 3 : 5,
-                     on_cpu() ? 1 : 2) &&
-         ok;
+    bool ok = !wanted("einsum") || bench_einsum(py);
+    if (wanted("unet1d"))
+      ok = bench_model(
+               "unet1d", [] { return make_unet(1); }, {32, 8, 1024}, py, reps, on_cpu() ? 3 : 15,
+               reps) &&
+           ok;
+    if (wanted("unet2d"))
+      ok = bench_model(
+               "unet2d", [] { return make_unet(2); }, {16, 3, 64, 64}, py, reps, on_cpu() ? 3 : 15,
+               reps) &&
+           ok;
+    if (wanted("lstm"))
+      ok = bench_model("lstm", make_lstm, {128, 64, 512}, py, on_cpu() ? 1 : 2, on_cpu() ? 3 : 5,
+                       on_cpu() ? 1 : 2) &&
+           ok;
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_vocab: error: %s\n", e.what());

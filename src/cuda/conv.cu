@@ -5,8 +5,8 @@
 //   im2col   in[N, C, H, W]     -> columns[C·K, NL]    (row r = (c, i, j), column n·L + p)
 //   col2im   columns[C·K, NL]   -> grad_in[N, C, H, W] (sums overlapping patches, overwrites)
 //   pools    in[N, C, H, W]     -> out[N, C, oh, ow]; their backward writes grad_in (overwrites)
-// One thread per output element; consecutive threads take consecutive output elements, so
-// writes are coalesced. Indices are 32-bit when every buffer fits (the usual case) and
+// One thread per output element (im2col: per channel and column, writing the column's K
+// rows); consecutive threads take consecutive output elements, so writes are coalesced. Indices are 32-bit when every buffer fits (the usual case) and
 // 64-bit otherwise.
 //
 // Note [Gather-form backward]
@@ -63,27 +63,36 @@ Geom<Idx> geom_of(const Window2d& w) {
 
 // ---- im2col / col2im ----
 
+// A thread per (channel, column): it decodes its column once and writes that column's K rows
+// of the channel (consecutive threads write consecutive columns: coalesced). Per element that
+// is a ninth of the index arithmetic of a thread per element, which bound the kernel (a
+// 576 × 65536 columns matrix took 356 µs on the H200, a quarter of its bandwidth).
 template <typename T, typename Idx>
 __global__ void im2col_kernel(Geom<Idx> g, T* __restrict col, const T* __restrict in) {
   const Idx L = g.out_h * g.out_w, NL = g.batch * L, K = g.kernel_h * g.kernel_w;
-  const Idx total = g.channels * K * NL;
+  const Idx total = g.channels * NL;
   EMBER_GRID_LOOP(e, total) {
-    const Idx column = e % NL, r = e / NL;
+    const Idx column = e % NL, c = e / NL;
     const Idx n = column / L, p = column % L;
     const Idx oy = p / g.out_w, ox = p % g.out_w;
-    const Idx c = r / K, ki = (r % K) / g.kernel_w, kj = r % g.kernel_w;
-    const Idx iy = oy * g.stride_h - g.pad_h + ki * g.dilation_h;
-    const Idx ix = ox * g.stride_w - g.pad_w + kj * g.dilation_w;
-    T v = T(0);
-    if (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width)
-      v = in[((n * g.channels + c) * g.height + iy) * g.width + ix];
-    col[e] = v;
+    const T* plane = in + (n * g.channels + c) * g.height * g.width;
+    T* dst = col + c * K * NL + column;
+    for (Idx ki = 0; ki < g.kernel_h; ++ki) {
+      const Idx iy = oy * g.stride_h - g.pad_h + ki * g.dilation_h;
+      const bool row_in = iy >= 0 && iy < g.height;
+      for (Idx kj = 0; kj < g.kernel_w; ++kj) {
+        const Idx ix = ox * g.stride_w - g.pad_w + kj * g.dilation_w;
+        dst[(ki * g.kernel_w + kj) * NL] =
+            row_in && ix >= 0 && ix < g.width ? plane[iy * g.width + ix] : T(0);
+      }
+    }
   }
 }
 
 // Note [Gather-form backward]: grad_in[n, c, y, x] = Σ over (ki, kj) of the column entry whose
 // patch reads (y, x).
-template <typename T, typename Idx>
+// Unit: both strides are 1 (the usual case), so no division by the stride is needed.
+template <typename T, typename Idx, bool Unit>
 __global__ void col2im_kernel(Geom<Idx> g, T* __restrict grad_in, const T* __restrict col) {
   const Idx L = g.out_h * g.out_w, NL = g.batch * L, K = g.kernel_h * g.kernel_w;
   const Idx total = g.batch * g.channels * g.height * g.width;
@@ -95,13 +104,13 @@ __global__ void col2im_kernel(Geom<Idx> g, T* __restrict grad_in, const T* __res
     T sum = T(0);
     for (Idx ki = 0; ki < g.kernel_h; ++ki) {
       const Idx ty = y + g.pad_h - ki * g.dilation_h;  // = oy·stride_h
-      if (ty < 0 || ty % g.stride_h != 0) continue;
-      const Idx oy = ty / g.stride_h;
+      if (ty < 0 || (!Unit && ty % g.stride_h != 0)) continue;
+      const Idx oy = Unit ? ty : ty / g.stride_h;
       if (oy >= g.out_h) continue;
       for (Idx kj = 0; kj < g.kernel_w; ++kj) {
         const Idx tx = x + g.pad_w - kj * g.dilation_w;
-        if (tx < 0 || tx % g.stride_w != 0) continue;
-        const Idx ox = tx / g.stride_w;
+        if (tx < 0 || (!Unit && tx % g.stride_w != 0)) continue;
+        const Idx ox = Unit ? tx : tx / g.stride_w;
         if (ox >= g.out_w) continue;
         sum += src[(ki * g.kernel_w + kj) * NL + oy * g.out_w + ox];
       }
@@ -265,12 +274,13 @@ int64_t out_numel(const Window2d& w) { return w.batch * w.channels * w.out_h * w
 void im2col(const Window2d& w, const View& columns, const View& in) {
   const int64_t total = columns.numel();
   if (total == 0) return;
+  const int64_t threads = w.channels * w.batch * w.out_h * w.out_w;  // one per (c, column)
   const cudaStream_t s = stream(columns.device);
   dispatch_float(in.dtype, "im2col", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
-      im2col_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
+      im2col_kernel<T, Idx><<<grid_for(threads), kBlock, 0, s>>>(
           geom_of<Idx>(w), static_cast<T*>(columns.data), static_cast<const T*>(in.data));
       EMBER_CUDA_LAUNCH_CHECK();
     });
@@ -285,8 +295,12 @@ void col2im(const Window2d& w, const View& grad_in, const View& columns) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, columns.numel()), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
-      col2im_kernel<T, Idx><<<grid_for(total), kBlock, 0, s>>>(
-          geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(columns.data));
+      auto* out = static_cast<T*>(grad_in.data);
+      const auto* col = static_cast<const T*>(columns.data);
+      if (w.stride_h == 1 && w.stride_w == 1)
+        col2im_kernel<T, Idx, true><<<grid_for(total), kBlock, 0, s>>>(geom_of<Idx>(w), out, col);
+      else
+        col2im_kernel<T, Idx, false><<<grid_for(total), kBlock, 0, s>>>(geom_of<Idx>(w), out, col);
       EMBER_CUDA_LAUNCH_CHECK();
     });
   });

@@ -160,6 +160,52 @@ void run_gemm(const Tensor& like, int64_t groups, const GroupGemm& p) {
   ops::backend_of(like).gemm(g);
 }
 
+// Note [Split-K weight gradients on the GPU]
+// grad_W = G·columnsᵀ has a small output (O × C·kh·kw) and a long inner dim (nb·L: 65536 for 16
+// images of 64×64), so as one GEMM it is a few output tiles that a few SMs walk down all of K
+// while the rest idle (the H200 spent most of a small U-Net's step there). On CUDA, with one
+// group, it runs as S GEMMs over K slices into partials [S, m, n], in one batched call, and
+// one sum over S; the slices and the sum are in a fixed order, so results are deterministic.
+int64_t split_k_count(const GroupGemm& g) {
+  constexpr int64_t kTile = 128, kWantedTiles = 256, kMinSlice = 256;
+  const int64_t tiles = ((g.m + kTile - 1) / kTile) * ((g.n + kTile - 1) / kTile);
+  if (tiles >= kWantedTiles / 4 || g.k < 8192) return 1;
+  return std::clamp<int64_t>(std::min(kWantedTiles / tiles, g.k / kMinSlice), 1, kWantedTiles);
+}
+
+const void* advanced(const void* p, int64_t elements, DType dtype) {
+  return static_cast<const char*>(p) + elements * static_cast<int64_t>(element_size(dtype));
+}
+
+// run_gemm for the weight gradient (trans_b, K contiguous in A and B, C contiguous [m, n]).
+void run_weight_gemm(const Tensor& like, int64_t groups, const GroupGemm& g) {
+  const int64_t s = like.device().is_cuda() && groups == 1 && g.beta == 0.0 && g.ldc == g.n
+                        ? split_k_count(g)
+                        : 1;
+  if (s == 1) return run_gemm(like, groups, g);
+  const int64_t slice = g.k / s, rest = g.k - slice * s;
+  const Tensor part = ops::make_tensor({s, g.m, g.n}, like.dtype(), like.device());
+  GroupGemm pg = g;
+  pg.k = slice;
+  pg.step_a = slice;
+  pg.step_b = slice;
+  pg.c = part.data_ptr();
+  pg.step_c = g.m * g.n;
+  run_gemm(like, s, pg);
+  if (rest > 0) {  // the last few columns of K, into the first partial
+    GroupGemm tail = pg;
+    tail.k = rest;
+    tail.a = advanced(g.a, slice * s, like.dtype());
+    tail.b = advanced(g.b, slice * s, like.dtype());
+    tail.beta = 1.0;
+    run_gemm(like, 1, tail);
+  }
+  const backend::View out{g.c, like.dtype(), like.device().index, Shape{1, g.m * g.n},
+                          Shape{g.m * g.n, 1}};
+  ops::backend_of(like).reduce(backend::ReduceOp::sum, out,
+                               ops::sub_view(part, 0, {s, g.m * g.n}, {g.m * g.n, 1}));
+}
+
 // A [O, nb·L] matrix seen as [nb, O, L] (for moving to and from NCHW in one strided pass).
 backend::View as_batch_major(const Tensor& m, int64_t nb, int64_t o, int64_t l) {
   return ops::sub_view(m, 0, {nb, o, l}, {l, nb * l, 1});
@@ -268,21 +314,21 @@ ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor&
     }
     if (need_weight) {
       be.im2col(win, ops::view_of(col), ops::batch_chunk(x, n0, nb));
-      run_gemm(g, p.groups,
-               {.trans_b = true,
-                .m = og,
-                .n = kg,
-                .k = nb * l,
-                .a = gdata,
-                .lda = nb * l,
-                .step_a = og * nb * l,
-                .b = col.data_ptr(),
-                .ldb = nb * l,
-                .step_b = kg * nb * l,
-                .c = r.weight.data_ptr(),
-                .ldc = kg,
-                .step_c = og * kg,
-                .beta = n0 == 0 ? 0.0 : 1.0});
+      run_weight_gemm(g, p.groups,
+                      {.trans_b = true,
+                       .m = og,
+                       .n = kg,
+                       .k = nb * l,
+                       .a = gdata,
+                       .lda = nb * l,
+                       .step_a = og * nb * l,
+                       .b = col.data_ptr(),
+                       .ldb = nb * l,
+                       .step_b = kg * nb * l,
+                       .c = r.weight.data_ptr(),
+                       .ldc = kg,
+                       .step_c = og * kg,
+                       .beta = n0 == 0 ? 0.0 : 1.0});
     }
     if (need_input) {
       run_gemm(g, p.groups,
