@@ -259,3 +259,43 @@ TEST(Promotion, ComparingAnIntegerTensorWithANumberIsExact) {
   const Tensor big = ember::from_vector<int64_t>({9007199254740993, 0}, {2});
   EXPECT_EQ(bits(ember::gt(big, 9007199254740992.0)), (std::vector<int64_t>{1, 0}));
 }
+
+// Note [In-place type promotion]: the op computes in the result type, which must be castable
+// to the target's dtype; the target keeps its dtype.
+TEST(Promotion, InPlaceOpsPromoteLikePyTorch) {
+  // f32 target, f64 operand: computed in f64, rounded once into f32.
+  Tensor x = vec({1.0, 2.0}, DType::f32);
+  const Tensor y = vec({1e-8, 0.1}, DType::f64);
+  x.add_(y);
+  EXPECT_EQ(x.dtype(), DType::f32);
+  EXPECT_EQ(x.to_vector<float>(),
+            (std::vector<float>{static_cast<float>(1.0 + 1e-8), static_cast<float>(2.0 + 0.1)}));
+  // i32 target, i64 operand: computed in i64, written back into i32.
+  Tensor i = vec({5, -3}, DType::i32);
+  i.mul_(vec({3, 2}, DType::i64));
+  EXPECT_EQ(i.dtype(), DType::i32);
+  EXPECT_EQ(i.to_vector<int32_t>(), (std::vector<int32_t>{15, -6}));
+  // A float target with an integer or bool operand.
+  Tensor f = vec({1.5, 2.5}, DType::f32);
+  f.mul_(vec({1, 0}, DType::boolean));
+  EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{1.5f, 0.0f}));
+  f.sub_(vec({2, 2}, DType::i64));
+  EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{-0.5f, -2.0f}));
+  // A 0-d f64 operand does not widen an f32 target's computation (result type f32).
+  Tensor g = vec({1.0}, DType::f32);
+  g.div_(zero_d(3.0, DType::f64));
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1.0f / 3.0f}));
+  // Results the target cannot hold are refused, naming both dtypes, with the target unchanged.
+  Tensor n = vec({4, 6}, DType::i64);
+  const std::string e1 = error_of([&] { n.add_(vec({0.5, 0.5}, DType::f32)); });
+  EXPECT_NE(e1.find("add_: the result type f32"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("in-place target's dtype i64"), std::string::npos) << e1;
+  const std::string e2 = error_of([&] { n.div_(vec({2, 2}, DType::i64)); });
+  EXPECT_NE(e2.find("div_: the result type f32"), std::string::npos) << e2;
+  Tensor b = vec({1, 0}, DType::boolean);
+  EXPECT_NE(error_of([&] {
+              b.add_(vec({1, 1}, DType::i32));
+            }).find("cannot be cast"),
+            std::string::npos);
+  EXPECT_EQ(n.to_vector<int64_t>(), (std::vector<int64_t>{4, 6}));
+}

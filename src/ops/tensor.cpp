@@ -214,12 +214,54 @@ Tensor& Tensor::fill_(double value) {
 }
 
 namespace {
+// torch.can_cast for an in-place result: no float into an integer or bool tensor, no
+// integer into a bool one.
+bool can_cast_into(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return !(from != DType::boolean && to == DType::boolean);
+}
+
+Tensor& binary_inplace(Tensor& self, const Tensor& other, Op op, const char* name);
+
+// Note [In-place type promotion]
+// self op= other with other of another dtype, as PyTorch: the op computes in
+// result_type(self, other) (Note [Type promotion]), which must be castable to self's dtype
+// (an f32 or i64 tensor cannot take an in-place float result into i64, nor div_'s true
+// division); the result is then written back in self's dtype. When the result type is
+// self's own, other is cast to it and the kernel runs in place; otherwise (an f32 target with
+// an f64 tensor) the op runs out of place in the result type and is copied back, so the
+// rounding is PyTorch's (once, at the end).
+Tensor& promoted_inplace(Tensor& self, const Tensor& other, Op op, const char* name) {
+  DType rt = result_type(self, other);
+  if (op == Op::div && !is_floating(rt)) rt = DType::f32;  // true division, as div
+  EMBER_CHECK(can_cast_into(rt, self.dtype()), name, ": the result type ", dtype_name(rt), " (of ",
+              dtype_name(self.dtype()), " and ", dtype_name(other.dtype()),
+              ") cannot be cast to the in-place target's dtype ", dtype_name(self.dtype()),
+              " (expected a result of that dtype; use the out-of-place op, or convert the target "
+              "with .to(DType) first)");
+  if (rt == self.dtype()) {
+    NoGradGuard no_grad;  // the cast of a temporary operand
+    return binary_inplace(self, other.to(rt), op, name);
+  }
+  ops::check_same_device(name, self, other);
+  ops::check_inplace(name, self);
+  const Shape b = broadcast_shapes(self.shape(), other.shape(), name);
+  EMBER_CHECK(b == self.shape(), name, ": shape ", other.shape().to_string(),
+              " does not broadcast to the in-place target ", self.shape().to_string());
+  NoGradGuard no_grad;
+  Tensor wide = self.to(rt);
+  binary_inplace(wide, other.to(rt), op, name);
+  ops::backend_of(self).copy(ops::view_of(self), ops::view_of(wide));
+  return self;
+}
+
 // out = self op other (other broadcast to self), written into self's buffer.
 Tensor& binary_inplace(Tensor& self, const Tensor& other, Op op, const char* name) {
   ops::check_defined(name, self, "the in-place target");
   ops::check_defined(name, other, "other");
+  if (other.dtype() != self.dtype() || (op == Op::div && !is_floating(self.dtype())))
+    return promoted_inplace(self, other, op, name);
   ops::check_supported(op, self, "the in-place target");
-  ops::check_same_dtype(name, self, other);
   ops::check_same_device(name, self, other);
   const Shape b = broadcast_shapes(self.shape(), other.shape(), name);
   EMBER_CHECK(b == self.shape(), name, ": shape ", other.shape().to_string(),
