@@ -35,6 +35,26 @@ TEST(Rearrange, IntegerTensorsKeepTheirDtype) {
   EXPECT_EQ(repeat(x, {1, 1}).data_ptr() == x.data_ptr(), false);  // repeat always copies
 }
 
+// PyTorch leaves index_copy's repeated indices to whichever copy lands last; ember makes the
+// last one win on every device (it used to add the duplicates up), and the overwritten source
+// rows get no gradient.
+TEST(Rearrange, IndexCopyWithRepeatedIndicesKeepsTheLastSourceRow) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda(0));
+  for (Device dev : devices) {
+    SCOPED_TRACE(dev.str());
+    const Tensor x = zeros({4, 2}, {.device = dev});
+    const Tensor index = from_vector<int64_t>({2, 0, 2, 2, 0}, {5}).to(dev);
+    Tensor source = from_vector<float>({1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {5, 2}).to(dev);
+    source.requires_grad_(true);
+    const Tensor y = index_copy(x, 0, index, source);
+    EXPECT_EQ(y.to(Device::cpu()).to_vector<float>(), (std::vector<float>{5, 5, 0, 0, 4, 4, 0, 0}));
+    (y * from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}).to(dev)).sum().backward();
+    EXPECT_EQ(source.grad().to(Device::cpu()).to_vector<float>(),
+              (std::vector<float>{0, 0, 0, 0, 0, 0, 5, 6, 1, 2}));
+  }
+}
+
 TEST(Rearrange, BadArgumentsAreNamed) {
   Tensor x = randn({2, 3});
   auto has = [](const std::string& msg, const std::string& part) {

@@ -271,9 +271,23 @@ Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   ops::check_supported(Op::index_copy, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_copy");
   check_index_arg(Op::index_copy, x, d, index);
-  // The picked rows of x are cleared and the source rows added in: the same as a copy when
-  // the indices are distinct (PyTorch leaves duplicates undefined; here they add up).
-  return index_add(index_fill(x, d, index, 0.0), d, index, source);
+  // The picked rows of x are cleared and the source rows added in: a copy, once each index is
+  // kept only at its last position (PyTorch leaves duplicates to whichever copy lands last;
+  // here the last one always wins, on every backend, and the overwritten source rows get no
+  // gradient). Stable sort, then the last of each run of equal indices.
+  const Tensor flat = index.reshape({-1});
+  const int64_t k = flat.numel();
+  if (k < 2) return index_add(index_fill(x, d, index, 0.0), d, index, source);
+  const Tensor order = argsort(flat, 0, false, true);
+  const Tensor sorted = index_select(flat, 0, order);
+  const Tensor last_of_run =
+      cat({ne(sorted.narrow(0, 0, k - 1), sorted.narrow(0, 1, k - 1)),
+           full({1}, 1.0, {.dtype = DType::boolean, .device = index.device()})},
+          0);
+  const Tensor keep = masked_select(order, last_of_run);  // positions in index, ascending rows
+  const Tensor idx = index_select(flat, 0, keep);
+  const Tensor src = source.dim() == 0 ? source : index_select(source, d, keep);
+  return index_add(index_fill(x, d, idx, 0.0), d, idx, src);
 }
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
