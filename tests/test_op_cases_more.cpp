@@ -14,7 +14,7 @@ using ember::Tensor;
 void add_vocabulary_cases(OpTable& t) {
   // ---- decompositions and einsum
   t["inv"] = t["inv_batched"] = [](Fixture& f) { return ember::inv(f["a"]); };
-  t["det"] = t["det_batched"] = [](Fixture& f) { return ember::det(f["a"]); };
+  t["det"] = t["det_batched"] = t["det_singular"] = [](Fixture& f) { return ember::det(f["a"]); };
   t["solve"] =
       t["solve_vector_broadcast"] = [](Fixture& f) { return ember::solve(f["a"], f["b"]); };
   t["cholesky"] = [](Fixture& f) {

@@ -72,6 +72,33 @@ Tensor inv(const Tensor& a) {
   return out;
 }
 
+namespace {
+
+// Note [det's gradient]
+// d det A = tr(adj(A) dA), so the gradient is g · adj(A)ᵀ, the cofactor matrix. For an
+// invertible A that is g · det A · A⁻ᵀ. A singular A (where LAPACK's LU meets a zero pivot)
+// still has cofactors: with A = U·S·Vᵀ, adj(A)ᵀ = det U · det V · U·diag(∏_{j≠i} s_j)·Vᵀ, the
+// products taken from both ends (no division by a zero s_i), as torch does through an SVD.
+Tensor det_backward(const Tensor& g, const Tensor& a, const Tensor& d) {
+  const Tensor scale = g.unsqueeze(-1).unsqueeze(-1);
+  Tensor a_inv;
+  try {
+    a_inv = inv(a);
+  } catch (const Error&) {
+    const SVD f = svd(a);
+    const int64_t n = f.S.size(-1);
+    const Tensor one = ones_like(f.S.narrow(-1, 0, 1));
+    const Tensor before = cat({one, cumprod(f.S, -1).narrow(-1, 0, n - 1)}, -1);
+    const Tensor after =
+        flip(cat({one, cumprod(flip(f.S, {-1}), -1).narrow(-1, 0, n - 1)}, -1), {-1});
+    const Tensor sign = (det(f.U) * det(f.Vh)).unsqueeze(-1).unsqueeze(-1);
+    return scale * sign * matmul(f.U * (before * after).unsqueeze(-2), f.Vh);
+  }
+  return scale * d.unsqueeze(-1).unsqueeze(-1) * mT(a_inv);
+}
+
+}  // namespace
+
 Tensor det(const Tensor& a) {
   check_matrices(Op::det, a, true);
   Tensor out = ops::make_tensor(batch_of(a), a.dtype(), a.device());
@@ -82,9 +109,7 @@ Tensor det(const Tensor& a) {
   if (autograd::needs_grad(a))
     autograd::record(Op::det, out, {&a},
                      [sa = SavedTensor(a), so = SavedTensor(out)](const Tensor& g, GradList& gi) {
-                       // d det A = det A · tr(A⁻¹ dA): g · det · A⁻ᵀ (A invertible).
-                       Tensor scale = (g * so.get()).unsqueeze(-1).unsqueeze(-1);
-                       gi[0] = scale * mT(inv(sa.get()));
+                       gi[0] = det_backward(g, sa.get(), so.get());
                      });
   return out;
 }
