@@ -298,9 +298,10 @@ TEST(IoCorrupt, KindAndVersion) {
   ScratchDir dir;
   const ValidFile v = make_valid(dir, true);
   json h = v.header;
-  h["__metadata__"]["ember.format_version"] = "2";
+  h["__metadata__"]["ember.format_version"] = "3";
   expect_refused(dir, with_header(v, h),
-                 {"ember.format_version 2 is not supported", "reads version 1"}, "version 2");
+                 {"ember.format_version 3 is not supported", "reads versions 1 and 2"},
+                 "version 3");
   h["__metadata__"]["ember.format_version"] = "1.0";
   expect_refused(dir, with_header(v, h), {"ember.format_version 1.0 is not supported"},
                  "version 1.0");

@@ -374,7 +374,7 @@ TEST(IoInspect, Fields) {
   const io::Inspection r = io::inspect(path);
   EXPECT_EQ(r.path, path);
   EXPECT_EQ(r.kind, "model");
-  EXPECT_EQ(r.format_version, "1");
+  EXPECT_EQ(r.format_version, "2");
   EXPECT_FALSE(r.ember_version.empty());
   const std::string layout = "dddd-dd-ddTdd:dd:ddZ";  // ISO-8601 UTC, d a digit
   bool iso = r.created.size() == layout.size();

@@ -1,10 +1,18 @@
-// src/io/safetensors.cpp — the safetensors reader (mmap, validate everything, one copy out)
-// and the atomic writer (temporary file, streamed checksum, fsync, rename, fsync folder).
+// src/io/safetensors.cpp — the safetensors reader (pread, validate everything, one copy out)
+// and the atomic writer (temporary file, chunked checksum and writes on the thread pool,
+// fsync, rename, fsync folder).
+//
+// Note [No mapping]
+// The reader never maps the file: the header and every tensor are read with pread (tensors
+// straight into their destination, in parallel: src/io/parallel_io.cpp). So a file on a
+// network file system, where a mapping can fault or see another client's writes, reads as
+// safely as a local one, and a 1 GB model does not pay for mapping 262144 pages. The open
+// descriptor pins the inode: a writer replacing the file (ember's writers rename a finished
+// temporary file over it) cannot change what this reader sees between verifying and copying.
 #include "ember/io/safetensors.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +31,7 @@
 
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
+#include "io/parallel_io.hpp"
 #include "ops/tensor.hpp"
 
 namespace ember::io {
@@ -35,6 +44,7 @@ namespace {
 using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;  // 100 MB, as ARCHITECTURE §7
 constexpr const char* kChecksumKey = "ember.data_checksum";
+constexpr const char* kChunkKey = "ember.checksum_chunk";  // Note [Chunked checksum]
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   detail::throw_error(detail::concat("safetensors: ", path, ": ", what));
@@ -71,10 +81,7 @@ std::string safetensors_dtype_name(DType t) {
 }
 
 std::string checksum_hex(const void* data, size_t size) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(data, size)));
-  return buf;
+  return io::parallel::hex64(XXH3_64bits(data, size));
 }
 
 // ---------------------------------------------------------------- reading
@@ -90,23 +97,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (file_size_ < 8)
       fail(path, detail::concat("not a safetensors file (", file_size_,
                                 " bytes; expected an 8-byte header length first)"));
-    map_ = ::mmap(nullptr, file_size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
-    if (map_ == MAP_FAILED) {
-      map_ = nullptr;
-      fail(path, "cannot map (" + errno_text() + ")");
-    }
-    const auto* base = static_cast<const uint8_t*>(map_);
     uint64_t n = 0;
-    std::memcpy(&n, base, 8);
+    io::parallel::pread_all(fd_, &n, 0, 8, path);
     if (n > kMaxHeaderBytes)
       fail(path, detail::concat("header length ", n,
                                 " is over the 100 MB limit (not a safetensors file, or corrupt)"));
     if (n > file_size_ - 8)
       fail(path, detail::concat("header length ", n, " runs past the end of the file (", file_size_,
                                 " bytes; truncated or not a safetensors file)"));
-    if (n < 2 || base[8] != '{')
+    std::string text(n, '\0');
+    io::parallel::pread_all(fd_, text.data(), 8, n, path);
+    if (n < 2 || text[0] != '{')
       fail(path, "not a safetensors file (the header does not start with '{')");
-    data_ = base + 8 + n;
+    data_offset_ = 8 + n;
     data_size_ = file_size_ - 8 - n;
 
     // Parse with a callback that rejects duplicate keys (nlohmann would keep the last).
@@ -124,8 +127,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     };
     json header;
     try {
-      header = json::parse(reinterpret_cast<const char*>(base + 8),
-                           reinterpret_cast<const char*>(base + 8 + n), cb);
+      header = json::parse(text.data(), text.data() + text.size(), cb);
     } catch (const json::exception& e) {
       fail(path, std::string("the header is not valid JSON (") + e.what() + ")");
     }
@@ -204,54 +206,46 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                                 " bytes after the last tensor (a hole)"));
 
     auto version = metadata_.find("ember.format_version");
-    if (version != metadata_.end() && version->second != "1")
+    if (version != metadata_.end() && version->second != "1" && version->second != "2")
       fail(path, "ember.format_version " + version->second +
-                     " is not supported (this ember reads version 1)");
+                     " is not supported (this ember reads versions 1 and 2)");
+    auto chunk = metadata_.find(kChunkKey);
+    if (chunk != metadata_.end()) {
+      const std::string& c = chunk->second;
+      const bool digits =
+          !c.empty() && c.size() <= 12 &&
+          std::all_of(c.begin(), c.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      checksum_chunk_ = digits ? std::stoull(c) : 0;
+      if (checksum_chunk_ < 4096 || checksum_chunk_ > (uint64_t{1} << 34))
+        fail(path, "ember.checksum_chunk '" + c.substr(0, 20) +
+                       "' is not a chunk size (expected a byte count from 4096 to 2^34)");
+    }
+    if (version != metadata_.end() && version->second == "2" && checksum_chunk_ == 0 &&
+        metadata_.count(kChecksumKey))
+      fail(path, "ember.format_version 2 without ember.checksum_chunk (corrupt header)");
     auto kind = metadata_.find("ember.kind");
     if (kind != metadata_.end() && kind->second != "model" && kind->second != "checkpoint")
       fail(path, "unknown ember.kind '" + kind->second + "' (expected model or checkpoint)");
   } catch (...) {
-    if (map_) ::munmap(map_, file_size_);
     ::close(fd_);
-    map_ = nullptr;
     fd_ = -1;
     throw;
   }
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(map_, file_size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 void SafetensorsFile::verify_checksum() const {
   auto it = metadata_.find(kChecksumKey);
   if (it == metadata_.end()) return;
-  // Hashed from read() calls into a small buffer that stays in cache, not from the mapping:
-  // on the benchmark VM walking 1 GB of freshly mapped page cache hashed at about half the
-  // speed of pread + hash (TLB misses under nested paging; bench/bench_checkpoint.cpp).
-  constexpr size_t kChunk = 8u << 20;
-  std::vector<uint8_t> buf(std::min<uint64_t>(kChunk, std::max<uint64_t>(data_size_, 1)));
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  const uint64_t start = static_cast<uint64_t>(data_ - static_cast<const uint8_t*>(map_));
-  for (uint64_t done = 0; done < data_size_;) {
-    const ssize_t n = ::pread(fd_, buf.data(), std::min<uint64_t>(buf.size(), data_size_ - done),
-                              static_cast<off_t>(start + done));
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      XXH3_freeState(state);
-      fail(path_, "read failed while checking the checksum (" +
-                      (n < 0 ? errno_text() : std::string("file shrank")) + ")");
-    }
-    XXH3_64bits_update(state, buf.data(), static_cast<size_t>(n));
-    done += static_cast<uint64_t>(n);
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits_digest(state)));
-  XXH3_freeState(state);
-  const std::string got = hex;
+  // Note [Chunked checksum]: version-2 files hash in chunks on every thread.
+  const uint64_t digest =
+      checksum_chunk_ ? io::parallel::chunked_file_checksum(fd_, data_offset_, data_size_,
+                                                            checksum_chunk_, path_)
+                      : io::parallel::whole_file_checksum(fd_, data_offset_, data_size_, path_);
+  const std::string got = io::parallel::hex64(digest);
   if (got != it->second)
     fail(path_, "checksum mismatch (data hashes to " + got + ", header says " + it->second +
                     "): the file is corrupt; restore it from a good copy");
@@ -263,22 +257,9 @@ const TensorEntry* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-namespace {
-// A host tensor viewing (or, when misaligned, copying) an entry's bytes.
-Tensor host_view(const SafetensorsFile& f, const TensorEntry& e) {
-  const uint8_t* p = f.bytes(e);
-  const size_t bytes = e.end - e.begin;
-  if (reinterpret_cast<uintptr_t>(p) % element_size(e.dtype) == 0) {
-    return core::wrap_storage(
-        std::shared_ptr<Storage>(Storage::wrap_external(const_cast<uint8_t*>(p), bytes)), e.shape,
-        e.dtype);
-  }
-  Tensor t =
-      core::make_tensor(e.shape, e.dtype, Device::cpu());  // unaligned data from another writer
-  if (bytes) std::memcpy(t.data_ptr(), p, bytes);
-  return t;
+void SafetensorsFile::read_bytes(const TensorEntry& e, void* dst) const {
+  io::parallel::pread_all(fd_, dst, data_offset_ + e.begin, e.end - e.begin, path_);
 }
-}  // namespace
 
 Tensor SafetensorsFile::read(const std::string& name, Device device) const {
   const TensorEntry* e = find(name);
@@ -295,12 +276,18 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
               "' has shape ", e->shape.to_string(), " but the destination has ",
               dst.defined() ? dst.shape().to_string() : "none");
   NoGradGuard g;
-  const size_t size = e->end - e->begin;
-  if (dst.dtype() == e->dtype && dst.is_contiguous()) {
-    ops::copy_from_host(dst, bytes(*e), size);
+  if (dst.dtype() == e->dtype && dst.is_contiguous() && dst.device().is_cpu()) {
+    detail::StorageAccess::bump_version(*dst.storage());
+    read_bytes(*e, dst.data_ptr());  // straight into the destination (Note [No mapping])
     return;
   }
-  dst.copy_(host_view(*this, *e).to(dst.dtype()));
+  Tensor host = core::make_tensor(e->shape, e->dtype, Device::cpu());
+  read_bytes(*e, host.data_ptr());
+  if (dst.dtype() == e->dtype && dst.is_contiguous()) {
+    ops::copy_from_host(dst, host.data_ptr(), e->end - e->begin);
+    return;
+  }
+  dst.copy_(host.to(dst.dtype()));
 }
 
 // ---------------------------------------------------------------- writing
@@ -342,7 +329,7 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
     const ssize_t n = ::write(fd, p, std::min<size_t>(size, 1u << 30));
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail(path, "write failed (" + errno_text() + ")");
+      fail(path, io::parallel::write_error_text(errno, path));
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -381,6 +368,7 @@ void write_safetensors(const std::string& path,
   const std::string placeholder(16, '0');
   metadata["format"] = "pt";
   metadata[kChecksumKey] = placeholder;
+  metadata[kChunkKey] = std::to_string(io::parallel::kChecksumChunk);
   nlohmann::ordered_json header;
   header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -417,32 +405,17 @@ void write_safetensors(const std::string& path,
   const uint64_t n = text.size();
   write_all(tmp.fd, &n, 8, path);
   write_all(tmp.fd, text.data(), text.size(), path);
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  try {
-    constexpr size_t kChunk = 4u << 20;  // hash a chunk while it is in cache, then write it
-    for (const Item& it : items) {
-      const auto* p = static_cast<const uint8_t*>(it.host.data_ptr());
-      size_t left = static_cast<size_t>(it.host.numel()) * element_size(it.host.dtype());
-      while (left) {
-        const size_t c = std::min(left, kChunk);
-        XXH3_64bits_update(state, p, c);
-        write_all(tmp.fd, p, c, path);
-        p += c;
-        left -= c;
-      }
-    }
-  } catch (...) {
-    XXH3_freeState(state);
-    throw;
-  }
-  char sum[17];
-  std::snprintf(sum, sizeof sum, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits_digest(state)));
-  XXH3_freeState(state);
-  if (::pwrite(tmp.fd, sum, 16, static_cast<off_t>(checksum_pos)) != 16)
-    fail(path, "write failed (" + errno_text() + ")");
-  if (::fsync(tmp.fd) != 0) fail(path, "fsync failed (" + errno_text() + ")");
+  // Note [Chunked checksum]: the data is hashed and written chunk by chunk on the pool.
+  std::vector<io::parallel::Piece> pieces;
+  for (const Item& it : items)
+    pieces.push_back({it.host.data_ptr(),
+                      static_cast<uint64_t>(it.host.numel()) * element_size(it.host.dtype())});
+  const std::string sum = io::parallel::hex64(io::parallel::write_and_checksum(
+      tmp.fd, 8 + text.size(), pieces, io::parallel::kChecksumChunk, path));
+  if (::pwrite(tmp.fd, sum.data(), 16, static_cast<off_t>(checksum_pos)) != 16)
+    fail(path, io::parallel::write_error_text(errno, path));
+  if (::fsync(tmp.fd) != 0)
+    fail(path, "fsync failed (" + io::parallel::write_error_text(errno, path) + ")");
   if (::close(tmp.fd) != 0) {
     tmp.fd = -1;
     fail(path, "close failed (" + errno_text() + ")");

@@ -15,7 +15,23 @@ std::pair<int64_t, int64_t> fans(const Shape& shape) {
   return {shape[1] * receptive, shape[0] * receptive};
 }
 
+namespace {
+thread_local bool t_skip = false;  // SkipInitGuard
+thread_local Device t_skip_device = Device::cpu();
+}  // namespace
+
+SkipInitGuard::SkipInitGuard(Device device)
+    : previous_active_(t_skip), previous_device_(t_skip_device) {
+  t_skip = true;
+  t_skip_device = device;
+}
+SkipInitGuard::~SkipInitGuard() {
+  t_skip = previous_active_;
+  t_skip_device = previous_device_;
+}
+
 Tensor uniform(const Shape& shape, double bound, DType dtype) {
+  if (t_skip) return empty(shape, {.dtype = dtype, .device = t_skip_device});
   return rand(shape, {.dtype = dtype}, -bound, bound);
 }
 
@@ -37,6 +53,7 @@ Tensor xavier_uniform(const Shape& shape, double gain, DType dtype) {
 }
 
 Tensor normal(const Shape& shape, double std, DType dtype) {
+  if (t_skip) return empty(shape, {.dtype = dtype, .device = t_skip_device});
   return randn(shape, {.dtype = dtype}, 0.0, std);
 }
 

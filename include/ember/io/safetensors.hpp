@@ -2,9 +2,11 @@
 //
 // Layout: u64 little-endian header length N, N bytes of UTF-8 JSON (padded with spaces
 // to a multiple of 8), then the tensors' raw little-endian bytes back to back. Writes are
-// atomic (temporary file, fsync, rename, fsync of the folder). Reading maps the file and
-// validates everything before a single byte is trusted; every problem is an ember::Error
-// naming the file and what is wrong.
+// atomic (temporary file, fsync, rename, fsync of the folder). Reading validates everything
+// before a single byte is trusted and reads with pread, never a mapping (so network file
+// systems are safe); every problem is an ember::Error naming the file and what is wrong.
+// ember's files carry a checksum of the data, hashed in chunks on every thread (format
+// version 2; version-1 files, hashed whole, still load).
 #pragma once
 
 #include <cstdint>
@@ -28,11 +30,11 @@ struct TensorEntry {
   uint64_t begin = 0, end = 0;  // offsets into the data section
 };
 
-/// A validated, memory-mapped safetensors file. Tensors are read with one copy into
-/// their destination (host memory or device memory).
+/// A validated safetensors file, open for reading. Tensors are read with pread straight into
+/// their destination when it is host memory of the stored dtype (one copy, in parallel).
 class SafetensorsFile {
  public:
-  /// Maps and validates `path` (see ARCHITECTURE §7 for the checks, in order).
+  /// Opens and validates `path` (see ARCHITECTURE §7 for the checks, in order).
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
@@ -46,29 +48,35 @@ class SafetensorsFile {
   bool contains(const std::string& name) const { return find(name) != nullptr; }
   uint64_t data_size() const { return data_size_; }
   uint64_t file_size() const { return file_size_; }
-  /// Raw bytes of an entry inside the mapping (may be unaligned).
-  const uint8_t* bytes(const TensorEntry& e) const { return data_ + e.begin; }
+  /// Reads an entry's raw bytes (e.end - e.begin of them) into `dst`.
+  void read_bytes(const TensorEntry& e, void* dst) const;
+  /// The checksum chunk of a version-2 file (ember.checksum_chunk); 0 for a whole-data one.
+  uint64_t checksum_chunk() const { return checksum_chunk_; }
   /// A new tensor with the entry's values on `device` (dtype as stored).
   Tensor read(const std::string& name, Device device = Device::cpu()) const;
   /// Copies the entry into `dst` (same shape; dtype converted when different; dst keeps
-  /// its buffer). One copy from the mapping into dst's memory when dtypes match.
+  /// its buffer). One read straight into dst's memory when it is contiguous host memory of
+  /// the stored dtype.
   void read_into(const std::string& name, Tensor& dst) const;
-  /// Checks `ember.data_checksum` when present; throws on mismatch.
+  /// Checks `ember.data_checksum` when present (chunked on the thread pool for version-2
+  /// files); throws on mismatch.
   void verify_checksum() const;
 
  private:
   std::string path_;
   int fd_ = -1;
-  void* map_ = nullptr;
   uint64_t file_size_ = 0;
-  const uint8_t* data_ = nullptr;
+  uint64_t data_offset_ = 0;  // 8 + header length
   uint64_t data_size_ = 0;
+  uint64_t checksum_chunk_ = 0;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorEntry> entries_;
 };
 
 /// Writes tensors (any device; written in falling element-size order, no holes) and
-/// string metadata atomically to `path`, adding `format: pt` and `ember.data_checksum`.
+/// string metadata atomically to `path`, adding `format: pt`, `ember.data_checksum` and
+/// `ember.checksum_chunk` (hashing and writing on the thread pool). A full disk is an error
+/// that says so; the target is then unchanged.
 /// Duplicate names are refused; tensors sharing one storage range (tied weights) must be
 /// passed once.
 void write_safetensors(const std::string& path,

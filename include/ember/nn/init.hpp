@@ -18,4 +18,21 @@ Tensor xavier_uniform(const Shape& shape, double gain = 1.0, DType dtype = DType
 /// Normal(0, std).
 Tensor normal(const Shape& shape, double std = 1.0, DType dtype = DType::f32);
 
+/// While one is alive on this thread, the random initialisers above return uninitialised
+/// tensors on `device` instead of drawing values (and consume no random numbers). io's
+/// load_model builds the module under one, since every value then comes from the file
+/// (Note [No initialisation on load] in src/io/checkpoint.cpp). Example:
+///   { nn::init::SkipInitGuard skip(Device::cuda(0)); net = nn::build(config); }
+class SkipInitGuard {
+ public:
+  explicit SkipInitGuard(Device device = Device::cpu());
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool previous_active_;
+  Device previous_device_;
+};
+
 }  // namespace ember::nn::init

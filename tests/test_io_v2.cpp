@@ -1,0 +1,151 @@
+// tests/test_io_v2.cpp — format version 2 (Note [Chunked checksum], src/io/parallel_io.hpp):
+// version-1 files still load (committed fixtures written before version 2), a changed byte in
+// any chunk of a multi-chunk file is caught before the model changes, files of several
+// chunks round-trip bitwise, and a full disk is named with the old file kept.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <fstream>
+
+#include "ember/ember.hpp"
+#include "ember/io/checkpoint.hpp"
+#include "ember/nn/init.hpp"
+#include "ember/nn/linear.hpp"
+#include "ember/optim.hpp"
+#include "fixtures.hpp"
+#include "io_test_util.hpp"
+
+namespace {
+
+using namespace ember;  // NOLINT: test file
+using ember_test::ScratchDir;
+
+// The network tests/data/v1_*.safetensors hold (written at commit 75cdf8f, format version 1).
+nn::Module v1_network() {
+  manual_seed(99);  // other values than the file's: loading must replace them all
+  return nn::Sequential(std::vector<nn::Module>{nn::Linear(4, 3), nn::ReLU(), nn::Linear(3, 2)});
+}
+
+void expect_v1_values(const nn::Module& m) {
+  std::ifstream in(ember_test::data_dir() + "/v1_values.json");
+  ASSERT_TRUE(in) << "missing tests/data/v1_values.json";
+  const nn::json want = nn::json::parse(in);
+  for (auto& [name, t] : m->state_dict()) {
+    ASSERT_TRUE(want.contains(name)) << name;
+    EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), want[name].get<std::vector<float>>()) << name;
+  }
+}
+
+TEST(IoV2, VersionOneFilesStillLoad) {
+  const std::string model = ember_test::data_dir() + "/v1_model.safetensors";
+  const std::string ckpt = ember_test::data_dir() + "/v1_checkpoint.safetensors";
+  const io::Inspection r = io::inspect(model, true);
+  EXPECT_EQ(r.format_version, "1");
+  EXPECT_EQ(r.checksum, "verified");
+  expect_v1_values(io::load_model(model));
+  nn::Module net = v1_network();
+  io::load_state(net, model);
+  expect_v1_values(net);
+  nn::Module again = v1_network();
+  optim::Adam opt(again->parameters(), {.lr = 0.01});
+  EXPECT_EQ(io::load_checkpoint(ckpt, again, opt).step, 1);
+  expect_v1_values(again);
+}
+
+TEST(IoV2, AChangedByteInAnyChunkIsCaughtBeforeTheModelChanges) {
+  ScratchDir dir;
+  manual_seed(5);
+  // 2100·2048 f32 weights: 17.2 MB of data, two checksum chunks of 16 MiB.
+  const nn::Module net = nn::Linear(2048, 2100);
+  const std::string path = dir.file("big.safetensors");
+  io::save_model(net, path);
+  const io::Inspection r = io::inspect(path, true);
+  EXPECT_EQ(r.format_version, "2");
+  EXPECT_EQ(r.checksum, "verified");
+  // Bitwise round trip of a file of several chunks.
+  nn::Module back = io::load_model(path);
+  ember_test::expect_same_state(net, back, std::nullopt);
+
+  std::vector<uint8_t> bytes = ember_test::read_bytes(path);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const uint64_t data = 8 + header, size = bytes.size() - data;
+  for (const uint64_t at : {uint64_t{0}, (uint64_t{16} << 20) + 12345, size - 1}) {
+    SCOPED_TRACE(at);
+    std::vector<uint8_t> bad = bytes;
+    bad[data + at] ^= 0x10;
+    const std::string bad_path = dir.file("bad.safetensors");
+    ember_test::write_bytes(bad_path, bad);
+    manual_seed(8);
+    nn::Module target = nn::Linear(2048, 2100);
+    const std::vector<uint8_t> before = ember_test::tensor_bytes(target->state_dict()[0].second);
+    ember_test::expect_error([&] { io::load_state(target, bad_path); },
+                             {bad_path, "checksum mismatch"});
+    EXPECT_EQ(ember_test::tensor_bytes(target->state_dict()[0].second), before)
+        << "the model changed although the file was refused";
+    ember_test::expect_error([&] { io::load_model(bad_path); }, {"checksum mismatch"});
+  }
+}
+
+// A file-size limit makes every write past it fail with EFBIG, as a full disk fails with
+// ENOSPC: the save must say so and leave the file that was there.
+struct FileSizeLimit {
+  rlimit old{};
+  sighandler_t old_handler;
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old);
+    old_handler = signal(SIGXFSZ, SIG_IGN);
+    rlimit lim = old;
+    lim.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, old_handler);
+  }
+};
+
+TEST(IoV2, AFullDiskIsNamedAndTheOldFileIsKept) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.safetensors");
+  manual_seed(1);
+  const nn::Module small = nn::Linear(4, 4);
+  io::save_model(small, path);
+  const std::vector<uint8_t> old = ember_test::read_bytes(path);
+  const nn::Module large = nn::Linear(512, 512);  // ~1 MB: past the limit below
+  {
+    FileSizeLimit limit(256 * 1024);
+    ember_test::expect_error(
+        [&] { io::save_model(large, path); },
+        {path, "write failed", "the disk is full or a size limit was reached", "is unchanged"});
+  }
+  EXPECT_EQ(ember_test::read_bytes(path), old);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"model.safetensors"})
+      << "the temporary file was left behind";
+}
+
+}  // namespace
+
+namespace {
+
+// Note [No initialisation on load]: under the guard the initialisers draw nothing and put
+// their (uninitialised) tensors on the guard's device; load_model still returns the file's
+// values.
+TEST(IoV2, LoadModelBuildsWithoutRandomInitialisation) {
+  manual_seed(4);
+  const RngState before = get_rng_state();
+  {
+    nn::init::SkipInitGuard skip;
+    const Tensor w = nn::init::uniform({8, 8}, 1.0);
+    EXPECT_EQ(w.shape(), (Shape{8, 8}));
+    nn::Module built = nn::Linear(16, 16);
+    EXPECT_EQ(built->parameters().size(), 2u);
+  }
+  EXPECT_EQ(get_rng_state().offset, before.offset) << "the guard drew random numbers";
+  EXPECT_NE(nn::init::uniform({2}, 1.0).data_ptr(), nullptr);
+  EXPECT_NE(get_rng_state().offset, before.offset) << "after the guard, values are drawn again";
+  expect_v1_values(io::load_model(ember_test::data_dir() + "/v1_model.safetensors"));
+}
+
+}  // namespace
