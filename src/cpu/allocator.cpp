@@ -147,6 +147,20 @@ void memcpy_from_host(int /*device*/, void* dst, const void* host_src, size_t by
   if (bytes) std::memcpy(dst, host_src, bytes);
 }
 
+// Streamed copies on the CPU: nothing to pin, the copy is done when it returns.
+void* host_alloc_pinned(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (!p)
+    detail::throw_error(detail::concat("host_alloc_pinned: cannot allocate ", bytes, " bytes"));
+  return p;
+}
+void host_free_pinned(void* ptr) { std::free(ptr); }
+void copy_from_pinned_async(int /*device*/, void* dst, const void* src, size_t bytes,
+                            int /*slot*/) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+void wait_pinned_slot(int /*device*/, int /*slot*/) {}
+
 void empty_cache(int /*device*/) {
   AllocatorState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -72,6 +72,9 @@ struct DeviceState {
   std::mutex staging_mutex;
   char* staging[2] = {nullptr, nullptr};
   cudaEvent_t staging_done[2] = {nullptr, nullptr};
+  // streamed copies (copy_from_pinned_async): the event of each slot's last copy
+  std::mutex slot_mutex;
+  std::array<cudaEvent_t, 256> slot_done{};
 };
 
 // Intentionally leaked: storages held by static objects may be freed after this file's
@@ -318,6 +321,44 @@ void memcpy_from_host(int device, void* dst, const void* host_src, size_t bytes)
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   s.host_to_device += static_cast<int64_t>(bytes);
+}
+
+// ---- streamed copies from the caller's pinned buffers (io's GPU load) ----
+
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  EMBER_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+  return p;
+}
+
+void host_free_pinned(void* ptr) {
+  if (ptr) cudaFreeHost(ptr);
+}
+
+namespace {
+cudaEvent_t slot_event(DeviceState& s, int slot, bool create) {
+  EMBER_ASSERT(slot >= 0 && slot < static_cast<int>(s.slot_done.size()), "pinned slot ", slot,
+               " out of range");
+  std::lock_guard<std::mutex> lock(s.slot_mutex);
+  cudaEvent_t& e = s.slot_done[static_cast<size_t>(slot)];
+  if (!e && create) EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+}  // namespace
+
+void copy_from_pinned_async(int device, void* dst, const void* pinned_src, size_t bytes, int slot) {
+  if (bytes == 0) return;
+  cudaStream_t st = stream(device);
+  DeviceState& s = state(device);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, bytes, cudaMemcpyHostToDevice, st));
+  EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.host_to_device += static_cast<int64_t>(bytes);
+}
+
+void wait_pinned_slot(int device, int slot) {
+  if (cudaEvent_t e = slot_event(state(device), slot, false))
+    EMBER_CUDA_CHECK(cudaEventSynchronize(e));
 }
 
 // Device to host: chunk i+1 is queued before chunk i is copied out of its staging buffer.

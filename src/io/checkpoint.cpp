@@ -173,9 +173,10 @@ std::optional<data::DataLoaderState> dataloader_state(const std::string& path, c
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
 // dtypes converted back when the file recorded the original). Strict: all problems in one error.
 // With `check_only`, everything but the copies (load_checkpoint checks the model before it
-// touches the optimizer).
+// touches the optimizer). With `verify`, the checksum is checked first (while streaming onto
+// a GPU: SafetensorsFile::load_into), before anything changes.
 nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict,
-                           bool skip_optim, bool check_only = false) {
+                           bool skip_optim, bool check_only = false, bool verify = false) {
   const json tied = metadata_string_map(f, "ember.tied");
   const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
@@ -220,7 +221,9 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
     fail(f.path(), m.str());
   }
   if (check_only) return report;
-  for (auto& [dst, stored] : plan) f.read_into(stored, dst);
+  std::vector<std::pair<std::string, Tensor>> items;
+  for (auto& [dst, stored] : plan) items.emplace_back(stored, dst);
+  f.load_into(items, verify);
   return report;
 }
 
@@ -321,9 +324,11 @@ nn::Module load_model(const std::string& path, Device device) {
 nn::Module load_model(const std::string& path,
                       const std::function<nn::Module(const json&)>& builder, Device device) {
   SafetensorsFile f(path);
-  f.verify_checksum();
+  // On the CPU the file is verified before the module is built; onto a GPU while streaming
+  // (into the module built without initialisation, dropped if the file is corrupt).
+  if (!device.is_cuda()) f.verify_checksum();
   nn::Module model = build_from(f, builder, device);
-  apply_state(f, model, true, true);
+  apply_state(f, model, true, true, false, /*verify=*/device.is_cuda());
   model->eval();
   return model;
 }
@@ -331,8 +336,8 @@ nn::Module load_model(const std::string& path,
 nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool strict) {
   EMBER_CHECK(model.defined(), "load_state: the model is undefined");
   SafetensorsFile f(path);
-  f.verify_checksum();
-  return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0);
+  return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0, false,
+                     /*verify=*/true);
 }
 
 void save_checkpoint(const std::string& path, const nn::Module& model,

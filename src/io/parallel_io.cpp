@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -53,12 +55,12 @@ struct Hasher {
   uint64_t digest() const { return XXH3_64bits_digest(state); }
 };
 
-uint64_t combine(const std::vector<uint64_t>& digests) {
+}  // namespace
+
+uint64_t combine_digests(const std::vector<uint64_t>& digests) {
   // The digests as little-endian bytes (the host is little-endian: safetensors.cpp asserts it).
   return XXH3_64bits(digests.data(), digests.size() * sizeof(uint64_t));
 }
-
-}  // namespace
 
 std::string hex64(uint64_t v) {
   char buf[17];
@@ -107,7 +109,7 @@ uint64_t chunked_file_checksum(int fd, uint64_t offset, uint64_t size, uint64_t 
       digests[static_cast<size_t>(i)] = h.digest();
     }
   });
-  return combine(digests);
+  return combine_digests(digests);
 }
 
 uint64_t whole_file_checksum(int fd, uint64_t offset, uint64_t size, const std::string& path) {
@@ -164,7 +166,133 @@ uint64_t write_and_checksum(int fd, uint64_t offset, const std::vector<Piece>& p
       }
     }
   });
-  return combine(digests);
+  return combine_digests(digests);
+}
+
+// Note [Streaming onto the GPU]
+// A GPU load reads each piece of the file once: a pool thread preads 4 MiB into a pinned
+// staging buffer, hashes it while it is in cache, and queues its copy to the device; the
+// thread's second buffer is filled while the first one's copy runs (a thread owns a pair of
+// buffers while it works, and waits for a buffer's last copy before refilling it). No
+// pageable copy of the file is made, and staging is bounded: two 4 MiB pinned buffers per
+// pool thread, allocated on first use and kept for later loads (128 MiB with 16 threads).
+// Pieces are copied to the targets they overlap; with `digests` every chunk is read (the
+// checksum covers the whole data section), otherwise only the chunks the targets need.
+namespace {
+
+constexpr uint64_t kStagingPiece = uint64_t{4} << 20;
+
+// The process's pinned staging buffers, in pairs leased to one thread at a time. Buffer k
+// is the backend's slot k (its copies are waited for per slot).
+class Staging {
+ public:
+  static Staging& get() {
+    static Staging* s = new Staging();  // intentionally leaked: the runtime may go first
+    return *s;
+  }
+  // A free pair (allocated on first need; at most 128 pairs, the backend's 256 slots).
+  int lease(const backend::Backend& be) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (free_.empty() && buffers_.size() < 256) {
+      const int pair = static_cast<int>(buffers_.size() / 2);
+      for (int k = 0; k < 2; ++k)
+        buffers_.push_back(static_cast<uint8_t*>(be.host_alloc_pinned(kStagingPiece)));
+      return pair;
+    }
+    available_.wait(lock, [&] { return !free_.empty(); });
+    const int pair = free_.back();
+    free_.pop_back();
+    return pair;
+  }
+  void release(int pair) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(pair);
+    }
+    available_.notify_one();
+  }
+  uint8_t* buffer(int slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return buffers_[static_cast<size_t>(slot)];
+  }
+  int slots() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int>(buffers_.size());
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<uint8_t*> buffers_;
+  std::vector<int> free_;
+};
+
+struct Lease {
+  Staging& staging;
+  int pair;
+  Lease(Staging& s, const backend::Backend& be) : staging(s), pair(s.lease(be)) {}
+  ~Lease() { staging.release(pair); }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+};
+
+}  // namespace
+
+void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t data_offset,
+                      uint64_t data_size, std::vector<DeviceTarget> targets, uint64_t chunk,
+                      std::vector<uint64_t>* digests, const std::string& path) {
+  std::sort(targets.begin(), targets.end(),
+            [](const DeviceTarget& a, const DeviceTarget& b) { return a.begin < b.begin; });
+  const uint64_t n = chunk_count(data_size, chunk);
+  std::vector<uint64_t> work;  // the chunks to read
+  if (digests) {
+    digests->assign(n, 0);
+    for (uint64_t i = 0; i < n; ++i) work.push_back(i);
+  } else {
+    for (const DeviceTarget& t : targets)
+      for (uint64_t i = t.begin / chunk; t.end > t.begin && i * chunk < t.end; ++i)
+        if (work.empty() || work.back() < i) work.push_back(i);
+  }
+  Staging& staging = Staging::get();
+  auto run = [&](int64_t begin, int64_t end) {
+    Lease lease(staging, be);
+    int turn = 0;
+    for (int64_t w = begin; w < end; ++w) {
+      const uint64_t i = work[static_cast<size_t>(w)];
+      const uint64_t lo = i * chunk, hi = std::min(data_size, lo + chunk);
+      Hasher h;
+      for (uint64_t at = lo; at < hi; at += kStagingPiece) {
+        const int slot = 2 * lease.pair + turn;
+        turn ^= 1;
+        uint8_t* buf = staging.buffer(slot);
+        be.wait_pinned_slot(device, slot);  // its previous copy has finished
+        const uint64_t len = std::min(kStagingPiece, hi - at);
+        pread_exact(fd, buf, len, data_offset + at, path);
+        if (digests) h.update(buf, len);
+        // The targets overlapping [at, at + len): from the last one starting at or before `at`.
+        auto t = std::upper_bound(targets.begin(), targets.end(), at,
+                                  [](uint64_t v, const DeviceTarget& x) { return v < x.begin; });
+        if (t != targets.begin()) --t;
+        for (; t != targets.end() && t->begin < at + len; ++t) {
+          const uint64_t from = std::max(at, t->begin), to = std::min(at + len, t->end);
+          if (from >= to) continue;
+          be.copy_from_pinned_async(device, static_cast<uint8_t*>(t->dst) + (from - t->begin),
+                                    buf + (from - at), to - from, slot);
+        }
+      }
+      if (digests) (*digests)[i] = h.digest();
+    }
+  };
+  auto wait_all = [&] {
+    for (int slot = 0, k = staging.slots(); slot < k; ++slot) be.wait_pinned_slot(device, slot);
+  };
+  try {
+    cpu::parallel_for(static_cast<int64_t>(work.size()), 1, run);
+  } catch (...) {
+    wait_all();  // no copy may still write into a target the caller is about to free
+    throw;
+  }
+  wait_all();
 }
 
 }  // namespace ember::io::parallel

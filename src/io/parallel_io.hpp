@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
+
 namespace ember::io::parallel {
 
 /// The chunk size version-2 files are written with (16 MiB: a few per thread even for a
@@ -44,6 +46,25 @@ struct Piece {
 /// throws naming `path` (a full disk says so).
 uint64_t write_and_checksum(int fd, uint64_t offset, const std::vector<Piece>& pieces,
                             uint64_t chunk, const std::string& path);
+
+/// The version-2 checksum from the chunks' digests (Note [Chunked checksum]).
+uint64_t combine_digests(const std::vector<uint64_t>& digests);
+
+/// One destination of stream_to_device: the data section's bytes [begin, end) go to `dst`,
+/// contiguous device memory.
+struct DeviceTarget {
+  uint64_t begin, end;
+  void* dst;
+};
+
+/// Note [Streaming onto the GPU] (parallel_io.cpp): reads with pread on the thread pool, into
+/// pinned staging buffers, the chunks of the data section [data_offset, data_offset +
+/// data_size) of `fd` that the targets need — every chunk when `digests` is given, each
+/// chunk's XXH3-64 then going into it — and queues each piece's copy to its target on
+/// `device` through `be`. Returns when every copy has completed.
+void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t data_offset,
+                      uint64_t data_size, std::vector<DeviceTarget> targets, uint64_t chunk,
+                      std::vector<uint64_t>* digests, const std::string& path);
 
 /// 16 lowercase hex digits.
 std::string hex64(uint64_t v);

@@ -32,6 +32,7 @@
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
 #include "io/parallel_io.hpp"
+#include "ops/common.hpp"
 #include "ops/tensor.hpp"
 
 namespace ember::io {
@@ -245,10 +246,71 @@ void SafetensorsFile::verify_checksum() const {
       checksum_chunk_ ? io::parallel::chunked_file_checksum(fd_, data_offset_, data_size_,
                                                             checksum_chunk_, path_)
                       : io::parallel::whole_file_checksum(fd_, data_offset_, data_size_, path_);
-  const std::string got = io::parallel::hex64(digest);
-  if (got != it->second)
-    fail(path_, "checksum mismatch (data hashes to " + got + ", header says " + it->second +
+  check_digest(digest);
+}
+
+void SafetensorsFile::check_digest(uint64_t digest) const {
+  const std::string want = metadata_.at(kChecksumKey), got = io::parallel::hex64(digest);
+  if (got != want)
+    fail(path_, "checksum mismatch (data hashes to " + got + ", header says " + want +
                     "): the file is corrupt; restore it from a good copy");
+}
+
+void SafetensorsFile::load_into(const std::vector<std::pair<std::string, Tensor>>& plan,
+                                bool verify) const {
+  // Destinations a stream can fill (Note [Streaming onto the GPU]): contiguous device
+  // tensors of the stored dtype, all on one device. The rest is read one by one.
+  std::vector<std::pair<const TensorEntry*, Tensor>> streamed;
+  std::vector<std::pair<std::string, Tensor>> rest;
+  for (const auto& [name, dst] : plan) {
+    const TensorEntry* e = find(name);
+    if (!e) fail(path_, "no tensor named '" + name + "'");
+    const bool fits = dst.defined() && dst.device().is_cuda() && dst.dtype() == e->dtype &&
+                      dst.is_contiguous() && dst.shape() == e->shape &&
+                      (streamed.empty() || streamed[0].second.device() == dst.device());
+    if (fits)
+      streamed.emplace_back(e, dst);
+    else
+      rest.emplace_back(name, dst);
+  }
+  NoGradGuard no_grad;
+  // Verified while streaming: into fresh device buffers, copied into the destinations only
+  // once the whole file checks out ("verify everything, then change anything").
+  bool stream_verifies = verify && !streamed.empty() && checksum_chunk_ != 0;
+  std::vector<Tensor> scratch;
+  if (stream_verifies) {
+    try {
+      for (const auto& [e, dst] : streamed)
+        scratch.push_back(core::make_tensor(dst.shape(), dst.dtype(), dst.device()));
+    } catch (const Error&) {  // no room for a second copy on the device: verify first instead
+      scratch.clear();
+      stream_verifies = false;
+    }
+  }
+  if (verify && !stream_verifies) verify_checksum();
+  if (!streamed.empty()) {
+    std::vector<io::parallel::DeviceTarget> targets;
+    for (size_t i = 0; i < streamed.size(); ++i)
+      targets.push_back({streamed[i].first->begin, streamed[i].first->end,
+                         (stream_verifies ? scratch[i] : streamed[i].second).data_ptr()});
+    std::vector<uint64_t> digests;
+    const Tensor& first = streamed[0].second;
+    const backend::Backend& be = backend::backend_for(first.device());
+    io::parallel::stream_to_device(be, first.device().index, fd_, data_offset_, data_size_,
+                                   std::move(targets),
+                                   checksum_chunk_ ? checksum_chunk_ : io::parallel::kChecksumChunk,
+                                   stream_verifies ? &digests : nullptr, path_);
+    if (stream_verifies) check_digest(io::parallel::combine_digests(digests));
+    for (size_t i = 0; i < streamed.size(); ++i) {
+      const Tensor& dst = streamed[i].second;
+      detail::StorageAccess::bump_version(*dst.storage());
+      if (stream_verifies) be.copy(ops::view_of(dst), ops::view_of(scratch[i]));
+    }
+  }
+  for (auto& [name, dst] : rest) {
+    Tensor d = dst;
+    read_into(name, d);
+  }
 }
 
 const TensorEntry* SafetensorsFile::find(const std::string& name) const {

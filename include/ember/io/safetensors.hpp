@@ -61,6 +61,13 @@ class SafetensorsFile {
   /// Checks `ember.data_checksum` when present (chunked on the thread pool for version-2
   /// files); throws on mismatch.
   void verify_checksum() const;
+  /// read_into for every (name, destination) of `plan`, after checking the checksum when
+  /// `verify` (nothing is written unless the whole file checks out). Contiguous GPU
+  /// destinations of the stored dtype are streamed: the file is read once, in parallel, into
+  /// pinned staging buffers whose copies to the device overlap the reading and hashing
+  /// (verified into fresh device buffers that are copied into place at the end; when the
+  /// device has no room for them, verified first). Staging is bounded: 8 MiB per CPU thread.
+  void load_into(const std::vector<std::pair<std::string, Tensor>>& plan, bool verify) const;
 
  private:
   std::string path_;
@@ -71,6 +78,7 @@ class SafetensorsFile {
   uint64_t checksum_chunk_ = 0;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorEntry> entries_;
+  void check_digest(uint64_t digest) const;  // against ember.data_checksum
 };
 
 /// Writes tensors (any device; written in falling element-size order, no holes) and
