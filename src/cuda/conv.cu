@@ -6,8 +6,8 @@
 //   col2im   columns[C·K, NL]   -> grad_in[N, C, H, W] (sums overlapping patches, overwrites)
 //   pools    in[N, C, H, W]     -> out[N, C, oh, ow]; their backward writes grad_in (overwrites)
 // One thread per output element (im2col: per channel and column, writing the column's K
-// rows); consecutive threads take consecutive output elements, so writes are coalesced. Indices are 32-bit when every buffer fits (the usual case) and
-// 64-bit otherwise.
+// rows); consecutive threads take consecutive output elements, so writes are coalesced. Indices are
+// 32-bit when every buffer fits (the usual case) and 64-bit otherwise.
 //
 // Note [Gather-form backward]
 // col2im and both pooling backwards are written as gathers: each grad_in element sums the
