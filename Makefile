@@ -27,9 +27,11 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=pri
 
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`
-# command), xxHash (checkpoint checksum), the Fashion-MNIST files (make demo).
+# command), xxHash (checkpoint checksum), the Fashion-MNIST files (make demo), Open MPI
+# (mpirun and the headers libember_mpi.so is built against: distributed training, its tests).
 DEPS := build-essential cmake ninja-build clang-format libopenblas-dev libopenblas0-pthread libgtest-dev \
-        nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist
+        nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist \
+        openmpi-bin libopenmpi-dev
 # The tests also check PyTorch interop (io.interop_torch: torch reads ember's files and ember
 # reads torch's), so make test installs python3-torch.
 TEST_DEPS := python3-torch

@@ -28,9 +28,12 @@
 #include <variant>
 
 #include "ember/data/dataloader.hpp"
+#include "ember/data/distributed_sampler.hpp"
 #include "ember/data/fashion_mnist.hpp"
 #include "ember/data/preprocess.hpp"
 #include "ember/data/readers.hpp"
+#include "ember/distributed.hpp"
+#include "ember/distributed/data_parallel.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/optim/adam.hpp"
 #include "ember/optim/scheduler.hpp"
@@ -422,7 +425,17 @@ struct TrainArgs {
   int64_t epochs = 5, checkpoint_every = 0;
   double lr = 1e-3, momentum = 0.9, weight_decay = 0.0;
   uint64_t seed = 42;
+  bool distributed = false;
 };
+
+// --distributed (docs/distributed.md): joins the mpirun job and, unless EMBER_NUM_THREADS
+// says otherwise, shares this host's cores among its ranks.
+void join_job() {
+  distributed::init();
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!std::getenv("EMBER_NUM_THREADS") && local && std::atoi(local) > 1)
+    set_num_threads(std::max(1, get_num_threads() / std::atoi(local)));
+}
 
 std::string checkpoint_path(const TrainArgs& t) {
   return t.checkpoint.empty() ? t.output + ".ckpt" : t.checkpoint;
@@ -459,15 +472,27 @@ nn::json check_train(const DataArgs& da, const TrainArgs& t) {
 
 int cmd_train(const DataArgs& da, const TrainArgs& t) {
   const nn::json spec = check_train(da, t);
+  if (t.distributed) join_job();
+  const bool lead = !t.distributed || distributed::rank() == 0;  // prints and writes files
   manual_seed(t.seed);
   const Device device = Device::parse(t.device);
   Splits data = load_data(da, t.model == "cnn", true);
   nn::Module model =
       make_model(t.model, spec, feature_count(*data.train), class_count(*data.train, data.prep));
   model->to(device);
-  std::cout << *model << "\n";
-  data::DataLoader train_loader(data.train,
-                                {.batch_size = da.batch_size, .shuffle = true, .seed = t.seed});
+  if (lead) std::cout << *model << "\n";
+  // Distributed: each rank trains on its shard (the sampler shuffles per epoch), and the
+  // wrapper's hooks on the parameters average the gradients in fit()'s backward; fit() and
+  // the files it writes see the plain model.
+  std::shared_ptr<data::DistributedShard> shard;
+  std::optional<distributed::DistributedDataParallel> ddp;
+  if (t.distributed) {
+    shard = std::make_shared<data::DistributedShard>(
+        data.train, data::DistributedSamplerOptions{.shuffle = true, .seed = t.seed});
+    ddp.emplace(model, distributed::DistributedDataParallelOptions{});
+  }
+  data::DataLoader train_loader(shard ? shard : data.train,
+                                {.batch_size = da.batch_size, .shuffle = !shard, .seed = t.seed});
   data::DataLoader test_loader(data.test, {.batch_size = 1024});
 
   std::unique_ptr<optim::Optimizer> opt;
@@ -504,25 +529,48 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
   fo.scheduler = sched.get();
   fo.scheduler_per_batch = per_batch;
   fo.plateau = plateau.get();
-  fo.checkpoint_every = t.checkpoint_every;
-  if (t.checkpoint_every > 0) fo.checkpoint_path = checkpoint_path(t);
+  fo.checkpoint_every = lead ? t.checkpoint_every : 0;  // rank 0 writes, every rank resumes
+  if (fo.checkpoint_every > 0) fo.checkpoint_path = checkpoint_path(t);
   fo.progress = t.progress == "bar"     ? train::Progress::bar
                 : t.progress == "lines" ? train::Progress::lines
                 : t.progress == "none"  ? train::Progress::none
                                         : train::Progress::automatic;
+  if (!lead) fo.progress = train::Progress::none;
   if (!t.resume.empty()) {
     train::ResumePoint r = train::resume(t.resume, model, *opt, sched.get(), train_loader);
     fo.start_epoch = r.epoch;
     fo.start_step = r.step;
-    std::cout << "resumed from " << t.resume << " at epoch " << r.epoch + 1 << ", step " << r.step
-              << "\n";
+    if (lead)
+      std::cout << "resumed from " << t.resume << " at epoch " << r.epoch + 1 << ", step " << r.step
+                << "\n";
+  }
+  if (shard) {
+    shard->set_epoch(train_loader.epoch());
+    fo.on_epoch = [&](const train::EpochLog& log) { shard->set_epoch(log.epoch + 1); };
   }
   train::fit(model, train_loader, *opt, loss_for(*data.train), fo);
   train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train));
-  print_metrics("test", m);
-  io::save_model(model, t.output, {.metadata = data.prep.metadata()});
-  std::cout << "saved " << t.output << " (" << std::filesystem::file_size(t.output) << " bytes)\n";
+  if (lead) {
+    print_metrics("test", m);
+    io::save_model(model, t.output, {.metadata = data.prep.metadata()});
+    std::cout << "saved " << t.output << " (" << std::filesystem::file_size(t.output)
+              << " bytes)\n";
+  }
+  if (t.distributed) {
+    ddp.reset();
+    distributed::barrier();  // the files are complete before any rank leaves
+    distributed::finalize();
+  }
   return 0;
+}
+
+// Under mpirun a failing rank must end the whole job rather than leave the others waiting
+// in a collective: abort_job prints the message with the rank and ends every rank.
+int fail(const std::string& what) {
+  if (distributed::is_initialized() && distributed::world_size() > 1)
+    distributed::abort_job("error: " + what);
+  std::cerr << "error: " << what << "\n";
+  return 1;
 }
 
 int cmd_eval(const std::string& path, const DataArgs& da, const std::string& device_name) {
@@ -713,6 +761,8 @@ int main(int argc, char** argv) {
   train->add_option("--progress", ta.progress, "auto, bar, lines or none")
       ->capture_default_str()
       ->check(one_of({"auto", "bar", "lines", "none"}));
+  train->add_flag("--distributed", ta.distributed,
+                  "data-parallel across the ranks of an mpirun job (rank 0 prints and writes)");
 
   auto* eval = app.add_subcommand("eval", "evaluate a saved model");
   std::string model_path;
@@ -759,11 +809,9 @@ int main(int argc, char** argv) {
     if (*inspect) return cmd_inspect(file, as_json, no_verify);
     if (*info) return cmd_info();
   } catch (const ember::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what());
   } catch (const std::exception& e) {  // from a library underneath (filesystem, JSON, ...)
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return fail(e.what());
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
 #include "ember/ops.hpp"
 
@@ -81,32 +82,37 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
 // when zero_grad() drops the gradient the block goes back to where the next step's backward
 // finds it again. Steady-state training thus allocates nothing new and copies no gradient.
 // Later gradients of the same step accumulate in place into that buffer.
-void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
+// The accumulation itself; apply() then runs the leaf's post-accumulate-grad hooks.
+static void accumulate_into(const std::shared_ptr<TensorImpl>& leaf, const Tensor& grad_out) {
   Tensor g = grad_out;
-  if (g.dtype() != leaf_->dtype) g = g.to(leaf_->dtype);
-  const Pool pool = leaf_->storage->pool();
-  if (!leaf_->grad) {
+  if (g.dtype() != leaf->dtype) g = g.to(leaf->dtype);
+  const Pool pool = leaf->storage->pool();
+  if (!leaf->grad) {
     const bool stealable = detail::TensorAccess::impl_ptr(g).use_count() <= 2 &&
                            g.storage().use_count() == 1 && g.is_contiguous() &&
-                           g.device() == leaf_->storage->device();
+                           g.device() == leaf->storage->device();
     if (stealable) {
       detail::StorageAccess::recharge(*g.storage(), pool);
-      leaf_->grad = detail::TensorAccess::impl_ptr(g);
+      leaf->grad = detail::TensorAccess::impl_ptr(g);
     } else {
       PoolGuard guard(pool);
-      Tensor owned =
-          empty(leaf_->shape, {.dtype = leaf_->dtype, .device = leaf_->storage->device()});
+      Tensor owned = empty(leaf->shape, {.dtype = leaf->dtype, .device = leaf->storage->device()});
       owned.copy_(g);
-      leaf_->grad = detail::TensorAccess::impl_ptr(owned);
+      leaf->grad = detail::TensorAccess::impl_ptr(owned);
     }
     return;
   }
-  Tensor current = detail::TensorAccess::wrap(leaf_->grad);
+  Tensor current = detail::TensorAccess::wrap(leaf->grad);
   if (pool == Pool::Persistent) {
     current.add_(g);  // same buffer across the step (ARCHITECTURE §3 rule 3)
   } else {
-    leaf_->grad = detail::TensorAccess::impl_ptr(add(current, g));
+    leaf->grad = detail::TensorAccess::impl_ptr(add(current, g));
   }
+}
+
+void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
+  accumulate_into(leaf_, grad_out);
+  run_post_accumulate_grad_hooks(leaf_);  // ember/hooks.hpp
 }
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

@@ -1,0 +1,386 @@
+// tests/test_distributed.cpp — ember::distributed (docs/distributed.md): the autograd hook
+// DDP builds on, the world of one (no MPI needed), DistributedDataParallel and the sampler in
+// one process, and the two-rank runs: tests/distributed_worker.cpp under
+// `mpirun --oversubscribe --allow-run-as-root -np 2` (skipped, saying why, without MPI).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ember/data/distributed_sampler.hpp"
+#include "ember/distributed.hpp"
+#include "ember/distributed/data_parallel.hpp"
+#include "ember/ember.hpp"
+#include "ember/hooks.hpp"
+#include "ember/nn/linear.hpp"
+#include "ember/optim.hpp"
+#include "error_of.hpp"
+
+namespace {
+
+using namespace ember;  // NOLINT: test file
+namespace dist = ember::distributed;
+using test_util::error_of;
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// ---- the post-accumulate-grad hook ----
+
+TEST(AutogradHooks, RunOncePerBackwardWithTheAccumulatedGradient) {
+  Tensor w = parameter(tensor({1.0f, 2.0f, 3.0f}, {3}));
+  std::vector<std::vector<float>> seen;
+  autograd::HookHandle h = autograd::register_post_accumulate_grad_hook(
+      w, [&](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector<float>()); });
+  ((w * w).sum() + (w * 3.0).sum()).backward();  // w used twice: one call, the summed gradient
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<float>{5.0f, 7.0f, 9.0f}));
+  (w * 1.0).sum().backward();  // accumulates: the hook sees the total
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], (std::vector<float>{6.0f, 8.0f, 10.0f}));
+  ember::grad({(w * 2.0).sum()}, {w});  // grad() accumulates nothing, runs no hook
+  EXPECT_EQ(seen.size(), 2u);
+  h.remove();
+  EXPECT_FALSE(h.active());
+  (w * 1.0).sum().backward();
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST(AutogradHooks, MayChangeTheGradientAndRefuseNonLeaves) {
+  Tensor w = parameter(tensor({1.0f, 2.0f}, {2}));
+  auto h = autograd::register_post_accumulate_grad_hook(w, [](const Tensor& leaf) {
+    Tensor g = leaf.grad();
+    g.mul_(10.0);
+  });
+  (w * 1.0).sum().backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{10.0f, 10.0f}));
+  Tensor y = w * 2.0;
+  EXPECT_TRUE(contains(
+      error_of([&] { autograd::register_post_accumulate_grad_hook(y, [](const Tensor&) {}); }),
+      "expected a leaf that requires grad"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         autograd::register_post_accumulate_grad_hook(Tensor(),
+                                                                      [](const Tensor&) {});
+                       }),
+                       "register_post_accumulate_grad_hook"));
+}
+
+// ---- the world of one ----
+
+class DistributedLocal : public ::testing::Test {
+ protected:
+  void SetUp() override { dist::init({.abort_on_uncaught = false}); }
+  void TearDown() override { dist::finalize(); }
+};
+
+TEST(Distributed, RefusesUseBeforeInit) {
+  ASSERT_FALSE(dist::is_initialized());
+  EXPECT_TRUE(contains(error_of([] { dist::rank(); }), "init() has not been called"));
+  Tensor t = zeros({2});
+  EXPECT_TRUE(contains(error_of([&] { dist::all_reduce(t); }),
+                       "distributed::all_reduce: distributed::init() has not been called"));
+  nn::Linear fc(2, 2);
+  EXPECT_TRUE(contains(error_of([&] { dist::DistributedDataParallel ddp(fc); }),
+                       "DistributedDataParallel: distributed::init() has not been called"));
+  EXPECT_TRUE(
+      contains(error_of([] { dist::init({.world_size = 2, .backend = dist::BackendKind::local}); }),
+               "the local backend is a world of one process"));
+  EXPECT_TRUE(contains(error_of([] { dist::init({.rank = 3, .world_size = 1}); }),
+                       "rank 3 is out of range"));
+  EXPECT_FALSE(dist::is_initialized());
+}
+
+TEST(Distributed, NamesTheMissingMpiBackend) {
+  const std::string e = error_of([] {
+    dist::init({.backend = dist::BackendKind::mpi, .mpi_library = "/nonexistent/libember_mpi.so"});
+  });
+  EXPECT_TRUE(contains(e,
+                       "distributed::init: cannot load the MPI backend (tried "
+                       "/nonexistent/libember_mpi.so: "))
+      << e;
+  EXPECT_TRUE(contains(e, "EMBER_MPI_LIBRARY")) << e;
+  EXPECT_FALSE(dist::is_initialized());
+}
+
+TEST_F(DistributedLocal, IsAWorldOfOneWhereCollectivesAreTheIdentity) {
+  EXPECT_EQ(dist::rank(), 0);
+  EXPECT_EQ(dist::world_size(), 1);
+  EXPECT_EQ(dist::local_rank(), 0);
+  EXPECT_EQ(dist::backend_name(), "local");
+  Tensor t = tensor({1.0f, -2.0f}, {2});
+  for (dist::ReduceOp op : {dist::ReduceOp::sum, dist::ReduceOp::avg, dist::ReduceOp::max})
+    dist::all_reduce(t, op);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.0f, -2.0f}));
+  dist::broadcast(t, 0);
+  EXPECT_EQ(dist::all_gather(t).shape(), Shape({1, 2}));
+  EXPECT_EQ(dist::reduce_scatter(t).to_vector<float>(), t.to_vector<float>());
+  dist::Work w = dist::all_reduce_async(t);
+  EXPECT_TRUE(w.test());
+  w.wait();
+  dist::barrier();
+  EXPECT_TRUE(contains(error_of([] { dist::init(); }), "already initialised"));
+}
+
+TEST_F(DistributedLocal, NamesBadArguments) {
+  Tensor undefined;
+  EXPECT_TRUE(contains(error_of([&] { dist::all_reduce(undefined); }),
+                       "distributed::all_reduce: the tensor is undefined"));
+  Tensor ints = zeros({2}, {.dtype = DType::i64});
+  EXPECT_TRUE(contains(error_of([&] { dist::all_reduce(ints, dist::ReduceOp::avg); }),
+                       "ReduceOp::avg needs a floating tensor (got i64"));
+  Tensor t = zeros({2});
+  EXPECT_TRUE(contains(error_of([&] { dist::broadcast(t, 1); }), "root 1 is not a rank"));
+  EXPECT_TRUE(contains(error_of([&] { dist::reduce_scatter(zeros({})); }),
+                       "the first dim must split into world_size blocks"));
+}
+
+// ---- DistributedDataParallel in one process ----
+
+nn::Sequential small_net() {
+  nn::Sequential net;
+  net->push_back(nn::Linear(4, 8));
+  net->push_back(nn::Tanh());
+  net->push_back(nn::Linear(8, 2));
+  return net;
+}
+
+TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
+  manual_seed(1);
+  nn::Sequential a = small_net();
+  nn::Sequential b = small_net();
+  b->load_state_dict(a->state_dict());
+  dist::DistributedDataParallel ddp(b, {.bucket_cap_mb = 1e-5});  // 10 bytes: 4 buckets
+  const auto buckets = ddp->bucket_parameter_names();
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets[0], (std::vector<std::string>{"2.bias"}));  // reverse registration order
+  EXPECT_EQ(ddp->state_dict()[0].first, "module.0.weight");     // PyTorch's DDP names
+  optim::Adam oa(a->parameters(), {.lr = 0.01}), ob(b->parameters(), {.lr = 0.01});
+  Tensor x = randn({6, 4}), y = randn({6, 2});
+  for (int step = 0; step < 3; ++step) {
+    oa.zero_grad();
+    ob.zero_grad();
+    mse_loss(a(x), y).backward();
+    mse_loss(ddp(x), y).backward();
+    oa.step();
+    ob.step();
+  }
+  EXPECT_EQ(ddp->reductions_started(), 0);  // a world of one communicates nothing
+  for (size_t i = 0; i < a->parameters().size(); ++i)
+    EXPECT_EQ(a->parameters()[i].to_vector<float>(), b->parameters()[i].to_vector<float>());
+  auto guard = ddp->no_sync();
+  EXPECT_NO_THROW(mse_loss(ddp(x), y).backward());
+  nn::Linear fc(2, 2);
+  EXPECT_TRUE(
+      contains(error_of([&] { dist::DistributedDataParallel bad(fc, {.bucket_cap_mb = 0}); }),
+               "bucket_cap_mb must be positive"));
+}
+
+// ---- the sampler ----
+
+TEST(DistributedSampler, ShardsAreDisjointCoverTheDataAndPadLikePyTorch) {
+  for (int64_t n : {0, 1, 5, 10, 11}) {
+    for (int replicas : {1, 2, 3, 4}) {
+      for (bool drop_last : {false, true}) {
+        std::vector<int64_t> all;
+        int64_t per_rank = -1;
+        for (int r = 0; r < replicas; ++r) {
+          data::DistributedSampler s(
+              n, {.num_replicas = replicas, .rank = r, .seed = 9, .drop_last = drop_last});
+          std::vector<int64_t> mine = s.indices();
+          if (per_rank < 0) per_rank = int64_t(mine.size());
+          EXPECT_EQ(int64_t(mine.size()), per_rank) << "equal shards";
+          EXPECT_EQ(int64_t(mine.size()), s.num_samples());
+          all.insert(all.end(), mine.begin(), mine.end());
+        }
+        const std::set<int64_t> distinct(all.begin(), all.end());
+        if (drop_last) {
+          EXPECT_EQ(per_rank, n / replicas);
+          EXPECT_EQ(distinct.size(), all.size()) << "disjoint, n " << n << " R " << replicas;
+        } else {
+          EXPECT_EQ(per_rank, (n + replicas - 1) / replicas);
+          EXPECT_EQ(int64_t(distinct.size()), n) << "cover, n " << n << " R " << replicas;
+        }
+      }
+    }
+  }
+  // PyTorch's example: 5 examples on 2 ranks, no shuffle: [0, 2, 4] and [1, 3, 0].
+  EXPECT_EQ(data::DistributedSampler(5, {.num_replicas = 2, .rank = 1, .shuffle = false}).indices(),
+            (std::vector<int64_t>{1, 3, 0}));
+  data::DistributedSampler s(20, {.num_replicas = 2, .rank = 0, .seed = 4});
+  const std::vector<int64_t> e0 = s.indices();
+  s.set_epoch(1);
+  EXPECT_NE(s.indices(), e0);
+  EXPECT_EQ(s.indices(0), e0);
+  EXPECT_TRUE(
+      contains(error_of([] { data::DistributedSampler(4, {.num_replicas = 2, .rank = 2}); }),
+               "rank 2 is out of range (expected 0 .. 1)"));
+}
+
+TEST(DistributedSampler, ShardMapsBatchesToTheBase) {
+  Tensor x = arange(10.0).reshape({10, 1});
+  auto ds = std::make_shared<data::TensorDataset>(x, arange(10.0));
+  data::DistributedShard shard(ds, {.num_replicas = 3, .rank = 2, .shuffle = false});
+  EXPECT_EQ(shard.size(), 4);
+  EXPECT_EQ(shard.indices(), (std::vector<int64_t>{2, 5, 8, 1}));
+  std::vector<int64_t> idx{0, 3};
+  EXPECT_EQ(shard.get_batch(idx).target.to_vector<float>(), (std::vector<float>{2.0f, 1.0f}));
+  EXPECT_TRUE(contains(error_of([&] { shard.get(4); }), "index 4 is out of range"));
+}
+
+// ---- two ranks under mpirun ----
+
+struct JobResult {
+  int status = -1;  // exit status of mpirun (or of `timeout`)
+  std::string output;
+  double seconds = 0;
+};
+
+#if defined(EMBER_DISTRIBUTED_WORKER) && defined(EMBER_MPIRUN)
+constexpr bool kHaveMpi = true;
+// `program` on two ranks. --bind-to none: ctest runs two tests at a time on two cores;
+// --mca btl self,vader: one host.
+JobResult run_mpi(const std::string& program) {
+  const std::string cmd = std::string("timeout 60 ") + EMBER_MPIRUN +
+                          " --oversubscribe --allow-run-as-root --bind-to none"
+                          " --mca btl self,vader -np 2 " +
+                          program + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  JobResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+JobResult run_job(const std::string& mode) {
+  return run_mpi(std::string(EMBER_DISTRIBUTED_WORKER) + " " + mode);
+}
+#else
+constexpr bool kHaveMpi = false;
+[[maybe_unused]] JobResult run_mpi(const std::string&) { return {}; }
+JobResult run_job(const std::string&) { return {}; }
+#endif
+
+#define SKIP_WITHOUT_MPIRUN()                                                                  \
+  do {                                                                                         \
+    if (!kHaveMpi)                                                                             \
+      GTEST_SKIP() << "built without MPI (install openmpi-bin and libopenmpi-dev: make deps, " \
+                      "then reconfigure)";                                                     \
+    if (!std::filesystem::exists(EMBER_MPIRUN_PATH))                                           \
+      GTEST_SKIP() << "mpirun not found at " << EMBER_MPIRUN_PATH;                             \
+  } while (0)
+#if defined(EMBER_MPIRUN)
+#define EMBER_MPIRUN_PATH EMBER_MPIRUN
+#else
+#define EMBER_MPIRUN_PATH ""
+#endif
+
+// The job must succeed and rank 0 print "<mode> ok".
+void expect_job_ok(const std::string& mode, const std::string& args = "") {
+  const JobResult r = run_job(args.empty() ? mode : mode + " " + args);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, mode + " ok")) << r.output;
+}
+
+// The job must fail, end within a bounded time (no hang) and print `message`.
+void expect_job_ends(const std::string& mode, const std::string& message) {
+  const JobResult r = run_job(mode);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.status, 124) << "timed out: the job hung\n" << r.output;
+  EXPECT_LT(r.seconds, 30.0) << r.output;
+  EXPECT_TRUE(contains(r.output, message)) << r.output;
+}
+
+TEST(DistributedMpi, CollectivesOnTwoRanks) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ok("collectives");
+}
+
+TEST(DistributedMpi, DataParallelEqualsOneProcessOnTheCombinedBatch) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ok("ddp");
+}
+
+TEST(DistributedMpi, SamplerShardsAreDisjointAndCoverTheData) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ok("sampler");
+}
+
+TEST(DistributedMpi, AResumedRunEqualsAnUninterruptedOne) {
+  SKIP_WITHOUT_MPIRUN();
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("ember_dist_resume_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  expect_job_ok("resume", dir.string());
+  std::filesystem::remove_all(dir);
+}
+
+[[maybe_unused]] size_t count_of(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(DistributedMpi, TheTrainCommandRunsDataParallelAndResumes) {
+  SKIP_WITHOUT_MPIRUN();
+#if !defined(EMBER_CLI_PATH)
+  GTEST_SKIP() << "built without the ember command (EMBER_BUILD_TOOLS=OFF)";
+#else
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("ember_dist_cli_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::FILE* f = std::fopen((dir / "data.csv").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 40; ++i) std::fprintf(f, "%d.%d,%d,%d\n", i % 3, i, i % 5, i % 2);
+    std::fclose(f);
+  }
+  const std::string base = std::string(EMBER_CLI_PATH) + " train --distributed --dataset " +
+                           (dir / "data.csv").string() +
+                           " --label 2 --batch-size 4 --progress lines -o " +
+                           (dir / "m.safetensors").string() + " --checkpoint-every 2";
+  const JobResult first = run_mpi(base + " --epochs 2");
+  EXPECT_EQ(first.status, 0) << first.output;
+  EXPECT_EQ(count_of(first.output, "Sequential("), 1u) << "rank 0 alone prints\n" << first.output;
+  EXPECT_EQ(count_of(first.output, "saved "), 1u) << first.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "m.safetensors.ckpt"));
+  const JobResult resumed =
+      run_mpi(base + " --epochs 3 --resume " + (dir / "m.safetensors.ckpt").string());
+  EXPECT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_EQ(count_of(resumed.output, "resumed from"), 1u) << resumed.output;
+  EXPECT_EQ(count_of(resumed.output, "epoch 3/3"), 1u) << resumed.output;
+  // An error after joining the job ends every rank, each naming itself.
+  const JobResult bad = run_mpi(std::string(EMBER_CLI_PATH) + " train --distributed --dataset " +
+                                (dir / "data.csv").string() + " --label 7");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "of 2: error: read_csv")) << bad.output;
+  std::filesystem::remove_all(dir);
+#endif
+}
+
+TEST(DistributedMpi, ARankThatThrowsEndsTheJobNamingTheRank) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ends("throw", "ember: rank 1 of 2: uncaught exception: deliberate failure");
+}
+
+TEST(DistributedMpi, ARankThatHangsEndsTheJobAfterTheTimeout) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ends("hang", "ember: rank 0 of 2: distributed::all_reduce has waited");
+}
+
+TEST(DistributedMpi, ARankThatDiesEndsTheJob) {
+  SKIP_WITHOUT_MPIRUN();
+  expect_job_ends("kill", "rank 1");
+}
+
+}  // namespace
