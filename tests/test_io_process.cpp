@@ -35,8 +35,9 @@ int run_helper(const std::vector<std::string>& args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// Starts `io_helper save-loop path`; returns its pid and the microseconds one save takes.
-std::pair<pid_t, long> start_save_loop(const std::string& path) {
+// Starts `io_helper MODE path` (save-loop, async-save-loop); returns its pid and the
+// microseconds one save takes.
+std::pair<pid_t, long> start_save_loop(const std::string& path, const char* mode = "save-loop") {
   int fds[2];
   if (::pipe(fds) != 0) return {-1, 0};
   const pid_t pid = ::fork();
@@ -44,8 +45,7 @@ std::pair<pid_t, long> start_save_loop(const std::string& path) {
     ::dup2(fds[1], STDOUT_FILENO);
     ::close(fds[0]);
     ::close(fds[1]);
-    ::execl(EMBER_IO_HELPER, EMBER_IO_HELPER, "save-loop", path.c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(EMBER_IO_HELPER, EMBER_IO_HELPER, mode, path.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -115,6 +115,47 @@ TEST(IoProcess, SigkillDuringSavesNeverTearsTheFile) {
   // The next save cleans up after the killed writer.
   io::save_model(a, path);
   EXPECT_TRUE(temporaries(dir).empty());
+}
+
+// Note [Asynchronous checkpoints]: the same 200 kills while checkpoints of A and B are written
+// in the background (each save returning after its snapshot, the next one waiting for it):
+// the file is always a whole checkpoint of A or of B.
+TEST(IoProcess, SigkillDuringAsynchronousCheckpointsNeverTearsTheFile) {
+  ScratchDir dir;
+  ASSERT_EQ(run_helper({"write-models", dir.path}), 0);
+  const nn::Module a = io::load_model(dir.file("a.safetensors"));
+  const nn::Module b = io::load_model(dir.file("b.safetensors"));
+  const auto bytes_a = ember_test::tensor_bytes(a->state_dict()[0].second);
+  const auto bytes_b = ember_test::tensor_bytes(b->state_dict()[0].second);
+  const std::string path = dir.file("c.safetensors");
+  std::mt19937 rng(20261201);
+  int kills = 0, saw_a = 0, saw_b = 0;
+  for (; kills < 200; ++kills) {
+    auto [pid, us] = start_save_loop(path, "async-save-loop");
+    ASSERT_GT(pid, 0);
+    ASSERT_GE(us, 0) << "the helper did not start";
+    std::uniform_int_distribution<long> when(0, 3 * us + 200);
+    ::usleep(static_cast<useconds_t>(when(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the helper exited by itself";
+    EXPECT_EQ(io::inspect(path, true).checksum, "verified") << "kill " << kills;
+    nn::Module got = io::load_model(dir.file("a.safetensors"));  // same architecture
+    io::load_state(got, path);
+    const auto w = ember_test::tensor_bytes(got->state_dict()[0].second);
+    if (w == bytes_a) {
+      ++saw_a;
+    } else {
+      ++saw_b;
+      ASSERT_TRUE(w == bytes_b) << "kill " << kills << ": the checkpoint is neither A nor B";
+    }
+    EXPECT_LE(temporaries(dir).size(), 1u) << "kill " << kills;
+  }
+  std::cout << "[ " << kills << " kills; the checkpoint was A " << saw_a << " times, B " << saw_b
+            << " times ]\n";
+  EXPECT_GT(saw_a, 0);
+  EXPECT_GT(saw_b, 0);
 }
 
 TEST(IoProcess, ResumeInANewProcessIsBitwiseExact) {

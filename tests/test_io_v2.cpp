@@ -221,3 +221,46 @@ TEST(IoV2Cuda, ModelsLoadOntoTheGpuAsOntoTheCpu) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [Asynchronous checkpoints]: the file holds the state at the call, not what training
+// did to the model while the write ran; a second call waits for the first; fit() with
+// checkpoint_every writes asynchronously and waits for the last write before it returns.
+TEST(IoV2, AsynchronousCheckpointHoldsTheStateAtTheCall) {
+  ScratchDir dir;
+  manual_seed(21);
+  nn::Module net = nn::Linear(256, 256);
+  optim::Adam opt(net->parameters(), {.lr = 0.1});
+  const Tensor x = randn({8, 256});
+  auto train_step = [&] {
+    opt.zero_grad();
+    mean(square(net->forward(x))).backward();
+    opt.step();
+  };
+  train_step();
+  const std::string path = dir.file("async.safetensors");
+  const std::string sync_path = dir.file("sync.safetensors");
+  io::save_checkpoint(sync_path, net, opt, nullptr, 1);
+  io::save_checkpoint_async(path, net, opt, nullptr, 1);
+  for (int i = 0; i < 3; ++i) train_step();  // changes the model while the write may run
+  io::wait_for_checkpoint();
+  EXPECT_FALSE(io::checkpoint_in_flight());
+  // Same tensors as the synchronous checkpoint taken at the same moment.
+  io::SafetensorsFile a(path), s(sync_path);
+  ASSERT_EQ(a.entries().size(), s.entries().size());
+  for (const io::TensorEntry& e : s.entries())
+    EXPECT_EQ(ember_test::tensor_bytes(a.read(e.name)), ember_test::tensor_bytes(s.read(e.name)))
+        << e.name;
+  EXPECT_EQ(io::inspect(path, true).checksum, "verified");
+  // A second call while one runs waits for it: both land, the last one wins.
+  io::save_checkpoint_async(path, net, opt, nullptr, 2);
+  io::save_checkpoint_async(path, net, opt, nullptr, 3);
+  io::wait_for_checkpoint();
+  EXPECT_EQ(io::inspect(path).metadata.at("ember.step"), "3");
+  // An error of the background write reaches the caller at the next wait.
+  io::save_checkpoint_async(dir.file("no/such/folder/c.safetensors"), net, opt);
+  ember_test::expect_error([] { io::wait_for_checkpoint(); }, {"no/such/folder"});
+}
+
+}  // namespace

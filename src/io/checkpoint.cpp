@@ -3,11 +3,15 @@
 #include "ember/io/checkpoint.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <ctime>
+#include <exception>
 #include <iomanip>
 #include <iterator>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "ember/autograd.hpp"
 #include "ember/nn/init.hpp"
@@ -20,6 +24,8 @@ namespace {
 using json = nn::json;
 constexpr const char* kVersion = "0.1.0";
 constexpr const char* kOptimPrefix = "optim.";
+
+void settle_async_write();  // Note [Asynchronous checkpoints]
 
 std::string now_iso8601() {
   std::time_t t = std::time(nullptr);
@@ -323,6 +329,7 @@ nn::Module load_model(const std::string& path, Device device) {
 
 nn::Module load_model(const std::string& path,
                       const std::function<nn::Module(const json&)>& builder, Device device) {
+  settle_async_write();
   SafetensorsFile f(path);
   // On the CPU the file is verified before the module is built; onto a GPU while streaming
   // (into the module built without initialisation, dropped if the file is corrupt).
@@ -335,34 +342,145 @@ nn::Module load_model(const std::string& path,
 
 nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool strict) {
   EMBER_CHECK(model.defined(), "load_state: the model is undefined");
+  settle_async_write();
   SafetensorsFile f(path);
   return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0, false,
                      /*verify=*/true);
 }
 
+namespace {
+
+// What save_checkpoint writes: the tensors (with `copy`, device-side clones the caller may
+// not change afterwards: save_checkpoint_async) and the metadata.
+struct CheckpointSnapshot {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> meta;
+};
+
+CheckpointSnapshot snapshot(const nn::Module& model, const optim::Optimizer& optimizer,
+                            const optim::LRScheduler* scheduler, int64_t step, const json& extra,
+                            const data::DataLoader* loader, bool copy, const char* who) {
+  EMBER_CHECK(model.defined(), who, ": the model is undefined");
+  ModelTensors mt = collect(model, std::nullopt);
+  CheckpointSnapshot snap;
+  snap.meta = base_metadata(model, mt, "checkpoint");
+  optim::OptimizerState os = optimizer.state_dict();
+  for (auto& [name, t] : os.tensors) mt.tensors.emplace_back(kOptimPrefix + name, t);
+  snap.meta["ember.optimizer"] = os.meta.dump();
+  if (scheduler) snap.meta["ember.scheduler"] = scheduler->state_dict().dump();
+  const RngState rng = get_rng_state();
+  snap.meta["ember.rng"] =
+      json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
+  snap.meta["ember.step"] = std::to_string(step);
+  snap.meta["ember.extra"] = extra.dump();
+  if (loader) snap.meta["ember.dataloader"] = dataloader_json(loader->state()).dump();
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mt.tensors) snap.tensors.emplace_back(name, copy ? t.clone() : t);
+  return snap;
+}
+
+// Note [Asynchronous checkpoints]
+// save_checkpoint_async takes the snapshot on the caller's thread — clones of every
+// parameter, buffer and optimizer tensor on their own device (on a GPU, device-to-device
+// copies queued on its stream, so later training kernels cannot change what they copy), and
+// the metadata — then writes it on a background thread through write_safetensors (the
+// device-to-host copies, the chunked hashing and writing, fsync, rename). Training continues
+// meanwhile; the snapshot costs one extra copy of the state in device memory until the write
+// ends. One write is in flight at a time in the process: a second call waits for the first
+// (and rethrows its error). A crash at any moment leaves the old file or the new one
+// (write_safetensors' guarantee).
+class AsyncWriter {
+ public:
+  static AsyncWriter& get() {
+    static AsyncWriter w;  // joined at exit (a write still running is finished first)
+    return w;
+  }
+  ~AsyncWriter() {
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ember: the last asynchronous checkpoint failed: %s\n", e.what());
+    }
+  }
+  void start(std::string path, CheckpointSnapshot snap) {
+    std::lock_guard<std::mutex> serial(start_mutex_);
+    wait();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = true;  // before the thread exists, which clears it when done
+    }
+    thread_ = std::thread([this, path = std::move(path), snap = std::move(snap)]() mutable {
+      try {
+        write_safetensors(path, snap.tensors, snap.meta);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        error_ = std::current_exception();
+      }
+      snap = {};  // the clones go back to their pools here, not when the next save starts
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+    });
+  }
+  // Waits for the write in flight; its error stays for the next wait().
+  void join() {
+    std::lock_guard<std::mutex> serial(start_mutex_);
+    if (thread_.joinable()) thread_.join();
+  }
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+    std::exception_ptr e;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::swap(e, error_);
+    }
+    if (e) std::rethrow_exception(e);
+  }
+  bool running() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return running_;
+  }
+
+ private:
+  std::mutex start_mutex_, mutex_;
+  std::thread thread_;
+  std::exception_ptr error_;
+  bool running_ = false;
+};
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
                      int64_t step, const json& extra, const data::DataLoader* loader) {
-  EMBER_CHECK(model.defined(), "save_checkpoint: the model is undefined");
-  ModelTensors mt = collect(model, std::nullopt);
-  auto meta = base_metadata(model, mt, "checkpoint");
-  optim::OptimizerState os = optimizer.state_dict();
-  for (auto& [name, t] : os.tensors) mt.tensors.emplace_back(kOptimPrefix + name, t);
-  meta["ember.optimizer"] = os.meta.dump();
-  if (scheduler) meta["ember.scheduler"] = scheduler->state_dict().dump();
-  const RngState rng = get_rng_state();
-  meta["ember.rng"] =
-      json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
-  meta["ember.step"] = std::to_string(step);
-  meta["ember.extra"] = extra.dump();
-  if (loader) meta["ember.dataloader"] = dataloader_json(loader->state()).dump();
-  write_safetensors(path, mt.tensors, meta);
+  CheckpointSnapshot snap =
+      snapshot(model, optimizer, scheduler, step, extra, loader, false, "save_checkpoint");
+  write_safetensors(path, snap.tensors, snap.meta);
 }
+
+void save_checkpoint_async(const std::string& path, const nn::Module& model,
+                           const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
+                           int64_t step, const json& extra, const data::DataLoader* loader) {
+  AsyncWriter& w = AsyncWriter::get();
+  w.wait();  // the previous write first: its error belongs to the caller, before a new snapshot
+  w.start(path, snapshot(model, optimizer, scheduler, step, extra, loader, true,
+                         "save_checkpoint_async"));
+}
+
+void wait_for_checkpoint() { AsyncWriter::get().wait(); }
+
+namespace {
+// A reader in this process sees the asynchronous checkpoint it started, never the file
+// before it (a run that resumes right after fit() threw, for one).
+void settle_async_write() { AsyncWriter::get().join(); }
+}  // namespace
+
+bool checkpoint_in_flight() { return AsyncWriter::get().running(); }
 
 CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
                                optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
                                data::DataLoader* loader) {
   EMBER_CHECK(model.defined(), "load_checkpoint: the model is undefined");
+  settle_async_write();
   SafetensorsFile f(path);
   auto kind = f.metadata().find("ember.kind");
   if (kind == f.metadata().end() || kind->second != "checkpoint")

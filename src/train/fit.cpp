@@ -363,8 +363,9 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       samples += n;
       if (step && o.scheduler && o.scheduler_per_batch) o.scheduler->step();
       if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
-        io::save_checkpoint(o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
-                            nn::json{{"epoch", epoch}}, &train_loader);
+        (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
+            o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
+            nn::json{{"epoch", epoch}}, &train_loader);
       if (batch_hooks) {
         const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
         for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
@@ -405,6 +406,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     for (auto& cb : o.callbacks) cb->on_epoch_end(trainer, log);
     if (o.on_epoch) o.on_epoch(log);
   }
+  if (o.checkpoint_every > 0 && o.checkpoint_async) io::wait_for_checkpoint();  // the last one
   history.stopped_early = trainer.stopping();
   for (auto& cb : o.callbacks) cb->on_train_end(trainer, history);
   return history;

@@ -62,6 +62,22 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
                      const nn::json& extra = nn::json::object(),
                      const data::DataLoader* loader = nullptr);
+/// save_checkpoint that returns once the state is snapshotted, writing it on a background
+/// thread while training goes on (Note [Asynchronous checkpoints] in src/io/checkpoint.cpp):
+/// parameters, buffers and optimizer state are cloned on their device (one extra copy of the
+/// state in device memory until the write ends), the metadata is taken at the call. One write
+/// is in flight at a time: a call while one is running waits for it first, and rethrows its
+/// error if it failed. A crash at any moment leaves the old file or the new one, never a torn
+/// one. Call wait_for_checkpoint() before reading the file or exiting.
+void save_checkpoint_async(const std::string& path, const nn::Module& model,
+                           const optim::Optimizer& optimizer,
+                           const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
+                           const nn::json& extra = nn::json::object(),
+                           const data::DataLoader* loader = nullptr);
+/// Waits for the asynchronous checkpoint in flight, if any; rethrows its error.
+void wait_for_checkpoint();
+/// Whether an asynchronous checkpoint is being written.
+bool checkpoint_in_flight();
 /// Restores what save_checkpoint wrote into existing objects (strict names and shapes),
 /// including ember's RNG state and the DataLoader's epoch and position. Refuses, changing
 /// nothing, a loader whose options (dataset size, batch_size, shuffle, drop_last, seed when

@@ -110,6 +110,10 @@ struct FitOptions {
   /// `checkpoint_path` every N optimizer steps (0 = never), atomically replacing the last.
   int64_t checkpoint_every = 0;
   std::string checkpoint_path{};
+  /// Write those checkpoints in the background (io::save_checkpoint_async): the step that
+  /// takes one pays only for the device-side snapshot; fit() waits for the last write before
+  /// it returns.
+  bool checkpoint_async = true;
 
   // ---- the optimizer step (Note [Accumulation and clipping] in src/train/fit.cpp) ----
   /// Clamp every gradient to [-v, v] before each step (torch.nn.utils.clip_grad_value_).
