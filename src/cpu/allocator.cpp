@@ -160,6 +160,9 @@ void copy_from_pinned_async(int /*device*/, void* dst, const void* src, size_t b
   if (bytes) std::memcpy(dst, src, bytes);
 }
 void wait_pinned_slot(int /*device*/, int /*slot*/) {}
+void copy_to_pinned_async(int /*device*/, void* dst, const void* src, size_t bytes, int /*slot*/) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
 
 void empty_cache(int /*device*/) {
   AllocatorState& s = state();

@@ -356,6 +356,16 @@ void copy_from_pinned_async(int device, void* dst, const void* pinned_src, size_
   s.host_to_device += static_cast<int64_t>(bytes);
 }
 
+void copy_to_pinned_async(int device, void* pinned_dst, const void* src, size_t bytes, int slot) {
+  if (bytes == 0) return;
+  cudaStream_t st = stream(device);
+  DeviceState& s = state(device);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost, st));
+  EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.device_to_host += static_cast<int64_t>(bytes);
+}
+
 void wait_pinned_slot(int device, int slot) {
   if (cudaEvent_t e = slot_event(state(device), slot, false))
     EMBER_CUDA_CHECK(cudaEventSynchronize(e));

@@ -190,10 +190,10 @@ class Staging {
     static Staging* s = new Staging();  // intentionally leaked: the runtime may go first
     return *s;
   }
-  // A free pair (allocated on first need; at most 128 pairs, the backend's 256 slots).
+  // A free pair (allocated on first need; at most 127 pairs of the backend's 256 slots).
   int lease(const backend::Backend& be) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (free_.empty() && buffers_.size() < 256) {
+    if (free_.empty() && buffers_.size() < 254) {  // slot 255: checkpoints' copies
       const int pair = static_cast<int>(buffers_.size() / 2);
       for (int k = 0; k < 2; ++k)
         buffers_.push_back(static_cast<uint8_t*>(be.host_alloc_pinned(kStagingPiece)));

@@ -64,8 +64,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
                      const data::DataLoader* loader = nullptr);
 /// save_checkpoint that returns once the state is snapshotted, writing it on a background
 /// thread while training goes on (Note [Asynchronous checkpoints] in src/io/checkpoint.cpp):
-/// parameters, buffers and optimizer state are cloned on their device (one extra copy of the
-/// state in device memory until the write ends), the metadata is taken at the call. One write
+/// GPU parameters, buffers and optimizer state are copied into pinned host memory by copies
+/// queued on the device (kept for the next checkpoint: one copy of the state), CPU ones
+/// cloned, the metadata taken at the call. One write
 /// is in flight at a time: a call while one is running waits for it first, and rethrows its
 /// error if it failed. A crash at any moment leaves the old file or the new one, never a torn
 /// one. Call wait_for_checkpoint() before reading the file or exiting.
