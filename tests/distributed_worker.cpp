@@ -13,6 +13,12 @@
 //   throw        rank 1 throws an uncaught ember::Error while rank 0 waits in a collective
 //   kill         rank 1 dies of SIGKILL while rank 0 waits in a collective
 //   hang         rank 1 sleeps while rank 0 waits in a collective with a 2 s timeout
+//   nccl         (mpirun -np 1, a GPU, NCCL) every collective on CUDA tensors through a
+//                one-rank NCCL communicator (CudaCollectives::nccl), values checked; DDP
+//                with reduce_in_world_of_one (bucket all-reduces on the communication
+//                stream) against the bare model
+//   cuda_ddp     (mpirun -np 2, both ranks on cuda:0) the ddp comparison on the GPU: NCCL
+//                refuses two ranks on one device, so CUDA collectives are staged over MPI
 // Every mode first checks that init() refuses a world_size other than mpirun's -np.
 // Every rank prints "FAIL: ..." for a failed check; the exit status is non-zero on every
 // rank when any rank failed (the counts are all-reduced at the end).
@@ -123,12 +129,83 @@ nn::Sequential make_net() {
   return net;
 }
 
-void ddp() {
+// World size 1 with CudaCollectives::nccl: every collective goes through NCCL, the result is
+// the input (one rank), checked for each op and dtype, a strided view and the async path.
+void nccl_world_of_one() {
+  const Device gpu = Device::cuda(0);
+  for (dist::ReduceOp op :
+       {dist::ReduceOp::sum, dist::ReduceOp::avg, dist::ReduceOp::max, dist::ReduceOp::min}) {
+    for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+      if (op == dist::ReduceOp::avg && !is_floating(d)) continue;
+      const Tensor want = (arange(6.0) - 2).to(d);
+      Tensor t = want.to(gpu);
+      dist::all_reduce(t, op);
+      WORKER_CHECK(t.device() == gpu && max_diff(t.to(Device::cpu()), want) == 0, dtype_name(d),
+                   " op ", int(op));
+    }
+  }
+  Tensor base = arange(6.0).reshape({2, 3}).to(gpu);
+  Tensor view = base.transpose(0, 1);
+  dist::all_reduce(view, dist::ReduceOp::avg);
+  WORKER_CHECK(max_diff(base.to(Device::cpu()), arange(6.0).reshape({2, 3})) == 0, "strided");
+  Tensor b = full({2, 2}, 3.0).to(gpu);
+  dist::broadcast(b, 0);
+  WORKER_CHECK(max_diff(b.to(Device::cpu()), full({2, 2}, 3.0)) == 0, "broadcast");
+  Tensor g = dist::all_gather(arange(4.0).to(gpu));
+  WORKER_CHECK(g.shape() == Shape({1, 4}) && g.device() == gpu &&
+                   max_diff(g.to(Device::cpu()), arange(4.0).reshape({1, 4})) == 0,
+               "all_gather ", g.shape().to_string());
+  Tensor s = dist::reduce_scatter(arange(8.0).reshape({4, 2}).to(gpu));
+  WORKER_CHECK(
+      s.shape() == Shape({4, 2}) && max_diff(s.to(Device::cpu()), arange(8.0).reshape({4, 2})) == 0,
+      "reduce_scatter");
+  Tensor a = full({1 << 20}, 1.5).to(gpu);
+  dist::Work w = dist::all_reduce_async(a, dist::ReduceOp::avg);
+  w.wait();
+  a.mul_(2.0);  // a kernel after wait() sees the reduced values (the streams are joined)
+  WORKER_CHECK(max_diff(a.to(Device::cpu()), full({1 << 20}, 3.0)) == 0, "async avg");
+}
+
+// DDP that really reduces in a world of one (through NCCL, on the communication stream)
+// trains like the bare model.
+void nccl_ddp_world_of_one() {
+  const Device gpu = Device::cuda(0);
+  manual_seed(5);
+  nn::Sequential net = make_net(), bare = make_net();
+  bare->load_state_dict(net->state_dict());
+  net->to(gpu);
+  bare->to(gpu);
+  dist::DistributedDataParallel model(
+      net, {.bucket_cap_mb = 256.0 / (1024 * 1024), .reduce_in_world_of_one = true});
+  optim::Adam opt(net->parameters(), {.lr = 1e-2}), bare_opt(bare->parameters(), {.lr = 1e-2});
+  for (int step = 0; step < 10; ++step) {
+    const Tensor x = randn({8, 6}).to(gpu), y = randn({8, 3}).to(gpu);
+    opt.zero_grad();
+    mse_loss(model(x), y).backward();
+    opt.step();
+    bare_opt.zero_grad();
+    mse_loss(bare(x), y).backward();
+    bare_opt.step();
+  }
+  const int64_t buckets = int64_t(model->bucket_parameter_names().size());
+  WORKER_CHECK(buckets >= 3 && model->reductions_started() == 10 * buckets, "reductions ",
+               model->reductions_started(), " for ", buckets, " buckets");
+  double worst = 0;
+  const auto p = net->parameters(), q = bare->parameters();
+  for (size_t i = 0; i < p.size(); ++i) worst = std::max(worst, max_diff(p[i], q[i]));
+  WORKER_CHECK(worst <= 1e-6, "max |ddp - bare| = ", worst);
+  std::printf("nccl: max |ddp (world of one, NCCL) - bare| after 10 Adam steps = %.3g\n", worst);
+}
+
+// 10 Adam steps of DDP on `device` (5 plain, 5 accumulated under no_sync) against one
+// process on the combined batches.
+void ddp_against_one_process(Device device) {
   const int r = dist::rank(), n = dist::world_size();
   manual_seed(100 + r);  // each rank starts elsewhere: DDP must broadcast rank 0's weights
   nn::Sequential net = make_net();
   nn::StateDict initial;
   for (auto& [name, t] : net->state_dict()) initial.emplace_back(name, t.clone());
+  net->to(device);
   manual_seed(7);
   Tensor x = randn({40, 6}), y = randn({40, 3});
   auto ds = std::make_shared<data::TensorDataset>(x, y);
@@ -145,17 +222,16 @@ void ddp() {
     shard->set_epoch(epoch);
     for (data::Example& batch : loader) {
       if (step == 10) break;
+      const Tensor in = batch.input.to(device), target = batch.target.to(device);
       opt.zero_grad();
       if (step < 5) {
-        mse_loss(model(batch.input), batch.target).backward();
+        mse_loss(model(in), target).backward();
       } else {  // two micro-batches, the first accumulated without communicating
         {
           auto guard = model->no_sync();
-          (mse_loss(model(batch.input.narrow(0, 0, 2)), batch.target.narrow(0, 0, 2)) * 0.5)
-              .backward();
+          (mse_loss(model(in.narrow(0, 0, 2)), target.narrow(0, 0, 2)) * 0.5).backward();
         }
-        (mse_loss(model(batch.input.narrow(0, 2, 2)), batch.target.narrow(0, 2, 2)) * 0.5)
-            .backward();
+        (mse_loss(model(in.narrow(0, 2, 2)), target.narrow(0, 2, 2)) * 0.5).backward();
       }
       opt.step();
       ++step;
@@ -176,6 +252,7 @@ void ddp() {
   if (r == 0) {  // one process, the combined batches, rank 0's initial weights
     nn::Sequential ref = make_net();
     ref->load_state_dict(initial);
+    ref->to(device);
     optim::Adam ref_opt(ref->parameters(), {.lr = 1e-2});
     for (int64_t s = 0; s < 10; ++s) {
       std::vector<int64_t> rows;
@@ -189,15 +266,24 @@ void ddp() {
       }
       Tensor index = from_vector<int64_t>(rows, {int64_t(rows.size())});
       ref_opt.zero_grad();
-      mse_loss(ref(index_select(x, 0, index)), index_select(y, 0, index)).backward();
+      mse_loss(ref(index_select(x, 0, index).to(device)), index_select(y, 0, index).to(device))
+          .backward();
       ref_opt.step();
     }
     double worst = 0;
     const auto a = net->parameters(), b = ref->parameters();
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_diff(a[i], b[i]));
     WORKER_CHECK(worst <= 1e-5, "max |ddp - one process| = ", worst);
-    std::printf("ddp: max |ddp - one process| after 10 Adam steps = %.3g\n", worst);
+    std::printf("ddp on %s: max |ddp - one process| after 10 Adam steps = %.3g\n",
+                device.str().c_str(), worst);
   }
+}
+
+void ddp() {
+  const int r = dist::rank(), n = dist::world_size();
+  ddp_against_one_process(Device::cpu());
+  manual_seed(7);
+  Tensor x = randn({40, 6});
 
   // A parameter without a gradient: the next forward names it; finish_gradient_sync()
   // averages what arrived (d sum(W x + b) / dW = 2 (r + 1) here, so the average is n + 1).
@@ -331,16 +417,30 @@ int main(int argc, char** argv) {
     wrong_size = e.what();
   }
   // hang: a short timeout, so that rank 0's watchdog ends the job while rank 1 sleeps.
-  dist::init({.timeout_seconds = mode == "hang" ? 2.0 : 600.0});
-  WORKER_CHECK(
-      wrong_size.find("world_size 3 was asked for, but MPI has 2 ranks") != std::string::npos, "'",
-      wrong_size, "'");
+  dist::init({.cuda_collectives =
+                  mode == "nccl" ? dist::CudaCollectives::nccl : dist::CudaCollectives::automatic,
+              .timeout_seconds = mode == "hang" ? 2.0 : 600.0});
+  const std::string np = std::to_string(dist::world_size());
+  WORKER_CHECK(wrong_size.find("world_size 3 was asked for, but MPI has " + np + " ranks") !=
+                   std::string::npos,
+               "'", wrong_size, "'");
+  const bool gpu_mode = mode == "nccl" || mode == "cuda_ddp";
+  if (gpu_mode) set_default_device(Device::cpu());  // data on the host, moved explicitly
+  if (gpu_mode && !cuda_available()) {
+    std::fprintf(stderr, "distributed_worker %s: no CUDA device\n", mode.c_str());
+    return 2;
+  }
   if (mode == "collectives") {
     collectives();
   } else if (mode == "ddp") {
     ddp();
   } else if (mode == "sampler") {
     sampler();
+  } else if (mode == "nccl") {
+    nccl_world_of_one();
+    nccl_ddp_world_of_one();
+  } else if (mode == "cuda_ddp") {
+    ddp_against_one_process(Device::cuda(0));
   } else if (mode == "resume" && argc > 2) {
     resume(argv[2]);
   } else if (mode == "throw" || mode == "kill" || mode == "hang") {
@@ -354,7 +454,8 @@ int main(int argc, char** argv) {
     dist::all_reduce(t);  // rank 0 waits here until the job is ended
   } else {
     std::fprintf(stderr,
-                 "usage: distributed_worker collectives|ddp|sampler|resume DIR|throw|kill|hang\n");
+                 "usage: distributed_worker collectives|ddp|sampler|resume DIR|throw|kill|hang|"
+                 "nccl|cuda_ddp\n");
     return 2;
   }
   Tensor failures = full({1}, double(g_failures));

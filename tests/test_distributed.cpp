@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -151,6 +152,20 @@ nn::Sequential small_net() {
   return net;
 }
 
+// 3 Adam steps of the bare model `a` and of `ddp` (around a copy of `a`) on the same batch.
+void train_side_by_side(nn::Sequential& a, dist::DistributedDataParallel& ddp, const Tensor& x,
+                        const Tensor& y) {
+  optim::Adam oa(a->parameters(), {.lr = 0.01}), ob(ddp->module()->parameters(), {.lr = 0.01});
+  for (int step = 0; step < 3; ++step) {
+    oa.zero_grad();
+    ob.zero_grad();
+    mse_loss(a(x), y).backward();
+    mse_loss(ddp(x), y).backward();
+    oa.step();
+    ob.step();
+  }
+}
+
 TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
   manual_seed(1);
   nn::Sequential a = small_net();
@@ -161,16 +176,8 @@ TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
   ASSERT_EQ(buckets.size(), 4u);
   EXPECT_EQ(buckets[0], (std::vector<std::string>{"2.bias"}));  // reverse registration order
   EXPECT_EQ(ddp->state_dict()[0].first, "module.0.weight");     // PyTorch's DDP names
-  optim::Adam oa(a->parameters(), {.lr = 0.01}), ob(b->parameters(), {.lr = 0.01});
   Tensor x = randn({6, 4}), y = randn({6, 2});
-  for (int step = 0; step < 3; ++step) {
-    oa.zero_grad();
-    ob.zero_grad();
-    mse_loss(a(x), y).backward();
-    mse_loss(ddp(x), y).backward();
-    oa.step();
-    ob.step();
-  }
+  train_side_by_side(a, ddp, x, y);
   EXPECT_EQ(ddp->reductions_started(), 0);  // a world of one communicates nothing
   for (size_t i = 0; i < a->parameters().size(); ++i)
     EXPECT_EQ(a->parameters()[i].to_vector<float>(), b->parameters()[i].to_vector<float>());
@@ -180,6 +187,21 @@ TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
   EXPECT_TRUE(
       contains(error_of([&] { dist::DistributedDataParallel bad(fc, {.bucket_cap_mb = 0}); }),
                "bucket_cap_mb must be positive"));
+}
+
+// reduce_in_world_of_one keeps the hooks and the bucket copies (the all-reduce is the
+// identity on the CPU): the same training, with one reduction per bucket per step.
+TEST_F(DistributedLocal, DataParallelCanReduceInAWorldOfOne) {
+  manual_seed(2);
+  nn::Sequential a = small_net();
+  nn::Sequential b = small_net();
+  b->load_state_dict(a->state_dict());
+  dist::DistributedDataParallel ddp(b, {.bucket_cap_mb = 1e-5, .reduce_in_world_of_one = true});
+  Tensor x = randn({6, 4}), y = randn({6, 2});
+  train_side_by_side(a, ddp, x, y);
+  EXPECT_EQ(ddp->reductions_started(), 3 * 4);
+  for (size_t i = 0; i < a->parameters().size(); ++i)
+    EXPECT_EQ(a->parameters()[i].to_vector<float>(), b->parameters()[i].to_vector<float>());
 }
 
 // ---- the sampler ----
@@ -244,13 +266,13 @@ struct JobResult {
 
 #if defined(EMBER_DISTRIBUTED_WORKER) && defined(EMBER_MPIRUN)
 constexpr bool kHaveMpi = true;
-// `program` on two ranks. --bind-to none: ctest runs two tests at a time on two cores;
-// --mca btl self,vader: one host.
-JobResult run_mpi(const std::string& program) {
-  const std::string cmd = std::string("timeout 60 ") + EMBER_MPIRUN +
+// `program` on `np` ranks (two by default), with `env` ("NAME=value ...") in front.
+// --bind-to none: ctest runs two tests at a time on two cores; --mca btl self,vader: one host.
+JobResult run_mpi(const std::string& program, int np = 2, const std::string& env = "") {
+  const std::string cmd = env + " timeout 60 " + EMBER_MPIRUN +
                           " --oversubscribe --allow-run-as-root --bind-to none"
-                          " --mca btl self,vader -np 2 " +
-                          program + " 2>&1";
+                          " --mca btl self,vader -np " +
+                          std::to_string(np) + " " + program + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   JobResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -262,13 +284,15 @@ JobResult run_mpi(const std::string& program) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
-JobResult run_job(const std::string& mode) {
-  return run_mpi(std::string(EMBER_DISTRIBUTED_WORKER) + " " + mode);
+JobResult run_job(const std::string& mode, int np = 2, const std::string& env = "") {
+  return run_mpi(std::string(EMBER_DISTRIBUTED_WORKER) + " " + mode, np, env);
 }
 #else
 constexpr bool kHaveMpi = false;
-[[maybe_unused]] JobResult run_mpi(const std::string&) { return {}; }
-JobResult run_job(const std::string&) { return {}; }
+[[maybe_unused]] JobResult run_mpi(const std::string&, int = 2, const std::string& = "") {
+  return {};
+}
+JobResult run_job(const std::string&, int = 2, const std::string& = "") { return {}; }
 #endif
 
 #define SKIP_WITHOUT_MPIRUN()                                                                  \
@@ -366,6 +390,53 @@ TEST(DistributedMpi, TheTrainCommandRunsDataParallelAndResumes) {
   EXPECT_TRUE(contains(bad.output, "of 2: error: read_csv")) << bad.output;
   std::filesystem::remove_all(dir);
 #endif
+}
+
+// ---- the GPU (tests/distributed_worker.cpp's nccl and cuda_ddp modes) ----
+
+// libnccl.so.2: $EMBER_NCCL_LIBRARY, else the one of Python's torch wheel (nvidia.nccl), else "".
+std::string find_nccl() {
+  if (const char* env = std::getenv("EMBER_NCCL_LIBRARY"); env && *env)
+    return std::filesystem::exists(env) ? env : "";
+  FILE* pipe = popen(
+      "python3 -c \"import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])\" 2>/dev/null", "r");
+  if (!pipe) return "";
+  char buf[4096] = {};
+  const size_t n = fread(buf, 1, sizeof buf - 1, pipe);
+  pclose(pipe);
+  std::string dir(buf, n);
+  while (!dir.empty() && (dir.back() == '\n' || dir.back() == ' ')) dir.pop_back();
+  const std::string lib = dir + "/lib/libnccl.so.2";
+  return !dir.empty() && std::filesystem::exists(lib) ? lib : "";
+}
+
+#define SKIP_WITHOUT_CUDA_DEVICE()                                                         \
+  do {                                                                                     \
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or ember built without CUDA)"; \
+  } while (0)
+
+TEST(DistributedCuda, NcclCollectivesAndDataParallelInAWorldOfOne) {
+  SKIP_WITHOUT_MPIRUN();
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string nccl = find_nccl();
+  if (nccl.empty())
+    GTEST_SKIP() << "NCCL not found: set EMBER_NCCL_LIBRARY to libnccl.so.2 (or install torch's "
+                    "nvidia-nccl wheel for python3)";
+  const JobResult r = run_job("nccl", 1, "EMBER_NCCL_LIBRARY=" + nccl);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "nccl ok")) << r.output;
+  std::printf("%s", r.output.c_str());
+}
+
+TEST(DistributedCuda, TwoProcessesOnOneGpuEqualOneProcessOnTheCombinedBatch) {
+  SKIP_WITHOUT_MPIRUN();
+  SKIP_WITHOUT_CUDA_DEVICE();
+  // NCCL, when found, refuses two ranks on one device: the collectives fall back to MPI.
+  const std::string nccl = find_nccl();
+  const JobResult r = run_job("cuda_ddp", 2, nccl.empty() ? "" : "EMBER_NCCL_LIBRARY=" + nccl);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "cuda_ddp ok")) << r.output;
+  std::printf("%s", r.output.c_str());
 }
 
 TEST(DistributedMpi, ARankThatThrowsEndsTheJobNamingTheRank) {

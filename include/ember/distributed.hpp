@@ -53,7 +53,8 @@ struct InitOptions {
   /// libember_mpi.so to open; empty: $EMBER_MPI_LIBRARY, then the folder of libember.so,
   /// then the loader's search path.
   std::string mpi_library = "";
-  /// When CUDA devices are present, make cuda(local_rank % count) the default device.
+  /// When CUDA devices are present, make cuda(local_rank % count) the default device (until
+  /// finalize(), which restores the previous one).
   bool select_cuda_device = true;
   /// Compare op, dtype, shape and root across ranks before each collective (one small
   /// all-gather each). DistributedDataParallel checks its buckets once, at construction.

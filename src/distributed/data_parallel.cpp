@@ -103,7 +103,7 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(nn::Module module,
   }
   reset_step();
   // In a world of one the average is the gradient itself: no hooks, no copies, no cost.
-  if (world_size() == 1) return;
+  if (world_size() == 1 && !options_.reduce_in_world_of_one) return;
   for (size_t k = 0; k < params_.size(); ++k)
     hooks_.push_back(autograd::register_post_accumulate_grad_hook(
         params_[k], [this, k](const Tensor&) { on_gradient(k); }));

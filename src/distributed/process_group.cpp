@@ -16,19 +16,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <mutex>
+#include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "distributed/mpi/ember_mpi.h"
 #include "distributed/nccl.hpp"
+#include "distributed/watchdog_thread.hpp"
 #include "ember/autograd.hpp"
 #include "ember/device.hpp"
 #include "ember/distributed.hpp"
@@ -48,8 +47,10 @@ struct World {
   void* library = nullptr;
   std::string name = "local";
   std::terminate_handler previous_terminate = nullptr;
+  std::optional<Device> previous_device;  // the default device before init() selected one
   CudaCollectives cuda_mode = CudaCollectives::automatic;
   int nccl_state = 0;  // 0: not decided yet, 1: NCCL, -1: host staging
+  double timeout = 0;
 };
 
 World g_world;
@@ -135,51 +136,31 @@ struct Watchdog {
   double timeout = 0;
   std::atomic<int64_t> since_ns{0};  // when the current blocking call began; 0: none
   std::atomic<const char*> op{""};
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool stop = false;
-  std::thread thread;
+  std::unique_ptr<WatchdogThread> thread;
 };
 // Never destroyed at exit: a program that ends without finalize() must not meet a joinable
 // std::thread in a static destructor (that is std::terminate); the thread dies with the process.
 Watchdog* g_watchdog = nullptr;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void start_watchdog(double timeout, int rank, int size) {
   g_watchdog = new Watchdog;
   Watchdog* w = g_watchdog;
   w->timeout = timeout;
-  w->thread = std::thread([w, rank, size] {
-    const auto period = std::chrono::duration<double>(std::min(1.0, w->timeout / 4));
-    std::unique_lock<std::mutex> lock(w->mutex);
-    while (!w->cv.wait_for(lock, period, [w] { return w->stop; })) {
-      const int64_t since = w->since_ns.load();
-      const double waited = since ? double(now_ns() - since) * 1e-9 : 0.0;
-      if (waited <= w->timeout) continue;
-      std::fprintf(stderr,
-                   "ember: rank %d of %d: distributed::%s has waited %.1f s for the other ranks "
-                   "(InitOptions::timeout_seconds = %g); ending the job\n",
-                   rank, size, w->op.load(), waited, w->timeout);
-      std::fflush(stderr);
-      std::_Exit(3);
-    }
+  w->thread = std::make_unique<WatchdogThread>(std::min(1.0, timeout / 4), [w, rank, size] {
+    const int64_t since = w->since_ns.load();
+    const double waited = since ? double(now_ns() - since) * 1e-9 : 0.0;
+    if (waited <= w->timeout) return;
+    std::fprintf(stderr,
+                 "ember: rank %d of %d: distributed::%s has waited %.1f s for the other ranks "
+                 "(InitOptions::timeout_seconds = %g); ending the job\n",
+                 rank, size, w->op.load(), waited, w->timeout);
+    std::fflush(stderr);
+    std::_Exit(3);
   });
 }
 
 void stop_watchdog() {
-  if (!g_watchdog) return;
-  {
-    std::lock_guard<std::mutex> lock(g_watchdog->mutex);
-    g_watchdog->stop = true;
-  }
-  g_watchdog->cv.notify_all();
-  g_watchdog->thread.join();
-  delete g_watchdog;
+  delete g_watchdog;  // joins its thread
   g_watchdog = nullptr;
 }
 
@@ -293,8 +274,17 @@ void check_reduce_op(const char* op, const Tensor& t, ReduceOp r) {
 // over MPI) whether NCCL is used: every rank must load libnccl and create the communicator
 // (on that tensor's device, whose index is this rank's for the rest of the job); otherwise
 // all of them stage through host memory (CudaCollectives::automatic) or throw (nccl). NCCL
-// refuses, for example, two ranks on one GPU. Its calls are enqueued on ember's stream.
+// refuses, for example, two ranks on one GPU. Its calls are enqueued on ember's stream
+// (the asynchronous all-reduce on the communication stream, Note [The communication stream]
+// in src/cuda/comm_stream.hpp). In a world of one, collectives are the identity, except with
+// CudaCollectives::nccl, where CUDA tensors go through a one-rank communicator (to test and
+// to measure the NCCL path on one GPU).
+bool single_rank_nccl(const Tensor& t) {
+  return g_world.size == 1 && t.device().is_cuda() && g_world.cuda_mode == CudaCollectives::nccl;
+}
+
 bool all_ranks(bool mine) {
+  if (g_world.size == 1) return mine;
   int32_t flag = mine ? 1 : 0;
   mpi_call("nccl setup",
            [&] { return g_world.api->all_reduce(&flag, 1, EMBER_MPI_I32, EMBER_MPI_MIN); });
@@ -302,15 +292,17 @@ bool all_ranks(bool mine) {
 }
 
 bool use_nccl(const Tensor& t, const char* op) {
-  if (!t.device().is_cuda() || g_world.size == 1) return false;
+  if (!t.device().is_cuda() || (g_world.size == 1 && !single_rank_nccl(t))) return false;
   if (g_world.nccl_state == 0) {
     std::string why;
     bool ok = g_world.cuda_mode != CudaCollectives::host && nccl::load(why);
     if (g_world.cuda_mode != CudaCollectives::host && all_ranks(ok)) {
       auto share = [](void* bytes, int64_t n) {
-        mpi_call("nccl setup", [&] { return g_world.api->broadcast(bytes, n, EMBER_MPI_BYTE, 0); });
+        if (g_world.size > 1)
+          mpi_call("nccl setup",
+                   [&] { return g_world.api->broadcast(bytes, n, EMBER_MPI_BYTE, 0); });
       };
-      ok = nccl::create(g_world.rank, g_world.size, t.device().index, share, why);
+      ok = nccl::create(g_world.rank, g_world.size, t.device().index, g_world.timeout, share, why);
       if (!all_ranks(ok)) {
         nccl::destroy();
         ok = false;
@@ -381,6 +373,7 @@ void init(InitOptions options) {
   World w;
   w.check = options.check_consistency;
   w.cuda_mode = options.cuda_collectives;
+  w.timeout = options.timeout_seconds;
   if (kind == BackendKind::mpi) {
     w.library = open_mpi_library(options.mpi_library);
     using ApiFn = const EmberMpiApi* (*)();
@@ -408,7 +401,7 @@ void init(InitOptions options) {
                      ? options.local_rank
                      : env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, w.rank);
   if (options.select_cuda_device && cuda_available() && cuda_device_count() > 0)
-    set_default_device(Device::cuda(w.local_rank % cuda_device_count()));
+    w.previous_device = set_default_device(Device::cuda(w.local_rank % cuda_device_count()));
   if (options.abort_on_uncaught) w.previous_terminate = std::set_terminate(on_terminate);
   if (w.api && w.size > 1 && options.timeout_seconds > 0)
     start_watchdog(options.timeout_seconds, w.rank, w.size);
@@ -428,6 +421,7 @@ void finalize() {
   nccl::destroy();
   if (g_world.api) g_world.api->finalize();
   if (g_world.previous_terminate) std::set_terminate(g_world.previous_terminate);
+  if (g_world.previous_device) set_default_device(*g_world.previous_device);  // init() chose it
   // The library stays open: Open MPI's own threads may still be winding down.
   g_world = World{};
 }
@@ -440,7 +434,7 @@ void barrier() {
 void all_reduce(Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t);
   check_reduce_op("all_reduce", t, op);
-  if (g_world.size == 1) return;
+  if (g_world.size == 1 && !single_rank_nccl(t)) return;
   check_same_everywhere(Collective::all_reduce, t, int64_t(op));
   if (use_nccl(t, "all_reduce"))
     return nccl_in_place(t, [&](void* p, int64_t n, DType d) { nccl::all_reduce(p, n, d, op); });
@@ -457,7 +451,7 @@ void broadcast(Tensor& t, int root) {
   check_tensor("broadcast", t);
   EMBER_CHECK(root >= 0 && root < g_world.size, "distributed::broadcast: root ", root,
               " is not a rank (expected 0 .. ", g_world.size - 1, ")");
-  if (g_world.size == 1) return;
+  if (g_world.size == 1 && !single_rank_nccl(t)) return;
   check_same_everywhere(Collective::broadcast, t, root);
   if (use_nccl(t, "broadcast"))
     return nccl_in_place(t, [&](void* p, int64_t n, DType d) { nccl::broadcast(p, n, d, root); });
@@ -474,7 +468,7 @@ Tensor all_gather(const Tensor& t) {
   std::vector<int64_t> dims{g_world.size};
   for (int64_t d : t.shape()) dims.push_back(d);
   NoGradGuard no_grad;
-  if (g_world.size == 1) return t.unsqueeze(0).clone();
+  if (g_world.size == 1 && !single_rank_nccl(t)) return t.unsqueeze(0).clone();
   check_same_everywhere(Collective::all_gather, t, 0);
   if (use_nccl(t, "all_gather")) {
     Tensor c = t.contiguous();
@@ -483,7 +477,8 @@ Tensor all_gather(const Tensor& t) {
     return out;
   }
   Host h = to_host(t);
-  Tensor out = empty(Shape(dims), {.dtype = h.buffer.dtype()});
+  Tensor out = empty(
+      Shape(dims), {.dtype = h.buffer.dtype(), .device = Device::cpu()});  // MPI reads host memory
   mpi_call("all_gather", [&] {
     return g_world.api->all_gather(h.buffer.data_ptr(), out.data_ptr(), h.buffer.numel(),
                                    mpi_dtype(h.buffer.dtype()));
@@ -499,7 +494,7 @@ Tensor reduce_scatter(const Tensor& t, ReduceOp op) {
               "shape ",
               t.shape().to_string(), "; expected [", g_world.size, " * k, ...])");
   NoGradGuard no_grad;
-  if (g_world.size == 1) return t.clone();
+  if (g_world.size == 1 && !single_rank_nccl(t)) return t.clone();
   check_same_everywhere(Collective::reduce_scatter, t, int64_t(op));
   std::vector<int64_t> dims = t.shape().vec();
   dims[0] /= g_world.size;
@@ -510,7 +505,8 @@ Tensor reduce_scatter(const Tensor& t, ReduceOp op) {
     return out;
   }
   Host h = to_host(t);
-  Tensor out = empty(Shape(dims), {.dtype = h.buffer.dtype()});
+  Tensor out = empty(
+      Shape(dims), {.dtype = h.buffer.dtype(), .device = Device::cpu()});  // MPI reads host memory
   mpi_call("reduce_scatter", [&] {
     return g_world.api->reduce_scatter(h.buffer.data_ptr(), out.data_ptr(), out.numel(),
                                        mpi_dtype(h.buffer.dtype()), mpi_op(op));
@@ -526,6 +522,7 @@ struct Work::State {
   Host host;
   ReduceOp op = ReduceOp::sum;
   void* request = nullptr;
+  Tensor on_comm_stream;  // NCCL: the contiguous buffer being reduced on the comm stream
 };
 
 Work::Work() = default;
@@ -553,6 +550,7 @@ Work& Work::operator=(Work&& other) noexcept {
 
 bool Work::test() {
   if (!state_) return true;
+  if (state_->on_comm_stream.defined()) return nccl::comm_stream_idle();
   if (!state_->request) return true;
   int done = 0;
   check_mpi(g_world.api->test(state_->request, &done), "all_reduce_async");
@@ -563,6 +561,13 @@ bool Work::test() {
 void Work::wait() {
   if (!state_) return;
   std::unique_ptr<State> s = std::move(state_);
+  if (s->on_comm_stream.defined()) {  // the compute stream waits; the host does not
+    nccl::check_async_error("all_reduce_async");
+    nccl::join_comm_stream();
+    NoGradGuard no_grad;
+    if (!s->on_comm_stream.is_same(s->target)) s->target.copy_(s->on_comm_stream);
+    return;
+  }
   if (s->request) mpi_call("all_reduce_async", [&] { return g_world.api->wait(s->request); });
   if (s->host.buffer.defined()) {
     finish_average(s->host.buffer, s->op);
@@ -579,11 +584,13 @@ Work start_all_reduce(Tensor& t, ReduceOp op, bool check) {
   work.state_ = std::make_unique<Work::State>();
   work.state_->target = t;
   work.state_->op = op;
-  if (g_world.size == 1) return work;
+  if (g_world.size == 1 && !single_rank_nccl(t)) return work;
   if (check) check_same_everywhere(Collective::all_reduce, t, int64_t(op));
-  if (use_nccl(t, "all_reduce_async")) {  // stream-ordered: nothing to wait for on the host
-    nccl_in_place(t, [&](void* p, int64_t n, DType d) { nccl::all_reduce(p, n, d, op); });
-    work.state_.reset();
+  if (use_nccl(t, "all_reduce_async")) {  // on the comm stream, after the kernels so far
+    NoGradGuard no_grad;
+    Tensor c = t.contiguous();
+    nccl::all_reduce(c.data_ptr(), c.numel(), c.dtype(), op, nccl::Stream::comm);
+    work.state_->on_comm_stream = c;  // kept alive until the compute stream has waited
     return work;
   }
   work.state_->host = to_host(t);

@@ -21,7 +21,16 @@
 // `.grad` (in place). Averaging is sum / world_size: with equal shards and a mean loss this
 // is the gradient of one process on the combined batch. Under no_sync() the hooks do nothing
 // and gradients accumulate locally; the next synchronised backward reduces the sums. In a
-// world of one no hook is registered at all (the average is the gradient itself).
+// world of one no hook is registered at all (the average is the gradient itself), unless
+// reduce_in_world_of_one asks for the machinery anyway.
+//
+// On CUDA with NCCL a bucket's all-reduce runs on the device's communication stream, after an
+// event behind the kernels that wrote the bucket (the gradient copies), so it overlaps the
+// rest of backward; when the last bucket has started, the compute stream waits for the
+// communication stream (no host synchronisation) before the averages are copied back, so the
+// optimizer's kernels read them after the reduction (Note [The communication stream] in
+// src/cuda/comm_stream.hpp). Staged over MPI instead, a bucket's copy to host memory waits for
+// the compute stream, and only the MPI all-reduce overlaps backward.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +55,11 @@ struct DistributedDataParallelOptions {
   /// Upper bound of one bucket's gradients, in MiB (a larger parameter gets a bucket alone).
   double bucket_cap_mb = 25.0;
   BufferSync buffers = BufferSync::per_rank;
+  /// Keep the hooks, the bucket copies and the all-reduces in a world of one too (where the
+  /// average is the gradient itself and DDP otherwise does nothing): for measuring or testing
+  /// the machinery on one process. With InitOptions::cuda_collectives = CudaCollectives::nccl
+  /// the buckets of CUDA parameters then go through a one-rank NCCL communicator.
+  bool reduce_in_world_of_one = false;
 };
 
 class DistributedDataParallelImpl : public nn::ModuleImpl {
