@@ -45,6 +45,7 @@
 #include "ember/optim/adam.hpp"
 #include "ember/train/models.hpp"
 #include "nlohmann/json.hpp"
+#include "torch_reference.hpp"
 
 namespace {
 
@@ -108,27 +109,7 @@ std::optional<double> ref(const nlohmann::json& py, const char* group, const cha
 
 /// Runs bench/torch/cuda_bench.py; its last JSON line, or null when it failed.
 nlohmann::json run_python(const std::string& data_dir) {
-  const char* src = std::getenv("EMBER_SOURCE_DIR");
-  const char* py = std::getenv("EMBER_PYTHON");
-  const std::string cmd = std::string(py ? py : "python3") + " " +
-                          std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
-                          "/bench/torch/cuda_bench.py --data-dir '" + data_dir + "' 2>&1";
-  std::fprintf(stderr, "bench_cuda: running %s\n", cmd.c_str());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  const size_t brace = out.rfind("\n{");
-  if (status != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "bench_cuda: PyTorch reference failed (status %d):\n%s\n", status,
-                 out.c_str());
-    return nullptr;
-  }
-  // Echo the script's progress lines (they never start with '{').
-  std::fprintf(stderr, "%s\n", out.substr(0, brace).c_str());
-  return nlohmann::json::parse(out.substr(brace + 1), nullptr, /*allow_exceptions=*/false);
+  return bench::run_torch_script("bench_cuda", "cuda_bench.py --data-dir '" + data_dir + "'");
 }
 
 // ---------------------------------------------------------------------------------------------

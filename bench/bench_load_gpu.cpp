@@ -34,6 +34,7 @@
 #include "ember/nn/linear.hpp"
 #include "ember/optim/adam.hpp"
 #include "nlohmann/json.hpp"
+#include "torch_reference.hpp"
 
 namespace {
 
@@ -64,24 +65,7 @@ void drop_cache(const std::string& path) {
 }
 
 nlohmann::json run_python(const std::string& file) {
-  const char* src = std::getenv("EMBER_SOURCE_DIR");
-  const char* py = std::getenv("EMBER_PYTHON");
-  const std::string cmd = std::string(py ? py : "python3") + " " +
-                          std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
-                          "/bench/torch/load_gpu.py " + file + " 2>&1";
-  std::fprintf(stderr, "bench_load_gpu: running %s\n", cmd.c_str());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  const size_t brace = out.rfind('{');
-  if (status != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "bench_load_gpu: the safetensors reference failed:\n%s\n", out.c_str());
-    return nullptr;
-  }
-  return nlohmann::json::parse(out.substr(brace), nullptr, false);
+  return bench::run_torch_script("bench_load_gpu", "load_gpu.py " + file);
 }
 
 std::optional<double> ref(const nlohmann::json& py, const char* key) {

@@ -31,6 +31,7 @@
 #include "ember/nn/rnn.hpp"
 #include "ember/optim/sgd.hpp"
 #include "nlohmann/json.hpp"
+#include "torch_reference.hpp"
 
 namespace {
 
@@ -65,27 +66,8 @@ double ms_per_call(const std::function<void()>& fn, int warmup, int blocks, int 
 }
 
 nlohmann::json run_python() {
-  const char* src = std::getenv("EMBER_SOURCE_DIR");
-  const char* py = std::getenv("EMBER_PYTHON");
-  const std::string cmd =
-      std::string(py ? py : "python3") + " " + std::string(src ? src : EMBER_SOURCE_DIR_DEFAULT) +
-      "/bench/torch/vocab_bench.py --only " + g_only + (on_cpu() ? " --device cpu" : "") + " 2>&1";
-  std::fprintf(stderr, "bench_vocab: running %s\n", cmd.c_str());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return nullptr;
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  const size_t brace = out.rfind('{');
-  const size_t line = out.rfind('\n', brace == std::string::npos ? 0 : brace);
-  if (status != 0 || brace == std::string::npos) {
-    std::fprintf(stderr, "bench_vocab: PyTorch reference failed (status %d):\n%s\n", status,
-                 out.c_str());
-    return nullptr;
-  }
-  const size_t from = line == std::string::npos ? 0 : line + 1;
-  return nlohmann::json::parse(out.substr(from), nullptr, false);
+  return bench::run_torch_script(
+      "bench_vocab", "vocab_bench.py --only " + g_only + (on_cpu() ? " --device cpu" : ""));
 }
 
 std::optional<double> ref(const nlohmann::json& py, const char* group, const char* key) {
