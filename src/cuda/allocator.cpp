@@ -344,26 +344,27 @@ cudaEvent_t slot_event(DeviceState& s, int slot, bool create) {
   if (!e && create) EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return e;
 }
+
+// One streamed copy in either direction, marking `slot` busy until it is done.
+void queue_pinned_copy(int device, void* dst, const void* src, size_t bytes, int slot,
+                       cudaMemcpyKind kind) {
+  if (bytes == 0) return;
+  cudaStream_t st = stream(device);
+  DeviceState& s = state(device);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, st));
+  EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
+  std::lock_guard<std::mutex> lock(s.mutex);
+  (kind == cudaMemcpyHostToDevice ? s.host_to_device : s.device_to_host) +=
+      static_cast<int64_t>(bytes);
+}
 }  // namespace
 
 void copy_from_pinned_async(int device, void* dst, const void* pinned_src, size_t bytes, int slot) {
-  if (bytes == 0) return;
-  cudaStream_t st = stream(device);
-  DeviceState& s = state(device);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, bytes, cudaMemcpyHostToDevice, st));
-  EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.host_to_device += static_cast<int64_t>(bytes);
+  queue_pinned_copy(device, dst, pinned_src, bytes, slot, cudaMemcpyHostToDevice);
 }
 
 void copy_to_pinned_async(int device, void* pinned_dst, const void* src, size_t bytes, int slot) {
-  if (bytes == 0) return;
-  cudaStream_t st = stream(device);
-  DeviceState& s = state(device);
-  EMBER_CUDA_CHECK(cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost, st));
-  EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.device_to_host += static_cast<int64_t>(bytes);
+  queue_pinned_copy(device, pinned_dst, src, bytes, slot, cudaMemcpyDeviceToHost);
 }
 
 void wait_pinned_slot(int device, int slot) {
