@@ -68,22 +68,9 @@ double seconds_since(bench::Clock::time_point start) {
   return std::chrono::duration<double>(bench::Clock::now() - start).count();
 }
 
-/// Median and best of `blocks` blocks of `per_block` calls, in ms per call; synchronised
-/// before each block starts and before it ends.
+/// bench::time_blocks with the GPU's synchronisation.
 bench::Timing time_blocks(const std::function<void()>& fn, int warmup, int blocks, int per_block) {
-  for (int i = 0; i < warmup; ++i) fn();
-  sync();
-  std::vector<double> ms;
-  for (int b = 0; b < blocks; ++b) {
-    const auto start = bench::Clock::now();
-    for (int i = 0; i < per_block; ++i) fn();
-    sync();
-    ms.push_back(seconds_since(start) * 1e3 / per_block);
-  }
-  std::sort(ms.begin(), ms.end());
-  return {.median = blocks % 2 ? ms[blocks / 2] : 0.5 * (ms[blocks / 2 - 1] + ms[blocks / 2]),
-          .best = ms.front(),
-          .reps = blocks};
+  return bench::time_blocks(fn, warmup, blocks, per_block, sync);
 }
 
 /// A result line whose figure has no target (reported only): as bench::emit, target and met null.

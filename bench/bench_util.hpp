@@ -65,6 +65,26 @@ inline std::vector<Timing> time_interleaved(const std::vector<std::function<void
   return out;
 }
 
+/// Median and best of `blocks` blocks of `per_block` calls, in ms per call; `wait` (the
+/// device's synchronisation) runs before each block starts and before it ends, so a block
+/// counts the work it queued (GPU benchmarks).
+inline Timing time_blocks(const std::function<void()>& fn, int warmup, int blocks, int per_block,
+                          const std::function<void()>& wait) {
+  for (int i = 0; i < warmup; ++i) fn();
+  wait();
+  std::vector<double> ms;
+  for (int b = 0; b < blocks; ++b) {
+    const auto start = Clock::now();
+    for (int i = 0; i < per_block; ++i) fn();
+    wait();
+    ms.push_back(std::chrono::duration<double>(Clock::now() - start).count() * 1e3 / per_block);
+  }
+  std::sort(ms.begin(), ms.end());
+  return {.median = blocks % 2 ? ms[blocks / 2] : 0.5 * (ms[blocks / 2 - 1] + ms[blocks / 2]),
+          .best = ms.front(),
+          .reps = blocks};
+}
+
 /// Runs `fn` `warmup` times untimed, then `reps` times timed; returns median and best.
 inline Timing time_it(const std::function<void()>& fn, int warmup, int reps) {
   return time_interleaved({fn}, warmup, reps)[0];

@@ -34,5 +34,8 @@ Device default_device();
 /// Sets default_device() and returns the previous one. Example:
 ///   Device old = set_default_device(Device::cuda(0));  ...  set_default_device(old);
 Device set_default_device(Device d);
+/// Waits until every kernel and copy queued on `device` has finished (torch.cuda.synchronize),
+/// then reports an error a kernel recorded. Nothing to wait for on the CPU.
+void synchronize(Device device);
 
 }  // namespace ember

@@ -28,6 +28,8 @@ struct MemoryStats {
   int64_t cache_hits = 0;            // requests served from a cached block
   int64_t system_allocs = 0;         // requests that went to the system allocator
   double fragmentation = 0.0;        // cached-but-unused share of reserved bytes
+  int64_t captured_in_use = 0;       // blocks in use in captured steps' private pools
+  int64_t captured_reserved = 0;     // segments held by those pools (train/capture.hpp)
 };
 
 /// Current figures for `device`. Example: memory_stats(Device::cpu()).pass_peak

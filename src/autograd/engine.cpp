@@ -9,6 +9,7 @@
 
 #include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
+#include "core/capture.hpp"
 #include "ember/ops.hpp"
 
 namespace ember {
@@ -84,6 +85,8 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
 // Later gradients of the same step accumulate in place into that buffer.
 // The accumulation itself; apply() then runs the leaf's post-accumulate-grad hooks.
 static void accumulate_into(const std::shared_ptr<TensorImpl>& leaf, const Tensor& grad_out) {
+  // A captured step's replays restore the gradient handle this leaf ends the capture with.
+  if (detail::CaptureRecorder* capture = detail::active_capture()) capture->note_grad(leaf);
   Tensor g = grad_out;
   if (g.dtype() != leaf->dtype) g = g.to(leaf->dtype);
   const Pool pool = leaf->storage->pool();

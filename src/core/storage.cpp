@@ -120,6 +120,7 @@ MemoryStats memory_stats(Device device) {
 
 void reset_peak_stats(Device device) { backend::backend_for(device).reset_peak(device.index); }
 void empty_cache(Device device) { backend::backend_for(device).empty_cache(device.index); }
+void synchronize(Device device) { backend::backend_for(device).synchronize(device.index); }
 
 void release_device(Device device) {
   EMBER_CHECK(device.is_cuda(), "release_device: only CUDA devices can be released (got ",

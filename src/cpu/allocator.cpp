@@ -200,3 +200,22 @@ void reset_peak(int /*device*/) {
 void synchronize(int /*device*/) {}
 
 }  // namespace ember::cpu
+
+// ---- captured steps: CUDA only (slots.def) ----
+namespace ember::cpu {
+namespace {
+[[noreturn]] void no_capture() {
+  detail::throw_error(
+      "CapturedStep: graph capture needs a CUDA device (got cpu); on the CPU call the step "
+      "function directly");
+}
+}  // namespace
+
+int64_t graph_capture_begin(int, uint64_t, uint64_t) { no_capture(); }
+void graph_capture_end(int, int64_t, bool) { no_capture(); }
+void graph_replay_begin(int, int64_t, uint64_t, uint64_t) { no_capture(); }
+void graph_launch(int, int64_t, bool) { no_capture(); }
+void graph_destroy(int, int64_t) { no_capture(); }
+int64_t graph_kernel_count(int, int64_t) { no_capture(); }
+
+}  // namespace ember::cpu

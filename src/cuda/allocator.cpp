@@ -18,6 +18,16 @@
 // once, then throw OutOfMemory naming the request and the pools' figures; the device's
 // state is untouched, so the next (smaller) request is served normally. One mutex per device
 // guards its pools (held across cudaMalloc: allocation is rare once the cache is warm).
+//
+// Note [Private pools]
+// A captured step (src/cuda/graph.cu) replays kernels that read and write the addresses they
+// had at capture, so everything allocated while a thread captures comes from a private pool
+// of that capture (private_pool_create / private_pool_route), whatever pool the caller asked
+// for: its blocks are reused only by the same capture and never reach the Persistent or Pass
+// caches of eager code. A block of those caches freed by the capturing thread is held
+// (quarantined) by the private pool instead of returning to its cache, since the graph may
+// read it; held blocks go back when the pool is released. A released pool frees its segments
+// once its last block comes back (a tensor made inside the capture may outlive the graph).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -40,6 +50,8 @@ constexpr size_t kSmallSegment = size_t{2} << 20;  // 2 MiB per small segment
 constexpr size_t kLargeRound = size_t{2} << 20;    // large segments are multiples of 2 MiB
 constexpr size_t kStagingBytes = size_t{4} << 20;  // per pinned staging buffer (two per device)
 
+struct PoolState;
+
 struct Block {
   char* ptr = nullptr;
   size_t size = 0;
@@ -47,6 +59,7 @@ struct Block {
   bool small = true;      // lives in a small segment
   Block* prev = nullptr;  // neighbours within the segment, address order
   Block* next = nullptr;
+  PoolState* owner = nullptr;  // the pool whose segment holds the block
 };
 
 struct BySizeThenAddress {
@@ -60,11 +73,17 @@ struct PoolState {
   int64_t in_use = 0;    // bytes of blocks handed out
   int64_t reserved = 0;  // bytes of segments held
   int64_t peak = 0;      // high-water mark of in_use
+  // Private pools only (Note [Private pools]): eager blocks held for the capture, and whether
+  // the pool was released (its segments go once in_use is back to 0).
+  std::vector<Block*> held;
+  bool released = false;
 };
 
 struct DeviceState {
   std::mutex mutex;
-  PoolState pools[2];                           // indexed by Pool
+  PoolState pools[2];                                                     // indexed by Pool
+  std::unordered_map<int64_t, std::unique_ptr<PoolState>> private_pools;  // by id
+  int64_t next_private_id = 1;
   std::unordered_map<void*, Block*> allocated;  // block start -> block, blocks in use
   int64_t alloc_count = 0, cache_hits = 0, system_allocs = 0;
   int64_t host_to_device = 0, device_to_host = 0;
@@ -93,6 +112,19 @@ const char* pool_name(Pool pool) { return pool == Pool::Persistent ? "persistent
 
 size_t round_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
+// The private pool this thread allocates from (Note [Private pools]), or none.
+thread_local int t_route_device = -1;
+thread_local int64_t t_route_pool = 0;
+
+void free_block(DeviceState& s, Block* b);
+
+PoolState* routed_pool(DeviceState& s, int device) {
+  if (t_route_pool == 0 || t_route_device != device) return nullptr;
+  auto it = s.private_pools.find(t_route_pool);
+  EMBER_ASSERT(it != s.private_pools.end(), "private pool ", t_route_pool, " is not alive");
+  return it->second.get();
+}
+
 std::set<Block*, BySizeThenAddress>& free_set(PoolState& p, bool small) {
   return small ? p.free_small : p.free_large;
 }
@@ -102,7 +134,7 @@ std::set<Block*, BySizeThenAddress>& free_set(PoolState& p, bool small) {
 Block* take(PoolState& p, Block* b, size_t size) {
   const size_t rest = b->size - size;
   if (b->small ? rest >= kRound : rest > kSmallRequest) {
-    auto* tail = new Block{b->ptr + size, rest, false, b->small, b, b->next};
+    auto* tail = new Block{b->ptr + size, rest, false, b->small, b, b->next, b->owner};
     if (b->next) b->next->prev = tail;
     b->next = tail;
     b->size = size;
@@ -152,7 +184,8 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   const size_t size = round_up(std::max<size_t>(bytes, 1), kRound);
   const bool small = size <= kSmallRequest;
   std::lock_guard<std::mutex> lock(s.mutex);
-  PoolState& p = pool_state(s, pool);
+  PoolState* routed = routed_pool(s, device);
+  PoolState& p = routed ? *routed : pool_state(s, pool);
   auto& free = free_set(p, small);
   Block probe{nullptr, size};
   Block* b = nullptr;
@@ -181,7 +214,7 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
     if (err != cudaSuccess) throw_cuda_error("cudaMalloc(&ptr, segment)", err, __FILE__, __LINE__);
     ++s.system_allocs;
     p.reserved += static_cast<int64_t>(segment);
-    b = new Block{static_cast<char*>(ptr), segment, false, small, nullptr, nullptr};
+    b = new Block{static_cast<char*>(ptr), segment, false, small, nullptr, nullptr, &p};
   }
   take(p, b, size);
   s.allocated.emplace(b->ptr, b);
@@ -192,7 +225,7 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   return b->ptr;
 }
 
-void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
+void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool /*pool*/) {
   if (!ptr) return;
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -200,8 +233,21 @@ void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
   EMBER_ASSERT(it != s.allocated.end(), "cuda deallocate: ", ptr,
                " is not a block of cuda:", device);
   Block* b = it->second;
+  if (PoolState* routed = routed_pool(s, device);
+      routed && b->owner != routed && (b->owner == &s.pools[0] || b->owner == &s.pools[1])) {
+    routed->held.push_back(b);  // an eager block the graph may read (Note [Private pools])
+    return;
+  }
   s.allocated.erase(it);
-  PoolState& p = pool_state(s, pool);
+  free_block(s, b);
+}
+
+namespace {
+
+// Returns `b` (in use, out of `allocated`) to its pool's free sets, merging free neighbours;
+// a released private pool whose last block this was frees its segments and goes.
+void free_block(DeviceState& s, Block* b) {
+  PoolState& p = *b->owner;
   p.in_use -= static_cast<int64_t>(b->size);
   b->in_use = false;
   auto& free = free_set(p, b->small);
@@ -222,7 +268,13 @@ void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
     delete next;
   }
   free.insert(b);
+  if (p.released && p.in_use == 0) {
+    release_free_segments(p);
+    std::erase_if(s.private_pools, [&](const auto& kv) { return kv.second.get() == &p; });
+  }
 }
+
+}  // namespace
 
 // Accounting only (Storage::recharge): the block stays in a segment of `from`, but its bytes
 // count as in use and reserved in `to` until they are charged back, so each pool's figures
@@ -231,6 +283,7 @@ void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool pool) {
 void recharge(int device, size_t block_bytes, Pool from, Pool to) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (routed_pool(s, device)) return;  // a private block: counted as captured, whatever its role
   const auto bytes = static_cast<int64_t>(block_bytes);
   PoolState& source = pool_state(s, from);
   source.in_use -= bytes;
@@ -265,10 +318,46 @@ void memory_stats(int device, MemoryStats* stats) {
   out.alloc_count = s.alloc_count;
   out.cache_hits = s.cache_hits;
   out.system_allocs = s.system_allocs;
+  for (const auto& [id, pool] : s.private_pools) {
+    out.captured_in_use += pool->in_use;
+    out.captured_reserved += pool->reserved;
+  }
   const int64_t reserved = persistent.reserved + pass.reserved;
   const int64_t in_use = persistent.in_use + pass.in_use;
   out.fragmentation = reserved > 0 ? static_cast<double>(reserved - in_use) / reserved : 0.0;
   *stats = out;
+}
+
+int64_t private_pool_create(int device) {
+  stream(device);
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const int64_t id = s.next_private_id++;
+  s.private_pools.emplace(id, std::make_unique<PoolState>());
+  return id;
+}
+
+void private_pool_route(int device, int64_t id) {
+  t_route_device = id != 0 ? device : -1;
+  t_route_pool = id;
+}
+
+void private_pool_release(int device, int64_t id) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.private_pools.find(id);
+  if (it == s.private_pools.end()) return;
+  PoolState& p = *it->second;
+  std::vector<Block*> held = std::move(p.held);
+  for (Block* b : held) {  // the eager blocks go back to their own caches now
+    s.allocated.erase(b->ptr);
+    free_block(s, b);
+  }
+  p.released = true;
+  if (p.in_use == 0) {
+    release_free_segments(p);
+    s.private_pools.erase(it);
+  }
 }
 
 void reset_peak(int device) {

@@ -16,12 +16,26 @@
 namespace ember::cuda {
 
 // runtime.cpp
+/// The device's own stream (stream() returns it too, except on a thread that captures).
+cudaStream_t device_stream(int device);
+/// From now on stream(device) on this thread returns `capture` (nullptr: the device's stream
+/// again). Set around a capture (graph.cu).
+void set_capture_stream(int device, cudaStream_t capture);
 /// Number of visible devices; 0 when there is no driver or no device (never throws).
 int device_count();
 /// Throws ember::Error unless `device` names a present device ("<op>: cuda:7 does not exist").
 void check_device(int device, const char* op);
 /// "NVIDIA H200 (sm_90, 139.8 GiB)".
 std::string device_description(int device);
+
+// allocator.cpp: private pools of captured steps (Note [Private pools])
+/// A new, empty private pool on `device`; its id (never 0).
+int64_t private_pool_create(int device);
+/// From now on this thread's allocations on `device` come from pool `id` (0: back to the
+/// Persistent and Pass pools), and eager blocks it frees there are held by that pool.
+void private_pool_route(int device, int64_t id);
+/// Gives the held eager blocks back and frees the pool's memory once its last block returns.
+void private_pool_release(int device, int64_t id);
 
 // elementwise.cu
 /// c[b][i][j] += bias[j] for every row i < m of every batch (the GEMM bias epilogue's

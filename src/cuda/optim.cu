@@ -31,6 +31,7 @@
 #include <mutex>
 
 #include "cuda/common.cuh"
+#include "cuda/graph.cuh"
 #include "ember/error.hpp"
 #include "kernels/optim.hpp"
 
@@ -145,7 +146,9 @@ __device__ inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamSc
 
 template <typename T>
 __global__ void __launch_bounds__(kOptimThreads)
-    adam_kernel(TensorBatch<5> batch, int64_t chunk, AdamScalars<T> s) {
+    adam_kernel(TensorBatch<5> batch, int64_t chunk, AdamScalars<T> by_value,
+                const AdamScalars<T>* staged) {
+  const AdamScalars<T> s = staged ? *staged : by_value;  // Note [Captured steps] in graph.cu
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
@@ -197,7 +200,9 @@ __device__ inline void sgd_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
 
 template <typename T>
 __global__ void __launch_bounds__(kOptimThreads)
-    sgd_kernel(TensorBatch<3> batch, int64_t chunk, SgdScalars<T> s) {
+    sgd_kernel(TensorBatch<3> batch, int64_t chunk, SgdScalars<T> by_value,
+               const SgdScalars<T>* staged) {
+  const SgdScalars<T> s = staged ? *staged : by_value;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
@@ -252,7 +257,9 @@ struct DeviceRound {
 
 template <backend::OptimAlgo kAlgo, typename T>
 __global__ void __launch_bounds__(kOptimThreads)
-    optim_kernel(TensorBatch<5> batch, int64_t chunk, kernels::OptimScalars<T> s) {
+    optim_kernel(TensorBatch<5> batch, int64_t chunk, kernels::OptimScalars<T> by_value,
+                 const kernels::OptimScalars<T>* staged) {
+  const kernels::OptimScalars<T> s = staged ? *staged : by_value;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
@@ -389,6 +396,19 @@ void apply_to_slots(const OptimSlot* slots, int64_t count, int64_t chunk, Launch
       });
 }
 
+// Stages the scalars `s` of one optimizer launch over `slots` (Note [Captured steps] in
+// graph.cu): false when the launch is to be skipped (the host side of a replay).
+template <typename S>
+bool stage(int device, DType dtype, const OptimSlot* slots, int64_t count, const S& s,
+           const char* op, const S** staged) {
+  uint64_t print = graph::fingerprint(&dtype, sizeof dtype);
+  print = graph::fingerprint(slots, sizeof(OptimSlot) * static_cast<size_t>(count), print);
+  const void* where = nullptr;
+  const graph::Staged how = graph::stage_scalars(device, &s, sizeof s, print, op, &where);
+  *staged = static_cast<const S*>(where);
+  return how != graph::Staged::skip;
+}
+
 int64_t total_of(const int64_t* numels, int64_t count) {
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) total += numels[i];
@@ -406,8 +426,10 @@ void adam_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t co
   dispatch_float(dtype, "adam_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const AdamScalars<T> s = adam_scalars<T>(args);
+    const AdamScalars<T>* staged = nullptr;
+    if (!stage(device, dtype, slots, count, s, "adam_step", &staged)) return;
     apply_to_slots<5>(slots, count, chunk, [&](const TensorBatch<5>& batch, int blocks) {
-      adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+      adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged);
     });
   });
 }
@@ -421,8 +443,10 @@ void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t cou
   dispatch_float(dtype, "sgd_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const SgdScalars<T> s = sgd_scalars<T>(args);
+    const SgdScalars<T>* staged = nullptr;
+    if (!stage(device, dtype, slots, count, s, "sgd_step", &staged)) return;
     apply_to_slots<3>(slots, count, chunk, [&](const TensorBatch<3>& batch, int blocks) {
-      sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+      sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged);
     });
   });
 }
@@ -440,10 +464,12 @@ void optim_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t c
   dispatch_float(dtype, "optim_step", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const kernels::OptimScalars<T> s = kernels::optim_scalars<T>(args);
+    const kernels::OptimScalars<T>* staged = nullptr;
+    if (!stage(device, dtype, slots, count, s, "optim_step", &staged)) return;
     kernels::with_optim_algo(args.algo, [&](auto algo) {
       constexpr backend::OptimAlgo kAlgo = decltype(algo)::value;
       apply_to_slots<5>(slots, count, chunk, [&](const TensorBatch<5>& batch, int blocks) {
-        optim_kernel<kAlgo, T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s);
+        optim_kernel<kAlgo, T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged);
       });
     });
   });

@@ -3,12 +3,33 @@
 // The generator and the value transforms are the CPU's own (src/kernels/random.hpp, compiled
 // here as __host__ __device__): element i, in row-major order of the output, draws block
 // (seed, offset + i) (Note [Random streams]), so a seed gives the same values on every
-// device. f16/bf16 outputs are drawn as f32 and rounded, as on the CPU.
+// device. f16/bf16 outputs are drawn as f32 and rounded, as on the CPU. Inside a captured
+// step the kernels read the seed and the stream's base offset from the graph
+// (Note [Captured steps] in graph.cu), so each replay draws the numbers eager code would.
+#include "cuda/graph.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/random.hpp"
 
 namespace ember::cuda {
 namespace {
+
+// The generator's state of one launch: by value, or (captured) read on the device.
+struct PhiloxArgs {
+  uint64_t seed = 0, offset = 0;
+  const uint64_t* captured = nullptr;  // {seed, base offset}; offset is then relative
+
+  __device__ void resolve(uint64_t* s, uint64_t* o) const {
+    *s = captured ? captured[0] : seed;
+    *o = captured ? captured[1] + offset : offset;
+  }
+};
+
+PhiloxArgs philox_args(int device, uint64_t seed, uint64_t offset) {
+  uint64_t start = 0;
+  if (const uint64_t* captured = graph::captured_philox(device, &start))
+    return {seed, offset - start, captured};
+  return {seed, offset, nullptr};
+}
 
 template <typename F>
 void dispatch_random(DType t, const char* op, F&& f) {
@@ -16,7 +37,9 @@ void dispatch_random(DType t, const char* op, F&& f) {
 }
 
 template <typename T, typename Gen>
-__global__ void generate_kernel(Geometry<1> g, T* out, uint64_t seed, uint64_t offset, Gen gen) {
+__global__ void generate_kernel(Geometry<1> g, T* out, PhiloxArgs rng, Gen gen) {
+  uint64_t seed = 0, offset = 0;
+  rng.resolve(&seed, &offset);
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
     int64_t off[1] = {i};
     if (!g.contiguous) offsets_of(g, i, off);
@@ -43,13 +66,15 @@ void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
   const Geometry<1> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
   generate_kernel<T, Gen><<<grid_for(g.numel), kBlock, 0, stream_for(out)>>>(
-      g, static_cast<T*>(out.data), seed, offset, gen);
+      g, static_cast<T*>(out.data), philox_args(out.device, seed, offset), gen);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
-__global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, double p, uint64_t seed,
-                               uint64_t offset, T scale) {
+__global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, double p,
+                               PhiloxArgs rng, T scale) {
+  uint64_t seed = 0, offset = 0;
+  rng.resolve(&seed, &offset);
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
     int64_t off[3] = {i, i, i};
     if (!g.contiguous) offsets_of(g, i, off);
@@ -96,7 +121,7 @@ void dropout(const View& out, const View& mask, const View& in, double p, uint64
     const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
     dropout_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(
         g, static_cast<T*>(out.data), static_cast<T*>(mask.data), static_cast<const T*>(in.data), p,
-        seed, offset, scale);
+        philox_args(out.device, seed, offset), scale);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

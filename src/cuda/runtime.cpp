@@ -36,6 +36,10 @@ DeviceStreams& streams() {
 }
 
 thread_local int t_current_device = -1;  // what this thread last passed to cudaSetDevice
+// The stream a capture on this thread records into (Note [Captured steps], graph.cu): other
+// threads (a DataLoader's prefetch copies) keep the device's stream and stay out of the graph.
+thread_local int t_capture_device = -1;
+thread_local cudaStream_t t_capture_stream = nullptr;
 
 }  // namespace
 
@@ -74,6 +78,17 @@ cudaStream_t stream(int device) {
     EMBER_CUDA_CHECK(cudaSetDevice(device));
     t_current_device = device;
   }
+  if (t_capture_device == device) [[unlikely]]
+    return t_capture_stream;
+  return device_stream(device);
+}
+
+void set_capture_stream(int device, cudaStream_t capture) {
+  t_capture_device = capture ? device : -1;
+  t_capture_stream = capture;
+}
+
+cudaStream_t device_stream(int device) {
   DeviceStreams& s = streams();
   cudaStream_t st = s.streams[device].load(std::memory_order_acquire);
   if (st) [[likely]]

@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/capture.hpp"
 #include "ember/ops.hpp"
 #include "ops/common.hpp"
 #include "ops/tensor.hpp"
@@ -21,6 +22,7 @@ void ops::copy_from_host(const Tensor& dst, const void* src, size_t bytes) {
       "copy_from_host: needs a contiguous destination of ", bytes, " bytes");
   detail::StorageAccess::bump_version(*dst.storage());
   if (bytes == 0) return;
+  if (!dst.device().is_cpu()) detail::check_no_host_transfer("copy from host memory");
   if (dst.device().is_cpu()) {
     std::memcpy(dst.data_ptr(), src, bytes);
   } else {
@@ -67,6 +69,7 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::to(Device target) const {
   checked("to");
   if (target == device()) return *this;
+  detail::check_no_host_transfer(target.is_cpu() ? "to(cpu)" : "to(cuda)");
   Tensor src = contiguous();
   Tensor out = ops::make_tensor(shape(), dtype(), target);
   const size_t bytes = static_cast<size_t>(numel()) * element_size(dtype());
@@ -93,6 +96,7 @@ Tensor Tensor::to(Device target) const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   ops::check_defined("to_vector", *this, "tensor");
+  if (!device().is_cpu()) detail::check_no_host_transfer("to_vector");
   NoGradGuard no_grad;
   Tensor host = to(Device::cpu());
   if (host.dtype() != dtype_of<T>()) host = host.to(dtype_of<T>());
@@ -110,6 +114,7 @@ std::vector<T> Tensor::to_vector() const {
 template <typename T>
 T Tensor::item() const {
   ops::check_defined("item", *this, "tensor");
+  if (!device().is_cpu()) detail::check_no_host_transfer("item");
   EMBER_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ",
               shape().to_string(), "; expected exactly one)");
   return to_vector<T>()[0];
@@ -138,6 +143,7 @@ std::string Tensor::to_string() const {
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (!t.defined()) return out << "Tensor(undefined)";
+  if (!t.device().is_cpu()) detail::check_no_host_transfer("printing a tensor (operator<<)");
   constexpr int64_t kEdge = 3;  // values shown at each end of an abbreviated dim
   const bool integral = !is_floating(t.dtype());
   NoGradGuard no_grad;

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/capture.hpp"
 #include "ember/autograd.hpp"
 
 namespace ember::optim {
@@ -29,6 +30,23 @@ double* ParamState::find_scalar(const std::string& name) {
 }
 
 void Optimizer::step() {
+  // Inside a captured step the replay runs this again on the host (train/capture.hpp).
+  std::vector<const void*> captured;  // the parameters' buffers, when capturing
+  if (ember::detail::active_capture())
+    for (const Tensor& p : parameters()) captured.push_back(p.data_ptr());
+  const ember::detail::ReplayedHostStep replayed("optimizer", alive_, [this, captured] {
+    std::vector<const void*> now;
+    for (const Tensor& p : parameters()) now.push_back(p.data_ptr());
+    EMBER_CHECK(now == captured, type_name(),
+                ": the parameters changed since the step was "
+                "captured (",
+                captured.size(), " then, ", now.size(),
+                " now, or one moved); capture the step again");
+    step();
+  });
+  EMBER_CHECK(accumulate_steps_ == 1 || ember::detail::active_capture() == nullptr, type_name(),
+              ".step: gradient accumulation (accumulate_steps ", accumulate_steps_,
+              ") cannot be captured; capture a step that accumulates by itself, or step eagerly");
   if (accumulate_steps_ > 1) {
     accumulate_count_ += 1;
     if (accumulate_count_ < accumulate_steps_) return;  // keep summing into .grad

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/capture.hpp"
 #include "optim/scheduler_json.hpp"
 
 namespace ember::optim {
@@ -62,12 +63,15 @@ void LRScheduler::initial_step() {
 }
 
 void LRScheduler::step() {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   ++step_count_;
   ++last_epoch_;
   apply(get_lr());
 }
 
 void LRScheduler::step_to(double epoch) {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_,
+                                                 [this, epoch] { step_to(epoch); });
   EMBER_CHECK(epoch == std::floor(epoch), type_name(), ".step_to: epoch must be whole (got ", epoch,
               ")");
   ++step_count_;
@@ -306,6 +310,7 @@ std::vector<double> CosineAnnealingWarmRestarts::get_lr() {
 void CosineAnnealingWarmRestarts::write_lrs() { apply(get_lr()); }
 
 void CosineAnnealingWarmRestarts::step() {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   if (last_epoch_ < 0) {
     step_to(0.0);
     return;
@@ -320,6 +325,8 @@ void CosineAnnealingWarmRestarts::step() {
 }
 
 void CosineAnnealingWarmRestarts::step_to(double epoch) {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_,
+                                                 [this, epoch] { step_to(epoch); });
   EMBER_CHECK(epoch >= 0, "CosineAnnealingWarmRestarts.step_to: invalid epoch ", epoch,
               " (expected epoch >= 0)");
   const double t0 = static_cast<double>(t_0_);
@@ -449,6 +456,7 @@ SequentialLR::SequentialLR(Optimizer& optimizer,
 }
 
 void SequentialLR::step() {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   ++last_epoch_;
   const size_t idx = static_cast<size_t>(
       std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin());
@@ -461,6 +469,8 @@ void SequentialLR::step() {
 }
 
 void SequentialLR::step_to(double epoch) {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_,
+                                                 [this, epoch] { step_to(epoch); });
   EMBER_CHECK(false, "SequentialLR.step_to: not supported (got epoch ", epoch,
               "; call step() once per epoch)");
 }
@@ -510,6 +520,7 @@ ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> sch
 }
 
 void ChainedScheduler::step() {
+  const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   for (auto& s : schedulers_) s->step();
   last_lr_ = group_lrs();
 }

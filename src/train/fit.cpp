@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "ember/autograd.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/ops.hpp"
 #include "ember/optim/clip.hpp"
+#include "ember/train/capture.hpp"
 #include "ember/train/multi_input.hpp"
 
 namespace ember::train {
@@ -308,6 +310,38 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
               " steps itself (expected one of them: set_accumulate_steps(1), or "
               "accumulate_grad_batches = 1)");
   const std::vector<Tensor> params = model->parameters();
+  // Note [Captured fit steps]: the step below as one CUDA graph (train::CapturedStep). Its
+  // outputs are the loss, the correct count (classification) and the gradient norm.
+  std::optional<CapturedStep> captured;
+  if (o.capture_step) {
+    EMBER_CHECK(dev.is_cuda(), "fit: capture_step needs the model on a CUDA device (got ",
+                dev.str(), "); move the model with model->to(Device::cuda(0))");
+    EMBER_CHECK(o.accumulate_grad_batches == 1 && optimizer.accumulate_steps() == 1,
+                "fit: capture_step steps the optimizer on every batch (got "
+                "accumulate_grad_batches ",
+                o.accumulate_grad_batches, ", optimizer accumulate_steps ",
+                optimizer.accumulate_steps(), "; expected 1 for both)");
+    EMBER_CHECK(!o.before_step,
+                "fit: capture_step cannot call before_step inside the captured "
+                "graph; leave before_step unset or capture_step off");
+    captured.emplace(
+        [&](const std::vector<Tensor>& in) {
+          optimizer.zero_grad();
+          data::Example batch{in[0], in[1], {in.begin() + 2, in.end()}};
+          Tensor output = run_model(model, batch, dev);
+          Tensor l = loss(output, in[1]);
+          l.backward();
+          Tensor norm;
+          if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
+          if (o.clip_grad_norm)
+            norm = optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
+          optimizer.step();
+          if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+          Tensor hits = is_classification(output, in[1]) ? count_correct(output, in[1]) : Tensor();
+          return std::vector<Tensor>{l, hits, norm};
+        },
+        CaptureOptions{.device = dev});
+  }
   Trainer trainer(model, optimizer);
   trainer.global_step = o.start_step;
   bool batch_hooks = static_cast<bool>(o.on_batch);
@@ -328,11 +362,52 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     const Groups groups{
         o.accumulate_grad_batches,         batch_index,         batches,
         train_loader.options().batch_size, train_loader.size(), train_loader.options().drop_last};
+    // After a batch: the per-batch scheduler (unless the captured step ran it), a checkpoint,
+    // the batch hooks and the progress display.
+    auto after_step = [&](const Tensor& l, int64_t n, bool step, bool scheduled) {
+      if (step && !scheduled && o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+      if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
+        (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
+            o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
+            nn::json{{"epoch", epoch}}, &train_loader);
+      if (batch_hooks) {
+        const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
+        for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
+        if (o.on_batch) o.on_batch(bl);
+      }
+      ++batch_index;
+      if (progress.due(batch_index)) {  // reads the device metrics only when it redraws
+        const double elapsed = seconds_since(t0);
+        const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+        const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
+                                                 static_cast<double>(batches - batch_index)
+                                           : 0.0;
+        const double n_seen = static_cast<double>(samples);
+        progress.update(batch_index, metrics.loss_sum.item<double>() / n_seen,
+                        classification
+                            ? std::optional<double>(
+                                  static_cast<double>(metrics.correct.item<int64_t>()) / n_seen)
+                            : std::nullopt,
+                        rate, eta);
+      }
+    };
     for (auto it = train_loader.begin_on(dev); it != train_loader.end(); ++it) {
       const Tensor& x = it->input;
       const Tensor& y = it->target;
       const int64_t n = x.dim() ? x.size(0) : 1;
       trainer.batch = batch_index;
+      if (captured) {  // Note [Captured fit steps]
+        std::vector<Tensor> in = {x, y};
+        for (const Tensor& e : it->extra_inputs) in.push_back(e);
+        const std::vector<Tensor> outs = (*captured)(in);
+        ++trainer.global_step;
+        if (outs[2].defined()) trainer.grad_norm = outs[2];
+        classification = classification || outs[1].defined();
+        metrics.add(outs[0], n, outs[1].defined() ? &outs[1] : nullptr);
+        samples += n;
+        after_step(outs[0], n, /*step=*/true, /*scheduled=*/true);
+        continue;
+      }
       Tensor output = run_model(model, *it, dev);
       Tensor l = loss(output, y);
       if (batch_index == groups.begin(batch_index)) optimizer.zero_grad();
@@ -361,31 +436,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       }
       metrics.add(l, n, hits.defined() ? &hits : nullptr);
       samples += n;
-      if (step && o.scheduler && o.scheduler_per_batch) o.scheduler->step();
-      if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
-        (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
-            o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
-            nn::json{{"epoch", epoch}}, &train_loader);
-      if (batch_hooks) {
-        const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
-        for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
-        if (o.on_batch) o.on_batch(bl);
-      }
-      ++batch_index;
-      if (progress.due(batch_index)) {  // reads the device metrics only when it redraws
-        const double elapsed = seconds_since(t0);
-        const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
-        const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
-                                                 static_cast<double>(batches - batch_index)
-                                           : 0.0;
-        const double n_seen = static_cast<double>(samples);
-        progress.update(batch_index, metrics.loss_sum.item<double>() / n_seen,
-                        classification
-                            ? std::optional<double>(
-                                  static_cast<double>(metrics.correct.item<int64_t>()) / n_seen)
-                            : std::nullopt,
-                        rate, eta);
-      }
+      after_step(l, n, step, /*scheduled=*/false);
     }
     const double loss_sum = samples ? metrics.loss_sum.item<double>() : 0.0;
     const int64_t correct = classification ? metrics.correct.item<int64_t>() : 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -178,6 +179,8 @@ class Optimizer {
   std::vector<std::vector<ParamState>> state_;  // [group][param]
 
  private:
+  // Expires with the optimizer: a captured step that replays step() refuses after that.
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   int64_t accumulate_steps_ = 1;
   int64_t accumulate_count_ = 0;
   GradAccumulation accumulate_mode_ = GradAccumulation::mean;

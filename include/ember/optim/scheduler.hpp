@@ -85,6 +85,8 @@ class LRScheduler {
   int64_t step_count_ = 0;
   std::vector<double> base_lrs_;
   std::vector<double> last_lr_;
+  /// Expires with the scheduler: a captured step that replays step() refuses after that.
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
 
   friend class SequentialLR;
   friend class ChainedScheduler;

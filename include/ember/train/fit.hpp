@@ -132,6 +132,13 @@ struct FitOptions {
   /// Called after backward and clipping, right before each optimizer.step() (after the
   /// callbacks' on_before_optimizer_step): read or change the gradients, log their norm.
   std::function<void(Trainer&)> before_step = nullptr;
+  /// Run each training step as a captured CUDA graph (train::CapturedStep, docs/capture.md):
+  /// zero_grad, forward, loss, backward, clipping, the optimizer and a per-batch scheduler in
+  /// one launch, bitwise the eager step. The first batch runs eagerly, the next is captured; a
+  /// last batch of another size gets its own graph. Needs the model on a CUDA device and
+  /// accumulate_grad_batches = 1; before_step is refused and the callbacks'
+  /// on_before_optimizer_step is not called (both would run inside the graph).
+  bool capture_step = false;
 };
 
 /// Restores a checkpoint written by fit() into the objects and returns FitOptions fields to
