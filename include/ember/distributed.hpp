@@ -1,11 +1,15 @@
-// ember/distributed.hpp — processes launched by mpirun, collectives on tensors, and
-// data-parallel training (ARCHITECTURE §8, docs/distributed.md).
+// ember/distributed.hpp — processes launched by mpirun (or by hand, with a rendezvous file),
+// collectives on tensors, and data-parallel training (ARCHITECTURE §8, docs/distributed.md).
 //
 // Every rank runs the same program; `mpirun -np 2 ./train` starts two. init() reads the
 // launch (OpenMPI's OMPI_COMM_WORLD_* variables) and opens the MPI backend, which lives in
 // its own library (libember_mpi.so, Note [MPI behind dlopen]) so that libember itself never
-// needs libmpi. Without a launcher init() makes a world of one process, and every
-// collective is then the identity.
+// needs libmpi. Without mpirun, processes started with EMBER_RANK, EMBER_WORLD_SIZE and
+// EMBER_RENDEZVOUS_FILE meet through that file and talk over TCP (the tcp backend, no MPI):
+//   EMBER_RANK=0 EMBER_WORLD_SIZE=2 EMBER_RENDEZVOUS_FILE=/shared/job.rdzv ./train &
+//   EMBER_RANK=1 EMBER_WORLD_SIZE=2 EMBER_RENDEZVOUS_FILE=/shared/job.rdzv ./train
+// With neither, init() makes a world of one process, and every collective is then the
+// identity.
 //
 //   distributed::init();                                     // under mpirun
 //   Tensor t = full({3}, float(distributed::rank()));
@@ -32,9 +36,11 @@ namespace ember::distributed {
 /// How values combine across ranks. avg is sum / world_size (floating dtypes only).
 enum class ReduceOp { sum, avg, max, min };
 
-/// Where collectives go. automatic: MPI under a launcher (or when world_size > 1 is asked
-/// for), else the in-process world of one (`local`, which needs no MPI).
-enum class BackendKind { automatic, local, mpi };
+/// Where collectives go. automatic: MPI under a launcher; else tcp when world_size > 1 (from
+/// EMBER_WORLD_SIZE or InitOptions); else the in-process world of one (`local`). tcp: sockets
+/// between ranks that met through InitOptions::rendezvous_file (docs/distributed.md,
+/// "Launching without mpirun"); needs no MPI.
+enum class BackendKind { automatic, local, mpi, tcp };
 
 /// How collectives on CUDA tensors travel. automatic: NCCL when every rank can load it and
 /// create the communicator, else host staging over MPI; nccl: NCCL or an error; host: always
@@ -42,17 +48,22 @@ enum class BackendKind { automatic, local, mpi };
 enum class CudaCollectives { automatic, nccl, host };
 
 struct InitOptions {
-  /// -1: from the launcher's environment (OMPI_COMM_WORLD_RANK, PMI_RANK), else 0. A value
-  /// given here must agree with MPI's.
+  /// -1: from the launcher's environment (OMPI_COMM_WORLD_RANK, PMI_RANK; without mpirun
+  /// EMBER_RANK), else 0. A value given here must agree with MPI's (or EMBER_RANK).
   int rank = -1;
-  /// -1: from the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE), else 1. Checked against MPI's.
+  /// -1: from the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE; without mpirun EMBER_WORLD_SIZE),
+  /// else 1. Checked against MPI's (or EMBER_WORLD_SIZE).
   int world_size = -1;
-  /// -1: from OMPI_COMM_WORLD_LOCAL_RANK (MPI_LOCALRANKID), else the rank. Picks the GPU.
+  /// -1: from OMPI_COMM_WORLD_LOCAL_RANK (MPI_LOCALRANKID, EMBER_LOCAL_RANK), else the rank.
+  /// Picks the GPU.
   int local_rank = -1;
   BackendKind backend = BackendKind::automatic;
   /// libember_mpi.so to open; empty: $EMBER_MPI_LIBRARY, then the folder of libember.so,
   /// then the loader's search path.
   std::string mpi_library = "";
+  /// The tcp backend's meeting point: a path every rank can reach (a shared filesystem across
+  /// hosts); rank 0 starts it over for each job. Empty: $EMBER_RENDEZVOUS_FILE.
+  std::string rendezvous_file = "";
   /// When CUDA devices are present, make cuda(local_rank % count) the default device (until
   /// finalize(), which restores the previous one).
   bool select_cuda_device = true;
@@ -65,12 +76,13 @@ struct InitOptions {
   CudaCollectives cuda_collectives = CudaCollectives::automatic;
   /// A rank that waits longer than this in one collective (another rank hangs, or called a
   /// different one) prints "ember: rank R of N: distributed::<op> has waited ..." and ends
-  /// the job. 0: wait forever.
+  /// the job. Also bounds the tcp backend's rendezvous. 0: wait forever.
   double timeout_seconds = 600;
 };
 
 /// Joins the job. Throws when already initialised, when MPI is needed and libember_mpi.so
-/// (or libmpi) cannot be loaded, or when rank / world_size disagree with the launch.
+/// (or libmpi) cannot be loaded, when rank / world_size disagree with the launch, or when
+/// the tcp backend lacks its rank or rendezvous file or does not meet every rank in time.
 /// Example: distributed::init({.backend = distributed::BackendKind::mpi});
 void init(InitOptions options = {});
 bool is_initialized();
@@ -79,7 +91,7 @@ int rank();
 int world_size();
 /// The rank among the processes on this host.
 int local_rank();
-/// "local", or "mpi (Open MPI v4.1.4)".
+/// "local", "mpi (Open MPI v4.1.4)" or "tcp (rendezvous /shared/job.rdzv)".
 std::string backend_name();
 /// Leaves the job (MPI_Finalize when init() started MPI). A no-op when not initialised.
 void finalize();
@@ -125,7 +137,8 @@ Work all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::sum);
 Work start_all_reduce(Tensor& t, ReduceOp op, bool check);
 
 /// Prints "ember: rank R of N: message" to stderr and ends every rank of the job (MPI_Abort
-/// with `code`; std::abort in a world of one). For a program's own catch blocks:
+/// with `code`; the tcp backend tells every peer, which exit with `code` too; std::abort in a
+/// world of one). For a program's own catch blocks:
 ///   try { run(); } catch (const std::exception& e) { distributed::abort_job(e.what()); }
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 

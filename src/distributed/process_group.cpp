@@ -3,7 +3,9 @@
 //
 // The world is one process-wide object. With the `local` backend (a world of one) every
 // collective is the identity and no library is opened; with `mpi` the table of
-// libember_mpi.so does the work (Note [MPI behind dlopen] in mpi/ember_mpi.h).
+// libember_mpi.so does the work (Note [MPI behind dlopen] in mpi/ember_mpi.h); with `tcp` the
+// same table filled in-process by tcp_backend.cpp (Note [The tcp backend]), for a job started
+// without mpirun (Note [Launching without mpirun]).
 //
 // Note [Staging through host memory]
 // MPI sees host buffers of f32, f64, i32, i64 or u8. A contiguous CPU tensor of one of those
@@ -27,6 +29,7 @@
 
 #include "distributed/mpi/ember_mpi.h"
 #include "distributed/nccl.hpp"
+#include "distributed/tcp_backend.hpp"
 #include "distributed/watchdog_thread.hpp"
 #include "ember/autograd.hpp"
 #include "ember/device.hpp"
@@ -46,6 +49,7 @@ struct World {
   const EmberMpiApi* api = nullptr;  // null for the local backend
   void* library = nullptr;
   std::string name = "local";
+  const char* transport = "MPI";  // in error messages: "<transport> failed on rank R"
   std::terminate_handler previous_terminate = nullptr;
   std::optional<Device> previous_device;  // the default device before init() selected one
   CudaCollectives cuda_mode = CudaCollectives::automatic;
@@ -66,6 +70,17 @@ int env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* name : names)
     if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
   return fallback;
+}
+
+// A whole number from the environment, -1 when unset; anything else is an error naming it.
+int env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  EMBER_CHECK(*end == '\0' && n >= 0 && n <= 1 << 24, "distributed::init: ", name, " is '", v,
+              "' (expected a whole number, e.g. ", name, "=0)");
+  return int(n);
 }
 
 bool launched_by_mpirun() {
@@ -120,8 +135,9 @@ void* open_mpi_library(const std::string& requested) {
 
 void check_mpi(int rc, const char* op) {
   if (rc == 0) return;
-  detail::throw_error(detail::concat("distributed::", op, ": MPI failed on rank ", g_world.rank,
-                                     " (", g_world.api->error_string(rc), ")"));
+  detail::throw_error(detail::concat("distributed::", op, ": ", g_world.transport,
+                                     " failed on rank ", g_world.rank, " (",
+                                     g_world.api->error_string(rc), ")"));
 }
 
 // Note [Collective timeout]
@@ -131,7 +147,8 @@ void check_mpi(int rc, const char* op) {
 // this rank has been inside one blocking MPI call; past the timeout it prints
 // "ember: rank R of N: distributed::<op> has waited ..." and ends the process with _Exit(3)
 // (MPI_Abort may not be called from a second thread while the first is inside MPI), and
-// mpirun then ends every other rank. The main thread only stores a time stamp per call.
+// mpirun then ends every other rank (with the tcp backend, they see the connection close: Note
+// [Ending the job] in tcp_backend.cpp). The main thread only stores a time stamp per call.
 struct Watchdog {
   double timeout = 0;
   std::atomic<int64_t> since_ns{0};  // when the current blocking call began; 0: none
@@ -350,25 +367,43 @@ void finish_average(Tensor& buffer, ReduceOp r) {
 
 }  // namespace
 
+// Note [Launching without mpirun]
+// Outside mpirun (none of its variables set), EMBER_WORLD_SIZE, EMBER_RANK, EMBER_LOCAL_RANK and
+// EMBER_RENDEZVOUS_FILE describe the launch (InitOptions fields, when given, must agree with
+// them). BackendKind::automatic picks tcp when that makes world_size > 1, mpi under mpirun,
+// else the local world of one. The tcp backend needs this process's rank and the rendezvous
+// file; init() names what is missing before it waits for anyone.
 void init(InitOptions options) {
   EMBER_CHECK(!g_world.initialized, "distributed::init: already initialised (rank ", g_world.rank,
               " of ", g_world.size, "); call finalize() before init() again");
   const bool launched = launched_by_mpirun();
-  const int env_size = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
+  const int ember_size = launched ? -1 : env_count("EMBER_WORLD_SIZE");
+  const int ember_rank = launched ? -1 : env_count("EMBER_RANK");
+  EMBER_CHECK(ember_size != 0, "distributed::init: EMBER_WORLD_SIZE must be at least 1 (got 0)");
+  EMBER_CHECK(options.world_size == -1 || ember_size == -1 || options.world_size == ember_size,
+              "distributed::init: world_size ", options.world_size,
+              " was asked for, but EMBER_WORLD_SIZE is ", ember_size,
+              " (expected the same, or InitOptions::world_size left at -1)");
+  EMBER_CHECK(options.rank == -1 || ember_rank == -1 || options.rank == ember_rank,
+              "distributed::init: rank ", options.rank, " was asked for, but EMBER_RANK is ",
+              ember_rank, " (expected the same, or InitOptions::rank left at -1)");
+  const int env_size =
+      launched ? env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1) : std::max(ember_size, 1);
   const int want_size = options.world_size >= 0 ? options.world_size : env_size;
+  const int want_rank = options.rank >= 0 ? options.rank : ember_rank;
   EMBER_CHECK(options.world_size == -1 || options.world_size >= 1,
               "distributed::init: world_size must be at least 1 (got ", options.world_size, ")");
-  EMBER_CHECK(options.rank >= -1 && (options.rank < want_size), "distributed::init: rank ",
-              options.rank, " is out of range (expected 0 .. ", want_size - 1, " for world_size ",
-              want_size, ")");
+  EMBER_CHECK(want_rank >= -1 && want_rank < want_size, "distributed::init: rank ", want_rank,
+              " is out of range (expected 0 .. ", want_size - 1, " for world_size ", want_size,
+              ")");
   EMBER_CHECK(options.timeout_seconds >= 0, "distributed::init: timeout_seconds must be >= 0 (got ",
               options.timeout_seconds, "; 0 waits forever)");
   BackendKind kind = options.backend;
   if (kind == BackendKind::automatic)
-    kind = (launched || want_size > 1) ? BackendKind::mpi : BackendKind::local;
+    kind = launched ? BackendKind::mpi : want_size > 1 ? BackendKind::tcp : BackendKind::local;
   EMBER_CHECK(kind != BackendKind::local || want_size == 1,
               "distributed::init: the local backend is a world of one process (got world_size ",
-              want_size, "; expected 1, or BackendKind::mpi under mpirun)");
+              want_size, "; expected 1, BackendKind::mpi under mpirun, or BackendKind::tcp)");
 
   World w;
   w.check = options.check_consistency;
@@ -393,13 +428,30 @@ void init(InitOptions options) {
                 " ranks (expected the -np given to mpirun)");
     EMBER_CHECK(options.rank == -1 || options.rank == w.rank, "distributed::init: rank ",
                 options.rank, " was asked for, but MPI says this process is rank ", w.rank);
+  } else if (kind == BackendKind::tcp) {
+    std::string file = options.rendezvous_file;
+    if (const char* env = std::getenv("EMBER_RENDEZVOUS_FILE"); file.empty() && env) file = env;
+    EMBER_CHECK(want_rank >= 0 || want_size == 1, "distributed::init: world_size ", want_size,
+                " needs this process's rank: set InitOptions::rank or EMBER_RANK (0 .. ",
+                want_size - 1, ")");
+    EMBER_CHECK(!file.empty(), "distributed::init: world_size ", want_size,
+                " needs a rendezvous file: set InitOptions::rendezvous_file or "
+                "EMBER_RENDEZVOUS_FILE (a path every rank can reach)");
+    w.api = tcp::join({.rank = std::max(want_rank, 0),
+                       .world_size = want_size,
+                       .rendezvous_file = file,
+                       .timeout_seconds = options.timeout_seconds});
+    w.api->init(&w.rank, &w.size);
+    w.name = detail::concat("tcp (rendezvous ", file, ")");
+    w.transport = "the tcp backend";
   } else {
     w.rank = 0;
     w.size = 1;
   }
-  w.local_rank = options.local_rank >= 0
-                     ? options.local_rank
-                     : env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, w.rank);
+  w.local_rank =
+      options.local_rank >= 0
+          ? options.local_rank
+          : env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "EMBER_LOCAL_RANK"}, w.rank);
   if (options.select_cuda_device && cuda_available() && cuda_device_count() > 0)
     w.previous_device = set_default_device(Device::cuda(w.local_rank % cuda_device_count()));
   if (options.abort_on_uncaught) w.previous_terminate = std::set_terminate(on_terminate);

@@ -28,16 +28,6 @@ MPI_Datatype mpi_type(int dtype) {
   }
 }
 
-int64_t type_size(int dtype) {
-  switch (dtype) {
-    case EMBER_MPI_F64:
-    case EMBER_MPI_I64: return 8;
-    case EMBER_MPI_F32:
-    case EMBER_MPI_I32: return 4;
-    default: return 1;
-  }
-}
-
 MPI_Op mpi_op(int op) {
   switch (op) {
     case EMBER_MPI_MAX: return MPI_MAX;
@@ -75,8 +65,8 @@ int all_reduce(void* buf, int64_t count, int dtype, int op) {
   auto* bytes = static_cast<char*>(buf);
   for (int64_t done = 0; done < count; done += kChunk) {
     const int64_t n = count - done < kChunk ? count - done : kChunk;
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * type_size(dtype), static_cast<int>(n),
-                                 mpi_type(dtype), mpi_op(op), MPI_COMM_WORLD);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, bytes + done * int64_t(ember_mpi_type_size(dtype)),
+                                 static_cast<int>(n), mpi_type(dtype), mpi_op(op), MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
@@ -113,8 +103,8 @@ int broadcast(void* buf, int64_t count, int dtype, int root) {
   auto* bytes = static_cast<char*>(buf);
   for (int64_t done = 0; done < count; done += kChunk) {
     const int64_t n = count - done < kChunk ? count - done : kChunk;
-    const int rc = MPI_Bcast(bytes + done * type_size(dtype), static_cast<int>(n), mpi_type(dtype),
-                             root, MPI_COMM_WORLD);
+    const int rc = MPI_Bcast(bytes + done * int64_t(ember_mpi_type_size(dtype)),
+                             static_cast<int>(n), mpi_type(dtype), root, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;

@@ -33,6 +33,17 @@ enum EmberMpiDType {
 
 enum EmberMpiOp { EMBER_MPI_SUM = 0, EMBER_MPI_MAX = 1, EMBER_MPI_MIN = 2 };
 
+/// Bytes per element of an EmberMpiDType.
+static inline size_t ember_mpi_type_size(int dtype) {
+  switch (dtype) {
+    case EMBER_MPI_F64:
+    case EMBER_MPI_I64: return 8;
+    case EMBER_MPI_F32:
+    case EMBER_MPI_I32: return 4;
+    default: return 1;
+  }
+}
+
 typedef struct EmberMpiApi {
   int abi_version;  // EMBER_MPI_ABI_VERSION of the library that filled the table
   /// MPI_Init_thread(MPI_THREAD_SERIALIZED) unless MPI is already initialised; fills rank and
