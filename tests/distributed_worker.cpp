@@ -1,5 +1,7 @@
 // tests/distributed_worker.cpp — the program tests/test_distributed.cpp starts under
-// `mpirun -np 2`; argv[1] picks what every rank does:
+// `mpirun -np 2`, and tests/test_distributed_tcp.cpp as two processes with EMBER_RANK,
+// EMBER_WORLD_SIZE and EMBER_RENDEZVOUS_FILE (the tcp backend); argv[1] picks what every rank
+// does:
 //   collectives  all_reduce (sum/avg/max/min, several dtypes, a strided view), broadcast,
 //                all_gather, reduce_scatter, the async all-reduce, a shape mismatch that
 //                every rank must report
@@ -7,6 +9,11 @@
 //                no_sync) against one process on the combined batches (rank 0 computes the
 //                reference), small buckets; unused parameters; BatchNorm buffers per rank
 //                and averaged
+//   digest       every collective on pseudo-random data of each dtype and op; rank 0 prints
+//                "digest <hex>" of all the results' bytes, for the same job run under
+//                mpirun and over tcp to compare bit for bit
+//   join         (tcp) init() with a 5 s timeout, nothing else: prints "joined <backend>", or
+//                "init failed: <what>" and exits 5 (for rendezvous errors across processes)
 //   sampler      the shards of DistributedShard are disjoint and cover the data
 //   resume DIR   7 steps, rank 0 writes a checkpoint, every rank loads it into fresh objects
 //                and runs 3 more: the weights equal 10 uninterrupted steps bit for bit
@@ -19,7 +26,8 @@
 //                stream) against the bare model
 //   cuda_ddp     (mpirun -np 2, both ranks on cuda:0) the ddp comparison on the GPU: NCCL
 //                refuses two ranks on one device, so CUDA collectives are staged over MPI
-// Every mode first checks that init() refuses a world_size other than mpirun's -np.
+// Every mode first checks that init() refuses a world_size other than mpirun's -np (or
+// EMBER_WORLD_SIZE).
 // Every rank prints "FAIL: ..." for a failed check; the exit status is non-zero on every
 // rank when any rank failed (the counts are all-reduced at the end).
 #include <chrono>
@@ -119,6 +127,48 @@ void collectives() {
                    message.find("rank 1: all_reduce of [2] f32 sum") != std::string::npos,
                "mismatch message: '", message, "'");
   dist::barrier();
+}
+
+// FNV-1a over the bytes of every result, in order.
+struct Digest {
+  uint64_t h = 1469598103934665603ull;
+  void add(const Tensor& t) {
+    const Tensor c = t.contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < size_t(c.numel()) * element_size(c.dtype()); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+  }
+};
+
+void digest() {
+  const int r = dist::world_size() > 1 ? dist::rank() : 0;
+  manual_seed(11 + r);
+  Digest d;
+  const int64_t n = 1001;  // does not split evenly: uneven blocks
+  auto random_of = [](DType t, const Shape& shape) {
+    if (is_floating(t)) return randn(shape, {.dtype = t});
+    return t == DType::u8 ? randint(0, 256, shape, {.dtype = t})
+                          : randint(-1000000, 1000000, shape, {.dtype = t});
+  };
+  for (dist::ReduceOp op :
+       {dist::ReduceOp::sum, dist::ReduceOp::avg, dist::ReduceOp::max, dist::ReduceOp::min}) {
+    for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
+      if (op == dist::ReduceOp::avg && !is_floating(t)) continue;
+      Tensor x = random_of(t, {n});
+      dist::all_reduce(x, op);
+      d.add(x);
+      d.add(dist::reduce_scatter(random_of(t, {2 * dist::world_size(), 7}), op));
+    }
+  }
+  Tensor b = randn({33}, {.dtype = DType::f64});
+  dist::broadcast(b, dist::world_size() - 1);
+  d.add(b);
+  d.add(dist::all_gather(random_of(DType::u8, {5})));
+  Tensor a = randn({4097});
+  dist::Work w = dist::all_reduce_async(a, dist::ReduceOp::sum);
+  w.wait();
+  d.add(a);
+  if (dist::rank() == 0) std::printf("digest %016llx\n", static_cast<unsigned long long>(d.h));
 }
 
 nn::Sequential make_net() {
@@ -410,7 +460,18 @@ void resume(const std::string& dir) {
 int main(int argc, char** argv) {
   set_num_threads(1);  // two ranks on two cores: one thread each
   const std::string mode = argc > 1 ? argv[1] : "";
-  std::string wrong_size;  // a world_size that is not mpirun's -np is refused, naming both
+  if (mode == "join") {
+    try {
+      dist::init({.abort_on_uncaught = false, .timeout_seconds = 5});
+    } catch (const Error& e) {
+      std::printf("init failed: %s\n", e.what());
+      return 5;
+    }
+    std::printf("joined %s\n", dist::backend_name().c_str());
+    dist::finalize();
+    return 0;
+  }
+  std::string wrong_size;  // a world_size that is not the launch's is refused, naming both
   try {
     dist::init({.world_size = 3});
   } catch (const Error& e) {
@@ -421,7 +482,9 @@ int main(int argc, char** argv) {
                   mode == "nccl" ? dist::CudaCollectives::nccl : dist::CudaCollectives::automatic,
               .timeout_seconds = mode == "hang" ? 2.0 : 600.0});
   const std::string np = std::to_string(dist::world_size());
-  WORKER_CHECK(wrong_size.find("world_size 3 was asked for, but MPI has " + np + " ranks") !=
+  const bool tcp = dist::backend_name().rfind("tcp", 0) == 0;
+  WORKER_CHECK(wrong_size.find(tcp ? "world_size 3 was asked for, but EMBER_WORLD_SIZE is " + np
+                                   : "world_size 3 was asked for, but MPI has " + np + " ranks") !=
                    std::string::npos,
                "'", wrong_size, "'");
   const bool gpu_mode = mode == "nccl" || mode == "cuda_ddp";
@@ -434,6 +497,8 @@ int main(int argc, char** argv) {
     collectives();
   } else if (mode == "ddp") {
     ddp();
+  } else if (mode == "digest") {
+    digest();
   } else if (mode == "sampler") {
     sampler();
   } else if (mode == "nccl") {
@@ -454,8 +519,8 @@ int main(int argc, char** argv) {
     dist::all_reduce(t);  // rank 0 waits here until the job is ended
   } else {
     std::fprintf(stderr,
-                 "usage: distributed_worker collectives|ddp|sampler|resume DIR|throw|kill|hang|"
-                 "nccl|cuda_ddp\n");
+                 "usage: distributed_worker collectives|digest|join|ddp|sampler|resume DIR|throw|"
+                 "kill|hang|nccl|cuda_ddp\n");
     return 2;
   }
   Tensor failures = full({1}, double(g_failures));

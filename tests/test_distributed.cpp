@@ -1,7 +1,9 @@
 // tests/test_distributed.cpp — ember::distributed (docs/distributed.md): the autograd hook
 // DDP builds on, the world of one (no MPI needed), DistributedDataParallel and the sampler in
 // one process, and the two-rank runs: tests/distributed_worker.cpp under
-// `mpirun --oversubscribe --allow-run-as-root -np 2` (skipped, saying why, without MPI).
+// `mpirun --oversubscribe --allow-run-as-root -np 2` (skipped, saying why, without MPI), and
+// as two processes meeting through a rendezvous file (the tcp backend, no mpirun; the
+// DistributedTcp cases at the end).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -264,15 +267,8 @@ struct JobResult {
   double seconds = 0;
 };
 
-#if defined(EMBER_DISTRIBUTED_WORKER) && defined(EMBER_MPIRUN)
-constexpr bool kHaveMpi = true;
-// `program` on `np` ranks (two by default), with `env` ("NAME=value ...") in front.
-// --bind-to none: ctest runs two tests at a time on two cores; --mca btl self,vader: one host.
-JobResult run_mpi(const std::string& program, int np = 2, const std::string& env = "") {
-  const std::string cmd = env + " timeout 60 " + EMBER_MPIRUN +
-                          " --oversubscribe --allow-run-as-root --bind-to none"
-                          " --mca btl self,vader -np " +
-                          std::to_string(np) + " " + program + " 2>&1";
+// Runs a shell command (stderr joined to stdout), timing it.
+[[maybe_unused]] JobResult run_shell(const std::string& cmd) {
   const auto start = std::chrono::steady_clock::now();
   JobResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -283,6 +279,17 @@ JobResult run_mpi(const std::string& program, int np = 2, const std::string& env
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+#if defined(EMBER_DISTRIBUTED_WORKER) && defined(EMBER_MPIRUN)
+constexpr bool kHaveMpi = true;
+// `program` on `np` ranks (two by default), with `env` ("NAME=value ...") in front.
+// --bind-to none: ctest runs two tests at a time on two cores; --mca btl self,vader: one host.
+JobResult run_mpi(const std::string& program, int np = 2, const std::string& env = "") {
+  return run_shell(env + " timeout 60 " + EMBER_MPIRUN +
+                   " --oversubscribe --allow-run-as-root --bind-to none"
+                   " --mca btl self,vader -np " +
+                   std::to_string(np) + " " + program + " 2>&1");
 }
 JobResult run_job(const std::string& mode, int np = 2, const std::string& env = "") {
   return run_mpi(std::string(EMBER_DISTRIBUTED_WORKER) + " " + mode, np, env);
@@ -452,6 +459,248 @@ TEST(DistributedMpi, ARankThatHangsEndsTheJobAfterTheTimeout) {
 TEST(DistributedMpi, ARankThatDiesEndsTheJob) {
   SKIP_WITHOUT_MPIRUN();
   expect_job_ends("kill", "rank 1");
+}
+
+// ---- two processes without mpirun: the tcp backend ----
+
+#if defined(EMBER_DISTRIBUTED_WORKER)
+constexpr bool kHaveWorker = true;
+constexpr const char* kWorker = EMBER_DISTRIBUTED_WORKER;
+#else
+constexpr bool kHaveWorker = false;
+constexpr const char* kWorker = "";
+#endif
+
+#define SKIP_WITHOUT_WORKER()                                                            \
+  do {                                                                                   \
+    if (!kHaveWorker)                                                                    \
+      GTEST_SKIP() << "ember_distributed_worker not built (tests/CMakeLists.txt builds " \
+                      "it when CMake finds MPI)";                                        \
+  } while (0)
+
+// A rendezvous path of this test's own (ctest runs shards side by side).
+std::string rendezvous_path(const std::string& name) {
+  return (std::filesystem::path(::testing::TempDir()) /
+          ("ember_tcp_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+struct TcpJob {
+  JobResult job;
+  int status[2] = {-1, -1};  // each rank's exit status (124: `timeout` ended it)
+};
+
+// The worker's `mode` on two ranks started as docs/distributed.md shows (no mpirun): rank 1,
+// then (after `delay` seconds) rank 0, each bounded by a 30 s `timeout`; `env0` / `env1` go in
+// front of one rank.
+TcpJob run_tcp(const std::string& mode, const std::string& file, double delay = 0,
+               const std::string& env0 = "", const std::string& env1 = "") {
+  const std::string run = std::string(" timeout -k 2 30 ") + kWorker + " " + mode + " & ";
+  const std::string cmd = "export EMBER_WORLD_SIZE=2 EMBER_RENDEZVOUS_FILE='" + file + "'; " +
+                          "EMBER_RANK=1 " + env1 + run + "p1=$!; sleep " + std::to_string(delay) +
+                          "; EMBER_RANK=0 " + env0 + run +
+                          "p0=$!; wait $p0; s0=$?; wait $p1; s1=$?; "
+                          "echo \"rank exit status: $s0 $s1\"";
+  TcpJob r;
+  r.job = run_shell("(" + cmd + ") 2>&1");
+  const size_t at = r.job.output.rfind("rank exit status: ");
+  if (at != std::string::npos)
+    std::sscanf(r.job.output.c_str() + at, "rank exit status: %d %d", &r.status[0], &r.status[1]);
+  std::filesystem::remove(file);
+  return r;
+}
+
+void expect_tcp_ok(const std::string& mode, const std::string& name) {
+  const TcpJob r = run_tcp(mode, rendezvous_path(name));
+  EXPECT_EQ(r.status[0], 0) << r.job.output;
+  EXPECT_EQ(r.status[1], 0) << r.job.output;
+  EXPECT_TRUE(contains(r.job.output, mode.substr(0, mode.find(' ')) + " ok")) << r.job.output;
+  EXPECT_LT(r.job.seconds, 20.0) << r.job.output;
+}
+
+TEST(DistributedTcp, CollectivesOnTwoProcessesWithoutMpirun) {
+  SKIP_WITHOUT_WORKER();
+  expect_tcp_ok("collectives", "collectives");
+}
+
+// Every collective, op and dtype on random data: the same bits as the MPI backend. Open MPI
+// 4.1's AVX reduction saturates u8 sums (255 + 1 = 255, against MPI's and C's wrap-around) in
+// vectorised stretches of a buffer, so the MPI side runs with that component off.
+TEST(DistributedTcp, CollectivesGiveTheMpiBackendsBits) {
+  SKIP_WITHOUT_WORKER();
+  const TcpJob tcp = run_tcp("digest", rendezvous_path("digest"));
+  ASSERT_EQ(tcp.status[0], 0) << tcp.job.output;
+  const size_t at = tcp.job.output.find("digest ");
+  ASSERT_NE(at, std::string::npos) << tcp.job.output;
+  const std::string digest = tcp.job.output.substr(at, 7 + 16);
+  SKIP_WITHOUT_MPIRUN();
+  const JobResult mpi = run_job("digest", 2, "OMPI_MCA_op=^avx");
+  EXPECT_EQ(mpi.status, 0) << mpi.output;
+  EXPECT_TRUE(contains(mpi.output, digest)) << "tcp: " << digest << "\nmpi:\n" << mpi.output;
+}
+
+TEST(DistributedTcp, DataParallelEqualsOneProcessOnTheCombinedBatch) {
+  SKIP_WITHOUT_WORKER();
+  expect_tcp_ok("ddp", "ddp");
+}
+
+TEST(DistributedTcp, SamplerShardsAndAResumedRun) {
+  SKIP_WITHOUT_WORKER();
+  expect_tcp_ok("sampler", "sampler");
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("ember_tcp_resume_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  expect_tcp_ok("resume " + dir.string(), "resume");
+  std::filesystem::remove_all(dir);
+}
+
+// The job must end, both ranks non-zero, within a bounded time, printing `messages`.
+void expect_tcp_ends(const std::string& mode, const std::vector<std::string>& messages,
+                     const int (&status)[2]) {
+  const TcpJob r = run_tcp(mode, rendezvous_path(mode));
+  EXPECT_EQ(r.status[0], status[0]) << r.job.output;
+  EXPECT_EQ(r.status[1], status[1]) << r.job.output;
+  EXPECT_LT(r.job.seconds, 15.0) << r.job.output;
+  for (const std::string& m : messages) EXPECT_TRUE(contains(r.job.output, m)) << r.job.output;
+}
+
+TEST(DistributedTcp, AKilledRankEndsTheOtherNamingIt) {
+  SKIP_WITHOUT_WORKER();
+  // Rank 0 may notice in its all-reduce or, when rank 1 dies first, between collectives.
+  expect_tcp_ends("kill", {"ember: rank 0 of 2: lost the connection to rank 1 "}, {4, 137});
+}
+
+TEST(DistributedTcp, ARankThatThrowsEndsTheOther) {
+  SKIP_WITHOUT_WORKER();
+  expect_tcp_ends("throw",
+                  {"ember: rank 1 of 2: uncaught exception: deliberate failure",
+                   "ember: rank 0 of 2: rank 1 ended the job (exit status 1)"},
+                  {1, 1});
+}
+
+// Rank 0's watchdog ends it after 2 s; rank 1, asleep outside any collective, sees the
+// connection close and ends too (nobody else would: there is no mpirun).
+TEST(DistributedTcp, ARankThatHangsEndsTheJobAfterTheTimeout) {
+  SKIP_WITHOUT_WORKER();
+  expect_tcp_ends("hang",
+                  {"ember: rank 0 of 2: distributed::all_reduce has waited",
+                   "ember: rank 1 of 2: lost the connection to rank 0 between collectives"},
+                  {3, 4});
+}
+
+// An earlier job's file, complete and pointing at ports nobody listens on: rank 1 starts
+// first and reads it, is refused, and waits until rank 0 starts the file over.
+TEST(DistributedTcp, AStaleRendezvousFileDoesNotMixJobs) {
+  SKIP_WITHOUT_WORKER();
+  const std::string file = rendezvous_path("stale");
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f,
+                 "ember-rendezvous generation 00000000000000aa world_size 2\n"
+                 "0 127.0.0.1 1 00000000000000aa\n1 127.0.0.1 2 00000000000000aa\n");
+    std::fclose(f);
+  }
+  const TcpJob r = run_tcp("collectives", file, 0.5);
+  EXPECT_EQ(r.status[0], 0) << r.job.output;
+  EXPECT_EQ(r.status[1], 0) << r.job.output;
+  EXPECT_TRUE(contains(r.job.output, "collectives ok")) << r.job.output;
+}
+
+TEST(DistributedTcp, RanksThatDisagreeOnTheWorldSizeFailFast) {
+  SKIP_WITHOUT_WORKER();
+  const TcpJob r = run_tcp("join", rendezvous_path("sizes"), 0, "", "EMBER_WORLD_SIZE=3");
+  EXPECT_EQ(r.status[0], 5) << r.job.output;
+  EXPECT_EQ(r.status[1], 5) << r.job.output;
+  EXPECT_LT(r.job.seconds, 4.0) << r.job.output;
+  EXPECT_TRUE(contains(r.job.output, "rank 1 joined the rendezvous")) << r.job.output;
+  EXPECT_TRUE(contains(r.job.output, "with world_size 3 (expected 2")) << r.job.output;
+  EXPECT_TRUE(contains(r.job.output, "rank 0 of the rendezvous")) << r.job.output;
+}
+
+// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(DistributedTcp, NamesWhatTheLaunchLacks) {
+  const std::string file = rendezvous_path("lacks");
+  ScopedEnv size("EMBER_WORLD_SIZE", "2"), rank("EMBER_RANK", "0"),
+      path("EMBER_RENDEZVOUS_FILE", nullptr);
+  EXPECT_EQ(error_of([] { dist::init(); }),
+            "distributed::init: world_size 2 needs a rendezvous file: set "
+            "InitOptions::rendezvous_file or EMBER_RENDEZVOUS_FILE (a path every rank can reach)");
+  EXPECT_TRUE(contains(error_of([] { dist::init({.world_size = 3}); }),
+                       "world_size 3 was asked for, but EMBER_WORLD_SIZE is 2"));
+  EXPECT_TRUE(contains(error_of([] { dist::init({.rendezvous_file = "/nonexistent_dir/f"}); }),
+                       "the folder of the rendezvous file /nonexistent_dir/f does not exist"));
+  {
+    ScopedEnv r2("EMBER_RANK", "2");
+    EXPECT_TRUE(contains(error_of([] { dist::init(); }),
+                         "rank 2 is out of range (expected 0 .. 1 for world_size 2)"));
+  }
+  {
+    ScopedEnv no_rank("EMBER_RANK", nullptr);
+    EXPECT_TRUE(contains(error_of([&] { dist::init({.rendezvous_file = file}); }),
+                         "world_size 2 needs this process's rank: set InitOptions::rank or "
+                         "EMBER_RANK (0 .. 1)"));
+  }
+  for (const char* bad : {"0", "two", "-1"}) {
+    ScopedEnv s("EMBER_WORLD_SIZE", bad);
+    const std::string e = error_of([] { dist::init(); });
+    EXPECT_TRUE(contains(e, "EMBER_WORLD_SIZE")) << e;
+  }
+  EXPECT_FALSE(dist::is_initialized());
+}
+
+TEST(DistributedTcp, TheRendezvousTimesOutNamingWhatItWaitedFor) {
+  const std::string file = rendezvous_path("timeout");
+  std::filesystem::remove(file);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e1 = error_of([&] {
+    dist::init({.rank = 1, .world_size = 2, .rendezvous_file = file, .timeout_seconds = 0.3});
+  });
+  EXPECT_TRUE(contains(e1, "distributed::init: rank 1 of 2 waited 0.3 s in the rendezvous " + file +
+                               ": the file does not exist yet (rank 0 creates it)"))
+      << e1;
+  const std::string e0 = error_of([&] {
+    dist::init({.rank = 0, .world_size = 2, .rendezvous_file = file, .timeout_seconds = 0.3});
+  });
+  EXPECT_TRUE(contains(e0, "rank(s) 1 never connected to this rank")) << e0;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 3.0);
+  EXPECT_FALSE(dist::is_initialized());
+  std::filesystem::remove(file);
+}
+
+// A world of one over tcp: the file is written, collectives are the identity, and the world
+// can be left and joined again.
+TEST(DistributedTcp, AWorldOfOneJoinsLeavesAndJoinsAgain) {
+  const std::string file = rendezvous_path("one");
+  for (int round = 0; round < 2; ++round) {
+    dist::init({.world_size = 1,
+                .backend = dist::BackendKind::tcp,
+                .rendezvous_file = file,
+                .abort_on_uncaught = false});
+    EXPECT_EQ(dist::backend_name(), "tcp (rendezvous " + file + ")");
+    Tensor t = tensor({1.0f, 2.0f}, {2});
+    dist::all_reduce(t);
+    dist::barrier();
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+    dist::finalize();
+  }
+  EXPECT_TRUE(std::filesystem::exists(file));
+  std::filesystem::remove(file);
 }
 
 }  // namespace
