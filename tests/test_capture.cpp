@@ -434,3 +434,29 @@ TEST(Capture, FitCaptureStepNeedsACudaModel) {
   EXPECT_NE(msg.find("capture_step needs the model on a CUDA device (got cpu)"), std::string::npos)
       << msg;
 }
+
+// A captured step's memory goes when it does: its private pool is freed, and gradients the
+// capture made (counted as captured, never as persistent) leave the eager pools' figures as
+// they were (a rescued or dropped gradient once left them unbalanced).
+TEST(CaptureCuda, EverythingIsFreedWithTheStep) {
+  SKIP_WITHOUT_CUDA();
+  synchronize(kGpu);
+  const MemoryStats before = memory_stats(kGpu);
+  {
+    manual_seed(12);
+    nn::Module net = mlp();
+    net->to(kGpu);
+    optim::Adam opt(net->parameters(), {.lr = 1e-3});
+    train::CapturedStep step(adam_step(net, opt));
+    const std::vector<Tensor> batch = mlp_batch(0);
+    for (int i = 0; i < 4; ++i) step(batch);
+    synchronize(kGpu);
+    EXPECT_GT(memory_stats(kGpu).captured_in_use, 0);
+  }
+  synchronize(kGpu);
+  const MemoryStats after = memory_stats(kGpu);
+  EXPECT_EQ(after.persistent_bytes, before.persistent_bytes);
+  EXPECT_EQ(after.pass_in_use, before.pass_in_use);
+  EXPECT_EQ(after.captured_in_use, 0);
+  EXPECT_EQ(after.captured_reserved, 0);
+}

@@ -72,14 +72,14 @@ Storage::~Storage() {
 void Storage::release_block() {
   if (!owned_ || !data_) return;
   const backend::Backend& be = backend::backend_for(device_);
-  if (pool_ != home_pool_) be.recharge(device_.index, block_bytes_, pool_, home_pool_);
+  if (pool_ != home_pool_) be.recharge(device_.index, data_, block_bytes_, pool_, home_pool_);
   be.deallocate(device_.index, data_, block_bytes_, home_pool_);
 }
 
 void Storage::recharge(Pool pool) {
   if (pool == pool_) return;
   EMBER_ASSERT(owned_, "Storage::recharge: external memory belongs to no pool");
-  backend::backend_for(device_).recharge(device_.index, block_bytes_, pool_, pool);
+  backend::backend_for(device_).recharge(device_.index, data_, block_bytes_, pool_, pool);
   pool_ = pool;
 }
 

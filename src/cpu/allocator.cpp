@@ -130,7 +130,7 @@ void deallocate(int /*device*/, void* ptr, size_t block_bytes, Pool pool) {
   p.cached += static_cast<int64_t>(block_bytes);
 }
 
-void recharge(int /*device*/, size_t block_bytes, Pool from, Pool to) {
+void recharge(int /*device*/, void* /*ptr*/, size_t block_bytes, Pool from, Pool to) {
   AllocatorState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   pool_state(s, from).in_use -= static_cast<int64_t>(block_bytes);

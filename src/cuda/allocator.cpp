@@ -280,10 +280,13 @@ void free_block(DeviceState& s, Block* b) {
 // count as in use and reserved in `to` until they are charged back, so each pool's figures
 // keep in_use <= reserved. A segment is released only when wholly free, so never while one
 // of its blocks is charged elsewhere.
-void recharge(int device, size_t block_bytes, Pool from, Pool to) {
+void recharge(int device, void* ptr, size_t block_bytes, Pool from, Pool to) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (routed_pool(s, device)) return;  // a private block: counted as captured, whatever its role
+  if (auto it = s.allocated.find(ptr); it != s.allocated.end()) {
+    const PoolState* owner = it->second->owner;
+    if (owner != &s.pools[0] && owner != &s.pools[1]) return;  // private: counted as captured
+  }
   const auto bytes = static_cast<int64_t>(block_bytes);
   PoolState& source = pool_state(s, from);
   source.in_use -= bytes;

@@ -11,9 +11,20 @@
 // heuristic's algorithm are cached per problem; when cuBLASLt offers no algorithm (a layout it
 // refuses), the batch is run one matrix at a time and the bias and activation applied by separate
 // kernels.
+//
+// Note [Measured GEMM algorithms]
+// With EMBER_GEMM_AUTOTUNE=1 the first call of each problem times the heuristic's first
+// kTuneCandidates algorithms on the call's own operands (beta = 0 only: C is overwritten,
+// never accumulated; never while a stream is being captured) and keeps the fastest, as
+// PyTorch's TunableOp does. The heuristic's first pick often splits K over several blocks
+// and adds a reduction kernel, which costs more than it saves on the small GEMMs of a small
+// model. Off by default: the choice then follows timing noise, so two runs may round GEMMs
+// differently (within a process every call of a problem uses the same algorithm).
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -95,6 +106,7 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's A (= our B), B, C
   cublasLtMatmulAlgo_t algo{};
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool found = false;
 };
 
@@ -111,6 +123,61 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)));
   }
   return layout;
+}
+
+constexpr int kTuneCandidates = 8;  // algorithms timed per problem (Note [Measured GEMM ...])
+
+bool autotune() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_GEMM_AUTOTUNE");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
+bool capturing(int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream(device), &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Runs one algorithm of `p` on the call's operands (bias included).
+cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
+                        const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c);
+
+// The fastest of `count` candidates: each run once to warm up, then the best of three timed
+// runs (Note [Measured GEMM algorithms]). Candidates that fail are skipped.
+cublasLtMatmulAlgo_t fastest(int device, const GemmArgs& g, const Plan& p,
+                             const cublasLtMatmulHeuristicResult_t* candidates, int count,
+                             const void* a, const void* b, const void* c) {
+  const cudaStream_t st = stream(device);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreate(&start));
+  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
+  cublasLtMatmulAlgo_t best = candidates[0].algo;
+  float best_ms = 1e30f;
+  for (int i = 0; i < count; ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    void* out = const_cast<void*>(c);
+    if (run_algo(device, g, p, candidates[i].algo, a, b, out) != CUBLAS_STATUS_SUCCESS) continue;
+    float ms = 1e30f;
+    for (int r = 0; r < 3; ++r) {
+      EMBER_CUDA_CHECK(cudaEventRecord(start, st));
+      (void)run_algo(device, g, p, candidates[i].algo, a, b, out);
+      EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
+      EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0.0f;
+      EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms = std::min(ms, t);
+    }
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = candidates[i].algo;
+    }
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return best;
 }
 
 // Builds (once per key) the descriptors for one problem and asks the heuristic for an
@@ -150,6 +217,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
   const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   Plan p;
+  p.epilogue = epilogue;
   EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, type));
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
@@ -182,26 +250,26 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}};
   for (const auto& [attr, value] : alignments)
     EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kTuneCandidates> results{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      blas(device).handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const bool tune = autotune() && beta_zero && !capturing(device);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(blas(device).handle, p.desc, p.a, p.b, p.c, p.c, pref,
+                                     tune ? kTuneCandidates : 1, results.data(), &found);
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
-    p.algo = result.algo;
+    p.algo = results[0].algo;
     p.found = true;
+    if (tune && found > 1) p.algo = fastest(device, g, p, results.data(), found, a, b, c);
   } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
     throw_cublas_error("cublasLtMatmulAlgoGetHeuristic", status, __FILE__, __LINE__);
   }
   return cache->emplace(key, p).first->second;
 }
 
-// Runs the plan; false when cuBLASLt has no algorithm for it.
-bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t epilogue,
-              const void* a, const void* b, void* c) {
-  const Plan& p = plan_for(device, g, batch, epilogue, a, b, c);
-  if (!p.found) return false;
-  if (has_bias(epilogue))
+cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
+                        const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c) {
+  if (has_bias(p.epilogue))
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &g.bias, sizeof(g.bias)));
   DeviceBlas& d = blas(device);
@@ -209,8 +277,16 @@ bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t e
   const bool f64 = g.dtype == DType::f64;
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha_f;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta_f;
-  EMBER_CUBLAS_CHECK(cublasLtMatmul(d.handle, p.desc, alpha, b, p.a, a, p.b, beta, c, p.c, c, p.c,
-                                    &p.algo, d.workspace, kWorkspaceBytes, stream(device)));
+  return cublasLtMatmul(d.handle, p.desc, alpha, b, p.a, a, p.b, beta, c, p.c, c, p.c, &algo,
+                        d.workspace, kWorkspaceBytes, stream(device));
+}
+
+// Runs the plan; false when cuBLASLt has no algorithm for it.
+bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t epilogue,
+              const void* a, const void* b, void* c) {
+  const Plan& p = plan_for(device, g, batch, epilogue, a, b, c);
+  if (!p.found) return false;
+  EMBER_CUBLAS_CHECK(run_algo(device, g, p, p.algo, a, b, c));
   return true;
 }
 

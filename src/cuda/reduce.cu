@@ -21,6 +21,7 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kWarp = 32;
+constexpr int kLoads = 8;  // reads in flight per thread in reduce_outer_kernel
 
 // ---- the plan and the reducers: src/kernels/reduce.hpp (Note [Reduction plan]) ----
 using Plan = kernels::ReducePlan;
@@ -76,6 +77,8 @@ __global__ void reduce_inner_kernel(Plan p, Red red, const T* in, typename Red::
 }
 
 // A thread per item (the innermost dim is kept: neighbouring outputs are neighbours in memory).
+// Its loads are issued kLoads at a time: a bias gradient (256 outputs of 128 rows) is one
+// block whose every read would otherwise wait for the one before (13 µs -> ~3 on the H200).
 template <typename T, typename Red>
 __global__ void reduce_outer_kernel(Plan p, Red red, const T* in, typename Red::Out* out,
                                     typename Red::Acc* partial, int64_t chunks, int64_t chunk_len) {
@@ -88,8 +91,18 @@ __global__ void reduce_outer_kernel(Plan p, Red red, const T* in, typename Red::
     Acc acc = red.init(out + out_off);
     const int64_t begin = c * chunk_len;
     const int64_t end = begin + chunk_len < p.group ? begin + chunk_len : p.group;
-    for (int64_t pos = begin; pos < end; ++pos)
-      red.step(acc, in[in_off + reduced_offset(p, pos)], pos);
+    int64_t pos = begin;
+    if (p.reduced == 1) {  // kLoads reads in flight at once, accumulated in order
+      const int64_t stride = p.red_in[0];
+      for (; pos + kLoads <= end; pos += kLoads) {
+        T v[kLoads];
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j) v[j] = in[in_off + (pos + j) * stride];
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j) red.step(acc, v[j], pos + j);
+      }
+    }
+    for (; pos < end; ++pos) red.step(acc, in[in_off + reduced_offset(p, pos)], pos);
     if (chunks == 1)
       out[out_off] = red.finish(acc, p.group);
     else
