@@ -133,7 +133,7 @@ void collectives() {
 struct Digest {
   uint64_t h = 1469598103934665603ull;
   void add(const Tensor& t) {
-    const Tensor c = t.contiguous();
+    const Tensor c = t.to(Device::cpu()).contiguous();  // on a GPU machine t is on cuda:0
     const auto* p = static_cast<const unsigned char*>(c.data_ptr());
     for (size_t i = 0; i < size_t(c.numel()) * element_size(c.dtype()); ++i)
       h = (h ^ p[i]) * 1099511628211ull;
