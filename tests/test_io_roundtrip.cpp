@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -374,7 +375,9 @@ TEST(IoInspect, Fields) {
   const io::Inspection r = io::inspect(path);
   EXPECT_EQ(r.path, path);
   EXPECT_EQ(r.kind, "model");
-  EXPECT_EQ(r.format_version, "2");
+  // 2, or 1 in the suite's run on version-1 files (CTest unit.io_format_v1).
+  const char* asked = std::getenv("EMBER_CHECKPOINT_FORMAT");
+  EXPECT_EQ(r.format_version, asked && std::string(asked) == "1" ? "1" : "2");
   EXPECT_FALSE(r.ember_version.empty());
   const std::string layout = "dddd-dd-ddTdd:dd:ddZ";  // ISO-8601 UTC, d a digit
   bool iso = r.created.size() == layout.size();

@@ -68,7 +68,13 @@ enum class UnaryOp : uint8_t {
   count
 };
 
-enum class BinaryOp : uint8_t { EMBER_OPS_BINARY(EMBER_KERNEL_ENTRY_) count };
+/// Binary kernel entries with a formula in src/kernels/elementwise.hpp besides the catalogue's.
+#define EMBER_BINARY_KERNEL_ONLY(X) \
+  X(relu_backward) /* b > 0 ? a : a·0 — a gradient through ReLU, b its input or output */
+
+enum class BinaryOp : uint8_t {
+  EMBER_OPS_BINARY(EMBER_KERNEL_ENTRY_) EMBER_BINARY_KERNEL_ONLY(EMBER_KERNEL_ENTRY_) count
+};
 
 enum class ReduceOp : uint8_t { EMBER_OPS_REDUCE(EMBER_KERNEL_ENTRY_) count };
 

@@ -19,6 +19,7 @@
 #include "ember/autograd.hpp"
 #include "ember/nn/init.hpp"
 #include "ember/random.hpp"
+#include "io/parallel_io.hpp"
 
 namespace ember::io {
 
@@ -77,7 +78,8 @@ std::map<std::string, std::string> base_metadata(const nn::Module& model, const 
                                                  const char* kind) {
   std::map<std::string, std::string> m;
   m["ember.kind"] = kind;
-  m["ember.format_version"] = "2";  // Note [Chunked checksum] (src/io/parallel_io.hpp)
+  // Note [Chunked checksum] (src/io/parallel_io.hpp); 1 only when asked for.
+  m["ember.format_version"] = std::to_string(io::parallel::write_format_version());
   m["ember.architecture"] = model->config().dump();
   m["ember.buffers"] = mt.buffers.dump();
   m["ember.version"] = kVersion;

@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -110,6 +112,14 @@ uint64_t chunked_file_checksum(int fd, uint64_t offset, uint64_t size, uint64_t 
     }
   });
   return combine_digests(digests);
+}
+
+int write_format_version() {
+  static const int version = [] {
+    const char* v = std::getenv("EMBER_CHECKPOINT_FORMAT");
+    return v && std::string(v) == "1" ? 1 : 2;
+  }();
+  return version;
 }
 
 uint64_t whole_file_checksum(int fd, uint64_t offset, uint64_t size, const std::string& path) {

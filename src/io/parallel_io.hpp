@@ -35,6 +35,11 @@ uint64_t chunked_file_checksum(int fd, uint64_t offset, uint64_t size, uint64_t 
 /// The version-1 checksum: XXH3-64 of the whole range, on one thread.
 uint64_t whole_file_checksum(int fd, uint64_t offset, uint64_t size, const std::string& path);
 
+/// The format version ember's checkpoint writers produce: 2, or 1 when the environment sets
+/// EMBER_CHECKPOINT_FORMAT=1 (files for readers older than version 2, and the test suite's
+/// run of every checkpoint test on version-1 files). Read once per process.
+int write_format_version();
+
 /// One tensor's bytes in the data section being written.
 struct Piece {
   const void* data;

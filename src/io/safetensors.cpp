@@ -430,7 +430,10 @@ void write_safetensors(const std::string& path,
   const std::string placeholder(16, '0');
   metadata["format"] = "pt";
   metadata[kChecksumKey] = placeholder;
-  metadata[kChunkKey] = std::to_string(io::parallel::kChecksumChunk);
+  // A version-1 file (ember.format_version "1") carries the whole-section checksum instead.
+  auto version = metadata.find("ember.format_version");
+  const bool whole = version != metadata.end() && version->second == "1";
+  if (!whole) metadata[kChunkKey] = std::to_string(io::parallel::kChecksumChunk);
   nlohmann::ordered_json header;
   header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -472,8 +475,17 @@ void write_safetensors(const std::string& path,
   for (const Item& it : items)
     pieces.push_back({it.host.data_ptr(),
                       static_cast<uint64_t>(it.host.numel()) * element_size(it.host.dtype())});
-  const std::string sum = io::parallel::hex64(io::parallel::write_and_checksum(
-      tmp.fd, 8 + text.size(), pieces, io::parallel::kChecksumChunk, path));
+  uint64_t digest = io::parallel::write_and_checksum(tmp.fd, 8 + text.size(), pieces,
+                                                     io::parallel::kChecksumChunk, path);
+  if (whole) {  // version 1: XXH3-64 of the whole data section, in order
+    XXH3_state_t* state = XXH3_createState();
+    EMBER_CHECK(state != nullptr, "safetensors: ", path, ": out of memory for the checksum");
+    XXH3_64bits_reset(state);
+    for (const io::parallel::Piece& p : pieces) XXH3_64bits_update(state, p.data, p.size);
+    digest = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+  }
+  const std::string sum = io::parallel::hex64(digest);
   if (::pwrite(tmp.fd, sum.data(), 16, static_cast<off_t>(checksum_pos)) != 16)
     fail(path, io::parallel::write_error_text(errno, path));
   if (::fsync(tmp.fd) != 0)

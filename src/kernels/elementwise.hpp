@@ -280,7 +280,9 @@ bool visit_unary(UnaryOp op, F&& f) {
 
 /// The comparisons and the logical ops: they read any T and write bool (the catalogue lists
 /// them last among the binary ops, from eq on).
-constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op < BinaryOp::count; }
+constexpr bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::eq && op <= BinaryOp::logical_xor;
+}
 
 /// What Op(T, T) writes: bool for comparisons and logical ops, T otherwise.
 template <typename T, BinaryOp Op>
@@ -353,6 +355,8 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     return a != T(0) || b != T(0);
   else if constexpr (Op == BinaryOp::logical_xor)
     return (a != T(0)) != (b != T(0));
+  else if constexpr (Op == BinaryOp::relu_backward)  // the bits of a · (b > 0 ? 1 : 0)
+    return b > T(0) ? a : a * T(0);
   else
     static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
@@ -379,6 +383,7 @@ bool visit_binary(BinaryOp op, F&& f) {
     }                                                        \
     return false;
     EMBER_OPS_BINARY(EMBER_BINARY_CASE_)
+    EMBER_BINARY_KERNEL_ONLY(EMBER_BINARY_CASE_)
 #undef EMBER_BINARY_CASE_
     case BinaryOp::count: break;
   }

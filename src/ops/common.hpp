@@ -30,6 +30,11 @@ inline const backend::Backend& backend_of(const Tensor& t) {
 }
 
 void check_defined(const char* op, const Tensor& t, const char* what = "input");
+
+/// grad · relu'(x), one kernel: x > 0 ? grad : grad · 0 (the bits of grad · (x > 0), -0 and
+/// NaN included). grad and x of one shape, dtype and device (the backward of relu and of the
+/// linear + ReLU epilogue).
+Tensor relu_backward(const Tensor& grad, const Tensor& x);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 /// Whether `t`'s device computes `op` in t's dtype (the catalogue's answer).

@@ -248,12 +248,29 @@ Tensor neg(const Tensor& x) { return affine(x, -1.0, 0.0, Op::neg); }
 
 namespace {
 // Unary op whose derivative is g · f'(x) with f' computed by the `grad_op` kernel.
+Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const Tensor& x);
+}  // namespace
+
+Tensor ops::relu_backward(const Tensor& grad, const Tensor& x) {
+  const DType t = x.dtype();
+  const bool fused = grad.shape() == x.shape() && grad.dtype() == t &&
+                     grad.device() == x.device() &&
+                     (t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64);
+  if (!fused) return mul(grad, unary_forward(Op::relu, UnaryOp::relu_grad, x));
+  Tensor out = make_tensor(x.shape(), t, x.device());
+  backend_of(x).binary(BinaryOp::relu_backward, view_of(out), view_of(grad), view_of(x));
+  return out;
+}
+
+namespace {
 Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const Tensor& x) {
   Tensor out = unary_forward(op, kernel, x);
   if (autograd::needs_grad(x))
     autograd::record(op, out, {&x},
                      [op, grad_kernel, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-                       gi[0] = mul(g, unary_forward(op, grad_kernel, sx.get()));
+                       gi[0] = grad_kernel == UnaryOp::relu_grad
+                                   ? ops::relu_backward(g, sx.get())
+                                   : mul(g, unary_forward(op, grad_kernel, sx.get()));
                      });
   return out;
 }

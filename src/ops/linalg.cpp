@@ -310,13 +310,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
          sw = SavedTensor(nx ? weight : Tensor()), sy = SavedTensor(relu ? y2 : Tensor()),
          xs = x.shape()](const Tensor& g, GradList& gi) {
           Tensor g2 = g.reshape({rows, out_f});
-          if (sy.defined()) {  // relu: pass the gradient where the output is positive
-            Tensor y = sy.get();
-            Tensor mask = ops::make_tensor(y.shape(), y.dtype(), y.device());
-            ops::backend_of(y).unary(backend::UnaryOp::relu_grad, ops::view_of(mask),
-                                     ops::view_of(y), 0.0, 0.0);
-            g2 = mul(g2, mask);
-          }
+          if (sy.defined()) g2 = ops::relu_backward(g2, sy.get());  // where the output is > 0
           if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
           if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
           if (nb) gi[2] = sum(g2, {0});
