@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "bench_util.hpp"
 #include "ember/ember.hpp"
 #include "ember/optim/adam.hpp"
@@ -90,6 +91,25 @@ bool bench_tiny(const nlohmann::json& py) {
   const double captured = time_blocks([&] { graph({x}); }, 3, 21, 10).median * 1e3 / kChainOps;
   const double eager_host =
       host_us([&] { bench::do_not_optimize(chain(x, a, b).data_ptr()); }, 1) / kChainOps;
+  // Where an eager op's host time goes (host issue per call, no sync): an in-place op (checks
+  // and one launch, no allocation), a new tensor with no kernel (allocation and its free), and
+  // an out-of-place op (both).
+  Tensor z = x.clone();
+  const double inplace_us = host_us([&] { z.mul_(a); }, 1000);
+  const double alloc_us = host_us(
+      [&] { bench::do_not_optimize(ember::empty({16}, {.device = kGpu}).data_ptr()); }, 1000);
+  const double outofplace_us = host_us([&] { bench::do_not_optimize((z * a).data_ptr()); }, 1000);
+  // The kernel table's slots alone (no op layer): fill (one tiny kernel) and binary mul.
+  const ember::backend::Backend& be = ember::backend::backend_for(kGpu);
+  const ember::backend::View zv{z.data_ptr(), z.dtype(), 0, z.shape(), z.strides()};
+  const ember::backend::View av{a.data_ptr(), a.dtype(), 0, a.shape(), a.strides()};
+  const double fill_us = host_us([&] { be.fill(zv, 1.0); }, 1000);
+  const double slot_us =
+      host_us([&] { be.binary(ember::backend::BinaryOp::mul, zv, zv, av); }, 1000);
+  std::fprintf(stderr,
+               "capture_tiny: host µs per call: in-place mul_ %.2f, empty() %.2f, z * a %.2f; "
+               "slots alone: fill %.2f, binary mul %.2f\n",
+               inplace_us, alloc_us, outofplace_us, fill_us, slot_us);
   const auto py_eager = ref(py, "tiny", "eager_us_per_op");
   const auto py_graph = ref(py, "tiny", "graph_us_per_op");
   std::fprintf(stderr,
