@@ -589,6 +589,33 @@ TEST(CpuKernels, GemmEveryTransposeBatchAndBias) {
   EXPECT_EQ(c0, (std::vector<float>{0, 0, 0, 0}));
 }
 
+// GemmArgs::bias_grad: the sums of op(A)'s rows over k, beside the product (linear's bias
+// gradient beside dW = gᵀ·x), for A stored either way.
+TEST(CpuKernels, GemmBiasGradSumsTheRowsOfOpA) {
+  const int64_t m = 6, n = 4, k = 11;
+  for (int ta = 0; ta < 2; ++ta) {
+    std::vector<float> a(m * k), b(k * n, 0.25f), c(m * n), sums(m, -1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(std::sin(0.37 * i));
+    GemmArgs g;
+    g.trans_a = ta;
+    g.m = m, g.n = n, g.k = k;
+    g.lda = ta ? m : k;
+    g.ldb = n;
+    g.ldc = n;
+    g.a = a.data();
+    g.b = b.data();
+    g.c = c.data();
+    g.bias_grad = sums.data();
+    cpu().gemm(g);
+    for (int64_t i = 0; i < m; ++i) {
+      double ref = 0;
+      for (int64_t q = 0; q < k; ++q) ref += a[ta ? q * m + i : i * k + q];
+      EXPECT_NEAR(sums[i], ref, 1e-5) << "row " << i << " trans_a " << ta;
+      EXPECT_NEAR(c[i * n], 0.25 * ref, 1e-5) << "product row " << i << " trans_a " << ta;
+    }
+  }
+}
+
 // ---- indexing ----
 
 TEST(CpuKernels, IndexSelectAndIndexAdd) {

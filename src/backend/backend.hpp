@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "ember/catalogue.hpp"
 #include "ember/device.hpp"
@@ -128,7 +129,29 @@ struct GemmArgs {
   const void* bias = nullptr;
   /// Activation applied last, in the same pass as the bias (C = act(alpha·AB + beta·C + bias)).
   GemmEpilogue epilogue = GemmEpilogue::none;
+  /// Optional (batch 1, no bias, no activation): receives the m sums of op(A)'s rows over k,
+  /// in A's dtype — a bias gradient beside the weight gradient dW = gᵀ·x, so the sum needs no
+  /// launch of its own where cuBLASLt's BGRADB epilogue applies (else the reduce slot runs).
+  void* bias_grad = nullptr;
 };
+
+/// The reduce slot's operands for GemmArgs::bias_grad: out [1, m] or [m, 1], in op(A) as it
+/// is stored ([k, m] when trans_a, else [m, k]); reduce(sum, out, in) gives the row sums.
+inline std::pair<View, View> gemm_bias_grad_views(const GemmArgs& g) {
+  View out{g.bias_grad, g.dtype, g.device, Shape{}, Shape{}};
+  View in{const_cast<void*>(g.a), g.dtype, g.device, Shape{}, Shape{}};
+  if (g.trans_a) {
+    in.shape = Shape{g.k, g.m};
+    out.shape = Shape{1, g.m};
+    out.strides = Shape{g.m, 1};
+  } else {
+    in.shape = Shape{g.m, g.k};
+    out.shape = Shape{g.m, 1};
+    out.strides = Shape{1, 1};
+  }
+  in.strides = Shape{g.lda, 1};
+  return {out, in};
+}
 
 /// Geometry of a 2-D window sliding over a contiguous [N, C, H, W] input (convolution and
 /// pooling). The op computes out_h/out_w (PyTorch's formulas, ceil_mode included) and checks

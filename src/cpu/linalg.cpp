@@ -113,6 +113,10 @@ void gemm(const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   dispatch_float(args.dtype, "gemm",
                  [&](auto tag) { gemm_typed<typename decltype(tag)::type>(args); });
+  if (args.bias_grad) {
+    const auto [out, in] = backend::gemm_bias_grad_views(args);
+    reduce(ReduceOp::sum, out, in);
+  }
 }
 
 }  // namespace ember::cpu

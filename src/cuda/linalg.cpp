@@ -86,9 +86,10 @@ uint32_t alignment_of(const void* ptr, int64_t batch_stride_bytes) {
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
+// Epilogues with a bias vector: read (bias) or written (BGRADB: GemmArgs::bias_grad).
 bool has_bias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
-         e == CUBLASLT_EPILOGUE_GELU_BIAS;
+         e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
 }
 
 // cuBLASLt's epilogue for a bias (or none) followed by `act`.
@@ -269,9 +270,11 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
 
 cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
                         const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c) {
-  if (has_bias(p.epilogue))
+  if (has_bias(p.epilogue)) {
+    const void* vector = p.epilogue == CUBLASLT_EPILOGUE_BGRADB ? g.bias_grad : g.bias;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &g.bias, sizeof(g.bias)));
+                                                      &vector, sizeof(vector)));
+  }
   DeviceBlas& d = blas(device);
   const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
   const bool f64 = g.dtype == DType::f64;
@@ -309,6 +312,16 @@ void gemm(const GemmArgs& g) {
     EMBER_ASSERT(
         g.ldc >= g.n && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n),
         "gemm: leading dimensions too small");
+    // Note [Bias gradient in the epilogue]: cuBLASLt's operand B is our A, so BGRADB sums
+    // op(A) over k, writing the m sums beside dW in the same kernel (when it has an
+    // algorithm for it; else the reduce slot does it after the product).
+    if (g.bias_grad) {
+      EMBER_ASSERT(g.batch == 1 && !g.bias && g.epilogue == backend::GemmEpilogue::none,
+                   "gemm: bias_grad is for one plain product");
+      if (reinterpret_cast<uintptr_t>(g.bias_grad) % 16 == 0 &&
+          run_plan(device, g, 1, CUBLASLT_EPILOGUE_BGRADB, g.a, g.b, g.c))
+        return;
+    }
     // The epilogue reads the bias with vector loads: only offer it an aligned one (an
     // unaligned bias runs bias and activation as separate kernels, in that order).
     const bool aligned = reinterpret_cast<uintptr_t>(g.bias) % 16 == 0;
@@ -326,6 +339,10 @@ void gemm(const GemmArgs& g) {
                     dtype_name(g.dtype), ")");
       }
     }
+  }
+  if (g.bias_grad) {
+    const auto [out, in] = backend::gemm_bias_grad_views(g);
+    reduce(ReduceOp::sum, out, in);
   }
   // The epilogue was not used: bias, then activation, as separate kernels.
   if (g.bias)

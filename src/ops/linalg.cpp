@@ -70,14 +70,26 @@ Operand operand(const Tensor& t, int batch_dims) {
 }
 
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
+// a·b (+ bias, activation); with `row_sums` (no batch, bias or activation) also the sums of
+// a's rows, from the same call (GemmArgs::bias_grad: a bias gradient beside dW = gᵀ·x).
 Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
-            backend::GemmEpilogue act = backend::GemmEpilogue::none) {
+            backend::GemmEpilogue act = backend::GemmEpilogue::none, Tensor* row_sums = nullptr) {
   const int bd = batch.size();
   const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = ops::make_tensor(out_shape, a.dtype(), a.device());
+  if (row_sums) {
+    EMBER_ASSERT(bd == 0 && !bias.defined() && act == backend::GemmEpilogue::none,
+                 "gemm: row sums of one plain product only");
+    *row_sums = ops::make_tensor(Shape{m}, a.dtype(), a.device());
+    if (out.numel() == 0 || k == 0) {  // nothing to sum, or no product to ride along
+      NoGradGuard no_grad;
+      *row_sums = sum(a, {1});
+      row_sums = nullptr;
+    }
+  }
   if (out.numel() == 0) return out;
   if (k == 0) {
     ops::backend_of(a).fill(ops::view_of(out), 0.0);
@@ -115,6 +127,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
   g.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
   g.epilogue = act;
+  g.bias_grad = row_sums ? row_sums->data_ptr() : nullptr;
   ops::backend_of(a).gemm(g);
   return out;
 }
@@ -312,8 +325,12 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
           Tensor g2 = g.reshape({rows, out_f});
           if (sy.defined()) g2 = ops::relu_backward(g2, sy.get());  // where the output is > 0
           if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
-          if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
-          if (nb) gi[2] = sum(g2, {0});
+          if (nw && nb) {  // the bias gradient rides along with dW (GemmArgs::bias_grad)
+            gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, &gi[2]);
+          } else {
+            if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
+            if (nb) gi[2] = sum(g2, {0});
+          }
         });
   }
   return out;
