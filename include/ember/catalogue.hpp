@@ -54,7 +54,9 @@ inline constexpr DTypeSet kFloat = dtypes_of(DType::f32) | dtypes_of(DType::f64)
 inline constexpr DTypeSet kInteger = dtypes_of(DType::i32) | dtypes_of(DType::i64);
 inline constexpr DTypeSet kNumeric = kFloat | kInteger;
 inline constexpr DTypeSet kComparable = kNumeric | dtypes_of(DType::u8) | dtypes_of(DType::boolean);
-inline constexpr DTypeSet kAnyFloat = kFloat | dtypes_of(DType::f16) | dtypes_of(DType::bf16);
+inline constexpr DTypeSet kHalfFloats = dtypes_of(DType::f16) | dtypes_of(DType::bf16);
+inline constexpr DTypeSet kAnyFloat = kFloat | kHalfFloats;
+inline constexpr DTypeSet kArithmetic = kNumeric | kHalfFloats;
 inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1)};
 
 // The catalogue. Each family list is X(name, family, differentiable, cpu dtypes, cuda dtypes)
@@ -64,223 +66,223 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 // The dtype columns are what the op accepts for its main input; an op that needs a specific
 // dtype for another operand (an index, a condition) says so in its error.
 
-#define EMBER_OPS_UNARY(X)                          \
-  X(neg, elementwise, true, kNumeric, kNumeric)     \
-  X(abs, elementwise, true, kNumeric, kNumeric)     \
-  X(sqrt, elementwise, true, kFloat, kFloat)        \
-  X(rsqrt, elementwise, true, kFloat, kFloat)       \
-  X(square, elementwise, true, kFloat, kFloat)      \
-  X(exp, elementwise, true, kFloat, kFloat)         \
-  X(log, elementwise, true, kFloat, kFloat)         \
-  X(sign, elementwise, true, kNumeric, kNumeric)    \
-  X(relu, elementwise, true, kFloat, kFloat)        \
-  X(sigmoid, elementwise, true, kFloat, kFloat)     \
-  X(tanh, elementwise, true, kFloat, kFloat)        \
-  X(silu, elementwise, true, kFloat, kFloat)        \
-  X(softplus, elementwise, true, kFloat, kFloat)    \
-  X(leaky_relu, elementwise, true, kFloat, kFloat)  \
-  X(elu, elementwise, true, kFloat, kFloat)         \
-  X(selu, elementwise, true, kFloat, kFloat)        \
-  X(mish, elementwise, true, kFloat, kFloat)        \
-  X(hardswish, elementwise, true, kFloat, kFloat)   \
-  X(hardsigmoid, elementwise, true, kFloat, kFloat) \
-  X(logsigmoid, elementwise, true, kFloat, kFloat)  \
-  X(sin, elementwise, true, kFloat, kFloat)         \
-  X(cos, elementwise, true, kFloat, kFloat)         \
-  X(tan, elementwise, true, kFloat, kFloat)         \
-  X(asin, elementwise, true, kFloat, kFloat)        \
-  X(acos, elementwise, true, kFloat, kFloat)        \
-  X(atan, elementwise, true, kFloat, kFloat)        \
-  X(sinh, elementwise, true, kFloat, kFloat)        \
-  X(cosh, elementwise, true, kFloat, kFloat)        \
-  X(floor, elementwise, true, kFloat, kFloat)       \
-  X(ceil, elementwise, true, kFloat, kFloat)        \
-  X(round, elementwise, true, kFloat, kFloat)       \
-  X(trunc, elementwise, true, kFloat, kFloat)       \
-  X(frac, elementwise, true, kFloat, kFloat)        \
-  X(log1p, elementwise, true, kFloat, kFloat)       \
-  X(expm1, elementwise, true, kFloat, kFloat)       \
-  X(log2, elementwise, true, kFloat, kFloat)        \
-  X(log10, elementwise, true, kFloat, kFloat)       \
-  X(exp2, elementwise, true, kFloat, kFloat)        \
-  X(reciprocal, elementwise, true, kFloat, kFloat)  \
-  X(erf, elementwise, true, kFloat, kFloat)         \
-  X(erfc, elementwise, true, kFloat, kFloat)        \
-  X(erfinv, elementwise, true, kFloat, kFloat)      \
-  X(clamp, elementwise, true, kNumeric, kNumeric)
+#define EMBER_OPS_UNARY(X)                                \
+  X(neg, elementwise, true, kArithmetic, kArithmetic)     \
+  X(abs, elementwise, true, kArithmetic, kArithmetic)     \
+  X(sqrt, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(rsqrt, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(square, elementwise, true, kAnyFloat, kAnyFloat)      \
+  X(exp, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(log, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(sign, elementwise, true, kArithmetic, kArithmetic)    \
+  X(relu, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(sigmoid, elementwise, true, kAnyFloat, kAnyFloat)     \
+  X(tanh, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(silu, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(softplus, elementwise, true, kAnyFloat, kAnyFloat)    \
+  X(leaky_relu, elementwise, true, kAnyFloat, kAnyFloat)  \
+  X(elu, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(selu, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(mish, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(hardswish, elementwise, true, kAnyFloat, kAnyFloat)   \
+  X(hardsigmoid, elementwise, true, kAnyFloat, kAnyFloat) \
+  X(logsigmoid, elementwise, true, kAnyFloat, kAnyFloat)  \
+  X(sin, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(cos, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(tan, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(asin, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(acos, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(atan, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(sinh, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(cosh, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(floor, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(ceil, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(round, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(trunc, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(frac, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(log1p, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(expm1, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(log2, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(log10, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(exp2, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(reciprocal, elementwise, true, kAnyFloat, kAnyFloat)  \
+  X(erf, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(erfc, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(erfinv, elementwise, true, kAnyFloat, kAnyFloat)      \
+  X(clamp, elementwise, true, kArithmetic, kArithmetic)
 
-#define EMBER_OPS_BINARY(X)                                    \
-  X(add, elementwise, true, kNumeric, kNumeric)                \
-  X(sub, elementwise, true, kNumeric, kNumeric)                \
-  X(mul, elementwise, true, kNumeric, kNumeric)                \
-  X(div, elementwise, true, kNumeric, kNumeric)                \
-  X(pow, elementwise, true, kFloat, kFloat)                    \
-  X(maximum, elementwise, true, kNumeric, kNumeric)            \
-  X(minimum, elementwise, true, kNumeric, kNumeric)            \
-  X(atan2, elementwise, true, kFloat, kFloat)                  \
-  X(fmod, elementwise, true, kFloat, kFloat)                   \
-  X(remainder, elementwise, true, kFloat, kFloat)              \
-  X(eq, elementwise, false, kComparable, kComparable)          \
-  X(ne, elementwise, false, kComparable, kComparable)          \
-  X(lt, elementwise, false, kComparable, kComparable)          \
-  X(le, elementwise, false, kComparable, kComparable)          \
-  X(gt, elementwise, false, kComparable, kComparable)          \
-  X(ge, elementwise, false, kComparable, kComparable)          \
-  X(logical_and, elementwise, false, kComparable, kComparable) \
-  X(logical_or, elementwise, false, kComparable, kComparable)  \
-  X(logical_xor, elementwise, false, kComparable, kComparable)
+#define EMBER_OPS_BINARY(X)                                \
+  X(add, elementwise, true, kArithmetic, kArithmetic)      \
+  X(sub, elementwise, true, kArithmetic, kArithmetic)      \
+  X(mul, elementwise, true, kArithmetic, kArithmetic)      \
+  X(div, elementwise, true, kArithmetic, kArithmetic)      \
+  X(pow, elementwise, true, kAnyFloat, kAnyFloat)          \
+  X(maximum, elementwise, true, kArithmetic, kArithmetic)  \
+  X(minimum, elementwise, true, kArithmetic, kArithmetic)  \
+  X(atan2, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(fmod, elementwise, true, kAnyFloat, kAnyFloat)         \
+  X(remainder, elementwise, true, kAnyFloat, kAnyFloat)    \
+  X(eq, elementwise, false, kAnyDType, kAnyDType)          \
+  X(ne, elementwise, false, kAnyDType, kAnyDType)          \
+  X(lt, elementwise, false, kAnyDType, kAnyDType)          \
+  X(le, elementwise, false, kAnyDType, kAnyDType)          \
+  X(gt, elementwise, false, kAnyDType, kAnyDType)          \
+  X(ge, elementwise, false, kAnyDType, kAnyDType)          \
+  X(logical_and, elementwise, false, kAnyDType, kAnyDType) \
+  X(logical_or, elementwise, false, kAnyDType, kAnyDType)  \
+  X(logical_xor, elementwise, false, kAnyDType, kAnyDType)
 
-#define EMBER_OPS_REDUCE(X)                      \
-  X(sum, reduce, true, kComparable, kComparable) \
-  X(mean, reduce, true, kFloat, kFloat)          \
-  X(max, reduce, true, kNumeric, kNumeric)       \
-  X(min, reduce, true, kNumeric, kNumeric)       \
-  X(prod, reduce, true, kFloat, kFloat)          \
-  X(argmax, reduce, false, kNumeric, kNumeric)   \
-  X(argmin, reduce, false, kNumeric, kNumeric)
+#define EMBER_OPS_REDUCE(X)                          \
+  X(sum, reduce, true, kAnyDType, kAnyDType)         \
+  X(mean, reduce, true, kAnyFloat, kAnyFloat)        \
+  X(max, reduce, true, kArithmetic, kArithmetic)     \
+  X(min, reduce, true, kArithmetic, kArithmetic)     \
+  X(prod, reduce, true, kAnyFloat, kAnyFloat)        \
+  X(argmax, reduce, false, kArithmetic, kArithmetic) \
+  X(argmin, reduce, false, kArithmetic, kArithmetic)
 
-#define EMBER_OPS_OTHER(X)                                             \
-  X(gelu, elementwise, true, kFloat, kFloat, unary)                    \
-  X(scale, elementwise, true, kFloat, kFloat, unary)                   \
-  X(logical_not, elementwise, false, kAnyDType, kAnyDType, unary)      \
-  X(where, elementwise, true, kAnyDType, kAnyDType, where)             \
-  X(clone, elementwise, true, kAnyDType, kAnyDType, copy)              \
-  X(contiguous, elementwise, true, kAnyDType, kAnyDType, copy)         \
-  X(to, elementwise, true, kAnyDType, kAnyDType, copy)                 \
-  X(masked_fill, elementwise, true, kAnyDType, kAnyDType, composite)   \
-  X(hardtanh, elementwise, true, kFloat, kFloat, unary)                \
-  X(prelu, elementwise, true, kFloat, kFloat, composite)               \
-  X(glu, elementwise, true, kFloat, kFloat, composite)                 \
-  X(clamp_min, elementwise, true, kNumeric, kNumeric, unary)           \
-  X(clamp_max, elementwise, true, kNumeric, kNumeric, unary)           \
-  X(isnan, elementwise, false, kComparable, kComparable, composite)    \
-  X(isinf, elementwise, false, kComparable, kComparable, composite)    \
-  X(isfinite, elementwise, false, kComparable, kComparable, composite) \
-  X(nan_to_num, elementwise, true, kFloat, kFloat, composite)          \
-  X(lerp, elementwise, true, kFloat, kFloat, composite)                \
-  X(addcmul, elementwise, true, kFloat, kFloat, composite)             \
-  X(addcdiv, elementwise, true, kFloat, kFloat, composite)             \
-  X(var, reduce, true, kFloat, kFloat, variance)                       \
-  X(sum_to, reduce, true, kComparable, kComparable, reduce)            \
-  X(std, reduce, true, kFloat, kFloat, composite)                      \
-  X(logsumexp, reduce, true, kFloat, kFloat, composite)                \
-  X(norm, reduce, true, kFloat, kFloat, composite)                     \
-  X(nansum, reduce, true, kComparable, kComparable, composite)         \
-  X(nanmean, reduce, true, kFloat, kFloat, composite)                  \
-  X(count_nonzero, reduce, false, kComparable, kComparable, composite) \
-  X(any, reduce, false, kComparable, kComparable, composite)           \
-  X(all, reduce, false, kComparable, kComparable, composite)           \
-  X(max_with_indices, reduce, true, kNumeric, kNumeric, composite)     \
-  X(min_with_indices, reduce, true, kNumeric, kNumeric, composite)     \
-  X(sort, sort, true, kNumeric, kNumeric, sort)                        \
-  X(argsort, sort, false, kNumeric, kNumeric, sort)                    \
-  X(topk, sort, true, kNumeric, kNumeric, sort)                        \
-  X(kthvalue, sort, true, kNumeric, kNumeric, sort)                    \
-  X(median, sort, true, kNumeric, kNumeric, sort)                      \
-  X(nanmedian, sort, true, kFloat, kFloat, sort)                       \
-  X(cumsum, sort, true, kComparable, kComparable, scan)                \
-  X(cumprod, sort, true, kComparable, kComparable, scan)               \
-  X(cummax, sort, true, kNumeric, kNumeric, scan)                      \
-  X(cummin, sort, true, kNumeric, kNumeric, scan)                      \
-  X(diff, sort, true, kNumeric, kNumeric, composite)                   \
-  X(softmax, softmax, true, kFloat, kFloat, softmax)                   \
-  X(log_softmax, softmax, true, kFloat, kFloat, softmax)               \
-  X(matmul, linalg, true, kFloat, kFloat, gemm)                        \
-  X(linear, linalg, true, kFloat, kFloat, gemm)                        \
-  X(mm, linalg, true, kFloat, kFloat, gemm)                            \
-  X(bmm, linalg, true, kFloat, kFloat, gemm)                           \
-  X(dot, linalg, true, kFloat, kFloat, gemm)                           \
-  X(outer, linalg, true, kFloat, kFloat, composite)                    \
-  X(addmm, linalg, true, kFloat, kFloat, composite)                    \
-  X(baddbmm, linalg, true, kFloat, kFloat, composite)                  \
-  X(inv, linalg, true, kFloat, kFloat, decompose)                      \
-  X(det, linalg, true, kFloat, kFloat, decompose)                      \
-  X(solve, linalg, true, kFloat, kFloat, decompose)                    \
-  X(cholesky, linalg, true, kFloat, kFloat, decompose)                 \
-  X(qr, linalg, true, kFloat, kFloat, decompose)                       \
-  X(svd, linalg, true, kFloat, kFloat, decompose)                      \
-  X(einsum, linalg, true, kFloat, kFloat, composite)                   \
-  X(reshape, shape, true, kAnyDType, kAnyDType, copy)                  \
-  X(view, shape, true, kAnyDType, kAnyDType, view)                     \
-  X(transpose, shape, true, kAnyDType, kAnyDType, view)                \
-  X(t, shape, true, kAnyDType, kAnyDType, view)                        \
-  X(permute, shape, true, kAnyDType, kAnyDType, view)                  \
-  X(slice, shape, true, kAnyDType, kAnyDType, view)                    \
-  X(narrow, shape, true, kAnyDType, kAnyDType, view)                   \
-  X(select, shape, true, kAnyDType, kAnyDType, view)                   \
-  X(expand, shape, true, kAnyDType, kAnyDType, view)                   \
-  X(squeeze, shape, true, kAnyDType, kAnyDType, view)                  \
-  X(unsqueeze, shape, true, kAnyDType, kAnyDType, view)                \
-  X(flatten, shape, true, kAnyDType, kAnyDType, copy)                  \
-  X(cat, shape, true, kAnyDType, kAnyDType, copy)                      \
-  X(stack, shape, true, kAnyDType, kAnyDType, copy)                    \
-  X(split, shape, true, kAnyDType, kAnyDType, view)                    \
-  X(chunk, shape, true, kAnyDType, kAnyDType, view)                    \
-  X(flip, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(roll, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(repeat, shape, true, kAnyDType, kAnyDType, composite)              \
-  X(tile, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(repeat_interleave, shape, true, kAnyDType, kAnyDType, composite)   \
-  X(unbind, shape, true, kAnyDType, kAnyDType, view)                   \
-  X(movedim, shape, true, kAnyDType, kAnyDType, view)                  \
-  X(tril, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(triu, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(diag, shape, true, kAnyDType, kAnyDType, composite)                \
-  X(meshgrid, shape, true, kAnyDType, kAnyDType, view)                 \
-  X(pad, shape, true, kAnyDType, kAnyDType, composite)                 \
-  X(unfold, shape, true, kAnyDType, kAnyDType, composite)              \
-  X(pixel_shuffle, shape, true, kAnyDType, kAnyDType, composite)       \
-  X(pixel_unshuffle, shape, true, kAnyDType, kAnyDType, composite)     \
-  X(index_select, index, true, kAnyDType, kAnyDType, index_select)     \
-  X(gather, index, true, kAnyDType, kAnyDType, gather)                 \
-  X(scatter_add, index, true, kNumeric, kNumeric, scatter)             \
-  X(scatter, index, true, kNumeric, kNumeric, scatter)                 \
-  X(scatter_reduce, index, true, kNumeric, kNumeric, scatter)          \
-  X(embedding_bag, index, true, kFloat, kFloat, composite)             \
-  X(embedding, index, true, kFloat, kFloat, index_select)              \
-  X(nonzero, index, false, kComparable, kComparable, composite)        \
-  X(masked_select, index, true, kAnyDType, kAnyDType, composite)       \
-  X(index_add, index, true, kNumeric, kNumeric, index_add)             \
-  X(index_fill, index, true, kAnyDType, kAnyDType, composite)          \
-  X(index_copy, index, true, kNumeric, kNumeric, composite)            \
-  X(one_hot, index, false, kInteger, kInteger, composite)              \
-  X(rand, random, false, kAnyFloat, kAnyFloat, uniform)                \
-  X(randn, random, false, kAnyFloat, kAnyFloat, normal)                \
-  X(dropout, random, true, kFloat, kFloat, dropout)                    \
-  X(layer_norm, norm, true, kFloat, kFloat, composite)                 \
-  X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)          \
-  X(conv2d, conv, true, kFloat, kFloat, im2col)                        \
-  X(max_pool2d, conv, true, kFloat, kFloat, max_pool2d)                \
-  X(max_pool2d_with_indices, conv, true, kFloat, kFloat, max_pool2d)   \
-  X(avg_pool2d, conv, true, kFloat, kFloat, avg_pool2d)                \
-  X(conv1d, conv, true, kFloat, kFloat, composite)                     \
-  X(conv3d, conv, true, kFloat, kFloat, composite)                     \
-  X(conv_transpose2d, conv, true, kFloat, kFloat, col2im)              \
-  X(conv_transpose1d, conv, true, kFloat, kFloat, composite)           \
-  X(max_pool1d, conv, true, kFloat, kFloat, composite)                 \
-  X(avg_pool1d, conv, true, kFloat, kFloat, composite)                 \
-  X(adaptive_avg_pool1d, conv, true, kFloat, kFloat, composite)        \
-  X(adaptive_avg_pool2d, conv, true, kFloat, kFloat, composite)        \
-  X(adaptive_max_pool1d, conv, true, kFloat, kFloat, composite)        \
-  X(adaptive_max_pool2d, conv, true, kFloat, kFloat, composite)        \
-  X(interpolate, conv, true, kFloat, kFloat, composite)                \
-  X(im2col, conv, true, kFloat, kFloat, im2col)                        \
-  X(col2im, conv, true, kFloat, kFloat, col2im)                        \
-  X(mse_loss, loss, true, kFloat, kFloat, composite)                   \
-  X(cross_entropy_probs, loss, true, kFloat, kFloat, composite)        \
-  X(cross_entropy, loss, true, kFloat, kFloat, cross_entropy_forward)  \
-  X(nll_loss, loss, true, kFloat, kFloat, gather)                      \
-  X(bce_with_logits, loss, true, kFloat, kFloat, composite)            \
-  X(binary_cross_entropy, loss, true, kFloat, kFloat, composite)       \
-  X(l1_loss, loss, true, kFloat, kFloat, composite)                    \
-  X(smooth_l1_loss, loss, true, kFloat, kFloat, composite)             \
-  X(huber_loss, loss, true, kFloat, kFloat, composite)                 \
-  X(kl_div, loss, true, kFloat, kFloat, composite)                     \
-  X(margin_ranking_loss, loss, true, kFloat, kFloat, composite)        \
-  X(triplet_margin_loss, loss, true, kFloat, kFloat, composite)        \
-  X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)      \
-  X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)           \
-  X(ctc_loss, loss, true, kFloat, kFloat, composite)                   \
+#define EMBER_OPS_OTHER(X)                                                 \
+  X(gelu, elementwise, true, kAnyFloat, kAnyFloat, unary)                  \
+  X(scale, elementwise, true, kAnyFloat, kAnyFloat, unary)                 \
+  X(logical_not, elementwise, false, kAnyDType, kAnyDType, unary)          \
+  X(where, elementwise, true, kAnyDType, kAnyDType, where)                 \
+  X(clone, elementwise, true, kAnyDType, kAnyDType, copy)                  \
+  X(contiguous, elementwise, true, kAnyDType, kAnyDType, copy)             \
+  X(to, elementwise, true, kAnyDType, kAnyDType, copy)                     \
+  X(masked_fill, elementwise, true, kAnyDType, kAnyDType, composite)       \
+  X(hardtanh, elementwise, true, kAnyFloat, kAnyFloat, unary)              \
+  X(prelu, elementwise, true, kAnyFloat, kAnyFloat, composite)             \
+  X(glu, elementwise, true, kAnyFloat, kAnyFloat, composite)               \
+  X(clamp_min, elementwise, true, kArithmetic, kArithmetic, unary)         \
+  X(clamp_max, elementwise, true, kArithmetic, kArithmetic, unary)         \
+  X(isnan, elementwise, false, kAnyDType, kAnyDType, composite)            \
+  X(isinf, elementwise, false, kAnyDType, kAnyDType, composite)            \
+  X(isfinite, elementwise, false, kAnyDType, kAnyDType, composite)         \
+  X(nan_to_num, elementwise, true, kAnyFloat, kAnyFloat, composite)        \
+  X(lerp, elementwise, true, kAnyFloat, kAnyFloat, composite)              \
+  X(addcmul, elementwise, true, kAnyFloat, kAnyFloat, composite)           \
+  X(addcdiv, elementwise, true, kAnyFloat, kAnyFloat, composite)           \
+  X(var, reduce, true, kAnyFloat, kAnyFloat, variance)                     \
+  X(sum_to, reduce, true, kAnyDType, kAnyDType, reduce)                    \
+  X(std, reduce, true, kAnyFloat, kAnyFloat, composite)                    \
+  X(logsumexp, reduce, true, kFloat, kFloat, composite)                    \
+  X(norm, reduce, true, kFloat, kFloat, composite)                         \
+  X(nansum, reduce, true, kAnyDType, kAnyDType, composite)                 \
+  X(nanmean, reduce, true, kAnyFloat, kAnyFloat, composite)                \
+  X(count_nonzero, reduce, false, kAnyDType, kAnyDType, composite)         \
+  X(any, reduce, false, kAnyDType, kAnyDType, composite)                   \
+  X(all, reduce, false, kAnyDType, kAnyDType, composite)                   \
+  X(max_with_indices, reduce, true, kArithmetic, kArithmetic, composite)   \
+  X(min_with_indices, reduce, true, kArithmetic, kArithmetic, composite)   \
+  X(sort, sort, true, kNumeric, kNumeric, sort)                            \
+  X(argsort, sort, false, kNumeric, kNumeric, sort)                        \
+  X(topk, sort, true, kNumeric, kNumeric, sort)                            \
+  X(kthvalue, sort, true, kNumeric, kNumeric, sort)                        \
+  X(median, sort, true, kNumeric, kNumeric, sort)                          \
+  X(nanmedian, sort, true, kFloat, kFloat, sort)                           \
+  X(cumsum, sort, true, kComparable, kComparable, scan)                    \
+  X(cumprod, sort, true, kComparable, kComparable, scan)                   \
+  X(cummax, sort, true, kNumeric, kNumeric, scan)                          \
+  X(cummin, sort, true, kNumeric, kNumeric, scan)                          \
+  X(diff, sort, true, kNumeric, kNumeric, composite)                       \
+  X(softmax, softmax, true, kFloat, kFloat, softmax)                       \
+  X(log_softmax, softmax, true, kFloat, kFloat, softmax)                   \
+  X(matmul, linalg, true, kAnyFloat, kAnyFloat, gemm)                      \
+  X(linear, linalg, true, kAnyFloat, kAnyFloat, gemm)                      \
+  X(mm, linalg, true, kAnyFloat, kAnyFloat, gemm)                          \
+  X(bmm, linalg, true, kAnyFloat, kAnyFloat, gemm)                         \
+  X(dot, linalg, true, kAnyFloat, kAnyFloat, gemm)                         \
+  X(outer, linalg, true, kAnyFloat, kAnyFloat, composite)                  \
+  X(addmm, linalg, true, kAnyFloat, kAnyFloat, composite)                  \
+  X(baddbmm, linalg, true, kAnyFloat, kAnyFloat, composite)                \
+  X(inv, linalg, true, kFloat, kFloat, decompose)                          \
+  X(det, linalg, true, kFloat, kFloat, decompose)                          \
+  X(solve, linalg, true, kFloat, kFloat, decompose)                        \
+  X(cholesky, linalg, true, kFloat, kFloat, decompose)                     \
+  X(qr, linalg, true, kFloat, kFloat, decompose)                           \
+  X(svd, linalg, true, kFloat, kFloat, decompose)                          \
+  X(einsum, linalg, true, kAnyFloat, kAnyFloat, composite)                 \
+  X(reshape, shape, true, kAnyDType, kAnyDType, copy)                      \
+  X(view, shape, true, kAnyDType, kAnyDType, view)                         \
+  X(transpose, shape, true, kAnyDType, kAnyDType, view)                    \
+  X(t, shape, true, kAnyDType, kAnyDType, view)                            \
+  X(permute, shape, true, kAnyDType, kAnyDType, view)                      \
+  X(slice, shape, true, kAnyDType, kAnyDType, view)                        \
+  X(narrow, shape, true, kAnyDType, kAnyDType, view)                       \
+  X(select, shape, true, kAnyDType, kAnyDType, view)                       \
+  X(expand, shape, true, kAnyDType, kAnyDType, view)                       \
+  X(squeeze, shape, true, kAnyDType, kAnyDType, view)                      \
+  X(unsqueeze, shape, true, kAnyDType, kAnyDType, view)                    \
+  X(flatten, shape, true, kAnyDType, kAnyDType, copy)                      \
+  X(cat, shape, true, kAnyDType, kAnyDType, copy)                          \
+  X(stack, shape, true, kAnyDType, kAnyDType, copy)                        \
+  X(split, shape, true, kAnyDType, kAnyDType, view)                        \
+  X(chunk, shape, true, kAnyDType, kAnyDType, view)                        \
+  X(flip, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(roll, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(repeat, shape, true, kAnyDType, kAnyDType, composite)                  \
+  X(tile, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(repeat_interleave, shape, true, kAnyDType, kAnyDType, composite)       \
+  X(unbind, shape, true, kAnyDType, kAnyDType, view)                       \
+  X(movedim, shape, true, kAnyDType, kAnyDType, view)                      \
+  X(tril, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(triu, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(diag, shape, true, kAnyDType, kAnyDType, composite)                    \
+  X(meshgrid, shape, true, kAnyDType, kAnyDType, view)                     \
+  X(pad, shape, true, kAnyDType, kAnyDType, composite)                     \
+  X(unfold, shape, true, kAnyDType, kAnyDType, composite)                  \
+  X(pixel_shuffle, shape, true, kAnyDType, kAnyDType, composite)           \
+  X(pixel_unshuffle, shape, true, kAnyDType, kAnyDType, composite)         \
+  X(index_select, index, true, kAnyDType, kAnyDType, index_select)         \
+  X(gather, index, true, kAnyDType, kAnyDType, gather)                     \
+  X(scatter_add, index, true, kNumeric, kNumeric, scatter)                 \
+  X(scatter, index, true, kNumeric, kNumeric, scatter)                     \
+  X(scatter_reduce, index, true, kNumeric, kNumeric, scatter)              \
+  X(embedding_bag, index, true, kFloat, kFloat, composite)                 \
+  X(embedding, index, true, kFloat, kFloat, index_select)                  \
+  X(nonzero, index, false, kComparable, kComparable, composite)            \
+  X(masked_select, index, true, kAnyDType, kAnyDType, composite)           \
+  X(index_add, index, true, kNumeric, kNumeric, index_add)                 \
+  X(index_fill, index, true, kAnyDType, kAnyDType, composite)              \
+  X(index_copy, index, true, kNumeric, kNumeric, composite)                \
+  X(one_hot, index, false, kInteger, kInteger, composite)                  \
+  X(rand, random, false, kAnyFloat, kAnyFloat, uniform)                    \
+  X(randn, random, false, kAnyFloat, kAnyFloat, normal)                    \
+  X(dropout, random, true, kAnyFloat, kAnyFloat, dropout)                  \
+  X(layer_norm, norm, true, kFloat, kFloat, composite)                     \
+  X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)              \
+  X(conv2d, conv, true, kAnyFloat, kAnyFloat, im2col)                      \
+  X(max_pool2d, conv, true, kAnyFloat, kAnyFloat, max_pool2d)              \
+  X(max_pool2d_with_indices, conv, true, kAnyFloat, kAnyFloat, max_pool2d) \
+  X(avg_pool2d, conv, true, kAnyFloat, kAnyFloat, avg_pool2d)              \
+  X(conv1d, conv, true, kAnyFloat, kAnyFloat, composite)                   \
+  X(conv3d, conv, true, kAnyFloat, kAnyFloat, composite)                   \
+  X(conv_transpose2d, conv, true, kAnyFloat, kAnyFloat, col2im)            \
+  X(conv_transpose1d, conv, true, kAnyFloat, kAnyFloat, composite)         \
+  X(max_pool1d, conv, true, kAnyFloat, kAnyFloat, composite)               \
+  X(avg_pool1d, conv, true, kAnyFloat, kAnyFloat, composite)               \
+  X(adaptive_avg_pool1d, conv, true, kAnyFloat, kAnyFloat, composite)      \
+  X(adaptive_avg_pool2d, conv, true, kAnyFloat, kAnyFloat, composite)      \
+  X(adaptive_max_pool1d, conv, true, kAnyFloat, kAnyFloat, composite)      \
+  X(adaptive_max_pool2d, conv, true, kAnyFloat, kAnyFloat, composite)      \
+  X(interpolate, conv, true, kFloat, kFloat, composite)                    \
+  X(im2col, conv, true, kAnyFloat, kAnyFloat, im2col)                      \
+  X(col2im, conv, true, kAnyFloat, kAnyFloat, col2im)                      \
+  X(mse_loss, loss, true, kFloat, kFloat, composite)                       \
+  X(cross_entropy_probs, loss, true, kFloat, kFloat, composite)            \
+  X(cross_entropy, loss, true, kFloat, kFloat, cross_entropy_forward)      \
+  X(nll_loss, loss, true, kFloat, kFloat, gather)                          \
+  X(bce_with_logits, loss, true, kFloat, kFloat, composite)                \
+  X(binary_cross_entropy, loss, true, kFloat, kFloat, composite)           \
+  X(l1_loss, loss, true, kFloat, kFloat, composite)                        \
+  X(smooth_l1_loss, loss, true, kFloat, kFloat, composite)                 \
+  X(huber_loss, loss, true, kFloat, kFloat, composite)                     \
+  X(kl_div, loss, true, kFloat, kFloat, composite)                         \
+  X(margin_ranking_loss, loss, true, kFloat, kFloat, composite)            \
+  X(triplet_margin_loss, loss, true, kFloat, kFloat, composite)            \
+  X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)          \
+  X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)               \
+  X(ctc_loss, loss, true, kFloat, kFloat, composite)                       \
   X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)
 
 #define EMBER_OPS_ENTRY_(name, ...) name,

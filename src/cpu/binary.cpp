@@ -1,10 +1,10 @@
 // src/cpu/binary.cpp — elementwise binary ops (BinaryOp).
 //
 // Arithmetic (add, sub, mul, div, maximum, minimum) for f32/f64/i32/i64, pow for f32/f64,
-// comparisons for those plus u8 and bool, writing bool (one byte, 0 or 1). Inputs share a
-// dtype and arrive broadcast to out's shape (stride-0 dims). The strided loop
-// (Note [Strided loops]) hands each run of the innermost dim to one of three vectorised
-// loops — all contiguous, `a` a broadcast scalar, `b` a broadcast scalar — or to the
+// f16/bf16 for all of them through f32 tiles; comparisons for those plus u8 and bool, writing bool
+// (one byte, 0 or 1). Inputs share a dtype and arrive broadcast to out's shape (stride-0 dims). The
+// strided loop (Note [Strided loops]) hands each run of the innermost dim to one of three
+// vectorised loops — all contiguous, `a` a broadcast scalar, `b` a broadcast scalar — or to the
 // general strided loop. A row broadcast ([m, n] op [n]) is contiguous inside each row.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
 
@@ -65,13 +65,43 @@ void run_binary(const Loop<3>& loop) {
   });
 }
 
+// f16/bf16 (Note [16-bit floats on the CPU]): each run in f32 tiles through the f32 loop.
+template <typename T, BinaryOp Op>
+void run_binary_wide(const Loop<3>& loop) {
+  using R = ResultOf<T, Op>;
+  using RF = ResultOf<float, Op>;
+  parallel_loop(loop, kGrainMath, [](char* const* p, const int64_t* s, int64_t n) {
+    R* o = reinterpret_cast<R*>(p[0]);
+    const T* a = reinterpret_cast<const T*>(p[1]);
+    const T* b = reinterpret_cast<const T*>(p[2]);
+    const int64_t so = s[0] / static_cast<int64_t>(sizeof(R));
+    const int64_t sa = s[1] / static_cast<int64_t>(sizeof(T));
+    const int64_t sb = s[2] / static_cast<int64_t>(sizeof(T));
+    float fa[kWideTile], fb[kWideTile];
+    RF res[kWideTile];
+    for (int64_t i0 = 0; i0 < n; i0 += kWideTile) {
+      const int64_t m = std::min(kWideTile, n - i0);
+      for (int64_t j = 0; j < m; ++j) {
+        fa[j] = static_cast<float>(a[(i0 + j) * sa]);
+        fb[j] = static_cast<float>(b[(i0 + j) * sb]);
+      }
+      binary_contiguous<float, Op>(res, fa, fb, m);
+      for (int64_t j = 0; j < m; ++j) o[(i0 + j) * so] = R(res[j]);
+    }
+  });
+}
+
 }  // namespace
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
   const Operand ops[3] = {operand(out), operand(a), operand(b)};
   const Loop<3> loop = make_loop(out.shape, ops);
-  kernels::dispatch_binary(op, out, a, b, "CPU", [&](auto tag, auto c) {
-    run_binary<typename decltype(tag)::type, decltype(c)::value>(loop);
+  kernels::dispatch_binary<Half, BFloat16>(op, out, a, b, "CPU", [&](auto tag, auto c) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsHalfLike<T>)
+      run_binary_wide<T, decltype(c)::value>(loop);
+    else
+      run_binary<T, decltype(c)::value>(loop);
   });
 }
 

@@ -290,54 +290,62 @@ void avg_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out,
   });
 }
 
+int64_t in_numel(const Window2d& w) { return w.batch * w.channels * w.height * w.width; }
+int64_t out_numel(const Window2d& w) { return w.batch * w.channels * w.out_h * w.out_w; }
+
 }  // namespace
 
+// f16/bf16 run the f32 kernels on f32 copies (with_compute_type: Note [16-bit floats on the
+// CPU]), so sums over windows accumulate in f32 and are rounded once.
 void im2col(const Window2d& w, const View& columns, const View& in) {
-  dispatch_float(in.dtype, "im2col", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    im2col_typed(w, static_cast<T*>(columns.data), static_cast<const T*>(in.data));
+  dispatch_any_float(in.dtype, "im2col", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        columns.data, columns.numel(), in.data, in_numel(w),
+        [&](auto* col, const auto* x) { im2col_typed(w, col, x); });
   });
 }
 
 void col2im(const Window2d& w, const View& grad_in, const View& columns) {
-  dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    col2im_typed(w, static_cast<T*>(grad_in.data), static_cast<const T*>(columns.data));
+  dispatch_any_float(grad_in.dtype, "col2im", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        grad_in.data, in_numel(w), columns.data, columns.numel(),
+        [&](auto* gi, const auto* col) { col2im_typed(w, gi, col); });
   });
 }
 
 void max_pool2d(const Window2d& w, const View& out, const View& indices, const View& in) {
-  dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    max_pool2d_typed(w, static_cast<T*>(out.data), static_cast<int64_t*>(indices.data),
-                     static_cast<const T*>(in.data));
+  dispatch_any_float(in.dtype, "max_pool2d", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        out.data, out_numel(w), in.data, in_numel(w), [&](auto* o, const auto* x) {
+          max_pool2d_typed(w, o, static_cast<int64_t*>(indices.data), x);
+        });
   });
 }
 
 void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
                          const View& indices) {
-  dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    max_pool2d_backward_typed(w, static_cast<T*>(grad_in.data),
-                              static_cast<const T*>(grad_out.data),
-                              static_cast<const int64_t*>(indices.data));
+  dispatch_any_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        grad_in.data, in_numel(w), grad_out.data, out_numel(w), [&](auto* gi, const auto* g) {
+          max_pool2d_backward_typed(w, gi, g, static_cast<const int64_t*>(indices.data));
+        });
   });
 }
 
 void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_include_pad) {
-  dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    avg_pool2d_typed(w, static_cast<T*>(out.data), static_cast<const T*>(in.data),
-                     count_include_pad);
+  dispatch_any_float(in.dtype, "avg_pool2d", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        out.data, out_numel(w), in.data, in_numel(w),
+        [&](auto* o, const auto* x) { avg_pool2d_typed(w, o, x, count_include_pad); });
   });
 }
 
 void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& grad_out,
                          bool count_include_pad) {
-  dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    avg_pool2d_backward_typed(w, static_cast<T*>(grad_in.data),
-                              static_cast<const T*>(grad_out.data), count_include_pad);
+  dispatch_any_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
+    with_compute_type<typename decltype(tag)::type>(
+        grad_in.data, in_numel(w), grad_out.data, out_numel(w),
+        [&](auto* gi, const auto* g) { avg_pool2d_backward_typed(w, gi, g, count_include_pad); });
   });
 }
 

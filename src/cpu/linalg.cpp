@@ -1,13 +1,16 @@
 // src/cpu/linalg.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, for
-// b in [0, batch) with per-operand batch strides (0 broadcasts one matrix). Transposes go
+// b in [0, batch) with per-operand batch strides (0 broadcasts one matrix), in f32/f64, and in
+// f16/bf16 through f32 (gemm_wide). Transposes go
 // to cblas as flags; nothing is copied. The batch loop calls BLAS from this thread only:
 // OpenBLAS threads each call itself with the count kept equal to ember's pool
 // (src/cpu/threads.cpp), and BLAS must never run inside a parallel_for body.
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
@@ -106,13 +109,76 @@ void gemm_typed(const GemmArgs& g) {
   }
 }
 
+// Rows x cols of a 16-bit matrix with leading dimension ld, to or from contiguous f32.
+template <typename T>
+void widen(float* out, const T* in, int64_t rows, int64_t cols, int64_t ld) {
+  parallel_for(rows, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   for (int64_t j = 0; j < cols; ++j)
+                     out[r * cols + j] = static_cast<float>(in[r * ld + j]);
+               });
+}
+template <typename T>
+void narrow(T* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
+  parallel_for(rows, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r)
+                   for (int64_t j = 0; j < cols; ++j) out[r * ld + j] = T(in[r * cols + j]);
+               });
+}
+
+// f16/bf16 (Note [16-bit floats on the CPU]): each product of the batch in f32 through
+// OpenBLAS's sgemm — operands widened to contiguous f32, bias and activation applied in f32 —
+// and C rounded to the 16-bit type once.
+template <typename T>
+void gemm_wide(const GemmArgs& g) {
+  const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+  const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
+  std::vector<float> a(static_cast<size_t>(a_rows * a_cols));
+  std::vector<float> b(static_cast<size_t>(b_rows * b_cols));
+  std::vector<float> c(static_cast<size_t>(g.m * g.n)), bias;
+  if (g.bias) {
+    bias.resize(static_cast<size_t>(g.n));
+    widen(bias.data(), static_cast<const T*>(g.bias), 1, g.n, g.n);
+  }
+  GemmArgs f = g;
+  f.dtype = DType::f32;
+  f.batch = 1;
+  f.a = a.data();
+  f.lda = std::max<int64_t>(a_cols, 1);
+  f.b = b.data();
+  f.ldb = std::max<int64_t>(b_cols, 1);
+  f.c = c.data();
+  f.ldc = g.n;
+  f.bias = g.bias ? bias.data() : nullptr;
+  f.bias_grad = nullptr;
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const T* ai = static_cast<const T*>(g.a) + i * g.batch_stride_a;
+    const T* bi = static_cast<const T*>(g.b) + i * g.batch_stride_b;
+    T* ci = static_cast<T*>(g.c) + i * g.batch_stride_c;
+    if (g.k > 0) {
+      widen(a.data(), ai, a_rows, a_cols, g.lda);
+      widen(b.data(), bi, b_rows, b_cols, g.ldb);
+    }
+    if (g.beta != 0.0) widen(c.data(), ci, g.m, g.n, g.ldc);
+    gemm_typed<float>(f);
+    narrow(ci, c.data(), g.m, g.n, g.ldc);
+  }
+}
+
 }  // namespace
 
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
-  dispatch_float(args.dtype, "gemm",
-                 [&](auto tag) { gemm_typed<typename decltype(tag)::type>(args); });
+  dispatch_any_float(args.dtype, "gemm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsHalfLike<T>)
+      gemm_wide<T>(args);
+    else
+      gemm_typed<T>(args);
+  });
   if (args.bias_grad) {
     const auto [out, in] = backend::gemm_bias_grad_views(args);
     reduce(ReduceOp::sum, out, in);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "cpu/thread_pool.hpp"
@@ -72,6 +73,11 @@ template <typename F>
 decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
   return kernels::dispatch_float(t, op, "CPU", f);
 }
+/// f32/f64 and the 16-bit floats (Half, BFloat16: Note [16-bit floats on the CPU]).
+template <typename F>
+decltype(auto) dispatch_any_float(DType t, const char* op, F&& f) {
+  return kernels::dispatch_any_float<Half, BFloat16>(t, op, "CPU", f);
+}
 /// f32/f64/i32/i64.
 template <typename F>
 decltype(auto) dispatch_numeric(DType t, const char* op, F&& f) {
@@ -89,6 +95,37 @@ using kernels::dispatch_bytes;
 // ---- casts between element types ----
 template <typename T>
 inline constexpr bool kIsHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// Note [16-bit floats on the CPU]
+// f16 and bf16 are computed in f32, as PyTorch's CPU kernels do: a kernel loads a tile of at
+// most kWideTile elements into f32 buffers, runs its f32 loop on them and rounds each result
+// to the 16-bit type once. Accumulations (sums, GEMM, softmax) stay in f32 or wider across
+// tiles, so only the stored result is rounded.
+/// The type a kernel computes T in: f32 for the 16-bit floats, T itself otherwise.
+template <typename T>
+using Compute = std::conditional_t<kIsHalfLike<T>, float, T>;
+inline constexpr int64_t kWideTile = 256;
+
+/// Calls fn(out, in) with typed pointers: for f16/bf16 on f32 copies of the contiguous buffers
+/// (`in`: n_in elements, widened; `out`: n_out elements, rounded back once fn returns), for
+/// other types on the buffers themselves. For whole-buffer kernels (convolution, pooling).
+template <typename T, typename F>
+void with_compute_type(void* out, int64_t n_out, const void* in, int64_t n_in, F&& fn) {
+  if constexpr (kIsHalfLike<T>) {
+    std::vector<float> x(static_cast<size_t>(n_in)), y(static_cast<size_t>(n_out));
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(out);
+    parallel_for(n_in, kGrainCheap, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) x[i] = static_cast<float>(src[i]);
+    });
+    fn(y.data(), static_cast<const float*>(x.data()));
+    parallel_for(n_out, kGrainCheap, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = T(y[i]);
+    });
+  } else {
+    fn(static_cast<T*>(out), static_cast<const T*>(in));
+  }
+}
 
 /// Converts like PyTorch's `.to(dtype)`: 16-bit floats go through float, anything to bool is
 /// `!= 0`, floats to u8 go through i64 (so -1.0 becomes 255, as in PyTorch on x86).

@@ -93,9 +93,10 @@ void dropout(const View& out, const View& mask, const View& in, double p, uint64
   EMBER_ASSERT(mask.dtype == in.dtype && out.dtype == in.dtype, "dropout: dtype mismatch");
   const Operand ops[3] = {operand(out), operand(mask), operand(in)};
   const Loop<3> loop = make_loop(out.shape, ops);
-  dispatch_float(in.dtype, "dropout", [&](auto tag) {
+  dispatch_any_float(in.dtype, "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    using C = Compute<T>;  // Note [16-bit floats on the CPU]
+    const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
     parallel_loop_indexed(
         loop, kGrainRandom, [&](char* const* ptr, const int64_t* s, int64_t n, int64_t position) {
           T* o = reinterpret_cast<T*>(ptr[0]);
@@ -103,14 +104,16 @@ void dropout(const View& out, const View& mask, const View& in, double p, uint64
           const T* x = reinterpret_cast<const T*>(ptr[2]);
           const uint64_t first = offset + static_cast<uint64_t>(position);
           constexpr int64_t kT = sizeof(T);
-          if (s[0] == kT && s[1] == kT && s[2] == kT)
-            return dropout_contiguous(o, m, x, n, seed, first, p, scale);
+          if constexpr (!kIsHalfLike<T>) {
+            if (s[0] == kT && s[1] == kT && s[2] == kT)
+              return dropout_contiguous(o, m, x, n, seed, first, p, scale);
+          }
           const int64_t so = s[0] / kT, sm = s[1] / kT, sx = s[2] / kT;
           for (int64_t i = 0; i < n; ++i) {
             const bool kept = philox::dropout_keep(philox::block_for(seed, first + i), p);
-            const T keep = kept ? scale : T(0);
-            m[i * sm] = keep;
-            o[i * so] = x[i * sx] * keep;
+            const C keep = kept ? scale : C(0);
+            m[i * sm] = T(keep);
+            o[i * so] = T(static_cast<C>(x[i * sx]) * keep);
           }
         });
   });

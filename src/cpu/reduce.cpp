@@ -130,12 +130,20 @@ struct ProdReducer : kernels::ProdReducer<T> {
 template <typename T, bool Max>
 struct ExtremeReducer : kernels::ExtremeReducer<T, Max> {
   using Base = kernels::ExtremeReducer<T, Max>;
-  void run(T& a, const T* x, int64_t n, int64_t) const {
-    const T r = extreme_run<T, Max>(x, n, Base::start());
-    a = Max ? max_nan(a, r) : min_nan(a, r);
+  using Acc = typename Base::Acc;  // f32 for the 16-bit floats
+  void run(Acc& a, const T* x, int64_t n, int64_t) const {
+    if constexpr (kIsHalfLike<T>) {
+      for (int64_t i = 0; i < n; ++i) this->step(a, x[i], 0);
+    } else {
+      const T r = extreme_run<T, Max>(x, n, Base::start());
+      a = Max ? max_nan(a, r) : min_nan(a, r);
+    }
   }
-  void columns(T* acc, const T* row, int64_t n, int64_t) const {
-    extreme_columns<T, Max>(acc, row, n);
+  void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
+    if constexpr (kIsHalfLike<T>)
+      step_each_column(*this, acc, row, n, pos);
+    else
+      extreme_columns<T, Max>(acc, row, n);
   }
 };
 
@@ -348,6 +356,8 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
 
 }  // namespace
 
+using BackendHalf = Half;
+using BackendBFloat = BFloat16;
 #define EMBER_BACKEND_NAME "CPU"
 #include "kernels/reduce_slots.inc"
 #undef EMBER_BACKEND_NAME

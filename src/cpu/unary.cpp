@@ -1,4 +1,5 @@
-// src/cpu/unary.cpp — elementwise unary ops (UnaryOp) for f32/f64, and logical_not.
+// src/cpu/unary.cpp — elementwise unary ops (UnaryOp) for f32/f64 (f16/bf16 through f32 tiles),
+// and logical_not.
 //
 // Each op is one scalar function below (PyTorch's formulas, including the derivative
 // helpers that backward rules use); run_unary turns it into a flat loop the compiler
@@ -101,10 +102,32 @@ void run_unary(const Loop<2>& loop, T a, T b) {
   });
 }
 
+// f16/bf16 (Note [16-bit floats on the CPU]): each run in f32 tiles through the f32 loop.
+template <typename T, UnaryOp Op>
+void run_unary_wide(const Loop<2>& loop, float a, float b) {
+  parallel_loop(loop, kGrainMath, [a, b](char* const* p, const int64_t* s, int64_t n) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const T* x = reinterpret_cast<const T*>(p[1]);
+    const int64_t so = s[0] / static_cast<int64_t>(sizeof(T));
+    const int64_t sx = s[1] / static_cast<int64_t>(sizeof(T));
+    float in[kWideTile], res[kWideTile];
+    for (int64_t i0 = 0; i0 < n; i0 += kWideTile) {
+      const int64_t m = std::min(kWideTile, n - i0);
+      for (int64_t j = 0; j < m; ++j) in[j] = static_cast<float>(x[(i0 + j) * sx]);
+      unary_contiguous<float, Op>(res, in, m, a, b);
+      for (int64_t j = 0; j < m; ++j) o[(i0 + j) * so] = T(res[j]);
+    }
+  });
+}
+
 template <typename T>
-void unary_typed(UnaryOp op, const Loop<2>& loop, T a, T b) {
-  const bool known =
-      kernels::visit_unary(op, [&](auto c) { run_unary<T, decltype(c)::value>(loop, a, b); });
+void unary_typed(UnaryOp op, const Loop<2>& loop, Compute<T> a, Compute<T> b) {
+  const bool known = kernels::visit_unary(op, [&](auto c) {
+    if constexpr (kIsHalfLike<T>)
+      run_unary_wide<T, decltype(c)::value>(loop, a, b);
+    else
+      run_unary<T, decltype(c)::value>(loop, a, b);
+  });
   EMBER_ASSERT(known, "unary: unhandled op ", static_cast<int>(op));
 }
 
@@ -132,9 +155,9 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
     return;
   }
   EMBER_ASSERT(out.dtype == in.dtype, "unary: dtype mismatch");
-  dispatch_float(in.dtype, "unary", [&](auto tag) {
+  dispatch_any_float(in.dtype, "unary", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    unary_typed<T>(op, loop, static_cast<T>(a), static_cast<T>(b));
+    unary_typed<T>(op, loop, static_cast<Compute<T>>(a), static_cast<Compute<T>>(b));
   });
 }
 

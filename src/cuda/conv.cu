@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "cuda/common.cuh"
+#include "cuda/loops.cuh"
 #include "ember/error.hpp"
 
 namespace ember::cuda {
@@ -83,7 +84,7 @@ __global__ void im2col_kernel(Geom<Idx> g, T* __restrict col, const T* __restric
       for (Idx kj = 0; kj < g.kernel_w; ++kj) {
         const Idx ix = ox * g.stride_w - g.pad_w + kj * g.dilation_w;
         dst[(ki * g.kernel_w + kj) * NL] =
-            row_in && ix >= 0 && ix < g.width ? plane[iy * g.width + ix] : T(0);
+            row_in && ix >= 0 && ix < g.width ? plane[iy * g.width + ix] : cast<T>(0.0f);
       }
     }
   }
@@ -101,7 +102,7 @@ __global__ void col2im_kernel(Geom<Idx> g, T* __restrict grad_in, const T* __res
     const Idx nc = e / (g.width * g.height);
     const Idx c = nc % g.channels, n = nc / g.channels;
     const T* src = col + c * K * NL + n * L;
-    T sum = T(0);
+    Compute<T> sum = 0;
     for (Idx ki = 0; ki < g.kernel_h; ++ki) {
       const Idx ty = y + g.pad_h - ki * g.dilation_h;  // = oy·stride_h
       if (ty < 0 || (!Unit && ty % g.stride_h != 0)) continue;
@@ -112,10 +113,10 @@ __global__ void col2im_kernel(Geom<Idx> g, T* __restrict grad_in, const T* __res
         if (tx < 0 || (!Unit && tx % g.stride_w != 0)) continue;
         const Idx ox = Unit ? tx : tx / g.stride_w;
         if (ox >= g.out_w) continue;
-        sum += src[(ki * g.kernel_w + kj) * NL + oy * g.out_w + ox];
+        sum += cast<Compute<T>>(src[(ki * g.kernel_w + kj) * NL + oy * g.out_w + ox]);
       }
     }
-    grad_in[e] = sum;
+    grad_in[e] = cast<T>(sum);
   }
 }
 
@@ -135,18 +136,19 @@ __global__ void max_pool_kernel(Geom<Idx> g, T* __restrict out, int64_t* __restr
     Idx w0 = ox * g.stride_w - g.pad_w;
     const Idx w1 = min(w0 + (g.kernel_w - 1) * g.dilation_w + 1, g.width);
     while (w0 < 0) w0 += g.dilation_w;
-    T best = minus_infinity<T>();
+    using C = Compute<T>;
+    C best = minus_infinity<C>();
     Idx at = h0 * g.width + w0;
     for (Idx y = h0; y < h1; y += g.dilation_h) {
       for (Idx x = w0; x < w1; x += g.dilation_w) {
-        const T v = src[y * g.width + x];
+        const C v = cast<C>(src[y * g.width + x]);
         if (v > best || v != v) {
           best = v;
           at = y * g.width + x;
         }
       }
     }
-    out[e] = best;
+    out[e] = cast<T>(best);
     indices[e] = static_cast<int64_t>(at);
   }
 }
@@ -170,13 +172,13 @@ __global__ void max_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
         Idx(0), ceil_div_signed<Idx>(x + g.pad_w - (g.kernel_w - 1) * g.dilation_w, g.stride_w));
     const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
     const Idx base = plane * g.out_h * g.out_w;
-    T sum = T(0);
+    Compute<T> sum = 0;
     for (Idx oy = oy0; oy <= oy1; ++oy)
       for (Idx ox = ox0; ox <= ox1; ++ox) {
         const Idx o = base + oy * g.out_w + ox;
-        if (indices[o] == here) sum += grad_out[o];
+        if (indices[o] == here) sum += cast<Compute<T>>(grad_out[o]);
       }
-    grad_in[e] = sum;
+    grad_in[e] = cast<T>(sum);
   }
 }
 
@@ -213,14 +215,15 @@ __global__ void avg_pool_kernel(Geom<Idx> g, T* __restrict out, const T* __restr
     const Idx plane = e / (g.out_w * g.out_h);
     const T* src = in + plane * g.height * g.width;
     const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
+    using C = Compute<T>;
     if (a.divisor == 0) {
-      out[e] = T(0);
+      out[e] = cast<T>(C(0));
       continue;
     }
-    T sum = T(0);
+    C sum = 0;
     for (Idx y = a.h0; y < a.h1; ++y)
-      for (Idx x = a.w0; x < a.w1; ++x) sum += src[y * g.width + x];
-    out[e] = sum / static_cast<T>(a.divisor);
+      for (Idx x = a.w0; x < a.w1; ++x) sum += cast<C>(src[y * g.width + x]);
+    out[e] = cast<T>(sum / static_cast<C>(a.divisor));
   }
 }
 
@@ -238,15 +241,16 @@ __global__ void avg_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
     const Idx oy1 = min(g.out_h - 1, floor_div_signed<Idx>(y + g.pad_h, g.stride_h));
     const Idx ox0 = max(Idx(0), ceil_div_signed<Idx>(x + g.pad_w - g.kernel_w + 1, g.stride_w));
     const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
+    using C = Compute<T>;
     const T* go = grad_out + plane * g.out_h * g.out_w;
-    T sum = T(0);
+    C sum = 0;
     for (Idx oy = oy0; oy <= oy1; ++oy)
       for (Idx ox = ox0; ox <= ox1; ++ox) {
         const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
         if (a.divisor == 0 || y < a.h0 || y >= a.h1 || x < a.w0 || x >= a.w1) continue;
-        sum += go[oy * g.out_w + ox] / static_cast<T>(a.divisor);
+        sum += cast<C>(go[oy * g.out_w + ox]) / static_cast<C>(a.divisor);
       }
-    grad_in[e] = sum;
+    grad_in[e] = cast<T>(sum);
   }
 }
 
@@ -276,7 +280,7 @@ void im2col(const Window2d& w, const View& columns, const View& in) {
   if (total == 0) return;
   const int64_t threads = w.channels * w.batch * w.out_h * w.out_w;  // one per (c, column)
   const cudaStream_t s = stream(columns.device);
-  dispatch_float(in.dtype, "im2col", [&](auto tag) {
+  dispatch_any_float(in.dtype, "im2col", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
@@ -291,7 +295,7 @@ void col2im(const Window2d& w, const View& grad_in, const View& columns) {
   const int64_t total = in_numel(w);
   if (total == 0) return;
   const cudaStream_t s = stream(grad_in.device);
-  dispatch_float(grad_in.dtype, "col2im", [&](auto tag) {
+  dispatch_any_float(grad_in.dtype, "col2im", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, columns.numel()), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
@@ -310,7 +314,7 @@ void max_pool2d(const Window2d& w, const View& out, const View& indices, const V
   const int64_t total = out_numel(w);
   if (total == 0) return;
   const cudaStream_t s = stream(out.device);
-  dispatch_float(in.dtype, "max_pool2d", [&](auto tag) {
+  dispatch_any_float(in.dtype, "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
@@ -327,7 +331,7 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
   const int64_t total = in_numel(w);
   if (total == 0) return;
   const cudaStream_t s = stream(grad_in.device);
-  dispatch_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
+  dispatch_any_float(grad_in.dtype, "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
@@ -343,7 +347,7 @@ void avg_pool2d(const Window2d& w, const View& out, const View& in, bool count_i
   const int64_t total = out_numel(w);
   if (total == 0) return;
   const cudaStream_t s = stream(out.device);
-  dispatch_float(in.dtype, "avg_pool2d", [&](auto tag) {
+  dispatch_any_float(in.dtype, "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, in_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);
@@ -360,7 +364,7 @@ void avg_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
   const int64_t total = in_numel(w);
   if (total == 0) return;
   const cudaStream_t s = stream(grad_in.device);
-  dispatch_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
+  dispatch_any_float(grad_in.dtype, "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dispatch_index_width(w, std::max(total, out_numel(w)), [&](auto idx_tag) {
       using Idx = decltype(idx_tag);

@@ -16,14 +16,18 @@
 namespace ember::cuda {
 namespace {
 
+// The shared formulas, computed in Compute<T> (f32 for the 16-bit floats).
 template <typename T, UnaryOp Op>
-__device__ __forceinline__ T unary_apply(T x, T a, T b) {
-  return kernels::unary_apply<DeviceMath, T, Op>(x, a, b);
+__device__ __forceinline__ T unary_apply(T x, Compute<T> a, Compute<T> b) {
+  using C = Compute<T>;
+  return cast<T>(kernels::unary_apply<DeviceMath, C, Op>(cast<C>(x), a, b));
 }
 
 template <typename T, BinaryOp Op>
 __device__ __forceinline__ kernels::BinaryResult<T, Op> binary_apply(T a, T b) {
-  return kernels::binary_apply<DeviceMath, T, Op>(a, b);
+  using C = Compute<T>;
+  return cast<kernels::BinaryResult<T, Op>>(
+      kernels::binary_apply<DeviceMath, C, Op>(cast<C>(a), cast<C>(b)));
 }
 
 template <typename T, int V>
@@ -78,7 +82,7 @@ __global__ void where_kernel(Geometry<4> g, U* out, const uint8_t* cond, const U
 
 // ---- unary ----
 template <typename T, UnaryOp Op>
-__global__ void unary_kernel(Geometry<2> g, T* out, const T* in, T a, T b) {
+__global__ void unary_kernel(Geometry<2> g, T* out, const T* in, Compute<T> a, Compute<T> b) {
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
     if (g.contiguous) {
       out[i] = unary_apply<T, Op>(in[i], a, b);
@@ -91,8 +95,8 @@ __global__ void unary_kernel(Geometry<2> g, T* out, const T* in, T a, T b) {
 }
 
 template <typename T, UnaryOp Op, int V>
-__global__ void unary_packed_kernel(int64_t packs, Pack<T, V>* out, const Pack<T, V>* in, T a,
-                                    T b) {
+__global__ void unary_packed_kernel(int64_t packs, Pack<T, V>* out, const Pack<T, V>* in,
+                                    Compute<T> a, Compute<T> b) {
   EMBER_CUDA_KERNEL_LOOP(i, packs) {
     Pack<T, V> x = in[i];
 #pragma unroll
@@ -102,7 +106,8 @@ __global__ void unary_packed_kernel(int64_t packs, Pack<T, V>* out, const Pack<T
 }
 
 template <typename T, UnaryOp Op>
-void run_unary(const Geometry<2>& g, T* out, const T* in, T a, T b, cudaStream_t st) {
+void run_unary(const Geometry<2>& g, T* out, const T* in, Compute<T> a, Compute<T> b,
+               cudaStream_t st) {
   constexpr int V = 16 / sizeof(T);
   if (g.contiguous && g.numel >= V && aligned16(out, in)) {
     const int64_t packs = g.numel / V;
@@ -130,7 +135,8 @@ __global__ void logical_not_kernel(Geometry<2> g, bool* out, const T* in) {
 }
 
 template <typename T>
-void unary_typed(UnaryOp op, const Geometry<2>& g, T* out, const T* in, T a, T b, cudaStream_t st) {
+void unary_typed(UnaryOp op, const Geometry<2>& g, T* out, const T* in, Compute<T> a, Compute<T> b,
+                 cudaStream_t st) {
   const bool known = kernels::visit_unary(
       op, [&](auto c) { run_unary<T, decltype(c)::value>(g, out, in, a, b, st); });
   EMBER_ASSERT(known, "unary: unhandled op ", static_cast<int>(op));
@@ -196,7 +202,8 @@ __global__ void bias_rows_kernel(T* c, const T* bias, int64_t batch_stride_c, in
                                  int64_t ldc, int64_t total) {
   EMBER_CUDA_KERNEL_LOOP(i, total) {
     const int64_t j = i % n, row = i / n % m, bi = i / (n * m);
-    c[bi * batch_stride_c + row * ldc + j] += bias[j];
+    T& y = c[bi * batch_stride_c + row * ldc + j];
+    y = cast<T>(cast<Compute<T>>(y) + cast<Compute<T>>(bias[j]));
   }
 }
 
@@ -267,18 +274,18 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
     return;
   }
   EMBER_ASSERT(out.dtype == in.dtype, "unary: dtype mismatch");
-  dispatch_float(in.dtype, "unary", [&](auto tag) {
+  dispatch_any_float(in.dtype, "unary", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (g.numel == 0) return;
     unary_typed<T>(op, g, static_cast<T*>(out.data), static_cast<const T*>(in.data),
-                   static_cast<T>(a), static_cast<T>(b), stream_for(out));
+                   static_cast<Compute<T>>(a), static_cast<Compute<T>>(b), stream_for(out));
   });
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
   const Shape* strides[3] = {&out.strides, &a.strides, &b.strides};
   const Geometry<3> g = make_geometry(out.shape, strides);
-  kernels::dispatch_binary(op, out, a, b, "CUDA", [&](auto tag, auto c) {
+  kernels::dispatch_binary<__half, __nv_bfloat16>(op, out, a, b, "CUDA", [&](auto tag, auto c) {
     using T = typename decltype(tag)::type;
     if (g.numel == 0) return;
     run_binary<T, decltype(c)::value>(g, out.data, static_cast<const T*>(a.data),
@@ -314,7 +321,7 @@ void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t b
   const int64_t total = batch * m * n;
   if (total == 0) return;
   cudaStream_t st = stream(device);
-  dispatch_float(dtype, "gemm bias", [&](auto tag) {
+  dispatch_any_float(dtype, "gemm bias", [&](auto tag) {
     using T = typename decltype(tag)::type;
     bias_rows_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(c), static_cast<const T*>(bias), batch_stride_c, m, n, ldc, total);

@@ -1,7 +1,8 @@
 // src/cuda/linalg.cpp — batched GEMM through cuBLASLt, with bias and ReLU/GELU epilogues.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, f32
-// (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's) and f64.
+// (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's), f64, and f16/bf16
+// (tensor cores, f32 accumulation, C and the bias in the 16-bit type; autocast's GEMMs).
 // cuBLASLt is column-major: a row-major [m, n] matrix is the column-major [n, m] matrix with
 // the same leading dimension, so we compute Cᵀ = op(B)ᵀ · op(A)ᵀ, passing B first and the
 // transposes as flags (nothing is copied). The bias (length n) then runs along Cᵀ's rows,
@@ -100,6 +101,16 @@ cublasLtEpilogue_t epilogue_for(bool bias, backend::GemmEpilogue act) {
     case backend::GemmEpilogue::gelu_tanh:
       return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+// The operands' type: f32, f64, and f16/bf16 with f32 accumulation and f32 alpha/beta.
+cudaDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
   }
 }
 
@@ -215,11 +226,12 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const bool f64 = g.dtype == DType::f64;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cudaDataType_t type = data_type(g.dtype);
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;  // alpha, beta
   Plan p;
   p.epilogue = epilogue;
-  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, type));
+  EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, scale_type));
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
   EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
@@ -297,8 +309,8 @@ bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t e
 
 void gemm(const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
-  EMBER_ASSERT(g.dtype == DType::f32 || g.dtype == DType::f64,
-               "gemm: the CUDA kernel supports f32 and f64 (got ", dtype_name(g.dtype), ")");
+  EMBER_ASSERT(is_floating(g.dtype), "gemm: the CUDA kernel supports f32, f64, f16 and bf16 (got ",
+               dtype_name(g.dtype), ")");
   const int device = g.device;
   const size_t es = element_size(g.dtype);
   if (g.k == 0) {  // C = beta · C (+ bias): no product to form

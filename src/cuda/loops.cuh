@@ -27,6 +27,11 @@ template <typename F>
 void dispatch_all(DType t, F&& f) {
   kernels::dispatch_all<__half, __nv_bfloat16>(t, f);
 }
+/// f32/f64/f16/bf16; `op` names the kernel in the error for anything else.
+template <typename F>
+void dispatch_any_float(DType t, const char* op, F&& f) {
+  kernels::dispatch_any_float<__half, __nv_bfloat16>(t, op, "CUDA", f);
+}
 
 // ---- casts (device), as the CPU's cast<To>(From) in src/cpu/loops.hpp ----
 template <typename T>
@@ -39,6 +44,11 @@ __device__ __forceinline__ float half_to_float(T x) {
   else
     return __bfloat162float(x);
 }
+
+/// The type a kernel computes T in: f32 for the 16-bit floats (loaded, computed in f32 and
+/// rounded once when stored, as the CPU: Note [16-bit floats on the CPU]), T otherwise.
+template <typename T>
+using Compute = std::conditional_t<kIsHalfLike<T>, float, T>;
 
 template <typename To, typename From>
 __device__ __forceinline__ To cast(From x) {

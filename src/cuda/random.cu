@@ -72,7 +72,8 @@ void generate(const View& out, uint64_t seed, uint64_t offset, Gen gen) {
 
 template <typename T>
 __global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, double p,
-                               PhiloxArgs rng, T scale) {
+                               PhiloxArgs rng, Compute<T> scale) {
+  using C = Compute<T>;
   uint64_t seed = 0, offset = 0;
   rng.resolve(&seed, &offset);
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
@@ -80,9 +81,9 @@ __global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, doub
     if (!g.contiguous) offsets_of(g, i, off);
     const bool kept =
         philox::dropout_keep(philox::block_for(seed, offset + static_cast<uint64_t>(i)), p);
-    const T keep = kept ? scale : T(0);
-    mask[off[1]] = keep;
-    out[off[0]] = in[off[2]] * keep;
+    const C keep = kept ? scale : C(0);
+    mask[off[1]] = cast<T>(keep);
+    out[off[0]] = cast<T>(cast<C>(in[off[2]]) * keep);
   }
 }
 
@@ -116,9 +117,9 @@ void dropout(const View& out, const View& mask, const View& in, double p, uint64
   const Geometry<3> g = make_geometry(out.shape, strides);
   if (g.numel == 0) return;
   cudaStream_t st = stream_for(out);
-  dispatch_float(in.dtype, "dropout", [&](auto tag) {
+  dispatch_any_float(in.dtype, "dropout", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    const Compute<T> scale = p < 1.0 ? static_cast<Compute<T>>(1.0 / (1.0 - p)) : Compute<T>(0);
     dropout_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(
         g, static_cast<T*>(out.data), static_cast<T*>(mask.data), static_cast<const T*>(in.data), p,
         philox_args(out.device, seed, offset), scale);

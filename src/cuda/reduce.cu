@@ -169,6 +169,8 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
 
 }  // namespace
 
+using BackendHalf = __half;
+using BackendBFloat = __nv_bfloat16;
 #define EMBER_BACKEND_NAME "CUDA"
 #include "kernels/reduce_slots.inc"
 #undef EMBER_BACKEND_NAME

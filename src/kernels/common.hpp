@@ -88,6 +88,17 @@ decltype(auto) dispatch_numeric(DType t, const char* op, const char* backend, F&
   return f(Tag<float>{});
 }
 
+/// f32/f64/f16/bf16/i32/i64 (`Half`, `BFloat` as in dispatch_all), likewise.
+template <typename Half, typename BFloat, typename F>
+decltype(auto) dispatch_arithmetic(DType t, const char* op, const char* backend, F&& f) {
+  switch (t) {
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat>{});
+    default: break;
+  }
+  return dispatch_numeric(t, op, backend, f);
+}
+
 /// Index and label tensors: f(Tag<int32_t>{}) or f(Tag<int64_t>{}); anything else is an
 /// error naming `op` and `what` ("index", "target").
 template <typename F>

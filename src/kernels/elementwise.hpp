@@ -367,7 +367,7 @@ template <typename T>
 constexpr bool binary_applies(BinaryOp op) {
   const bool float_only = op == BinaryOp::pow || op == BinaryOp::atan2 || op == BinaryOp::fmod ||
                           op == BinaryOp::remainder;
-  return !float_only || std::is_floating_point_v<T>;
+  return !float_only || !std::is_integral_v<T>;  // the 16-bit float types are not integral
 }
 
 /// Calls f(std::integral_constant<BinaryOp, op>{}) when `op` applies to T; false otherwise.
@@ -390,27 +390,31 @@ bool visit_binary(BinaryOp op, F&& f) {
   return false;
 }
 
-/// The element types comparisons read: f32, f64, i32, i64, and u8 for both u8 and bool
-/// (one byte, 0 or 1). `backend` names the backend in the error for anything else.
-template <typename F>
+/// The element types comparisons read: f32, f64, the backend's 16-bit floats (Half, BFloat),
+/// i32, i64, and u8 for both u8 and bool (one byte, 0 or 1). `backend` names the backend in
+/// the error for anything else.
+template <typename Half, typename BFloat, typename F>
 void dispatch_comparison(DType t, const char* backend, F&& f) {
   switch (t) {
     case DType::f32: return f(Tag<float>{});
     case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<Half>{});
+    case DType::bf16: return f(Tag<BFloat>{});
     case DType::i32: return f(Tag<int32_t>{});
     case DType::i64: return f(Tag<int64_t>{});
     case DType::u8:
     case DType::boolean: return f(Tag<uint8_t>{});
     default: break;
   }
-  EMBER_ASSERT(false, "binary: the ", backend,
-               " comparisons support f32, f64, i32, i64, u8 and bool (got ", dtype_name(t), ")");
+  EMBER_ASSERT(false, "binary: the ", backend, " comparisons support every dtype (got ",
+               dtype_name(t), ")");
 }
 
 /// The binary slot of both backends up to its loop: checks the views' dtypes (internal: the
 /// op promoted them), then calls run(Tag<T>{}, std::integral_constant<BinaryOp, op>{}) for
-/// the input type T (u8 for bool comparisons). `backend` ("CPU", "CUDA") names the kernel.
-template <typename Run>
+/// the input type T (u8 for bool comparisons; `Half`, `BFloat`: the backend's 16-bit floats).
+/// `backend` ("CPU", "CUDA") names the kernel.
+template <typename Half, typename BFloat, typename Run>
 void dispatch_binary(BinaryOp op, const backend::View& out, const backend::View& a,
                      const backend::View& b, const char* backend, Run&& run) {
   EMBER_ASSERT(a.dtype == b.dtype, "binary: input dtypes differ");
@@ -422,13 +426,13 @@ void dispatch_binary(BinaryOp op, const backend::View& out, const backend::View&
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
     const bool known = visit_binary<T>(op, [&](auto c) { run(tag, c); });
-    EMBER_ASSERT(known, "binary: pow, atan2, fmod and remainder support f32 and f64 only (got ",
+    EMBER_ASSERT(known, "binary: pow, atan2, fmod and remainder support floats only (got ",
                  dtype_name(a.dtype), ")");
   };
   if (is_comparison(op))
-    dispatch_comparison(a.dtype, backend, typed);
+    dispatch_comparison<Half, BFloat>(a.dtype, backend, typed);
   else
-    dispatch_numeric(a.dtype, "binary", backend, typed);
+    dispatch_arithmetic<Half, BFloat>(a.dtype, "binary", backend, typed);
 }
 
 }  // namespace ember::kernels

@@ -98,9 +98,14 @@ EMBER_HD inline int64_t reduced_offset(const ReducePlan& p, int64_t pos) {
 
 // ---- accumulation ----
 
-/// Sums and products accumulate in f64 for floats and i64 for integers.
+/// Sums and products accumulate in f64 for floats (the 16-bit ones too) and i64 for integers.
 template <typename T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using SumAcc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+
+/// The type max/min/argmax/argmin compare in: f32 for the backends' 16-bit float classes
+/// (Note [16-bit floats on the CPU]), T itself for the built-in types.
+template <typename T>
+using ExtremeValue = std::conditional_t<std::is_arithmetic_v<T>, T, float>;
 
 // Integer sums and products wrap (two's complement) like PyTorch's instead of being UB.
 template <typename A>
@@ -163,41 +168,46 @@ struct ProdReducer {
 
 template <typename T, bool Max>
 struct ExtremeReducer {
-  using Acc = T;
+  using Acc = ExtremeValue<T>;
   using Out = T;
-  EMBER_HD static T start() {
-    if constexpr (std::is_same_v<T, float>)
+  EMBER_HD static Acc start() {
+    if constexpr (std::is_same_v<Acc, float>)
       return Max ? -INFINITY : INFINITY;
-    else if constexpr (std::is_same_v<T, double>)
+    else if constexpr (std::is_same_v<Acc, double>)
       return Max ? -static_cast<double>(INFINITY) : static_cast<double>(INFINITY);
-    else if constexpr (std::is_same_v<T, int32_t>)
+    else if constexpr (std::is_same_v<Acc, int32_t>)
       return Max ? INT32_MIN : INT32_MAX;
     else
       return Max ? INT64_MIN : INT64_MAX;
   }
   EMBER_HD Acc init(const Out*) const { return start(); }
-  EMBER_HD void step(Acc& a, T x, int64_t) const { a = Max ? max_nan(a, x) : min_nan(a, x); }
-  EMBER_HD void merge(Acc& a, const Acc& b) const { step(a, b, 0); }
-  EMBER_HD Out finish(const Acc& a, int64_t) const { return a; }
+  EMBER_HD void step(Acc& a, T x, int64_t) const {
+    const Acc v = static_cast<Acc>(x);
+    a = Max ? max_nan(a, v) : min_nan(a, v);
+  }
+  EMBER_HD void merge(Acc& a, const Acc& b) const { a = Max ? max_nan(a, b) : min_nan(a, b); }
+  EMBER_HD Out finish(const Acc& a, int64_t) const { return static_cast<Out>(a); }
 };
 
 template <typename T, bool Max>
 struct ArgReducer {
+  using Value = ExtremeValue<T>;
   struct Acc {
-    T value;
+    Value value;
     int64_t index;  // -1: nothing seen yet
   };
   using Out = int64_t;
   // Strictly better, so ties keep the first index; NaN beats every number.
-  EMBER_HD static bool better(T x, T best) {
-    if constexpr (std::is_floating_point_v<T>) {
+  EMBER_HD static bool better(Value x, Value best) {
+    if constexpr (std::is_floating_point_v<Value>) {
       if (x != x) return best == best;
     }
     return Max ? x > best : x < best;
   }
-  EMBER_HD Acc init(const Out*) const { return {T(0), -1}; }
+  EMBER_HD Acc init(const Out*) const { return {Value(0), -1}; }
   EMBER_HD void step(Acc& a, T x, int64_t pos) const {
-    if (a.index < 0 || better(x, a.value)) a = {x, pos};
+    const Value v = static_cast<Value>(x);
+    if (a.index < 0 || better(v, a.value)) a = {v, pos};
   }
   // Order-free: the better value wins, ties go to the smaller index.
   EMBER_HD void merge(Acc& a, const Acc& b) const {
@@ -256,7 +266,7 @@ bool visit_reduce(backend::ReduceOp op, F&& f) {
   switch (op) {
     case ReduceOp::sum: f(std::integral_constant<ReduceOp, ReduceOp::sum>{}); return true;
     case ReduceOp::mean:
-      if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (!std::is_integral_v<T>) {
         f(std::integral_constant<ReduceOp, ReduceOp::mean>{});
         return true;
       }
@@ -276,9 +286,10 @@ static_assert(static_cast<int>(backend::ReduceOp::count) == 7,
 /// The reduce slot of both backends up to its loop: checks the views (internal: the op
 /// checked them), then calls run(reducer, Tag<T>{}) with the backend's reducer of `op`
 /// (built from its Sum, Prod, Extreme and Arg templates) on `in`'s type T.
-template <template <typename, bool> class Sum, template <typename> class Prod,
-          template <typename, bool> class Extreme, template <typename, bool> class Arg,
-          typename Run>
+/// `Half` and `BFloat` are the backend's 16-bit float types, as in dispatch_all.
+template <typename Half, typename BFloat, template <typename, bool> class Sum,
+          template <typename> class Prod, template <typename, bool> class Extreme,
+          template <typename, bool> class Arg, typename Run>
 void dispatch_reduce(backend::ReduceOp op, const backend::View& out, const backend::View& in,
                      const char* backend, Run&& run) {
   using backend::ReduceOp;
@@ -291,11 +302,11 @@ void dispatch_reduce(backend::ReduceOp op, const backend::View& out, const backe
   } else {
     EMBER_ASSERT(out.dtype == in.dtype, "reduce: unexpected output dtype ", dtype_name(out.dtype));
   }
-  dispatch_numeric(in.dtype, "reduce", backend, [&](auto tag) {
+  dispatch_arithmetic<Half, BFloat>(in.dtype, "reduce", backend, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const bool known = visit_reduce<T>(
         op, [&](auto c) { run(ReducerOf<T, decltype(c)::value, Sum, Prod, Extreme, Arg>{}, tag); });
-    EMBER_ASSERT(known, "reduce: mean supports f32 and f64 only (got ", dtype_name(in.dtype), ")");
+    EMBER_ASSERT(known, "reduce: mean supports floats only (got ", dtype_name(in.dtype), ")");
   });
 }
 

@@ -45,12 +45,12 @@ void check_supported(Op op, DType dtype, Device device) {
   const char* name = op_name(op);
   const DTypeSet here = op_info(op).dtypes(device.type);
   const bool low_float = dtype == DType::f16 || dtype == DType::bf16;
-  detail::throw_error(
-      detail::concat(name, ": unsupported dtype ", dtype_name(dtype), " on ", device.str(), " (",
-                     here == kNoDTypes ? std::string("this backend does not compute it")
-                                       : "supported there: " + here.to_string(),
-                     low_float ? "; f16/bf16 are storage types here: convert with .to(DType::f32))"
-                               : "; convert with .to(DType))"));
+  detail::throw_error(detail::concat(
+      name, ": unsupported dtype ", dtype_name(dtype), " on ", device.str(), " (",
+      here == kNoDTypes ? std::string("this backend does not compute it")
+                        : "supported there: " + here.to_string(),
+      low_float ? "; compute it in f32: .to(DType::f32), or an AutocastGuard, which runs it in f32)"
+                : "; convert with .to(DType))"));
 }
 
 // Note [Type promotion]
