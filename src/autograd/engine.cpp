@@ -10,6 +10,7 @@
 #include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
 #include "core/capture.hpp"
+#include "ember/autocast.hpp"
 #include "ember/ops.hpp"
 
 namespace ember {
@@ -121,6 +122,7 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                  bool retain_graph, const std::vector<Tensor>& capture) {
   NoGradGuard no_grad;
+  AutocastGuard no_autocast(DType::bf16, false);  // Note [Autocast]: backward ops keep their dtypes
   const uint64_t epoch = g_visit_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
 
   // Capture targets (autograd::grad): the node each input's gradient arrives at.

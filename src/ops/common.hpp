@@ -2,12 +2,16 @@
 // dtype/device checks. Shape rules live in the op files; kernels live in the backends.
 #pragma once
 
+#include <array>
 #include <initializer_list>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
 #include "core/make.hpp"
+#include "ember/autocast.hpp"
 #include "ember/catalogue.hpp"
 #include "ember/ops.hpp"
 #include "ember/tensor.hpp"
@@ -54,6 +58,25 @@ DType result_type(std::initializer_list<const Tensor*> tensors);
 /// returned as they are. Every binary op starts with it:
 ///   const auto [a, b] = ops::promote(Op::add, a_in, b_in);
 std::pair<Tensor, Tensor> promote(Op op, const Tensor& a, const Tensor& b);
+/// An op's inputs under autocast (Note [Autocast], src/ops/autocast.cpp): true when the
+/// policy cast some; c[i] is input i, cast or not. Every op of the autocast table starts with
+///   if (const auto c = ops::autocast(Op::mm, {&a, &b})) return mm(c[0], c[1]);
+struct AutocastInputs {
+  std::array<Tensor, 6> t;
+  bool cast = false;
+  explicit operator bool() const { return cast; }
+  const Tensor& operator[](size_t i) const { return t[i]; }
+};
+AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs);
+inline AutocastInputs autocast(Op op, std::initializer_list<const Tensor*> inputs) {
+  if (!autocast_enabled()) [[likely]]
+    return {};
+  return autocast_slow(op, inputs);
+}
+
+/// The same for an op over a list of tensors (cat, stack): empty when nothing was cast.
+std::optional<std::vector<Tensor>> autocast_list(Op op, const std::vector<Tensor>& tensors);
+
 /// `t` cast to `dtype` (itself when it has it already).
 inline Tensor cast_to(const Tensor& t, DType dtype) {
   return t.defined() && t.dtype() != dtype ? t.to(dtype) : t;

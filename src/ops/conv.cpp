@@ -458,6 +458,8 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
               Size2d padding, Size2d dilation, int64_t groups) {
+  if (const auto c = ops::autocast(Op::conv2d, {&x, &weight, &bias}))
+    return conv2d(c[0], c[1], c[2], stride, padding, dilation, groups);
   return ops::with_batch_dim("conv2d", x, [&](const Tensor& x4) {
     return conv2d_4d(x4, weight, bias, stride, padding, dilation, groups);
   });
@@ -465,6 +467,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d 
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
                         Size2d padding, Size2d output_padding, int64_t groups, Size2d dilation) {
+  if (const auto c = ops::autocast(Op::conv_transpose2d, {&x, &weight, &bias}))
+    return conv_transpose2d(c[0], c[1], c[2], stride, padding, output_padding, groups, dilation);
   const char* op = op_name(Op::conv_transpose2d);
   if (bias.defined() && weight.defined() && weight.dim() == 4) {
     ops::check_same_device(op, weight, bias);

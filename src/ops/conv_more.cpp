@@ -130,6 +130,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d 
 // W is conv2d's, the depth padding an explicit pad.
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               Size3d padding, Size3d dilation, int64_t groups) {
+  if (const auto c = ops::autocast(Op::conv3d, {&x, &weight, &bias}))
+    return conv3d(c[0], c[1], c[2], stride, padding, dilation, groups);
   const char* op = op_name(Op::conv3d);
   check_conv(Op::conv3d, x, weight, 3, "D, H, W", groups);
   if (x.dim() == 4)
@@ -430,6 +432,7 @@ float nearest_scale(int64_t in, int64_t out, std::optional<double> scale) {
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
+  if (const auto c = ops::autocast(Op::interpolate, {&x})) return interpolate(c[0], options);
   const InterpDims p = plan_interpolate(x, options);
   const bool nearest = options.mode == "nearest", exact = options.mode == "nearest-exact";
   const bool align = options.align_corners.value_or(false);

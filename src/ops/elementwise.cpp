@@ -116,6 +116,7 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  if (const auto c = ops::autocast(Op::pow, {&a_in, &b_in})) return pow(c[0], c[1]);
   const auto [a, b] = ops::promote(Op::pow, a_in, b_in);
   Tensor out = binary_forward(Op::pow, a, b);
   if (autograd::needs_grad(a, b)) {
@@ -197,6 +198,7 @@ Tensor mul(const Tensor& a, double b) { return affine(a, b, 0.0, Op::mul); }
 Tensor scale(const Tensor& x, double s) { return affine(x, s, 0.0, Op::scale); }
 
 Tensor pow(const Tensor& x, double e) {
+  if (const auto c = ops::autocast(Op::pow, {&x})) return pow(c[0], e);
   Tensor out = unary_forward(Op::pow, UnaryOp::pow_scalar, x, e);
   if (autograd::needs_grad(x))
     autograd::record(Op::pow, out, {&x}, [e, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
@@ -254,8 +256,7 @@ Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const 
 Tensor ops::relu_backward(const Tensor& grad, const Tensor& x) {
   const DType t = x.dtype();
   const bool fused = grad.shape() == x.shape() && grad.dtype() == t &&
-                     grad.device() == x.device() &&
-                     (t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64);
+                     grad.device() == x.device() && t != DType::u8 && t != DType::boolean;
   if (!fused) return mul(grad, unary_forward(Op::relu, UnaryOp::relu_grad, x));
   Tensor out = make_tensor(x.shape(), t, x.device());
   backend_of(x).binary(BinaryOp::relu_backward, view_of(out), view_of(grad), view_of(x));
@@ -284,6 +285,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (const auto c = ops::autocast(Op::softplus, {&x})) return softplus(c[0], beta, threshold);
   EMBER_CHECK(beta != 0.0, op_name(Op::softplus), ": beta is 0 (expected a non-zero beta)");
   Tensor out = unary_forward(Op::softplus, UnaryOp::softplus, x, beta, threshold);
   if (autograd::needs_grad(x))
@@ -339,6 +341,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (const auto c = ops::autocast(Op::rsqrt, {&x})) return rsqrt(c[0]);
   Tensor out = unary_forward(Op::rsqrt, x);
   if (autograd::needs_grad(x))
     autograd::record(Op::rsqrt, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
@@ -358,6 +361,7 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (const auto c = ops::autocast(Op::exp, {&x})) return exp(c[0]);
   Tensor out = unary_forward(Op::exp, x);
   if (autograd::needs_grad(x))
     autograd::record(Op::exp, out, {&x}, [so = SavedTensor(out)](const Tensor& g, GradList& gi) {
@@ -367,6 +371,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (const auto c = ops::autocast(Op::log, {&x})) return log(c[0]);
   Tensor out = unary_forward(Op::log, x);
   if (autograd::needs_grad(x))
     autograd::record(Op::log, out, {&x}, [sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
@@ -409,6 +414,7 @@ SavedTensor save_if(bool wanted, const Tensor& t) { return SavedTensor(wanted ? 
 // input and output (the one `uses` does not name is passed undefined).
 template <typename D>
 Tensor unary_with(Op op, const Tensor& x, Uses uses, D derivative) {
+  if (const auto c = ops::autocast(op, {&x})) return unary_with(op, c[0], uses, derivative);
   Tensor out = ops::unary_forward(op, x);
   if (autograd::needs_grad(x))
     autograd::record(

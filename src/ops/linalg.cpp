@@ -183,6 +183,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (const auto c = ops::autocast(Op::matmul, {&a, &b})) return matmul(c[0], c[1]);
   check_operands(Op::matmul, a, b);
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, op_name(Op::matmul),
               ": both inputs need at least one dim (got shapes ", a.shape().to_string(), " and ",
@@ -243,6 +244,7 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {
+  if (const auto c = ops::autocast(Op::outer, {&a, &b})) return outer(c[0], c[1]);
   check_ranks(Op::outer, a, b, 1);
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
@@ -261,6 +263,8 @@ Tensor add_product(Op op, const Tensor& input, const Tensor& product, double bet
 }  // namespace
 
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta, double alpha) {
+  if (const auto c = ops::autocast(Op::addmm, {&input, &m1, &m2}))
+    return addmm(c[0], c[1], c[2], beta, alpha);
   ops::check_supported(Op::addmm, input, "input");
   check_rank(Op::addmm, m1, 2, "mat1");
   check_rank(Op::addmm, m2, 2, "mat2");
@@ -268,6 +272,8 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha) {
+  if (const auto c = ops::autocast(Op::baddbmm, {&input, &b1, &b2}))
+    return baddbmm(c[0], c[1], c[2], beta, alpha);
   ops::check_supported(Op::baddbmm, input, "input");
   return add_product(Op::baddbmm, input, bmm(b1, b2), beta, alpha);
 }
@@ -339,10 +345,14 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
+    return linear(c[0], c[1], c[2]);
   return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
+    return linear(c[0], c[1], c[2], activation);
   switch (activation) {
     case Activation::relu: return linear_impl(x, weight, bias, backend::GemmEpilogue::relu);
     case Activation::gelu_tanh:

@@ -163,6 +163,8 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::mse_loss, {&input, &target}))
+    return mse_loss(c[0], c[1], reduction);
   ops::check_supported(Op::mse_loss, input);
   check_reduction(Op::mse_loss, reduction);
   ops::check_defined("mse_loss", target, "target");
@@ -173,6 +175,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::cross_entropy_probs, {&probs, &target}))
+    return cross_entropy_probs(c[0], c[1], reduction);
   ops::check_supported(Op::cross_entropy_probs, probs);
   check_reduction(Op::cross_entropy_probs, reduction);
   ops::check_defined("cross_entropy_probs", target, "target");
@@ -186,6 +190,8 @@ Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction 
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index, const Tensor& weight) {
+  if (const auto c = ops::autocast(Op::nll_loss, {&log_probs, &weight}))
+    return nll_loss(c[0], target, reduction, ignore_index, c[1]);
   ops::check_defined("nll_loss", log_probs);
   ops::check_supported(Op::nll_loss, log_probs, "log_probs");
   check_reduction(Op::nll_loss, reduction);
@@ -202,6 +208,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
+  if (const auto c = ops::autocast(Op::cross_entropy, {&logits, &target, &o.weight})) {
+    o.weight = c[2];
+    return cross_entropy(c[0], c[1], o);
+  }
   ops::check_defined("cross_entropy", logits);
   ops::check_defined("cross_entropy", target, "target");
   ops::check_supported(Op::cross_entropy, logits, "logits");
@@ -268,6 +278,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
                        const Tensor& pos_weight, const Tensor& weight) {
+  if (const auto c = ops::autocast(Op::bce_with_logits, {&logits, &target, &pos_weight, &weight}))
+    return bce_with_logits(c[0], c[1], reduction, c[2], c[3]);
   ops::check_defined("bce_with_logits", logits);
   check_reduction(Op::bce_with_logits, reduction);
   ops::check_defined("bce_with_logits", target, "target");
@@ -298,12 +310,16 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction red
 // ---- regression, ranking and embedding losses (issue 16): composites ----
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::l1_loss, {&input, &target}))
+    return l1_loss(c[0], c[1], reduction);
   check_pair(Op::l1_loss, input, target);
   check_reduction(Op::l1_loss, reduction);
   return reduce_loss(abs(input - target), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (const auto c = ops::autocast(Op::smooth_l1_loss, {&input, &target}))
+    return smooth_l1_loss(c[0], c[1], reduction, beta);
   check_pair(Op::smooth_l1_loss, input, target);
   check_reduction(Op::smooth_l1_loss, reduction);
   EMBER_CHECK(beta >= 0.0, "smooth_l1_loss: beta ", beta, " (expected beta >= 0)");
@@ -313,6 +329,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (const auto c = ops::autocast(Op::huber_loss, {&input, &target}))
+    return huber_loss(c[0], c[1], reduction, delta);
   check_pair(Op::huber_loss, input, target);
   check_reduction(Op::huber_loss, reduction);
   EMBER_CHECK(delta > 0.0, "huber_loss: delta ", delta, " (expected delta > 0)");
@@ -321,6 +339,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  if (const auto c = ops::autocast(Op::kl_div, {&input, &target}))
+    return kl_div(c[0], c[1], reduction, log_target);
   check_pair(Op::kl_div, input, target);
   Tensor per;
   if (log_target) {
@@ -340,6 +360,8 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction,
                             const Tensor& weight) {
+  if (const auto c = ops::autocast(Op::binary_cross_entropy, {&input, &target, &weight}))
+    return binary_cross_entropy(c[0], c[1], reduction, c[2]);
   check_pair(Op::binary_cross_entropy, input, target);
   check_reduction(Op::binary_cross_entropy, reduction);
   if (input.device().is_cpu() && input.numel() > 0) {
@@ -361,6 +383,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin,
                            Reduction reduction) {
+  if (const auto c = ops::autocast(Op::margin_ranking_loss, {&x1, &x2, &y}))
+    return margin_ranking_loss(c[0], c[1], c[2], margin, reduction);
   ops::check_supported(Op::margin_ranking_loss, x1);
   ops::check_defined("margin_ranking_loss", x2, "input2");
   ops::check_defined("margin_ranking_loss", y, "target");
@@ -379,6 +403,8 @@ Tensor pairwise_distance(const Tensor& a, const Tensor& b, double p, double eps)
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            double margin, double p, double eps, bool swap, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::triplet_margin_loss, {&anchor, &positive, &negative}))
+    return triplet_margin_loss(c[0], c[1], c[2], margin, p, eps, swap, reduction);
   ops::check_supported(Op::triplet_margin_loss, anchor);
   check_reduction(Op::triplet_margin_loss, reduction);
   for (const Tensor* t : {&positive, &negative}) {
@@ -400,6 +426,8 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin,
                              Reduction reduction) {
+  if (const auto c = ops::autocast(Op::cosine_embedding_loss, {&x1, &x2, &y}))
+    return cosine_embedding_loss(c[0], c[1], c[2], margin, reduction);
   ops::check_supported(Op::cosine_embedding_loss, x1);
   ops::check_defined("cosine_embedding_loss", x2, "input2");
   ops::check_defined("cosine_embedding_loss", y, "target");
@@ -422,6 +450,8 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full,
                         double eps, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::poisson_nll_loss, {&input, &target}))
+    return poisson_nll_loss(c[0], c[1], log_input, full, eps, reduction);
   check_pair(Op::poisson_nll_loss, input, target);
   check_reduction(Op::poisson_nll_loss, reduction);
   Tensor per = log_input ? exp(input) - target * input : input - target * log(input + eps);
@@ -480,6 +510,8 @@ std::vector<int64_t> host_lengths(const Tensor& t, const char* what, int64_t n) 
 Tensor ctc_loss(const Tensor& log_probs_in, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, int64_t blank, Reduction reduction,
                 bool zero_infinity) {
+  if (const auto c = ops::autocast(Op::ctc_loss, {&log_probs_in}))
+    return ctc_loss(c[0], targets, input_lengths, target_lengths, blank, reduction, zero_infinity);
   ops::check_supported(Op::ctc_loss, log_probs_in, "log_probs");
   check_reduction(Op::ctc_loss, reduction);
   EMBER_CHECK(log_probs_in.dim() == 3 || log_probs_in.dim() == 2, "ctc_loss: log_probs shape ",

@@ -59,6 +59,7 @@ int64_t reduced_count(const Shape& in, const Shape& keep) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto c = ops::autocast(Op::sum, {&x})) return sum(c[0], dims, keepdim);
   ops::check_supported(Op::sum, x);
   if (!is_floating(x.dtype()) && x.dtype() != DType::i64) {
     // Integers and bools sum into i64, as in PyTorch: an i32 sum would overflow silently.
@@ -123,6 +124,7 @@ Tensor max(const Tensor& x) { return max(x, Shape{}, false); }
 Tensor min(const Tensor& x) { return min(x, Shape{}, false); }
 
 Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto c = ops::autocast(Op::prod, {&x})) return prod(c[0], dims, keepdim);
   ops::check_supported(Op::prod, x);
   Tensor keep = reduce_keep(Op::prod, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
@@ -148,6 +150,7 @@ Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor prod(const Tensor& x) { return prod(x, Shape{}, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (const auto c = ops::autocast(Op::var, {&x})) return var(c[0], dims, correction, keepdim);
   ops::check_supported(Op::var, x);
   check_unique_dims(dims, x.dim(), "var");
   const Shape keep_shape = ops::reduced_shape(x.shape(), dims, "var");
@@ -202,12 +205,14 @@ Tensor nonzero_mask(const Tensor& x) {
 }  // namespace
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  if (const auto c = ops::autocast(Op::std, {&x})) return std(c[0], dims, correction, keepdim);
   ops::check_supported(Op::std, x);
   return sqrt(var(x, dims, correction, keepdim));
 }
 Tensor std(const Tensor& x, int64_t correction) { return std(x, Shape{}, correction, false); }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (const auto c = ops::autocast(Op::logsumexp, {&x})) return logsumexp(c[0], dims, keepdim);
   ops::check_supported(Op::logsumexp, x);
   // Shifted by the (constant, detached) maximum so exp cannot overflow; an infinite maximum
   // shifts by 0 instead, so all -inf gives -inf and +inf gives +inf (PyTorch's rule).
@@ -219,6 +224,7 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  if (const auto c = ops::autocast(Op::norm, {&x})) return norm(c[0], p, dims, keepdim);
   ops::check_supported(Op::norm, x);
   EMBER_CHECK(!std::isnan(p), op_name(Op::norm), ": the order p is NaN");
   const Tensor a = abs(x);

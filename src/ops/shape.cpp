@@ -280,6 +280,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 // ---- joins ----
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (const auto c = ops::autocast_list(Op::cat, tensors)) return cat(*c, dim);
   EMBER_CHECK(!tensors.empty(), op_name(Op::cat), ": no tensors given (expected at least one)");
   const Tensor& first = tensors[0];
   ops::check_defined("cat", first);
@@ -329,6 +330,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (const auto c = ops::autocast_list(Op::stack, tensors)) return stack(*c, dim);
   EMBER_CHECK(!tensors.empty(), op_name(Op::stack), ": no tensors given (expected at least one)");
   ops::check_defined("stack", tensors[0]);
   const int d = wrap_dim(dim, tensors[0].dim() + 1, "stack");

@@ -226,9 +226,11 @@ ValuesIndices scan_op(Op op, ScanOp kind, const Tensor& x_in, int64_t dim) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (const auto c = ops::autocast(Op::cumsum, {&x})) return cumsum(c[0], dim);
   return scan_op(Op::cumsum, ScanOp::sum, x, dim).values;
 }
 Tensor cumprod(const Tensor& x, int64_t dim) {
+  if (const auto c = ops::autocast(Op::cumprod, {&x})) return cumprod(c[0], dim);
   return scan_op(Op::cumprod, ScanOp::prod, x, dim).values;
 }
 ValuesIndices cummax(const Tensor& x, int64_t dim) {

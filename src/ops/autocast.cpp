@@ -1,0 +1,221 @@
+// src/ops/autocast.cpp — the autocast table (which op runs in which dtype), the scope's
+// thread-local state, and the cast every listed op makes of its inputs.
+//
+// Note [Autocast]
+// An op listed below starts with
+//   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias})) return linear(c[0], ...);
+// Outside a scope that is one thread-local read. Inside, the inputs the policy changes are
+// cast with the differentiable .to(DType) (so gradients come back in each input's own dtype:
+// f32 for master weights) and the op is called again on the casts, which then need none.
+// A `lower` cast of a leaf that requires grad (a parameter) is cached for the rest of the
+// outermost scope, keyed by the tensor, its version (an in-place update makes a new cast)
+// and the grad mode, so a weight used by several ops is converted once per forward.
+// The backward engine runs with autocast off: backward ops compute in the dtypes their
+// forward ops used, as PyTorch's.
+#include "ember/autocast.hpp"
+
+#include <map>
+#include <tuple>
+
+#include "ember/autograd.hpp"
+#include "ops/common.hpp"
+
+namespace ember {
+namespace {
+
+thread_local bool t_enabled = false;
+thread_local DType t_dtype = DType::bf16;
+thread_local int t_enabled_scopes = 0;  // live guards that enabled autocast
+
+struct CacheEntry {
+  Tensor source;  // held so that the key's address cannot be reused while cached
+  Tensor cast;
+};
+using CacheKey = std::tuple<const void*, uint64_t, DType, bool>;
+thread_local std::map<CacheKey, CacheEntry>* t_cache = nullptr;
+
+std::map<CacheKey, CacheEntry>& cache() {
+  if (!t_cache) t_cache = new std::map<CacheKey, CacheEntry>();  // freed with the scope
+  return *t_cache;
+}
+
+void drop_cache() {
+  delete t_cache;
+  t_cache = nullptr;
+}
+
+bool castable(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+Tensor cast_lower(const Tensor& t, DType to) {
+  if (!(t.requires_grad() && t.is_leaf())) return t.to(to);
+  const CacheKey key{detail::TensorAccess::impl(t), t.version(), to, grad_mode_enabled()};
+  auto& c = cache();
+  if (auto it = c.find(key); it != c.end()) return it->second.cast;
+  Tensor cast = t.to(to);
+  c.emplace(key, CacheEntry{t, cast});
+  return cast;
+}
+
+}  // namespace
+
+AutocastPolicy autocast_policy(Op op) {
+  switch (op) {
+    // GEMM-class: tensor cores in the low dtype, f32 accumulation inside the kernel.
+    case Op::matmul:
+    case Op::linear:
+    case Op::mm:
+    case Op::bmm:
+    case Op::dot:
+    case Op::outer:
+    case Op::addmm:
+    case Op::baddbmm:
+    case Op::conv1d:
+    case Op::conv2d:
+    case Op::conv3d:
+    case Op::conv_transpose1d:
+    case Op::conv_transpose2d: return AutocastPolicy::lower;
+    // Range or accuracy: f32.
+    case Op::exp:
+    case Op::exp2:
+    case Op::expm1:
+    case Op::log:
+    case Op::log1p:
+    case Op::log2:
+    case Op::log10:
+    case Op::pow:
+    case Op::reciprocal:
+    case Op::rsqrt:
+    case Op::erfinv:
+    case Op::sinh:
+    case Op::cosh:
+    case Op::tan:
+    case Op::asin:
+    case Op::acos:
+    case Op::softplus:
+    case Op::sum:
+    case Op::prod:
+    case Op::cumsum:
+    case Op::cumprod:
+    case Op::var:
+    case Op::std:
+    case Op::norm:
+    case Op::logsumexp:
+    case Op::softmax:
+    case Op::log_softmax:
+    case Op::layer_norm:
+    case Op::batch_norm:
+    case Op::interpolate:
+    case Op::mse_loss:
+    case Op::cross_entropy_probs:
+    case Op::cross_entropy:
+    case Op::nll_loss:
+    case Op::bce_with_logits:
+    case Op::binary_cross_entropy:
+    case Op::l1_loss:
+    case Op::smooth_l1_loss:
+    case Op::huber_loss:
+    case Op::kl_div:
+    case Op::margin_ranking_loss:
+    case Op::triplet_margin_loss:
+    case Op::cosine_embedding_loss:
+    case Op::poisson_nll_loss:
+    case Op::ctc_loss: return AutocastPolicy::f32;
+    // Several inputs that must agree: the widest.
+    case Op::cat:
+    case Op::stack: return AutocastPolicy::promote;
+    default: return AutocastPolicy::none;
+  }
+}
+
+const char* autocast_policy_name(AutocastPolicy policy) {
+  switch (policy) {
+    case AutocastPolicy::lower: return "lower";
+    case AutocastPolicy::f32: return "f32";
+    case AutocastPolicy::promote: return "promote";
+    default: return "none";
+  }
+}
+
+AutocastGuard::AutocastGuard(DType dtype, bool enabled)
+    : previous_enabled_(t_enabled), previous_dtype_(t_dtype), counted_(enabled) {
+  EMBER_CHECK(!enabled || dtype == DType::bf16 || dtype == DType::f16,
+              "AutocastGuard: the low precision dtype must be bf16 or f16 (got ", dtype_name(dtype),
+              ")");
+  t_enabled = enabled;
+  if (enabled) {
+    t_dtype = dtype;
+    ++t_enabled_scopes;
+  }
+}
+
+AutocastGuard::~AutocastGuard() {
+  t_enabled = previous_enabled_;
+  t_dtype = previous_dtype_;
+  if (counted_ && --t_enabled_scopes == 0) drop_cache();
+}
+
+bool autocast_enabled() { return t_enabled; }
+DType autocast_dtype() { return t_dtype; }
+int64_t autocast_cache_size() { return t_cache ? static_cast<int64_t>(t_cache->size()) : 0; }
+
+namespace ops {
+
+AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs) {
+  AutocastInputs out;
+  const AutocastPolicy policy = autocast_policy(op);
+  if (policy == AutocastPolicy::none) return out;
+  EMBER_ASSERT(inputs.size() <= out.t.size(), "autocast: too many inputs for ", op_name(op));
+  DType widest = DType::bf16;
+  bool any_float = false;
+  if (policy == AutocastPolicy::promote) {
+    for (const Tensor* t : inputs) {
+      if (!t->defined() || !is_floating(t->dtype())) continue;
+      widest = any_float ? promote_types(widest, t->dtype()) : t->dtype();
+      any_float = true;
+    }
+  }
+  size_t i = 0;
+  for (const Tensor* t : inputs) {
+    Tensor& slot = out.t[i++];
+    slot = *t;
+    if (!t->defined()) continue;
+    const DType from = t->dtype();
+    switch (policy) {
+      case AutocastPolicy::lower:
+        if (castable(from) && from != t_dtype) slot = cast_lower(*t, t_dtype);
+        break;
+      case AutocastPolicy::f32:
+        if (from == DType::f16 || from == DType::bf16) slot = t->to(DType::f32);
+        break;
+      case AutocastPolicy::promote:
+        if (is_floating(from) && from != widest) slot = t->to(widest);
+        break;
+      case AutocastPolicy::none: break;
+    }
+    out.cast = out.cast || !slot.is_same(*t);
+  }
+  return out;
+}
+
+std::optional<std::vector<Tensor>> autocast_list(Op op, const std::vector<Tensor>& tensors) {
+  if (!autocast_enabled()) return std::nullopt;
+  EMBER_ASSERT(autocast_policy(op) == AutocastPolicy::promote, "autocast_list: ", op_name(op),
+               " is not a promote op");
+  bool first = true, mixed = false;
+  DType widest = DType::f32;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    mixed = mixed || (!first && t.dtype() != widest);
+    widest = first ? t.dtype() : promote_types(widest, t.dtype());
+    first = false;
+  }
+  if (!mixed) return std::nullopt;
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors)
+    out.push_back(t.defined() && is_floating(t.dtype()) ? cast_to(t, widest) : t);
+  return out;
+}
+
+}  // namespace ops
+}  // namespace ember
