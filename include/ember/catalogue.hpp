@@ -249,7 +249,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(rand, random, false, kAnyFloat, kAnyFloat, uniform)                    \
   X(randn, random, false, kAnyFloat, kAnyFloat, normal)                    \
   X(dropout, random, true, kAnyFloat, kAnyFloat, dropout)                  \
-  X(layer_norm, norm, true, kFloat, kFloat, composite)                     \
+  X(layer_norm, norm, true, kFloat, kFloat, layer_norm_forward)            \
   X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)              \
   X(conv2d, conv, true, kAnyFloat, kAnyFloat, im2col)                      \
   X(max_pool2d, conv, true, kAnyFloat, kAnyFloat, max_pool2d)              \

@@ -12,6 +12,8 @@
 //   M2 = M2_a + M2_b + δ²·n_a·n_b / (n_a + n_b),  δ = mean_b - mean_a.
 // One pass over memory, with the accuracy of a two-pass variance (no E[x²] - E[x]²
 // cancellation), accumulated in f64 for f32 data.
+#include <cmath>
+
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 
@@ -132,6 +134,60 @@ void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* 
   });
 }
 
+// ---- layer norm: one row of n elements per task, sums in f64 ----
+template <typename T>
+void layer_norm_forward_typed(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b,
+                              int64_t rows, int64_t n, double eps) {
+  parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * n;
+      T* yr = y + r * n;
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(xr[i]);
+      const double m = s / static_cast<double>(n);
+      double v = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(xr[i]) - m;
+        v += d * d;
+      }
+      const T mt = static_cast<T>(m);
+      const T rt = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
+      mean[r] = mt;
+      rstd[r] = rt;
+      for (int64_t i = 0; i < n; ++i) {
+        const T h = (xr[i] - mt) * rt;
+        yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+      }
+    }
+  });
+}
+
+template <typename T>
+void layer_norm_backward_typed(T* gx, T* gy_xhat, const T* g, const T* x, const T* mean,
+                               const T* rstd, const T* w, int64_t rows, int64_t n) {
+  parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t off = r * n;
+      const T mt = mean[r], rt = rstd[r];
+      double s1 = 0, s2 = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const T h = (x[off + i] - mt) * rt;
+        const T gw = w ? g[off + i] * w[i] : g[off + i];
+        s1 += static_cast<double>(gw);
+        s2 += static_cast<double>(gw) * static_cast<double>(h);
+      }
+      const T a = static_cast<T>(s1 / static_cast<double>(n));
+      const T c = static_cast<T>(s2 / static_cast<double>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const T h = (x[off + i] - mt) * rt;
+        const T gw = w ? g[off + i] * w[i] : g[off + i];
+        gx[off + i] = rt * (gw - a - h * c);
+        if (gy_xhat) gy_xhat[off + i] = g[off + i] * h;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void batch_norm_stats(const View& mean, const View& var, const View& in) {
@@ -160,6 +216,28 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
                          static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
                          static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data),
                          dims_of(out));
+  });
+}
+
+void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
+                        const View& weight, const View& bias, double eps) {
+  dispatch_float(x.dtype, "layer_norm_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_forward_typed(static_cast<T*>(y.data), static_cast<T*>(mean.data),
+                             static_cast<T*>(rstd.data), static_cast<const T*>(x.data),
+                             static_cast<const T*>(weight.data), static_cast<const T*>(bias.data),
+                             x.shape[0], x.shape[1], eps);
+  });
+}
+
+void layer_norm_backward(const View& grad_x, const View& gy_xhat, const View& grad_y, const View& x,
+                         const View& mean, const View& rstd, const View& weight) {
+  dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_backward_typed(static_cast<T*>(grad_x.data), static_cast<T*>(gy_xhat.data),
+                              static_cast<const T*>(grad_y.data), static_cast<const T*>(x.data),
+                              static_cast<const T*>(mean.data), static_cast<const T*>(rstd.data),
+                              static_cast<const T*>(weight.data), x.shape[0], x.shape[1]);
   });
 }
 

@@ -122,6 +122,36 @@ __device__ __forceinline__ void offsets_of(const Geometry<N>& g, int64_t i, int6
   }
 }
 
+// ---- teams of threads (softmax, layer norm): a warp, or a block of kTeam threads, per row ----
+inline constexpr int kWarp = 32;
+
+// Sum / max over a team of kTeam threads (a warp, or a block of kTeam threads). Every
+// thread of the team gets the result.
+template <int kTeam, typename V, typename Op>
+__device__ __forceinline__ V team_reduce(V v, Op op) {
+#pragma unroll
+  for (int delta = kWarp / 2; delta > 0; delta /= 2)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, delta));
+  if constexpr (kTeam > kWarp) {
+    __shared__ V partial[kTeam / kWarp];
+    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    __syncthreads();  // the previous call's readers are done
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = partial[0];
+#pragma unroll
+    for (int w = 1; w < kTeam / kWarp; ++w) v = op(v, partial[w]);
+  }
+  return v;
+}
+
+/// The grid for `rows` rows taken by teams of `team` threads (kBlock / team teams a block).
+inline unsigned team_grid(int64_t rows, int team) {
+  const int64_t per_block = kBlock / team;
+  const int64_t blocks = (rows + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
 /// The stream of the device `v` lives on (views carry their device: no driver query).
 inline cudaStream_t stream_for(const View& v) { return stream(v.device); }
 

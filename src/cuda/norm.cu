@@ -11,9 +11,11 @@
 // passes over the channel (the second usually hits L2): the f64 mean, then the f64 sum of
 // squared deviations — the accuracy of the CPU's merged two-pass variance, without
 // E[x²] - E[x]² cancellation. The affine pass is elementwise.
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/common.cuh"
+#include "cuda/loops.cuh"
 #include "ember/error.hpp"
 
 namespace ember::cuda {
@@ -128,6 +130,83 @@ ChannelWalk walk_of(Nc3 d, const char* op) {
   return {static_cast<uint32_t>(d.s), static_cast<uint64_t>(d.c * d.s)};
 }
 
+// ---- layer norm: a team of kTeam threads per row (a warp up to kWarpRow elements, else a
+// block), sums in f64 combined in a fixed order; the formulas are the CPU's (src/cpu/norm.cpp).
+constexpr int64_t kWarpRow = 1024;
+
+struct SumF64 {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+template <typename T, int kTeam>
+__global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
+                                          const T* b, int64_t rows, int64_t n, double eps) {
+  constexpr int kTeamsPerBlock = kBlock / kTeam;
+  const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * kTeamsPerBlock) {
+    const int64_t row = base + team;
+    const bool active = row < rows;  // inactive threads still join the block's barriers
+    const T* xr = x + (active ? row : 0) * n;
+    double s = 0;
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(xr[i]);
+    const double m = team_reduce<kTeam>(s, SumF64{}) / static_cast<double>(n);
+    double v = 0;
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam) {
+        const double d = static_cast<double>(xr[i]) - m;
+        v += d * d;
+      }
+    v = team_reduce<kTeam>(v, SumF64{});
+    if (!active) continue;
+    const T mt = static_cast<T>(m);
+    const T rt = static_cast<T>(1.0 / sqrt(v / static_cast<double>(n) + eps));
+    if (t == 0) {
+      mean[row] = mt;
+      rstd[row] = rt;
+    }
+    T* yr = y + row * n;
+    for (int64_t i = t; i < n; i += kTeam) {
+      const T h = (xr[i] - mt) * rt;
+      yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+    }
+  }
+}
+
+template <typename T, int kTeam>
+__global__ void layer_norm_backward_kernel(T* gx, T* gy_xhat, const T* g, const T* x, const T* mean,
+                                           const T* rstd, const T* w, int64_t rows, int64_t n) {
+  constexpr int kTeamsPerBlock = kBlock / kTeam;
+  const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
+       base += static_cast<int64_t>(gridDim.x) * kTeamsPerBlock) {
+    const int64_t row = base + team;
+    const bool active = row < rows;
+    const int64_t off = (active ? row : 0) * n;
+    const T mt = mean[active ? row : 0], rt = rstd[active ? row : 0];
+    double s1 = 0, s2 = 0;
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam) {
+        const T h = (x[off + i] - mt) * rt;
+        const T gw = w ? g[off + i] * w[i] : g[off + i];
+        s1 += static_cast<double>(gw);
+        s2 += static_cast<double>(gw) * static_cast<double>(h);
+      }
+    s1 = team_reduce<kTeam>(s1, SumF64{});
+    s2 = team_reduce<kTeam>(s2, SumF64{});
+    if (!active) continue;
+    const T a = static_cast<T>(s1 / static_cast<double>(n));
+    const T c = static_cast<T>(s2 / static_cast<double>(n));
+    for (int64_t i = t; i < n; i += kTeam) {
+      const T h = (x[off + i] - mt) * rt;
+      const T gw = w ? g[off + i] * w[i] : g[off + i];
+      gx[off + i] = rt * (gw - a - h * c);
+      if (gy_xhat) gy_xhat[off + i] = g[off + i] * h;
+    }
+  }
+}
+
 }  // namespace
 
 void batch_norm_stats(const View& mean, const View& var, const View& in) {
@@ -172,6 +251,53 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
         static_cast<T*>(out.data), static_cast<const T*>(a.data),
         static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
         static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data), total, d.s, d.c);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
+                        const View& weight, const View& bias, double eps) {
+  const int64_t rows = x.shape[0], n = x.shape[1];
+  if (rows == 0) return;
+  const cudaStream_t st = stream(x.device);
+  dispatch_float(x.dtype, "layer_norm_forward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* yp = static_cast<T*>(y.data);
+    T* mp = static_cast<T*>(mean.data);
+    T* rp = static_cast<T*>(rstd.data);
+    const T* xp = static_cast<const T*>(x.data);
+    const T* wp = static_cast<const T*>(weight.data);
+    const T* bp = static_cast<const T*>(bias.data);
+    if (n <= kWarpRow)
+      layer_norm_forward_kernel<T, kWarp>
+          <<<team_grid(rows, kWarp), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
+    else
+      layer_norm_forward_kernel<T, kBlock>
+          <<<team_grid(rows, kBlock), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void layer_norm_backward(const View& grad_x, const View& gy_xhat, const View& grad_y, const View& x,
+                         const View& mean, const View& rstd, const View& weight) {
+  const int64_t rows = x.shape[0], n = x.shape[1];
+  if (rows == 0) return;
+  const cudaStream_t st = stream(x.device);
+  dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* gx = static_cast<T*>(grad_x.data);
+    T* gh = static_cast<T*>(gy_xhat.data);
+    const T* g = static_cast<const T*>(grad_y.data);
+    const T* xp = static_cast<const T*>(x.data);
+    const T* mp = static_cast<const T*>(mean.data);
+    const T* rp = static_cast<const T*>(rstd.data);
+    const T* wp = static_cast<const T*>(weight.data);
+    if (n <= kWarpRow)
+      layer_norm_backward_kernel<T, kWarp>
+          <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gx, gh, g, xp, mp, rp, wp, rows, n);
+    else
+      layer_norm_backward_kernel<T, kBlock>
+          <<<team_grid(rows, kBlock), kBlock, 0, st>>>(gx, gh, g, xp, mp, rp, wp, rows, n);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

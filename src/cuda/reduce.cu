@@ -20,7 +20,6 @@
 namespace ember::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kLoads = 8;  // reads in flight per thread in reduce_outer_kernel
 
 // ---- the plan and the reducers: src/kernels/reduce.hpp (Note [Reduction plan]) ----

@@ -14,7 +14,6 @@ namespace {
 
 using kernels::max_nan;
 
-constexpr int kWarp = 32;
 constexpr int64_t kWarpRow = 1024;  // softmax rows up to this many elements: a warp each
 
 // ---- softmax ----
@@ -35,26 +34,6 @@ Layout layout_of(const View& v, int dim, const char* op) {
   l.size = v.shape[dim];
   for (int d = dim + 1; d < v.shape.size(); ++d) l.inner *= v.shape[d];
   return l;
-}
-
-// Sum / max over a team of kTeam threads (a warp, or a block of kTeam threads). Every
-// thread of the team gets the result.
-template <int kTeam, typename V, typename Op>
-__device__ __forceinline__ V team_reduce(V v, Op op) {
-#pragma unroll
-  for (int delta = kWarp / 2; delta > 0; delta /= 2)
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, delta));
-  if constexpr (kTeam > kWarp) {
-    __shared__ V partial[kTeam / kWarp];
-    const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    __syncthreads();  // the previous call's readers are done
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = partial[0];
-#pragma unroll
-    for (int w = 1; w < kTeam / kWarp; ++w) v = op(v, partial[w]);
-  }
-  return v;
 }
 
 template <typename T>
@@ -167,11 +146,6 @@ __global__ void softmax_grad_columns_kernel(T* gi, const T* g, const T* y, Layou
   }
 }
 
-unsigned row_grid(int64_t rows, int team) {
-  const int64_t per_block = kBlock / team;
-  return static_cast<unsigned>(std::min<int64_t>((rows + per_block - 1) / per_block, 65535 * 16));
-}
-
 }  // namespace
 
 void softmax(const View& out, const View& in, int dim, bool log) {
@@ -187,10 +161,10 @@ void softmax(const View& out, const View& in, int dim, bool log) {
       const int64_t rows = l.outer;
       if (l.size <= kWarpRow)
         softmax_rows_kernel<T, kWarp>
-            <<<row_grid(rows, kWarp), kBlock, 0, st>>>(o, x, rows, l.size, log);
+            <<<team_grid(rows, kWarp), kBlock, 0, st>>>(o, x, rows, l.size, log);
       else
         softmax_rows_kernel<T, kBlock>
-            <<<row_grid(rows, kBlock), kBlock, 0, st>>>(o, x, rows, l.size, log);
+            <<<team_grid(rows, kBlock), kBlock, 0, st>>>(o, x, rows, l.size, log);
     } else {
       softmax_columns_kernel<T><<<grid_for(l.outer * l.inner), kBlock, 0, st>>>(o, x, l, log);
     }
@@ -214,10 +188,10 @@ void softmax_backward(const View& grad_in, const View& grad_out, const View& out
       const int64_t rows = l.outer;
       if (l.size <= kWarpRow)
         softmax_grad_rows_kernel<T, kWarp>
-            <<<row_grid(rows, kWarp), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
+            <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
       else
         softmax_grad_rows_kernel<T, kBlock>
-            <<<row_grid(rows, kBlock), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
+            <<<team_grid(rows, kBlock), kBlock, 0, st>>>(gi, g, y, rows, l.size, log);
     } else {
       softmax_grad_columns_kernel<T>
           <<<grid_for(l.outer * l.inner), kBlock, 0, st>>>(gi, g, y, l, log);
