@@ -38,8 +38,8 @@ const Device kGpu = Device::cuda(0);
 constexpr double kBf16Peak = 795.0;  // TFLOP/s, dense bf16 GEMM on the H200 (measured)
 constexpr double kWideFlops = 6.0 * (784.0 * 4096 + 4096.0 * 4096 + 4096.0 * 10) * 4096;
 constexpr int64_t kB = 32, kS = 256, kD = 512, kH = 8, kFF = 2048;
-constexpr double kTelFlops = 3.0 * (2.0 * kB * kS * (4.0 * kD * kD + 2.0 * kD * kFF) +
-                                    4.0 * kB * kS * kS * kD);
+constexpr double kTelFlops =
+    3.0 * (2.0 * kB * kS * (4.0 * kD * kD + 2.0 * kD * kFF) + 4.0 * kB * kS * kS * kD);
 
 void sync() { ember::synchronize(kGpu); }
 
