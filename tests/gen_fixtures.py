@@ -1294,6 +1294,25 @@ mixed("cumsum_int", lambda m: {"x": ints(m, 3, 4, lo=-2**31, hi=2**31 - 1)},
 mixed("cumsum_bool", lambda m: {"x": m.mask(3, 4)}, lambda t: torch.cumsum(t["x"], 0),
       attrs={"dim": 0})
 
+# ---- attention family (scaled_dot_product_attention; tests/test_sdpa.cpp has the rest). torch
+# 1.13 has no F.scaled_dot_product_attention: its math is written out (torch 2's definition).
+def _sdpa(q, k, v, mask=None, causal=False):
+    s = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)
+    if causal:
+        s = s.masked_fill(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1),
+                          float("-inf"))
+    return torch.softmax(s if mask is None else s + mask, -1) @ v
+
+
+case("scaled_dot_product_attention",
+     lambda m: {"q": m.randn(2, 3, 4), "k": m.randn(2, 5, 4), "v": m.randn(2, 5, 3),
+                "mask": m.randn(3, 5)},
+     lambda t: _sdpa(t["q"], t["k"], t["v"], t["mask"]), diff=("q", "k", "v", "mask"))
+case("scaled_dot_product_attention_causal",
+     lambda m: {"q": m.randn(2, 4, 4), "k": m.randn(2, 4, 4), "v": m.randn(2, 4, 4)},
+     lambda t: _sdpa(t["q"], t["k"], t["v"], causal=True), diff=("q", "k", "v"))
+
+
 # ----------------------------------------------------------------------------------------
 # evaluation
 

@@ -162,6 +162,13 @@ void add_vocabulary_cases(OpTable& t) {
         return ember::lstm_recurrence(f["gx"], f["h0"], f["c0"], f["w_hh"],
                                       optional_tensor(f, "mask"), f.attr_bool("reverse"));
       };
+  // ---- attention (the op's own cases: tests/test_sdpa.cpp)
+  t["scaled_dot_product_attention"] = [](Fixture& f) {
+    return ember::scaled_dot_product_attention(f["q"], f["k"], f["v"], {.attn_mask = f["mask"]});
+  };
+  t["scaled_dot_product_attention_causal"] = [](Fixture& f) {
+    return ember::scaled_dot_product_attention(f["q"], f["k"], f["v"], {.is_causal = true});
+  };
   // ---- rearrangements and indexing
   t["flip_dims01"] =
       t["flip_last_3d"] = [](Fixture& f) { return ember::flip(f["x"], f.attr_shape("dims")); };

@@ -35,7 +35,8 @@ enum class OpFamily : uint8_t {
   norm,
   conv,
   loss,
-  rnn,  // recurrent layers' fused steps
+  rnn,        // recurrent layers' fused steps
+  attention,  // scaled_dot_product_attention: fused kernels (cuDNN) beside the composed path
 };
 
 /// A set of dtypes, one bit per DType.
@@ -283,7 +284,8 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)          \
   X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)               \
   X(ctc_loss, loss, true, kFloat, kFloat, composite)                       \
-  X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)
+  X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)                 \
+  X(scaled_dot_product_attention, attention, true, kAnyFloat, kAnyFloat, sdpa_forward)
 
 #define EMBER_OPS_ENTRY_(name, ...) name,
 #define EMBER_OPS_OTHER_ENTRY_(name, family, grad, cpu, cuda, kernel) name,

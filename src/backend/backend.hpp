@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "backend/attention.hpp"
 #include "ember/catalogue.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ember/attention.hpp"
 #include "ember/autograd.hpp"
 #include "ember/nn/init.hpp"
 #include "py_repr.hpp"
@@ -29,6 +30,23 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 Tensor apply_mask(const Tensor& scores, const Tensor& mask) {
   if (mask.dtype() == DType::boolean) return masked_fill(scores, mask, kNegInf);
   return add(scores, mask.dtype() == scores.dtype() ? mask : mask.to(scores.dtype()));
+}
+
+// MultiheadAttention's masks (bool: true = blocked; float: added) as one mask of
+// scaled_dot_product_attention (bool: true = may attend; float: added).
+Tensor sdpa_mask(const Tensor& attn_mask, const Tensor& kpm, DType dtype) {
+  auto allowed = [](const Tensor& m) { return m.dtype() == DType::boolean ? logical_not(m) : m; };
+  if (!attn_mask.defined() || !kpm.defined()) {
+    const Tensor& m = attn_mask.defined() ? attn_mask : kpm;
+    return m.defined() ? allowed(m) : Tensor();
+  }
+  if (attn_mask.dtype() == DType::boolean && kpm.dtype() == DType::boolean)
+    return logical_not(logical_or(attn_mask, kpm));
+  auto additive = [&](const Tensor& m) {
+    if (m.dtype() != DType::boolean) return m.dtype() == dtype ? m : m.to(dtype);
+    return masked_fill(zeros(m.shape(), {.dtype = dtype, .device = m.device()}), m, kNegInf);
+  };
+  return add(additive(attn_mask), additive(kpm));
 }
 
 void check_mask_dtype(const Tensor& mask, const char* what) {
@@ -130,13 +148,13 @@ AttentionOutput MultiheadAttentionImpl::forward(const Tensor& query, const Tenso
     Tensor r = bf ? t.reshape({n, len, h, dh}) : t.reshape({len, n, h, dh});
     return bf ? r.permute({0, 2, 1, 3}) : r.permute({1, 2, 0, 3});
   };
-  q = mul(heads(q, l), 1.0 / std::sqrt(static_cast<double>(dh)));
+  q = heads(q, l);
   k = heads(k, s);
   v = heads(v, s);
-  Tensor scores = matmul(q, k.transpose(-1, -2));  // [N, H, L, S]
 
   // ---- masks
   Tensor attn_mask = o.attn_mask;
+  const bool causal_only = !attn_mask.defined() && o.is_causal && !o.key_padding_mask.defined();
   if (!attn_mask.defined() && o.is_causal) attn_mask = causal_mask(l, s, query.device());
   if (attn_mask.defined()) {
     check_mask_dtype(attn_mask, "attn_mask");
@@ -152,23 +170,37 @@ AttentionOutput MultiheadAttentionImpl::forward(const Tensor& query, const Tenso
                   s, "])");
       attn_mask = attn_mask.reshape({n, h, l, s});
     }
-    scores = apply_mask(scores, attn_mask);
   }
-  if (o.key_padding_mask.defined()) {
-    Tensor kpm = o.key_padding_mask;
+  Tensor kpm = o.key_padding_mask;
+  if (kpm.defined()) {
     check_mask_dtype(kpm, "key_padding_mask");
     if (unbatched && kpm.dim() == 1) kpm = kpm.unsqueeze(0);
     EMBER_CHECK(kpm.dim() == 2 && kpm.size(0) == n && kpm.size(1) == s,
                 "MultiheadAttention: key_padding_mask shape ",
                 o.key_padding_mask.shape().to_string(), " (expected [N, S] = [", n, ", ", s, "])");
-    scores = apply_mask(scores, kpm.reshape({n, 1, 1, s}));
+    kpm = kpm.reshape({n, 1, 1, s});
+  }
+  const double dropout_p = is_training() ? options_.dropout : 0.0;
+
+  // ---- attention: the fused op when the weights are not returned, else written out
+  Tensor out, attn;
+  if (!o.need_weights) {
+    out = scaled_dot_product_attention(
+        q, k, v,
+        {.attn_mask = causal_only ? Tensor() : sdpa_mask(attn_mask, kpm, q.dtype()),
+         .is_causal = causal_only,
+         .dropout_p = dropout_p,
+         .scale = 1.0 / std::sqrt(static_cast<double>(dh))});
+  } else {
+    Tensor scores = matmul(mul(q, 1.0 / std::sqrt(static_cast<double>(dh))), k.transpose(-1, -2));
+    if (attn_mask.defined()) scores = apply_mask(scores, attn_mask);
+    if (kpm.defined()) scores = apply_mask(scores, kpm);
+    attn = softmax(scores, -1);
+    if (dropout_p > 0.0) attn = dropout(attn, dropout_p, true);
+    out = matmul(attn, v);  // [N, H, L, Dh]
   }
 
-  Tensor attn = softmax(scores, -1);
-  if (is_training() && options_.dropout > 0.0) attn = dropout(attn, options_.dropout, true);
-
-  // ---- weighted values, heads merged back, output projection
-  Tensor out = matmul(attn, v);  // [N, H, L, Dh]
+  // ---- heads merged back, output projection
   out = bf ? out.permute({0, 2, 1, 3}).reshape({n, l, e})
            : out.permute({2, 0, 1, 3}).reshape({l, n, e});
   out = out_proj_->forward(out);

@@ -73,7 +73,8 @@ AutocastPolicy autocast_policy(Op op) {
     case Op::conv2d:
     case Op::conv3d:
     case Op::conv_transpose1d:
-    case Op::conv_transpose2d: return AutocastPolicy::lower;
+    case Op::conv_transpose2d:
+    case Op::scaled_dot_product_attention: return AutocastPolicy::lower;
     // Range or accuracy: f32.
     case Op::exp:
     case Op::exp2:

@@ -83,6 +83,7 @@ std::string_view family_name(OpFamily family) {
     case OpFamily::conv: return "conv";
     case OpFamily::loss: return "loss";
     case OpFamily::rnn: return "rnn";
+    case OpFamily::attention: return "attention";
   }
   return "?";
 }

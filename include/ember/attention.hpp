@@ -1,0 +1,56 @@
+// ember/attention.hpp — scaled_dot_product_attention (fused attention), PyTorch semantics.
+//
+//   Tensor out = ember::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+//
+// q [..., L, E], k [..., S, E], v [..., S, Ev] (leading dims broadcast) give [..., L, Ev]:
+//   softmax(q·kᵀ·scale + mask) · v, with dropout on the attention weights.
+// On a GPU, f16/bf16 inputs go through cuDNN's fused flash attention when it applies
+// (docs/attention.md says when); everything else is composed from primitive ops.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ember/tensor.hpp"
+
+namespace ember {
+
+/// Options of scaled_dot_product_attention (torch.nn.functional.scaled_dot_product_attention's
+/// keyword arguments).
+struct SdpaOptions {
+  /// Broadcastable to [..., L, S]. bool: true = may attend (PyTorch's SDPA convention, the
+  /// opposite of MultiheadAttention's masks); float: added to the scores (-inf blocks).
+  Tensor attn_mask;
+  /// Lower-triangular mask aligned top-left (query i sees keys j <= i). Not with attn_mask.
+  bool is_causal = false;
+  /// Dropout probability on the attention weights, in [0, 1]; applied whenever > 0 (as
+  /// PyTorch's functional form: pass 0 in evaluation). Draws from ember's generator.
+  double dropout_p = 0.0;
+  /// Multiplies q·kᵀ; 1/√E when unset.
+  std::optional<double> scale = std::nullopt;
+};
+
+/// softmax(q·kᵀ·scale + mask)·v over the last two dims. Differentiable in q, k, v (and a float
+/// mask on the composed path). Example:
+///   Tensor y = scaled_dot_product_attention(q, k, v);  // q [N, H, L, E] -> y [N, H, L, Ev]
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const SdpaOptions& options = {});
+
+/// Which path computed a scaled_dot_product_attention call.
+enum class SdpaBackend : uint8_t {
+  none,     // no call yet on this thread
+  unfused,  // composed from primitive ops (the CPU, other dtypes, masks cuDNN does not take)
+  cudnn,    // cuDNN's fused flash attention
+};
+
+/// The path this thread's last scaled_dot_product_attention call took (tests use it so a
+/// fused-path test cannot pass on the fallback).
+SdpaBackend sdpa_last_backend();
+/// Why the last call on this thread did not take the fused path ("" when it did, or before any
+/// call): "dtype f32 (the fused path takes f16 and bf16)", "cuDNN not found: ...", ...
+std::string sdpa_fallback_reason();
+/// The state of cuDNN on `device` (default: the first GPU): "cuDNN 9.10.2 (/path/libcudnn.so.9)"
+/// or why it is not available. Loads cuDNN on first call; never throws.
+std::string sdpa_cudnn_status(int device = 0);
+
+}  // namespace ember

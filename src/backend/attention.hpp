@@ -1,0 +1,42 @@
+// src/backend/attention.hpp — the operands of the fused attention slots (sdpa_forward,
+// sdpa_backward in slots.def): cuDNN's flash attention on CUDA; the CPU has no fused kernel.
+//
+// Shape letters: B batch, H heads, L query length, S key length, E head dim of q and k, Ev of v.
+// q, k, v, o and the gradients are [B, H, L|S, E|Ev] with any strides whose last one is 1;
+// stats is contiguous f32 [B, H, L, 1], the log-sum-exp of each row of scaled scores.
+#pragma once
+
+#include <cstdint>
+
+#include "ember/dtype.hpp"
+
+namespace ember::backend {
+
+struct SdpaArgs {
+  DType dtype = DType::bf16;  // of q, k, v, o and every gradient (f16 or bf16)
+  int device = 0;
+  int64_t batch = 0, heads = 0, len_q = 0, len_kv = 0, head_dim = 0, head_dim_v = 0;
+  // Strides in elements of the [B, H, L|S, E] views (the last stride is 1).
+  int64_t q_strides[4] = {}, k_strides[4] = {}, v_strides[4] = {}, o_strides[4] = {};
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;      // forward: written; backward: read (the forward's output)
+  void* stats = nullptr;  // forward: written; backward: read
+  double scale = 1.0;
+  bool causal = false;  // top-left aligned lower triangle
+  // Key padding: row b attends to its first seq_len_kv[b] keys. Device i32 [B] each (seq_len_q
+  // is L everywhere); null when there is no padding.
+  const int32_t* seq_len_q = nullptr;
+  const int32_t* seq_len_kv = nullptr;
+  double dropout_p = 0.0;              // on the attention weights; 0 = none
+  const int64_t* rng_state = nullptr;  // device i64 [2]: seed, offset (dropout only)
+  bool need_backward = false;          // forward: also build the backward plan now
+  // backward only: contiguous [B, H, L|S, E|Ev], written
+  const void* grad_o = nullptr;
+  void* grad_q = nullptr;
+  void* grad_k = nullptr;
+  void* grad_v = nullptr;
+};
+
+}  // namespace ember::backend

@@ -1,0 +1,735 @@
+// src/cuda/attention.cpp — the fused attention slots (sdpa_forward, sdpa_backward,
+// sdpa_status): cuDNN 9's flash attention, built through its backend graph API.
+//
+// Shapes are SdpaArgs's (src/backend/attention.hpp): B batch, H heads, L query length, S key
+// length, E and Ev head dims. cuDNN has no "attention" call in its backend API before 9.13;
+// instead its fused-attention engines recognise an operation graph of the attention's steps
+// and run it as one flash-attention kernel, never writing the [L, S] scores to memory.
+//
+// Note [The attention graphs]
+// Forward (every intermediate a virtual f32 tensor unless said otherwise):
+//   s = matmul(Q, Kᵀ) · scale             Kᵀ is K's memory with the last two dims swapped
+//   s = select(s, lowest, row < Lq ∧ col < len_kv[b])      key padding only
+//   s = select(s, lowest, row >= col)                      is_causal only
+//   m = max_S(s); e = exp(s - m); z = Σ_S e; stats = m + log z   (stats: f32 output)
+//   p = e / z (· bernoulli(1 - p_drop) · 1/(1 - p_drop))   p in the io dtype
+//   O = matmul(p, V)
+// Backward (Q, K, V, O, dO, stats in; dQ, dK, dV out; two f32 scratch tensors):
+//   sum = Σ_Ev(dO ∘ O) · (1 - p_drop)                      f32 [B, H, L, 1], scratch
+//   e = exp(select…(matmul(Q, Kᵀ) · scale - stats))        the forward's masks
+//   dV = matmul(reshape(e (· mask · 1/(1-p)))ᵀ, dO)
+//   dS = (matmul(dO, Vᵀ) (· mask) - sum) ∘ e (· 1/(1-p)) · scale
+//   dK = matmul(reshape(dS)ᵀ, Q);  dQacc = matmul(dS, K) (f32 scratch);  dQ = identity(dQacc)
+// This mirrors the pattern cuDNN's own frontend (NVIDIA/cudnn-frontend, the SDPA nodes)
+// lowers to for cuDNN 9.0-9.20, which is the pattern the engines match; the code is ours.
+// Dropout draws from cuDNN's Philox generator with ember's seed and a fresh offset, so a
+// fused run is reproducible by seed but its mask differs from the composed path's.
+//
+// Plans (graph → heuristics → the first engine config that finalizes) are built once per
+// device, dtype, shape, strides and flags and kept in a map; the workspace comes from the
+// Pass pool for each call.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/cudnn_loader.hpp"
+#include "cuda/kernels.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda {
+
+#if defined(EMBER_HAVE_CUDNN_HEADERS)
+namespace {
+
+// A cuDNN call failed while building a plan: the path falls back (the message says why).
+struct BuildError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const CudnnApi& api() {
+  static const CudnnApi* a = [] {
+    std::string why;
+    return cudnn_api(&why);
+  }();
+  return *a;
+}
+
+std::string status_text(cudnnStatus_t s) {
+  std::string out = api().get_error_string ? api().get_error_string(s) : "?";
+  if (api().last_error_string) {
+    char buf[1024] = {};
+    api().last_error_string(buf, sizeof(buf));
+    if (buf[0]) out += std::string(": ") + buf;
+  }
+  return out;
+}
+
+void check(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) throw BuildError(std::string(what) + " failed: " + status_text(s));
+}
+
+// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    check(api().create_descriptor(type, &d_), "cudnnBackendCreateDescriptor");
+  }
+  ~Desc() {
+    if (d_) api().destroy_descriptor(d_);
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+         cudnnBackendAttributeType_t type, int64_t count, const void* value, const char* what) {
+  check(api().set_attribute(d, attr, type, count, value), what);
+}
+void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+              cudnnBackendDescriptor_t value, const char* what) {
+  set(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
+}
+
+// Tensors with a fixed id in the variant pack (virtual ones get ids from kFirstVirtual on).
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kScale,
+  kSeqQ,
+  kSeqKv,
+  kSeed,
+  kOffset,
+  kDropScale,
+  kNegInf,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kSoftmaxSum,
+  kDQAccum,
+  kKeepProb,
+  kOne,
+  kFirstVirtual = 100
+};
+
+using Dims = std::array<int64_t, 4>;
+
+Dims packed_strides(const Dims& d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
+Dims swap_last(Dims d) {
+  std::swap(d[2], d[3]);
+  return d;
+}
+Dims dims_of(const int64_t* s) { return {s[0], s[1], s[2], s[3]}; }
+
+// Builds one operation graph; owns every descriptor it makes.
+class Builder {
+ public:
+  cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t type, const Dims& dims,
+                                  const Dims& strides, bool is_virtual = false,
+                                  bool by_value = false) {
+    auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t align = 16;
+    set(t->get(), CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor dtype");
+    set(t->get(), CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "tensor dims");
+    set(t->get(), CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data(), "tensor strides");
+    set(t->get(), CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor uid");
+    set(t->get(), CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor align");
+    set(t->get(), CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, "virtual");
+    if (by_value)
+      set(t->get(), CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, "by value");
+    check(api().finalize(t->get()), "finalize tensor");
+    return keep(std::move(t));
+  }
+  // A virtual tensor (an intermediate the engine keeps on chip).
+  cudnnBackendDescriptor_t virt(cudnnDataType_t type, const Dims& dims) {
+    return tensor(next_virtual_++, type, dims, packed_strides(dims), true);
+  }
+  cudnnBackendDescriptor_t virt(cudnnDataType_t type, const Dims& dims, const Dims& strides) {
+    return tensor(next_virtual_++, type, dims, strides, true);
+  }
+  // A host scalar passed by value in the variant pack (f32 [1, 1, 1, 1]).
+  cudnnBackendDescriptor_t scalar(int64_t uid) {
+    return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  }
+
+  // y = mode(x[, b][, t]). prec: the math precision; axis >= 0 for GEN_INDEX.
+  void pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                 cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t t = nullptr,
+                 cudnnDataType_t prec = CUDNN_DATA_FLOAT, int64_t axis = -1) {
+    auto pw = std::make_unique<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    set(pw->get(), CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pw mode");
+    set(pw->get(), CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, "pw prec");
+    if (axis >= 0) set(pw->get(), CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, "pw axis");
+    check(api().finalize(pw->get()), "finalize pointwise descriptor");
+    auto op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw->get(), "pw desc");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, "pw x");
+    if (b) set_desc(op->get(), CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b, "pw b");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, "pw y");
+    if (t) set_desc(op->get(), CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t, "pw t");
+    check(api().finalize(op->get()), "finalize pointwise operation");
+    keep(std::move(pw));
+    add_op(std::move(op));
+  }
+  // c = a · b over the last two dims; the overrides are per-batch m, n, k (padding) or null.
+  void matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c,
+              cudnnBackendDescriptor_t m_override = nullptr,
+              cudnnBackendDescriptor_t n_override = nullptr,
+              cudnnBackendDescriptor_t k_override = nullptr) {
+    auto mm = std::make_unique<Desc>(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    set(mm->get(), CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, "matmul comp");
+    check(api().finalize(mm->get()), "finalize matmul descriptor");
+    auto op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_ADESC, a, "matmul a");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_BDESC, b, "matmul b");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, "matmul c");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_DESC, mm->get(), "matmul desc");
+    if (m_override)
+      set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, m_override, "m ovr");
+    if (n_override)
+      set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, n_override, "n ovr");
+    if (k_override)
+      set_desc(op->get(), CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, k_override, "k ovr");
+    check(api().finalize(op->get()), "finalize matmul operation");
+    keep(std::move(mm));
+    add_op(std::move(op));
+  }
+  void reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
+                 cudnnBackendDescriptor_t y) {
+    auto r = std::make_unique<Desc>(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    set(r->get(), CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
+        "reduction mode");
+    set(r->get(), CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp, "reduction comp");
+    check(api().finalize(r->get()), "finalize reduction descriptor");
+    auto op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x, "reduction x");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y, "reduction y");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_REDUCTION_DESC, r->get(), "reduction desc");
+    check(api().finalize(op->get()), "finalize reduction operation");
+    keep(std::move(r));
+    add_op(std::move(op));
+  }
+  void reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+    auto op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x, "reshape x");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y, "reshape y");
+    check(api().finalize(op->get()), "finalize reshape operation");
+    add_op(std::move(op));
+  }
+  // y = Bernoulli(keep) draws from Philox(seed, offset) (seed, offset: i64 [1,1,1,1] tensors).
+  void bernoulli(double keep_prob, cudnnBackendDescriptor_t seed, cudnnBackendDescriptor_t offset,
+                 cudnnBackendDescriptor_t y) {
+    auto r = std::make_unique<Desc>(CUDNN_BACKEND_RNG_DESCRIPTOR);
+    const cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+    set(r->get(), CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist, "rng dist");
+    set(r->get(), CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep_prob,
+        "rng probability");
+    check(api().finalize(r->get()), "finalize rng descriptor");
+    auto op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RNG_YDESC, y, "rng y");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RNG_SEED, seed, "rng seed");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, offset, "rng offset");
+    set_desc(op->get(), CUDNN_ATTR_OPERATION_RNG_DESC, r->get(), "rng desc");
+    check(api().finalize(op->get()), "finalize rng operation");
+    keep(std::move(r));
+    add_op(std::move(op));
+  }
+
+  std::vector<cudnnBackendDescriptor_t> ops() const {
+    std::vector<cudnnBackendDescriptor_t> out;
+    for (const auto& o : ops_) out.push_back(o->get());
+    return out;
+  }
+  std::vector<std::unique_ptr<Desc>> release() {
+    for (auto& o : ops_) owned_.push_back(std::move(o));
+    ops_.clear();
+    return std::move(owned_);
+  }
+
+ private:
+  cudnnBackendDescriptor_t keep(std::unique_ptr<Desc> d) {
+    owned_.push_back(std::move(d));
+    return owned_.back()->get();
+  }
+  void add_op(std::unique_ptr<Desc> d) { ops_.push_back(std::move(d)); }
+
+  std::vector<std::unique_ptr<Desc>> owned_, ops_;
+  int64_t next_virtual_ = kFirstVirtual;
+};
+
+cudnnDataType_t io_type(DType t) { return t == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+
+// The tensors and masks both graphs share (Note [The attention graphs]).
+struct Common {
+  cudnnBackendDescriptor_t scale = nullptr, neg = nullptr, seq_q = nullptr, seq_kv = nullptr,
+                           seed = nullptr, offset = nullptr;
+};
+
+Common common_tensors(Builder& g, const SdpaArgs& a, bool padding, bool dropout) {
+  Common c;
+  c.scale = g.scalar(kScale);
+  if (padding || a.causal) c.neg = g.scalar(kNegInf);
+  if (padding) {
+    c.seq_q = g.tensor(kSeqQ, CUDNN_DATA_INT32, {a.batch, 1, 1, 1}, {1, 1, 1, 1});
+    c.seq_kv = g.tensor(kSeqKv, CUDNN_DATA_INT32, {a.batch, 1, 1, 1}, {1, 1, 1, 1});
+  }
+  if (dropout) {
+    c.seed = g.tensor(kSeed, CUDNN_DATA_INT64, {1, 1, 1, 1}, {1, 1, 1, 1});
+    c.offset = g.tensor(kOffset, CUDNN_DATA_INT64, {1, 1, 1, 1}, {1, 1, 1, 1});
+  }
+  return c;
+}
+
+// s with the key-padding mask and then the causal mask applied (select to `lowest`).
+cudnnBackendDescriptor_t apply_masks(Builder& g, const SdpaArgs& a, const Common& c,
+                                     cudnnBackendDescriptor_t s, const Dims& sd, int flavor) {
+  // Flavor 0 types the indices as cuDNN 9's frontend does (i32); flavor 1 as its older
+  // releases did (f32): see Note [Graph flavors].
+  const cudnnDataType_t index = flavor == 0 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
+  if (c.seq_kv) {
+    auto row = g.virt(index, sd), col = g.virt(index, sd);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, index, 2);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, index, 3);
+    auto row_ok = g.virt(CUDNN_DATA_BOOLEAN, sd), col_ok = g.virt(CUDNN_DATA_BOOLEAN, sd),
+         ok = g.virt(CUDNN_DATA_BOOLEAN, sd);
+    g.pointwise(CUDNN_POINTWISE_CMP_LT, row, c.seq_q, row_ok, nullptr, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_LT, col, c.seq_kv, col_ok, nullptr, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_ok, col_ok, ok, nullptr, CUDNN_DATA_BOOLEAN);
+    auto out = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, c.neg, out, ok);
+    s = out;
+  }
+  if (a.causal) {
+    auto row = g.virt(index, sd), col = g.virt(index, sd);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, CUDNN_DATA_FLOAT, 2);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
+    auto keep = g.virt(CUDNN_DATA_BOOLEAN, sd);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, col, keep, nullptr, CUDNN_DATA_BOOLEAN);
+    auto out = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, c.neg, out, keep);
+    s = out;
+  }
+  return s;
+}
+
+void build_forward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, int flavor) {
+  const cudnnDataType_t io = io_type(a.dtype);
+  const int64_t b = a.batch, h = a.heads, l = a.len_q, s = a.len_kv;
+  auto q = g.tensor(kQ, io, {b, h, l, a.head_dim}, dims_of(a.q_strides));
+  auto kt = g.tensor(kK, io, {b, h, a.head_dim, s}, swap_last(dims_of(a.k_strides)));
+  auto v = g.tensor(kV, io, {b, h, s, a.head_dim_v}, dims_of(a.v_strides));
+  auto o = g.tensor(kO, io, {b, h, l, a.head_dim_v}, dims_of(a.o_strides));
+  auto stats = g.tensor(kStats, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
+  const Common c = common_tensors(g, a, padding, dropout);
+  const Dims sd{b, h, l, s}, rd{b, h, l, 1};
+
+  auto s0 = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.matmul(q, kt, s0, c.seq_q, c.seq_kv);
+  auto s1 = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.pointwise(CUDNN_POINTWISE_MUL, s0, c.scale, s1);
+  auto s2 = apply_masks(g, a, c, s1, sd, flavor);
+  // softmax with stats
+  auto m = g.virt(CUDNN_DATA_FLOAT, rd), d = g.virt(CUDNN_DATA_FLOAT, sd),
+       e = g.virt(CUDNN_DATA_FLOAT, sd), z = g.virt(CUDNN_DATA_FLOAT, rd),
+       lz = g.virt(CUDNN_DATA_FLOAT, rd);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, s2, m);
+  g.pointwise(CUDNN_POINTWISE_SUB, s2, m, d);
+  g.pointwise(CUDNN_POINTWISE_EXP, d, nullptr, e);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, e, z);
+  g.pointwise(CUDNN_POINTWISE_LOG, z, nullptr, lz);
+  g.pointwise(CUDNN_POINTWISE_ADD, m, lz, stats);
+  auto p = g.virt(dropout ? CUDNN_DATA_FLOAT : io, sd);
+  g.pointwise(CUDNN_POINTWISE_DIV, e, z, p);
+  if (dropout) {
+    auto mask = g.virt(CUDNN_DATA_FLOAT, sd), kept = g.virt(CUDNN_DATA_FLOAT, sd),
+         scaled = g.virt(io, sd);
+    g.bernoulli(1.0 - a.dropout_p, c.seed, c.offset, mask);
+    g.pointwise(CUDNN_POINTWISE_MUL, p, mask, kept);
+    g.pointwise(CUDNN_POINTWISE_MUL, kept, g.scalar(kDropScale), scaled);
+    p = scaled;
+  }
+  g.matmul(p, v, o, c.seq_q, nullptr, c.seq_kv);
+}
+
+void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, int flavor) {
+  const cudnnDataType_t io = io_type(a.dtype);
+  const int64_t b = a.batch, h = a.heads, l = a.len_q, s = a.len_kv, e = a.head_dim,
+                ev = a.head_dim_v;
+  const Dims k_strides = dims_of(a.k_strides);
+  auto q = g.tensor(kQ, io, {b, h, l, e}, dims_of(a.q_strides));
+  auto kt = g.tensor(kK, io, {b, h, e, s}, swap_last(k_strides));
+  auto vt = g.tensor(kV, io, {b, h, ev, s}, swap_last(dims_of(a.v_strides)));
+  auto o = g.tensor(kO, io, {b, h, l, ev}, dims_of(a.o_strides));
+  auto stats = g.tensor(kStats, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
+  auto d_o = g.tensor(kDO, io, {b, h, l, ev}, packed_strides({b, h, l, ev}));
+  auto dq = g.tensor(kDQ, io, {b, h, l, e}, packed_strides({b, h, l, e}));
+  auto dk = g.tensor(kDK, io, {b, h, s, e}, packed_strides({b, h, s, e}));
+  auto dv = g.tensor(kDV, io, {b, h, s, ev}, packed_strides({b, h, s, ev}));
+  auto softmax_sum = g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
+  auto dq_accum = g.tensor(kDQAccum, CUDNN_DATA_FLOAT, {b, h, l, e}, packed_strides({b, h, l, e}));
+  const Common c = common_tensors(g, a, padding, dropout);
+  const Dims sd{b, h, l, s}, rd{b, h, l, 1}, sd_t{b, h, s, l}, st_strides{h * l * s, l * s, 1, s};
+
+  cudnnBackendDescriptor_t mask = nullptr, drop_scale = nullptr;
+  if (dropout) {
+    mask = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.bernoulli(1.0 - a.dropout_p, c.seed, c.offset, mask);
+    drop_scale = g.scalar(kDropScale);
+  }
+  // sum = Σ_Ev(dO ∘ O) · keep probability
+  auto prod = g.virt(CUDNN_DATA_FLOAT, {b, h, l, ev}), red = g.virt(CUDNN_DATA_FLOAT, rd);
+  g.pointwise(CUDNN_POINTWISE_MUL, d_o, o, prod);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, prod, red);
+  g.pointwise(CUDNN_POINTWISE_MUL, red, g.scalar(dropout ? kKeepProb : kOne), softmax_sum);
+  // e = exp(masks(q·kᵀ·scale - stats))
+  auto s0 = g.virt(CUDNN_DATA_FLOAT, sd), s1 = g.virt(CUDNN_DATA_FLOAT, sd),
+       s2 = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.matmul(q, kt, s0, c.seq_q, c.seq_kv);
+  g.pointwise(CUDNN_POINTWISE_MUL, s0, c.scale, s1);
+  cudnnBackendDescriptor_t s3 = nullptr;
+  if (flavor == 0) {  // masks after subtracting the stats (cuDNN 9's frontend)
+    g.pointwise(CUDNN_POINTWISE_SUB, s1, stats, s2);
+    s3 = apply_masks(g, a, c, s2, sd, flavor);
+  } else {  // masks first (its older releases)
+    auto masked = apply_masks(g, a, c, s1, sd, flavor);
+    g.pointwise(CUDNN_POINTWISE_SUB, masked, stats, s2);
+    s3 = s2;
+  }
+  auto ex = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.pointwise(CUDNN_POINTWISE_EXP, s3, nullptr, ex);
+  // dV = pᵀ · dO
+  cudnnBackendDescriptor_t p = ex;
+  if (dropout) {
+    auto kept = g.virt(CUDNN_DATA_FLOAT, sd), scaled = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_MUL, p, mask, kept);
+    g.pointwise(CUDNN_POINTWISE_MUL, kept, drop_scale, scaled);
+    p = scaled;
+  }
+  auto pt = g.virt(io, sd_t, st_strides);
+  g.reshape(p, pt);
+  g.matmul(pt, d_o, dv, c.seq_kv, nullptr, c.seq_q);
+  // dS = ((dO · Vᵀ)(∘ mask) - sum) ∘ e (· 1/(1-p)) · scale
+  auto dp = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.matmul(d_o, vt, dp, c.seq_q, c.seq_kv);
+  if (dropout) {
+    auto dpm = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_MUL, dp, mask, dpm);
+    dp = dpm;
+  }
+  auto ds0 = g.virt(CUDNN_DATA_FLOAT, sd), ds1 = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.pointwise(CUDNN_POINTWISE_SUB, dp, softmax_sum, ds0);
+  g.pointwise(CUDNN_POINTWISE_MUL, ds0, ex, ds1);
+  if (dropout) {
+    auto ds2 = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_MUL, ds1, drop_scale, ds2);
+    ds1 = ds2;
+  }
+  auto ds = g.virt(CUDNN_DATA_FLOAT, sd);
+  g.pointwise(CUDNN_POINTWISE_MUL, ds1, c.scale, ds);
+  // dK = dSᵀ · Q
+  auto dst = g.virt(io, sd_t, st_strides);
+  g.reshape(ds, dst);
+  g.matmul(dst, q, dk, c.seq_kv, nullptr, c.seq_q);
+  // dQ = dS · K, accumulated in f32
+  auto k = g.virt(flavor == 0 ? CUDNN_DATA_FLOAT : io, {b, h, s, e}, k_strides);
+  g.reshape(kt, k);
+  g.matmul(ds, k, dq_accum, c.seq_q, nullptr, c.seq_kv);
+  g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
+}
+
+// Note [Graph flavors]
+// cuDNN's engines match the graph's pattern, and what they accept moved a little across 9.x
+// releases. Flavor 0 is the graph of cuDNN 9's own frontend (i32 indices for the masks, masks
+// after the stats subtraction in the backward, an f32 view of K for dQ); flavor 1 the one of
+// its 1.0 release (f32 indices, masks before the subtraction, K in the io dtype). A plan tries
+// flavor 0 first, then 1; sdpa_status() reports the flavor a fallback saw fail.
+constexpr int kFlavors = 2;
+
+// A built execution plan and everything it references.
+struct Plan {
+  std::vector<std::unique_ptr<Desc>> descs;
+  std::unique_ptr<Desc> graph, heur, plan;
+  std::vector<std::unique_ptr<Desc>> configs;
+  int64_t workspace = 0;
+  int flavor = 0;
+  std::string error;  // set when no plan could be built: the call falls back
+};
+
+cudnnHandle_t handle(int device) {
+  static std::mutex mutex;
+  static std::array<cudnnHandle_t, 64> handles{};
+  std::lock_guard<std::mutex> lock(mutex);
+  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
+  if (!h) {
+    stream(device);  // makes the device current
+    const cudnnStatus_t s = api().create(&h);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      h = nullptr;
+      throw BuildError("cudnnCreate failed: " + status_text(s));
+    }
+  }
+  return h;
+}
+
+// Graph → heuristics → the first engine config whose plan finalizes.
+void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
+  p.graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  const std::vector<cudnnBackendDescriptor_t> ops = g.ops();
+  set(p.graph->get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+      static_cast<int64_t>(ops.size()), ops.data(), "graph ops");
+  set(p.graph->get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
+  check(api().finalize(p.graph->get()), "finalize operation graph");
+  p.descs = g.release();
+  std::string errors;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    p.heur = std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    cudnnBackendDescriptor_t graph = p.graph->get();
+    set(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        &graph, "heuristics graph");
+    set(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
+    if (api().finalize(p.heur->get()) != CUDNN_STATUS_SUCCESS) {
+      errors += " heuristics: " + status_text(CUDNN_STATUS_NOT_SUPPORTED);
+      continue;
+    }
+    int64_t count = 0;
+    check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+          "heuristics count");
+    p.configs.clear();
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+      p.configs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+      raw.push_back(p.configs.back()->get());
+    }
+    int64_t got = 0;
+    if (count > 0)
+      check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+            "heuristics results");
+    for (int64_t i = 0; i < got; ++i) {
+      auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      set(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan handle");
+      set_desc(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, raw[static_cast<size_t>(i)],
+               "plan engine config");
+      const cudnnStatus_t st = api().finalize(plan->get());
+      if (st != CUDNN_STATUS_SUCCESS) {
+        errors += " config " + std::to_string(i) + ": " + status_text(st) + ";";
+        continue;
+      }
+      int64_t ws = 0, n = 0;
+      check(api().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                CUDNN_TYPE_INT64, 1, &n, &ws),
+            "plan workspace size");
+      p.plan = std::move(plan);
+      p.workspace = ws;
+      return;
+    }
+    errors += " (" + std::string(mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback") + ": " +
+              std::to_string(got) + " configs)";
+  }
+  throw BuildError("no cuDNN engine runs this attention graph:" + errors);
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
+  std::array<std::string, 64> status;  // per device: the last fallback's reason
+};
+Cache& cache() {
+  static Cache* c = new Cache();  // leaked: plans live until exit
+  return *c;
+}
+
+std::vector<int64_t> key_of(const SdpaArgs& a, bool backward) {
+  std::vector<int64_t> k = {backward,
+                            a.device,
+                            static_cast<int64_t>(a.dtype),
+                            a.batch,
+                            a.heads,
+                            a.len_q,
+                            a.len_kv,
+                            a.head_dim,
+                            a.head_dim_v,
+                            a.causal,
+                            a.seq_len_kv != nullptr};
+  int64_t p_bits = 0;
+  std::memcpy(&p_bits, &a.dropout_p, sizeof(p_bits));
+  k.push_back(p_bits);
+  for (const int64_t* s : {a.q_strides, a.k_strides, a.v_strides, a.o_strides})
+    k.insert(k.end(), s, s + 4);
+  return k;
+}
+
+// The cached plan for a (built on first use); null with the reason recorded when none exists.
+Plan* plan_for(const SdpaArgs& a, bool backward) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::unique_ptr<Plan>& slot = c.plans[key_of(a, backward)];
+  if (!slot) {
+    std::string errors;
+    for (int flavor = 0; flavor < kFlavors; ++flavor) {
+      slot = std::make_unique<Plan>();
+      try {
+        Builder g;
+        const bool padding = a.seq_len_kv != nullptr, dropout = a.dropout_p > 0.0;
+        if (backward)
+          build_backward(g, a, padding, dropout, flavor);
+        else
+          build_forward(g, a, padding, dropout, flavor);
+        make_plan(*slot, g, handle(a.device));
+        slot->flavor = flavor;
+        break;
+      } catch (const BuildError& e) {
+        errors += " [flavor " + std::to_string(flavor) + "] " + e.what();
+        slot->error = std::string(backward ? "backward" : "forward") + " graph:" + errors;
+      }
+    }
+  }
+  if (!slot->error.empty()) {
+    c.status[static_cast<size_t>(a.device)] = slot->error;
+    return nullptr;
+  }
+  return slot.get();
+}
+
+// Scalars passed by value; they must outlive the execute call.
+struct Scalars {
+  float scale, neg, drop_scale, keep, one = 1.0f;
+};
+
+void execute(const SdpaArgs& a, Plan& p, bool backward) {
+  Scalars sc{static_cast<float>(a.scale), std::numeric_limits<float>::lowest(),
+             static_cast<float>(a.dropout_p > 0 ? 1.0 / (1.0 - a.dropout_p) : 1.0),
+             static_cast<float>(1.0 - a.dropout_p)};
+  std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale};
+  std::vector<void*> ptrs = {const_cast<void*>(a.q),
+                             const_cast<void*>(a.k),
+                             const_cast<void*>(a.v),
+                             a.o,
+                             a.stats,
+                             &sc.scale};
+  auto add = [&](int64_t uid, const void* ptr) {
+    uids.push_back(uid);
+    ptrs.push_back(const_cast<void*>(ptr));
+  };
+  const bool padding = a.seq_len_kv != nullptr, dropout = a.dropout_p > 0.0;
+  if (padding || a.causal) add(kNegInf, &sc.neg);
+  if (padding) {
+    add(kSeqQ, a.seq_len_q);
+    add(kSeqKv, a.seq_len_kv);
+  }
+  if (dropout) {
+    add(kSeed, a.rng_state);
+    add(kOffset, a.rng_state + 2);
+    add(kDropScale, &sc.drop_scale);
+  }
+  const int64_t b = a.batch, h = a.heads, l = a.len_q;
+  size_t extra = 0;  // backward's f32 scratch, placed after cuDNN's workspace
+  const size_t ws = (static_cast<size_t>(p.workspace) + 255) / 256 * 256;
+  const size_t sum_bytes = static_cast<size_t>(b * h * l) * sizeof(float);
+  const size_t sum_padded = (sum_bytes + 255) / 256 * 256;
+  if (backward) extra = sum_padded + static_cast<size_t>(b * h * l * a.head_dim) * sizeof(float);
+  Scratch scratch(a.device, std::max<size_t>(ws + extra, 256));
+  char* base = static_cast<char*>(scratch.get());
+  if (backward) {
+    add(kDO, a.grad_o);
+    add(kDQ, a.grad_q);
+    add(kDK, a.grad_k);
+    add(kDV, a.grad_v);
+    add(kSoftmaxSum, base + ws);
+    add(kDQAccum, base + ws + sum_padded);
+    add(dropout ? kKeepProb : kOne, dropout ? &sc.keep : &sc.one);
+    if (api().version < 90600)
+      EMBER_CUDA_CHECK(
+          cudaMemsetAsync(base + ws + sum_padded, 0, extra - sum_padded, stream(a.device)));
+  }
+  cudnnHandle_t hd = handle(a.device);
+  if (api().set_stream(hd, stream(a.device)) != CUDNN_STATUS_SUCCESS)
+    detail::throw_error("scaled_dot_product_attention: cudnnSetStream failed");
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  void* workspace = base;
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+      static_cast<int64_t>(uids.size()), uids.data(), "variant pack ids");
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+      static_cast<int64_t>(ptrs.size()), ptrs.data(), "variant pack pointers");
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
+      "variant pack workspace");
+  check(api().finalize(pack.get()), "finalize variant pack");
+  const cudnnStatus_t st = api().execute(hd, p.plan->get(), pack.get());
+  if (st != CUDNN_STATUS_SUCCESS)
+    detail::throw_error(detail::concat("scaled_dot_product_attention: cuDNN ",
+                                       backward ? "backward" : "forward",
+                                       " execution failed: ", status_text(st)));
+}
+
+}  // namespace
+
+bool sdpa_forward(const SdpaArgs& a) {
+  std::string why;
+  if (!cudnn_api(&why)) {
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    cache().status[static_cast<size_t>(a.device)] = why;
+    return false;
+  }
+  Plan* fwd = plan_for(a, false);
+  if (!fwd || (a.need_backward && !plan_for(a, true))) return false;
+  try {
+    execute(a, *fwd, false);
+  } catch (const BuildError& e) {
+    detail::throw_error(detail::concat("scaled_dot_product_attention: ", e.what()));
+  }
+  return true;
+}
+
+void sdpa_backward(const SdpaArgs& a) {
+  Plan* bwd = plan_for(a, true);
+  EMBER_CHECK(bwd != nullptr, "scaled_dot_product_attention: no cuDNN backward plan (",
+              cache().status[static_cast<size_t>(a.device)], ")");
+  try {
+    execute(a, *bwd, true);
+  } catch (const BuildError& e) {
+    detail::throw_error(detail::concat("scaled_dot_product_attention: ", e.what()));
+  }
+}
+
+const char* sdpa_status(int device) {
+  thread_local std::string text;
+  std::string why;
+  const CudnnApi* a = cudnn_api(&why);
+  if (!a) return (text = why).c_str();
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  const std::string& last = cache().status[static_cast<size_t>(device < 0 ? 0 : device % 64)];
+  const size_t v = a->version;
+  text = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100) + " (" + a->path + ")" +
+         (last.empty() ? "" : "; last fallback: " + last);
+  return text.c_str();
+}
+
+#else  // built without cuDNN's headers
+
+bool sdpa_forward(const SdpaArgs&) { return false; }
+void sdpa_backward(const SdpaArgs&) {
+  detail::throw_error("scaled_dot_product_attention: built without cuDNN's headers");
+}
+const char* sdpa_status(int) { return "ember was built without cuDNN's headers (cudnn_graph.h)"; }
+
+#endif
+
+}  // namespace ember::cuda

@@ -1,0 +1,352 @@
+// src/ops/attention.cpp — scaled_dot_product_attention: the checks, the composed path (the
+// reference, and the CPU's path) and the fused path (cuDNN's flash attention through the
+// sdpa_forward / sdpa_backward slots, src/cuda/attention.cpp) with its autograd node.
+//
+// Shape letters: L query length, S key length, E head dim of q and k, Ev of v; "lead" the
+// leading dims (broadcast among q, k, v as torch.matmul does).
+//
+// Note [Which attention path runs]
+// The fused path runs when every one of these holds (else the composed one, and
+// sdpa_fallback_reason() says which did not): a CUDA device; f16 or bf16; q, k, v with the
+// same leading dims (no broadcasting), seen as [B, H, L|S, E] without a copy when they have
+// rank 4 and unit last stride (MultiheadAttention's head views qualify); E and Ev multiples
+// of 8 up to 256; no mask, is_causal, or a bool key-padding mask (broadcastable from
+// [B, 1, 1, S]) whose rows are prefixes (true then false) with at least one true — its lengths
+// go to cuDNN as per-batch key lengths, which costs one small device-to-host read of the mask;
+// dropout_p < 1; cuDNN found and its engines accepting the graph. The composed path:
+// scores = (q·scale)·kᵀ (+ mask), softmax, dropout, ·v, all primitive ops, so autograd gives
+// the backward; f16/bf16 run it in f32 where a primitive lacks the dtype, and cast back.
+#include "ember/attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ember/random.hpp"
+#include "ops/common.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+
+namespace {
+
+constexpr const char* kName = "scaled_dot_product_attention";
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+thread_local SdpaBackend t_last_backend = SdpaBackend::none;
+thread_local std::string t_fallback_reason;
+
+Shape lead_of(const Tensor& t) {
+  Shape s = t.shape();
+  s.resize(s.size() - 2);
+  return s;
+}
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaOptions& o) {
+  ops::check_defined(kName, q, "query");
+  ops::check_defined(kName, k, "key");
+  ops::check_defined(kName, v, "value");
+  ops::check_supported(Op::scaled_dot_product_attention, q, "query");
+  EMBER_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kName, ": query dtype ",
+              dtype_name(q.dtype()), ", key ", dtype_name(k.dtype()), ", value ",
+              dtype_name(v.dtype()), " (expected all equal)");
+  ops::check_same_device(kName, q, k);
+  ops::check_same_device(kName, q, v);
+  EMBER_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, kName, ": query shape ",
+              q.shape().to_string(), ", key ", k.shape().to_string(), ", value ",
+              v.shape().to_string(),
+              " (expected rank >= 2: [..., L, E], [..., S, E], [..., S, Ev])");
+  EMBER_CHECK(k.size(-1) == q.size(-1), kName, ": key shape ", k.shape().to_string(),
+              " has head dim ", k.size(-1), " (expected the query's ", q.size(-1), ")");
+  EMBER_CHECK(v.size(-2) == k.size(-2), kName, ": value shape ", v.shape().to_string(), " has ",
+              v.size(-2), " rows (expected the key's length S = ", k.size(-2), ")");
+  EMBER_CHECK(o.dropout_p >= 0.0 && o.dropout_p <= 1.0, kName, ": dropout_p ", o.dropout_p,
+              " (expected 0 <= dropout_p <= 1)");
+  EMBER_CHECK(!(o.attn_mask.defined() && o.is_causal), kName,
+              ": attn_mask and is_causal were both given (expected at most one)");
+  EMBER_CHECK(!o.scale || std::isfinite(*o.scale), kName, ": scale ", o.scale.value_or(0.0),
+              " (expected a finite number)");
+  if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    EMBER_CHECK(m.dtype() == DType::boolean || is_floating(m.dtype()), kName, ": attn_mask dtype ",
+                dtype_name(m.dtype()), " (expected bool, or a float mask added to the scores)");
+    ops::check_same_device(kName, q, m);
+  }
+}
+
+// The composed path (Note [Which attention path runs]).
+Tensor sdpa_unfused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                    const SdpaOptions& o, double scale) {
+  const DType dtype = q_in.dtype();
+  const Device dev = q_in.device();
+  const bool native = supports(Op::matmul, dtype, dev) && supports(Op::softmax, dtype, dev) &&
+                      (o.dropout_p == 0.0 || supports(Op::dropout, dtype, dev));
+  const DType ct = native ? dtype : DType::f32;
+  const Tensor q = ops::cast_to(q_in, ct), k = ops::cast_to(k_in, ct), v = ops::cast_to(v_in, ct);
+  Tensor scores = matmul(mul(q, scale), k.transpose(-1, -2));  // [lead, L, S]
+  const int64_t l = q.size(-2), s = k.size(-2);
+  if (o.is_causal) {
+    const TensorOptions opt{.dtype = DType::f32, .device = dev};
+    Tensor rows = l ? arange(0.0, static_cast<double>(l), 1.0, opt) : zeros({0}, opt);
+    Tensor cols = s ? arange(0.0, static_cast<double>(s), 1.0, opt) : zeros({0}, opt);
+    scores = masked_fill(scores, gt(cols.reshape({1, s}), rows.reshape({l, 1})), kNegInf);
+  } else if (o.attn_mask.defined()) {
+    const Tensor& m = o.attn_mask;
+    scores = m.dtype() == DType::boolean ? masked_fill(scores, logical_not(m), kNegInf)
+                                         : add(scores, ops::cast_to(m, ct));
+  }
+  Tensor attn = softmax(scores, -1);
+  if (o.dropout_p > 0.0) attn = dropout(attn, o.dropout_p, true);
+  return ops::cast_to(matmul(attn, v), dtype);
+}
+
+// ---- the fused path
+
+// `t` seen as [B, H, len, D] (a view when possible); undefined when its lead is not 1-2 dims
+// that can be merged into two.
+Tensor as_bhsd(const Tensor& t) {
+  switch (t.dim()) {
+    case 2: return t.unsqueeze(0).unsqueeze(0);
+    case 3: return t.unsqueeze(0);
+    case 4: return t;
+    default: {
+      Shape s{1, t.size(-3), t.size(-2), t.size(-1)};
+      s[0] = t.numel() / (s[1] * s[2] * s[3] > 0 ? s[1] * s[2] * s[3] : 1);
+      return t.reshape(s);
+    }
+  }
+}
+
+bool aligned(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0 || t.stride(3) != 1) return false;
+  for (int d = 0; d < 3; ++d)
+    if (t.size(d) > 1 && t.stride(d) % 8 != 0) return false;
+  return true;
+}
+
+void fill_strides(int64_t* dst, const Tensor& t) {
+  for (int d = 0; d < 4; ++d) dst[d] = t.size(d) == 1 ? 0 : t.stride(d);
+  // cuDNN wants real strides even for size-1 dims: the packed stride there.
+  int64_t packed = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (t.size(d) == 1) dst[d] = packed;
+    packed = dst[d] * t.size(d);
+  }
+}
+
+// Per-batch key lengths of a bool key-padding mask broadcastable from [B, 1, 1, S] (true = may
+// attend), read on the host. Empty with *why set when the mask is not of that form.
+std::vector<int32_t> key_lengths(const Tensor& mask, int64_t b, int64_t s, std::string* why) {
+  Shape m = mask.shape();
+  while (m.size() < 4) m.insert(0, 1);
+  if (m.size() != 4 || m[1] != 1 || m[2] != 1 || m[3] != s || (m[0] != 1 && m[0] != b)) {
+    *why = "attn_mask shape " + mask.shape().to_string() +
+           " is not a key-padding mask (broadcastable from [B, 1, 1, S])";
+    return {};
+  }
+  const std::vector<uint8_t> host =
+      mask.reshape({m[0], s}).to(DType::u8).to(Device::cpu()).contiguous().to_vector<uint8_t>();
+  std::vector<int32_t> lengths(static_cast<size_t>(b));
+  for (int64_t row = 0; row < b; ++row) {
+    const uint8_t* r = host.data() + (m[0] == 1 ? 0 : row) * s;
+    int64_t n = 0;
+    while (n < s && r[n]) ++n;
+    for (int64_t j = n; j < s; ++j) {
+      if (r[j]) {
+        *why = "attn_mask row " + std::to_string(row) + " is not a prefix (true then false)";
+        return {};
+      }
+    }
+    if (n == 0) {
+      *why = "attn_mask row " + std::to_string(row) + " blocks every key";
+      return {};
+    }
+    lengths[static_cast<size_t>(row)] = static_cast<int32_t>(n);
+  }
+  return lengths;
+}
+
+// No fused result: *why says why (the caller takes the composed path).
+Tensor fallback(std::string* why, std::string reason) {
+  *why = std::move(reason);
+  return Tensor();
+}
+
+// The fused forward, or an undefined tensor with *why set.
+Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const SdpaOptions& o,
+                  double scale, std::string* why) {
+  if (q_in.device().type != DeviceType::cuda)
+    return fallback(why, "device cpu (the fused path needs CUDA)");
+  if (q_in.dtype() != DType::f16 && q_in.dtype() != DType::bf16) {
+    *why =
+        "dtype " + std::string(dtype_name(q_in.dtype())) + " (the fused path takes f16 and bf16)";
+    return Tensor();
+  }
+  if (lead_of(q_in) != lead_of(k_in) || lead_of(q_in) != lead_of(v_in)) {
+    *why = "query, key and value leading dims differ (broadcast)";
+    return Tensor();
+  }
+  const int64_t e = q_in.size(-1), ev = v_in.size(-1);
+  if (e % 8 || ev % 8 || e > 256 || ev > 256 || e == 0 || ev == 0) {
+    *why = "head dims E = " + std::to_string(e) + ", Ev = " + std::to_string(ev) +
+           " (the fused path takes multiples of 8 up to 256)";
+    return Tensor();
+  }
+  if (o.dropout_p >= 1.0) return fallback(why, "dropout_p 1");
+  auto usable = [](const Tensor& t) {
+    Tensor x = as_bhsd(t);
+    return aligned(x) ? x : as_bhsd(t.contiguous());
+  };
+  const Tensor q = usable(q_in), k = usable(k_in), v = usable(v_in);
+  if (!aligned(q) || !aligned(k) || !aligned(v))
+    return fallback(why, "operands not 16-byte aligned");
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
+  if (l == 0 || s == 0 || b == 0 || h == 0) return fallback(why, "an empty operand");
+  std::vector<int32_t> lengths;
+  if (o.attn_mask.defined()) {
+    if (o.attn_mask.dtype() != DType::boolean) return fallback(why, "a float attn_mask");
+    lengths = key_lengths(o.attn_mask, b, s, why);
+    if (lengths.empty()) return Tensor();
+    bool all = true;
+    for (int32_t n : lengths) all = all && n == s;
+    if (all) lengths.clear();  // nothing is masked
+  }
+  const Device dev = q.device();
+  const bool grad = autograd::needs_grad(q_in, k_in, v_in);
+  Tensor out = ops::make_tensor(Shape{b, h, l, ev}, q.dtype(), dev);
+  Tensor stats = ops::make_tensor(Shape{b, h, l, 1}, DType::f32, dev);
+  Tensor seq_q, seq_kv, rng;
+  backend::SdpaArgs a;
+  a.dtype = q.dtype();
+  a.device = dev.index;
+  a.batch = b;
+  a.heads = h;
+  a.len_q = l;
+  a.len_kv = s;
+  a.head_dim = e;
+  a.head_dim_v = ev;
+  fill_strides(a.q_strides, q);
+  fill_strides(a.k_strides, k);
+  fill_strides(a.v_strides, v);
+  fill_strides(a.o_strides, out);
+  a.q = q.data_ptr();
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.o = out.data_ptr();
+  a.stats = stats.data_ptr();
+  a.scale = scale;
+  a.causal = o.is_causal;
+  if (!lengths.empty()) {
+    seq_q = full({b}, static_cast<double>(l), {.dtype = DType::i32, .device = dev});
+    seq_kv = from_vector<int32_t>(lengths, {b}).to(dev);
+    a.seq_len_q = seq_q.data<int32_t>();
+    a.seq_len_kv = seq_kv.data<int32_t>();
+  }
+  if (o.dropout_p > 0.0) {
+    const RngState state = get_rng_state();
+    const uint64_t offset = advance_rng(static_cast<uint64_t>(b * h * l * s));
+    rng = from_vector<int64_t>(
+              {static_cast<int64_t>(state.seed), 0, static_cast<int64_t>(offset), 0}, {4})
+              .to(dev);
+    a.dropout_p = o.dropout_p;
+    a.rng_state = rng.data<int64_t>();
+  }
+  a.need_backward = grad;
+  if (!ops::backend_of(q).sdpa_forward(a)) {
+    *why = ops::backend_of(q).sdpa_status(dev.index);
+    return Tensor();
+  }
+  Shape out_shape = lead_of(q_in);
+  out_shape.push_back(l);
+  out_shape.push_back(ev);
+  Tensor result = out.reshape(out_shape);
+  if (grad) {
+    autograd::record(
+        Op::scaled_dot_product_attention, result, {&q_in, &k_in, &v_in},
+        [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out),
+         st = SavedTensor(stats), seq_q, seq_kv, rng, qs = q_in.shape(), ks = k_in.shape(),
+         vs = v_in.shape()](const Tensor& g, GradList& gi) mutable {
+          const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
+          const Tensor go = g.reshape(o.shape()).contiguous();
+          Tensor dq = ops::make_tensor(q.shape(), q.dtype(), q.device());
+          Tensor dk = ops::make_tensor(k.shape(), k.dtype(), k.device());
+          Tensor dv = ops::make_tensor(v.shape(), v.dtype(), v.device());
+          a.q = q.data_ptr();
+          a.k = k.data_ptr();
+          a.v = v.data_ptr();
+          a.o = o.data_ptr();
+          a.stats = st.get().data_ptr();
+          a.grad_o = go.data_ptr();
+          a.grad_q = dq.data_ptr();
+          a.grad_k = dk.data_ptr();
+          a.grad_v = dv.data_ptr();
+          ops::backend_of(q).sdpa_backward(a);
+          gi[0] = dq.reshape(qs);
+          gi[1] = dk.reshape(ks);
+          gi[2] = dv.reshape(vs);
+        });
+  }
+  return result;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const SdpaOptions& o) {
+  if (const auto c = ops::autocast(Op::scaled_dot_product_attention, {&q, &k, &v, &o.attn_mask})) {
+    SdpaOptions cast = o;
+    cast.attn_mask = c[3];
+    return scaled_dot_product_attention(c[0], c[1], c[2], cast);
+  }
+  check_inputs(q, k, v, o);
+  const int64_t l = q.size(-2), s = k.size(-2);
+  Shape lead = broadcast_shapes(broadcast_shapes(lead_of(q), lead_of(k), kName), lead_of(v), kName);
+  if (o.attn_mask.defined()) {
+    Shape scores = lead;
+    scores.push_back(l);
+    scores.push_back(s);
+    const Shape& m = o.attn_mask.shape();
+    bool fits = m.size() <= scores.size();
+    for (int i = 1; fits && i <= m.size(); ++i) {
+      const int64_t md = m[m.size() - i], sd = scores[scores.size() - i];
+      fits = md == sd || md == 1;
+    }
+    EMBER_CHECK(fits, kName, ": attn_mask shape ", m.to_string(),
+                " does not broadcast to the scores' shape ", scores.to_string(),
+                " (expected [..., L, S] = [..., ", l, ", ", s, "])");
+  }
+  const double scale =
+      o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1) > 0 ? q.size(-1) : 1));
+  std::string why;
+  Tensor fused = sdpa_fused(q, k, v, o, scale, &why);
+  if (fused.defined()) {
+    t_last_backend = SdpaBackend::cudnn;
+    t_fallback_reason.clear();
+    return fused;
+  }
+  t_last_backend = SdpaBackend::unfused;
+  t_fallback_reason = why;
+  return sdpa_unfused(q, k, v, o, scale);
+}
+
+SdpaBackend sdpa_last_backend() { return t_last_backend; }
+
+std::string sdpa_fallback_reason() { return t_fallback_reason; }
+
+std::string sdpa_cudnn_status(int device) {
+#if defined(EMBER_WITH_CUDA)
+  try {
+    return backend::backend_for(DeviceType::cuda).sdpa_status(device);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+#else
+  (void)device;
+  return "ember was built without CUDA";
+#endif
+}
+
+}  // namespace ember
