@@ -179,6 +179,10 @@ struct AdamArgs {
   bool amsgrad = false;                 // max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq)
   bool maximize = false;                // ascend: g = -g
   int64_t step = 1;
+  // Loss scaling (Note [Skipped steps] in src/kernels/optim.hpp); both null unless a
+  // GradScaler steps: f32 [1] and i64 [1] on the parameters' device, read there.
+  const float* found_inf = nullptr;        // *found_inf != 0: the step changes nothing
+  const int64_t* skipped_steps = nullptr;  // bias corrections use step - *skipped_steps
 };
 
 /// One fused SGD step on one parameter (torch.optim.SGD, single-tensor formulas).
@@ -188,6 +192,11 @@ struct SgdArgs {
   double momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false, maximize = false;
   bool first_step = false;
+  // Loss scaling, as AdamArgs: skipped where *found_inf != 0; with skipped_steps, the momentum
+  // buffer also starts (takes the gradient) where step - *skipped_steps == 1.
+  const float* found_inf = nullptr;
+  const int64_t* skipped_steps = nullptr;
+  int64_t step = 0;  // the parameters' step count (read only with skipped_steps)
 };
 
 /// One parameter of a multi-tensor optimizer step: contiguous buffers of `numel` elements of

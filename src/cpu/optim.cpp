@@ -439,7 +439,12 @@ void optim_slot(const backend::OptimSlot& slot, const backend::OptimArgs& args,
 }  // namespace
 
 void adam_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
-                     const AdamArgs& args) {
+                     const AdamArgs& scaled_args) {
+  // Loss scaling (Note [Skipped steps] in src/kernels/optim.hpp): read where the flags live.
+  if (scaled_args.found_inf && *scaled_args.found_inf != 0.0f) return;
+  AdamArgs args = scaled_args;
+  if (args.skipped_steps) args.step -= *args.skipped_steps;
+  args.skipped_steps = nullptr;
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
     adam_step(flat_view(s.param, dtype, s.numel),
@@ -450,7 +455,11 @@ void adam_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slot
 }
 
 void sgd_step_multi(int /*device*/, DType dtype, const backend::OptimSlot* slots, int64_t count,
-                    const SgdArgs& args) {
+                    const SgdArgs& scaled_args) {
+  if (scaled_args.found_inf && *scaled_args.found_inf != 0.0f) return;
+  SgdArgs args = scaled_args;
+  if (args.skipped_steps) args.first_step = sgd_scalars<float>(args, *args.skipped_steps).first;
+  args.skipped_steps = nullptr;
   for (int64_t i = 0; i < count; ++i) {
     const backend::OptimSlot& s = slots[i];
     sgd_step(flat_view(s.param, dtype, s.numel),
@@ -517,6 +526,52 @@ void clip_grads_by_norm(int /*device*/, DType dtype, void* const* grads, const i
       for (int64_t j = 0; j < numels[i]; ++j) g[j] *= coef;
     }
   }
+}
+
+// ---- loss scaling (GradScaler) ----
+
+namespace {
+
+template <typename T>
+void unscale_one(T* g, int64_t n, T inv_scale, float* found_inf) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) {
+    bad |= !std::isfinite(g[i]);
+    g[i] = g[i] * inv_scale;
+  }
+  if (bad) *found_inf = 1.0f;
+}
+
+}  // namespace
+
+void amp_unscale(int /*device*/, DType dtype, void* const* grads, const int64_t* numels,
+                 int64_t count, const void* scale, void* found_inf) {
+  EMBER_ASSERT(dtype == DType::f32 || dtype == DType::f64, "amp_unscale: unsupported dtype ",
+               dtype_name(dtype), " (expected f32 or f64)");
+  // torch: inv_scale = scale.double().reciprocal().float(), multiplied in the grad's opmath.
+  const float inv =
+      static_cast<float>(1.0 / static_cast<double>(*static_cast<const float*>(scale)));
+  float* found = static_cast<float*>(found_inf);
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == DType::f32)
+      unscale_one(static_cast<float*>(grads[i]), numels[i], inv, found);
+    else
+      unscale_one(static_cast<double*>(grads[i]), numels[i], static_cast<double>(inv), found);
+  }
+}
+
+void amp_update_scale(int /*device*/, void* scale, void* growth_tracker, void* found_combined,
+                      const float* const* found_infs, int64_t* const* skipped_steps, int64_t count,
+                      double growth_factor, double backoff_factor, int64_t growth_interval) {
+  bool found = false;
+  for (int64_t i = 0; i < count; ++i) found |= *found_infs[i] != 0.0f;
+  *static_cast<float*>(found_combined) = found ? 1.0f : 0.0f;
+  if (scale)
+    kernels::amp_update_scale_rule(*static_cast<float*>(scale),
+                                   *static_cast<int32_t*>(growth_tracker), found, growth_factor,
+                                   backoff_factor, growth_interval);
+  for (int64_t i = 0; i < count; ++i)
+    if (skipped_steps[i] && *found_infs[i] != 0.0f) *skipped_steps[i] += 1;
 }
 
 }  // namespace ember::cpu

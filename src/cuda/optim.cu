@@ -144,11 +144,29 @@ __device__ inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamSc
   p = add_rn(mul_rn(p, s.decay), div_rn(mul_rn(s.neg_step_size, mi), denom));
 }
 
+// The scalars of a loss-scaled step (Note [Skipped steps] in src/kernels/optim.hpp): false
+// where *found_inf says to skip it; with skipped_steps, thread 0 computes the scalars from the
+// effective step (args staged per step: Note [Captured steps] in graph.cu) for the block.
+template <typename S, typename Args, typename Make>
+__device__ inline bool scaled_scalars(const Args& a, S* s, Make&& make) {
+  if (a.found_inf && *a.found_inf != 0.0f) return false;  // the same for every thread
+  if (a.skipped_steps) {
+    __shared__ S shared;
+    if (threadIdx.x == 0) shared = make(a, *a.skipped_steps);
+    __syncthreads();
+    *s = shared;
+  }
+  return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kOptimThreads)
     adam_kernel(TensorBatch<5> batch, int64_t chunk, AdamScalars<T> by_value,
-                const AdamScalars<T>* staged) {
-  const AdamScalars<T> s = staged ? *staged : by_value;  // Note [Captured steps] in graph.cu
+                const AdamScalars<T>* staged, AdamArgs args, const AdamArgs* staged_args) {
+  AdamScalars<T> s = staged ? *staged : by_value;  // Note [Captured steps] in graph.cu
+  if (!scaled_scalars(staged_args ? *staged_args : args, &s,
+                      [](const AdamArgs& a, int64_t k) { return adam_scalars<T>(a, k); }))
+    return;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
@@ -201,8 +219,11 @@ __device__ inline void sgd_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
 template <typename T>
 __global__ void __launch_bounds__(kOptimThreads)
     sgd_kernel(TensorBatch<3> batch, int64_t chunk, SgdScalars<T> by_value,
-               const SgdScalars<T>* staged) {
-  const SgdScalars<T> s = staged ? *staged : by_value;
+               const SgdScalars<T>* staged, SgdArgs args, const SgdArgs* staged_args) {
+  SgdScalars<T> s = staged ? *staged : by_value;
+  if (!scaled_scalars(staged_args ? *staged_args : args, &s,
+                      [](const SgdArgs& a, int64_t k) { return sgd_scalars<T>(a, k); }))
+    return;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
@@ -348,6 +369,45 @@ __global__ void __launch_bounds__(kOptimThreads)
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) g[i] = mul_rn(g[i], c);
 }
 
+// ---- loss scaling (GradScaler) ----
+
+template <typename T>
+__global__ void __launch_bounds__(kOptimThreads)
+    amp_unscale_kernel(TensorBatch<1> batch, int64_t chunk, const float* __restrict scale,
+                       float* __restrict found_inf) {
+  // torch: inv_scale = scale.double().reciprocal().float(), multiplied in the grad's opmath.
+  const T inv = static_cast<T>(static_cast<float>(1.0 / static_cast<double>(*scale)));
+  const int t = batch.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
+  const int64_t n = min(chunk, batch.numel[t] - start);
+  T* g = static_cast<T*>(batch.ptr[0][t]) + start;
+  bool bad = false;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const T v = g[i];
+    bad |= !isfinite(v);
+    g[i] = mul_rn(v, inv);
+  }
+  if (bad) *found_inf = 1.0f;  // every writer writes the same value
+}
+
+constexpr int kMaxAmpOptimizers = 64;  // optimizers of one GradScaler::update
+
+struct AmpFlags {
+  const float* found[kMaxAmpOptimizers];
+  int64_t* skipped[kMaxAmpOptimizers];
+};
+
+__global__ void amp_update_kernel(float* scale, int32_t* tracker, float* found_combined,
+                                  AmpFlags flags, int count, double growth, double backoff,
+                                  int64_t interval) {
+  bool found = false;
+  for (int i = 0; i < count; ++i) found |= *flags.found[i] != 0.0f;
+  *found_combined = found ? 1.0f : 0.0f;
+  if (scale) kernels::amp_update_scale_rule(*scale, *tracker, found, growth, backoff, interval);
+  for (int i = 0; i < count; ++i)
+    if (flags.skipped[i] && *flags.found[i] != 0.0f) *flags.skipped[i] += 1;
+}
+
 // A grow-only f64 scratch buffer per device for the norm's partial sums (never freed).
 double* partials_for(int device, int64_t count) {
   static std::mutex mutex;
@@ -409,6 +469,19 @@ bool stage(int device, DType dtype, const OptimSlot* slots, int64_t count, const
   return how != graph::Staged::skip;
 }
 
+// Runs launch(batch, blocks, first_block) over a list of buffers (the gradients of clipping and
+// unscaling), as multi_tensor_apply, checking each launch.
+template <typename Launch>
+void apply_to_list(void* const* ptrs, const int64_t* numels, int64_t count, int64_t chunk,
+                   Launch&& launch) {
+  multi_tensor_apply<1>(
+      count, chunk, [&](int64_t t, int) { return ptrs[t]; }, [&](int64_t t) { return numels[t]; },
+      [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
+        launch(batch, blocks, first_block);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+}
+
 int64_t total_of(const int64_t* numels, int64_t count) {
   int64_t total = 0;
   for (int64_t i = 0; i < count; ++i) total += numels[i];
@@ -427,9 +500,12 @@ void adam_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t co
     using T = typename decltype(tag)::type;
     const AdamScalars<T> s = adam_scalars<T>(args);
     const AdamScalars<T>* staged = nullptr;
-    if (!stage(device, dtype, slots, count, s, "adam_step", &staged)) return;
+    const AdamArgs* staged_args = nullptr;  // with skipped_steps the kernel makes the scalars
+    if (args.skipped_steps ? !stage(device, dtype, slots, count, args, "adam_step", &staged_args)
+                           : !stage(device, dtype, slots, count, s, "adam_step", &staged))
+      return;
     apply_to_slots<5>(slots, count, chunk, [&](const TensorBatch<5>& batch, int blocks) {
-      adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged);
+      adam_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged, args, staged_args);
     });
   });
 }
@@ -444,9 +520,12 @@ void sgd_step_multi(int device, DType dtype, const OptimSlot* slots, int64_t cou
     using T = typename decltype(tag)::type;
     const SgdScalars<T> s = sgd_scalars<T>(args);
     const SgdScalars<T>* staged = nullptr;
-    if (!stage(device, dtype, slots, count, s, "sgd_step", &staged)) return;
+    const SgdArgs* staged_args = nullptr;
+    if (args.skipped_steps ? !stage(device, dtype, slots, count, args, "sgd_step", &staged_args)
+                           : !stage(device, dtype, slots, count, s, "sgd_step", &staged))
+      return;
     apply_to_slots<3>(slots, count, chunk, [&](const TensorBatch<3>& batch, int blocks) {
-      sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged);
+      sgd_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, s, staged, args, staged_args);
     });
   });
 }
@@ -489,14 +568,11 @@ void grad_norm_multi(int device, DType dtype, void* const* grads, const int64_t*
   double* partials = partials_for(device, std::max<int64_t>(blocks_total, 1));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    multi_tensor_apply<1>(
-        count, chunk, [&](int64_t t, int) { return grads[t]; },
-        [&](int64_t t) { return numels[t]; },
-        [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
-          norm_partial_kernel<T><<<blocks, kOptimThreads, 0, st>>>(batch, chunk, first_block,
-                                                                   partials, kind, norm_type);
-          EMBER_CUDA_LAUNCH_CHECK();
-        });
+    apply_to_list(grads, numels, count, chunk,
+                  [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
+                    norm_partial_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
+                        batch, chunk, first_block, partials, kind, norm_type);
+                  });
     norm_final_kernel<T><<<1, kOptimThreads, 0, st>>>(partials, blocks_total,
                                                       static_cast<T*>(total_norm), kind, norm_type);
     EMBER_CUDA_LAUNCH_CHECK();
@@ -509,15 +585,43 @@ void clip_grads_by_norm(int device, DType dtype, void* const* grads, const int64
   const int64_t chunk = chunk_for(total_of(numels, count));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    multi_tensor_apply<1>(
-        count, chunk, [&](int64_t t, int) { return grads[t]; },
-        [&](int64_t t) { return numels[t]; },
-        [&](const TensorBatch<1>& batch, int blocks, int64_t) {
-          clip_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
-              batch, chunk, static_cast<const T*>(total_norm), max_norm);
-          EMBER_CUDA_LAUNCH_CHECK();
+    apply_to_list(grads, numels, count, chunk,
+                  [&](const TensorBatch<1>& batch, int blocks, int64_t) {
+                    clip_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
+                        batch, chunk, static_cast<const T*>(total_norm), max_norm);
+                  });
+  });
+}
+
+void amp_unscale(int device, DType dtype, void* const* grads, const int64_t* numels, int64_t count,
+                 const void* scale, void* found_inf) {
+  const cudaStream_t st = stream(device);
+  const int64_t chunk = chunk_for(total_of(numels, count));
+  dispatch_float(dtype, "amp_unscale", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    apply_to_list(
+        grads, numels, count, chunk, [&](const TensorBatch<1>& batch, int blocks, int64_t) {
+          amp_unscale_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
+              batch, chunk, static_cast<const float*>(scale), static_cast<float*>(found_inf));
         });
   });
+}
+
+void amp_update_scale(int device, void* scale, void* growth_tracker, void* found_combined,
+                      const float* const* found_infs, int64_t* const* skipped_steps, int64_t count,
+                      double growth_factor, double backoff_factor, int64_t growth_interval) {
+  EMBER_CHECK(count <= kMaxAmpOptimizers, "GradScaler.update: at most ", kMaxAmpOptimizers,
+              " optimizers per scaler (got ", count, ")");
+  AmpFlags flags{};
+  for (int64_t i = 0; i < count; ++i) {
+    flags.found[i] = found_infs[i];
+    flags.skipped[i] = skipped_steps[i];
+  }
+  amp_update_kernel<<<1, 1, 0, stream(device)>>>(
+      static_cast<float*>(scale), static_cast<int32_t*>(growth_tracker),
+      static_cast<float*>(found_combined), flags, static_cast<int>(count), growth_factor,
+      backoff_factor, growth_interval);
+  EMBER_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace ember::cuda

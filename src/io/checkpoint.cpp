@@ -18,6 +18,7 @@
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
 #include "ember/nn/init.hpp"
+#include "ember/optim/grad_scaler.hpp"
 #include "ember/random.hpp"
 #include "io/parallel_io.hpp"
 
@@ -424,7 +425,8 @@ void copy_for_later(CheckpointSnapshot& snap,
 
 CheckpointSnapshot snapshot(const nn::Module& model, const optim::Optimizer& optimizer,
                             const optim::LRScheduler* scheduler, int64_t step, const json& extra,
-                            const data::DataLoader* loader, bool copy, const char* who) {
+                            const data::DataLoader* loader, const optim::GradScaler* scaler,
+                            bool copy, const char* who) {
   EMBER_CHECK(model.defined(), who, ": the model is undefined");
   ModelTensors mt = collect(model, std::nullopt);
   CheckpointSnapshot snap;
@@ -433,6 +435,7 @@ CheckpointSnapshot snapshot(const nn::Module& model, const optim::Optimizer& opt
   for (auto& [name, t] : os.tensors) mt.tensors.emplace_back(kOptimPrefix + name, t);
   snap.meta["ember.optimizer"] = os.meta.dump();
   if (scheduler) snap.meta["ember.scheduler"] = scheduler->state_dict().dump();
+  if (scaler) snap.meta["ember.grad_scaler"] = scaler->state_dict().dump();
   const RngState rng = get_rng_state();
   snap.meta["ember.rng"] =
       json{{"seed", std::to_string(rng.seed)}, {"offset", std::to_string(rng.offset)}}.dump();
@@ -525,18 +528,20 @@ class AsyncWriter {
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
-                     int64_t step, const json& extra, const data::DataLoader* loader) {
+                     int64_t step, const json& extra, const data::DataLoader* loader,
+                     const optim::GradScaler* scaler) {
   CheckpointSnapshot snap =
-      snapshot(model, optimizer, scheduler, step, extra, loader, false, "save_checkpoint");
+      snapshot(model, optimizer, scheduler, step, extra, loader, scaler, false, "save_checkpoint");
   write_safetensors(path, snap.tensors, snap.meta);
 }
 
 void save_checkpoint_async(const std::string& path, const nn::Module& model,
                            const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
-                           int64_t step, const json& extra, const data::DataLoader* loader) {
+                           int64_t step, const json& extra, const data::DataLoader* loader,
+                           const optim::GradScaler* scaler) {
   AsyncWriter& w = AsyncWriter::get();
   w.wait();  // the previous write first: its error belongs to the caller, before a new snapshot
-  w.start(path, snapshot(model, optimizer, scheduler, step, extra, loader, true,
+  w.start(path, snapshot(model, optimizer, scheduler, step, extra, loader, scaler, true,
                          "save_checkpoint_async"));
 }
 
@@ -552,7 +557,7 @@ bool checkpoint_in_flight() { return AsyncWriter::get().running(); }
 
 CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
                                optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
-                               data::DataLoader* loader) {
+                               data::DataLoader* loader, optim::GradScaler* scaler) {
   EMBER_CHECK(model.defined(), "load_checkpoint: the model is undefined");
   settle_async_write();
   SafetensorsFile f(path);
@@ -571,6 +576,9 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
       os.tensors.emplace_back(e.name.substr(6), f.read(e.name));
   const json sched = metadata_object(f, "ember.scheduler");
   if (scheduler && sched.is_null()) fail(path, "a scheduler was given but the checkpoint has none");
+  const json scaler_state = metadata_object(f, "ember.grad_scaler");
+  if (scaler && scaler_state.is_null())
+    fail(path, "a GradScaler was given but the checkpoint has none");
   CheckpointInfo info;
   std::optional<RngState> rng;
   if (f.metadata().count("ember.rng")) {
@@ -612,8 +620,14 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
   if (scheduler && sched.contains("type") && sched["type"] != scheduler->type_name())
     fail(path, "the checkpoint's scheduler is " + sched["type"].dump() + ", not " +
                    scheduler->type_name());
+  if (scaler)  // validated on a probe first: nothing changes when it does not fit
+    with_file_context(path, "the GradScaler state does not fit", [&] {
+      optim::GradScaler probe({.enabled = scaler->is_enabled()});
+      probe.load_state_dict(scaler_state);
+    });
   with_file_context(path, "the optimizer state does not fit",
                     [&] { optimizer.load_state_dict(os); });
+  if (scaler) scaler->load_state_dict(scaler_state);
   if (scheduler)
     with_file_context(path, "the scheduler state does not fit",
                       [&] { scheduler->load_state_dict(sched); });

@@ -30,12 +30,41 @@ struct AdamScalars {
   bool l2, amsgrad;  // Adam with weight decay (not AdamW); keep the running max of v
 };
 
-/// The scalars of Adam step `a.step` (bias corrections from the step count).
+// Note [Skipped steps]
+// A GradScaler step whose gradients hold an inf or NaN is skipped on the device: the fused
+// Adam and SGD kernels read *found_inf (AdamArgs/SgdArgs::found_inf) and return at once when it
+// is set, so no host sync decides it and a captured step replays it. PyTorch does not count a
+// skipped step (optimizer.step() is not called), while the host's step counts here advance on
+// every call; the optimizer's device counter *skipped_steps (added to by amp_update_scale)
+// says how many were skipped, and the per-step scalars come from the effective step
+// step - *skipped_steps. With skipped_steps set, CUDA computes them on the device (these
+// functions are EMBER_HD) from the staged args, the CPU on the host from the counter it reads.
+// The counter is per optimizer: it is exact when every parameter steps from the first step
+// on (a parameter whose first gradient comes after a skipped step would see it subtracted).
+
+/// f64 pow and sqrt for the scalar functions both backends run.
+EMBER_HD inline double scalar_pow(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return ::pow(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
+EMBER_HD inline double scalar_sqrt(double a) {
+#if defined(__CUDA_ARCH__)
+  return ::sqrt(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+/// The scalars of Adam step `a.step - skipped` (bias corrections from the step count; `skipped`
+/// is *a.skipped_steps where set, Note [Skipped steps]).
 template <typename T>
-AdamScalars<T> adam_scalars(const backend::AdamArgs& a) {
-  const double t = static_cast<double>(a.step);
-  const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
+EMBER_HD AdamScalars<T> adam_scalars(const backend::AdamArgs& a, int64_t skipped = 0) {
+  const double t = static_cast<double>(a.step - skipped);
+  const double bias_correction1 = 1.0 - scalar_pow(a.beta1, t);
+  const double bias_correction2 = 1.0 - scalar_pow(a.beta2, t);
   const double step_size = a.lr / bias_correction1;
   return {.sign = T(a.maximize ? -1 : 1),
           .weight_decay = T(a.weight_decay),
@@ -43,7 +72,7 @@ AdamScalars<T> adam_scalars(const backend::AdamArgs& a) {
           .one_minus_beta1 = T(1.0 - a.beta1),
           .beta2 = T(a.beta2),
           .one_minus_beta2 = T(1.0 - a.beta2),
-          .bias_correction2_sqrt = T(std::sqrt(bias_correction2)),
+          .bias_correction2_sqrt = T(scalar_sqrt(bias_correction2)),
           .eps = T(a.eps),
           .neg_step_size = T(-step_size),
           .decay = T(a.decoupled_weight_decay ? 1.0 - a.lr * a.weight_decay : 1.0),
@@ -57,9 +86,10 @@ struct SgdScalars {
   bool l2, use_momentum, first, nesterov;
 };
 
-/// The scalars of one SGD step.
+/// The scalars of one SGD step (`skipped`: as adam_scalars; the momentum buffer starts at the
+/// first step not skipped).
 template <typename T>
-SgdScalars<T> sgd_scalars(const backend::SgdArgs& a) {
+EMBER_HD SgdScalars<T> sgd_scalars(const backend::SgdArgs& a, int64_t skipped = 0) {
   return {.sign = T(a.maximize ? -1 : 1),
           .weight_decay = T(a.weight_decay),
           .momentum = T(a.momentum),
@@ -67,8 +97,29 @@ SgdScalars<T> sgd_scalars(const backend::SgdArgs& a) {
           .neg_lr = T(-a.lr),
           .l2 = a.weight_decay != 0.0,
           .use_momentum = a.momentum != 0.0,
-          .first = a.first_step,
+          .first = a.first_step || (a.skipped_steps != nullptr && a.step - skipped == 1),
           .nesterov = a.nesterov};
+}
+
+/// torch._amp_update_scale_'s rule (both backends): found: scale *= backoff, tracker = 0;
+/// else tracker += 1, and at growth_interval scale *= growth where the product is finite,
+/// tracker = 0. The products are taken in f64 and rounded to f32, as PyTorch's kernels do.
+EMBER_HD inline void amp_update_scale_rule(float& scale, int32_t& tracker, bool found,
+                                           double growth_factor, double backoff_factor,
+                                           int64_t growth_interval) {
+  if (found) {
+    scale = static_cast<float>(static_cast<double>(scale) * backoff_factor);
+    tracker = 0;
+    return;
+  }
+  const int32_t successful = tracker + 1;
+  if (successful == growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(scale) * growth_factor);
+    if (grown - grown == 0.0f) scale = grown;  // finite (inf - inf and NaN - NaN are NaN)
+    tracker = 0;
+  } else {
+    tracker = successful;
+  }
 }
 
 // ---- the elementwise optimizers of optim_step_multi ----

@@ -112,15 +112,22 @@ void adam_step_(std::span<const AdamItem> items, const AdamHyper& h) {
                                      .decoupled_weight_decay = h.decoupled_weight_decay,
                                      .amsgrad = h.amsgrad,
                                      .maximize = h.maximize,
-                                     .step = b.step};
+                                     .step = b.step,
+                                     .found_inf = h.found_inf,
+                                     .skipped_steps = h.skipped_steps};
         backend::backend_for(b.device).adam_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                        static_cast<int64_t>(b.slots.size()), args);
       });
 }
 
 void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
+  // With skipped_steps the kernel decides the momentum buffer's first step from the step count.
+  const bool by_step = h.skipped_steps != nullptr;
   run_buckets(
-      items, [](const SgdItem& it) { return std::pair<int64_t, bool>(0, it.first_step); },
+      items,
+      [by_step](const SgdItem& it) {
+        return std::pair<int64_t, bool>(by_step ? it.step : 0, it.first_step);
+      },
       [](const SgdItem& it) {
         return std::array<const Tensor*, 3>{it.momentum_buffer, nullptr, nullptr};
       },
@@ -131,7 +138,10 @@ void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
                                     .weight_decay = h.weight_decay,
                                     .nesterov = h.nesterov,
                                     .maximize = h.maximize,
-                                    .first_step = b.first_step};
+                                    .first_step = b.first_step,
+                                    .found_inf = h.found_inf,
+                                    .skipped_steps = h.skipped_steps,
+                                    .step = b.step};
         backend::backend_for(b.device).sgd_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                       static_cast<int64_t>(b.slots.size()), args);
       });
@@ -235,6 +245,60 @@ void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, 
   const Tensor coef = clamp(max_norm / (total.to(DType::f64) + 1e-6),
                             -std::numeric_limits<double>::infinity(), 1.0);
   for (const Tensor& g : grads) Tensor(g).mul_(coef.to(g.dtype()).to(g.device()));
+}
+
+// ---- loss scaling ----
+
+void amp_unscale_(const std::vector<Tensor>& grads, const Tensor& scale, const Tensor& found_inf) {
+  NoGradGuard no_grad;
+  EMBER_ASSERT(scale.dtype() == DType::f32 && found_inf.dtype() == DType::f32 &&
+                   scale.device() == found_inf.device(),
+               "amp_unscale_: scale and found_inf must be f32 on one device");
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::vector<Tensor> work;
+    std::vector<std::pair<Tensor, Tensor>> write_back;  // non-contiguous grad, its copy
+    for (const Tensor& g : grads) {
+      if (g.dtype() != dtype) continue;
+      EMBER_ASSERT(g.device() == scale.device(), "amp_unscale_: a gradient on another device");
+      if (g.is_contiguous()) {
+        work.push_back(g);
+      } else {
+        work.push_back(g.contiguous());
+        write_back.emplace_back(g, work.back());
+      }
+    }
+    if (work.empty()) continue;
+    const Pointers list(work);
+    backend_of(scale).amp_unscale(scale.device().index, dtype, list.data.data(), list.numels.data(),
+                                  list.count(), scale.data_ptr(), found_inf.data_ptr());
+    for (auto& [g, w] : write_back) Tensor(g).copy_(w);
+    for (const Tensor& g : work) detail::StorageAccess::bump_version(*g.storage());
+  }
+}
+
+void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                       const Tensor& found_combined, const std::vector<Tensor>& found_infs,
+                       const std::vector<Tensor>& skipped_steps, double growth_factor,
+                       double backoff_factor, int64_t growth_interval) {
+  EMBER_ASSERT(found_infs.size() == skipped_steps.size(),
+               "amp_update_scale_: one skipped counter (or none) per found_inf");
+  std::vector<const float*> found;
+  std::vector<int64_t*> skipped;
+  for (size_t i = 0; i < found_infs.size(); ++i) {
+    found.push_back(static_cast<const float*>(found_infs[i].data_ptr()));
+    skipped.push_back(
+        skipped_steps[i].defined() ? static_cast<int64_t*>(skipped_steps[i].data_ptr()) : nullptr);
+  }
+  backend_of(found_combined)
+      .amp_update_scale(found_combined.device().index, scale.defined() ? scale.data_ptr() : nullptr,
+                        growth_tracker.defined() ? growth_tracker.data_ptr() : nullptr,
+                        found_combined.data_ptr(), found.data(), skipped.data(),
+                        static_cast<int64_t>(found.size()), growth_factor, backoff_factor,
+                        growth_interval);
+  for (const Tensor& t : {scale, growth_tracker, found_combined})
+    if (t.defined()) detail::StorageAccess::bump_version(*t.storage());
+  for (const Tensor& t : skipped_steps)
+    if (t.defined()) detail::StorageAccess::bump_version(*t.storage());
 }
 
 }  // namespace ember::ops

@@ -19,6 +19,10 @@ struct AdamHyper {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr·wd first; Adam: g += wd·p
   bool amsgrad = false, maximize = false;
+  // Loss scaling (backend::AdamArgs, Note [Skipped steps] in src/kernels/optim.hpp): device
+  // data of the GradScaler's found_inf and the optimizer's skipped-step counter, or null.
+  const float* found_inf = nullptr;
+  const int64_t* skipped_steps = nullptr;
 };
 
 /// One parameter of an Adam step: updated in place with its gradient and moments (same
@@ -41,6 +45,8 @@ void adam_step_(std::span<const AdamItem> items, const AdamHyper& h);
 struct SgdHyper {
   double lr = 1e-3, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false, maximize = false;
+  const float* found_inf = nullptr;  // loss scaling, as AdamHyper
+  const int64_t* skipped_steps = nullptr;
 };
 
 /// One parameter of an SGD step; momentum_buffer is null without momentum, and `first_step`
@@ -50,6 +56,7 @@ struct SgdItem {
   Tensor grad;
   const Tensor* momentum_buffer;
   bool first_step;
+  int64_t step = 0;  // the parameter's step count (used with SgdHyper::skipped_steps)
 };
 
 /// Fused SGD over every item, batched as adam_step_.
@@ -76,5 +83,19 @@ Tensor total_grad_norm(const std::vector<Tensor>& grads, double norm_type);
 /// Scales every gradient in place by min(1, max_norm / (total + 1e-6)), reading `total` on
 /// the device (no host sync).
 void clip_grads_by_norm_(const std::vector<Tensor>& grads, const Tensor& total, double max_norm);
+
+/// GradScaler's unscale: every gradient *= f32(1 / f64(scale)) in place, and found_inf (f32
+/// [1], not zeroed here) set to 1 where any element is inf or NaN; one multi-tensor call per
+/// dtype (f32, f64). scale (f32 [1]) and found_inf live on the gradients' device; nothing is
+/// read on the host.
+void amp_unscale_(const std::vector<Tensor>& grads, const Tensor& scale, const Tensor& found_inf);
+
+/// GradScaler's update on the scale's device (backend slot amp_update_scale): found_combined
+/// = any found_infs set; scale and growth_tracker (undefined: left alone) follow
+/// torch._amp_update_scale_; each defined skipped_steps[i] += found_infs[i] != 0.
+void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                       const Tensor& found_combined, const std::vector<Tensor>& found_infs,
+                       const std::vector<Tensor>& skipped_steps, double growth_factor,
+                       double backoff_factor, int64_t growth_interval);
 
 }  // namespace ember::ops

@@ -58,9 +58,11 @@ ops::AdamHyper hyper_of(const O& o, bool decoupled) {
 // One step over every group of an Adam-family optimizer.
 template <typename Group, typename Slot>
 void adam_groups(const std::string& who, const std::vector<Group>& groups, bool decoupled,
-                 Slot&& slot) {
+                 const float* found_inf, const int64_t* skipped_steps, Slot&& slot) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    const ops::AdamHyper hyper = hyper_of(groups[g].options, decoupled);
+    ops::AdamHyper hyper = hyper_of(groups[g].options, decoupled);
+    hyper.found_inf = found_inf;  // loss scaling (Note [Skipped steps] in src/kernels/optim.hpp)
+    hyper.skipped_steps = skipped_steps;
     const std::vector<Tensor>& params = groups[g].params;
     std::vector<detail::ParamRef> refs;
     refs.reserve(params.size());
@@ -95,7 +97,7 @@ Adam::Adam(std::vector<Group> groups, AdamOptions defaults) : TypedOptimizer(def
 Optimizer::StateSpec Adam::state_spec(size_t) const { return adam_spec(); }
 
 void Adam::update() {
-  adam_groups(type_name(), groups_, /*decoupled=*/false,
+  adam_groups(type_name(), groups_, /*decoupled=*/false, amp_found_inf(), amp_skipped_steps(),
               [this](size_t g, size_t i) -> ParamState& { return state_slot(g, i); });
 }
 
@@ -113,7 +115,7 @@ AdamW::AdamW(std::vector<Group> groups, AdamWOptions defaults) : TypedOptimizer(
 Optimizer::StateSpec AdamW::state_spec(size_t) const { return adam_spec(); }
 
 void AdamW::update() {
-  adam_groups(type_name(), groups_, /*decoupled=*/true,
+  adam_groups(type_name(), groups_, /*decoupled=*/true, amp_found_inf(), amp_skipped_steps(),
               [this](size_t g, size_t i) -> ParamState& { return state_slot(g, i); });
 }
 

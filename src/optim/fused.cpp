@@ -82,7 +82,7 @@ void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params
     if (h.momentum != 0.0) buf = &state_tensor(state, param, "momentum_buffer", &first);
     state.step += 1;
     // PyTorch: a missing buffer starts as a clone of the gradient.
-    items.push_back({&param, grad, buf, first});
+    items.push_back({&param, grad, buf, first, state.step});
   }
   ops::sgd_step_(items, h);
 }

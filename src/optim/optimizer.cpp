@@ -29,12 +29,42 @@ double* ParamState::find_scalar(const std::string& name) {
   return nullptr;
 }
 
-void Optimizer::step() {
+void Optimizer::step() { step_impl(nullptr); }
+
+void Optimizer::step_unless_found_inf(const Tensor& found_inf) {
+  EMBER_CHECK(skips_on_device(), type_name(),
+              ".step_unless_found_inf: this optimizer cannot skip a step on the device "
+              "(expected Adam, AdamW or SGD; GradScaler::step reads found_inf on the host for it)");
+  EMBER_CHECK(found_inf.defined() && found_inf.dtype() == DType::f32 && found_inf.numel() == 1,
+              type_name(), ".step_unless_found_inf: found_inf must be an f32 tensor of 1 element");
+  for (const Tensor& p : parameters())
+    EMBER_CHECK(p.device() == found_inf.device(), type_name(),
+                ".step_unless_found_inf: a parameter is on ", p.device().str(),
+                " but found_inf on ", found_inf.device().str(), " (expected one device)");
+  if (!skipped_steps_.defined() || skipped_steps_.device() != found_inf.device()) {
+    NoGradGuard no_grad;
+    PoolGuard persistent(Pool::Persistent);
+    skipped_steps_ = zeros({1}, {.dtype = DType::i64, .device = found_inf.device()});
+  }
+  step_impl(&found_inf);
+}
+
+const float* Optimizer::amp_found_inf() const {
+  return found_inf_ ? static_cast<const float*>(found_inf_->data_ptr()) : nullptr;
+}
+
+const int64_t* Optimizer::amp_skipped_steps() const {
+  return skipped_steps_.defined() ? static_cast<const int64_t*>(skipped_steps_.data_ptr())
+                                  : nullptr;
+}
+
+void Optimizer::step_impl(const Tensor* found_inf) {
   // Inside a captured step the replay runs this again on the host (train/capture.hpp).
   std::vector<const void*> captured;  // the parameters' buffers, when capturing
   if (ember::detail::active_capture())
     for (const Tensor& p : parameters()) captured.push_back(p.data_ptr());
-  const ember::detail::ReplayedHostStep replayed("optimizer", alive_, [this, captured] {
+  const Tensor found = found_inf ? *found_inf : Tensor();  // the replay's own handle
+  const ember::detail::ReplayedHostStep replayed("optimizer", alive_, [this, captured, found] {
     std::vector<const void*> now;
     for (const Tensor& p : parameters()) now.push_back(p.data_ptr());
     EMBER_CHECK(now == captured, type_name(),
@@ -42,8 +72,13 @@ void Optimizer::step() {
                 "captured (",
                 captured.size(), " then, ", now.size(),
                 " now, or one moved); capture the step again");
-    step();
+    step_impl(found.defined() ? &found : nullptr);
   });
+  struct Reset {  // found_inf_ is set for this call only, even when update() throws
+    const Tensor*& slot;
+    ~Reset() { slot = nullptr; }
+  } reset{found_inf_};
+  found_inf_ = found_inf;
   EMBER_CHECK(accumulate_steps_ == 1 || ember::detail::active_capture() == nullptr, type_name(),
               ".step: gradient accumulation (accumulate_steps ", accumulate_steps_,
               ") cannot be captured; capture a step that accumulates by itself, or step eagerly");
@@ -204,6 +239,8 @@ ParamState& Optimizer::state_slot(size_t group, size_t index) {
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;
   json state = json::object();
+  // PyTorch does not count a step GradScaler skipped (Note [Skipped steps]): one host read.
+  const int64_t skipped = skipped_steps_.defined() ? skipped_steps_.item<int64_t>() : 0;
   json groups = json::array();
   int64_t index = 0;
   for (size_t g = 0; g < param_group_count(); ++g) {
@@ -216,7 +253,7 @@ OptimizerState Optimizer::state_dict() const {
       if (g >= state_.size() || i >= state_[g].size() || state_[g][i].empty()) continue;
       const ParamState& s = state_[g][i];
       const std::string key = std::to_string(index);
-      state[key] = {{"step", s.step}};
+      state[key] = {{"step", std::max<int64_t>(s.step - skipped, 0)}};
       for (const auto& [name, v] : s.scalars) state[key][name] = v;
       for (const auto& [name, t] : s.tensors)
         out.tensors.emplace_back("state." + key + "." + name, t);
@@ -404,6 +441,10 @@ void Optimizer::load_state_dict(const OptimizerState& sd) {
                           : std::nullopt);
   }
   state_ = std::move(fresh);
+  if (skipped_steps_.defined()) {  // the loaded steps count only the steps taken
+    NoGradGuard no_grad;
+    skipped_steps_.zero_();
+  }
   accumulate_steps_ = acc_steps;
   accumulate_count_ = acc_count;
   accumulate_mode_ = acc_mode;

@@ -61,7 +61,9 @@ void SGD::update() {
                               .dampening = o.dampening,
                               .weight_decay = o.weight_decay,
                               .nesterov = o.nesterov,
-                              .maximize = o.maximize};
+                              .maximize = o.maximize,
+                              .found_inf = amp_found_inf(),
+                              .skipped_steps = amp_skipped_steps()};
     std::vector<detail::ParamRef> refs;
     refs.reserve(group.params.size());
     if (!group.params.empty()) state_slot(g, group.params.size() - 1);  // refs keep pointers

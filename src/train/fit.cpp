@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/ops.hpp"
@@ -310,6 +311,25 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
               " steps itself (expected one of them: set_accumulate_steps(1), or "
               "accumulate_grad_batches = 1)");
   const std::vector<Tensor> params = model->parameters();
+  // Mixed precision: the forward under autocast, the loss scaled (FitOptions::grad_scaler).
+  EMBER_CHECK(!o.autocast || *o.autocast == DType::f16 || *o.autocast == DType::bf16,
+              "fit: autocast ", o.autocast ? dtype_name(*o.autocast) : "",
+              " (expected f16 or bf16)");
+  std::optional<optim::GradScaler> own_scaler;
+  if (!o.grad_scaler && o.autocast == DType::f16) o.grad_scaler = &own_scaler.emplace();
+  optim::GradScaler* const scaler = o.grad_scaler;
+  auto forward_loss = [&](const data::Example& batch, const Tensor& target, Tensor* output) {
+    std::optional<AutocastGuard> autocast;
+    if (o.autocast) autocast.emplace(*o.autocast);
+    *output = run_model(model, batch, dev);
+    return loss(*output, target);
+  };
+  auto backward = [&](const Tensor& l) { (scaler ? scaler->scale(l) : l).backward(); };
+  auto optimizer_step = [&] {
+    if (!scaler) return optimizer.step();
+    scaler->step(optimizer);
+    scaler->update();
+  };
   // Note [Captured fit steps]: the step below as one CUDA graph (train::CapturedStep). Its
   // outputs are the loss, the correct count (classification) and the gradient norm.
   std::optional<CapturedStep> captured;
@@ -328,14 +348,15 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
         [&](const std::vector<Tensor>& in) {
           optimizer.zero_grad();
           data::Example batch{in[0], in[1], {in.begin() + 2, in.end()}};
-          Tensor output = run_model(model, batch, dev);
-          Tensor l = loss(output, in[1]);
-          l.backward();
+          Tensor output;
+          Tensor l = forward_loss(batch, in[1], &output);
+          backward(l);
+          if (scaler) scaler->unscale_(optimizer);
           Tensor norm;
           if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
           if (o.clip_grad_norm)
             norm = optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
-          optimizer.step();
+          optimizer_step();
           if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
           Tensor hits = is_classification(output, in[1]) ? count_correct(output, in[1]) : Tensor();
           return std::vector<Tensor>{l, hits, norm};
@@ -369,7 +390,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
       if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
         (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
             o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
-            nn::json{{"epoch", epoch}}, &train_loader);
+            nn::json{{"epoch", epoch}}, &train_loader, o.grad_scaler);
       if (batch_hooks) {
         const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
         for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
@@ -408,25 +429,26 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
         after_step(outs[0], n, /*step=*/true, /*scheduled=*/true);
         continue;
       }
-      Tensor output = run_model(model, *it, dev);
-      Tensor l = loss(output, y);
+      Tensor output;
+      Tensor l = forward_loss(*it, y, &output);
       if (batch_index == groups.begin(batch_index)) optimizer.zero_grad();
       if (groups.k == 1) {
-        l.backward();
+        backward(l);
       } else {  // Note [Accumulation and clipping]
         const double weight =
             static_cast<double>(n) / static_cast<double>(groups.samples(batch_index));
-        (l * weight).backward();
+        backward(l * weight);
       }
       const bool step = batch_index == groups.last(batch_index);
       if (step) {
+        if (scaler) scaler->unscale_(optimizer);  // the clipping below sees true gradients
         if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
         if (o.clip_grad_norm)
           trainer.grad_norm =
               optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
         for (auto& cb : o.callbacks) cb->on_before_optimizer_step(trainer);
         if (o.before_step) o.before_step(trainer);
-        optimizer.step();
+        optimizer_step();
         ++trainer.global_step;
       }
       Tensor hits;
@@ -464,8 +486,10 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
 }
 
 ResumePoint resume(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
-                   optim::LRScheduler* scheduler, data::DataLoader& loader) {
-  io::CheckpointInfo info = io::load_checkpoint(path, model, optimizer, scheduler, &loader);
+                   optim::LRScheduler* scheduler, data::DataLoader& loader,
+                   optim::GradScaler* grad_scaler) {
+  io::CheckpointInfo info =
+      io::load_checkpoint(path, model, optimizer, scheduler, &loader, grad_scaler);
   return {loader.epoch(), info.step};
 }
 

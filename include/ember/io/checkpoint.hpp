@@ -16,6 +16,10 @@
 #include "ember/optim/optimizer.hpp"
 #include "ember/optim/scheduler.hpp"
 
+namespace ember::optim {
+class GradScaler;
+}
+
 namespace ember::io {
 
 struct SaveOptions {
@@ -53,7 +57,8 @@ struct CheckpointInfo {
   nn::json extra;
   int64_t loader_epoch = 0, loader_position = 0;
 };
-/// Model + optimizer state (+ scheduler, RNG, DataLoader state when given) + step + extra.
+/// Model + optimizer state (+ scheduler, RNG, DataLoader state, GradScaler state when given)
+/// + step + extra. The scaler's state_dict() goes into metadata "ember.grad_scaler".
 /// Unlike save_model it accepts unregistered module types: a checkpoint is resumed into
 /// existing objects (load_checkpoint), which never consults the registry. Its architecture
 /// is still recorded (for inspect and load_model with a builder).
@@ -61,7 +66,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer,
                      const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
                      const nn::json& extra = nn::json::object(),
-                     const data::DataLoader* loader = nullptr);
+                     const data::DataLoader* loader = nullptr,
+                     const optim::GradScaler* scaler = nullptr);
 /// save_checkpoint that returns once the state is snapshotted, writing it on a background
 /// thread while training goes on (Note [Asynchronous checkpoints] in src/io/checkpoint.cpp):
 /// GPU parameters, buffers and optimizer state are copied into pinned host memory by copies
@@ -74,18 +80,21 @@ void save_checkpoint_async(const std::string& path, const nn::Module& model,
                            const optim::Optimizer& optimizer,
                            const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
                            const nn::json& extra = nn::json::object(),
-                           const data::DataLoader* loader = nullptr);
+                           const data::DataLoader* loader = nullptr,
+                           const optim::GradScaler* scaler = nullptr);
 /// Waits for the asynchronous checkpoint in flight, if any; rethrows its error.
 void wait_for_checkpoint();
 /// Whether an asynchronous checkpoint is being written.
 bool checkpoint_in_flight();
 /// Restores what save_checkpoint wrote into existing objects (strict names and shapes),
-/// including ember's RNG state and the DataLoader's epoch and position. Refuses, changing
+/// including ember's RNG state, the DataLoader's epoch and position and the GradScaler's state
+/// (a scaler given for a checkpoint without one is refused). Refuses, changing
 /// nothing, a loader whose options (dataset size, batch_size, shuffle, drop_last, seed when
 /// shuffling) differ from the saved loader's, naming each difference.
 CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
                                optim::Optimizer& optimizer, optim::LRScheduler* scheduler = nullptr,
-                               data::DataLoader* loader = nullptr);
+                               data::DataLoader* loader = nullptr,
+                               optim::GradScaler* scaler = nullptr);
 
 /// What a file holds, readable without knowing the model.
 struct Inspection {

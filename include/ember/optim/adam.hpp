@@ -51,6 +51,7 @@ class Adam : public TypedOptimizer<AdamOptions> {
   explicit Adam(std::vector<Tensor> params, AdamOptions options = {});
   explicit Adam(std::vector<Group> groups, AdamOptions defaults = {});
   std::string type_name() const override { return "Adam"; }
+  bool skips_on_device() const override { return true; }
 
  protected:
   void update() override;
@@ -64,6 +65,7 @@ class AdamW : public TypedOptimizer<AdamWOptions> {
   explicit AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   explicit AdamW(std::vector<Group> groups, AdamWOptions defaults = {});
   std::string type_name() const override { return "AdamW"; }
+  bool skips_on_device() const override { return true; }
 
  protected:
   void update() override;

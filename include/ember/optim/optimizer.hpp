@@ -90,6 +90,17 @@ class Optimizer {
   ///   double loss = opt.step([&] { opt.zero_grad(); Tensor l = f(x); l.backward();
   ///                                return l.item<double>(); });
   virtual double step(const std::function<double()>& closure);
+  /// GradScaler::step's form of step(): the update is skipped on the device where
+  /// *found_inf != 0 (f32 [1] on the parameters' device; no host read, so it can be captured)
+  /// and not counted (Note [Skipped steps] in src/kernels/optim.hpp). Only for optimizers with
+  /// skips_on_device(); others are refused (GradScaler reads found_inf on the host for them).
+  void step_unless_found_inf(const Tensor& found_inf);
+  /// Whether step_unless_found_inf is supported: the fused Adam, AdamW and SGD.
+  virtual bool skips_on_device() const { return false; }
+  /// Steps skipped on the device since the optimizer was made or its state loaded (i64 [1] on
+  /// the parameters' device; undefined before the first step_unless_found_inf). state_dict()
+  /// subtracts it from each parameter's step, as PyTorch counts.
+  const Tensor& skipped_steps() const { return skipped_steps_; }
   /// Drops every parameter's gradient (set_to_none) or zeroes it in place. While gradients
   /// accumulate (the last step() call did not update) it does nothing, so the next
   /// backward() adds to them.
@@ -178,7 +189,17 @@ class Optimizer {
 
   std::vector<std::vector<ParamState>> state_;  // [group][param]
 
+  /// Loss scaling for the fused updates (ops::AdamHyper/SgdHyper): inside
+  /// step_unless_found_inf its found_inf's data, else null; the skipped counter's data once it
+  /// exists, else null.
+  const float* amp_found_inf() const;
+  const int64_t* amp_skipped_steps() const;
+
  private:
+  void step_impl(const Tensor* found_inf);
+
+  Tensor skipped_steps_;
+  const Tensor* found_inf_ = nullptr;  // set during step_unless_found_inf
   // Expires with the optimizer: a captured step that replays step() refuses after that.
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   int64_t accumulate_steps_ = 1;

@@ -37,6 +37,7 @@ class SGD : public TypedOptimizer<SGDOptions> {
   explicit SGD(std::vector<Tensor> params, SGDOptions options = {});
   explicit SGD(std::vector<Group> groups, SGDOptions defaults = {});
   std::string type_name() const override { return "SGD"; }
+  bool skips_on_device() const override { return true; }
 
  protected:
   void update() override;

@@ -23,6 +23,7 @@
 
 #include "ember/data/dataloader.hpp"
 #include "ember/nn/module.hpp"
+#include "ember/optim/grad_scaler.hpp"
 #include "ember/optim/optimizer.hpp"
 #include "ember/optim/scheduler.hpp"
 
@@ -139,6 +140,16 @@ struct FitOptions {
   /// accumulate_grad_batches = 1; before_step is refused and the callbacks'
   /// on_before_optimizer_step is not called (both would run inside the graph).
   bool capture_step = false;
+
+  // ---- mixed precision (docs/mixed_precision.md) ----
+  /// Run each step's forward and loss under AutocastGuard(*autocast) (DType::f16 or bf16);
+  /// backward and the optimizer stay outside it (master weights in f32).
+  std::optional<DType> autocast = std::nullopt;
+  /// Loss scaling: each step becomes scale(loss).backward(), unscale_ (before clipping),
+  /// step, update (optim::GradScaler, owned by the caller; checkpoints carry its state and
+  /// resume() restores it). Unset with autocast f16: fit() makes its own GradScaler with the
+  /// default options (pass your own to restore its state on resume). bf16 needs none.
+  optim::GradScaler* grad_scaler = nullptr;
 };
 
 /// Restores a checkpoint written by fit() into the objects and returns FitOptions fields to
@@ -149,7 +160,8 @@ struct ResumePoint {
   int64_t step = 0;
 };
 ResumePoint resume(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
-                   optim::LRScheduler* scheduler, data::DataLoader& loader);
+                   optim::LRScheduler* scheduler, data::DataLoader& loader,
+                   optim::GradScaler* grad_scaler = nullptr);
 
 /// The running state fit() hands to callbacks.
 class Trainer {
