@@ -251,6 +251,15 @@ TEST_P(SdpaFused, MatchesComposedPath) {
   const double tol_out = bf ? 2e-2 : 4e-3, tol_grad = bf ? 4e-2 : 1e-2;
   const std::string name = case_name(c);
   EXPECT_TRUE(check_close(out.to(DType::f32), want, tol_out, tol_out, name + " output"));
+  {
+    ember::NoGradGuard no_grad;  // a forward no backward follows takes the fused path too
+    const Tensor inference = ember::scaled_dot_product_attention(q0, k0, v0, o);
+    ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn)
+        << "inference fell back: " << ember::sdpa_fallback_reason() << " | "
+        << ember::sdpa_cudnn_status();
+    EXPECT_TRUE(check_close(inference.to(DType::f32), want.detach(), tol_out, tol_out,
+                            name + " inference output"));
+  }
   const Tensor w = ember::randn(want.shape(), {.device = gpu});
   (out.to(DType::f32) * w).sum().backward();
   (want * w).sum().backward();
