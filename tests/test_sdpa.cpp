@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/train/capture.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
 
@@ -316,6 +317,30 @@ TEST(CudaSdpa, DropoutIsReproducibleBySeed) {
   const Tensor g1 = grad_of(4), g2 = grad_of(4);
   EXPECT_TRUE(check_close(g1, g2, 0.0, 0.0, "dropout backward, same seed"));
   EXPECT_TRUE(ember::all(ember::isfinite(g1)).item<bool>());
+}
+
+// Fused dropout inside a captured step: cuDNN reads its seed and offset from a device buffer
+// the step writes from the replay's generator state, so every replay draws what eager would.
+TEST(CudaSdpa, DropoutInsideACapturedStepEqualsEager) {
+  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused path needs a GPU";
+  const ember::Device gpu = ember::Device::cuda();
+  ember::manual_seed(21);
+  auto make = [&] { return ember::randn({2, 4, 128, 64}, {.device = gpu}).to(DType::bf16); };
+  const Tensor q = make(), k = make(), v = make();
+  auto attend = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{
+        ember::scaled_dot_product_attention(in[0], k, v, {.dropout_p = 0.25})};
+  };
+  std::vector<std::vector<float>> eager, graphed;
+  ember::manual_seed(3);
+  for (int i = 0; i < 4; ++i) eager.push_back(attend({q})[0].to(DType::f32).to_vector<float>());
+  ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn) << ember::sdpa_fallback_reason();
+  ember::manual_seed(3);
+  ember::train::CapturedStep step(attend, {.warmup = 1});
+  for (int i = 0; i < 4; ++i) graphed.push_back(step({q})[0].to(DType::f32).to_vector<float>());
+  EXPECT_EQ(step.replay_count(), 3);  // the capturing call launches the graph too
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(eager[i], graphed[i]) << "call " << i;
+  EXPECT_NE(graphed[2], graphed[3]) << "a replay drew the previous call's numbers";
 }
 
 TEST(CudaSdpa, FusedForwardKeepsNoScoresMatrix) {

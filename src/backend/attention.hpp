@@ -29,9 +29,13 @@ struct SdpaArgs {
   // is L everywhere); null when there is no padding.
   const int32_t* seq_len_q = nullptr;
   const int32_t* seq_len_kv = nullptr;
-  double dropout_p = 0.0;              // on the attention weights; 0 = none
-  const int64_t* rng_state = nullptr;  // device i64 [2]: seed, offset (dropout only)
-  bool need_backward = false;          // forward: also build the backward plan now
+  double dropout_p = 0.0;  // on the attention weights; 0 = none
+  // Dropout only: device i64 [4] {seed, 0, offset, 0} that cuDNN's generator reads. The
+  // forward writes it on the device from philox_seed/philox_offset (inside a captured step
+  // from the replay's generator state, so each replay draws anew); the backward reads it.
+  int64_t* rng_state = nullptr;
+  uint64_t philox_seed = 0, philox_offset = 0;
+  bool need_backward = false;  // forward: also build the backward plan now
   // backward only: contiguous [B, H, L|S, E|Ev], written
   const void* grad_o = nullptr;
   void* grad_q = nullptr;

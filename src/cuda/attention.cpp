@@ -689,6 +689,7 @@ bool sdpa_forward(const SdpaArgs& a) {
   }
   Plan* fwd = plan_for(a, false);
   if (!fwd || (a.need_backward && !plan_for(a, true))) return false;
+  if (a.dropout_p > 0.0) write_philox_state(a.device, a.philox_seed, a.philox_offset, a.rng_state);
   try {
     execute(a, *fwd, false);
   } catch (const BuildError& e) {

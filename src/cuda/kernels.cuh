@@ -40,6 +40,9 @@ void private_pool_release(int device, int64_t id);
 // elementwise.cu
 /// c[b][i][j] += bias[j] for every row i < m of every batch (the GEMM bias epilogue's
 /// fallback). f32/f64.
+/// out[4] (device i64) = {seed, 0, offset, 0}: the generator state of a launch drawing from
+/// (seed, offset), read on the device inside a captured step (random.cu; cuDNN's dropout).
+void write_philox_state(int device, uint64_t seed, uint64_t offset, int64_t* out);
 void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t batch,
                    int64_t batch_stride_c, int64_t m, int64_t n, int64_t ldc);
 

@@ -87,7 +87,22 @@ __global__ void dropout_kernel(Geometry<3> g, T* out, T* mask, const T* in, doub
   }
 }
 
+// {seed, 0, offset, 0} of one launch's generator state, as cuDNN's dropout reads it.
+__global__ void philox_state_kernel(PhiloxArgs rng, int64_t* out) {
+  uint64_t seed = 0, offset = 0;
+  rng.resolve(&seed, &offset);
+  out[0] = static_cast<int64_t>(seed);
+  out[1] = 0;
+  out[2] = static_cast<int64_t>(offset);
+  out[3] = 0;
+}
+
 }  // namespace
+
+void write_philox_state(int device, uint64_t seed, uint64_t offset, int64_t* out) {
+  philox_state_kernel<<<1, 1, 0, stream(device)>>>(philox_args(device, seed, offset), out);
+  EMBER_CUDA_LAUNCH_CHECK();
+}
 
 void uniform(const View& out, uint64_t seed, uint64_t offset, double lo, double hi) {
   dispatch_random(out.dtype, "uniform", [&](auto tag) {

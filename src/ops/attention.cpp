@@ -247,10 +247,9 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   }
   if (o.dropout_p > 0.0) {
     const RngState state = get_rng_state();
-    const uint64_t offset = advance_rng(static_cast<uint64_t>(b * h * l * s));
-    rng = from_vector<int64_t>(
-              {static_cast<int64_t>(state.seed), 0, static_cast<int64_t>(offset), 0}, {4})
-              .to(dev);
+    a.philox_seed = state.seed;
+    a.philox_offset = advance_rng(static_cast<uint64_t>(b * h * l * s));
+    rng = ops::make_tensor(Shape{4}, DType::i64, dev);  // written by the slot, on the device
     a.dropout_p = o.dropout_p;
     a.rng_state = rng.data<int64_t>();
   }
