@@ -366,7 +366,7 @@ TEST(CudaSdpa, StatusNamesCudnn) {
       << ember::sdpa_cudnn_status();
 }
 
-TEST(CudaSdpa, FallsBackForF32AndFloatMasks) {
+TEST(CudaSdpa, FallsBackForF32AndMasksWithGradients) {
   if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device";
   const ember::Device gpu = ember::Device::cuda();
   const Tensor q = ember::randn({1, 2, 64, 64}, {.device = gpu});
@@ -374,10 +374,45 @@ TEST(CudaSdpa, FallsBackForF32AndFloatMasks) {
   EXPECT_EQ(ember::sdpa_last_backend(), SdpaBackend::unfused);
   EXPECT_NE(ember::sdpa_fallback_reason().find("dtype f32"), std::string::npos);
   const Tensor qb = q.to(DType::bf16);
-  ember::scaled_dot_product_attention(qb, qb, qb,
-                                      {.attn_mask = ember::zeros({64, 64}, {.device = gpu})});
+  const Tensor mask = ember::zeros({64, 64}, {.device = gpu}).requires_grad_();
+  ember::scaled_dot_product_attention(qb, qb, qb, {.attn_mask = mask});
   EXPECT_EQ(ember::sdpa_last_backend(), SdpaBackend::unfused);
-  EXPECT_NE(ember::sdpa_fallback_reason().find("float attn_mask"), std::string::npos);
+  EXPECT_NE(ember::sdpa_fallback_reason().find("requires grad"), std::string::npos);
+}
+
+// Any bool mask and any float mask run fused as cuDNN's additive bias (no host read of the
+// mask): a random [B, 1, L, S] bool mask (every query keeps its own key) and a float one.
+TEST(CudaSdpa, GeneralAndFloatMasksRunFused) {
+  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const ember::Device gpu = ember::Device::cuda();
+  ember::manual_seed(31);
+  const int64_t b = 2, h = 2, l = 128, s = 128;
+  auto make = [&] { return ember::randn({b, h, l, 64}, {.device = gpu}).to(DType::bf16); };
+  const Tensor q0 = make(), k0 = make(), v0 = make();
+  const Tensor eye =
+      ember::eq(ember::arange(static_cast<double>(l), {.device = gpu}).reshape({l, 1}),
+                ember::arange(static_cast<double>(s), {.device = gpu}).reshape({1, s}));
+  const Tensor general =
+      ember::logical_or(ember::gt(ember::rand({b, 1, l, s}, {.device = gpu}), 0.4), eye);
+  const Tensor additive = ember::randn({1, h, l, s}, {.device = gpu});
+  for (const Tensor& mask : {general, additive}) {
+    const std::string what = mask.dtype() == DType::boolean ? "bool mask" : "float mask";
+    const Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(),
+                 v = v0.detach().requires_grad_();
+    const Tensor out = ember::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+    ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn)
+        << what << " fell back: " << ember::sdpa_fallback_reason();
+    const Tensor qr = q0.to(DType::f32).requires_grad_(), kr = k0.to(DType::f32).requires_grad_(),
+                 vr = v0.to(DType::f32).requires_grad_();
+    const Tensor want = ember::scaled_dot_product_attention(qr, kr, vr, {.attn_mask = mask});
+    EXPECT_TRUE(check_close(out.to(DType::f32), want, 2e-2, 2e-2, what + " output"));
+    const Tensor w = ember::randn(want.shape(), {.device = gpu});
+    (out.to(DType::f32) * w).sum().backward();
+    (want * w).sum().backward();
+    EXPECT_TRUE(check_close(q.grad().to(DType::f32), qr.grad(), 4e-2, 4e-2, what + " dq"));
+    EXPECT_TRUE(check_close(k.grad().to(DType::f32), kr.grad(), 4e-2, 4e-2, what + " dk"));
+    EXPECT_TRUE(check_close(v.grad().to(DType::f32), vr.grad(), 4e-2, 4e-2, what + " dv"));
+  }
 }
 
 }  // namespace

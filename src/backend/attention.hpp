@@ -29,6 +29,10 @@ struct SdpaArgs {
   // is L everywhere); null when there is no padding.
   const int32_t* seq_len_q = nullptr;
   const int32_t* seq_len_kv = nullptr;
+  // Additive mask (0 or -inf for a bool mask), added to the scaled scores: the dtype of q,
+  // shape bias_dims (each 1 or B, H, L; the last S), strides in elements; null: none.
+  const void* bias = nullptr;
+  int64_t bias_dims[4] = {}, bias_strides[4] = {};
   double dropout_p = 0.0;  // on the attention weights; 0 = none
   // Dropout only: device i64 [4] {seed, 0, offset, 0} that cuDNN's generator reads. The
   // forward writes it on the device from philox_seed/philox_offset (inside a captured step

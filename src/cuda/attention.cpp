@@ -123,6 +123,7 @@ enum Uid : int64_t {
   kDQAccum,
   kKeepProb,
   kOne,
+  kBias,
   kFirstVirtual = 100
 };
 
@@ -278,7 +279,7 @@ cudnnDataType_t io_type(DType t) { return t == DType::f16 ? CUDNN_DATA_HALF : CU
 // The tensors and masks both graphs share (Note [The attention graphs]).
 struct Common {
   cudnnBackendDescriptor_t scale = nullptr, neg = nullptr, seq_q = nullptr, seq_kv = nullptr,
-                           seed = nullptr, offset = nullptr;
+                           seed = nullptr, offset = nullptr, bias = nullptr;
 };
 
 Common common_tensors(Builder& g, const SdpaArgs& a, bool padding, bool dropout) {
@@ -289,6 +290,8 @@ Common common_tensors(Builder& g, const SdpaArgs& a, bool padding, bool dropout)
     c.seq_q = g.tensor(kSeqQ, CUDNN_DATA_INT32, {a.batch, 1, 1, 1}, {1, 1, 1, 1});
     c.seq_kv = g.tensor(kSeqKv, CUDNN_DATA_INT32, {a.batch, 1, 1, 1}, {1, 1, 1, 1});
   }
+  if (a.bias)
+    c.bias = g.tensor(kBias, io_type(a.dtype), dims_of(a.bias_dims), dims_of(a.bias_strides));
   if (dropout) {
     c.seed = g.tensor(kSeed, CUDNN_DATA_INT64, {1, 1, 1, 1}, {1, 1, 1, 1});
     c.offset = g.tensor(kOffset, CUDNN_DATA_INT64, {1, 1, 1, 1}, {1, 1, 1, 1});
@@ -302,6 +305,11 @@ cudnnBackendDescriptor_t apply_masks(Builder& g, const SdpaArgs& a, const Common
   // Flavor 0 types the indices as cuDNN 9's frontend does (i32); flavor 1 as its older
   // releases did (f32): see Note [Graph flavors].
   const cudnnDataType_t index = flavor == 0 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
+  if (c.bias) {  // an additive mask first, as cuDNN's frontend orders them
+    auto out = g.virt(CUDNN_DATA_FLOAT, sd);
+    g.pointwise(CUDNN_POINTWISE_ADD, s, c.bias, out);
+    s = out;
+  }
   if (c.seq_kv) {
     auto row = g.virt(index, sd), col = g.virt(index, sd);
     g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, index, 2);
@@ -567,7 +575,12 @@ std::vector<int64_t> key_of(const SdpaArgs& a, bool backward) {
                             a.head_dim,
                             a.head_dim_v,
                             a.causal,
-                            a.seq_len_kv != nullptr};
+                            a.seq_len_kv != nullptr,
+                            a.bias != nullptr};
+  if (a.bias) {
+    k.insert(k.end(), a.bias_dims, a.bias_dims + 4);
+    k.insert(k.end(), a.bias_strides, a.bias_strides + 4);
+  }
   int64_t p_bits = 0;
   std::memcpy(&p_bits, &a.dropout_p, sizeof(p_bits));
   k.push_back(p_bits);
@@ -634,6 +647,7 @@ void execute(const SdpaArgs& a, Plan& p, bool backward) {
     add(kSeqQ, a.seq_len_q);
     add(kSeqKv, a.seq_len_kv);
   }
+  if (a.bias) add(kBias, a.bias);
   if (dropout) {
     add(kSeed, a.rng_state);
     add(kOffset, a.rng_state + 2);

@@ -169,6 +169,33 @@ std::vector<int32_t> key_lengths(const Tensor& mask, int64_t b, int64_t s, std::
   return lengths;
 }
 
+// The mask as the fused path's additive bias, with no host read: q's dtype, 0 where a bool
+// mask lets a query attend and -inf where it blocks (a float mask as it is), shaped
+// [1|B, 1|H, 1|L, S] with broadcast dims kept at 1 (cuDNN broadcasts them). Undefined with
+// *why set when the mask cannot be one.
+Tensor additive_bias(const Tensor& mask, const Tensor& q, int q_rank, std::string* why) {
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2);
+  if (mask.requires_grad()) {
+    *why = "attn_mask requires grad (the fused path has no mask gradient)";
+    return Tensor();
+  }
+  Shape m = mask.shape();
+  while (m.size() < 4) m.insert(0, 1);
+
+  if (q_rank > 4 || m.size() != 4 || (m[0] != 1 && m[0] != b) || (m[1] != 1 && m[1] != h) ||
+      (m[2] != 1 && m[2] != l)) {
+    *why = "attn_mask shape " + mask.shape().to_string() + " (the fused path takes masks " +
+           "broadcastable from [B, H, L, S] over a 4-D query)";
+    return Tensor();
+  }
+  NoGradGuard no_grad;
+  const TensorOptions o{.dtype = q.dtype(), .device = q.device()};
+  Tensor bias = mask.dtype() == DType::boolean
+                    ? where(mask, zeros(Shape{}, o), full(Shape{}, -INFINITY, o))
+                    : mask.to(q.dtype());
+  return bias.reshape(m).contiguous();
+}
+
 // No fused result: *why says why (the caller takes the composed path).
 Tensor fallback(std::string* why, std::string reason) {
   *why = std::move(reason);
@@ -205,14 +232,31 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     return fallback(why, "operands not 16-byte aligned");
   const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
   if (l == 0 || s == 0 || b == 0 || h == 0) return fallback(why, "an empty operand");
+  // Note [Masks on the fused path]: a mask with a row per query ([B|1, H|1, L, S]) becomes
+  // cuDNN's additive bias, with no host read. A mask broadcast along the queries does not:
+  // cuDNN 9.14's backward gave wrong gradients for such a bias on the H200. A bool key padding
+  // mask ([B|1, 1, 1, S]) becomes per-batch key lengths instead (read on the host); other masks
+  // broadcast along L take the composed path.
+  Tensor bias;
   std::vector<int32_t> lengths;
   if (o.attn_mask.defined()) {
-    if (o.attn_mask.dtype() != DType::boolean) return fallback(why, "a float attn_mask");
-    lengths = key_lengths(o.attn_mask, b, s, why);
-    if (lengths.empty()) return Tensor();
-    bool all = true;
-    for (int32_t n : lengths) all = all && n == s;
-    if (all) lengths.clear();  // nothing is masked
+    if (o.attn_mask.size(-1) != s) return fallback(why, "attn_mask broadcast along the keys");
+    Shape m = o.attn_mask.shape();
+    while (m.size() < 4) m.insert(0, 1);
+    const bool key_padding =
+        o.attn_mask.dtype() == DType::boolean && m.size() == 4 && m[1] == 1 && m[2] == 1;
+    const bool along_l = m.size() == 4 && m[2] == 1;
+    if (along_l) {
+      if (!key_padding) return fallback(why, "attn_mask broadcast along the queries");
+      lengths = key_lengths(o.attn_mask, b, s, why);
+      if (lengths.empty()) return Tensor();
+      bool all = true;
+      for (int32_t n : lengths) all = all && n == s;
+      if (all) lengths.clear();  // nothing is masked
+    } else {
+      bias = additive_bias(o.attn_mask, q, q_in.dim(), why);
+      if (!bias.defined()) return Tensor();
+    }
   }
   const Device dev = q.device();
   const bool grad = autograd::needs_grad(q_in, k_in, v_in);
@@ -245,6 +289,11 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     a.seq_len_q = seq_q.data<int32_t>();
     a.seq_len_kv = seq_kv.data<int32_t>();
   }
+  if (bias.defined()) {
+    a.bias = bias.data_ptr();
+    fill_strides(a.bias_strides, bias);
+    for (int d = 0; d < 4; ++d) a.bias_dims[d] = bias.size(d);
+  }
   if (o.dropout_p > 0.0) {
     const RngState state = get_rng_state();
     a.philox_seed = state.seed;
@@ -263,30 +312,29 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   out_shape.push_back(ev);
   Tensor result = out.reshape(out_shape);
   if (grad) {
-    autograd::record(
-        Op::scaled_dot_product_attention, result, {&q_in, &k_in, &v_in},
-        [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out),
-         st = SavedTensor(stats), seq_q, seq_kv, rng, qs = q_in.shape(), ks = k_in.shape(),
-         vs = v_in.shape()](const Tensor& g, GradList& gi) mutable {
-          const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
-          const Tensor go = g.reshape(o.shape()).contiguous();
-          Tensor dq = ops::make_tensor(q.shape(), q.dtype(), q.device());
-          Tensor dk = ops::make_tensor(k.shape(), k.dtype(), k.device());
-          Tensor dv = ops::make_tensor(v.shape(), v.dtype(), v.device());
-          a.q = q.data_ptr();
-          a.k = k.data_ptr();
-          a.v = v.data_ptr();
-          a.o = o.data_ptr();
-          a.stats = st.get().data_ptr();
-          a.grad_o = go.data_ptr();
-          a.grad_q = dq.data_ptr();
-          a.grad_k = dk.data_ptr();
-          a.grad_v = dv.data_ptr();
-          ops::backend_of(q).sdpa_backward(a);
-          gi[0] = dq.reshape(qs);
-          gi[1] = dk.reshape(ks);
-          gi[2] = dv.reshape(vs);
-        });
+    autograd::record(Op::scaled_dot_product_attention, result, {&q_in, &k_in, &v_in},
+                     [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v),
+                      so = SavedTensor(out), st = SavedTensor(stats), bias, rng, qs = q_in.shape(),
+                      ks = k_in.shape(), vs = v_in.shape()](const Tensor& g, GradList& gi) mutable {
+                       const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
+                       const Tensor go = g.reshape(o.shape()).contiguous();
+                       Tensor dq = ops::make_tensor(q.shape(), q.dtype(), q.device());
+                       Tensor dk = ops::make_tensor(k.shape(), k.dtype(), k.device());
+                       Tensor dv = ops::make_tensor(v.shape(), v.dtype(), v.device());
+                       a.q = q.data_ptr();
+                       a.k = k.data_ptr();
+                       a.v = v.data_ptr();
+                       a.o = o.data_ptr();
+                       a.stats = st.get().data_ptr();
+                       a.grad_o = go.data_ptr();
+                       a.grad_q = dq.data_ptr();
+                       a.grad_k = dk.data_ptr();
+                       a.grad_v = dv.data_ptr();
+                       ops::backend_of(q).sdpa_backward(a);
+                       gi[0] = dq.reshape(qs);
+                       gi[1] = dk.reshape(ks);
+                       gi[2] = dv.reshape(vs);
+                     });
   }
   return result;
 }
