@@ -169,11 +169,16 @@ std::vector<int32_t> key_lengths(const Tensor& mask, int64_t b, int64_t s, std::
   return lengths;
 }
 
+// The largest mask broadcast along the queries that is materialised as a bias (Note [Masks
+// on the fused path]).
+constexpr int64_t kMaxExpandedMaskBytes = int64_t{64} << 20;
+
 // The mask as the fused path's additive bias, with no host read: q's dtype, 0 where a bool
 // mask lets a query attend and -inf where it blocks (a float mask as it is), shaped
-// [1|B, 1|H, 1|L, S] with broadcast dims kept at 1 (cuDNN broadcasts them). Undefined with
-// *why set when the mask cannot be one.
-Tensor additive_bias(const Tensor& mask, const Tensor& q, int q_rank, std::string* why) {
+// [1|B, 1|H, 1|L, S] with broadcast dims kept at 1 (cuDNN broadcasts them), the L dim
+// materialised when `expand_l`. Undefined with *why set when the mask cannot be one.
+Tensor additive_bias(const Tensor& mask, const Tensor& q, int q_rank, bool expand_l,
+                     std::string* why) {
   const int64_t b = q.size(0), h = q.size(1), l = q.size(2);
   if (mask.requires_grad()) {
     *why = "attn_mask requires grad (the fused path has no mask gradient)";
@@ -193,7 +198,9 @@ Tensor additive_bias(const Tensor& mask, const Tensor& q, int q_rank, std::strin
   Tensor bias = mask.dtype() == DType::boolean
                     ? where(mask, zeros(Shape{}, o), full(Shape{}, -INFINITY, o))
                     : mask.to(q.dtype());
-  return bias.reshape(m).contiguous();
+  bias = bias.reshape(m);
+  if (expand_l && m[2] == 1) bias = bias.expand(Shape{m[0], m[1], l, m[3]});
+  return bias.contiguous();
 }
 
 // No fused result: *why says why (the caller takes the composed path).
@@ -234,9 +241,10 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   if (l == 0 || s == 0 || b == 0 || h == 0) return fallback(why, "an empty operand");
   // Note [Masks on the fused path]: a mask with a row per query ([B|1, H|1, L, S]) becomes
   // cuDNN's additive bias, with no host read. A mask broadcast along the queries does not:
-  // cuDNN 9.14's backward gave wrong gradients for such a bias on the H200. A bool key padding
-  // mask ([B|1, 1, 1, S]) becomes per-batch key lengths instead (read on the host); other masks
-  // broadcast along L take the composed path.
+  // cuDNN 9.14's backward gave wrong gradients for such a bias on the H200: it is materialised
+  // along L when that takes at most kMaxExpandedMaskBytes (a key padding mask of a training
+  // batch: 32 x 256 x 256 bf16 is 4 MiB); beyond, a bool key padding mask ([B|1, 1, 1, S])
+  // becomes per-batch key lengths (read on the host) and other masks take the composed path.
   Tensor bias;
   std::vector<int32_t> lengths;
   if (o.attn_mask.defined()) {
@@ -246,7 +254,11 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     const bool key_padding =
         o.attn_mask.dtype() == DType::boolean && m.size() == 4 && m[1] == 1 && m[2] == 1;
     const bool along_l = m.size() == 4 && m[2] == 1;
-    if (along_l) {
+    const int64_t expanded = m[0] * m[1] * l * s * static_cast<int64_t>(element_size(q.dtype()));
+    if (along_l && expanded <= kMaxExpandedMaskBytes) {
+      bias = additive_bias(o.attn_mask, q, q_in.dim(), /*expand_l=*/true, why);
+      if (!bias.defined()) return Tensor();
+    } else if (along_l) {
       if (!key_padding) return fallback(why, "attn_mask broadcast along the queries");
       lengths = key_lengths(o.attn_mask, b, s, why);
       if (lengths.empty()) return Tensor();
@@ -254,7 +266,7 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
       for (int32_t n : lengths) all = all && n == s;
       if (all) lengths.clear();  // nothing is masked
     } else {
-      bias = additive_bias(o.attn_mask, q, q_in.dim(), why);
+      bias = additive_bias(o.attn_mask, q, q_in.dim(), /*expand_l=*/false, why);
       if (!bias.defined()) return Tensor();
     }
   }
