@@ -161,23 +161,37 @@ int64_t autocast_cache_size() { return t_cache ? static_cast<int64_t>(t_cache->s
 
 namespace ops {
 
-AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs) {
-  AutocastInputs out;
-  const AutocastPolicy policy = autocast_policy(op);
-  if (policy == AutocastPolicy::none) return out;
-  EMBER_ASSERT(inputs.size() <= out.t.size(), "autocast: too many inputs for ", op_name(op));
-  DType widest = DType::bf16;
-  bool any_float = false;
-  if (policy == AutocastPolicy::promote) {
-    for (const Tensor* t : inputs) {
-      if (!t->defined() || !is_floating(t->dtype())) continue;
-      widest = any_float ? promote_types(widest, t->dtype()) : t->dtype();
-      any_float = true;
-    }
+namespace {
+// The widest floating dtype among the defined floating tensors `ts` (f32 when there is none),
+// and in *mixed whether they differ.
+DType widest_float(const Tensor* const* ts, size_t n, bool* mixed) {
+  bool first = true;
+  *mixed = false;
+  DType widest = DType::f32;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = *ts[i];
+    if (!t.defined() || !is_floating(t.dtype())) continue;
+    *mixed = *mixed || (!first && t.dtype() != widest);
+    widest = first ? t.dtype() : promote_types(widest, t.dtype());
+    first = false;
   }
+  return widest;
+}
+}  // namespace
+
+AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs) {
+  const AutocastPolicy policy = autocast_policy(op);
+  if (policy == AutocastPolicy::none) return {};
+  auto cast = std::make_unique<std::array<Tensor, 6>>();
+  EMBER_ASSERT(inputs.size() <= cast->size(), "autocast: too many inputs for ", op_name(op));
+  bool mixed = false;
+  const DType widest = policy == AutocastPolicy::promote
+                           ? widest_float(inputs.begin(), inputs.size(), &mixed)
+                           : DType::f32;
+  bool any = false;
   size_t i = 0;
   for (const Tensor* t : inputs) {
-    Tensor& slot = out.t[i++];
+    Tensor& slot = (*cast)[i++];
     slot = *t;
     if (!t->defined()) continue;
     const DType from = t->dtype();
@@ -193,23 +207,21 @@ AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs)
         break;
       case AutocastPolicy::none: break;
     }
-    out.cast = out.cast || !slot.is_same(*t);
+    any = any || !slot.is_same(*t);
   }
-  return out;
+  if (!any) return {};
+  return {std::move(cast)};
 }
 
 std::optional<std::vector<Tensor>> autocast_list(Op op, const std::vector<Tensor>& tensors) {
   if (!autocast_enabled()) return std::nullopt;
   EMBER_ASSERT(autocast_policy(op) == AutocastPolicy::promote, "autocast_list: ", op_name(op),
                " is not a promote op");
-  bool first = true, mixed = false;
-  DType widest = DType::f32;
-  for (const Tensor& t : tensors) {
-    if (!t.defined() || !is_floating(t.dtype())) continue;
-    mixed = mixed || (!first && t.dtype() != widest);
-    widest = first ? t.dtype() : promote_types(widest, t.dtype());
-    first = false;
-  }
+  std::vector<const Tensor*> ptrs;
+  ptrs.reserve(tensors.size());
+  for (const Tensor& t : tensors) ptrs.push_back(&t);
+  bool mixed = false;
+  const DType widest = widest_float(ptrs.data(), ptrs.size(), &mixed);
   if (!mixed) return std::nullopt;
   std::vector<Tensor> out;
   out.reserve(tensors.size());

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -62,10 +63,9 @@ std::pair<Tensor, Tensor> promote(Op op, const Tensor& a, const Tensor& b);
 /// policy cast some; c[i] is input i, cast or not. Every op of the autocast table starts with
 ///   if (const auto c = ops::autocast(Op::mm, {&a, &b})) return mm(c[0], c[1]);
 struct AutocastInputs {
-  std::array<Tensor, 6> t;
-  bool cast = false;
-  explicit operator bool() const { return cast; }
-  const Tensor& operator[](size_t i) const { return t[i]; }
+  std::unique_ptr<std::array<Tensor, 6>> t;  // null (one pointer to build) when nothing was cast
+  explicit operator bool() const { return t != nullptr; }
+  const Tensor& operator[](size_t i) const { return (*t)[i]; }
 };
 AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs);
 inline AutocastInputs autocast(Op op, std::initializer_list<const Tensor*> inputs) {
