@@ -16,6 +16,7 @@
 // must be the one that ran.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -114,6 +115,17 @@ void bench_speed(const Config& c, const nlohmann::json& py) {
   };
   const double f_ms = bench::time_blocks(fwd, 3, 7, 5, sync).median;
   const bool fused = ember::sdpa_last_backend() == SdpaBackend::cudnn;
+  // The forward a backward follows (it records the autograd node), for where time goes.
+  const double fg_ms =
+      bench::time_blocks(
+          [&] {
+            bench::do_not_optimize(
+                ember::scaled_dot_product_attention(q, k, v, {.is_causal = c.causal}).data_ptr());
+          },
+          3, 7, 5, sync)
+          .median;
+  std::fprintf(stderr, "bench_attention: %s forward %.4f ms, with autograd %.4f ms\n", c.name, f_ms,
+               fg_ms);
   const double fb_ms = bench::time_blocks(fwd_bwd, 3, 7, 5, sync).median;
   const double b_ms = fb_ms - f_ms, ff = flops_fwd(c);
   const double f_tf = ff / f_ms / 1e9, b_tf = 2.5 * ff / b_ms / 1e9;
@@ -154,7 +166,24 @@ std::optional<double> peak_bytes(int64_t s, bool fused) {
 
 }  // namespace
 
-int main() {
+// `bench_attention --trace N`: N forward + backward calls of the first configuration and
+// nothing else, for a profiler's timeline.
+int trace(int n) {
+  ember::manual_seed(0);
+  const Tensor q = bf16_randn(4, 16, 4096, 128).requires_grad_(),
+               k = bf16_randn(4, 16, 4096, 128).requires_grad_(),
+               v = bf16_randn(4, 16, 4096, 128).requires_grad_();
+  const Tensor grad = bf16_randn(4, 16, 4096, 128);
+  for (int i = 0; i < n; ++i) {
+    for (const Tensor* t : {&q, &k, &v}) t->zero_grad();
+    ember::scaled_dot_product_attention(q, k, v).backward(grad);
+  }
+  ember::synchronize(kGpu);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--trace") return trace(std::atoi(argv[2]));
   if (!ember::cuda_available()) {
     std::fprintf(stderr, "bench_attention: no CUDA device; skipped\n");
     return 0;

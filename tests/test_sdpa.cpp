@@ -15,9 +15,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ember/optim.hpp"
 #include "ember/train/capture.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
@@ -343,6 +345,99 @@ TEST(CudaSdpa, DropoutInsideACapturedStepEqualsEager) {
   EXPECT_NE(graphed[2], graphed[3]) << "a replay drew the previous call's numbers";
 }
 
+// bf16 q0, k0, v0 with `mask` on the GPU: the fused path runs and matches the composed one
+// in f32 on the same values, output and the three input gradients (bf16 tolerances).
+void expect_fused_matches_composed(const Tensor& q0, const Tensor& k0, const Tensor& v0,
+                                   const Tensor& mask, const std::string& what) {
+  const Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(),
+               v = v0.detach().requires_grad_();
+  const Tensor out = ember::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+  ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn)
+      << what << " fell back: " << ember::sdpa_fallback_reason();
+  const Tensor qr = q0.to(DType::f32).requires_grad_(), kr = k0.to(DType::f32).requires_grad_(),
+               vr = v0.to(DType::f32).requires_grad_();
+  const Tensor want = ember::scaled_dot_product_attention(qr, kr, vr, {.attn_mask = mask});
+  EXPECT_TRUE(check_close(out.to(DType::f32), want, 2e-2, 2e-2, what + " output"));
+  const Tensor w = ember::randn(want.shape(), {.device = q0.device()});
+  (out.to(DType::f32) * w).sum().backward();
+  (want * w).sum().backward();
+  EXPECT_TRUE(check_close(q.grad().to(DType::f32), qr.grad(), 4e-2, 4e-2, what + " dq"));
+  EXPECT_TRUE(check_close(k.grad().to(DType::f32), kr.grad(), 4e-2, 4e-2, what + " dk"));
+  EXPECT_TRUE(check_close(v.grad().to(DType::f32), vr.grad(), 4e-2, 4e-2, what + " dv"));
+}
+
+// Key padding of any pattern runs fused with no host read (Note [Key padding by sorting the
+// keys]): the keys and values are reordered on the device so the kept ones come first. Masks
+// that are not prefixes, a [1, 1, 1, S] mask shared by the batch, S not a multiple of 64, and
+// a batch whose every key is blocked (NaN rows, as the composed path gives).
+TEST(CudaSdpa, KeyPaddingOfAnyPatternRunsFused) {
+  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused path needs a GPU";
+  const ember::Device gpu = ember::Device::cuda();
+  ember::manual_seed(41);
+  const int64_t b = 3, h = 2, l = 96, s = 200;
+  auto make = [&](int64_t len) {
+    return ember::randn({b, h, len, 64}, {.device = gpu}).to(DType::bf16);
+  };
+  const Tensor q0 = make(l), k0 = make(s), v0 = make(s);
+  const Tensor first = ember::eq(ember::arange(static_cast<double>(s), {.device = gpu}), 0.0);
+  // Scattered holes; key 0 always kept, so no batch is fully blocked.
+  const Tensor scattered =
+      ember::logical_or(ember::gt(ember::rand({b, 1, 1, s}, {.device = gpu}), 0.5), first);
+  const Tensor shared = ember::gt(ember::rand({1, 1, 1, s}, {.device = gpu}), 0.3);
+  for (const auto& [mask, what] : {std::pair{scattered, std::string("scattered [B,1,1,S]")},
+                                   std::pair{shared, std::string("shared [1,1,1,S]")}}) {
+    expect_fused_matches_composed(q0, k0, v0, mask, what);
+  }
+  // Batch 1 blocks every key: its rows are NaN, the other batches match the composed path.
+  const Tensor keep_batch = ember::from_vector<float>({1, 0, 1}, {b, 1, 1, 1}).to(gpu);
+  const Tensor blocked = ember::logical_and(scattered, ember::ne(keep_batch, 0.0));
+  const Tensor out = ember::scaled_dot_product_attention(q0, k0, v0, {.attn_mask = blocked});
+  ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn) << ember::sdpa_fallback_reason();
+  const Tensor want = ember::scaled_dot_product_attention(
+      q0.to(DType::f32), k0.to(DType::f32), v0.to(DType::f32), {.attn_mask = blocked});
+  EXPECT_TRUE(ember::all(ember::isnan(out.select(0, 1))).item<bool>());
+  EXPECT_TRUE(ember::all(ember::isnan(want.select(0, 1))).item<bool>());
+  for (int64_t i : {0, 2})
+    EXPECT_TRUE(check_close(out.select(0, i).to(DType::f32), want.select(0, i), 2e-2, 2e-2,
+                            "batch " + std::to_string(i) + " beside a blocked batch"));
+}
+
+// A training step through key-padded attention (forward, backward, SGD) captured in a
+// CapturedStep gives the eager steps' losses bitwise: nothing on the way reads the mask on
+// the host, and each replay reorders the keys again.
+TEST(CudaSdpa, KeyPaddingInsideACapturedStepEqualsEager) {
+  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused path needs a GPU";
+  const ember::Device gpu = ember::Device::cuda();
+  auto run = [&](bool captured) {
+    ember::manual_seed(43);
+    auto make = [&] { return ember::randn({2, 4, 128, 64}, {.device = gpu}).to(DType::bf16); };
+    const Tensor q = make(), x = make(), v = make();
+    const Tensor mask = ember::gt(ember::rand({2, 1, 1, 128}, {.device = gpu}), 0.25);
+    Tensor w = (ember::randn({64, 64}, {.device = gpu}) * 0.1).requires_grad_();
+    ember::optim::SGD opt({w}, {.lr = 0.05});
+    auto step_fn = [&](const std::vector<Tensor>& in) {
+      opt.zero_grad();
+      const Tensor out = ember::scaled_dot_product_attention(
+          q, ember::matmul(in[0], w.to(DType::bf16)), v, {.attn_mask = mask});
+      Tensor loss = ember::mean(ember::square(out.to(DType::f32)));
+      loss.backward();
+      opt.step();
+      return std::vector<Tensor>{loss};
+    };
+    std::vector<float> losses;
+    std::unique_ptr<ember::train::CapturedStep> step;
+    if (captured) step = std::make_unique<ember::train::CapturedStep>(step_fn);
+    for (int i = 0; i < 5; ++i)
+      losses.push_back((captured ? (*step)({x}) : step_fn({x}))[0].item<float>());
+    EXPECT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn) << ember::sdpa_fallback_reason();
+    if (captured) EXPECT_EQ(step->replay_count(), 4);
+    return losses;
+  };
+  const std::vector<float> eager = run(false), graphed = run(true);
+  EXPECT_EQ(eager, graphed);
+  EXPECT_NE(eager.front(), eager.back()) << "the weight did not train";
+}
+
 TEST(CudaSdpa, FusedForwardKeepsNoScoresMatrix) {
   if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: the fused path needs a GPU";
   const ember::Device gpu = ember::Device::cuda();
@@ -358,6 +453,18 @@ TEST(CudaSdpa, FusedForwardKeepsNoScoresMatrix) {
   const int64_t grew = ember::memory_stats(gpu).pass_peak - before;
   EXPECT_LT(grew, 2 * l * l / 4) << "peak grew by " << grew << " bytes (scores would be "
                                  << 2 * 2 * l * l << ")";
+  // A key-padding mask adds the reordered keys and values, not an [L, S] bias.
+  const Tensor mask = ember::gt(ember::rand({1, 1, 1, l}, {.device = gpu}), 0.5);
+  ember::scaled_dot_product_attention(q, q, q, {.attn_mask = mask});
+  ember::synchronize(gpu);
+  const int64_t before_mask = ember::memory_stats(gpu).pass_in_use;
+  ember::reset_peak_stats(gpu);
+  ember::scaled_dot_product_attention(q, q, q, {.attn_mask = mask});
+  ember::synchronize(gpu);
+  ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn) << ember::sdpa_fallback_reason();
+  const int64_t grew_mask = ember::memory_stats(gpu).pass_peak - before_mask;
+  EXPECT_LT(grew_mask, 2 * l * l / 4)
+      << "peak grew by " << grew_mask << " bytes with a key-padding mask";
 }
 
 TEST(CudaSdpa, StatusNamesCudnn) {
@@ -397,21 +504,7 @@ TEST(CudaSdpa, GeneralAndFloatMasksRunFused) {
   const Tensor additive = ember::randn({1, h, l, s}, {.device = gpu});
   for (const Tensor& mask : {general, additive}) {
     const std::string what = mask.dtype() == DType::boolean ? "bool mask" : "float mask";
-    const Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(),
-                 v = v0.detach().requires_grad_();
-    const Tensor out = ember::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
-    ASSERT_EQ(ember::sdpa_last_backend(), SdpaBackend::cudnn)
-        << what << " fell back: " << ember::sdpa_fallback_reason();
-    const Tensor qr = q0.to(DType::f32).requires_grad_(), kr = k0.to(DType::f32).requires_grad_(),
-                 vr = v0.to(DType::f32).requires_grad_();
-    const Tensor want = ember::scaled_dot_product_attention(qr, kr, vr, {.attn_mask = mask});
-    EXPECT_TRUE(check_close(out.to(DType::f32), want, 2e-2, 2e-2, what + " output"));
-    const Tensor w = ember::randn(want.shape(), {.device = gpu});
-    (out.to(DType::f32) * w).sum().backward();
-    (want * w).sum().backward();
-    EXPECT_TRUE(check_close(q.grad().to(DType::f32), qr.grad(), 4e-2, 4e-2, what + " dq"));
-    EXPECT_TRUE(check_close(k.grad().to(DType::f32), kr.grad(), 4e-2, 4e-2, what + " dk"));
-    EXPECT_TRUE(check_close(v.grad().to(DType::f32), vr.grad(), 4e-2, 4e-2, what + " dv"));
+    expect_fused_matches_composed(q0, k0, v0, mask, what);
   }
 }
 

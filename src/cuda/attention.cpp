@@ -30,6 +30,8 @@
 // Pass pool for each call.
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -469,14 +471,26 @@ void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, i
 // flavor 0 first, then 1; sdpa_status() reports the flavor a fallback saw fail.
 constexpr int kFlavors = 2;
 
-// A built execution plan and everything it references.
+// One engine configuration whose execution plan finalized.
+struct Candidate {
+  std::unique_ptr<Desc> config, plan;
+  std::vector<std::unique_ptr<Desc>> parts;  // the engine and knob choices a config references
+  int64_t workspace = 0;
+  std::string label;  // engine index and knob choices, for EMBER_SDPA_AUTOTUNE=2
+};
+
+// A built execution plan and everything it references: the heuristic's configurations that
+// finalize (its first is the default) and, for the first engine, its knob settings one knob
+// at a time (Note [Measured attention engines]).
 struct Plan {
   std::vector<std::unique_ptr<Desc>> descs;
-  std::unique_ptr<Desc> graph, heur, plan;
-  std::vector<std::unique_ptr<Desc>> configs;
-  int64_t workspace = 0;
+  std::unique_ptr<Desc> graph, heur;
+  std::vector<Candidate> candidates;
+  size_t chosen = 0;
+  bool tuned = false;
   int flavor = 0;
   std::string error;  // set when no plan could be built: the call falls back
+  const Candidate& plan() const { return candidates[chosen]; }
 };
 
 cudnnHandle_t handle(int device) {
@@ -495,7 +509,175 @@ cudnnHandle_t handle(int device) {
   return h;
 }
 
-// Graph → heuristics → the first engine config whose plan finalizes.
+// Note [Measured attention engines]
+// cuDNN's heuristic ranks the engine configurations that run a graph, and PyTorch runs its
+// first. With EMBER_SDPA_AUTOTUNE=1 the first call of each plan (never one being captured)
+// times every configuration the heuristic offers plus the first engine's knobs varied one at
+// a time (at most kMaxCandidates in all), on the call's own tensors, and keeps the fastest
+// for the process, as cuDNN's benchmark mode in PyTorch does; =2 also prints each time to
+// stderr. Off by default: the choice follows timing noise, so two processes may pick
+// configurations that round differently (within a process a plan always runs the same one).
+constexpr size_t kMaxCandidates = 32;
+
+int autotune_level() {
+  static const int level = [] {
+    const char* v = std::getenv("EMBER_SDPA_AUTOTUNE");
+    return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 0;
+  }();
+  return level;
+}
+
+// Finalizes a plan for `config`; false (with the status in *errors) when cuDNN refuses it.
+bool add_candidate(Plan& p, cudnnHandle_t h, Candidate c, std::string* errors) {
+  c.plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  set(c.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan handle");
+  set_desc(c.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, c.config->get(),
+           "plan engine config");
+  const cudnnStatus_t st = api().finalize(c.plan->get());
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *errors += " " + c.label + ": " + status_text(st) + ";";
+    return false;
+  }
+  int64_t n = 0;
+  check(api().get_attribute(c.plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                            CUDNN_TYPE_INT64, 1, &n, &c.workspace),
+        "plan workspace size");
+  p.candidates.push_back(std::move(c));
+  return true;
+}
+
+// The engine a configuration runs, its global index and its knobs' ranges and choices.
+struct EngineKnobs {
+  std::unique_ptr<Desc> engine;
+  int64_t index = -1;
+  struct Knob {
+    cudnnBackendKnobType_t type;
+    int64_t lo, hi, stride, chosen;
+  };
+  std::vector<Knob> knobs;
+};
+
+EngineKnobs knobs_of(cudnnBackendDescriptor_t config) {
+  EngineKnobs e;
+  e.engine = std::make_unique<Desc>(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = e.engine->get();
+  int64_t n = 0;
+  check(api().get_attribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                            &n, &raw),
+        "config engine");
+  check(api().get_attribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &e.index),
+        "engine index");
+  constexpr int64_t kMaxKnobs = 32;
+  std::vector<std::unique_ptr<Desc>> info, choice;
+  std::vector<cudnnBackendDescriptor_t> info_raw, choice_raw;
+  for (int64_t i = 0; i < kMaxKnobs; ++i) {
+    info.push_back(std::make_unique<Desc>(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR));
+    info_raw.push_back(info.back()->get());
+    choice.push_back(std::make_unique<Desc>(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+    choice_raw.push_back(choice.back()->get());
+  }
+  int64_t n_info = 0, n_choice = 0;
+  check(api().get_attribute(raw, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                            kMaxKnobs, &n_info, info_raw.data()),
+        "engine knobs");
+  check(api().get_attribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxKnobs, &n_choice, choice_raw.data()),
+        "config knob choices");
+  for (int64_t i = 0; i < std::min(n_info, kMaxKnobs); ++i) {
+    EngineKnobs::Knob k{};
+    cudnnBackendDescriptor_t d = info_raw[static_cast<size_t>(i)];
+    check(api().get_attribute(d, CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &k.type),
+          "knob type");
+    check(
+        api().get_attribute(d, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.lo),
+        "knob minimum");
+    check(
+        api().get_attribute(d, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &n, &k.hi),
+        "knob maximum");
+    check(api().get_attribute(d, CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &n, &k.stride),
+          "knob stride");
+    k.chosen = k.lo;
+    for (int64_t j = 0; j < std::min(n_choice, kMaxKnobs); ++j) {
+      cudnnBackendKnobType_t t{};
+      int64_t v = 0;
+      cudnnBackendDescriptor_t c = choice_raw[static_cast<size_t>(j)];
+      check(
+          api().get_attribute(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &t),
+          "knob choice type");
+      check(api().get_attribute(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &v),
+            "knob choice value");
+      if (t == k.type) k.chosen = v;
+    }
+    e.knobs.push_back(k);
+  }
+  return e;
+}
+
+std::string label_of(int64_t engine, const std::vector<EngineKnobs::Knob>& knobs) {
+  std::string s = "engine " + std::to_string(engine);
+  for (const EngineKnobs::Knob& k : knobs)
+    s += " k" + std::to_string(static_cast<int>(k.type)) + "=" + std::to_string(k.chosen);
+  return s;
+}
+
+// The first engine's knobs varied one at a time from the heuristic's choice.
+void add_knob_variants(Plan& p, cudnnHandle_t h, cudnnBackendDescriptor_t first) {
+  EngineKnobs e;
+  try {
+    e = knobs_of(first);
+  } catch (const BuildError&) {
+    return;  // an engine that does not describe its knobs: the heuristic's list only
+  }
+  p.candidates.front().label = label_of(e.index, e.knobs);
+  // The variants run a fresh engine descriptor of the same index on the same graph.
+  auto engine = std::make_unique<Desc>(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t graph = p.graph->get();
+  try {
+    set(engine->get(), CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+        "engine graph");
+    set(engine->get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &e.index,
+        "engine index");
+    check(api().finalize(engine->get()), "finalize engine");
+  } catch (const BuildError&) {
+    return;
+  }
+  cudnnBackendDescriptor_t engine_raw = engine->get();
+  p.descs.push_back(std::move(engine));  // lives as long as the plan
+  std::string ignored;
+  for (size_t i = 0; i < e.knobs.size(); ++i) {
+    const EngineKnobs::Knob k = e.knobs[i];
+    for (int64_t v = k.lo; v <= k.hi && k.stride > 0; v += k.stride) {
+      if (v == k.chosen) continue;
+      if (p.candidates.size() >= kMaxCandidates) return;
+      std::vector<EngineKnobs::Knob> knobs = e.knobs;
+      knobs[i].chosen = v;
+      Candidate c;
+      c.label = label_of(e.index, knobs);
+      std::vector<cudnnBackendDescriptor_t> choices;
+      try {
+        for (const EngineKnobs::Knob& kn : knobs) {
+          c.parts.push_back(std::make_unique<Desc>(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+          cudnnBackendDescriptor_t d = c.parts.back()->get();
+          set(d, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &kn.type, "knob type");
+          set(d, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &kn.chosen, "knob value");
+          check(api().finalize(d), "finalize knob choice");
+          choices.push_back(d);
+        }
+        c.config = std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        set_desc(c.config->get(), CUDNN_ATTR_ENGINECFG_ENGINE, engine_raw, "config engine");
+        if (!choices.empty())
+          set(c.config->get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+              static_cast<int64_t>(choices.size()), choices.data(), "config knobs");
+        if (api().finalize(c.config->get()) != CUDNN_STATUS_SUCCESS) continue;
+        add_candidate(p, h, std::move(c), &ignored);
+      } catch (const BuildError&) {
+        continue;  // a setting this graph does not take
+      }
+    }
+  }
+}
+
+// Graph → heuristics → the engine configs whose plans finalize (the first is the default).
 void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
   p.graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   const std::vector<cudnnBackendDescriptor_t> ops = g.ops();
@@ -505,6 +687,7 @@ void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
   check(api().finalize(p.graph->get()), "finalize operation graph");
   p.descs = g.release();
   std::string errors;
+  const size_t wanted = autotune_level() > 0 ? kMaxCandidates : 1;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     p.heur = std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     cudnnBackendDescriptor_t graph = p.graph->get();
@@ -519,33 +702,24 @@ void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
     check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
           "heuristics count");
-    p.configs.clear();
+    std::vector<Candidate> configs(static_cast<size_t>(count));
     std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      p.configs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      raw.push_back(p.configs.back()->get());
+    for (Candidate& c : configs) {
+      c.config = std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(c.config->get());
     }
     int64_t got = 0;
     if (count > 0)
       check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
             "heuristics results");
-    for (int64_t i = 0; i < got; ++i) {
-      auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      set(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan handle");
-      set_desc(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, raw[static_cast<size_t>(i)],
-               "plan engine config");
-      const cudnnStatus_t st = api().finalize(plan->get());
-      if (st != CUDNN_STATUS_SUCCESS) {
-        errors += " config " + std::to_string(i) + ": " + status_text(st) + ";";
-        continue;
-      }
-      int64_t ws = 0, n = 0;
-      check(api().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                CUDNN_TYPE_INT64, 1, &n, &ws),
-            "plan workspace size");
-      p.plan = std::move(plan);
-      p.workspace = ws;
+    for (int64_t i = 0; i < got && p.candidates.size() < wanted; ++i) {
+      Candidate& c = configs[static_cast<size_t>(i)];
+      c.label = "config " + std::to_string(i);
+      add_candidate(p, h, std::move(c), &errors);
+    }
+    if (!p.candidates.empty()) {
+      if (wanted > 1) add_knob_variants(p, h, p.candidates.front().config->get());
       return;
     }
     errors += " (" + std::string(mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback") + ": " +
@@ -626,7 +800,7 @@ struct Scalars {
   float scale, neg, drop_scale, keep, one = 1.0f;
 };
 
-void execute(const SdpaArgs& a, Plan& p, bool backward) {
+void execute(const SdpaArgs& a, const Candidate& p, bool backward) {
   Scalars sc{static_cast<float>(a.scale), std::numeric_limits<float>::lowest(),
              static_cast<float>(a.dropout_p > 0 ? 1.0 / (1.0 - a.dropout_p) : 1.0),
              static_cast<float>(1.0 - a.dropout_p)};
@@ -692,6 +866,62 @@ void execute(const SdpaArgs& a, Plan& p, bool backward) {
                                        " execution failed: ", status_text(st)));
 }
 
+// Note [Measured attention engines]: times each candidate on the call's tensors (one warm-up
+// run, then the best of three) and keeps the fastest. The call itself runs after, so what
+// the timing runs wrote is overwritten.
+void tune(const SdpaArgs& a, Plan& p, bool backward) {
+  p.tuned = true;
+  if (p.candidates.size() < 2) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream(a.device), &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    p.tuned = false;  // tuned by the first eager call
+    return;
+  }
+  const cudaStream_t st = stream(a.device);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreate(&start));
+  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = std::numeric_limits<float>::max();
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    float ms = std::numeric_limits<float>::max();
+    try {
+      execute(a, p.candidates[i], backward);
+      for (int r = 0; r < 3; ++r) {
+        EMBER_CUDA_CHECK(cudaEventRecord(start, st));
+        execute(a, p.candidates[i], backward);
+        EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
+        EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
+        float t = 0.0f;
+        EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+        ms = std::min(ms, t);
+      }
+    } catch (const Error&) {
+      continue;  // a configuration that fails to execute is not chosen
+    }
+    if (autotune_level() == 2)
+      std::fprintf(stderr, "sdpa autotune: %s b%lld h%lld l%lld s%lld d%lld%s: %s %.4f ms\n",
+                   backward ? "backward" : "forward", static_cast<long long>(a.batch),
+                   static_cast<long long>(a.heads), static_cast<long long>(a.len_q),
+                   static_cast<long long>(a.len_kv), static_cast<long long>(a.head_dim),
+                   a.causal ? " causal" : "", p.candidates[i].label.c_str(), ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      p.chosen = i;
+    }
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+}
+
+void run(const SdpaArgs& a, Plan& p, bool backward) {
+  {
+    std::lock_guard<std::mutex> lock(cache().mutex);  // one thread tunes a plan
+    if (!p.tuned && autotune_level() > 0) tune(a, p, backward);
+  }
+  execute(a, p.plan(), backward);
+}
+
 }  // namespace
 
 bool sdpa_forward(const SdpaArgs& a) {
@@ -705,7 +935,7 @@ bool sdpa_forward(const SdpaArgs& a) {
   if (!fwd || (a.need_backward && !plan_for(a, true))) return false;
   if (a.dropout_p > 0.0) write_philox_state(a.device, a.philox_seed, a.philox_offset, a.rng_state);
   try {
-    execute(a, *fwd, false);
+    run(a, *fwd, false);
   } catch (const BuildError& e) {
     detail::throw_error(detail::concat("scaled_dot_product_attention: ", e.what()));
   }
@@ -717,7 +947,7 @@ void sdpa_backward(const SdpaArgs& a) {
   EMBER_CHECK(bwd != nullptr, "scaled_dot_product_attention: no cuDNN backward plan (",
               cache().status[static_cast<size_t>(a.device)], ")");
   try {
-    execute(a, *bwd, true);
+    run(a, *bwd, true);
   } catch (const BuildError& e) {
     detail::throw_error(detail::concat("scaled_dot_product_attention: ", e.what()));
   }

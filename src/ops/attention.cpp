@@ -10,12 +10,12 @@
 // sdpa_fallback_reason() says which did not): a CUDA device; f16 or bf16; q, k, v with the
 // same leading dims (no broadcasting), seen as [B, H, L|S, E] without a copy when they have
 // rank 4 and unit last stride (MultiheadAttention's head views qualify); E and Ev multiples
-// of 8 up to 256; no mask, is_causal, or a bool key-padding mask (broadcastable from
-// [B, 1, 1, S]) whose rows are prefixes (true then false) with at least one true — its lengths
-// go to cuDNN as per-batch key lengths, which costs one small device-to-host read of the mask;
-// dropout_p < 1; cuDNN found and its engines accepting the graph. The composed path:
-// scores = (q·scale)·kᵀ (+ mask), softmax, dropout, ·v, all primitive ops, so autograd gives
-// the backward; f16/bf16 run it in f32 where a primitive lacks the dtype, and cast back.
+// of 8 up to 256; no mask, is_causal, a bool key-padding mask ([B|1, 1, 1, S]), a mask with a
+// row per query, or a float mask broadcast along the queries of at most 64 MiB expanded
+// (Note [Masks on the fused path]); dropout_p < 1; cuDNN found and its engines accepting the graph.
+// The composed path: scores = (q·scale)·kᵀ (+ mask), softmax, dropout, ·v, all primitive ops, so
+// autograd gives the backward; f16/bf16 run it in f32 where a primitive lacks the dtype, and cast
+// back.
 #include "ember/attention.hpp"
 
 #include <cmath>
@@ -137,36 +137,54 @@ void fill_strides(int64_t* dst, const Tensor& t) {
   }
 }
 
-// Per-batch key lengths of a bool key-padding mask broadcastable from [B, 1, 1, S] (true = may
-// attend), read on the host. Empty with *why set when the mask is not of that form.
-std::vector<int32_t> key_lengths(const Tensor& mask, int64_t b, int64_t s, std::string* why) {
-  Shape m = mask.shape();
-  while (m.size() < 4) m.insert(0, 1);
-  if (m.size() != 4 || m[1] != 1 || m[2] != 1 || m[3] != s || (m[0] != 1 && m[0] != b)) {
-    *why = "attn_mask shape " + mask.shape().to_string() +
-           " is not a key-padding mask (broadcastable from [B, 1, 1, S])";
-    return {};
-  }
-  const std::vector<uint8_t> host =
-      mask.reshape({m[0], s}).to(DType::u8).to(Device::cpu()).contiguous().to_vector<uint8_t>();
-  std::vector<int32_t> lengths(static_cast<size_t>(b));
-  for (int64_t row = 0; row < b; ++row) {
-    const uint8_t* r = host.data() + (m[0] == 1 ? 0 : row) * s;
-    int64_t n = 0;
-    while (n < s && r[n]) ++n;
-    for (int64_t j = n; j < s; ++j) {
-      if (r[j]) {
-        *why = "attn_mask row " + std::to_string(row) + " is not a prefix (true then false)";
-        return {};
-      }
+// Note [Key padding by sorting the keys]
+// cuDNN takes key padding as per-batch key lengths: the first len[b] keys of batch b are seen,
+// the rest are not. A bool key-padding mask ([B|1, 1, 1, S], true = may attend) need not be
+// a prefix, but attention does not depend on the order of the keys as long as the values
+// follow them: each batch's keys and values are reordered (a stable argsort of "blocked",
+// so the kept keys come first in their order) and the number of kept keys is the length. All
+// of it runs on the device (argsort, index_select, sum): no host read of the mask, so it can
+// be captured, and no [L, S] tensor exists. The backward gathers dK and dV back to the keys'
+// places with the inverse permutation (blocked keys get zero: cuDNN gives them none). A batch with
+// no kept key gets length 1 for cuDNN and NaN output rows afterwards, as the composed path's
+// softmax over nothing gives.
+struct SortedKeys {
+  Tensor k, v;       // reordered, k_in's and v_in's shapes
+  Tensor lengths;    // i32 [B], at least 1
+  Tensor none_kept;  // bool [B]: every key blocked
+};
+
+SortedKeys sort_keys(const Tensor& mask, const Tensor& k_in, const Tensor& v_in, int64_t b,
+                     int64_t s) {
+  const Device dev = k_in.device();
+  const Tensor kept = mask.reshape({mask.numel() / s, s}).expand({b, s});
+  const Tensor order = argsort(logical_not(kept).to(DType::i32), -1);  // [B, S], stable
+  const Tensor base = arange(0.0, static_cast<double>(b * s), static_cast<double>(s),
+                             {.dtype = DType::i64, .device = dev});
+  const Tensor rows = add(order, base.reshape({b, 1})).reshape({b * s});
+  // The inverse permutation: the backward gathers the gradient back (no scatter, no atomics).
+  const Tensor back = add(argsort(order, -1), base.reshape({b, 1})).reshape({b * s});
+  auto reorder = [&](const Tensor& t_in) {
+    const Tensor t = as_bhsd(t_in);  // [B, H, S, D]
+    const int64_t h = t.size(1), d = t.size(3);
+    const Tensor flat = t.transpose(1, 2).reshape({b * s, h * d});
+    Tensor moved;
+    {
+      NoGradGuard no_grad;
+      moved = index_select(flat, 0, rows);
     }
-    if (n == 0) {
-      *why = "attn_mask row " + std::to_string(row) + " blocks every key";
-      return {};
-    }
-    lengths[static_cast<size_t>(row)] = static_cast<int32_t>(n);
-  }
-  return lengths;
+    if (autograd::needs_grad(flat))
+      autograd::record(Op::index_select, moved, {&flat},
+                       [back](const Tensor& g, GradList& gi) { gi[0] = index_select(g, 0, back); });
+    return moved.reshape({b, s, h, d}).transpose(1, 2).reshape(t_in.shape());
+  };
+  SortedKeys out;
+  out.k = reorder(k_in);
+  out.v = reorder(v_in);
+  const Tensor count = sum(kept.to(DType::i32), Shape{1});
+  out.none_kept = eq(count, 0.0);
+  out.lengths = clamp_min(count, 1.0).to(DType::i32);
+  return out;
 }
 
 // The largest mask broadcast along the queries that is materialised as a bias (Note [Masks
@@ -234,47 +252,48 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     Tensor x = as_bhsd(t);
     return aligned(x) ? x : as_bhsd(t.contiguous());
   };
-  const Tensor q = usable(q_in), k = usable(k_in), v = usable(v_in);
-  if (!aligned(q) || !aligned(k) || !aligned(v))
-    return fallback(why, "operands not 16-byte aligned");
-  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2);
+  const int64_t b = as_bhsd(q_in).size(0), h = as_bhsd(q_in).size(1), l = q_in.size(-2),
+                s = k_in.size(-2);
   if (l == 0 || s == 0 || b == 0 || h == 0) return fallback(why, "an empty operand");
-  // Note [Masks on the fused path]: a mask with a row per query ([B|1, H|1, L, S]) becomes
-  // cuDNN's additive bias, with no host read. A mask broadcast along the queries does not:
-  // cuDNN 9.14's backward gave wrong gradients for such a bias on the H200: it is materialised
-  // along L when that takes at most kMaxExpandedMaskBytes (a key padding mask of a training
-  // batch: 32 x 256 x 256 bf16 is 4 MiB); beyond, a bool key padding mask ([B|1, 1, 1, S])
-  // becomes per-batch key lengths (read on the host) and other masks take the composed path.
+  // Note [Masks on the fused path]: a bool key-padding mask ([B|1, 1, 1, S]) becomes per-batch
+  // key lengths over reordered keys (Note [Key padding by sorting the keys]); a mask with a
+  // row per query ([B|1, H|1, L, S]) becomes cuDNN's additive bias. Both need no host read. A
+  // float mask broadcast along the queries is materialised along L as such a bias when that
+  // takes at most kMaxExpandedMaskBytes (cuDNN 9.14's backward gave wrong gradients for a bias
+  // broadcast along L on the H200, and cuDNN documents no backward for one); beyond, and for
+  // masks broadcast along the keys, the composed path runs.
   Tensor bias;
-  std::vector<int32_t> lengths;
+  Tensor k_use = k_in, v_use = v_in;
+  SortedKeys sorted;
   if (o.attn_mask.defined()) {
     if (o.attn_mask.size(-1) != s) return fallback(why, "attn_mask broadcast along the keys");
     Shape m = o.attn_mask.shape();
     while (m.size() < 4) m.insert(0, 1);
-    const bool key_padding =
-        o.attn_mask.dtype() == DType::boolean && m.size() == 4 && m[1] == 1 && m[2] == 1;
     const bool along_l = m.size() == 4 && m[2] == 1;
-    const int64_t expanded = m[0] * m[1] * l * s * static_cast<int64_t>(element_size(q.dtype()));
-    if (along_l && expanded <= kMaxExpandedMaskBytes) {
-      bias = additive_bias(o.attn_mask, q, q_in.dim(), /*expand_l=*/true, why);
-      if (!bias.defined()) return Tensor();
-    } else if (along_l) {
-      if (!key_padding) return fallback(why, "attn_mask broadcast along the queries");
-      lengths = key_lengths(o.attn_mask, b, s, why);
-      if (lengths.empty()) return Tensor();
-      bool all = true;
-      for (int32_t n : lengths) all = all && n == s;
-      if (all) lengths.clear();  // nothing is masked
+    const bool key_padding = o.attn_mask.dtype() == DType::boolean && along_l && m[1] == 1 &&
+                             (m[0] == 1 || m[0] == b) && q_in.dim() <= 4;
+    const int64_t expanded = m[0] * m[1] * l * s * static_cast<int64_t>(element_size(q_in.dtype()));
+    if (key_padding) {
+      sorted = sort_keys(o.attn_mask, k_in, v_in, b, s);
+      k_use = sorted.k;
+      v_use = sorted.v;
+    } else if (along_l && expanded > kMaxExpandedMaskBytes) {
+      return fallback(why,
+                      "a float attn_mask broadcast along the queries (materialised it would "
+                      "take more than 64 MiB)");
     } else {
-      bias = additive_bias(o.attn_mask, q, q_in.dim(), /*expand_l=*/false, why);
+      bias = additive_bias(o.attn_mask, usable(q_in), q_in.dim(), /*expand_l=*/along_l, why);
       if (!bias.defined()) return Tensor();
     }
   }
+  const Tensor q = usable(q_in), k = usable(k_use), v = usable(v_use);
+  if (!aligned(q) || !aligned(k) || !aligned(v))
+    return fallback(why, "operands not 16-byte aligned");
   const Device dev = q.device();
-  const bool grad = autograd::needs_grad(q_in, k_in, v_in);
+  const bool grad = autograd::needs_grad(q_in, k_use, v_use);
   Tensor out = ops::make_tensor(Shape{b, h, l, ev}, q.dtype(), dev);
   Tensor stats = ops::make_tensor(Shape{b, h, l, 1}, DType::f32, dev);
-  Tensor seq_q, seq_kv, rng;
+  Tensor seq_q, rng;
   backend::SdpaArgs a;
   a.dtype = q.dtype();
   a.device = dev.index;
@@ -295,11 +314,10 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   a.stats = stats.data_ptr();
   a.scale = scale;
   a.causal = o.is_causal;
-  if (!lengths.empty()) {
+  if (sorted.lengths.defined()) {
     seq_q = full({b}, static_cast<double>(l), {.dtype = DType::i32, .device = dev});
-    seq_kv = from_vector<int32_t>(lengths, {b}).to(dev);
     a.seq_len_q = seq_q.data<int32_t>();
-    a.seq_len_kv = seq_kv.data<int32_t>();
+    a.seq_len_kv = sorted.lengths.data<int32_t>();
   }
   if (bias.defined()) {
     a.bias = bias.data_ptr();
@@ -324,29 +342,39 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   out_shape.push_back(ev);
   Tensor result = out.reshape(out_shape);
   if (grad) {
-    autograd::record(Op::scaled_dot_product_attention, result, {&q_in, &k_in, &v_in},
-                     [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v),
-                      so = SavedTensor(out), st = SavedTensor(stats), bias, rng, qs = q_in.shape(),
-                      ks = k_in.shape(), vs = v_in.shape()](const Tensor& g, GradList& gi) mutable {
-                       const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
-                       const Tensor go = g.reshape(o.shape()).contiguous();
-                       Tensor dq = ops::make_tensor(q.shape(), q.dtype(), q.device());
-                       Tensor dk = ops::make_tensor(k.shape(), k.dtype(), k.device());
-                       Tensor dv = ops::make_tensor(v.shape(), v.dtype(), v.device());
-                       a.q = q.data_ptr();
-                       a.k = k.data_ptr();
-                       a.v = v.data_ptr();
-                       a.o = o.data_ptr();
-                       a.stats = st.get().data_ptr();
-                       a.grad_o = go.data_ptr();
-                       a.grad_q = dq.data_ptr();
-                       a.grad_k = dk.data_ptr();
-                       a.grad_v = dv.data_ptr();
-                       ops::backend_of(q).sdpa_backward(a);
-                       gi[0] = dq.reshape(qs);
-                       gi[1] = dk.reshape(ks);
-                       gi[2] = dv.reshape(vs);
-                     });
+    // The lambda keeps every buffer `a` points into (bias, lengths, Philox state).
+    autograd::record(
+        Op::scaled_dot_product_attention, result, {&q_in, &k_use, &v_use},
+        [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out),
+         st = SavedTensor(stats), bias, rng, seq_q, seq_kv = sorted.lengths, qs = q_in.shape(),
+         ks = k_use.shape(), vs = v_use.shape()](const Tensor& g, GradList& gi) mutable {
+          const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
+          const Tensor go = g.reshape(o.shape()).contiguous();
+          Tensor dq = ops::make_tensor(q.shape(), q.dtype(), q.device());
+          Tensor dk = ops::make_tensor(k.shape(), k.dtype(), k.device());
+          Tensor dv = ops::make_tensor(v.shape(), v.dtype(), v.device());
+          a.q = q.data_ptr();
+          a.k = k.data_ptr();
+          a.v = v.data_ptr();
+          a.o = o.data_ptr();
+          a.stats = st.get().data_ptr();
+          a.grad_o = go.data_ptr();
+          a.grad_q = dq.data_ptr();
+          a.grad_k = dk.data_ptr();
+          a.grad_v = dv.data_ptr();
+          ops::backend_of(q).sdpa_backward(a);
+          gi[0] = dq.reshape(qs);
+          gi[1] = dk.reshape(ks);
+          gi[2] = dv.reshape(vs);
+        });
+  }
+  if (sorted.none_kept.defined()) {
+    Shape rows(std::vector<int64_t>(static_cast<size_t>(result.dim()), 1));
+    rows[0] = result.dim() == 4 ? b : 1;  // b is 1 below rank 4
+    result = where(sorted.none_kept.reshape(rows),
+                   full(Shape{}, std::numeric_limits<double>::quiet_NaN(),
+                        {.dtype = result.dtype(), .device = dev}),
+                   result);
   }
   return result;
 }
