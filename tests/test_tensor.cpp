@@ -86,6 +86,31 @@ TEST(Factories, ArangeLinspace) {
   EXPECT_DOUBLE_EQ(l.to_vector<double>().back(), 1.0);  // end is included exactly
 }
 
+// arange on a GPU is made on the device (no host buffer copied in, so it can run inside a
+// captured step) and equals the CPU's values bit for bit.
+TEST(Factories, ArangeOnTheGpuEqualsTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    double start, end, step;
+    DType dtype;
+  };
+  for (const Case& c :
+       {Case{0, 10, 1, DType::f32}, Case{-3.5, 7.2, 0.3, DType::f64}, Case{5, -5, -1.5, DType::f32},
+        Case{0, 100, 7, DType::i64}, Case{0, 1, 0.1, DType::f32}, Case{-2, 2, 0.25, DType::i32},
+        Case{0, 3, 0.5, DType::bf16}}) {
+    const Tensor cpu = arange(c.start, c.end, c.step, {.dtype = c.dtype});
+    const Tensor gpu = arange(c.start, c.end, c.step, {.dtype = c.dtype, .device = Device::cuda()});
+    ASSERT_EQ(gpu.shape(), cpu.shape()) << dtype_name(c.dtype);
+    EXPECT_EQ(gpu.dtype(), c.dtype);
+    EXPECT_EQ(gpu.to(DType::f64).to(Device::cpu()).to_vector<double>(),
+              cpu.to(DType::f64).to_vector<double>())
+        << "arange(" << c.start << ", " << c.end << ", " << c.step << ") " << dtype_name(c.dtype);
+  }
+  const Tensor g = arange(4, {.device = Device::cuda(), .requires_grad = true});
+  EXPECT_TRUE(g.requires_grad());
+  EXPECT_TRUE(g.is_leaf());
+}
+
 TEST(Factories, RandRanges) {
   manual_seed(3);
   const std::vector<float> u = rand({20000}).to_vector<float>();
