@@ -80,6 +80,35 @@ __global__ void fma_pdl_late_kernel(float* z, const float* a, const float* b, in
   if (i < n) z[i] = z[i] * a[i] + b[i];
 }
 
+// The tiny chain as ember runs it: out = a * b, then out = a + b, into other buffers, with
+// 16-byte packs and a 64-bit grid-stride loop (src/cuda/elementwise.cu's flat kernels).
+struct alignas(16) Float4 {
+  float v[4];
+};
+template <bool kMul>
+__global__ void pack_pdl_kernel(float* out, const float* a, const float* b, long long n) {
+  pdl_trigger();
+  pdl_wait();
+  const long long packs = n / 4;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs;
+       i += static_cast<long long>(blockDim.x) * gridDim.x) {
+    Float4 x = reinterpret_cast<const Float4*>(a)[i];
+    const Float4 y = reinterpret_cast<const Float4*>(b)[i];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x.v[j] = kMul ? x.v[j] * y.v[j] : x.v[j] + y.v[j];
+    reinterpret_cast<Float4*>(out)[i] = x;
+  }
+  const long long tail = packs * 4 + static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tail < n) out[tail] = kMul ? a[tail] * b[tail] : a[tail] + b[tail];
+}
+template <bool kMul>
+__global__ void scalar_pdl_kernel(float* out, const float* a, const float* b, int n) {
+  pdl_trigger();
+  pdl_wait();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = kMul ? a[i] * b[i] : a[i] + b[i];
+}
+
 // Holds the stream for about `ns` nanoseconds.
 __global__ void spin_kernel(long long ns) {
   long long start;
@@ -207,13 +236,15 @@ LaunchFloor launch_floor() {
   const CUfunction f_fma = function_of(reinterpret_cast<const void*>(fma_kernel));
   const CUfunction f_fma_pdl = function_of(reinterpret_cast<const void*>(fma_pdl_kernel));
 
-  float *z, *a, *b;
-  check(cudaMalloc(&z, 3 * kN * sizeof(float)), "cudaMalloc");
+  float *z, *a, *b, *t;
+  check(cudaMalloc(&z, 4 * kN * sizeof(float)), "cudaMalloc");
   a = z + kN;
   b = z + 2 * kN;
-  check(cudaMemsetAsync(z, 0, 3 * kN * sizeof(float), st), "memset");
+  t = z + 3 * kN;
+  check(cudaMemsetAsync(z, 0, 4 * kN * sizeof(float), st), "memset");
   int n = kN;
   long long n64 = kN;
+  std::function<void(cudaStream_t, const void*, unsigned, void**)> rt_pdl_any;
   Big big{};
   big.v[0] = kN;
   void* fma_args[] = {&z, &a, &b, &n};
@@ -225,7 +256,7 @@ LaunchFloor launch_floor() {
   CUlaunchAttribute cu_pdl_attr{};
   cu_pdl_attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   cu_pdl_attr.value.programmaticStreamSerializationAllowed = 1;
-  auto rt_pdl = [&](cudaStream_t s, const void* kernel, unsigned block, void** args) {
+  rt_pdl_any = [&](cudaStream_t s, const void* kernel, unsigned block, void** args) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(1);
     cfg.blockDim = dim3(block);
@@ -233,6 +264,19 @@ LaunchFloor launch_floor() {
     cfg.attrs = &pdl_attr;
     cfg.numAttrs = 1;
     check(cudaLaunchKernelExC(&cfg, kernel, args), "cudaLaunchKernelExC");
+  };
+  const auto& rt_pdl = rt_pdl_any;
+  long long n64b = kN;
+  void* mul_args[] = {&t, &z, &a, &n64b};
+  void* add_args[] = {&z, &t, &b, &n64b};
+  void* mul_args32[] = {&t, &z, &a, &n};
+  void* add_args32[] = {&z, &t, &b, &n};
+  // z -> t = z * a -> z = t + b -> ...: two kernels alternating, as ember's chain.
+  int turn = 0;
+  auto alternate = [&](cudaStream_t s, const void* mul, const void* add, void** mul_args,
+                       void** add_args) {
+    const bool first = turn++ % 2 == 0;
+    rt_pdl_any(s, first ? mul : add, 32, first ? mul_args : add_args);
   };
 
   const std::vector<Probe> probes = {
@@ -289,6 +333,20 @@ LaunchFloor launch_floor() {
       {"fma16 pdl no early trigger 32",
        [&](cudaStream_t s) {
          rt_pdl(s, reinterpret_cast<const void*>(fma_pdl_late_kernel), 32, fma_args);
+       }},
+      {"mul,add pdl alternating, scalar 32",
+       [&](cudaStream_t s) {
+         alternate(s, reinterpret_cast<const void*>(scalar_pdl_kernel<true>),
+                   reinterpret_cast<const void*>(scalar_pdl_kernel<false>), mul_args32, add_args32);
+       }},
+      {"mul,add pdl alternating, packs 32",
+       [&](cudaStream_t s) {
+         alternate(s, reinterpret_cast<const void*>(pack_pdl_kernel<true>),
+                   reinterpret_cast<const void*>(pack_pdl_kernel<false>), mul_args, add_args);
+       }},
+      {"mul pdl only, packs 32",
+       [&](cudaStream_t s) {
+         rt_pdl(s, reinterpret_cast<const void*>(pack_pdl_kernel<true>), 32, mul_args);
        }},
       {"fma16 pdl cuLaunchKernelEx 32",
        [&](cudaStream_t s) {
