@@ -28,6 +28,9 @@
 #include "ember/train/models.hpp"
 #include "nlohmann/json.hpp"
 #include "torch_reference.hpp"
+#if defined(EMBER_BENCH_LAUNCH_FLOOR)
+#include "launch_floor.hpp"
+#endif
 
 namespace {
 
@@ -70,6 +73,36 @@ std::vector<double> refs(const nlohmann::json& py, const char* group, const char
 Tensor chain(Tensor z, const Tensor& a, const Tensor& b) {
   for (int i = 0; i < kChainSteps; ++i) z = z * a + b;
   return z;
+}
+
+// What one launch costs with no ember code in the way (bench/launch_floor.cu): the floor the
+// tiny op's figures are read against.
+void bench_launch_floor() {
+#if defined(EMBER_BENCH_LAUNCH_FLOOR)
+  LaunchFloor floor;
+  try {
+    floor = launch_floor();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "launch_floor: could not run: %s\n", e.what());
+    return;
+  }
+  std::fprintf(stderr, "launch_floor: %-38s %8s %8s %8s  (µs; %d launches)\n", "launch", "host",
+               "stream", "graph", 1000);
+  for (const LaunchFloorFigure& f : floor.launches) {
+    std::fprintf(stderr, "launch_floor: %-38s %8.3f %8.3f %8.3f\n", f.name.c_str(), f.host_us,
+                 f.stream_us, f.graph_us);
+    bench::emit("launch_floor", f.host_us, std::nullopt, "us", false, 1.0,
+                {bench::str("launch", f.name), bench::num("stream_us", f.stream_us),
+                 bench::num("graph_us", f.graph_us)});
+  }
+  for (const LaunchFloorCall& c : floor.calls) {
+    std::fprintf(stderr, "launch_floor: host call %-28s %8.4f µs\n", c.name.c_str(), c.us);
+    bench::emit("launch_floor_call", c.us, std::nullopt, "us", false, 1.0,
+                {bench::str("call", c.name)});
+  }
+#else
+  std::fprintf(stderr, "launch_floor: not built (bench_capture without CUDA headers)\n");
+#endif
 }
 
 bool bench_tiny(const nlohmann::json& py) {
@@ -221,12 +254,16 @@ void bench_step(const char* name, const std::function<ember::nn::Module()>& make
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!ember::cuda_available()) {
     std::fprintf(stderr, "bench_capture: no CUDA device; skipped\n");
     return 0;
   }
-  const nlohmann::json py = bench::run_torch_script("bench_capture", "capture_bench.py");
+  // `bench_capture tiny`: the launch floor and the tiny op only (PyTorch's tiny figures too).
+  const bool tiny_only = argc > 1 && std::string(argv[1]) == "tiny";
+  const nlohmann::json py = bench::run_torch_script(
+      "bench_capture", tiny_only ? "capture_bench.py tiny" : "capture_bench.py");
+  bench_launch_floor();
   ember::manual_seed(1);
   const std::vector<Tensor> flat = {ember::rand({128, 784}, {.device = kGpu}),
                                     ember::randint(0, 10, {128}, {.device = kGpu})};
@@ -235,6 +272,7 @@ int main() {
   auto mlp = [] { return ember::train::mlp(784, {256, 256}, 10); };
   auto cnn = [] { return ember::train::fashion_cnn(); };
   bool ok = bench_tiny(py);
+  if (tiny_only) return ok ? 0 : 1;
   ok = validate_step("capture_mlp", mlp, flat) && ok;
   ok = validate_step("capture_cnn", cnn, images) && ok;
   if (!ok) return 1;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "ember/train/capture.hpp"
 #include "fixtures.hpp"
 
 namespace {
@@ -195,6 +196,106 @@ TEST(CudaOps, BinaryOpsBroadcastAndCompare) {
   // A large contiguous add: the packed fast path over many blocks.
   expect_same("large add", [](auto& v) { return v[0] + v[1]; },
               {rnd({1 << 20}, 7), rnd({1 << 20}, 8)});
+}
+
+// Every elementwise kernel has a flat path (contiguous operands: small parameter block, 16-byte
+// packs when aligned, the n % pack tail in the same launch) and a strided one (the geometry):
+// both against the CPU, bit for bit, for every dtype, at sizes around the pack and block
+// widths, with operands contiguous, contiguous but misaligned, strided and broadcast.
+TEST(CudaOps, FlatStridedAndBroadcastPathsEveryDtypeBitwise) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<DType> dtypes = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                     DType::i32, DType::i64, DType::u8,  DType::boolean};
+  auto values = [](int64_t n, uint64_t seed, DType d) {
+    Tensor v = rnd({n}, seed) * 10.0f;
+    if (d == DType::u8) v = abs(v);
+    return d == DType::boolean ? gt(v, zeros({1})) : v.to(d);
+  };
+  // The layouts of one n-element operand, made on `device` from the same CPU values.
+  auto layouts = [&](int64_t n, uint64_t seed, DType d, Device device) {
+    const Tensor long_ = values(2 * n + 1, seed, d).to(device);
+    return std::vector<std::pair<std::string, Tensor>>{
+        {"contiguous", long_.slice(0, 0, n).clone()},
+        {"misaligned", long_.slice(0, 1, n + 1)},  // contiguous, one element off
+        {"strided", long_.slice(0, 0, 2 * n, 2)},
+        {"broadcast", long_.slice(0, n, n + 1).expand({n})},
+    };
+  };
+  auto same = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    EXPECT_TRUE(ember_test::check_close(got.to(Device::cpu()).to(DType::f64), want.to(DType::f64),
+                                        0, 0, what));
+  };
+  for (int64_t n : {1, 3, 16, 17, 255, 257, 1027}) {
+    for (DType d : dtypes) {
+      const std::string at = std::string(dtype_name(d)) + " n=" + std::to_string(n) + " ";
+      const auto cpu_a = layouts(n, 1, d, Device::cpu()), gpu_a = layouts(n, 1, d, kGpu);
+      const auto cpu_b = layouts(n, 2, d, Device::cpu()), gpu_b = layouts(n, 2, d, kGpu);
+      const Tensor cond = gt(rnd({n}, 3), zeros({1}));
+      same(full({n}, 2.5, {.dtype = d, .device = kGpu}), full({n}, 2.5, {.dtype = d}), at + "fill");
+      for (size_t l = 0; l < cpu_a.size(); ++l) {
+        const std::string w = at + cpu_a[l].first + " ";
+        const Tensor &ca = cpu_a[l].second, &ga = gpu_a[l].second;
+        const Tensor &cb = cpu_b[0].second, &gb = gpu_b[0].second;
+        same(ga.contiguous(), ca.contiguous(), w + "copy");
+        for (DType to : {DType::f32, DType::f16, DType::i64, DType::boolean})
+          same(ga.to(to), ca.to(to), w + "cast to " + std::string(dtype_name(to)));
+        same(where(cond.to(kGpu), ga, gb), where(cond, ca, cb), w + "where");
+        same(where(cond.to(kGpu), gb, ga), where(cond, cb, ca), w + "where (b)");
+        same(logical_not(ga), logical_not(ca), w + "logical_not");
+        same(eq(ga, gb), eq(ca, cb), w + "eq");
+        same(lt(gb, ga), lt(cb, ca), w + "lt");
+        if (supports(Op::add, d, kGpu)) {
+          same(add(ga, gb), add(ca, cb), w + "add");
+          same(mul(gb, ga), mul(cb, ca), w + "mul (b first)");
+        }
+        if (supports(Op::maximum, d, kGpu)) same(maximum(ga, gb), maximum(ca, cb), w + "maximum");
+        if (supports(Op::neg, d, kGpu)) same(neg(ga), neg(ca), w + "neg");
+        if (supports(Op::abs, d, kGpu)) same(abs(ga), abs(ca), w + "abs");
+        if (supports(Op::relu, d, kGpu)) same(relu(ga), relu(ca), w + "relu");
+      }
+      // A strided fill (every other element) and a fill of a misaligned run.
+      Tensor g = zeros({2 * n + 1}, {.dtype = d, .device = kGpu});
+      Tensor c = zeros({2 * n + 1}, {.dtype = d});
+      g.slice(0, 0, 2 * n, 2).fill_(1.0);
+      c.slice(0, 0, 2 * n, 2).fill_(1.0);
+      g.slice(0, 1, n + 1).fill_(3.0);
+      c.slice(0, 1, n + 1).fill_(3.0);
+      same(g, c, at + "strided and misaligned fill_");
+    }
+  }
+}
+
+// Elementwise kernels are launched chained (Note [Chained launches], src/cuda/launch.cuh): each
+// may start before the kernel ahead of it ends and waits for it on the device. A long
+// dependent chain mixed with kernels that are not chained (reductions, cuBLASLt, copies,
+// random) must still see every earlier result, eager and captured.
+TEST(CudaOps, ChainedLaunchesKeepStreamOrder) {
+  SKIP_WITHOUT_CUDA();
+  auto step = [](const std::vector<Tensor>& v) {
+    Tensor z = v[0];
+    const Tensor &a = v[1], &b = v[2], &w = v[3];
+    for (int i = 0; i < 60; ++i) {
+      z = z * a + b;                     // chained after chained
+      if (i % 10 == 3) z = z - mean(z);  // a reduction in between
+      if (i % 10 == 6) z = tanh(matmul(w, z.reshape({8, 8})).reshape({64}));  // cuBLASLt
+      if (i % 10 == 8) z = z.reshape({8, 8}).t().contiguous().reshape({64});  // strided copy
+      if (i % 10 == 9) z = where(gt(z, zeros_like(z)), z, z * 0.5f).clone();  // memcpy copy
+    }
+    return z;
+  };
+  const std::vector<Tensor> in = {rnd({64}, 30), rand({64}, {}, 0.9, 1.1), rnd({64}, 31) * 0.1f,
+                                  rnd({8, 8}, 32) * 0.3f};
+  expect_same("chain of 60 steps", step, in, false, 1e-4, 1e-5);
+  // Captured (programmatic edges in the graph) and replayed: bit for bit the eager result.
+  NoGradGuard no_grad;
+  std::vector<Tensor> gpu;
+  for (const Tensor& t : in) gpu.push_back(t.to(kGpu));
+  const std::vector<float> eager = step(gpu).to_vector<float>();
+  train::CapturedStep graph([&](const std::vector<Tensor>& v) { return std::vector{step(v)}; },
+                            {.warmup = 0});
+  for (int replay = 0; replay < 3; ++replay)
+    EXPECT_EQ(graph(gpu)[0].to_vector<float>(), eager) << "replay " << replay;
 }
 
 TEST(CudaOps, ReductionsOverAnyDims) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/torch/capture_bench.py — the PyTorch (CUDA) side of bench/bench_capture.cpp.
 
-    python3 capture_bench.py
+    python3 capture_bench.py [tiny]
 
 On cuda:0, timed as bench_capture (wall clock around a block of calls, torch.cuda.synchronize()
 before the clock starts and before it stops):
@@ -17,7 +17,7 @@ before the clock starts and before it stops):
         28x28 inputs: the same two figures.
   kernels_per_step of the eager step, counted with torch.profiler.
 
-Prints one JSON object on the last line of stdout.
+With `tiny`, only the tiny figures. Prints one JSON object on the last line of stdout.
 """
 import json
 import os
@@ -139,6 +139,10 @@ def bench_step(make, x, y):
 
 def main():
     torch.manual_seed(1)
+    if sys.argv[1:] == ["tiny"]:
+        print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(DEV),
+                          "tiny": bench_tiny()}))
+        return
     flat = (torch.rand(128, 784, device=DEV), torch.randint(0, 10, (128,), device=DEV))
     images = (torch.rand(128, 1, 28, 28, device=DEV), torch.randint(0, 10, (128,), device=DEV))
     out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(DEV),

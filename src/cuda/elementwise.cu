@@ -2,14 +2,19 @@
 // fallback on CUDA, with the CPU kernels' dtype coverage and formulas (src/cpu/unary.cpp,
 // binary.cpp, elementwise.cpp).
 //
-// Every kernel is a grid-stride loop over the output's elements. When all operands are
-// contiguous (Note [CUDA strided geometry], loops.cuh) the loop is flat, and same-size
-// unary/binary ops whose pointers are 16-byte aligned load and store kPack-wide packs;
-// otherwise each element's offsets come from the collapsed geometry. Inputs arrive broadcast
-// to out's shape (stride-0 dims), as the backend contract says.
+// Every kernel but the small ones is a grid-stride loop over the output's elements. When all
+// operands are contiguous (Note [CUDA strided geometry], loops.cuh) a flat kernel runs, whose
+// parameters are the pointers, n and the op's scalars (a small parameter block is cheaper to
+// launch than the ~300-byte geometry); unary/binary ops on up to kSmallFlat elements take one
+// element per thread with no loop, larger ones whose pointers are 16-byte aligned load and
+// store 16-byte packs. Otherwise each element's offsets come from the collapsed geometry.
+// Inputs arrive broadcast to out's shape (stride-0 dims), as the backend contract says. Every
+// kernel here but the bias fallback is launched with launch_chained (Note [Chained launches],
+// launch.cuh), so each starts with chain_enter().
 #include <cmath>
 
 #include "cuda/device_math.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/elementwise.hpp"
 
@@ -35,6 +40,12 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
+// Contiguous unary/binary ops on at most this many elements run a kernel with one element per
+// thread, a 32-bit index and no loop: on the H200 a dependent chain of them costs 0.52 µs per
+// kernel in a graph against 0.79 for the packed grid-stride loop (bench_capture's launch floor).
+constexpr int64_t kSmallFlat = 4096;
+constexpr size_t kKernelCopyBytes = size_t{1} << 20;  // larger same-dtype copies: cudaMemcpyAsync
+
 template <typename... P>
 bool aligned16(const P*... p) {
   return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
@@ -42,94 +53,129 @@ bool aligned16(const P*... p) {
 
 // ---- fill / copy / where ----
 template <typename T>
+__global__ void fill_flat_kernel(T* out, int64_t n, T value) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = value;
+}
+
+template <typename T>
 __global__ void fill_kernel(Geometry<1> g, T* out, T value) {
+  chain_enter();
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    if (g.contiguous) {
-      out[i] = value;
-    } else {
-      int64_t off[1];
-      offsets_of(g, i, off);
-      out[off[0]] = value;
-    }
+    int64_t off[1];
+    offsets_of(g, i, off);
+    out[off[0]] = value;
   }
 }
 
 template <typename To, typename From>
+__global__ void copy_flat_kernel(To* out, const From* in, int64_t n) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = cast<To>(in[i]);
+}
+
+template <typename To, typename From>
 __global__ void copy_kernel(Geometry<2> g, To* out, const From* in) {
+  chain_enter();
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    if (g.contiguous) {
-      out[i] = cast<To>(in[i]);
-    } else {
-      int64_t off[2];
-      offsets_of(g, i, off);
-      out[off[0]] = cast<To>(in[off[1]]);
-    }
+    int64_t off[2];
+    offsets_of(g, i, off);
+    out[off[0]] = cast<To>(in[off[1]]);
   }
 }
 
 template <typename U>
+__global__ void where_flat_kernel(U* out, const uint8_t* cond, const U* a, const U* b, int64_t n) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = cond[i] ? a[i] : b[i];
+}
+
+template <typename U>
 __global__ void where_kernel(Geometry<4> g, U* out, const uint8_t* cond, const U* a, const U* b) {
+  chain_enter();
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    if (g.contiguous) {
-      out[i] = cond[i] ? a[i] : b[i];
-    } else {
-      int64_t off[4];
-      offsets_of(g, i, off);
-      out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
-    }
+    int64_t off[4];
+    offsets_of(g, i, off);
+    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
   }
 }
 
 // ---- unary ----
-template <typename T, UnaryOp Op>
-__global__ void unary_kernel(Geometry<2> g, T* out, const T* in, Compute<T> a, Compute<T> b) {
-  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    if (g.contiguous) {
-      out[i] = unary_apply<T, Op>(in[i], a, b);
-    } else {
-      int64_t off[2];
-      offsets_of(g, i, off);
-      out[off[0]] = unary_apply<T, Op>(in[off[1]], a, b);
-    }
+
+// Flat loop over n contiguous elements, V at a time (V > 1: out and in 16-byte aligned); the
+// n % V elements after the last pack go to the first threads of the grid.
+template <typename T, UnaryOp Op, int V>
+__global__ void unary_flat_kernel(T* out, const T* in, int64_t n, Compute<T> a, Compute<T> b) {
+  chain_enter();
+  const int64_t packs = n / V;
+  EMBER_CUDA_KERNEL_LOOP(i, packs) {
+    Pack<T, V> x = reinterpret_cast<const Pack<T, V>*>(in)[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = unary_apply<T, Op>(x.v[j], a, b);
+    reinterpret_cast<Pack<T, V>*>(out)[i] = x;
+  }
+  if constexpr (V > 1) {
+    const int64_t tail = packs * V + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (tail < n) out[tail] = unary_apply<T, Op>(in[tail], a, b);
   }
 }
 
-template <typename T, UnaryOp Op, int V>
-__global__ void unary_packed_kernel(int64_t packs, Pack<T, V>* out, const Pack<T, V>* in,
-                                    Compute<T> a, Compute<T> b) {
-  EMBER_CUDA_KERNEL_LOOP(i, packs) {
-    Pack<T, V> x = in[i];
-#pragma unroll
-    for (int j = 0; j < V; ++j) x.v[j] = unary_apply<T, Op>(x.v[j], a, b);
-    out[i] = x;
+template <typename T, UnaryOp Op>
+__global__ void unary_small_kernel(T* out, const T* in, int n, Compute<T> a, Compute<T> b) {
+  chain_enter();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = unary_apply<T, Op>(in[i], a, b);
+}
+
+template <typename T, UnaryOp Op>
+__global__ void unary_kernel(Geometry<2> g, T* out, const T* in, Compute<T> a, Compute<T> b) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
+    int64_t off[2];
+    offsets_of(g, i, off);
+    out[off[0]] = unary_apply<T, Op>(in[off[1]], a, b);
   }
+}
+
+// The launch shape of a flat kernel over n elements taken V at a time.
+template <int V>
+FlatLaunch flat_launch_by(int64_t n) {
+  const int64_t packs = n / V;
+  return flat_launch(packs > 0 ? packs : 1);
 }
 
 template <typename T, UnaryOp Op>
 void run_unary(const Geometry<2>& g, T* out, const T* in, Compute<T> a, Compute<T> b,
                cudaStream_t st) {
   constexpr int V = 16 / sizeof(T);
-  if (g.contiguous && g.numel >= V && aligned16(out, in)) {
-    const int64_t packs = g.numel / V;
-    unary_packed_kernel<T, Op, V><<<grid_for(packs), kBlock, 0, st>>>(
-        packs, reinterpret_cast<Pack<T, V>*>(out), reinterpret_cast<const Pack<T, V>*>(in), a, b);
-    EMBER_CUDA_LAUNCH_CHECK();
-    const int64_t done = packs * V;
-    if (done == g.numel) return;
-    Geometry<2> tail = g;
-    tail.numel = g.numel - done;
-    unary_kernel<T, Op><<<1, kBlock, 0, st>>>(tail, out + done, in + done, a, b);
+  if (g.contiguous && g.numel <= kSmallFlat) {
+    const FlatLaunch l = flat_launch(g.numel);
+    launch_chained<unary_small_kernel<T, Op>>(l.grid, l.block, st, out, in,
+                                              static_cast<int>(g.numel), a, b);
+  } else if (g.contiguous && aligned16(out, in)) {
+    const FlatLaunch l = flat_launch_by<V>(g.numel);
+    launch_chained<unary_flat_kernel<T, Op, V>>(l.grid, l.block, st, out, in, g.numel, a, b);
+  } else if (g.contiguous) {
+    const FlatLaunch l = flat_launch(g.numel);
+    launch_chained<unary_flat_kernel<T, Op, 1>>(l.grid, l.block, st, out, in, g.numel, a, b);
   } else {
-    unary_kernel<T, Op><<<grid_for(g.numel), kBlock, 0, st>>>(g, out, in, a, b);
+    const FlatLaunch l = flat_launch(g.numel);
+    launch_chained<unary_kernel<T, Op>>(l.grid, l.block, st, g, out, in, a, b);
   }
-  EMBER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+__global__ void logical_not_flat_kernel(bool* out, const T* in, int64_t n) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = !cast<bool>(in[i]);
 }
 
 template <typename T>
 __global__ void logical_not_kernel(Geometry<2> g, bool* out, const T* in) {
+  chain_enter();
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    int64_t off[2] = {i, i};
-    if (!g.contiguous) offsets_of(g, i, off);
+    int64_t off[2];
+    offsets_of(g, i, off);
     out[off[0]] = !cast<bool>(in[off[1]]);
   }
 }
@@ -147,28 +193,42 @@ using kernels::is_comparison;
 template <typename T, BinaryOp Op>
 using ResultOf = kernels::BinaryResult<T, Op>;
 
-template <typename T, BinaryOp Op, typename R = ResultOf<T, Op>>
-__global__ void binary_kernel(Geometry<3> g, R* out, const T* a, const T* b) {
-  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
-    if (g.contiguous) {
-      out[i] = binary_apply<T, Op>(a[i], b[i]);
+// As unary_flat_kernel; V > 1 only when out has a's and b's type (not for comparisons).
+template <typename T, BinaryOp Op, int V, typename R = ResultOf<T, Op>>
+__global__ void binary_flat_kernel(R* out, const T* a, const T* b, int64_t n) {
+  chain_enter();
+  const int64_t packs = n / V;
+  EMBER_CUDA_KERNEL_LOOP(i, packs) {
+    if constexpr (V > 1) {
+      Pack<T, V> x = reinterpret_cast<const Pack<T, V>*>(a)[i];
+      const Pack<T, V> y = reinterpret_cast<const Pack<T, V>*>(b)[i];
+#pragma unroll
+      for (int j = 0; j < V; ++j) x.v[j] = binary_apply<T, Op>(x.v[j], y.v[j]);
+      reinterpret_cast<Pack<T, V>*>(out)[i] = x;
     } else {
-      int64_t off[3];
-      offsets_of(g, i, off);
-      out[off[0]] = binary_apply<T, Op>(a[off[1]], b[off[2]]);
+      out[i] = binary_apply<T, Op>(a[i], b[i]);
     }
+  }
+  if constexpr (V > 1) {
+    const int64_t tail = packs * V + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (tail < n) out[tail] = binary_apply<T, Op>(a[tail], b[tail]);
   }
 }
 
-template <typename T, BinaryOp Op, int V>
-__global__ void binary_packed_kernel(int64_t packs, Pack<T, V>* out, const Pack<T, V>* a,
-                                     const Pack<T, V>* b) {
-  EMBER_CUDA_KERNEL_LOOP(i, packs) {
-    Pack<T, V> x = a[i];
-    const Pack<T, V> y = b[i];
-#pragma unroll
-    for (int j = 0; j < V; ++j) x.v[j] = binary_apply<T, Op>(x.v[j], y.v[j]);
-    out[i] = x;
+template <typename T, BinaryOp Op, typename R = ResultOf<T, Op>>
+__global__ void binary_small_kernel(R* out, const T* a, const T* b, int n) {
+  chain_enter();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = binary_apply<T, Op>(a[i], b[i]);
+}
+
+template <typename T, BinaryOp Op, typename R = ResultOf<T, Op>>
+__global__ void binary_kernel(Geometry<3> g, R* out, const T* a, const T* b) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
+    int64_t off[3];
+    offsets_of(g, i, off);
+    out[off[0]] = binary_apply<T, Op>(a[off[1]], b[off[2]]);
   }
 }
 
@@ -177,24 +237,24 @@ void run_binary(const Geometry<3>& g, void* out_ptr, const T* a, const T* b, cud
   using R = ResultOf<T, Op>;
   R* out = static_cast<R*>(out_ptr);
   constexpr int V = 16 / sizeof(T);
+  if (g.contiguous && g.numel <= kSmallFlat) {
+    const FlatLaunch l = flat_launch(g.numel);
+    launch_chained<binary_small_kernel<T, Op>>(l.grid, l.block, st, out, a, b,
+                                               static_cast<int>(g.numel));
+    return;
+  }
   if constexpr (!is_comparison(Op)) {
-    if (g.contiguous && g.numel >= V && aligned16(out, a, b)) {
-      const int64_t packs = g.numel / V;
-      binary_packed_kernel<T, Op, V><<<grid_for(packs), kBlock, 0, st>>>(
-          packs, reinterpret_cast<Pack<T, V>*>(out), reinterpret_cast<const Pack<T, V>*>(a),
-          reinterpret_cast<const Pack<T, V>*>(b));
-      EMBER_CUDA_LAUNCH_CHECK();
-      const int64_t done = packs * V;
-      if (done == g.numel) return;
-      Geometry<3> tail = g;
-      tail.numel = g.numel - done;
-      binary_kernel<T, Op><<<1, kBlock, 0, st>>>(tail, out + done, a + done, b + done);
-      EMBER_CUDA_LAUNCH_CHECK();
+    if (g.contiguous && aligned16(out, a, b)) {
+      const FlatLaunch l = flat_launch_by<V>(g.numel);
+      launch_chained<binary_flat_kernel<T, Op, V>>(l.grid, l.block, st, out, a, b, g.numel);
       return;
     }
   }
-  binary_kernel<T, Op><<<grid_for(g.numel), kBlock, 0, st>>>(g, out, a, b);
-  EMBER_CUDA_LAUNCH_CHECK();
+  const FlatLaunch l = flat_launch(g.numel);
+  if (g.contiguous)
+    launch_chained<binary_flat_kernel<T, Op, 1>>(l.grid, l.block, st, out, a, b, g.numel);
+  else
+    launch_chained<binary_kernel<T, Op>>(l.grid, l.block, st, g, out, a, b);
 }
 
 template <typename T>
@@ -227,8 +287,12 @@ void fill(const View& out, double value) {
       v = static_cast<uint8_t>(static_cast<int64_t>(value));
     else
       v = static_cast<T>(value);
-    fill_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(g, static_cast<T*>(out.data), v);
-    EMBER_CUDA_LAUNCH_CHECK();
+    const FlatLaunch l = flat_launch(g.numel);
+    if (g.contiguous)
+      launch_chained<fill_flat_kernel<T>>(l.grid, l.block, st, static_cast<T*>(out.data), g.numel,
+                                          v);
+    else
+      launch_chained<fill_kernel<T>>(l.grid, l.block, st, g, static_cast<T*>(out.data), v);
   });
 }
 
@@ -240,19 +304,24 @@ void copy(const View& out, const View& in) {
   if (g.numel == 0) return;
   cudaStream_t st = stream_for(out);
   if (out.data == in.data && out.dtype == in.dtype && out.strides == in.strides) return;
-  if (g.contiguous && g.numel > 1 && out.dtype == in.dtype) {
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data,
-                                     static_cast<size_t>(g.numel) * element_size(out.dtype),
-                                     cudaMemcpyDeviceToDevice, st));
+  // A large same-dtype run is one device-to-device copy; a small one a chained kernel, which
+  // costs less to launch and lets the kernels around it overlap (Note [Chained launches]).
+  const size_t bytes = static_cast<size_t>(g.numel) * element_size(out.dtype);
+  if (g.contiguous && bytes > kKernelCopyBytes && out.dtype == in.dtype) {
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(out.data, in.data, bytes, cudaMemcpyDeviceToDevice, st));
     return;
   }
   dispatch_all(out.dtype, [&](auto to_tag) {
     using To = typename decltype(to_tag)::type;
     dispatch_all(in.dtype, [&](auto from_tag) {
       using From = typename decltype(from_tag)::type;
-      copy_kernel<To, From><<<grid_for(g.numel), kBlock, 0, st>>>(
-          g, static_cast<To*>(out.data), static_cast<const From*>(in.data));
-      EMBER_CUDA_LAUNCH_CHECK();
+      To* dst = static_cast<To*>(out.data);
+      const From* src = static_cast<const From*>(in.data);
+      const FlatLaunch l = flat_launch(g.numel);
+      if (g.contiguous)
+        launch_chained<copy_flat_kernel<To, From>>(l.grid, l.block, st, dst, src, g.numel);
+      else
+        launch_chained<copy_kernel<To, From>>(l.grid, l.block, st, g, dst, src);
     });
   });
 }
@@ -267,9 +336,13 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
     cudaStream_t st = stream_for(out);
     dispatch_all(in.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      logical_not_kernel<T><<<grid_for(g.numel), kBlock, 0, st>>>(g, static_cast<bool*>(out.data),
-                                                                  static_cast<const T*>(in.data));
-      EMBER_CUDA_LAUNCH_CHECK();
+      bool* dst = static_cast<bool*>(out.data);
+      const T* src = static_cast<const T*>(in.data);
+      const FlatLaunch l = flat_launch(g.numel);
+      if (g.contiguous)
+        launch_chained<logical_not_flat_kernel<T>>(l.grid, l.block, st, dst, src, g.numel);
+      else
+        launch_chained<logical_not_kernel<T>>(l.grid, l.block, st, g, dst, src);
     });
     return;
   }
@@ -303,10 +376,14 @@ void where(const View& out, const View& cond, const View& a, const View& b) {
   cudaStream_t st = stream_for(out);
   auto launch = [&](auto tag) {
     using U = typename decltype(tag)::type;
-    where_kernel<U><<<grid_for(g.numel), kBlock, 0, st>>>(
-        g, static_cast<U*>(out.data), static_cast<const uint8_t*>(cond.data),
-        static_cast<const U*>(a.data), static_cast<const U*>(b.data));
-    EMBER_CUDA_LAUNCH_CHECK();
+    U* dst = static_cast<U*>(out.data);
+    const auto* c = static_cast<const uint8_t*>(cond.data);
+    const U *x = static_cast<const U*>(a.data), *y = static_cast<const U*>(b.data);
+    const FlatLaunch l = flat_launch(g.numel);
+    if (g.contiguous)
+      launch_chained<where_flat_kernel<U>>(l.grid, l.block, st, dst, c, x, y, g.numel);
+    else
+      launch_chained<where_kernel<U>>(l.grid, l.block, st, g, dst, c, x, y);
   };
   switch (element_size(out.dtype)) {
     case 1: return launch(Tag<uint8_t>{});

@@ -12,10 +12,13 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 #include "ember/device.hpp"
 #include "ember/error.hpp"
 
@@ -100,6 +103,56 @@ cudaStream_t device_stream(int device) {
     s.streams[device].store(st, std::memory_order_release);
   }
   return st;
+}
+
+// ---- launch_chained's pieces (Note [Chained launches], launch.cuh) ----
+
+namespace {
+
+using LaunchKernelEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+
+// The driver's cuLaunchKernelEx, from the runtime (ember links the runtime, not libcuda).
+LaunchKernelEx driver_launch() {
+  static const LaunchKernelEx fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    EMBER_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &p, 12000, cudaEnableDefault, &found));
+    EMBER_CHECK(p && found == cudaDriverEntryPointSuccess,
+                "cuda: the driver has no cuLaunchKernelEx (got entry point status ",
+                static_cast<int>(found), ", expected a CUDA 12 or newer driver)");
+    return reinterpret_cast<LaunchKernelEx>(p);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+const LaunchMode& launch_mode() {
+  static const LaunchMode mode{.overlap = !env_is("EMBER_CUDA_PDL", "0"),
+                               .driver = !env_is("EMBER_CUDA_LAUNCH", "runtime")};
+  return mode;
+}
+
+CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params) {
+  return driver_launch()(config, f, params, nullptr);
+}
+
+CUfunction kernel_handle(const void* kernel) {
+  cudaKernel_t k = nullptr;
+  EMBER_CUDA_CHECK(cudaGetKernel(&k, kernel));
+  return reinterpret_cast<CUfunction>(k);  // the driver takes a CUkernel where a CUfunction goes
+}
+
+void throw_launch_error(CUresult err, const char* file, int line) {
+  // CUresult and cudaError_t share their codes for what a launch returns (invalid value,
+  // handle or context, out of resources, launch failure).
+  throw_cuda_error("cuLaunchKernelEx", static_cast<cudaError_t>(err), file, line);
 }
 
 std::string device_description(int device) {

@@ -1,0 +1,120 @@
+// src/cuda/launch.cuh — how the elementwise kernels (elementwise.cu) are launched: one call,
+// launch_chained, for every one of them, and the launch shape of a flat loop over n elements.
+//
+// Note [Chained launches]
+// A tiny eager op costs what its launch costs, on the host (the launch call) and on the GPU
+// (the gap between two dependent kernels of one stream, or of one graph). launch_chained
+// cuts both where it can:
+//   - programmatic dependent launch (sm_90; cudaLaunchAttributeProgrammaticStreamSerialization):
+//     a chained kernel lets the next kernel of the stream be launched as soon as it starts
+//     (griddepcontrol.launch_dependents) and itself waits for the kernel before it to finish
+//     and flush its memory (griddepcontrol.wait) before it reads or writes anything. The next
+//     kernel's launch overlaps this one's run, in a stream as in a captured graph (capture
+//     records the same programmatic edges). Kernels that are not chained (cuBLASLt, the other
+//     families, copies) keep the full stream order before and after. So EVERY kernel launched
+//     with launch_chained must call chain_enter() before its first global memory access;
+//     results are unchanged, only the moment a kernel starts moves.
+//   - the launch goes to the driver (cuLaunchKernelEx, the kernel's context-free CUkernel
+//     handle cached per kernel), skipping the runtime's per-launch function lookup.
+// EMBER_CUDA_PDL=0 turns the overlap off and EMBER_CUDA_LAUNCH=runtime routes launches
+// through the runtime (cudaLaunchKernelEx), both for measurement and diagnosis: results are
+// bitwise the same either way.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "cuda/common.cuh"
+
+namespace ember::cuda {
+
+/// Lets the next kernel of the stream launch now, then waits until the kernel queued before
+/// this one has finished and its writes are visible (Note [Chained launches]). First statement
+/// of every kernel launched with launch_chained.
+__device__ __forceinline__ void chain_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// How launch_chained launches (runtime.cpp, read once from the environment).
+struct LaunchMode {
+  bool overlap = true;  // programmatic dependent launch (EMBER_CUDA_PDL, default 1)
+  bool driver = true;   // cuLaunchKernelEx on the kernel's CUkernel (EMBER_CUDA_LAUNCH)
+};
+const LaunchMode& launch_mode();
+/// The driver's cuLaunchKernelEx (runtime.cpp: from the runtime's entry-point table).
+CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params);
+/// The context-independent handle of `kernel` (a __global__ function's address).
+CUfunction kernel_handle(const void* kernel);
+/// Throws ember::Error naming the failed driver launch.
+[[noreturn]] void throw_launch_error(CUresult err, const char* file, int line);
+
+/// The handle of Kernel, looked up once per kernel.
+template <auto Kernel>
+CUfunction cached_kernel_handle() {
+  static const CUfunction f = kernel_handle(reinterpret_cast<const void*>(Kernel));
+  return f;
+}
+
+/// Launches Kernel (which starts with chain_enter()) as grid × block threads on `st`, with
+/// `args` converted to its parameter types. Example:
+///   launch_chained<fill_flat_kernel<float>>(grid, block, st, out, n, 1.0f);
+template <auto Kernel, typename... A>
+void launch_chained(unsigned grid, unsigned block, cudaStream_t st, A&&... args) {
+  const LaunchMode& mode = launch_mode();
+  if (mode.driver) [[likely]] {
+    auto params = [&]<typename... P>(void (*)(P...)) {
+      return std::tuple<std::decay_t<P>...>(std::forward<A>(args)...);
+    }(Kernel);
+    void* ptrs[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
+    std::apply(
+        [&](auto&... p) {
+          int i = 0;
+          ((ptrs[i++] = static_cast<void*>(&p)), ...);
+        },
+        params);
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = grid;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = block;
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = st;
+    config.attrs = &attr;
+    config.numAttrs = mode.overlap ? 1 : 0;
+    const CUresult err = launch_kernel_ex(&config, cached_kernel_handle<Kernel>(), ptrs);
+    if (err != CUDA_SUCCESS) [[unlikely]]
+      throw_launch_error(err, __FILE__, __LINE__);
+    return;
+  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.stream = st;
+  config.attrs = &attr;
+  config.numAttrs = mode.overlap ? 1 : 0;
+  EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<A>(args)...));
+}
+
+/// Grid and block for a flat loop over n work items (n > 0): kBlock threads a block, but a
+/// single block of n rounded up to a warp when n is smaller (a 16-element op starts one warp).
+struct FlatLaunch {
+  unsigned grid;
+  unsigned block;
+};
+inline FlatLaunch flat_launch(int64_t n) {
+  if (n >= kBlock) return {grid_for(n), kBlock};
+  return {1, static_cast<unsigned>((n + 31) / 32 * 32)};
+}
+
+}  // namespace ember::cuda
