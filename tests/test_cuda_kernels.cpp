@@ -210,6 +210,26 @@ TEST(CudaIndexKernels, IndexSelectAndBackwardMatchCpu) {
   }
 }
 
+// f16/bf16: index_select's backward (index_add with atomics on the GPU) against the CPU; the
+// order duplicates add in differs, so the two may round apart by a 16-bit step.
+TEST(CudaIndexKernels, SixteenBitIndexSelectBackwardMatchesCpu) {
+  EMBER_SKIP_WITHOUT_CUDA();
+  manual_seed(6);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const std::string name = "index_select backward " + std::string(dtype_name(dt));
+    const Tensor x0 = randn({40, 24}).to(dt);
+    const Tensor idx = randint(0, 40, {120});  // duplicates accumulate
+    Tensor xc = cpu_leaf(x0, true), xg = gpu_leaf(x0, true);
+    const Tensor yc = index_select(xc, 0, idx), yg = index_select(xg, 0, idx.to(kGpu));
+    ASSERT_TRUE(close(yc, yg, 0, 0, name + " out"));
+    const Tensor r = randn(yc.shape()).to(dt);
+    (yc.to(DType::f32) * r.to(DType::f32)).sum().backward();
+    (yg.to(DType::f32) * r.to(kGpu).to(DType::f32)).sum().backward();
+    ASSERT_EQ(xg.grad().dtype(), dt);
+    EXPECT_TRUE(close(xc.grad().to(DType::f32), xg.grad().to(DType::f32), 2e-2, 2e-2, name));
+  }
+}
+
 TEST(CudaIndexKernels, EmbeddingForwardBackwardMatchesCpu) {
   EMBER_SKIP_WITHOUT_CUDA();
   manual_seed(5);

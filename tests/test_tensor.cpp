@@ -111,6 +111,30 @@ TEST(Factories, ArangeOnTheGpuEqualsTheCpu) {
   EXPECT_TRUE(g.is_leaf());
 }
 
+// index_select's backward (index_add) on f16/bf16: the gradient is the f32 gradient of the
+// same values rounded once per added row (duplicate rows add up), and index_add itself takes
+// 16-bit tensors.
+TEST(Indexing, SixteenBitIndexSelectBackwardAndIndexAdd) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const std::string name(dtype_name(dt));
+    manual_seed(8);
+    const Tensor x0 = randn({6, 5}).to(dt), r = randn({5, 5}).to(dt);
+    const Tensor idx = from_vector<int64_t>({0, 2, 2, 5, 2}, {5});
+    const Tensor x = x0.detach().requires_grad_();
+    (index_select(x, 0, idx).to(DType::f32) * r.to(DType::f32)).sum().backward();
+    const Tensor xr = x0.to(DType::f32).requires_grad_();
+    (index_select(xr, 0, idx) * r.to(DType::f32)).sum().backward();
+    ASSERT_TRUE(x.grad().defined()) << name;
+    EXPECT_EQ(x.grad().dtype(), dt);
+    const double err = max(abs(x.grad().to(DType::f32) - xr.grad())).item<double>();
+    EXPECT_LE(err, 2e-2 * max(abs(xr.grad())).item<double>()) << name << " gradient";
+    EXPECT_EQ(xr.grad().select(0, 1).abs().sum().item<double>(), 0.0);  // row 1 never picked
+    const Tensor added = index_add(zeros({6}, {.dtype = dt}), 0, idx, ones({5}, {.dtype = dt}));
+    EXPECT_EQ(added.to(DType::f32).to_vector<float>(), (std::vector<float>{1, 0, 3, 0, 0, 1}))
+        << name << " index_add";
+  }
+}
+
 TEST(Factories, RandRanges) {
   manual_seed(3);
   const std::vector<float> u = rand({20000}).to_vector<float>();

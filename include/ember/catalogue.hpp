@@ -243,7 +243,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(embedding, index, true, kFloat, kFloat, index_select)                  \
   X(nonzero, index, false, kComparable, kComparable, composite)            \
   X(masked_select, index, true, kAnyDType, kAnyDType, composite)           \
-  X(index_add, index, true, kNumeric, kNumeric, index_add)                 \
+  X(index_add, index, true, kArithmetic, kArithmetic, index_add)           \
   X(index_fill, index, true, kAnyDType, kAnyDType, composite)              \
   X(index_copy, index, true, kNumeric, kNumeric, composite)                \
   X(one_hot, index, false, kInteger, kInteger, composite)                  \

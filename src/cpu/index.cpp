@@ -65,7 +65,8 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
     using I = typename decltype(index_tag)::type;
     const I* idx = static_cast<const I*>(index.data);
     if (!all_in_range(idx, count, l.size)) return false;
-    dispatch_numeric(out.dtype, "index_add", [&](auto tag) {
+    // f16/bf16 add in f32 and round once per added row (Note [16-bit floats on the CPU]).
+    kernels::dispatch_arithmetic<Half, BFloat16>(out.dtype, "index_add", "CPU", [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* o = static_cast<T*>(out.data);
       const T* s = static_cast<const T*>(src.data);
@@ -81,7 +82,7 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
           for (int64_t j = 0; j < count; ++j) {
             T* __restrict dst = out_base + static_cast<int64_t>(idx[j]) * l.inner;
             const T* __restrict from = src_base + j * l.inner;
-            for (int64_t i = 0; i < nc; ++i) dst[i] += from[i];
+            for (int64_t i = 0; i < nc; ++i) dst[i] = static_cast<T>(dst[i] + from[i]);
           }
         }
       });

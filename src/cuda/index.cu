@@ -21,6 +21,9 @@
 // Accumulation (index_add, scatter) uses atomics: duplicate indices combine in an
 // unspecified order (f32/f64 sums may differ from the CPU's in the last bits); scatter's
 // prod/max/min are compare-and-swap loops, its assign keeps an unspecified one.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 #include <mutex>
 #include <type_traits>
@@ -102,6 +105,8 @@ bool end_check(const RangeCheck&) { return true; }
 __device__ inline void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(double* p, double v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(int32_t* p, int32_t v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(__half* p, __half v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(__nv_bfloat16* p, __nv_bfloat16 v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(int64_t* p, int64_t v) {
   // Two's-complement addition is the same operation on unsigned 64-bit words.
   atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
@@ -267,13 +272,14 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
     const int64_t total = l.outer * count * l.inner;
     if (total > 0) {
-      dispatch_numeric(out.dtype, "index_add", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        index_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
-            static_cast<T*>(out.data), static_cast<const T*>(src.data),
-            static_cast<const I*>(index.data), l.outer, count, l.size, l.inner, rc.flag);
-        EMBER_CUDA_LAUNCH_CHECK();
-      });
+      kernels::dispatch_arithmetic<__half, __nv_bfloat16>(
+          out.dtype, "index_add", "CUDA", [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            index_add_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+                static_cast<T*>(out.data), static_cast<const T*>(src.data),
+                static_cast<const I*>(index.data), l.outer, count, l.size, l.inner, rc.flag);
+            EMBER_CUDA_LAUNCH_CHECK();
+          });
     }
     return end_check(rc);
   });
