@@ -1,11 +1,12 @@
-// src/io/safetensors.cpp — the safetensors reader (pread, validate everything, one copy out)
-// and the atomic writer (temporary file, chunked checksum and writes on the thread pool,
-// fsync, rename, fsync folder).
+// src/io/safetensors.cpp — the safetensors reader (pread, validate everything, read the data
+// once) and the atomic writer (temporary file reserved with fallocate, chunked checksum and
+// writes on the thread pool with writeback behind them, fsync, rename, fsync folder).
 //
 // Note [No mapping]
-// The reader never maps the file: the header and every tensor are read with pread (tensors
-// straight into their destination, in parallel: src/io/parallel_io.cpp). So a file on a
-// network file system, where a mapping can fault or see another client's writes, reads as
+// The reader never maps the file, on any path (load_state, load_model, load_checkpoint,
+// inspect; CPU or GPU destinations): the header and every tensor are read with pread (into
+// fresh buffers, the destinations or pinned staging, in parallel: src/io/parallel_io.cpp). So a
+// file on a network file system, where a mapping can fault or see another client's writes, reads as
 // safely as a local one, and a 1 GB model does not pay for mapping 262144 pages. The open
 // descriptor pins the inode: a writer replacing the file (ember's writers rename a finished
 // temporary file over it) cannot change what this reader sees between verifying and copying.

@@ -30,8 +30,9 @@ struct TensorEntry {
   uint64_t begin = 0, end = 0;  // offsets into the data section
 };
 
-/// A validated safetensors file, open for reading. Tensors are read with pread straight into
-/// their destination when it is host memory of the stored dtype (one copy, in parallel).
+/// A validated safetensors file, open for reading with pread (never mapped). read_into reads
+/// straight into host memory of the stored dtype (one copy, in parallel); load_into reads a
+/// verified file once, in parallel, hashing as it goes.
 class SafetensorsFile {
  public:
   /// Opens and validates `path` (see ARCHITECTURE §7 for the checks, in order).
