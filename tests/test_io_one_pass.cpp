@@ -215,3 +215,30 @@ TEST(IoOnePass, SavedFilesVerifyAndTheWholeFileIsWritten) {
 }
 
 }  // namespace
+
+namespace {
+
+// A file that names a checksum chunk but carries no checksum (another writer's, or ember's
+// metadata copied without it) has nothing to verify: it loads, on the CPU and onto a GPU.
+// Before the single-pass change the GPU stream looked the missing checksum up with
+// std::map::at and threw std::out_of_range instead.
+TEST(IoOnePass, AChunkSizeWithoutAChecksumHasNothingToVerify) {
+  ScratchDir dir;
+  std::vector<uint8_t> data(4 * 6);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::string header = R"({"__metadata__":{"ember.checksum_chunk":"16777216"},)"
+                             R"("w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})";
+  const std::string path = dir.file("no_checksum.safetensors");
+  ember_test::write_bytes(path, ember_test::raw_safetensors(header, data));
+  io::SafetensorsFile f(path);
+  Tensor cpu = zeros({2, 3});
+  f.load_into({{"w", cpu}}, true);
+  EXPECT_EQ(tensor_bytes(cpu), data);
+  if (cuda_available()) {
+    Tensor gpu = zeros({2, 3}, {.device = Device::cuda(0)});
+    f.load_into({{"w", gpu}}, true);
+    EXPECT_EQ(tensor_bytes(gpu), data);
+  }
+}
+
+}  // namespace
