@@ -11,7 +11,8 @@ Python side, warm page cache, median of 3 after a warm-up:
   save: safetensors.torch.save_file(model.state_dict()) and torch.save(model.state_dict()),
         neither fsyncs (ember's save does: file and folder); also timed followed by an fsync
   load: load_file / torch.load, then model.load_state_dict(strict=True) into an existing model
-        (ember: io::load_state into an existing model)
+        (ember: io::load_state into an existing model; io::load_model; each also as a first
+        load, with ember's allocator cache emptied before it so its buffers are new pages)
 Values are validated (bitwise) before timing. One JSON line per comparison; speedup > 1 means
 ember is faster. Without the safetensors package its two references are left out (said so).
 Environment: EMBER_BUILD_DIR, EMBER_BENCH_DIR (files folder; default: a temporary folder
@@ -85,6 +86,8 @@ def main():
         ember_save = ember["checkpoint_save_1gb"]["ember_s"]
         ember_load = ember["checkpoint_load_state_1gb"]["ember_s"]
         ember_load_model = ember["checkpoint_load_model_1gb"]["ember_s"]
+        ember_load_first = ember["checkpoint_load_state_first_1gb"]["ember_s"]
+        ember_load_model_first = ember["checkpoint_load_model_first_1gb"]["ember_s"]
 
         torch.manual_seed(1)
         model = nn.Sequential(*[nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS)])
@@ -122,6 +125,11 @@ def main():
                  ember_api="io::load_state")
             emit(f"checkpoint_py_load_model_vs_{key}", ember_load_model, load_s, name + " load + load_state_dict", gb,
                  ember_api="io::load_model (rebuilds the module)")
+            emit(f"checkpoint_py_load_first_vs_{key}", ember_load_first, load_s, name + " load + load_state_dict", gb,
+                 ember_api="io::load_state, allocator cache emptied first (new pages)")
+            emit(f"checkpoint_py_load_model_first_vs_{key}", ember_load_model_first, load_s,
+                 name + " load + load_state_dict", gb,
+                 ember_api="io::load_model, allocator cache emptied first (new pages)")
     return 0
 
 

@@ -50,6 +50,11 @@ class Storage {
   // a step's gradient as a parameter's Persistent `.grad` without a copy (Note [Gradients
   // stolen into the Persistent pool], src/autograd/engine.cpp).
   void recharge(Pool pool);
+  // Swaps the bytes of this storage and `other` (the I/O layer's single-pass load: Note
+  // [Loading by exchange] in src/io/safetensors.cpp) and bumps both versions. Only two owned
+  // blocks of one device, one size and one pool (counted and home) trade places; otherwise
+  // nothing changes and it returns false.
+  bool exchange(Storage& other);
   Storage() = default;
   void release_block();  // back to the home pool's cache (owned blocks only)
   void* data_ = nullptr;
@@ -68,6 +73,7 @@ struct StorageAccess {
   static void bump_version(Storage& s) { ++s.version_; }
   static void move_to(Storage& s, Device target) { s.move_to(target); }
   static void recharge(Storage& s, Pool pool) { s.recharge(pool); }
+  static bool exchange(Storage& a, Storage& b) { return a.exchange(b); }
 };
 }  // namespace detail
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -81,6 +82,18 @@ void Storage::recharge(Pool pool) {
   EMBER_ASSERT(owned_, "Storage::recharge: external memory belongs to no pool");
   backend::backend_for(device_).recharge(device_.index, data_, block_bytes_, pool_, pool);
   pool_ = pool;
+}
+
+bool Storage::exchange(Storage& other) {
+  if (&other == this || !owned_ || !other.owned_ || device_ != other.device_ ||
+      bytes_ != other.bytes_ || pool_ != other.pool_ || home_pool_ != other.home_pool_ ||
+      pool_ != home_pool_)
+    return false;
+  std::swap(data_, other.data_);
+  std::swap(block_bytes_, other.block_bytes_);
+  ++version_;
+  ++other.version_;
+  return true;
 }
 
 void Storage::move_to(Device target) {

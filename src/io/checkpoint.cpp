@@ -185,10 +185,12 @@ std::optional<data::DataLoaderState> dataloader_state(const std::string& path, c
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
 // dtypes converted back when the file recorded the original). Strict: all problems in one error.
 // With `check_only`, everything but the copies (load_checkpoint checks the model before it
-// touches the optimizer). With `verify`, the checksum is checked first (while streaming onto
-// a GPU: SafetensorsFile::load_into), before anything changes.
+// touches the optimizer). With `verify`, the checksum is checked while reading, before
+// anything changes (SafetensorsFile::load_into); with `fresh`, the model is new (load_model)
+// and is read into directly while hashing.
 nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict,
-                           bool skip_optim, bool check_only = false, bool verify = false) {
+                           bool skip_optim, bool check_only = false, bool verify = false,
+                           bool fresh = false) {
   const json tied = metadata_string_map(f, "ember.tied");
   const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
@@ -235,7 +237,7 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
   if (check_only) return report;
   std::vector<std::pair<std::string, Tensor>> items;
   for (auto& [dst, stored] : plan) items.emplace_back(stored, dst);
-  f.load_into(items, verify);
+  f.load_into(items, verify, fresh);
   return report;
 }
 
@@ -337,11 +339,10 @@ nn::Module load_model(const std::string& path,
                       const std::function<nn::Module(const json&)>& builder, Device device) {
   settle_async_write();
   SafetensorsFile f(path);
-  // On the CPU the file is verified before the module is built; onto a GPU while streaming
-  // (into the module built without initialisation, dropped if the file is corrupt).
-  if (!device.is_cuda()) f.verify_checksum();
+  // Verified while the file is read straight into the module built without initialisation
+  // (one pass, on the CPU and onto a GPU); the module is dropped if the file is corrupt.
   nn::Module model = build_from(f, builder, device);
-  apply_state(f, model, true, true, false, /*verify=*/device.is_cuda());
+  apply_state(f, model, true, true, false, /*verify=*/true, /*fresh=*/true);
   model->eval();
   return model;
 }

@@ -32,6 +32,22 @@ void pread_all(int fd, void* dst, uint64_t offset, uint64_t size, const std::str
 uint64_t chunked_file_checksum(int fd, uint64_t offset, uint64_t size, uint64_t chunk,
                                const std::string& path);
 
+/// One destination in host memory of read_and_checksum: the data section's bytes
+/// [begin, end) go to `dst`.
+struct HostTarget {
+  uint64_t begin, end;
+  void* dst;
+};
+
+/// Note [One pass on the CPU] (parallel_io.cpp): reads the whole data section [data_offset,
+/// data_offset + data_size) of `fd` once, with pread on the thread pool, each piece straight
+/// into the targets it overlaps (bytes no target wants into a per-thread buffer), and hashes
+/// each piece right after its read, while it is in cache. Returns the version-2 checksum;
+/// an error throws naming `path`, with the targets partly written.
+uint64_t read_and_checksum(int fd, uint64_t data_offset, uint64_t data_size,
+                           std::vector<HostTarget> targets, uint64_t chunk,
+                           const std::string& path);
+
 /// The version-1 checksum: XXH3-64 of the whole range, on one thread.
 uint64_t whole_file_checksum(int fd, uint64_t offset, uint64_t size, const std::string& path);
 

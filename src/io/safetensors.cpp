@@ -1,11 +1,12 @@
-// src/io/safetensors.cpp — the safetensors reader (pread, validate everything, one copy out)
-// and the atomic writer (temporary file, chunked checksum and writes on the thread pool,
-// fsync, rename, fsync folder).
+// src/io/safetensors.cpp — the safetensors reader (pread, validate everything, read the data
+// once) and the atomic writer (temporary file reserved with fallocate, chunked checksum and
+// writes on the thread pool with writeback behind them, fsync, rename, fsync folder).
 //
 // Note [No mapping]
-// The reader never maps the file: the header and every tensor are read with pread (tensors
-// straight into their destination, in parallel: src/io/parallel_io.cpp). So a file on a
-// network file system, where a mapping can fault or see another client's writes, reads as
+// The reader never maps the file, on any path (load_state, load_model, load_checkpoint,
+// inspect; CPU or GPU destinations): the header and every tensor are read with pread (into
+// fresh buffers, the destinations or pinned staging, in parallel: src/io/parallel_io.cpp). So a
+// file on a network file system, where a mapping can fault or see another client's writes, reads as
 // safely as a local one, and a 1 GB model does not pay for mapping 262144 pages. The open
 // descriptor pins the inode: a writer replacing the file (ember's writers rename a finished
 // temporary file over it) cannot change what this reader sees between verifying and copying.
@@ -21,6 +22,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -256,29 +258,99 @@ void SafetensorsFile::check_digest(uint64_t digest) const {
                     "): the file is corrupt; restore it from a good copy");
 }
 
+// Note [Loading by exchange]
+// A CPU load that verifies (load_state) reads the file once (Note [One pass on the CPU] in
+// parallel_io.cpp) into fresh buffers, one per destination, and only once the whole file
+// checks out gives them to the destinations: a destination that is exactly its storage
+// (offset 0, contiguous, the stored dtype, the storage no larger) trades blocks with its
+// buffer (detail::StorageAccess::exchange: the Storage object stays, so every tensor and view
+// sharing it sees the new values, and parameter identity, optimizer state and hooks keep
+// working; data_ptr() changes, the version is bumped); any other destination is copied from
+// its buffer. The old blocks go back to the caching allocator, so a model loaded again reuses
+// them (no page faults). Peak host memory is one extra copy of the destinations; when that
+// is over half the memory the system has available (MemAvailable), or the buffers cannot be
+// allocated, or the file is version 1 (one whole-file hash), the load verifies first and then
+// reads straight into place (two passes over the page cache). "Verify everything, then
+// change anything" holds either way: a corrupt chunk leaves every destination unchanged.
+namespace {
+
+// Bytes the system could give without swapping (/proc/meminfo MemAvailable); unknown: no limit.
+uint64_t available_memory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return UINT64_MAX;
+  char line[256];
+  unsigned long long kb = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f))
+    found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+  std::fclose(f);
+  return found ? static_cast<uint64_t>(kb) * 1024 : UINT64_MAX;
+}
+
+// Whether `dst` is the whole of its storage, in the stored layout: it can take a buffer's block.
+bool owns_storage_exactly(const Tensor& dst, const TensorEntry& e) {
+  return dst.device().is_cpu() && dst.dtype() == e.dtype && dst.offset() == 0 &&
+         dst.is_contiguous() && dst.storage()->bytes() == e.end - e.begin;
+}
+
+}  // namespace
+
 void SafetensorsFile::load_into(const std::vector<std::pair<std::string, Tensor>>& plan,
-                                bool verify) const {
+                                bool verify, bool fresh_destinations) const {
   // Destinations a stream can fill (Note [Streaming onto the GPU]): contiguous device
-  // tensors of the stored dtype, all on one device. The rest is read one by one.
-  std::vector<std::pair<const TensorEntry*, Tensor>> streamed;
+  // tensors of the stored dtype, all on one device; host destinations (Note [Loading by
+  // exchange]); the rest is read one by one. A tensor named twice for one entry (tied
+  // weights) is read once.
+  using Item = std::pair<const TensorEntry*, Tensor>;
+  std::vector<Item> streamed, host;
   std::vector<std::pair<std::string, Tensor>> rest;
+  std::set<std::pair<const TensorImpl*, const TensorEntry*>> seen;
   for (const auto& [name, dst] : plan) {
     const TensorEntry* e = find(name);
     if (!e) fail(path_, "no tensor named '" + name + "'");
+    if (dst.defined() && !seen.insert({detail::TensorAccess::impl(dst), e}).second) continue;
     const bool fits = dst.defined() && dst.device().is_cuda() && dst.dtype() == e->dtype &&
                       dst.is_contiguous() && dst.shape() == e->shape &&
                       (streamed.empty() || streamed[0].second.device() == dst.device());
     if (fits)
       streamed.emplace_back(e, dst);
+    else if (dst.defined() && dst.device().is_cpu() && dst.shape() == e->shape)
+      host.emplace_back(e, dst);
     else
       rest.emplace_back(name, dst);
   }
   NoGradGuard no_grad;
+  // A file without a checksum (written by another tool) has nothing to verify.
+  bool verified = !verify || metadata_.count(kChecksumKey) == 0;
+  if (!streamed.empty()) {
+    stream_onto_device(streamed, verified, fresh_destinations);
+    verified = true;
+  }
+  if (!host.empty() && !verified && checksum_chunk_ != 0 &&
+      load_host_in_one_pass(host, fresh_destinations)) {
+    verified = true;
+    host.clear();
+  }
+  if (!verified) verify_checksum();  // two passes: the checksum, then the copies
+  for (auto& [e, dst] : host) {
+    Tensor d = dst;
+    read_into(e->name, d);
+  }
+  for (auto& [name, dst] : rest) {
+    Tensor d = dst;
+    read_into(name, d);
+  }
+}
+
+void SafetensorsFile::stream_onto_device(
+    const std::vector<std::pair<const TensorEntry*, Tensor>>& streamed, bool verified,
+    bool fresh_destinations) const {
   // Verified while streaming: into fresh device buffers, copied into the destinations only
-  // once the whole file checks out ("verify everything, then change anything").
-  bool stream_verifies = verify && !streamed.empty() && checksum_chunk_ != 0;
+  // once the whole file checks out ("verify everything, then change anything"); straight into
+  // destinations that are new themselves (load_model).
+  bool stream_verifies = !verified && checksum_chunk_ != 0;
   std::vector<Tensor> scratch;
-  if (stream_verifies) {
+  if (stream_verifies && !fresh_destinations) {
     try {
       for (const auto& [e, dst] : streamed)
         scratch.push_back(core::make_tensor(dst.shape(), dst.dtype(), dst.device()));
@@ -287,30 +359,84 @@ void SafetensorsFile::load_into(const std::vector<std::pair<std::string, Tensor>
       stream_verifies = false;
     }
   }
-  if (verify && !stream_verifies) verify_checksum();
-  if (!streamed.empty()) {
-    std::vector<io::parallel::DeviceTarget> targets;
-    for (size_t i = 0; i < streamed.size(); ++i)
-      targets.push_back({streamed[i].first->begin, streamed[i].first->end,
-                         (stream_verifies ? scratch[i] : streamed[i].second).data_ptr()});
-    std::vector<uint64_t> digests;
-    const Tensor& first = streamed[0].second;
-    const backend::Backend& be = backend::backend_for(first.device());
-    io::parallel::stream_to_device(be, first.device().index, fd_, data_offset_, data_size_,
-                                   std::move(targets),
-                                   checksum_chunk_ ? checksum_chunk_ : io::parallel::kChecksumChunk,
-                                   stream_verifies ? &digests : nullptr, path_);
-    if (stream_verifies) check_digest(io::parallel::combine_digests(digests));
-    for (size_t i = 0; i < streamed.size(); ++i) {
-      const Tensor& dst = streamed[i].second;
-      detail::StorageAccess::bump_version(*dst.storage());
-      if (stream_verifies) be.copy(ops::view_of(dst), ops::view_of(scratch[i]));
+  if (!verified && !stream_verifies) verify_checksum();
+  std::vector<io::parallel::DeviceTarget> targets;
+  for (size_t i = 0; i < streamed.size(); ++i)
+    targets.push_back({streamed[i].first->begin, streamed[i].first->end,
+                       (scratch.empty() ? streamed[i].second : scratch[i]).data_ptr()});
+  std::vector<uint64_t> digests;
+  const Tensor& first = streamed[0].second;
+  const backend::Backend& be = backend::backend_for(first.device());
+  io::parallel::stream_to_device(be, first.device().index, fd_, data_offset_, data_size_,
+                                 std::move(targets),
+                                 checksum_chunk_ ? checksum_chunk_ : io::parallel::kChecksumChunk,
+                                 stream_verifies ? &digests : nullptr, path_);
+  if (stream_verifies) check_digest(io::parallel::combine_digests(digests));
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    const Tensor& dst = streamed[i].second;
+    detail::StorageAccess::bump_version(*dst.storage());
+    if (!scratch.empty()) be.copy(ops::view_of(dst), ops::view_of(scratch[i]));
+  }
+}
+
+bool SafetensorsFile::load_host_in_one_pass(
+    const std::vector<std::pair<const TensorEntry*, Tensor>>& host, bool fresh_destinations) const {
+  // Note [Loading by exchange]: one fresh buffer per entry, except for an entry with one
+  // destination that is new itself and in the stored layout (load_model): that is read into
+  // directly. An entry with several destinations is copied into each from its buffer.
+  std::map<const TensorEntry*, size_t> owner, uses;  // entry -> its first item, its items
+  for (size_t i = 0; i < host.size(); ++i)
+    if (++uses[host[i].first] == 1) owner[host[i].first] = i;
+  auto sole = [&](size_t i) { return uses[host[i].first] == 1; };
+  auto direct = [&](size_t i) {
+    const auto& [e, dst] = host[i];
+    return fresh_destinations && sole(i) && dst.dtype() == e->dtype && dst.is_contiguous();
+  };
+  uint64_t fresh_bytes = 0;
+  for (size_t i = 0; i < host.size(); ++i)
+    if (owner[host[i].first] == i && !direct(i))
+      fresh_bytes += host[i].first->end - host[i].first->begin;
+  if (fresh_bytes > available_memory() / 2) return false;
+  std::vector<Tensor> buffers(host.size());  // indexed by owner
+  std::vector<io::parallel::HostTarget> targets;
+  try {
+    for (size_t i = 0; i < host.size(); ++i) {
+      const auto& [e, dst] = host[i];
+      if (owner[e] != i) continue;
+      void* at = nullptr;
+      if (direct(i)) {
+        at = dst.data_ptr();
+      } else {  // in the destination's pool, so an exchange keeps the pools' figures
+        const Pool pool =
+            sole(i) && owns_storage_exactly(dst, *e) ? dst.storage()->pool() : Pool::Pass;
+        buffers[i] = core::wrap_storage(
+            std::make_shared<Storage>(e->end - e->begin, Device::cpu(), pool), e->shape, e->dtype);
+        at = buffers[i].data_ptr();
+      }
+      targets.push_back({e->begin, e->end, at});
     }
+  } catch (const Error&) {  // no room for the buffers: two passes instead
+    return false;
   }
-  for (auto& [name, dst] : rest) {
-    Tensor d = dst;
-    read_into(name, d);
+  check_digest(io::parallel::read_and_checksum(fd_, data_offset_, data_size_, std::move(targets),
+                                               checksum_chunk_, path_));
+  // The whole file checks out: hand the buffers over, in plan order. A storage something
+  // was written into is not exchanged afterwards (that would drop those bytes).
+  std::set<const Storage*> written;
+  for (size_t i = 0; i < host.size(); ++i) {
+    const auto& [e, dst] = host[i];
+    Storage& storage = *dst.storage();
+    const Tensor& buffer = buffers[owner[e]];
+    if (direct(i)) {  // read in place
+      detail::StorageAccess::bump_version(storage);
+    } else if (!(sole(i) && owns_storage_exactly(dst, *e) && !written.count(&storage) &&
+                 detail::StorageAccess::exchange(storage, *buffer.storage()))) {
+      Tensor d = dst;
+      d.copy_(buffer.dtype() == dst.dtype() ? buffer : buffer.to(dst.dtype()));
+    }
+    written.insert(&storage);
   }
+  return true;  // the buffers (now holding the replaced blocks) go back to the allocator
 }
 
 const TensorEntry* SafetensorsFile::find(const std::string& name) const {
@@ -468,6 +594,12 @@ void write_safetensors(const std::string& path,
     fail(path, "cannot create a temporary file in " + dir.string() + " (" + why + ")");
   }
   const uint64_t n = text.size();
+  // Note [Writeback behind the writes]: the file's blocks reserved up front (a full disk
+  // fails here, before any data is written; a file system without fallocate skips it).
+  const uint64_t total = 8 + n + offset;
+  if (::fallocate(tmp.fd, 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS && errno != EINVAL)
+    fail(path, io::parallel::write_error_text(errno, path));
   write_all(tmp.fd, &n, 8, path);
   write_all(tmp.fd, text.data(), text.size(), path);
   // Note [Chunked checksum]: the data is hashed and written chunk by chunk on the pool.

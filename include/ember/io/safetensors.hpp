@@ -30,8 +30,9 @@ struct TensorEntry {
   uint64_t begin = 0, end = 0;  // offsets into the data section
 };
 
-/// A validated safetensors file, open for reading. Tensors are read with pread straight into
-/// their destination when it is host memory of the stored dtype (one copy, in parallel).
+/// A validated safetensors file, open for reading with pread (never mapped). read_into reads
+/// straight into host memory of the stored dtype (one copy, in parallel); load_into reads a
+/// verified file once, in parallel, hashing as it goes.
 class SafetensorsFile {
  public:
   /// Opens and validates `path` (see ARCHITECTURE §7 for the checks, in order).
@@ -62,12 +63,21 @@ class SafetensorsFile {
   /// files); throws on mismatch.
   void verify_checksum() const;
   /// read_into for every (name, destination) of `plan`, after checking the checksum when
-  /// `verify` (nothing is written unless the whole file checks out). Contiguous GPU
-  /// destinations of the stored dtype are streamed: the file is read once, in parallel, into
-  /// pinned staging buffers whose copies to the device overlap the reading and hashing
-  /// (verified into fresh device buffers that are copied into place at the end; when the
-  /// device has no room for them, verified first). Staging is bounded: 8 MiB per CPU thread.
-  void load_into(const std::vector<std::pair<std::string, Tensor>>& plan, bool verify) const;
+  /// `verify` (nothing is written unless the whole file checks out). Host destinations of a
+  /// version-2 file are loaded in one pass: the file is read once, in parallel, into fresh
+  /// buffers while it is hashed, and once it checks out the buffers are exchanged into the
+  /// destinations' storages (data_ptr() changes; views sharing the storage see the new
+  /// values) or copied into destinations that are not their whole storage (Note [Loading by
+  /// exchange] in src/io/safetensors.cpp; peak memory: one extra copy of the destinations).
+  /// Contiguous GPU destinations of the stored dtype are streamed: the file is read once, in
+  /// parallel, into pinned staging buffers whose copies to the device overlap the reading and
+  /// hashing (verified into fresh device buffers that are copied into place at the end; when
+  /// the device has no room for them, verified first). Staging is bounded: 8 MiB per CPU
+  /// thread. With `fresh_destinations` the destinations are new tensors nobody has seen
+  /// (load_model): they are read into directly while hashing, and hold part of the file when
+  /// the checksum then fails (the caller drops them). Never maps the file.
+  void load_into(const std::vector<std::pair<std::string, Tensor>>& plan, bool verify,
+                 bool fresh_destinations = false) const;
 
  private:
   std::string path_;
@@ -79,6 +89,12 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
   std::vector<TensorEntry> entries_;
   void check_digest(uint64_t digest) const;  // against ember.data_checksum
+  // load_into's two halves: GPU destinations (verifying unless `verified`), and host ones in
+  // one verifying pass (false, having read nothing, when the buffers do not fit).
+  void stream_onto_device(const std::vector<std::pair<const TensorEntry*, Tensor>>& streamed,
+                          bool verified, bool fresh_destinations) const;
+  bool load_host_in_one_pass(const std::vector<std::pair<const TensorEntry*, Tensor>>& host,
+                             bool fresh_destinations) const;
 };
 
 /// Writes tensors (any device; written in falling element-size order, no holes) and
