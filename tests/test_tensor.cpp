@@ -135,6 +135,36 @@ TEST(Indexing, SixteenBitIndexSelectBackwardAndIndexAdd) {
   }
 }
 
+// parameter(): a temporary nothing else holds becomes the parameter itself (no copy, its
+// block counted as Persistent); a tensor the caller still holds is copied, never aliased.
+TEST(Factories, ParameterAdoptsATemporaryAndCopiesAHeldTensor) {
+  manual_seed(9);
+  Tensor t = randn({4, 3});
+  const std::vector<float> values = t.to_vector<float>();
+  const void* ptr = t.data_ptr();
+  const Tensor p = parameter(std::move(t));
+  EXPECT_EQ(p.data_ptr(), ptr) << "the temporary was copied";
+  EXPECT_TRUE(p.requires_grad());
+  EXPECT_TRUE(p.is_leaf());
+  EXPECT_EQ(pool_of(p), Pool::Persistent);
+  EXPECT_EQ(p.to_vector<float>(), values);
+
+  const Tensor held = randn({4, 3});
+  const Tensor q = parameter(held);
+  EXPECT_NE(q.data_ptr(), held.data_ptr());
+  EXPECT_FALSE(held.requires_grad());
+  EXPECT_EQ(pool_of(q), Pool::Persistent);
+  EXPECT_EQ(q.to_vector<float>(), held.to_vector<float>());
+
+  Tensor base = randn({4, 3});
+  const Tensor r = parameter(base.select(0, 1));  // a view of a held storage: copied
+  EXPECT_NE(r.data_ptr(), base.select(0, 1).data_ptr());
+  EXPECT_EQ(r.to_vector<float>(), base.select(0, 1).to_vector<float>());
+  base.zero_();
+  EXPECT_NE(r.to_vector<float>(), base.select(0, 1).to_vector<float>());
+  EXPECT_TRUE(r.requires_grad());
+}
+
 TEST(Factories, RandRanges) {
   manual_seed(3);
   const std::vector<float> u = rand({20000}).to_vector<float>();

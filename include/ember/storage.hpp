@@ -52,8 +52,8 @@ class Storage {
   void recharge(Pool pool);
   // Swaps the bytes of this storage and `other` (the I/O layer's single-pass load: Note
   // [Loading by exchange] in src/io/safetensors.cpp) and bumps both versions. Only two owned
-  // blocks of one device, one size and one pool (counted and home) trade places; otherwise
-  // nothing changes and it returns false.
+  // blocks of one device, one size and one counted pool trade places (each with the cache it
+  // returns to); otherwise nothing changes and it returns false.
   bool exchange(Storage& other);
   Storage() = default;
   void release_block();  // back to the home pool's cache (owned blocks only)
@@ -74,6 +74,7 @@ struct StorageAccess {
   static void move_to(Storage& s, Device target) { s.move_to(target); }
   static void recharge(Storage& s, Pool pool) { s.recharge(pool); }
   static bool exchange(Storage& a, Storage& b) { return a.exchange(b); }
+  static bool owned(const Storage& s) { return s.owned_; }
 };
 }  // namespace detail
 

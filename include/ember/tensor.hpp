@@ -278,6 +278,9 @@ Tensor scalar_tensor(double value, TensorOptions options = {});
 /// A trainable parameter: a copy of `init` in the Persistent pool with requires_grad set.
 /// Example: Tensor w = parameter(randn({256, 784}) * 0.05);
 Tensor parameter(const Tensor& init);
+/// The same; a tensor nothing else holds (a temporary: an initialiser's result) becomes the
+/// parameter itself, its block counted in the Persistent pool, with no copy.
+Tensor parameter(Tensor&& init);
 
 /// Seeds ember's global generator: every random factory and dropout are reproducible.
 void manual_seed(uint64_t seed);

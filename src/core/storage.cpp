@@ -86,11 +86,13 @@ void Storage::recharge(Pool pool) {
 
 bool Storage::exchange(Storage& other) {
   if (&other == this || !owned_ || !other.owned_ || device_ != other.device_ ||
-      bytes_ != other.bytes_ || pool_ != other.pool_ || home_pool_ != other.home_pool_ ||
-      pool_ != home_pool_)
+      bytes_ != other.bytes_ || pool_ != other.pool_)
     return false;
+  // Each block travels with the cache it returns to; both stay counted in pool_ (a
+  // parameter adopted from a temporary is counted Persistent but returns to the Pass cache).
   std::swap(data_, other.data_);
   std::swap(block_bytes_, other.block_bytes_);
+  std::swap(home_pool_, other.home_pool_);
   ++version_;
   ++other.version_;
   return true;

@@ -62,11 +62,16 @@ void retarget(Tensor& t, const Tensor& replacement) {
 }  // namespace
 
 Tensor& ModuleImpl::register_parameter(const std::string& name, const Tensor& init) {
+  Tensor copy = init;  // a second handle: parameter() copies
+  return register_parameter(name, std::move(copy));
+}
+
+Tensor& ModuleImpl::register_parameter(const std::string& name, Tensor&& init) {
   EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(),
               ": parameter name '", name, "' is empty or contains '.'");
   EMBER_CHECK(!find(params_, name) && !find(buffers_, name), type_name(), ": name '", name,
               "' is already registered");
-  Tensor p = init.defined() ? parameter(init) : Tensor();
+  Tensor p = init.defined() ? parameter(std::move(init)) : Tensor();
   params_.emplace_back(name, p);
   return params_.back().second;
 }

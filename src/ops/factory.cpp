@@ -133,4 +133,20 @@ Tensor parameter(const Tensor& init) {
   return p;
 }
 
+Tensor parameter(Tensor&& init) {
+  // Adopted only when the result could not be told apart from a copy: nothing else holds the
+  // handle or the storage, a plain leaf exactly covering an owned storage.
+  const bool adopt =
+      init.defined() && is_floating(init.dtype()) &&
+      detail::TensorAccess::impl_ptr(init).use_count() == 1 && init.storage().use_count() == 1 &&
+      !init.requires_grad() && init.is_leaf() && init.is_contiguous() && init.offset() == 0 &&
+      init.storage()->bytes() == static_cast<size_t>(init.numel()) * element_size(init.dtype()) &&
+      detail::StorageAccess::owned(*init.storage());
+  if (!adopt) return parameter(static_cast<const Tensor&>(init));
+  detail::StorageAccess::recharge(*init.storage(), Pool::Persistent);
+  Tensor p = std::move(init);
+  p.requires_grad_(true);
+  return p;
+}
+
 }  // namespace ember

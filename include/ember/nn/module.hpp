@@ -121,6 +121,8 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// Registers a trainable parameter (moved to the Persistent pool, requires_grad set).
   /// An undefined tensor registers an absent optional parameter (e.g. bias=false): skipped.
   Tensor& register_parameter(const std::string& name, const Tensor& init);
+  /// The same; a temporary becomes the parameter without a copy (parameter(Tensor&&)).
+  Tensor& register_parameter(const std::string& name, Tensor&& init);
   /// Registers state that is saved but not trained (e.g. running_mean), Persistent pool.
   Tensor& register_buffer(const std::string& name, const Tensor& init);
   ModulePtr register_module(const std::string& name, ModulePtr module);
