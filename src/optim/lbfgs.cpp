@@ -458,12 +458,13 @@ void LBFGS::load_state_dict(const OptimizerState& sd) {
       Tensor copy = empty({n}, {.dtype = p0.dtype(), .device = p0.device()});
       copy.copy_(t);
       size_t k = 0;
+      const std::string& key = name;  // a structured binding clang 14 cannot capture
       auto index_of = [&](const std::string& prefix) {
-        const std::string rest = name.substr(prefix.size());
+        const std::string rest = key.substr(prefix.size());
         EMBER_CHECK(!rest.empty() && rest.find_first_not_of("0123456789") == std::string::npos, who,
-                    ": tensor name '", name, "' has no index");
+                    ": tensor name '", key, "' has no index");
         k = std::stoul(rest);
-        EMBER_CHECK(k < ro.size(), who, ": tensor '", name, "' is beyond the history (ro has ",
+        EMBER_CHECK(k < ro.size(), who, ": tensor '", key, "' is beyond the history (ro has ",
                     ro.size(), " entries)");
       };
       if (name == "state.0.d") {
