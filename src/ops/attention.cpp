@@ -252,8 +252,8 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     Tensor x = as_bhsd(t);
     return aligned(x) ? x : as_bhsd(t.contiguous());
   };
-  const int64_t b = as_bhsd(q_in).size(0), h = as_bhsd(q_in).size(1), l = q_in.size(-2),
-                s = k_in.size(-2);
+  const Tensor q = usable(q_in);  // [B, H, L, E]; k and v once the mask has chosen them
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k_in.size(-2);
   if (l == 0 || s == 0 || b == 0 || h == 0) return fallback(why, "an empty operand");
   // Note [Masks on the fused path]: a bool key-padding mask ([B|1, 1, 1, S]) becomes per-batch
   // key lengths over reordered keys (Note [Key padding by sorting the keys]); a mask with a
@@ -282,11 +282,11 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
                       "a float attn_mask broadcast along the queries (materialised it would "
                       "take more than 64 MiB)");
     } else {
-      bias = additive_bias(o.attn_mask, usable(q_in), q_in.dim(), /*expand_l=*/along_l, why);
+      bias = additive_bias(o.attn_mask, q, q_in.dim(), /*expand_l=*/along_l, why);
       if (!bias.defined()) return Tensor();
     }
   }
-  const Tensor q = usable(q_in), k = usable(k_use), v = usable(v_use);
+  const Tensor k = usable(k_use), v = usable(v_use);
   if (!aligned(q) || !aligned(k) || !aligned(v))
     return fallback(why, "operands not 16-byte aligned");
   const Device dev = q.device();
