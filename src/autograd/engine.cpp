@@ -135,8 +135,15 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     EMBER_CHECK(capture[i].defined() && capture[i].requires_grad(), "grad: input ", i,
                 " does not require grad (set requires_grad_() before the forward)");
     capture_nodes.push_back(gradient_edge(capture[i]));
+    capture_nodes.back()->grad_observed = true;
     capture_index[capture_nodes.back().get()] = i;
   }
+  struct Unobserve {
+    std::vector<std::shared_ptr<Node>>& nodes;
+    ~Unobserve() {
+      for (auto& n : nodes) n->grad_observed = false;
+    }
+  } unobserve{capture_nodes};
 
   // Pass 1: discover the graph and count consumers per node. `visited` owns every node
   // until backward ends: freeing the graph (edges cleared) must not destroy queued nodes.

@@ -53,6 +53,10 @@ struct Node {
   Tensor pending_grad;
   int pending_deps = 0;
   uint64_t visit_mark = 0;
+  // This node's incoming gradient goes back to the caller (autograd::grad's inputs): it must
+  // arrive as the true gradient, not one already folded through this node's own backward
+  // (Note [ReLU backward in the next GEMM] in src/ops/linalg.cpp).
+  bool grad_observed = false;
 };
 
 /// Accumulates into a leaf's .grad (Note [Gradients stolen into the Persistent pool]).

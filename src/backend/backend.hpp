@@ -134,7 +134,26 @@ struct GemmArgs {
   /// in A's dtype — a bias gradient beside the weight gradient dW = gᵀ·x, so the sum needs no
   /// launch of its own where cuBLASLt's BGRADB epilogue applies (else the reduce slot runs).
   void* bias_grad = nullptr;
+  /// ReLU bit masks (Note [ReLU masks]; batch 1). With epilogue relu: if set, receives the
+  /// mask of C (bit (i, j) set where C[i, j] > 0), relu_mask_bytes(m, n) bytes.
+  void* relu_mask_out = nullptr;
+  /// If set (no bias, no epilogue, no bias_grad): ReLU's backward applied to the product,
+  /// C[i, j] = bit (i, j) of this mask ? (alpha·AB)[i, j] : 0 (cuBLASLt's DRELU epilogue) …
+  const void* relu_mask_in = nullptr;
+  /// … and, if set, C's n column sums (summed over the m rows, in C's dtype): the bias
+  /// gradient of the layer whose ReLU made the mask (DRELU_BGRAD).
+  void* relu_bias_grad = nullptr;
 };
+
+// Note [ReLU masks]
+// A ReLU mask records which outputs of a GEMM with a ReLU epilogue were positive: one bit per
+// element of C [m, n], row i starting at bit i·relu_mask_ld(n), bit b of a byte holding
+// column 8·byte + b (low bit first). It is cuBLASLt's RELU_AUX layout for our row-major C
+// (its column-major [n, m] output with a leading dimension in bits that is a multiple of
+// 128), so the CUDA backend's epilogues write and read it directly; the CPU backend and the
+// CUDA fallbacks use the same layout (src/kernels/relu_mask.hpp).
+inline int64_t relu_mask_ld(int64_t n) { return (n + 127) / 128 * 128; }
+inline int64_t relu_mask_bytes(int64_t m, int64_t n) { return m * (relu_mask_ld(n) / 8); }
 
 /// The reduce slot's operands for GemmArgs::bias_grad: out [1, m] or [m, 1], in op(A) as it
 /// is stored ([k, m] when trans_a, else [m, k]); reduce(sum, out, in) gives the row sums.
@@ -152,6 +171,12 @@ inline std::pair<View, View> gemm_bias_grad_views(const GemmArgs& g) {
   }
   in.strides = Shape{g.lda, 1};
   return {out, in};
+}
+
+/// The reduce slot's operands for GemmArgs::relu_bias_grad: out [1, n], in C [m, n].
+inline std::pair<View, View> gemm_relu_bias_grad_views(const GemmArgs& g) {
+  return {View{g.relu_bias_grad, g.dtype, g.device, Shape{1, g.n}, Shape{g.n, 1}},
+          View{g.c, g.dtype, g.device, Shape{g.m, g.n}, Shape{g.ldc, 1}}};
 }
 
 /// Geometry of a 2-D window sliding over a contiguous [N, C, H, W] input (convolution and

@@ -15,6 +15,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
+#include "kernels/relu_mask.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -153,6 +154,9 @@ void gemm_wide(const GemmArgs& g) {
   f.ldc = g.n;
   f.bias = g.bias ? bias.data() : nullptr;
   f.bias_grad = nullptr;
+  f.relu_mask_out = nullptr;
+  f.relu_mask_in = nullptr;
+  f.relu_bias_grad = nullptr;
   for (int64_t i = 0; i < g.batch; ++i) {
     const T* ai = static_cast<const T*>(g.a) + i * g.batch_stride_a;
     const T* bi = static_cast<const T*>(g.b) + i * g.batch_stride_b;
@@ -165,6 +169,28 @@ void gemm_wide(const GemmArgs& g) {
     gemm_typed<float>(f);
     narrow(ci, c.data(), g.m, g.n, g.ldc);
   }
+}
+
+// Note [ReLU masks]: writes the mask of C (after the epilogue), or zeroes C where the mask
+// is clear (ReLU's backward, as cuBLASLt's DRELU).
+template <typename T>
+void relu_mask_pass(const GemmArgs& g) {
+  T* c = static_cast<T*>(g.c);
+  const int64_t ld = backend::relu_mask_ld(g.n), row_bytes = ld / 8;
+  parallel_for(g.m, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(g.n, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 if (g.relu_mask_out) {
+                   auto* mask = static_cast<uint8_t*>(g.relu_mask_out);
+                   for (int64_t i = r0; i < r1; ++i)
+                     for (int64_t b = 0; b < row_bytes; ++b)
+                       mask[i * row_bytes + b] = kernels::relu_mask_byte(c, g.ldc, g.n, i, b);
+                 } else {
+                   const auto* mask = static_cast<const uint8_t*>(g.relu_mask_in);
+                   for (int64_t i = r0; i < r1; ++i)
+                     for (int64_t j = 0; j < g.n; ++j)
+                       if (!kernels::relu_mask_test(mask, ld, i, j)) c[i * g.ldc + j] = T(0);
+                 }
+               });
 }
 
 }  // namespace
@@ -181,6 +207,15 @@ void gemm(const GemmArgs& args) {
   });
   if (args.bias_grad) {
     const auto [out, in] = backend::gemm_bias_grad_views(args);
+    reduce(ReduceOp::sum, out, in);
+  }
+  if (args.relu_mask_out || args.relu_mask_in) {
+    EMBER_ASSERT(args.batch == 1, "gemm: ReLU masks are for one product");
+    dispatch_any_float(args.dtype, "gemm",
+                       [&](auto tag) { relu_mask_pass<typename decltype(tag)::type>(args); });
+  }
+  if (args.relu_bias_grad) {
+    const auto [out, in] = backend::gemm_relu_bias_grad_views(args);
     reduce(ReduceOp::sum, out, in);
   }
 }

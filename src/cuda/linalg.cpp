@@ -87,16 +87,29 @@ uint32_t alignment_of(const void* ptr, int64_t batch_stride_bytes) {
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
-// Epilogues with a bias vector: read (bias) or written (BGRADB: GemmArgs::bias_grad).
+// Epilogues with a bias vector: read (bias) or written (BGRADB: GemmArgs::bias_grad;
+// DRELU_BGRAD: GemmArgs::relu_bias_grad).
 bool has_bias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
-         e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_BGRADB;
+         e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_BGRADB ||
+         e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
 }
 
-// cuBLASLt's epilogue for a bias (or none) followed by `act`.
-cublasLtEpilogue_t epilogue_for(bool bias, backend::GemmEpilogue act) {
+// Epilogues with a ReLU mask (Note [ReLU masks]): written (RELU_AUX) or read (DRELU).
+bool has_mask(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_RELU_AUX || e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DRELU || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+}
+
+// A mask or bias-gradient pointer cuBLASLt may be given: the heuristic plans for aligned ones.
+bool epilogue_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 256 == 0; }
+
+// cuBLASLt's epilogue for a bias (or none) followed by `act`; `mask`: ReLU also writes its
+// mask (GemmArgs::relu_mask_out).
+cublasLtEpilogue_t epilogue_for(bool bias, backend::GemmEpilogue act, bool mask = false) {
   switch (act) {
     case backend::GemmEpilogue::relu:
+      if (mask) return bias ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_AUX;
       return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     case backend::GemmEpilogue::gelu_tanh:
       return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
@@ -245,6 +258,11 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                       &type, sizeof(type)));
   }
+  if (has_mask(epilogue)) {
+    const int64_t ld = backend::relu_mask_ld(g.n);  // in bits: C's column-major rows are our n
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                      &ld, sizeof(ld)));
+  }
   // Column-major views: our B is [k, n] row-major = [n, k] column-major (transposed: [k, n]).
   p.a = g.trans_b ? make_layout(type, g.k, g.n, g.ldb, batch, g.batch_stride_b)
                   : make_layout(type, g.n, g.k, g.ldb, batch, g.batch_stride_b);
@@ -283,9 +301,16 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
 cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
                         const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c) {
   if (has_bias(p.epilogue)) {
-    const void* vector = p.epilogue == CUBLASLT_EPILOGUE_BGRADB ? g.bias_grad : g.bias;
+    const void* vector = p.epilogue == CUBLASLT_EPILOGUE_BGRADB        ? g.bias_grad
+                         : p.epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD ? g.relu_bias_grad
+                                                                       : g.bias;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &vector, sizeof(vector)));
+  }
+  if (has_mask(p.epilogue)) {
+    const void* mask = g.relu_mask_in ? g.relu_mask_in : g.relu_mask_out;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof(mask)));
   }
   DeviceBlas& d = blas(device);
   const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
@@ -307,12 +332,22 @@ bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t e
 
 }  // namespace
 
+// Note [ReLU masks] on the GPU: the forward's mask comes from the RELU_AUX(_BIAS) epilogue and
+// ReLU's backward from DRELU(_BGRAD) when cuBLASLt has an algorithm for them; otherwise the
+// product runs plain and relu_mask_write / relu_mask_apply (elementwise.cu) and the reduce
+// slot do the same afterwards, in the same layout.
 void gemm(const GemmArgs& g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
   EMBER_ASSERT(is_floating(g.dtype), "gemm: the CUDA kernel supports f32, f64, f16 and bf16 (got ",
                dtype_name(g.dtype), ")");
+  EMBER_ASSERT(!(g.relu_mask_out || g.relu_mask_in) || g.batch == 1,
+               "gemm: ReLU masks are for one product");
+  EMBER_ASSERT(!g.relu_mask_in || (!g.bias && !g.bias_grad && !g.relu_mask_out &&
+                                   g.epilogue == backend::GemmEpilogue::none),
+               "gemm: ReLU's backward is for one plain product");
   const int device = g.device;
   const size_t es = element_size(g.dtype);
+  bool bias_done = false, act_done = false, mask_done = false;
   if (g.k == 0) {  // C = beta · C (+ bias): no product to form
     const View c{g.c, g.dtype, g.device, Shape{g.batch, g.m, g.n},
                  Shape{g.batch_stride_c, g.ldc, 1}};
@@ -324,6 +359,7 @@ void gemm(const GemmArgs& g) {
     EMBER_ASSERT(
         g.ldc >= g.n && g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n),
         "gemm: leading dimensions too small");
+    bool done = false;
     // Note [Bias gradient in the epilogue]: cuBLASLt's operand B is our A, so BGRADB sums
     // op(A) over k, writing the m sums beside dW in the same kernel (when it has an
     // algorithm for it; else the reduce slot does it after the product).
@@ -334,14 +370,29 @@ void gemm(const GemmArgs& g) {
           run_plan(device, g, 1, CUBLASLT_EPILOGUE_BGRADB, g.a, g.b, g.c))
         return;
     }
+    if (g.relu_mask_in && epilogue_aligned(g.relu_mask_in) &&
+        (!g.relu_bias_grad || epilogue_aligned(g.relu_bias_grad))) {
+      const cublasLtEpilogue_t e =
+          g.relu_bias_grad ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
+      if (run_plan(device, g, 1, e, g.a, g.b, g.c)) return;
+    }
     // The epilogue reads the bias with vector loads: only offer it an aligned one (an
     // unaligned bias runs bias and activation as separate kernels, in that order).
     const bool aligned = reinterpret_cast<uintptr_t>(g.bias) % 16 == 0;
+    const bool with_mask = g.relu_mask_out && epilogue_aligned(g.relu_mask_out);
+    if (aligned && with_mask) {
+      const cublasLtEpilogue_t e = epilogue_for(g.bias != nullptr, g.epilogue, true);
+      if (run_plan(device, g, g.batch, e, g.a, g.b, g.c)) {
+        bias_done = act_done = mask_done = done = true;
+      }
+    }
     const cublasLtEpilogue_t fused =
         aligned ? epilogue_for(g.bias != nullptr, g.epilogue) : CUBLASLT_EPILOGUE_DEFAULT;
-    if (fused != CUBLASLT_EPILOGUE_DEFAULT && run_plan(device, g, g.batch, fused, g.a, g.b, g.c))
-      return;
-    if (!run_plan(device, g, g.batch, CUBLASLT_EPILOGUE_DEFAULT, g.a, g.b, g.c)) {
+    if (!done && fused != CUBLASLT_EPILOGUE_DEFAULT &&
+        run_plan(device, g, g.batch, fused, g.a, g.b, g.c)) {
+      bias_done = act_done = done = true;
+    }
+    if (!done && !run_plan(device, g, g.batch, CUBLASLT_EPILOGUE_DEFAULT, g.a, g.b, g.c)) {
       for (int64_t i = 0; i < g.batch; ++i) {  // one matrix at a time
         const bool ok = run_plan(device, g, 1, CUBLASLT_EPILOGUE_DEFAULT,
                                  static_cast<const char*>(g.a) + i * g.batch_stride_a * es,
@@ -357,13 +408,20 @@ void gemm(const GemmArgs& g) {
     reduce(ReduceOp::sum, out, in);
   }
   // The epilogue was not used: bias, then activation, as separate kernels.
-  if (g.bias)
+  if (g.bias && !bias_done)
     add_bias_rows(device, g.dtype, g.c, g.bias, g.batch, g.batch_stride_c, g.m, g.n, g.ldc);
-  if (g.epilogue != backend::GemmEpilogue::none) {
+  if (g.epilogue != backend::GemmEpilogue::none && !act_done) {
     const View c{g.c, g.dtype, g.device, Shape{g.batch, g.m, g.n},
                  Shape{g.batch_stride_c, g.ldc, 1}};
     unary(g.epilogue == backend::GemmEpilogue::relu ? UnaryOp::relu : UnaryOp::gelu_tanh, c, c, 0.0,
           0.0);
+  }
+  if (g.relu_mask_out && !mask_done)
+    relu_mask_write(device, g.dtype, g.c, g.ldc, g.m, g.n, g.relu_mask_out);
+  if (g.relu_mask_in) relu_mask_apply(device, g.dtype, g.c, g.ldc, g.m, g.n, g.relu_mask_in);
+  if (g.relu_bias_grad) {
+    const auto [out, in] = backend::gemm_relu_bias_grad_views(g);
+    reduce(ReduceOp::sum, out, in);
   }
 }
 

@@ -1,6 +1,8 @@
 // src/ops/linalg.cpp — matmul (torch.matmul semantics, batched with broadcasting) and
 // linear (x·Wᵀ + b with the bias, and optionally ReLU / tanh-GELU, fused into the GEMM). Transposed
 // operands are passed to the backend as flags, never materialised.
+#include <cstdlib>
+
 #include "ops/common.hpp"
 
 namespace ember {
@@ -69,17 +71,32 @@ Operand operand(const Tensor& t, int batch_dims) {
   return op;
 }
 
+// The ReLU masks of one product with k > 0 (Note [ReLU masks] in src/backend/backend.hpp).
+struct ReluMasks {
+  Tensor* out = nullptr;        // with act relu: receives the mask of the output
+  const Tensor* in = nullptr;   // the product is masked by it (ReLU's backward) …
+  Tensor* bias_grad = nullptr;  // … and its column sums land here
+};
+
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
 // a·b (+ bias, activation); with `row_sums` (no batch, bias or activation) also the sums of
 // a's rows, from the same call (GemmArgs::bias_grad: a bias gradient beside dW = gᵀ·x).
 Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
-            backend::GemmEpilogue act = backend::GemmEpilogue::none, Tensor* row_sums = nullptr) {
+            backend::GemmEpilogue act = backend::GemmEpilogue::none, Tensor* row_sums = nullptr,
+            const ReluMasks& masks = {}) {
   const int bd = batch.size();
   const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = ops::make_tensor(out_shape, a.dtype(), a.device());
+  if (masks.out || masks.in) {
+    EMBER_ASSERT(bd == 0 && k > 0 && m > 0 && n > 0 && !row_sums, "gemm: ReLU masks need one ",
+                 "product with k > 0");
+    if (masks.out)
+      *masks.out = ops::make_tensor(Shape{backend::relu_mask_bytes(m, n)}, DType::u8, a.device());
+    if (masks.bias_grad) *masks.bias_grad = ops::make_tensor(Shape{n}, a.dtype(), a.device());
+  }
   if (row_sums) {
     EMBER_ASSERT(bd == 0 && !bias.defined() && act == backend::GemmEpilogue::none,
                  "gemm: row sums of one plain product only");
@@ -128,6 +145,9 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
   g.epilogue = act;
   g.bias_grad = row_sums ? row_sums->data_ptr() : nullptr;
+  g.relu_mask_out = masks.out ? masks.out->data_ptr() : nullptr;
+  g.relu_mask_in = masks.in ? masks.in->data_ptr() : nullptr;
+  g.relu_bias_grad = masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
   ops::backend_of(a).gemm(g);
   return out;
 }
@@ -280,10 +300,107 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double b
 
 namespace {
 
+// Note [ReLU backward in the next GEMM]
+// The backward of Linear → ReLU → Linear spends a kernel on ReLU's backward (the gradient
+// masked where the output was 0) and a reduction on the first Linear's bias gradient.
+// cuBLASLt folds both into the GEMM that makes the gradient: the second Linear's input
+// gradient g·W can be written already masked (the DRELU_BGRAD epilogue), with the first
+// Linear's bias gradient beside it, from the bit mask the first Linear's forward wrote (the
+// RELU_AUX_BIAS epilogue; Note [ReLU masks] in src/backend/backend.hpp).
+// So a linear with a fused ReLU (Sequential's Linear + ReLU) keeps its output's mask in a
+// ReluLink on its node, and a linear whose input is exactly that output (the input's grad_fn
+// is that node) takes the link. In the backward, unless the engine hands the first node's
+// gradient to a caller (autograd::grad with that tensor among the inputs: Node::
+// grad_observed), the second node writes the masked gradient and the bias gradient and
+// leaves both on the link; the first node, receiving exactly that tensor (the engine passes a
+// lone gradient on as it is; a second consumer's gradient makes a new sum), uses them and
+// skips its mask and its bias reduction. Receiving anything else it masks as usual (masking
+// twice changes nothing) and sums its own bias gradient. The CPU backend computes the same.
+// Values equal the unfused path's except that the bias gradient is summed in another order
+// and that a non-finite gradient where ReLU was off becomes 0 (the unfused mask multiplies by
+// 0; PyTorch's threshold_backward also gives 0). EMBER_RELU_FOLD=0 turns it off.
+struct ReluLink {
+  Tensor mask;                      // the first linear's output mask
+  bool wants_bias_grad = false;     // the first linear's bias needs a gradient
+  std::weak_ptr<TensorImpl> given;  // the masked gradient the second linear made …
+  Tensor bias_grad;                 // … and the bias gradient beside it
+};
+
+// The backward of linear (x·Wᵀ + b, optionally ReLU fused in the epilogue).
+struct LinearNode final : autograd::Node {
+  LinearNode() : Node(op_name(Op::linear)) {}
+
+  void apply(const Tensor& g, GradList& gi) override {
+    Tensor g2 = g.reshape({rows, out_f});
+    Tensor given_bias_grad;
+    bool masked = false;
+    if (own) {  // ReLU was fused: the gradient is masked here unless it came masked
+      masked = own->given.lock() == detail::TensorAccess::impl_ptr(g);
+      if (masked) given_bias_grad = std::move(own->bias_grad);
+      own->given.reset();
+      own->bias_grad = Tensor();
+      if (!masked) g2 = ops::relu_backward(g2, sy.get());
+    }
+    if (nx) {
+      const bool fold = input && edges[0].node && !edges[0].node->grad_observed;
+      if (fold) {
+        Tensor dbias;
+        gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, nullptr,
+                     {.in = &input->mask, .bias_grad = input->wants_bias_grad ? &dbias : nullptr})
+                    .reshape(xs);
+        input->given = detail::TensorAccess::impl_ptr(gi[0]);
+        input->bias_grad = std::move(dbias);
+      } else {
+        gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
+      }
+    }
+    if (nb && masked && given_bias_grad.defined()) {
+      gi[2] = std::move(given_bias_grad);
+      if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
+    } else if (nw && nb) {  // the bias gradient rides along with dW (GemmArgs::bias_grad)
+      gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, &gi[2]);
+    } else {
+      if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
+      if (nb) gi[2] = sum(g2, {0});
+    }
+  }
+
+  void release() override {
+    sx = sw = sy = SavedTensor();
+    own.reset();
+    input.reset();
+  }
+
+  bool nx = false, nw = false, nb = false;
+  int64_t rows = 0, out_f = 0;
+  Shape xs;
+  SavedTensor sx, sw, sy;           // x (for dW), W (for dx), the ReLU output (its mask)
+  std::shared_ptr<ReluLink> own;    // this linear's ReLU mask, when it has one
+  std::shared_ptr<ReluLink> input;  // the mask of the linear that made x, when foldable
+};
+
+// EMBER_RELU_FOLD=0 turns the fold off (for A/B measurements: bench_capture).
+bool fold_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_RELU_FOLD");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+// The link of the linear + ReLU that made `x`, when x is exactly its output (same rows).
+std::shared_ptr<ReluLink> input_link(const Tensor& x, int64_t rows) {
+  if (!x.requires_grad()) return nullptr;
+  auto* node = dynamic_cast<LinearNode*>(detail::TensorAccess::impl(x)->grad_fn.get());
+  if (!node || !node->own || node->rows != rows) return nullptr;
+  return node->own;
+}
+
 // linear with `act` applied in the GEMM's epilogue. The backward of relu masks the gradient
-// with the saved output (y > 0 exactly where the pre-activation is); gelu_tanh is fused only
-// when no gradient is needed (its derivative needs the pre-activation, which the epilogue
-// does not keep), otherwise linear then gelu(…, "tanh").
+// with the saved output (y > 0 exactly where the pre-activation is), or takes it already
+// masked (Note [ReLU backward in the next GEMM]); gelu_tanh is fused only when no gradient is
+// needed (its derivative needs the pre-activation, which the epilogue does not keep),
+// otherwise linear then gelu(…, "tanh").
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    backend::GemmEpilogue act) {
   check_operands(Op::linear, x, weight);
@@ -311,33 +428,34 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     NoGradGuard g;
     x2 = x.reshape({rows, in});
   }
-  Tensor y2;
+  const bool grad = autograd::needs_grad(x, weight, bias);
+  const bool relu = act == backend::GemmEpilogue::relu;
+  // A mask for the next linear's backward (Note [ReLU backward in the next GEMM]).
+  const bool keep_mask = grad && relu && rows > 0 && in > 0 && out_f > 0 && fold_enabled();
+  Tensor y2, mask;
   {
     NoGradGuard g;
-    y2 = gemm(x2, weight.t(), bias, Shape{}, act);
+    y2 = gemm(x2, weight.t(), bias, Shape{}, act, nullptr, {.out = keep_mask ? &mask : nullptr});
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
-  if (autograd::needs_grad(x, weight, bias)) {
+  if (grad) {
     EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, op_name(Op::linear),
                  ": gelu_tanh is fused without grad only");
-    const bool nx = x.requires_grad(), nw = weight.requires_grad(),
-               nb = bias.defined() && bias.requires_grad();
-    const bool relu = act == backend::GemmEpilogue::relu;
-    autograd::record(
-        Op::linear, out, {&x, &weight, &bias},
-        [nx, nw, nb, rows, out_f, sx = SavedTensor(nw ? x2 : Tensor()),
-         sw = SavedTensor(nx ? weight : Tensor()), sy = SavedTensor(relu ? y2 : Tensor()),
-         xs = x.shape()](const Tensor& g, GradList& gi) {
-          Tensor g2 = g.reshape({rows, out_f});
-          if (sy.defined()) g2 = ops::relu_backward(g2, sy.get());  // where the output is > 0
-          if (nx) gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
-          if (nw && nb) {  // the bias gradient rides along with dW (GemmArgs::bias_grad)
-            gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, &gi[2]);
-          } else {
-            if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
-            if (nb) gi[2] = sum(g2, {0});
-          }
-        });
+    auto node = std::make_shared<LinearNode>();
+    node->nx = x.requires_grad();
+    node->nw = weight.requires_grad();
+    node->nb = bias.defined() && bias.requires_grad();
+    node->rows = rows;
+    node->out_f = out_f;
+    node->xs = x.shape();
+    node->sx = SavedTensor(node->nw ? x2 : Tensor());
+    node->sw = SavedTensor(node->nx ? weight : Tensor());
+    node->sy = SavedTensor(relu ? y2 : Tensor());
+    if (keep_mask)
+      node->own = std::make_shared<ReluLink>(ReluLink{.mask = mask, .wants_bias_grad = node->nb});
+    if (node->nx && out_f > 0) node->input = input_link(x, rows);
+    const Tensor* inputs[] = {&x, &weight, &bias};
+    autograd::attach(node, out, inputs);
   }
   return out;
 }
