@@ -134,9 +134,12 @@ struct GemmArgs {
   /// in A's dtype — a bias gradient beside the weight gradient dW = gᵀ·x, so the sum needs no
   /// launch of its own where cuBLASLt's BGRADB epilogue applies (else the reduce slot runs).
   void* bias_grad = nullptr;
-  /// ReLU bit masks (Note [ReLU masks]; batch 1). With epilogue relu: if set, receives the
-  /// mask of C (bit (i, j) set where C[i, j] > 0), relu_mask_bytes(m, n) bytes.
+  /// ReLU bit masks (Note [ReLU masks]; batch 1). With epilogue relu: if set, may receive the
+  /// mask of C (bit (i, j) set where C[i, j] > 0), relu_mask_bytes(m, n) bytes, written only
+  /// where it costs no pass of its own (CUDA: inside the GEMM's epilogue); the backend then
+  /// sets *relu_mask_written.
   void* relu_mask_out = nullptr;
+  bool* relu_mask_written = nullptr;
   /// If set (no bias, no epilogue, no bias_grad): ReLU's backward applied to the product,
   /// C[i, j] = bit (i, j) of this mask ? (alpha·AB)[i, j] : 0 (cuBLASLt's DRELU epilogue) …
   const void* relu_mask_in = nullptr;

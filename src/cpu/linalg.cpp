@@ -155,6 +155,7 @@ void gemm_wide(const GemmArgs& g) {
   f.bias = g.bias ? bias.data() : nullptr;
   f.bias_grad = nullptr;
   f.relu_mask_out = nullptr;
+  f.relu_mask_written = nullptr;
   f.relu_mask_in = nullptr;
   f.relu_bias_grad = nullptr;
   for (int64_t i = 0; i < g.batch; ++i) {
@@ -213,6 +214,7 @@ void gemm(const GemmArgs& args) {
     EMBER_ASSERT(args.batch == 1, "gemm: ReLU masks are for one product");
     dispatch_any_float(args.dtype, "gemm",
                        [&](auto tag) { relu_mask_pass<typename decltype(tag)::type>(args); });
+    if (args.relu_mask_out && args.relu_mask_written) *args.relu_mask_written = true;
   }
   if (args.relu_bias_grad) {
     const auto [out, in] = backend::gemm_relu_bias_grad_views(args);

@@ -71,6 +71,10 @@ EMBER_CUBLASLT_FORWARD(cublasStatus_t, cublasLtMatmulAlgoGetHeuristic,
                         cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returned),
                        (handle, desc, Adesc, Bdesc, Cdesc, Ddesc, pref, requested,
                         heuristicResultsArray, returned))
+EMBER_CUBLASLT_FORWARD(cublasStatus_t, cublasLtMatmulAlgoConfigGetAttribute,
+                       (const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                        void* buf, size_t size, size_t* written),
+                       (algo, attr, buf, size, written))
 EMBER_CUBLASLT_FORWARD(cublasStatus_t, cublasLtMatmulDescCreate,
                        (cublasLtMatmulDesc_t * desc, cublasComputeType_t compute,
                         cudaDataType_t scale),

@@ -268,15 +268,7 @@ __global__ void bias_rows_kernel(T* c, const T* bias, int64_t batch_stride_c, in
   }
 }
 
-// Note [ReLU masks]: one thread per mask byte (8 columns of a row).
-template <typename T>
-__global__ void relu_mask_write_kernel(const T* c, int64_t ldc, int64_t n, int64_t row_bytes,
-                                       uint8_t* mask, int64_t total) {
-  EMBER_CUDA_KERNEL_LOOP(i, total) {
-    mask[i] = kernels::relu_mask_byte(c, ldc, n, i / row_bytes, i % row_bytes);
-  }
-}
-
+// Note [ReLU masks]: DRELU's fallback, one thread per element.
 template <typename T>
 __global__ void relu_mask_apply_kernel(T* c, int64_t ldc, int64_t n, int64_t ld,
                                        const uint8_t* mask, int64_t total) {
@@ -421,19 +413,6 @@ void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t b
     using T = typename decltype(tag)::type;
     bias_rows_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(c), static_cast<const T*>(bias), batch_stride_c, m, n, ldc, total);
-    EMBER_CUDA_LAUNCH_CHECK();
-  });
-}
-
-void relu_mask_write(int device, DType dtype, const void* c, int64_t ldc, int64_t m, int64_t n,
-                     void* mask) {
-  const int64_t row_bytes = backend::relu_mask_ld(n) / 8, total = m * row_bytes;
-  if (total == 0) return;
-  cudaStream_t st = stream(device);
-  dispatch_any_float(dtype, "gemm relu mask", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    relu_mask_write_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
-        static_cast<const T*>(c), ldc, n, row_bytes, static_cast<uint8_t*>(mask), total);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

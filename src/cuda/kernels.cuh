@@ -45,10 +45,8 @@ void private_pool_release(int device, int64_t id);
 void write_philox_state(int device, uint64_t seed, uint64_t offset, int64_t* out);
 void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t batch,
                    int64_t batch_stride_c, int64_t m, int64_t n, int64_t ldc);
-/// The ReLU mask of C [m, n] (Note [ReLU masks]): written from C > 0 (the RELU_AUX
-/// epilogue's fallback), or applied to C, zeroing where a bit is clear (DRELU's fallback).
-void relu_mask_write(int device, DType dtype, const void* c, int64_t ldc, int64_t m, int64_t n,
-                     void* mask);
+/// The ReLU mask of C [m, n] (Note [ReLU masks]) applied to C, zeroing where a bit is clear
+/// (the DRELU epilogue's fallback).
 void relu_mask_apply(int device, DType dtype, void* c, int64_t ldc, int64_t m, int64_t n,
                      const void* mask);
 

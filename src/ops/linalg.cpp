@@ -93,7 +93,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   if (masks.out || masks.in) {
     EMBER_ASSERT(bd == 0 && k > 0 && m > 0 && n > 0 && !row_sums, "gemm: ReLU masks need one ",
                  "product with k > 0");
-    if (masks.out)
+    if (masks.out)  // reset below unless the backend writes it
       *masks.out = ops::make_tensor(Shape{backend::relu_mask_bytes(m, n)}, DType::u8, a.device());
     if (masks.bias_grad) *masks.bias_grad = ops::make_tensor(Shape{n}, a.dtype(), a.device());
   }
@@ -145,10 +145,13 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
   g.epilogue = act;
   g.bias_grad = row_sums ? row_sums->data_ptr() : nullptr;
+  bool mask_written = false;
   g.relu_mask_out = masks.out ? masks.out->data_ptr() : nullptr;
+  g.relu_mask_written = &mask_written;
   g.relu_mask_in = masks.in ? masks.in->data_ptr() : nullptr;
   g.relu_bias_grad = masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
   ops::backend_of(a).gemm(g);
+  if (masks.out && !mask_written) *masks.out = Tensor();
   return out;
 }
 
@@ -334,13 +337,13 @@ struct LinearNode final : autograd::Node {
     Tensor g2 = g.reshape({rows, out_f});
     Tensor given_bias_grad;
     bool masked = false;
-    if (own) {  // ReLU was fused: the gradient is masked here unless it came masked
+    if (own) {  // the next linear may have masked the gradient already
       masked = own->given.lock() == detail::TensorAccess::impl_ptr(g);
       if (masked) given_bias_grad = std::move(own->bias_grad);
       own->given.reset();
       own->bias_grad = Tensor();
-      if (!masked) g2 = ops::relu_backward(g2, sy.get());
     }
+    if (sy.defined() && !masked) g2 = ops::relu_backward(g2, sy.get());  // ReLU was fused
     if (nx) {
       const bool fold = input && edges[0].node && !edges[0].node->grad_observed;
       if (fold) {
@@ -451,7 +454,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     node->sx = SavedTensor(node->nw ? x2 : Tensor());
     node->sw = SavedTensor(node->nx ? weight : Tensor());
     node->sy = SavedTensor(relu ? y2 : Tensor());
-    if (keep_mask)
+    if (mask.defined())
       node->own = std::make_shared<ReluLink>(ReluLink{.mask = mask, .wants_bias_grad = node->nb});
     if (node->nx && out_f > 0) node->input = input_link(x, rows);
     const Tensor* inputs[] = {&x, &weight, &bias};
