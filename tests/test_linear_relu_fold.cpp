@@ -290,21 +290,30 @@ TEST(LinearReluFold, CudaEpiloguesReadAndWriteTheCpuLayout) {
       }
     EXPECT_EQ(differ, 0) << what << ": mask bits differ away from 0";
 
-    // ReLU's backward from the CPU's mask, on both: C = mask ? a·bᵀ : 0 and its column sums.
-    Tensor dc[2], db[2];
-    for (int d = 0; d < 2; ++d) {
+    // ReLU's backward from the CPU's mask: C = mask ? a·bᵀ : 0 and its column sums, on the
+    // CPU, on CUDA through DRELU_BGRAD, and on CUDA from a mask one byte off its alignment
+    // (cuBLASLt is not offered it: relu_mask_apply and the reduce slot run instead).
+    Tensor dc[3], db[3];
+    for (int d = 0; d < 3; ++d) {
       const Device dev = d ? Device::cuda(0) : Device::cpu();
-      const Tensor ad = a.to(dev), bd = bt.to(dev), md = masks[0].to(dev);
+      const Tensor ad = a.to(dev), bd = bt.to(dev);
+      const int64_t bytes = masks[0].numel();
+      Tensor md = zeros({bytes + 1}, {.dtype = DType::u8, .device = dev});
+      const int64_t at = d == 2 ? 1 : 0;
+      md.narrow(0, at, bytes).copy_(masks[0].to(dev));
       dc[d] = empty({m, n}, {.dtype = dt, .device = dev});
       db[d] = empty({n}, {.dtype = dt, .device = dev});
       backend::GemmArgs g = plain(ad, bd, dc[d]);
-      g.relu_mask_in = md.data_ptr();
+      g.relu_mask_in = static_cast<const uint8_t*>(md.data_ptr()) + at;
       g.relu_bias_grad = db[d].data_ptr();
       backend::backend_for(dev).gemm(g);
     }
-    ember_test::expect_close(dc[1].to(Device::cpu()), dc[0], tol, tol, what + " masked product");
-    ember_test::expect_close(db[1].to(Device::cpu()), db[0], tol * 4, tol * 4,
-                             what + " its column sums");
+    for (int d = 1; d < 3; ++d) {
+      const std::string how = what + (d == 1 ? " DRELU_BGRAD" : " fallback");
+      ember_test::expect_close(dc[d].to(Device::cpu()), dc[0], tol, tol, how + " masked product");
+      ember_test::expect_close(db[d].to(Device::cpu()), db[0], tol * 4, tol * 4,
+                               how + " column sums");
+    }
   }
 }
 
