@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,19 @@ Tensor forward(const Mlp& m, Tensor x, bool fused, Tensor* hidden = nullptr) {
   return x;
 }
 
+// The fold on for both device types while a test runs (CUDA starts with it off).
+struct FoldOn {
+  bool cpu = relu_fold(DeviceType::cpu), cuda = relu_fold(DeviceType::cuda);
+  FoldOn() {
+    set_relu_fold(DeviceType::cpu, true);
+    set_relu_fold(DeviceType::cuda, true);
+  }
+  ~FoldOn() {
+    set_relu_fold(DeviceType::cpu, cpu);
+    set_relu_fold(DeviceType::cuda, cuda);
+  }
+};
+
 std::vector<Device> devices() {
   std::vector<Device> d{Device::cpu()};
   if (cuda_available()) d.push_back(Device::cuda(0));
@@ -72,6 +86,7 @@ void expect_same_grads(const Mlp& got, const Mlp& want, double tol, const std::s
 }
 
 TEST(LinearReluFold, GradientsMatchTheComposedPath) {
+  const FoldOn fold;
   // 130 hidden units: a mask row spans two 128-bit words; 3-D input: rows from leading dims.
   for (const Device dev : devices())
     for (const DType dt : {DType::f64, DType::f32}) {
@@ -97,6 +112,7 @@ TEST(LinearReluFold, GradientsMatchTheComposedPath) {
 // The benchmark MLP's shapes: on the H200 cuBLASLt splits K in these forward GEMMs, so no mask
 // is written there (Note [ReLU masks]) and ReLU's backward takes the saved output.
 TEST(LinearReluFold, GradientsMatchWhereTheGpuWritesNoMask) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     const Mlp a = make_mlp({784, 256, 256, 10}, DType::f32, dev, 7), b = copy_of(a);
     manual_seed(8);
@@ -108,6 +124,7 @@ TEST(LinearReluFold, GradientsMatchWhereTheGpuWritesNoMask) {
 }
 
 TEST(LinearReluFold, SequentialOfLinearAndReluMatchesTheComposedPath) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     manual_seed(11);
     nn::Sequential net(
@@ -137,6 +154,7 @@ TEST(LinearReluFold, SequentialOfLinearAndReluMatchesTheComposedPath) {
 // ReLU backward gives 0 there, and so does the folded GEMM (the composed path's mask
 // multiplies by 0 and gives NaN). A zero row here shows the fold at work.
 TEST(LinearReluFold, NonFiniteGradientWhereReluWasOffGivesZero) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     Mlp m = make_mlp({8, 16, 4}, DType::f32, dev, 21);
     {
@@ -156,6 +174,7 @@ TEST(LinearReluFold, NonFiniteGradientWhereReluWasOffGivesZero) {
 }
 
 TEST(LinearReluFold, ASecondConsumerOfTheHiddenOutputGetsItsShare) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     const Mlp a = make_mlp({12, 40, 9}, DType::f32, dev, 31), b = copy_of(a);
     manual_seed(32);
@@ -171,6 +190,7 @@ TEST(LinearReluFold, ASecondConsumerOfTheHiddenOutputGetsItsShare) {
 }
 
 TEST(LinearReluFold, AutogradGradOfTheHiddenOutputIsTheTrueGradient) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     const Mlp a = make_mlp({12, 40, 9}, DType::f32, dev, 41), b = copy_of(a);
     manual_seed(42);
@@ -189,6 +209,7 @@ TEST(LinearReluFold, AutogradGradOfTheHiddenOutputIsTheTrueGradient) {
 }
 
 TEST(LinearReluFold, BackwardTwiceWithRetainGraphAccumulatesTwice) {
+  const FoldOn fold;
   for (const Device dev : devices()) {
     const Mlp a = make_mlp({12, 40, 30, 9}, DType::f32, dev, 51), b = copy_of(a);
     manual_seed(52);
@@ -223,6 +244,27 @@ backend::GemmArgs plain(const Tensor& a, const Tensor& bt, Tensor& c) {
   g.c = c.data_ptr();
   g.ldc = g.n;
   return g;
+}
+
+TEST(LinearReluFold, OnForTheCpuOffForCudaUnlessSet) {
+  const FoldOn restore;  // restores the settings below at exit
+  if (!std::getenv("EMBER_RELU_FOLD")) {
+    EXPECT_TRUE(restore.cpu);
+    EXPECT_FALSE(restore.cuda);
+  }
+  set_relu_fold(DeviceType::cuda, false);
+  EXPECT_FALSE(relu_fold(DeviceType::cuda));
+  EXPECT_TRUE(relu_fold(DeviceType::cpu));
+  // Off: the plain path, whose ReLU backward multiplies by 0 and keeps a NaN.
+  set_relu_fold(DeviceType::cpu, false);
+  Mlp m = make_mlp({4, 6, 3}, DType::f32, Device::cpu(), 91);
+  {
+    NoGradGuard g;
+    m.b[0].narrow(0, 0, 1).fill_(-1e4);
+    m.w[1].mul_(1e3);
+  }
+  sum(forward(m, randn({5, 4}), true) * 3e38).backward();
+  EXPECT_TRUE(std::isnan(m.b[0].grad().select(0, 0).item<float>()));
 }
 
 TEST(LinearReluFold, CpuMaskHasTheDocumentedLayout) {
@@ -318,6 +360,7 @@ TEST(LinearReluFold, CudaEpiloguesReadAndWriteTheCpuLayout) {
 }
 
 TEST(LinearReluFold, SixteenBitGradientsOnCudaMatchTheCpu) {
+  const FoldOn fold;
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: 16-bit folded gradients not checked";
   for (const DType dt : {DType::bf16, DType::f16}) {
     const Mlp c = make_mlp({32, 72, 40, 8}, dt, Device::cpu(), 81);

@@ -1,7 +1,10 @@
-// ember/runtime.hpp — process-wide settings: CPU threads; CUDA device descriptions.
+// ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; CUDA device
+// descriptions.
 #pragma once
 
 #include <string>
+
+#include "ember/device.hpp"
 
 namespace ember {
 
@@ -9,6 +12,15 @@ namespace ember {
 /// else the number of cores. Example: set_num_threads(1);
 void set_num_threads(int n);
 int get_num_threads();
+
+/// Whether Linear + ReLU → Linear folds ReLU's backward and the first bias gradient into the
+/// next linear's input-gradient GEMM on devices of `type` (docs/cuda.md: gradients equal the
+/// plain path within rounding). Default: on for the CPU (as fast or faster there), off for
+/// CUDA (cuBLASLt's DRELU_BGRAD / RELU_AUX kernels measured slower than the plain path on the
+/// H200: docs/benchmarks.md). EMBER_RELU_FOLD=1 or 0 sets both at start. Example:
+///   set_relu_fold(DeviceType::cuda, true);
+void set_relu_fold(DeviceType type, bool on);
+bool relu_fold(DeviceType type);
 
 /// One line about CUDA device `index`: name, compute capability, memory.
 /// Example: cuda_device_description(0) == "NVIDIA H200 (sm_90, 139.8 GiB)". Throws when the

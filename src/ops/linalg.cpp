@@ -1,8 +1,10 @@
 // src/ops/linalg.cpp — matmul (torch.matmul semantics, batched with broadcasting) and
 // linear (x·Wᵀ + b with the bias, and optionally ReLU / tanh-GELU, fused into the GEMM). Transposed
 // operands are passed to the backend as flags, never materialised.
+#include <atomic>
 #include <cstdlib>
 
+#include "ember/runtime.hpp"
 #include "ops/common.hpp"
 
 namespace ember {
@@ -321,7 +323,9 @@ namespace {
 // twice changes nothing) and sums its own bias gradient. The CPU backend computes the same.
 // Values equal the unfused path's except that the bias gradient is summed in another order
 // and that a non-finite gradient where ReLU was off becomes 0 (the unfused mask multiplies by
-// 0; PyTorch's threshold_backward also gives 0). EMBER_RELU_FOLD=0 turns it off.
+// 0; PyTorch's threshold_backward also gives 0). set_relu_fold (ember/runtime.hpp) turns it on
+// or off per device type: on the H200 the plain path measured faster (docs/benchmarks.md), so
+// CUDA starts with it off.
 struct ReluLink {
   Tensor mask;                      // the first linear's output mask
   bool wants_bias_grad = false;     // the first linear's bias needs a gradient
@@ -382,13 +386,19 @@ struct LinearNode final : autograd::Node {
   std::shared_ptr<ReluLink> input;  // the mask of the linear that made x, when foldable
 };
 
-// EMBER_RELU_FOLD=0 turns the fold off (for A/B measurements: bench_capture).
-bool fold_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("EMBER_RELU_FOLD");
-    return !(v && v[0] == '0');
-  }();
-  return on;
+// Per device type, set_relu_fold (ember/runtime.hpp): on for the CPU, off for CUDA unless
+// EMBER_RELU_FOLD says otherwise.
+std::atomic<bool>& fold_setting(DeviceType type) {
+  static std::atomic<bool> settings[kNumDeviceTypes] = {
+      [] {
+        const char* v = std::getenv("EMBER_RELU_FOLD");
+        return !(v && v[0] == '0');
+      }(),
+      [] {
+        const char* v = std::getenv("EMBER_RELU_FOLD");
+        return v && v[0] == '1';
+      }()};
+  return settings[static_cast<int>(type)];
 }
 
 // The link of the linear + ReLU that made `x`, when x is exactly its output (same rows).
@@ -434,7 +444,8 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const bool grad = autograd::needs_grad(x, weight, bias);
   const bool relu = act == backend::GemmEpilogue::relu;
   // A mask for the next linear's backward (Note [ReLU backward in the next GEMM]).
-  const bool keep_mask = grad && relu && rows > 0 && in > 0 && out_f > 0 && fold_enabled();
+  const bool keep_mask = grad && relu && rows > 0 && in > 0 && out_f > 0 &&
+                         fold_setting(x.device().type).load(std::memory_order_relaxed);
   Tensor y2, mask;
   {
     NoGradGuard g;
@@ -464,6 +475,11 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 }  // namespace
+
+void set_relu_fold(DeviceType type, bool on) {
+  fold_setting(type).store(on, std::memory_order_relaxed);
+}
+bool relu_fold(DeviceType type) { return fold_setting(type).load(std::memory_order_relaxed); }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
