@@ -389,16 +389,16 @@ struct LinearNode final : autograd::Node {
 // Per device type, set_relu_fold (ember/runtime.hpp): on for the CPU, off for CUDA unless
 // EMBER_RELU_FOLD says otherwise.
 std::atomic<bool>& fold_setting(DeviceType type) {
-  static std::atomic<bool> settings[kNumDeviceTypes] = {
-      [] {
-        const char* v = std::getenv("EMBER_RELU_FOLD");
-        return !(v && v[0] == '0');
-      }(),
-      [] {
-        const char* v = std::getenv("EMBER_RELU_FOLD");
-        return v && v[0] == '1';
-      }()};
-  return settings[static_cast<int>(type)];
+  struct Settings {
+    std::atomic<bool> on[kNumDeviceTypes];
+    Settings() {
+      const char* v = std::getenv("EMBER_RELU_FOLD");  // read once
+      on[static_cast<int>(DeviceType::cpu)] = !(v && v[0] == '0');
+      on[static_cast<int>(DeviceType::cuda)] = v && v[0] == '1';
+    }
+  };
+  static Settings settings;
+  return settings.on[static_cast<int>(type)];
 }
 
 // The link of the linear + ReLU that made `x`, when x is exactly its output (same rows).
