@@ -20,7 +20,7 @@ namespace ember {
 struct SdpaOptions {
   /// Broadcastable to [..., L, S]. bool: true = may attend (PyTorch's SDPA convention, the
   /// opposite of MultiheadAttention's masks); float: added to the scores (-inf blocks).
-  Tensor attn_mask;
+  Tensor attn_mask{};
   /// Lower-triangular mask aligned top-left (query i sees keys j <= i). Not with attn_mask.
   bool is_causal = false;
   /// Dropout probability on the attention weights, in [0, 1]; applied whenever > 0 (as

@@ -37,7 +37,7 @@ struct GradcheckOptions {
 /// Result of gradcheck: ok, and when not ok a message naming the input, element and both values.
 struct GradcheckResult {
   bool ok = true;
-  std::string message;
+  std::string message{};
   explicit operator bool() const { return ok; }
 };
 

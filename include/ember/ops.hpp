@@ -215,8 +215,8 @@ Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
 /// Values and their positions (i64) along a dim: PyTorch's (values, indices) results.
 ///   auto [v, i] = sort(x, 1);   Tensor top = topk(x, 3).values;
 struct ValuesIndices {
-  Tensor values;
-  Tensor indices;
+  Tensor values{};
+  Tensor indices{};
 };
 /// x sorted along `dim`: NaN greatest (last ascending, first descending), equal values in
 /// input order (every sort is stable; `stable` is accepted for PyTorch's signature). The
@@ -286,14 +286,14 @@ Tensor det(const Tensor& a);
 Tensor solve(const Tensor& a, const Tensor& b);
 Tensor cholesky(const Tensor& a);
 struct QR {
-  Tensor Q;
-  Tensor R;
+  Tensor Q{};
+  Tensor R{};
 };
 QR qr(const Tensor& a);
 struct SVD {
-  Tensor U;
-  Tensor S;
-  Tensor Vh;
+  Tensor U{};
+  Tensor S{};
+  Tensor Vh{};
 };
 SVD svd(const Tensor& a);
 /// Einstein summation over any subscripts, as torch.einsum: letters, "..." for broadcast dims,
@@ -303,11 +303,14 @@ SVD svd(const Tensor& a);
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 /// x·Wᵀ + b in one GEMM (bias optional). W is [out, in] as in PyTorch.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-/// An activation applied in linear's GEMM epilogue (cuBLASLt on a GPU, the bias pass on the CPU).
-/// gelu_tanh is GELU's tanh approximation (gelu(x, "tanh")), not the default erf GELU.
+/// An activation linear can apply in its GEMM's epilogue (cuBLASLt on a GPU, the bias pass on
+/// the CPU). gelu_tanh is GELU's tanh approximation (gelu(x, "tanh")), not the default erf GELU.
 enum class Activation : uint8_t { none, relu, gelu_tanh };
-/// act(x·Wᵀ + b) with the activation fused into the GEMM: linear(x, w, b, Activation::relu)
-/// equals relu(linear(x, w, b)), forward and backward.
+/// act(x·Wᵀ + b), equal forward and backward to the activation applied after linear:
+/// linear(x, w, b, Activation::relu) equals relu(linear(x, w, b)). relu is always fused into the
+/// GEMM. gelu_tanh is fused only when no gradient is needed (grad mode off, or no input requires
+/// grad): its derivative needs the pre-activation, which the epilogue does not keep, so with a
+/// gradient it runs as linear then gelu(…, "tanh").
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
 
 // ---- shape (views where possible; differentiable) ----

@@ -25,9 +25,9 @@ namespace ember::io {
 struct SaveOptions {
   /// Store floating tensors in this dtype (f32 when unset; f16/bf16 halve the file). The
   /// original dtype is recorded and restored on load.
-  std::optional<DType> storage_dtype;
+  std::optional<DType> storage_dtype = std::nullopt;
   /// Extra string metadata (keys must not start with "ember." or be "format").
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata{};
   /// Save even when a module type in the architecture is not registered
   /// (nn::register_module_type): load_model(path) will then refuse the file, and it loads
   /// only with load_state into a module you build or with load_model(path, builder).
@@ -54,7 +54,7 @@ nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool
 /// Everything needed to resume training bit-identically.
 struct CheckpointInfo {
   int64_t step = 0;
-  nn::json extra;
+  nn::json extra{};
   int64_t loader_epoch = 0, loader_position = 0;
 };
 /// Model + optimizer state (+ scheduler, RNG, DataLoader state, GradScaler state when given)
@@ -98,19 +98,19 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
 
 /// What a file holds, readable without knowing the model.
 struct Inspection {
-  std::string path, kind, format_version, ember_version, created;
-  nn::json architecture;  // null when absent
-  std::map<std::string, std::string> metadata;
+  std::string path{}, kind{}, format_version{}, ember_version{}, created{};
+  nn::json architecture{};  // null when absent
+  std::map<std::string, std::string> metadata{};
   struct Row {
-    std::string name, dtype, role;  // role: parameter, buffer, optimizer, tensor
-    Shape shape;
+    std::string name{}, dtype{}, role{};  // role: parameter, buffer, optimizer, tensor
+    Shape shape{};
     uint64_t bytes = 0;
   };
-  std::vector<Row> tensors;
+  std::vector<Row> tensors{};
   uint64_t total_bytes = 0, parameter_count = 0, file_bytes = 0;
   /// "verified" (the data matches ember.data_checksum), "not checked", or "absent" (the file
   /// has no ember.data_checksum, e.g. written by another tool).
-  std::string checksum;
+  std::string checksum{};
   /// Table text as `ember inspect` prints it.
   std::string to_string() const;
   nn::json to_json() const;

@@ -24,9 +24,9 @@ std::string safetensors_dtype_name(DType t);
 
 /// One tensor entry of a file: name, dtype, shape, and its byte range in the data section.
 struct TensorEntry {
-  std::string name;
+  std::string name{};
   DType dtype = DType::f32;
-  Shape shape;
+  Shape shape{};
   uint64_t begin = 0, end = 0;  // offsets into the data section
 };
 

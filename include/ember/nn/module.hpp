@@ -34,7 +34,7 @@ using StateDict = NamedTensors;
 /// What load_state_dict found: names applied, missing from the dict, unexpected in it, and
 /// names whose shape or dtype differs ("name: expected [..] f32, got [..] f32").
 struct LoadReport {
-  std::vector<std::string> applied, missing, unexpected, mismatched;
+  std::vector<std::string> applied{}, missing{}, unexpected{}, mismatched{};
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
 };
 

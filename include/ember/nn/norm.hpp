@@ -84,7 +84,7 @@ class BatchNorm2d : public ModuleHolder<BatchNorm2dImpl> {
 };
 
 struct LayerNormOptions {
-  Shape normalized_shape;
+  Shape normalized_shape{};
   double eps = 1e-5;
   bool elementwise_affine = true;
   bool bias = true;  // only with elementwise_affine

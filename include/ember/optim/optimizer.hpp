@@ -38,17 +38,17 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 /// gradient accumulation meta also holds {"accumulate": {"steps", "count", "mode"}}.
 /// The tensors are the live state (not copies): serialise or clone them before stepping on.
 struct OptimizerState {
-  json meta;
-  NamedTensors tensors;
+  json meta{};
+  NamedTensors tensors{};
 };
 
 /// State of one parameter: steps taken and its named state tensors (Persistent pool, on the
 /// parameter's device, with its dtype and shape).
 struct ParamState {
   int64_t step = 0;
-  NamedTensors tensors;
+  NamedTensors tensors{};
   /// Scalars of the state besides step, e.g. NAdam's {"mu_product", 0.87} (meta, not tensors).
-  std::vector<std::pair<std::string, double>> scalars;
+  std::vector<std::pair<std::string, double>> scalars{};
   /// The tensor named `name`, or nullptr.
   Tensor* find(const std::string& name);
   const Tensor* find(const std::string& name) const;
@@ -61,8 +61,8 @@ struct ParamState {
 /// Example: opt.add_param_group({head->parameters(), optim::SGDOptions{.lr = 0.1}});
 template <typename Options>
 struct ParamGroup {
-  std::vector<Tensor> params;
-  Options options;
+  std::vector<Tensor> params{};
+  Options options{};
   /// PyTorch's 'initial_lr': the lr the first LR scheduler saw (schedulers set and read it).
   std::optional<double> initial_lr = std::nullopt;
 };
