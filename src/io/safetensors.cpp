@@ -449,6 +449,18 @@ void SafetensorsFile::read_bytes(const TensorEntry& e, void* dst) const {
   io::parallel::pread_all(fd_, dst, data_offset_ + e.begin, e.end - e.begin, path_);
 }
 
+const uint8_t* SafetensorsFile::bytes(const TensorEntry& e) const {
+  const std::lock_guard<std::mutex> lock(bytes_mutex_);
+  std::unique_ptr<uint8_t[]>& kept = bytes_buffers_[{e.begin, e.end}];
+  if (!kept) {
+    // Kept only once read whole: a failed read leaves no half-filled buffer behind.
+    auto buffer = std::make_unique<uint8_t[]>(std::max<uint64_t>(e.end - e.begin, 1));
+    read_bytes(e, buffer.get());
+    kept = std::move(buffer);
+  }
+  return kept.get();
+}
+
 Tensor SafetensorsFile::read(const std::string& name, Device device) const {
   const TensorEntry* e = find(name);
   if (!e) fail(path_, "no tensor named '" + name + "'");

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/tensor.hpp"
@@ -51,6 +53,10 @@ class SafetensorsFile {
   uint64_t file_size() const { return file_size_; }
   /// Reads an entry's raw bytes (e.end - e.begin of them) into `dst`.
   void read_bytes(const TensorEntry& e, void* dst) const;
+  /// Deprecated since files are no longer mapped (Note [No mapping] in src/io/safetensors.cpp):
+  /// an entry's raw bytes, read once with read_bytes into a buffer this object keeps, so the
+  /// pointer stays valid while the object lives, as the mapping's did.
+  [[deprecated("use read_bytes(entry, dst)")]] const uint8_t* bytes(const TensorEntry& e) const;
   /// The checksum chunk of a version-2 file (ember.checksum_chunk); 0 for a whole-data one.
   uint64_t checksum_chunk() const { return checksum_chunk_; }
   /// A new tensor with the entry's values on `device` (dtype as stored).
@@ -88,6 +94,9 @@ class SafetensorsFile {
   uint64_t checksum_chunk_ = 0;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorEntry> entries_;
+  // bytes()' buffers, by the entry's [begin, end) (the deprecated pointer API).
+  mutable std::mutex bytes_mutex_;
+  mutable std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<uint8_t[]>> bytes_buffers_;
   void check_digest(uint64_t digest) const;  // against ember.data_checksum
   // load_into's two halves: GPU destinations (verifying unless `verified`), and host ones in
   // one verifying pass (false, having read nothing, when the buffers do not fit).
