@@ -162,9 +162,10 @@ std::vector<double> OneCycleLR::get_lr() {
     const double cos_out = std::cos(kPi * pct) + 1;
     return end + (start - end) / 2.0 * cos_out;
   };
+  Optimizer& opt = optimizer();
   std::vector<double> lrs;
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
-    const double lr_values[3] = {*optimizer_->initial_lr(g), max_lrs_[g], min_lrs_[g]};
+    const double lr_values[3] = {*opt.initial_lr(g), max_lrs_[g], min_lrs_[g]};
     double start_step = 0.0, lr = 0.0, momentum = 0.0;
     for (size_t i = 0; i < phases_.size(); ++i) {
       const Phase& phase = phases_[i];
@@ -181,7 +182,7 @@ std::vector<double> OneCycleLR::get_lr() {
       start_step = phase.end_step;
     }
     lrs.push_back(lr);
-    if (options_.cycle_momentum) set_momentum(*optimizer_, g, momentum, use_beta1_);
+    if (options_.cycle_momentum) set_momentum(opt, g, momentum, use_beta1_);
   }
   return lrs;
 }
@@ -272,7 +273,7 @@ std::vector<double> CyclicLR::get_lr() {
   if (options_.cycle_momentum) {
     for (size_t g = 0; g < base_momentums_.size(); ++g) {
       const double base_height = (max_momentums_[g] - base_momentums_[g]) * scale_factor;
-      set_momentum(*optimizer_, g, max_momentums_[g] - base_height * s, use_beta1_);
+      set_momentum(optimizer(), g, max_momentums_[g] - base_height * s, use_beta1_);
     }
   }
   return lrs;

@@ -39,7 +39,16 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 // ---- LRScheduler ----
 
-LRScheduler::LRScheduler(Optimizer& optimizer, int64_t last_epoch) : optimizer_(&optimizer) {
+// Note [A scheduler outliving its optimizer]
+// A scheduler refers to its optimizer and, weakly, to the optimizer's alive token
+// (Optimizer::alive_token()), and reaches the optimizer only through optimizer(), which
+// throws naming the scheduler once the token expired: stepping a scheduler whose optimizer
+// was destroyed is a clean ember::Error, not a call into freed memory. Each step checks
+// before it changes a counter, so a refused step changes nothing. (The optimizer does not
+// know its schedulers: detaching them when it dies would need a registry of both kinds.)
+
+LRScheduler::LRScheduler(Optimizer& optimizer, int64_t last_epoch)
+    : optimizer_(&optimizer), optimizer_alive_(optimizer.alive_token()) {
   const size_t groups = optimizer.param_group_count();
   for (size_t g = 0; g < groups; ++g) {
     if (last_epoch == -1) {
@@ -55,7 +64,14 @@ LRScheduler::LRScheduler(Optimizer& optimizer, int64_t last_epoch) : optimizer_(
   last_epoch_ = last_epoch;
 }
 
-LRScheduler::LRScheduler(Optimizer& optimizer, NoAttach) : optimizer_(&optimizer) {}
+LRScheduler::LRScheduler(Optimizer& optimizer, NoAttach)
+    : optimizer_(&optimizer), optimizer_alive_(optimizer.alive_token()) {}
+
+Optimizer& LRScheduler::optimizer() const {
+  EMBER_CHECK(!optimizer_alive_.expired(), type_name(),
+              ": its optimizer was destroyed (expected the optimizer to outlive the scheduler)");
+  return *optimizer_;
+}
 
 void LRScheduler::initial_step() {
   step_count_ = 0;
@@ -63,6 +79,7 @@ void LRScheduler::initial_step() {
 }
 
 void LRScheduler::step() {
+  optimizer();  // Note [A scheduler outliving its optimizer]: refuse before counting
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   ++step_count_;
   ++last_epoch_;
@@ -70,6 +87,7 @@ void LRScheduler::step() {
 }
 
 void LRScheduler::step_to(double epoch) {
+  optimizer();
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_,
                                                  [this, epoch] { step_to(epoch); });
   EMBER_CHECK(epoch == std::floor(epoch), type_name(), ".step_to: epoch must be whole (got ", epoch,
@@ -81,12 +99,12 @@ void LRScheduler::step_to(double epoch) {
 }
 
 void LRScheduler::apply(const std::vector<double>& lrs) {
-  for (size_t g = 0; g < lrs.size() && g < optimizer_->param_group_count(); ++g)
-    optimizer_->set_lr(g, lrs[g]);
+  Optimizer& opt = optimizer();
+  for (size_t g = 0; g < lrs.size() && g < opt.param_group_count(); ++g) opt.set_lr(g, lrs[g]);
   last_lr_ = group_lrs();
 }
 
-std::vector<double> LRScheduler::group_lrs() const { return optimizer_->lrs(); }
+std::vector<double> LRScheduler::group_lrs() const { return optimizer().lrs(); }
 
 json LRScheduler::state_dict() const {
   json s = {{"type", type_name()},
@@ -310,6 +328,7 @@ std::vector<double> CosineAnnealingWarmRestarts::get_lr() {
 void CosineAnnealingWarmRestarts::write_lrs() { apply(get_lr()); }
 
 void CosineAnnealingWarmRestarts::step() {
+  optimizer();
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   if (last_epoch_ < 0) {
     step_to(0.0);
@@ -325,6 +344,7 @@ void CosineAnnealingWarmRestarts::step() {
 }
 
 void CosineAnnealingWarmRestarts::step_to(double epoch) {
+  optimizer();
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_,
                                                  [this, epoch] { step_to(epoch); });
   EMBER_CHECK(epoch >= 0, "CosineAnnealingWarmRestarts.step_to: invalid epoch ", epoch,
@@ -456,6 +476,7 @@ SequentialLR::SequentialLR(Optimizer& optimizer,
 }
 
 void SequentialLR::step() {
+  optimizer();
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   ++last_epoch_;
   const size_t idx = static_cast<size_t>(
@@ -513,13 +534,14 @@ ChainedScheduler::ChainedScheduler(std::vector<std::shared_ptr<LRScheduler>> sch
     : LRScheduler(first_optimizer(schedulers), NoAttach{}), schedulers_(std::move(schedulers)) {
   for (size_t i = 1; i < schedulers_.size(); ++i) {
     EMBER_CHECK(schedulers_[i] != nullptr, "ChainedScheduler: scheduler ", i, " is null");
-    EMBER_CHECK(&schedulers_[i]->optimizer() == optimizer_, "ChainedScheduler: schedulers 0 and ",
+    EMBER_CHECK(&schedulers_[i]->optimizer() == &optimizer(), "ChainedScheduler: schedulers 0 and ",
                 i, " belong to different optimizers (expected one optimizer)");
   }
   last_lr_ = group_lrs();
 }
 
 void ChainedScheduler::step() {
+  optimizer();
   const ember::detail::ReplayedHostStep replayed("LR scheduler", alive_, [this] { step(); });
   for (auto& s : schedulers_) s->step();
   last_lr_ = group_lrs();
@@ -551,7 +573,9 @@ void ChainedScheduler::load_state_dict(const json& state) {
 // ---- ReduceLROnPlateau ----
 
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOptions options)
-    : optimizer_(&optimizer), options_(std::move(options)) {
+    : optimizer_(&optimizer),
+      optimizer_alive_(optimizer.alive_token()),
+      options_(std::move(options)) {
   const ReduceLROnPlateauOptions& o = options_;
   EMBER_CHECK(o.factor < 1.0 && o.factor >= 0.0, "ReduceLROnPlateau: invalid factor ", o.factor,
               " (expected 0 <= factor < 1)");
@@ -574,6 +598,12 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
   last_lr_ = optimizer.lrs();
 }
 
+Optimizer& ReduceLROnPlateau::optimizer() const {  // Note [A scheduler outliving its optimizer]
+  EMBER_CHECK(!optimizer_alive_.expired(), type_name(),
+              ": its optimizer was destroyed (expected the optimizer to outlive the scheduler)");
+  return *optimizer_;
+}
+
 bool ReduceLROnPlateau::is_better(double a, double best) const {
   const ReduceLROnPlateauOptions& o = options_;
   if (o.mode == PlateauMode::min && o.threshold_mode == ThresholdMode::rel)
@@ -584,6 +614,7 @@ bool ReduceLROnPlateau::is_better(double a, double best) const {
 }
 
 void ReduceLROnPlateau::step(double metric) {
+  Optimizer& opt = optimizer();  // refuse before counting
   last_epoch_ += 1;
   if (is_better(metric, best_)) {
     best_ = metric;
@@ -596,15 +627,15 @@ void ReduceLROnPlateau::step(double metric) {
     num_bad_epochs_ = 0;  // bad epochs in cooldown do not count
   }
   if (num_bad_epochs_ > options_.patience) {
-    for (size_t g = 0; g < optimizer_->param_group_count(); ++g) {
-      const double old_lr = optimizer_->lr(g);
+    for (size_t g = 0; g < opt.param_group_count(); ++g) {
+      const double old_lr = opt.lr(g);
       const double new_lr = std::max(old_lr * options_.factor, min_lrs_[g]);
-      if (old_lr - new_lr > options_.eps) optimizer_->set_lr(g, new_lr);
+      if (old_lr - new_lr > options_.eps) opt.set_lr(g, new_lr);
     }
     cooldown_counter_ = options_.cooldown;
     num_bad_epochs_ = 0;
   }
-  last_lr_ = optimizer_->lrs();
+  last_lr_ = opt.lrs();
 }
 
 json ReduceLROnPlateau::state_dict() const {

@@ -107,6 +107,9 @@ class Optimizer {
   void zero_grad(bool set_to_none = true);
   /// "SGD", "Adam", "AdamW" (stored in the state dict and checked on load).
   virtual std::string type_name() const = 0;
+  /// A token that expires when the optimizer is destroyed. LR schedulers hold it weakly and
+  /// refuse to touch a destroyed optimizer (LRScheduler::optimizer() throws then).
+  std::weak_ptr<const void> alive_token() const { return alive_; }
 
   /// Gradient accumulation (ggmlR's): step() updates on every k-th call only; the calls in
   /// between keep the gradients (zero_grad() skips them) so backward() sums k micro-batches.
@@ -200,7 +203,8 @@ class Optimizer {
 
   Tensor skipped_steps_;
   const Tensor* found_inf_ = nullptr;  // set during step_unless_found_inf
-  // Expires with the optimizer: a captured step that replays step() refuses after that.
+  // Expires with the optimizer: a captured step that replays step() refuses after that, and
+  // so do the schedulers attached to it (alive_token()).
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   int64_t accumulate_steps_ = 1;
   int64_t accumulate_count_ = 0;

@@ -9,8 +9,9 @@
 // Construction performs the first step (last_epoch becomes 0), as in PyTorch, and records
 // each group's starting lr as its initial_lr (kept in the optimizer's state dict). Chainable
 // schedulers use PyTorch's recursive forms (they read the groups' current lrs), so several
-// schedulers on one optimizer compose as they do there. Schedulers keep a pointer to their
-// optimizer: the optimizer must outlive them.
+// schedulers on one optimizer compose as they do there. The optimizer must outlive its
+// schedulers: a scheduler stepped (or asked for its optimizer) after the optimizer was
+// destroyed throws ember::Error naming the scheduler, and changes nothing.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,9 @@ class LRScheduler {
   int64_t last_epoch() const { return last_epoch_; }
   /// The groups' initial lrs when the scheduler was made.
   const std::vector<double>& base_lrs() const { return base_lrs_; }
-  Optimizer& optimizer() const { return *optimizer_; }
+  /// The optimizer it drives; throws ember::Error when that was destroyed. Every access to the
+  /// optimizer goes through here.
+  Optimizer& optimizer() const;
   /// "StepLR", "CosineAnnealingLR", ... (stored in the state dict and checked on load).
   virtual std::string type_name() const = 0;
 
@@ -80,7 +83,6 @@ class LRScheduler {
   /// The groups' current lrs.
   std::vector<double> group_lrs() const;
 
-  Optimizer* optimizer_;
   int64_t last_epoch_ = -1;
   int64_t step_count_ = 0;
   std::vector<double> base_lrs_;
@@ -90,6 +92,10 @@ class LRScheduler {
 
   friend class SequentialLR;
   friend class ChainedScheduler;
+
+ private:
+  Optimizer* optimizer_;
+  std::weak_ptr<const void> optimizer_alive_;  // the optimizer's alive_token()
 };
 
 /// lr × gamma every step_size epochs.
@@ -445,7 +451,8 @@ class ReduceLROnPlateau {
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
   bool in_cooldown() const { return cooldown_counter_ > 0; }
   const ReduceLROnPlateauOptions& options() const { return options_; }
-  Optimizer& optimizer() const { return *optimizer_; }
+  /// The optimizer it drives; throws ember::Error when that was destroyed.
+  Optimizer& optimizer() const;
   std::string type_name() const { return "ReduceLROnPlateau"; }
 
   json state_dict() const;
@@ -456,6 +463,7 @@ class ReduceLROnPlateau {
  private:
   bool is_better(double a, double best) const;
   Optimizer* optimizer_;
+  std::weak_ptr<const void> optimizer_alive_;  // the optimizer's alive_token()
   ReduceLROnPlateauOptions options_;
   std::vector<double> min_lrs_;
   double best_;
