@@ -9,6 +9,7 @@
 #include <exception>
 #include <iomanip>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "ember/optim/grad_scaler.hpp"
 #include "ember/random.hpp"
 #include "io/parallel_io.hpp"
+#include "io/write_order.hpp"
 
 namespace ember::io {
 
@@ -464,7 +466,9 @@ CheckpointSnapshot snapshot(const nn::Module& model, const optim::Optimizer& opt
 // +45% step time on the H200.) The pinned snapshot is kept for the next checkpoint: one copy
 // of the state in pinned host memory. One write is in flight at a time in the process: a second
 // call waits for the first (and rethrows its error). A crash at any moment leaves the old file or
-// the new one (write_safetensors' guarantee).
+// the new one (write_safetensors' guarantee). The write takes its place among the writes to its
+// path at the call (Note [Writes land in issue order]): a later save of the same path, from
+// any thread, waits for it rather than be replaced by it.
 class AsyncWriter {
  public:
   static AsyncWriter& get() {
@@ -478,26 +482,28 @@ class AsyncWriter {
       std::fprintf(stderr, "ember: the last asynchronous checkpoint failed: %s\n", e.what());
     }
   }
-  void start(std::string path, CheckpointSnapshot snap) {
+  void start(std::string path, std::unique_ptr<write_order::Turn> turn, CheckpointSnapshot snap) {
     std::lock_guard<std::mutex> serial(start_mutex_);
     wait();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       running_ = true;  // before the thread exists, which clears it when done
     }
-    thread_ = std::thread([this, path = std::move(path), snap = std::move(snap)]() mutable {
-      try {
-        for (int d : snap.devices)  // the snapshot's copies out of device memory
-          backend::backend_for(DeviceType::cuda).wait_pinned_slot(d, kSnapshotSlot);
-        write_safetensors(path, snap.tensors, snap.meta);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        error_ = std::current_exception();
-      }
-      snap = {};  // the clones go back to their pools here, not when the next save starts
-      std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
-    });
+    thread_ = std::thread(
+        [this, path = std::move(path), turn = std::move(turn), snap = std::move(snap)]() mutable {
+          try {
+            for (int d : snap.devices)  // the snapshot's copies out of device memory
+              backend::backend_for(DeviceType::cuda).wait_pinned_slot(d, kSnapshotSlot);
+            write_order::write_safetensors_in_turn(*turn, path, snap.tensors, snap.meta);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            error_ = std::current_exception();
+          }
+          turn.reset();  // the next write to the path may go
+          snap = {};     // the clones go back to their pools here, not when the next save starts
+          std::lock_guard<std::mutex> lock(mutex_);
+          running_ = false;
+        });
   }
   // Waits for the write in flight; its error stays for the next wait().
   void join() {
@@ -540,10 +546,13 @@ void save_checkpoint_async(const std::string& path, const nn::Module& model,
                            const optim::Optimizer& optimizer, const optim::LRScheduler* scheduler,
                            int64_t step, const json& extra, const data::DataLoader* loader,
                            const optim::GradScaler* scaler) {
+  // Its place among the writes to `path` is taken now, at the call.
+  auto turn = std::make_unique<write_order::Turn>(path);
   AsyncWriter& w = AsyncWriter::get();
   w.wait();  // the previous write first: its error belongs to the caller, before a new snapshot
-  w.start(path, snapshot(model, optimizer, scheduler, step, extra, loader, scaler, true,
-                         "save_checkpoint_async"));
+  w.start(path, std::move(turn),
+          snapshot(model, optimizer, scheduler, step, extra, loader, scaler, true,
+                   "save_checkpoint_async"));
 }
 
 void wait_for_checkpoint() { AsyncWriter::get().wait(); }

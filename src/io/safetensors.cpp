@@ -34,6 +34,7 @@
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
 #include "io/parallel_io.hpp"
+#include "io/write_order.hpp"
 #include "ops/common.hpp"
 #include "ops/tensor.hpp"
 
@@ -541,6 +542,13 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        std::map<std::string, std::string> metadata) {
+  write_order::Turn turn(path);  // Note [Writes land in issue order]
+  write_order::write_safetensors_in_turn(turn, path, tensors, std::move(metadata));
+}
+
+void write_order::write_safetensors_in_turn(
+    Turn& turn, const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+    std::map<std::string, std::string> metadata) {
   // Host-side, contiguous views of every tensor, in falling element-size order.
   struct Item {
     std::string name;
@@ -593,6 +601,7 @@ void write_safetensors(const std::string& path,
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   static std::atomic<uint64_t> counter{0};
+  turn.wait();  // the earlier writes to this file land first
   remove_stale_temporaries(dir, target.filename().string());
   TempFile tmp;
   tmp.path = (dir / (std::string(".") + target.filename().string() + ".tmp." +

@@ -75,7 +75,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 /// cloned, the metadata taken at the call. One write
 /// is in flight at a time: a call while one is running waits for it first, and rethrows its
 /// error if it failed. A crash at any moment leaves the old file or the new one, never a torn
-/// one. Call wait_for_checkpoint() before reading the file or exiting.
+/// one. Writes to one path land in the order they were issued: a later save_model,
+/// save_checkpoint or save_checkpoint_async of the same path waits for this write, so it is
+/// never replaced by this older state. Call wait_for_checkpoint() before reading the file or
+/// exiting.
 void save_checkpoint_async(const std::string& path, const nn::Module& model,
                            const optim::Optimizer& optimizer,
                            const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,

@@ -111,7 +111,8 @@ class SafetensorsFile {
 /// `ember.checksum_chunk` (hashing and writing on the thread pool). A full disk is an error
 /// that says so; the target is then unchanged.
 /// Duplicate names are refused; tensors sharing one storage range (tied weights) must be
-/// passed once.
+/// passed once. Writes to one file land in the order they were issued: this one waits for the
+/// earlier ones to the same file, from any thread (save_checkpoint_async's included).
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        std::map<std::string, std::string> metadata);
