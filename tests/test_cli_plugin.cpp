@@ -31,6 +31,9 @@ using ember_test::ScratchDir;
 #ifndef EMBER_LIBRARY_FILE
 #define EMBER_LIBRARY_FILE ""
 #endif
+#ifndef EMBER_THROWING_PLUGIN
+#define EMBER_THROWING_PLUGIN ""
+#endif
 
 #define SKIP_WITHOUT_PLUGIN()                                                           \
   if (std::string(EMBER_CLI_PATH).empty() || std::string(EMBER_EXAMPLE_PLUGIN).empty()) \
@@ -41,8 +44,9 @@ struct CliRun {
   std::string output;
 };
 
-CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(EMBER_CLI_PATH) + " " + args + " 2>&1";
+// Runs `ember <args>` (or the shell command `args` itself when !prefix_cli).
+CliRun run_cli(const std::string& args, bool prefix_cli = true) {
+  const std::string cmd = (prefix_cli ? std::string(EMBER_CLI_PATH) + " " : "") + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -169,6 +173,39 @@ TEST(CliPlugin, PluginErrorsAreClear) {
   EXPECT_NE(twice.output.find(std::string(EMBER_LIBRARY_FILE) + " registered no new module type"),
             std::string::npos)
       << twice.output;
+}
+
+// A plugin whose static initialiser throws (tests/plugin_throws.cpp): C++ would call
+// std::terminate; the command reports the library and the exception and exits 1 instead.
+TEST(CliPlugin, PluginWhoseStaticInitialiserThrowsIsReported) {
+  SKIP_WITHOUT_PLUGIN();
+  const std::string plugin = EMBER_THROWING_PLUGIN;
+  ASSERT_FALSE(plugin.empty()) << "tests/CMakeLists.txt builds tests/plugin_throws.cpp";
+  const CliRun r = run_cli("inspect x.safetensors --plugin " + plugin);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("ember: --plugin " + plugin +
+                          ": its static initialiser threw: plugin_throws: the registry it "
+                          "needs is missing"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  // An exception that is not a std::exception is reported too.
+  const CliRun i = run_cli("EMBER_TEST_PLUGIN_THROW=int " + std::string(EMBER_CLI_PATH) +
+                               " inspect x.safetensors --plugin " + plugin,
+                           /*prefix_cli=*/false);
+  EXPECT_EQ(i.status, 1) << i.output;
+  EXPECT_NE(i.output.find("ember: --plugin " + plugin +
+                          ": its static initialiser threw: an exception that is not a "
+                          "std::exception"),
+            std::string::npos)
+      << i.output;
+  // The plugins before a throwing one are loaded; the command still stops at the throwing one.
+  const CliRun two = run_cli(std::string("inspect x.safetensors --plugin ") + EMBER_EXAMPLE_PLUGIN +
+                             " --plugin " + plugin);
+  EXPECT_EQ(two.status, 1) << two.output;
+  EXPECT_NE(two.output.find("ember: --plugin " + plugin + ": its static initialiser threw"),
+            std::string::npos)
+      << two.output;
 }
 
 // Text labels without a plugin: train stores the classes, predict prints the names, and a

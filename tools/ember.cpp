@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -177,6 +178,54 @@ std::set<std::string> known_module_types() {
   return types;
 }
 
+// Note [A plugin whose static initialiser throws]
+// C++ calls std::terminate when a static initialiser exits by an exception, so a plugin whose
+// initialiser throws would end the command inside dlopen with "terminate called ..." and
+// SIGABRT. While dlopen runs, a terminate handler (and a catch, should the exception come out
+// of dlopen instead) reads the exception, prints one error line naming the library and the
+// message, and ends the process with status 1 by _exit: the dynamic loader's lock is still
+// held then, so exit()'s destructors could hang. The previous handler comes back after dlopen.
+// Ending the process is the command's decision; the library never does that.
+
+const std::string* opening_plugin = nullptr;  // the --plugin value dlopen is loading
+
+[[noreturn]] void report_plugin_that_threw() {
+  std::string what = "an exception that is not a std::exception";
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+    }
+  } else {
+    what = "no exception (std::terminate was called while it loaded)";
+  }
+  std::cerr << "error: ember: --plugin " << (opening_plugin ? *opening_plugin : "?")
+            << ": its static initialiser threw: " << what << std::endl;
+  ::_exit(1);
+}
+
+// dlopen with report_plugin_that_threw as the terminate handler for its duration.
+void* open_plugin(const std::string& path, const std::string& full) {
+  struct Handler {
+    std::terminate_handler previous;
+    explicit Handler(const std::string& p)
+        : previous(std::set_terminate(report_plugin_that_threw)) {
+      opening_plugin = &p;
+    }
+    ~Handler() {
+      std::set_terminate(previous);
+      opening_plugin = nullptr;
+    }
+  } handler(path);
+  try {
+    return dlopen(full.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  } catch (...) {
+    report_plugin_that_threw();
+  }
+}
+
 void load_plugins(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     std::error_code ec;
@@ -186,7 +235,7 @@ void load_plugins(const std::vector<std::string>& paths) {
     // An absolute path: dlopen would search the library path for a bare "libmine.so".
     const std::string full = fs::absolute(path).string();
     dlerror();
-    if (dlopen(full.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    if (open_plugin(path, full) == nullptr) {  // Note [A plugin whose static initialiser throws]
       const char* why = dlerror();
       detail::throw_error(detail::concat("ember: --plugin ", path, ": cannot load it (",
                                          why ? why : "unknown dlopen error",
