@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -431,4 +433,139 @@ TEST(CudaFitSteps, AccumulationClippingAndMultiInputMatchTheCpu) {
   const std::vector<float> cpu = run(Device::cpu());
   const std::vector<float> gpu = run(Device::cuda(0));
   expect_close(gpu, cpu, 1e-5, "cuda vs cpu");
+}
+
+// Issue 27 item 10: OneCycleLR and CyclicLR are defined per batch, so fit() steps them after
+// every optimizer step without being told: over 3 epochs of 4 batches the lrs fit() uses are
+// those of the schedule stepped 12 times by hand (stepped per epoch, the one-cycle schedule
+// would stop at its third step, near the start of its rise).
+namespace {
+struct PerBatchCase {
+  std::string name;
+  std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&)> make;
+};
+std::vector<PerBatchCase> per_batch_cases() {
+  return {{"OneCycleLR",
+           [](optim::Optimizer& o) -> std::unique_ptr<optim::LRScheduler> {
+             return std::make_unique<optim::OneCycleLR>(
+                 o, optim::OneCycleLROptions{.max_lr = {0.5}, .epochs = 3, .steps_per_epoch = 4});
+           }},
+          {"CyclicLR", [](optim::Optimizer& o) -> std::unique_ptr<optim::LRScheduler> {
+             return std::make_unique<optim::CyclicLR>(
+                 o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 3});
+           }}};
+}
+}  // namespace
+
+TEST(FitSteps, PerBatchSchedulersStepEveryBatchByDefault) {
+  auto ds = regression_set(64, 3);  // 4 batches of 16
+  for (const PerBatchCase& c : per_batch_cases()) {
+    SCOPED_TRACE(c.name);
+    nn::Module ref_net = net3(1);
+    optim::SGD ref_opt(ref_net->parameters(), {.lr = 0.1, .momentum = 0.9});
+    std::unique_ptr<optim::LRScheduler> ref = c.make(ref_opt);
+    std::vector<double> want_lr, want_momentum;
+    for (int i = 0; i < 12; ++i) {
+      ref->step();
+      want_lr.push_back(ref_opt.lr(0));
+      want_momentum.push_back(ref_opt.group_options(0)["momentum"].get<double>());
+    }
+
+    data::DataLoader loader(ds, {.batch_size = 16});
+    nn::Module net = net3(1);
+    optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+    std::unique_ptr<optim::LRScheduler> sched = c.make(opt);
+    std::vector<double> lr_seen, momentum_seen;
+    train::fit(net, loader, opt, train::cross_entropy_loss(),
+               {.epochs = 3,
+                .scheduler = sched.get(),
+                .on_batch =
+                    [&](const train::BatchLog&) {
+                      lr_seen.push_back(opt.lr(0));
+                      momentum_seen.push_back(opt.group_options(0)["momentum"].get<double>());
+                    },
+                .progress = train::Progress::none});
+    ASSERT_EQ(lr_seen.size(), 12u);
+    for (size_t k = 0; k < lr_seen.size(); ++k) {
+      EXPECT_DOUBLE_EQ(lr_seen[k], want_lr[k]) << "lr after batch " << k;
+      EXPECT_DOUBLE_EQ(momentum_seen[k], want_momentum[k]) << "momentum after batch " << k;
+    }
+    EXPECT_EQ(sched->last_epoch(), 12);
+  }
+}
+
+// Asked explicitly to step such a scheduler once per epoch, fit() refuses before training.
+TEST(FitSteps, PerBatchSchedulersRefuseToStepPerEpoch) {
+  auto ds = regression_set(64, 3);
+  for (const PerBatchCase& c : per_batch_cases()) {
+    SCOPED_TRACE(c.name);
+    data::DataLoader loader(ds, {.batch_size = 16});
+    nn::Module net = net3(1);
+    optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+    std::unique_ptr<optim::LRScheduler> sched = c.make(opt);
+    const std::vector<float> before = flat(net);
+    const double lr = opt.lr(0);
+    const std::string msg = test_util::error_of([&] {
+      train::fit(net, loader, opt, train::cross_entropy_loss(),
+                 {.epochs = 3,
+                  .scheduler = sched.get(),
+                  .scheduler_per_batch = false,
+                  .progress = train::Progress::none});
+    });
+    EXPECT_NE(msg.find("fit: " + c.name + " is defined per batch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("scheduler_per_batch = false"), std::string::npos) << msg;
+    expect_close(flat(net), before, 0.0, "nothing trained");
+    EXPECT_EQ(sched->last_epoch(), 0);
+    EXPECT_EQ(opt.lr(0), lr);
+  }
+}
+
+// Which schedulers fit() steps per batch when scheduler_per_batch is unset: those defined per
+// optimizer step and containers holding one; the others once per epoch. An explicit true steps
+// any scheduler per batch.
+TEST(FitSteps, SchedulerKindDecidesTheDefaultStepping) {
+  auto ds = regression_set(64, 3);  // 4 batches of 16
+  auto run = [&](const std::function<std::shared_ptr<optim::LRScheduler>(optim::Optimizer&)>& make,
+                 std::optional<bool> per_batch, int64_t* last_epoch) {
+    data::DataLoader loader(ds, {.batch_size = 16});
+    nn::Module net = net3(1);
+    optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+    std::shared_ptr<optim::LRScheduler> sched = make(opt);
+    train::fit(net, loader, opt, train::cross_entropy_loss(),
+               {.epochs = 2,
+                .scheduler = sched.get(),
+                .scheduler_per_batch = per_batch,
+                .progress = train::Progress::none});
+    *last_epoch = sched->last_epoch();
+    return opt.lr(0);
+  };
+  auto step_lr = [](optim::Optimizer& o) { return std::make_shared<optim::StepLR>(o, 1, 0.5); };
+  int64_t epochs = 0;
+  EXPECT_DOUBLE_EQ(run(step_lr, std::nullopt, &epochs), 0.025);  // 0.1 halved twice
+  EXPECT_EQ(epochs, 2);
+  EXPECT_DOUBLE_EQ(run(step_lr, true, &epochs), 0.1 / 256);  // halved after each of 8 batches
+  EXPECT_EQ(epochs, 8);
+  EXPECT_DOUBLE_EQ(run(step_lr, false, &epochs), 0.025);
+
+  // A SequentialLR that holds a per-batch schedule is per batch itself.
+  auto warm_then_cycle = [](optim::Optimizer& o) -> std::shared_ptr<optim::LRScheduler> {
+    auto warm = std::make_shared<optim::LinearLR>(o, 0.5, 1.0, 2);
+    auto cycle = std::make_shared<optim::CyclicLR>(
+        o, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}, .step_size_up = 3});
+    return std::make_shared<optim::SequentialLR>(
+        o, std::vector<std::shared_ptr<optim::LRScheduler>>{warm, cycle}, std::vector<int64_t>{2});
+  };
+  run(warm_then_cycle, std::nullopt, &epochs);
+  EXPECT_EQ(epochs, 8);
+  nn::Module net = net3(1);
+  optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+  EXPECT_TRUE(warm_then_cycle(opt)->per_batch());
+  EXPECT_FALSE(optim::StepLR(opt, 1).per_batch());
+  EXPECT_FALSE(optim::CosineAnnealingLR(opt, 10).per_batch());
+  EXPECT_TRUE(optim::OneCycleLR(opt, {.max_lr = {0.1}, .total_steps = 10}).per_batch());
+  EXPECT_TRUE(optim::ChainedScheduler(
+                  {std::make_shared<optim::ExponentialLR>(opt, 0.9),
+                   std::make_shared<optim::CyclicLR>(
+                       opt, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}})})
+                  .per_batch());
 }

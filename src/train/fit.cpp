@@ -310,6 +310,14 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
               " with an optimizer that accumulates ", optimizer.accumulate_steps(),
               " steps itself (expected one of them: set_accumulate_steps(1), or "
               "accumulate_grad_batches = 1)");
+  // A schedule defined per batch (OneCycleLR, CyclicLR) steps after every optimizer step
+  // unless told otherwise; stepped once per epoch it would never get past its start.
+  const bool scheduler_per_batch =
+      o.scheduler && o.scheduler_per_batch.value_or(o.scheduler->per_batch());
+  EMBER_CHECK(!o.scheduler || !o.scheduler->per_batch() || scheduler_per_batch,
+              "fit: ", o.scheduler->type_name(),
+              " is defined per batch (one step per optimizer step), but scheduler_per_batch = "
+              "false would step it once per epoch (expected scheduler_per_batch unset or true)");
   const std::vector<Tensor> params = model->parameters();
   // Mixed precision: the forward under autocast, the loss scaled (FitOptions::grad_scaler).
   EMBER_CHECK(!o.autocast || *o.autocast == DType::f16 || *o.autocast == DType::bf16,
@@ -357,7 +365,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
           if (o.clip_grad_norm)
             norm = optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
           optimizer_step();
-          if (o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+          if (scheduler_per_batch) o.scheduler->step();
           Tensor hits = is_classification(output, in[1]) ? count_correct(output, in[1]) : Tensor();
           return std::vector<Tensor>{l, hits, norm};
         },
@@ -386,7 +394,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     // After a batch: the per-batch scheduler (unless the captured step ran it), a checkpoint,
     // the batch hooks and the progress display.
     auto after_step = [&](const Tensor& l, int64_t n, bool step, bool scheduled) {
-      if (step && !scheduled && o.scheduler && o.scheduler_per_batch) o.scheduler->step();
+      if (step && !scheduled && scheduler_per_batch) o.scheduler->step();
       if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
         (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
             o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
@@ -472,7 +480,7 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
     log.seconds = seconds_since(t0);
     log.samples_per_second = log.seconds > 0 ? static_cast<double>(samples) / log.seconds : 0.0;
     if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss);
-    if (o.scheduler && !o.scheduler_per_batch) o.scheduler->step();
+    if (o.scheduler && !scheduler_per_batch) o.scheduler->step();
     if (o.plateau) o.plateau->step(log.val ? log.val->loss : log.train.loss);
     progress.end_epoch(log);
     history.epochs.push_back(log);

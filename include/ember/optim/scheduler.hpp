@@ -49,6 +49,9 @@ class LRScheduler {
   Optimizer& optimizer() const;
   /// "StepLR", "CosineAnnealingLR", ... (stored in the state dict and checked on load).
   virtual std::string type_name() const = 0;
+  /// Whether the schedule is defined per optimizer step rather than per epoch (OneCycleLR,
+  /// CyclicLR, and containers holding one): train::fit steps it after every batch then.
+  virtual bool per_batch() const { return false; }
 
   /// Counters and settings, with PyTorch's key names ("last_epoch", "_step_count",
   /// "base_lrs", "_last_lr", "gamma", ...) plus "type".
@@ -315,6 +318,7 @@ class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& optimizer, OneCycleLROptions options, int64_t last_epoch = -1);
   std::string type_name() const override { return "OneCycleLR"; }
+  bool per_batch() const override { return true; }
   int64_t total_steps() const { return total_steps_; }
 
  protected:
@@ -362,6 +366,7 @@ class CyclicLR : public LRScheduler {
  public:
   CyclicLR(Optimizer& optimizer, CyclicLROptions options, int64_t last_epoch = -1);
   std::string type_name() const override { return "CyclicLR"; }
+  bool per_batch() const override { return true; }
 
  protected:
   std::vector<double> get_lr() override;
@@ -390,6 +395,11 @@ class SequentialLR : public LRScheduler {
   void step() override;
   void step_to(double epoch) override;
   std::string type_name() const override { return "SequentialLR"; }
+  bool per_batch() const override {  // when one of its schedulers is
+    for (const auto& s : schedulers_)
+      if (s->per_batch()) return true;
+    return false;
+  }
   json state_dict() const override;
   void load_state_dict(const json& state) override;
   const std::vector<std::shared_ptr<LRScheduler>>& schedulers() const { return schedulers_; }
@@ -409,6 +419,11 @@ class ChainedScheduler : public LRScheduler {
   void step() override;
   void step_to(double epoch) override;
   std::string type_name() const override { return "ChainedScheduler"; }
+  bool per_batch() const override {  // when one of its schedulers is
+    for (const auto& s : schedulers_)
+      if (s->per_batch()) return true;
+    return false;
+  }
   json state_dict() const override;
   void load_state_dict(const json& state) override;
   const std::vector<std::shared_ptr<LRScheduler>>& schedulers() const { return schedulers_; }

@@ -88,9 +88,12 @@ enum class Progress { automatic, bar, lines, none };
 struct FitOptions {
   int64_t epochs = 1;
   data::DataLoader* val_loader = nullptr;
-  /// Stepped after every batch (per_batch) or every epoch.
+  /// Stepped after every optimizer step (per batch) or every epoch.
   optim::LRScheduler* scheduler = nullptr;
-  bool scheduler_per_batch = false;
+  /// Unset: per batch when the scheduler is defined per batch (scheduler->per_batch():
+  /// OneCycleLR, CyclicLR), else per epoch. true steps any scheduler per batch; false with a
+  /// per-batch scheduler is refused (its schedule would stop near its start).
+  std::optional<bool> scheduler_per_batch = std::nullopt;
   /// Stepped with the validation loss (training loss without validation) after every epoch.
   optim::ReduceLROnPlateau* plateau = nullptr;
   std::vector<std::shared_ptr<Callback>> callbacks{};
