@@ -1,5 +1,5 @@
-// ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; CUDA device
-// descriptions.
+// ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; deterministic mode;
+// CUDA device descriptions.
 #pragma once
 
 #include <string>
@@ -21,6 +21,19 @@ int get_num_threads();
 ///   set_relu_fold(DeviceType::cuda, true);
 void set_relu_fold(DeviceType type, bool on);
 bool relu_fold(DeviceType type);
+
+/// Deterministic mode (PyTorch: torch.use_deterministic_algorithms(true)): while on, every op
+/// runs kernels whose results are bitwise the same from run to run (same GPU, same ember, CUDA
+/// and cuDNN). On CUDA: index_add, scatter / scatter_add / scatter_reduce and the backward of
+/// index_select, embedding and gather sort their indices instead of adding with atomics; the
+/// fused attention backward builds cuDNN's deterministic graph (or the composed path runs);
+/// GEMM and attention engines are never chosen by timing (EMBER_GEMM_AUTOTUNE and
+/// EMBER_SDPA_AUTOTUNE are ignored). An op with no deterministic route refuses, naming itself.
+/// Slower where many indices repeat. The CPU backend is deterministic either way. Default off;
+/// EMBER_DETERMINISTIC=1 turns it on at start. docs/cuda.md lists the ops it changes.
+/// Example: set_deterministic(true);
+void set_deterministic(bool on);
+bool deterministic();
 
 /// One line about CUDA device `index`: name, compute capability, memory.
 /// Example: cuda_device_description(0) == "NVIDIA H200 (sm_90, 139.8 GiB)". Throws when the

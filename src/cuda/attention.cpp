@@ -28,6 +28,19 @@
 // Plans (graph → heuristics → the first engine config that finalizes) are built once per
 // device, dtype, shape, strides and flags and kept in a map; the workspace comes from the
 // Pass pool for each call.
+//
+// Note [Deterministic attention backward]
+// cuDNN's default backward adds each key block's share of dQ into the f32 scratch dQacc with
+// atomics, so dQ (and every weight after it) changes in its last bits from run to run. Its
+// other backward writes dP to a workspace (B·H·L·S·2 bytes) and forms dQ without atomics;
+// the graph asks for it by leaving dQacc out (dQ = matmul(dS, K) directly), which is what
+// cuDNN's frontend lowers SDPA_backward_attributes::set_deterministic_algorithm(true) to on
+// sm_80-sm_90 (NVIDIA/cudnn-frontend, scaled_dot_product_flash_attention.h: "Force dP
+// workspace implementation if ... the user force requests deterministic algorithm"). In
+// deterministic mode (set_deterministic) the backward plan is built that way, engines noted
+// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC are skipped and no plan is chosen by timing; on other
+// GPUs (Blackwell needs engine-specific knobs and cuDNN >= 9.18) or when no engine takes the
+// graph, the forward declines and the composed path runs, which is deterministic.
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -37,71 +50,26 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "cuda/cudnn_loader.hpp"
+#include "cuda/cudnn_backend.hpp"
 #include "cuda/kernels.cuh"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cuda {
 
 #if defined(EMBER_HAVE_CUDNN_HEADERS)
 namespace {
 
-// A cuDNN call failed while building a plan: the path falls back (the message says why).
-struct BuildError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-const CudnnApi& api() {
-  static const CudnnApi* a = [] {
-    std::string why;
-    return cudnn_api(&why);
-  }();
-  return *a;
-}
-
-std::string status_text(cudnnStatus_t s) {
-  std::string out = api().get_error_string ? api().get_error_string(s) : "?";
-  if (api().last_error_string) {
-    char buf[1024] = {};
-    api().last_error_string(buf, sizeof(buf));
-    if (buf[0]) out += std::string(": ") + buf;
-  }
-  return out;
-}
-
-void check(cudnnStatus_t s, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) throw BuildError(std::string(what) + " failed: " + status_text(s));
-}
-
-// One backend descriptor, destroyed with its owner.
-class Desc {
- public:
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    check(api().create_descriptor(type, &d_), "cudnnBackendCreateDescriptor");
-  }
-  ~Desc() {
-    if (d_) api().destroy_descriptor(d_);
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  cudnnBackendDescriptor_t get() const { return d_; }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
-
-void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
-         cudnnBackendAttributeType_t type, int64_t count, const void* value, const char* what) {
-  check(api().set_attribute(d, attr, type, count, value), what);
-}
-void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
-              cudnnBackendDescriptor_t value, const char* what) {
-  set(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
-}
+using cudnn::api;
+using cudnn::BuildError;
+using cudnn::check;
+using cudnn::Desc;
+using cudnn::set;
+using cudnn::set_desc;
+using cudnn::status_text;
 
 // Tensors with a fixed id in the variant pack (virtual ones get ids from kFirstVirtual on).
 enum Uid : int64_t {
@@ -377,7 +345,10 @@ void build_forward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, in
   g.matmul(p, v, o, c.seq_q, nullptr, c.seq_kv);
 }
 
-void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, int flavor) {
+// accumulate_dq: dQ through the f32 scratch dQacc (atomics); false: the deterministic graph
+// (Note [Deterministic attention backward]).
+void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, int flavor,
+                    bool accumulate_dq) {
   const cudnnDataType_t io = io_type(a.dtype);
   const int64_t b = a.batch, h = a.heads, l = a.len_q, s = a.len_kv, e = a.head_dim,
                 ev = a.head_dim_v;
@@ -392,7 +363,9 @@ void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, i
   auto dk = g.tensor(kDK, io, {b, h, s, e}, packed_strides({b, h, s, e}));
   auto dv = g.tensor(kDV, io, {b, h, s, ev}, packed_strides({b, h, s, ev}));
   auto softmax_sum = g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
-  auto dq_accum = g.tensor(kDQAccum, CUDNN_DATA_FLOAT, {b, h, l, e}, packed_strides({b, h, l, e}));
+  auto dq_accum = accumulate_dq ? g.tensor(kDQAccum, CUDNN_DATA_FLOAT, {b, h, l, e},
+                                           packed_strides({b, h, l, e}))
+                                : nullptr;
   const Common c = common_tensors(g, a, padding, dropout);
   const Dims sd{b, h, l, s}, rd{b, h, l, 1}, sd_t{b, h, s, l}, st_strides{h * l * s, l * s, 1, s};
 
@@ -459,8 +432,12 @@ void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, i
   // dQ = dS · K, accumulated in f32
   auto k = g.virt(flavor == 0 ? CUDNN_DATA_FLOAT : io, {b, h, s, e}, k_strides);
   g.reshape(kt, k);
-  g.matmul(ds, k, dq_accum, c.seq_q, nullptr, c.seq_kv);
-  g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
+  if (accumulate_dq) {
+    g.matmul(ds, k, dq_accum, c.seq_q, nullptr, c.seq_kv);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
+  } else {
+    g.matmul(ds, k, dq, c.seq_q, nullptr, c.seq_kv);
+  }
 }
 
 // Note [Graph flavors]
@@ -489,7 +466,8 @@ struct Plan {
   size_t chosen = 0;
   bool tuned = false;
   int flavor = 0;
-  std::string error;  // set when no plan could be built: the call falls back
+  bool deterministic = false;  // Note [Deterministic attention backward]
+  std::string error;           // set when no plan could be built: the call falls back
   const Candidate& plan() const { return candidates[chosen]; }
 };
 
@@ -677,6 +655,16 @@ void add_knob_variants(Plan& p, cudnnHandle_t h, cudnnBackendDescriptor_t first)
   }
 }
 
+// Whether cuDNN notes the engine of `config` as nondeterministic (an engine that cannot say
+// is taken at its graph's word: Note [Deterministic attention backward]).
+bool noted_nondeterministic(cudnnBackendDescriptor_t config) {
+  try {
+    return cudnn::nondeterministic_engine(config);
+  } catch (const BuildError&) {
+    return false;
+  }
+}
+
 // Graph → heuristics → the engine configs whose plans finalize (the first is the default).
 void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
   p.graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -687,7 +675,7 @@ void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
   check(api().finalize(p.graph->get()), "finalize operation graph");
   p.descs = g.release();
   std::string errors;
-  const size_t wanted = autotune_level() > 0 ? kMaxCandidates : 1;
+  const size_t wanted = autotune_level() > 0 && !p.deterministic ? kMaxCandidates : 1;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     p.heur = std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     cudnnBackendDescriptor_t graph = p.graph->get();
@@ -716,6 +704,10 @@ void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
     for (int64_t i = 0; i < got && p.candidates.size() < wanted; ++i) {
       Candidate& c = configs[static_cast<size_t>(i)];
       c.label = "config " + std::to_string(i);
+      if (p.deterministic && noted_nondeterministic(c.config->get())) {
+        errors += " " + c.label + ": engine noted nondeterministic;";
+        continue;
+      }
       add_candidate(p, h, std::move(c), &errors);
     }
     if (!p.candidates.empty()) {
@@ -738,7 +730,7 @@ Cache& cache() {
   return *c;
 }
 
-std::vector<int64_t> key_of(const SdpaArgs& a, bool backward) {
+std::vector<int64_t> key_of(const SdpaArgs& a, bool backward, bool deterministic) {
   std::vector<int64_t> k = {backward,
                             a.device,
                             static_cast<int64_t>(a.dtype),
@@ -750,7 +742,8 @@ std::vector<int64_t> key_of(const SdpaArgs& a, bool backward) {
                             a.head_dim_v,
                             a.causal,
                             a.seq_len_kv != nullptr,
-                            a.bias != nullptr};
+                            a.bias != nullptr,
+                            deterministic};
   if (a.bias) {
     k.insert(k.end(), a.bias_dims, a.bias_dims + 4);
     k.insert(k.end(), a.bias_strides, a.bias_strides + 4);
@@ -763,20 +756,40 @@ std::vector<int64_t> key_of(const SdpaArgs& a, bool backward) {
   return k;
 }
 
+// Why cuDNN's deterministic backward is not used on `device` ("" when it is): the graph of
+// Note [Deterministic attention backward] is the frontend's deterministic algorithm on
+// compute capability 8.x and 9.x only.
+std::string deterministic_refusal(int device) {
+  int major = 0, minor = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 8 || major == 9) return "";
+  return "deterministic mode: cuDNN's deterministic attention backward is used on sm_80 to sm_90 "
+         "(this GPU is sm_" +
+         std::to_string(major * 10 + minor) + ")";
+}
+
 // The cached plan for a (built on first use); null with the reason recorded when none exists.
 Plan* plan_for(const SdpaArgs& a, bool backward) {
   Cache& c = cache();
+  const bool det = deterministic();
   std::lock_guard<std::mutex> lock(c.mutex);
-  std::unique_ptr<Plan>& slot = c.plans[key_of(a, backward)];
+  std::unique_ptr<Plan>& slot = c.plans[key_of(a, backward, det)];
   if (!slot) {
     std::string errors;
-    for (int flavor = 0; flavor < kFlavors; ++flavor) {
+    const std::string refusal = backward && det ? deterministic_refusal(a.device) : "";
+    if (!refusal.empty()) {
       slot = std::make_unique<Plan>();
+      slot->error = refusal;
+    }
+    for (int flavor = 0; flavor < kFlavors && refusal.empty(); ++flavor) {
+      slot = std::make_unique<Plan>();
+      slot->deterministic = det;
       try {
         Builder g;
         const bool padding = a.seq_len_kv != nullptr, dropout = a.dropout_p > 0.0;
         if (backward)
-          build_backward(g, a, padding, dropout, flavor);
+          build_backward(g, a, padding, dropout, flavor, /*accumulate_dq=*/!det);
         else
           build_forward(g, a, padding, dropout, flavor);
         make_plan(*slot, g, handle(a.device));
@@ -800,7 +813,8 @@ struct Scalars {
   float scale, neg, drop_scale, keep, one = 1.0f;
 };
 
-void execute(const SdpaArgs& a, const Candidate& p, bool backward) {
+// accumulate_dq: the backward graph has the f32 scratch dQacc (build_backward).
+void execute(const SdpaArgs& a, const Candidate& p, bool backward, bool accumulate_dq) {
   Scalars sc{static_cast<float>(a.scale), std::numeric_limits<float>::lowest(),
              static_cast<float>(a.dropout_p > 0 ? 1.0 / (1.0 - a.dropout_p) : 1.0),
              static_cast<float>(1.0 - a.dropout_p)};
@@ -832,7 +846,9 @@ void execute(const SdpaArgs& a, const Candidate& p, bool backward) {
   const size_t ws = (static_cast<size_t>(p.workspace) + 255) / 256 * 256;
   const size_t sum_bytes = static_cast<size_t>(b * h * l) * sizeof(float);
   const size_t sum_padded = (sum_bytes + 255) / 256 * 256;
-  if (backward) extra = sum_padded + static_cast<size_t>(b * h * l * a.head_dim) * sizeof(float);
+  const size_t dq_bytes =
+      accumulate_dq ? static_cast<size_t>(b * h * l * a.head_dim) * sizeof(float) : 0;
+  if (backward) extra = sum_padded + dq_bytes;
   Scratch scratch(a.device, std::max<size_t>(ws + extra, 256));
   char* base = static_cast<char*>(scratch.get());
   if (backward) {
@@ -841,9 +857,9 @@ void execute(const SdpaArgs& a, const Candidate& p, bool backward) {
     add(kDK, a.grad_k);
     add(kDV, a.grad_v);
     add(kSoftmaxSum, base + ws);
-    add(kDQAccum, base + ws + sum_padded);
+    if (accumulate_dq) add(kDQAccum, base + ws + sum_padded);
     add(dropout ? kKeepProb : kOne, dropout ? &sc.keep : &sc.one);
-    if (api().version < 90600)
+    if (accumulate_dq && api().version < 90600)
       EMBER_CUDA_CHECK(
           cudaMemsetAsync(base + ws + sum_padded, 0, extra - sum_padded, stream(a.device)));
   }
@@ -886,10 +902,10 @@ void tune(const SdpaArgs& a, Plan& p, bool backward) {
   for (size_t i = 0; i < p.candidates.size(); ++i) {
     float ms = std::numeric_limits<float>::max();
     try {
-      execute(a, p.candidates[i], backward);
+      execute(a, p.candidates[i], backward, !p.deterministic);
       for (int r = 0; r < 3; ++r) {
         EMBER_CUDA_CHECK(cudaEventRecord(start, st));
-        execute(a, p.candidates[i], backward);
+        execute(a, p.candidates[i], backward, !p.deterministic);
         EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
         EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
         float t = 0.0f;
@@ -919,7 +935,7 @@ void run(const SdpaArgs& a, Plan& p, bool backward) {
     std::lock_guard<std::mutex> lock(cache().mutex);  // one thread tunes a plan
     if (!p.tuned && autotune_level() > 0) tune(a, p, backward);
   }
-  execute(a, p.plan(), backward);
+  execute(a, p.plan(), backward, !p.deterministic);
 }
 
 }  // namespace

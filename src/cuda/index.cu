@@ -18,19 +18,36 @@
 // device (one stream), so concurrent index calls from several host threads on one device
 // are not supported.
 //
-// Accumulation (index_add, scatter) uses atomics: duplicate indices combine in an
-// unspecified order (f32/f64 sums may differ from the CPU's in the last bits); scatter's
-// prod/max/min are compare-and-swap loops, its assign keeps an unspecified one.
+// Accumulation (index_add, scatter) uses atomics by default: duplicate indices combine in an
+// unspecified order (f32/f64 sums may differ from the CPU's, and from run to run, in the last
+// bits); scatter's prod/max/min are compare-and-swap loops, its assign keeps an unspecified
+// one. In deterministic mode they sort instead (Note [Deterministic accumulation]).
+//
+// Note [Deterministic accumulation]
+// With set_deterministic(true) (ember/runtime.hpp) index_add and scatter use no atomics. Each
+// source gets a key, its destination (index_add: the row index[j]; scatter: the element's
+// offset in out), and CUB's radix sort, which is stable, orders the (key, source position)
+// pairs, so a destination's sources sit together in the order of their positions. The thread
+// of the first pair of each run of equal keys (index_add: one per inner element) reads the
+// destination, combines the sources in that order and writes it once. That is the order of
+// the CPU's loops (which never split one destination's sources between threads:
+// src/cpu/index.cpp), so the result is the CPU's (f16/bf16 to rounding) on every run; scatter's
+// assign keeps the last source, as the CPU does. Cost: a sort (index_add: L keys; scatter: one
+// per element) and a serial walk per destination, long when one destination has many sources.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 #include <mutex>
 #include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 #include "kernels/index.hpp"
 
 namespace ember::cuda {
@@ -237,6 +254,169 @@ __global__ void scatter_kernel(ScatterOp op, T* __restrict out, const T* __restr
   }
 }
 
+// ---- deterministic accumulation (Note [Deterministic accumulation]) ----
+
+using SortKey = unsigned long long;           // CUB radix-sorts unsigned keys
+constexpr int64_t kMaxSortedItems = INT_MAX;  // CUB counts the pairs it sorts in int
+
+// The bits a key of at most `max_key` occupies (at least 1): the radix sort's end bit.
+int key_bits(uint64_t max_key) {
+  int bits = 1;
+  while (bits < 64 && (max_key >> bits) != 0) ++bits;
+  return bits;
+}
+
+// Refuses a call too large to sort, naming the op.
+void check_sortable(const char* op, int64_t items) {
+  EMBER_CHECK(items <= kMaxSortedItems, op,
+              ": deterministic mode (set_deterministic) sorts at most ", kMaxSortedItems,
+              " indices on CUDA (got ", items,
+              "); split the call, or turn deterministic mode off for it");
+}
+
+// n (key, position) pairs: 2n keys and 2n positions (the sort's input, then its output).
+class SortBuffers {
+ public:
+  SortBuffers(int device, int64_t n)
+      : n_(n),
+        keys_(device, static_cast<size_t>(2 * n) * sizeof(SortKey)),
+        positions_(device, static_cast<size_t>(2 * n) * sizeof(int)) {}
+  SortKey* keys_in() const { return static_cast<SortKey*>(keys_.get()); }
+  int* positions_in() const { return static_cast<int*>(positions_.get()); }
+  const SortKey* keys() const { return keys_in() + n_; }  // sorted
+  const int* positions() const { return positions_in() + n_; }
+
+  // Stable radix sort of the pairs by the low `bits` bits of their keys.
+  void sort(int device, cudaStream_t s, int bits) const {
+    size_t temp_bytes = 0;
+    const int n = static_cast<int>(n_);
+    EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in(), keys_in() + n_,
+                                                     positions_in(), positions_in() + n_, n, 0,
+                                                     bits, s));
+    Scratch temp(device, std::max<size_t>(temp_bytes, 1));
+    EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys_in(),
+                                                     keys_in() + n_, positions_in(),
+                                                     positions_in() + n_, n, 0, bits, s));
+  }
+
+ private:
+  int64_t n_;
+  Scratch keys_, positions_;
+};
+
+// index_add's keys: the destination row of each source row j.
+template <typename I>
+__global__ void row_keys_kernel(const I* __restrict index, int64_t count, SortKey* __restrict keys,
+                                int* __restrict positions) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < count;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    keys[j] = static_cast<SortKey>(static_cast<int64_t>(index[j]));  // a bad index: never used
+    positions[j] = static_cast<int>(j);
+  }
+}
+
+// out[o, key, i] += src[o, j, i] over the rows j of each key, in order: a thread per (o, sorted
+// position p, i) whose p starts its key's run.
+template <typename T>
+__global__ void index_add_sorted_kernel(T* __restrict out, const T* __restrict src,
+                                        const SortKey* __restrict keys,
+                                        const int* __restrict positions, int64_t outer,
+                                        int64_t count, int64_t size, int64_t inner,
+                                        const int* __restrict bad) {
+  if (*bad) return;
+  const int64_t total = outer * count * inner;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, r = e / inner;
+    const int64_t p = r % count, o = r / count;
+    const SortKey key = keys[p];
+    if (p > 0 && keys[p - 1] == key) continue;  // not the first source of its row
+    T* dst = out + (o * size + static_cast<int64_t>(key)) * inner + i;
+    T acc = *dst;
+    for (int64_t q = p; q < count && keys[q] == key; ++q)
+      acc = acc + src[(o * count + positions[q]) * inner + i];
+    *dst = acc;
+  }
+}
+
+// scatter's keys: the offset in out of each element's destination.
+template <typename I>
+__global__ void scatter_keys_kernel(const I* __restrict index, Walk w, int64_t total,
+                                    SortKey* __restrict keys, int* __restrict positions) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t a, b, ix;
+    walk_offsets(w, e, &a, &b, &ix);
+    keys[e] = static_cast<SortKey>(a + static_cast<int64_t>(index[ix]) * w.dim_stride);
+    positions[e] = static_cast<int>(e);
+  }
+}
+
+// out[key] = combine(... combine(out[key], src[first]) ..., src[last]): a thread per sorted
+// position that starts its key's run.
+template <typename T>
+__global__ void scatter_sorted_kernel(ScatterOp op, T* __restrict out, const T* __restrict src,
+                                      const SortKey* __restrict keys,
+                                      const int* __restrict positions, Walk w, int64_t total,
+                                      const int* __restrict bad) {
+  if (*bad) return;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < total;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const SortKey key = keys[p];
+    if (p > 0 && keys[p - 1] == key) continue;
+    T acc = out[key];
+    for (int64_t q = p; q < total && keys[q] == key; ++q) {
+      int64_t a, b, ix;
+      walk_offsets(w, positions[q], &a, &b, &ix);
+      acc = kernels::scatter_combine(op, acc, src[b]);
+    }
+    out[key] = acc;
+  }
+}
+
+template <typename I>
+void index_add_sorted(const View& out, const View& src, const View& index, const Layout& l,
+                      int64_t count, const RangeCheck& rc) {
+  check_sortable("index_add", count);
+  const int device = index.device;
+  const SortBuffers pairs(device, count);
+  row_keys_kernel<I><<<grid_for(count), kBlock, 0, rc.stream>>>(
+      static_cast<const I*>(index.data), count, pairs.keys_in(), pairs.positions_in());
+  EMBER_CUDA_LAUNCH_CHECK();
+  pairs.sort(device, rc.stream, key_bits(static_cast<uint64_t>(std::max<int64_t>(l.size - 1, 0))));
+  const int64_t total = l.outer * count * l.inner;
+  kernels::dispatch_arithmetic<__half, __nv_bfloat16>(
+      out.dtype, "index_add", "CUDA", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        index_add_sorted_kernel<T><<<grid_for(total), kBlock, 0, rc.stream>>>(
+            static_cast<T*>(out.data), static_cast<const T*>(src.data), pairs.keys(),
+            pairs.positions(), l.outer, count, l.size, l.inner, rc.flag);
+        EMBER_CUDA_LAUNCH_CHECK();
+      });
+}
+
+template <typename I>
+void scatter_sorted(ScatterOp op, const View& out, const View& src, const View& index,
+                    const Walk& w, int64_t total, const RangeCheck& rc) {
+  check_sortable(op == ScatterOp::sum ? "scatter_add" : "scatter", total);
+  const int device = index.device;
+  const SortBuffers pairs(device, total);
+  scatter_keys_kernel<I><<<grid_for(total), kBlock, 0, rc.stream>>>(
+      static_cast<const I*>(index.data), w, total, pairs.keys_in(), pairs.positions_in());
+  EMBER_CUDA_LAUNCH_CHECK();
+  uint64_t last = 0;  // the largest offset in out
+  for (int d = 0; d < out.shape.size(); ++d)
+    last += static_cast<uint64_t>(std::max<int64_t>(out.shape[d] - 1, 0) * out.strides[d]);
+  pairs.sort(device, rc.stream, key_bits(last));
+  dispatch_numeric(out.dtype, "scatter", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_sorted_kernel<T><<<grid_for(total), kBlock, 0, rc.stream>>>(
+        op, static_cast<T*>(out.data), static_cast<const T*>(src.data), pairs.keys(),
+        pairs.positions(), w, total, rc.flag);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
 }  // namespace
 
 bool index_select(const View& out, const View& in, int dim, const View& index) {
@@ -271,7 +451,9 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
     const int64_t total = l.outer * count * l.inner;
-    if (total > 0) {
+    if (total > 0 && deterministic()) {
+      index_add_sorted<I>(out, src, index, l, count, rc);
+    } else if (total > 0) {
       kernels::dispatch_arithmetic<__half, __nv_bfloat16>(
           out.dtype, "index_add", "CUDA", [&](auto tag) {
             using T = typename decltype(tag)::type;
@@ -331,6 +513,10 @@ bool scatter(ScatterOp op, const View& out, int dim, const View& index, const Vi
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, out.shape[dim], device, kScatterAdd, dim);
+    if (deterministic()) {
+      scatter_sorted<I>(op, out, src, index, w, total, rc);
+      return end_check(rc);
+    }
     dispatch_numeric(out.dtype, "scatter", [&](auto tag) {
       using T = typename decltype(tag)::type;
       scatter_kernel<T, I><<<grid_for(total), kBlock, 0, rc.stream>>>(

@@ -20,7 +20,12 @@
 // PyTorch's TunableOp does. The heuristic's first pick often splits K over several blocks
 // and adds a reduction kernel, which costs more than it saves on the small GEMMs of a small
 // model. Off by default: the choice then follows timing noise, so two runs may round GEMMs
-// differently (within a process every call of a problem uses the same algorithm).
+// differently (within a process every call of a problem uses the same algorithm). Ignored in
+// deterministic mode (set_deterministic), whose plans are cached apart: the heuristic's first
+// algorithm, which cuBLAS runs with the same bits every time on one GPU given one stream and
+// our own workspace (the cuBLAS guide, "Results reproducibility"); its split-K reductions are
+// ordered (CUBLASLT_REDUCTION_SCHEME_INPLACE uses counters "to guarantee the sequentiality",
+// the others reduce the workspace in a separate kernel).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -33,6 +38,7 @@
 
 #include "cuda/kernels.cuh"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -74,8 +80,9 @@ DeviceBlas& blas(int device) {
 }
 
 // Everything that decides the descriptors and the algorithm.
-using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t>;
+using Key =
+    std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+               int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t, bool>;
 
 // Note [cuBLASLt alignment]
 // The heuristic assumes 256-byte aligned operands unless told otherwise, and views (slices,
@@ -218,6 +225,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
   const uint32_t align_a = alignment_of(a, many * g.batch_stride_a * es);
   const uint32_t align_b = alignment_of(b, many * g.batch_stride_b * es);
   const uint32_t align_c = alignment_of(c, many * g.batch_stride_c * es);
+  const bool det = deterministic();  // Note [Measured GEMM algorithms]
   const Key key{device,
                 static_cast<int>(g.dtype),
                 g.trans_a,
@@ -236,7 +244,8 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
                 beta_zero,
                 align_a,
                 align_b,
-                align_c};
+                align_c,
+                det};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const bool f64 = g.dtype == DType::f64;
@@ -284,7 +293,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
     EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
   std::array<cublasLtMatmulHeuristicResult_t, kTuneCandidates> results{};
   int found = 0;
-  const bool tune = autotune() && beta_zero && !capturing(device);
+  const bool tune = autotune() && !det && beta_zero && !capturing(device);
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(blas(device).handle, p.desc, p.a, p.b, p.c, p.c, pref,
                                      tune ? kTuneCandidates : 1, results.data(), &found);

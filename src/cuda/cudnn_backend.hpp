@@ -1,0 +1,93 @@
+// src/cuda/cudnn_backend.hpp — checked calls and owning descriptors over cuDNN's backend API
+// (the entry points cudnn_loader.hpp opens), for the code that builds cuDNN operation graphs
+// (src/cuda/attention.cpp). A failed call throws BuildError; its callers turn that into a
+// fallback (the composed path) whose reason names the call and cuDNN's message.
+#pragma once
+
+#include "cuda/cudnn_loader.hpp"
+
+#if defined(EMBER_HAVE_CUDNN_HEADERS)
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ember::cuda::cudnn {
+
+/// A cuDNN call failed while building a plan: the path falls back (the message says why).
+struct BuildError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The loaded API; only called once cudnn_api() has returned it (the callers check first).
+inline const CudnnApi& api() {
+  static const CudnnApi* a = [] {
+    std::string why;
+    return cudnn_api(&why);
+  }();
+  return *a;
+}
+
+/// cuDNN's name for `s`, with its last error message when the library has one.
+inline std::string status_text(cudnnStatus_t s) {
+  std::string out = api().get_error_string ? api().get_error_string(s) : "?";
+  if (api().last_error_string) {
+    char buf[1024] = {};
+    api().last_error_string(buf, sizeof(buf));
+    if (buf[0]) out += std::string(": ") + buf;
+  }
+  return out;
+}
+
+inline void check(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) throw BuildError(std::string(what) + " failed: " + status_text(s));
+}
+
+/// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    check(api().create_descriptor(type, &d_), "cudnnBackendCreateDescriptor");
+  }
+  ~Desc() {
+    if (d_) api().destroy_descriptor(d_);
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+inline void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+                cudnnBackendAttributeType_t type, int64_t count, const void* value,
+                const char* what) {
+  check(api().set_attribute(d, attr, type, count, value), what);
+}
+inline void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+                     cudnnBackendDescriptor_t value, const char* what) {
+  set(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
+}
+
+/// Whether the engine of engine configuration `config` carries cuDNN's numerical note
+/// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC (its results may change from run to run).
+inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine.get();
+  int64_t n = 0;
+  check(api().get_attribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                            &n, &raw),
+        "config engine");
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  check(api().get_attribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                            static_cast<int64_t>(notes.size()), &n, notes.data()),
+        "engine numerical notes");
+  const auto end = notes.begin() + std::clamp<int64_t>(n, 0, static_cast<int64_t>(notes.size()));
+  return std::find(notes.begin(), end, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) != end;
+}
+
+}  // namespace ember::cuda::cudnn
+
+#endif  // EMBER_HAVE_CUDNN_HEADERS
