@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "ember/autograd.hpp"
@@ -59,6 +60,20 @@ void retarget(Tensor& t, const Tensor& replacement) {
     t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).contiguous());
 }
 
+// Calls fn(module, path) for every module of the tree at `root`, depth-first, each once (the
+// first path of a reused module). Raw pointers: it also runs inside a module's constructor,
+// before a shared_ptr owns it (named_modules() needs one).
+template <typename Fn>
+void for_each_module(const ModuleImpl& root, Fn&& fn) {
+  std::set<const ModuleImpl*> seen;
+  auto visit = [&](auto&& self, const ModuleImpl& m, const std::string& path) -> void {
+    if (!seen.insert(&m).second) return;
+    fn(m, path);
+    for (auto& [cn, c] : m.named_children()) self(self, *c, join(path, cn));
+  };
+  visit(visit, root, "");
+}
+
 }  // namespace
 
 Tensor& ModuleImpl::register_parameter(const std::string& name, const Tensor& init) {
@@ -95,17 +110,50 @@ ModulePtr ModuleImpl::register_module(const std::string& name, ModulePtr module)
   EMBER_CHECK(module != nullptr, type_name(), ": child '", name, "' is null");
   for (auto& [n, m] : children_)
     EMBER_CHECK(n != name, type_name(), ": child name '", name, "' is already registered");
+  // A tree, never a cycle: `module` must not be this module or hold it anywhere below.
+  // (Sharing one child twice is fine: that is reuse, not a cycle.)
+  for_each_module(*module, [&](const ModuleImpl& m, const std::string& path) {
+    EMBER_CHECK(&m != this, type_name(), ": adding child '", name, "' (", module->type_name(),
+                ") would make a cycle: ",
+                path.empty() ? std::string("it is this ") + type_name() + " itself"
+                             : "its submodule '" + path + "' is this " + type_name(),
+                " (expected a tree of modules; reuse a module by adding it twice, not by "
+                "nesting a container in itself)");
+  });
   children_.emplace_back(name, module);
   return module;
 }
 
+namespace {
+
+// Note [Shared modules and parameters]
+// A module may appear twice in a tree (a reused block) and one tensor may be registered in
+// two modules (tied weights). As PyTorch, parameters(), buffers() and named_modules() list
+// each once, under the first name met depth-first, so an optimizer steps it once with the
+// sum of its uses' gradients; state_dict() keeps every name (PyTorch's does too), a
+// checkpoint stores the tensor once with the other names as aliases ("ember.tied"), and
+// load_state_dict accepts a dict that names only one of them.
+
+// Appends `list`'s defined tensors under `prefix`, skipping tensors already in `seen`.
+void append_unique(NamedTensors& out, std::set<const TensorImpl*>& seen, const NamedTensors& list,
+                   const std::string& prefix) {
+  for (auto& [n, t] : list)
+    if (t.defined() && seen.insert(detail::TensorAccess::impl(t)).second)
+      out.emplace_back(join(prefix, n), t);
+}
+
+}  // namespace
+
 NamedTensors ModuleImpl::named_parameters(bool recurse) const {
   NamedTensors out;
-  for (auto& [n, t] : params_)
-    if (t.defined()) out.emplace_back(n, t);
-  if (recurse)
-    for (auto& [cn, c] : children_)
-      for (auto& [n, t] : c->named_parameters(true)) out.emplace_back(join(cn, n), t);
+  std::set<const TensorImpl*> seen;
+  if (!recurse) {
+    append_unique(out, seen, params_, "");
+    return out;
+  }
+  for_each_module(*this, [&](const ModuleImpl& m, const std::string& path) {
+    append_unique(out, seen, m.params_, path);
+  });
   return out;
 }
 
@@ -117,11 +165,14 @@ std::vector<Tensor> ModuleImpl::parameters(bool recurse) const {
 
 NamedTensors ModuleImpl::named_buffers(bool recurse) const {
   NamedTensors out;
-  for (auto& [n, t] : buffers_)
-    if (t.defined()) out.emplace_back(n, t);
-  if (recurse)
-    for (auto& [cn, c] : children_)
-      for (auto& [n, t] : c->named_buffers(true)) out.emplace_back(join(cn, n), t);
+  std::set<const TensorImpl*> seen;
+  if (!recurse) {
+    append_unique(out, seen, buffers_, "");
+    return out;
+  }
+  for_each_module(*this, [&](const ModuleImpl& m, const std::string& path) {
+    append_unique(out, seen, m.buffers_, path);
+  });
   return out;
 }
 
@@ -139,10 +190,15 @@ std::vector<ModulePtr> ModuleImpl::children() const {
 
 std::vector<std::pair<std::string, ModulePtr>> ModuleImpl::named_modules(
     const std::string& prefix) const {
+  // Depth-first, each module once (a reused module under its first path), as PyTorch.
   std::vector<std::pair<std::string, ModulePtr>> out;
-  out.emplace_back(prefix, std::const_pointer_cast<ModuleImpl>(shared_from_this()));
-  for (auto& [cn, c] : children_)
-    for (auto& entry : c->named_modules(join(prefix, cn))) out.push_back(entry);
+  std::set<const ModuleImpl*> seen;
+  auto visit = [&](auto&& self, const ModuleImpl& m, const std::string& path) -> void {
+    if (!seen.insert(&m).second) return;
+    out.emplace_back(path, std::const_pointer_cast<ModuleImpl>(m.shared_from_this()));
+    for (auto& [cn, c] : m.children_) self(self, *c, join(path, cn));
+  };
+  visit(visit, *this, prefix);
   return out;
 }
 
@@ -161,9 +217,11 @@ void ModuleImpl::to(Device device) {
       retarget(t, t.to(device));
     }
   };
-  move(params_);
-  move(buffers_);
-  for (auto& [n, c] : children_) c->to(device);
+  for_each_module(*this, [&](const ModuleImpl& m, const std::string&) {  // each module once
+    auto& mm = const_cast<ModuleImpl&>(m);
+    move(mm.params_);
+    move(mm.buffers_);
+  });
 }
 
 void ModuleImpl::to(DType dtype) {
@@ -177,9 +235,11 @@ void ModuleImpl::to(DType dtype) {
       retarget(t, t.to(dtype));
     }
   };
-  convert(params_);
-  convert(buffers_);
-  for (auto& [n, c] : children_) c->to(dtype);
+  for_each_module(*this, [&](const ModuleImpl& m, const std::string&) {  // each module once
+    auto& mm = const_cast<ModuleImpl&>(m);
+    convert(mm.params_);
+    convert(mm.buffers_);
+  });
 }
 
 void ModuleImpl::zero_grad(bool set_to_none) {
@@ -206,12 +266,15 @@ LoadReport ModuleImpl::load_state_dict(const StateDict& sd, bool strict) {
                 "' appears twice in the state dict");
   }
   std::vector<std::pair<Tensor, const Tensor*>> to_copy;
+  std::vector<std::pair<std::string, const TensorImpl*>> absent;
+  std::set<const TensorImpl*> given_impls;
   for (auto& [n, t] : mine) {
     auto it = given.find(n);
     if (it == given.end()) {
-      report.missing.push_back(n);
+      absent.emplace_back(n, detail::TensorAccess::impl(t));
       continue;
     }
+    given_impls.insert(detail::TensorAccess::impl(t));
     const Tensor& src = *it->second;
     if (!src.defined() || src.shape() != t.shape() || src.dtype() != t.dtype()) {
       std::ostringstream m;
@@ -227,6 +290,10 @@ LoadReport ModuleImpl::load_state_dict(const StateDict& sd, bool strict) {
     }
     given.erase(it);
   }
+  // A tied tensor's other name may be absent: the dict names it once (Note [Shared modules
+  // and parameters]).
+  for (auto& [n, impl] : absent)
+    if (!given_impls.count(impl)) report.missing.push_back(n);
   for (auto& [n, t] : given) report.unexpected.push_back(n);
   if (strict && !report.ok()) {
     std::ostringstream m;
