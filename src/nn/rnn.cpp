@@ -86,7 +86,7 @@ PackedSequence pack_padded_sequence(const Tensor& padded, const Tensor& lengths,
   for (int64_t len : lengths.to(DType::i64).to(Device::cpu()).to_vector<int64_t>())
     EMBER_CHECK(len >= 1 && len <= t, "pack_padded_sequence: a length of ", len,
                 " (expected every length in 1..", t, ", the padded sequence length)");
-  return {padded, lengths};
+  return {padded, lengths, batch_first};
 }
 
 // ---- RNNBase ----
@@ -160,7 +160,11 @@ Tensor RNNBaseImpl::run_direction(const Weights& w, const Tensor& x, Tensor& h, 
 RNNOutput RNNBaseImpl::forward(const PackedSequence& packed, const RNNState& state) {
   EMBER_CHECK(packed.lengths.defined(), mode_name(mode_),
               ": the PackedSequence has no lengths (make it with pack_padded_sequence)");
-  return forward(packed.data, state, packed.lengths);
+  // Note [Padded steps are never read]: a batch packed in the other layout is transposed to
+  // this module's (read as it is, N == T would pass silently with the batch transposed).
+  const bool convert = packed.batch_first.has_value() && packed.data.defined() &&
+                       packed.data.dim() == 3 && *packed.batch_first != options_.batch_first;
+  return forward(convert ? packed.data.transpose(0, 1) : packed.data, state, packed.lengths);
 }
 
 RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const Tensor& lengths) {
@@ -216,7 +220,10 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
     mask = from_vector<float>(m, {steps, n, 1}).to(DType::boolean).to(x.device());
   }
 
-  Tensor layer_in = x;
+  // Note [Padded steps are never read]: the padding is zeroed before the first layer's input
+  // projection, so NaN or inf there reaches neither an output nor (through the projection's
+  // weight gradient, 0 · NaN) a gradient; deeper layers read outputs already zero there.
+  Tensor layer_in = mask.defined() ? masked_fill(x, logical_not(mask), 0.0) : x;
   std::vector<Tensor> h_n, c_n;
   for (int64_t k = 0; k < o.num_layers; ++k) {
     std::vector<Tensor> outs;

@@ -22,6 +22,7 @@
 //   auto r = lstm(nn::pack_padded_sequence(x, lengths));     // padded steps stay zero
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,15 @@ struct RNNOutput {
 };
 
 /// A padded batch with the true length of each sequence: what PyTorch's PackedSequence
-/// carries. `data` is laid out as the module expects (batch_first or not).
+/// carries. `data` is [N, T, ...] when batch_first is true, [T, N, ...] when false; a module
+/// of the other layout converts it. Unset (a PackedSequence made by hand): laid out as the
+/// module expects.
 struct PackedSequence {
   Tensor data{};
   /// i64 [N], each in 1..T.
   Tensor lengths{};
+  /// The layout of `data`; pack_padded_sequence records it.
+  std::optional<bool> batch_first{};
 };
 
 /// ember's pack_padded_sequence: checks the lengths (i64 [N], 1..T; sorted or not, as
