@@ -32,6 +32,32 @@ std::string concat(const Args&... args) {
 }
 [[noreturn]] void throw_error(const std::string& message);
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& message);
+
+/// Note [Errors name the op the user called]
+/// A composite op (addcmul, conv1d, stack, ...) runs other ops, whose checks name
+/// themselves and their own operands ("mul: shapes [3, 4, 5] and [4] ..."). The op the user
+/// called opens an ErrorScope: while the outermost scope of this thread is open, an
+/// ember::Error raised below it that does not already name its op is prefixed with the op and
+/// the user's inputs ("addcmul: inputs [3, 4], [3, 4, 5], [4]: mul: shapes ..."). Nested
+/// scopes defer to the outermost; opening one costs a thread-local read and write.
+class ErrorScope {
+ public:
+  explicit ErrorScope(const char* op) noexcept;
+  ErrorScope(const ErrorScope&) = delete;
+  ErrorScope& operator=(const ErrorScope&) = delete;
+  /// The user's inputs, for the message ("inputs [3, 4] f32, [4] f32").
+  virtual std::string describe() const = 0;
+  const char* op() const { return op_; }
+
+ protected:
+  ~ErrorScope();
+
+ private:
+  const char* op_;
+  bool outermost_;
+};
+/// The op of this thread's outermost open ErrorScope, or null.
+const char* current_error_scope_op();
 }  // namespace detail
 
 }  // namespace ember

@@ -22,6 +22,15 @@ int get_num_threads();
 void set_relu_fold(DeviceType type, bool on);
 bool relu_fold(DeviceType type);
 
+/// Debugging device-side errors (an out-of-range index in a CUDA kernel): normally they are
+/// reported at the next synchronisation (item(), to_vector(), .to(cpu), synchronize()),
+/// after later ops were queued. With this on, every op first waits for the device and checks,
+/// so the error is raised before the next op runs and names the op whose kernels raised it.
+/// Slow (a host synchronisation per op): for finding a bug, not for training. Default off;
+/// EMBER_CUDA_SYNC_ERRORS=1 turns it on at start. Example: set_sync_errors(true);
+void set_sync_errors(bool on);
+bool sync_errors();
+
 /// Deterministic mode (PyTorch: torch.use_deterministic_algorithms(true)): while on, every op
 /// runs kernels whose results are bitwise the same from run to run (same GPU, same ember, CUDA
 /// and cuDNN). On CUDA: index_add, scatter / scatter_add / scatter_reduce and the backward of

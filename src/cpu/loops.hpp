@@ -128,7 +128,7 @@ void with_compute_type(void* out, int64_t n_out, const void* in, int64_t n_in, F
 }
 
 /// Converts like PyTorch's `.to(dtype)`: 16-bit floats go through float, anything to bool is
-/// `!= 0`, floats to u8 go through i64 (so -1.0 becomes 255, as in PyTorch on x86).
+/// `!= 0`, floats to integers saturate (Note [Float to integer casts] in src/kernels/common.hpp).
 template <typename To, typename From>
 inline To cast(From x) {
   if constexpr (std::is_same_v<To, From>) {
@@ -139,8 +139,8 @@ inline To cast(From x) {
     return x != From(0);
   } else if constexpr (kIsHalfLike<To>) {
     return To(static_cast<float>(x));
-  } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
-    return static_cast<uint8_t>(static_cast<int64_t>(x));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return kernels::float_to_integer<To>(x);  // Note [Float to integer casts]
   } else {
     return static_cast<To>(x);
   }

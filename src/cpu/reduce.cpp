@@ -17,6 +17,7 @@
 
 #include "kernels/reduce.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -105,6 +106,19 @@ inline void step_each_column(const Red& red, typename Red::Acc* acc, const T* ro
   for (int64_t j = 0; j < n; ++j) red.step(acc[j], row[j], pos);
 }
 
+// Whether x[0, n) all equal `value`, in blocks so a varying run stops after its first one.
+template <typename T>
+bool all_equal_run(const T* __restrict x, int64_t n, double value) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t end = std::min(n, i + kBlock);
+    bool same = true;
+    for (int64_t j = i; j < end; ++j) same &= static_cast<double>(x[j]) == value;
+    if (!same) return false;
+  }
+  return true;
+}
+
 // ---- reducers: the shared init / step / merge / finish (src/kernels/reduce.hpp), plus run
 // (a contiguous run of one group) and columns (one contiguous row of a block of groups) ----
 template <typename T, bool Mean>
@@ -163,6 +177,9 @@ struct SquareDeviationReducer : kernels::SquareDeviationReducer<T> {
   using Acc = typename kernels::SquareDeviationReducer<T>::Acc;
   void run(Acc& a, const T* x, int64_t n, int64_t) const {
     a.sum += square_deviation_run(x, n, a.mean);
+    if (n == 0 || a.differ) return;
+    this->note(a, static_cast<double>(x[0]));  // Note [Variance of a constant slice]
+    a.differ = !all_equal_run(x, n, a.first);
   }
   void columns(Acc* acc, const T* row, int64_t n, int64_t pos) const {
     step_each_column(*this, acc, row, n, pos);

@@ -8,6 +8,7 @@
 
 #include "cuda/kernels.cuh"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -80,15 +81,20 @@ void check_device_errors(int device) {
   e->op = kNoDeviceError;  // clear before throwing: the device stays usable
   e->claim = 0;
   const char* name = op_name(op);
+  // Thrown as it is, never prefixed by an open op's error scope: the op running now is not the
+  // one whose kernel found the value (Note [Synchronous device errors] in src/ops/common.cpp).
+  const std::string when = detail::concat(
+      "reported at the next synchronisation of cuda:", device,
+      sync_errors() ? ""
+                    : "; set EMBER_CUDA_SYNC_ERRORS=1 (or set_sync_errors(true)) to find the op");
   if (op == kCrossEntropyLabel)
-    detail::throw_error(detail::concat(
-        name, ": label ", seen.value, " at position ", seen.position, " is out of range for ",
-        seen.limit, " classes (expected labels in [0, ", seen.limit,
-        ") or ignore_index; reported at the next synchronisation of cuda:", device, ")"));
-  detail::throw_error(detail::concat(
-      name, ": index ", seen.value, " (at position ", seen.position, ") is out of range for dim ",
-      seen.dim, " of size ", seen.limit, " (expected indices in [0, ", seen.limit,
-      "); reported at the next synchronisation of cuda:", device, ")"));
+    throw Error(detail::concat(name, ": label ", seen.value, " at position ", seen.position,
+                               " is out of range for ", seen.limit,
+                               " classes (expected labels in [0, ", seen.limit,
+                               ") or ignore_index; ", when, ")"));
+  throw Error(detail::concat(name, ": index ", seen.value, " (at position ", seen.position,
+                             ") is out of range for dim ", seen.dim, " of size ", seen.limit,
+                             " (expected indices in [0, ", seen.limit, "); ", when, ")"));
 }
 
 }  // namespace ember::cuda

@@ -62,8 +62,8 @@ __device__ __forceinline__ To cast(From x) {
     return __float2half_rn(static_cast<float>(x));
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(static_cast<float>(x));
-  } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
-    return static_cast<uint8_t>(static_cast<int64_t>(x));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return kernels::float_to_integer<To>(x);  // Note [Float to integer casts]
   } else {
     return static_cast<To>(x);
   }

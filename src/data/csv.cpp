@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -180,6 +181,20 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
   }
   const int64_t label =
       options.has_label ? label_index(path, options, has_header, names, columns) : -1;
+  if (columns - (label >= 0 ? 1 : 0) == 0) {
+    // One column that is the label: most often a file with another delimiter read whole.
+    std::string hint;
+    for (char d : {';', '\t', '|', ' '})
+      if (d != options.delimiter && line.find(d) != std::string::npos) {
+        hint = d == '\t' ? std::string("'\\t'") : std::string("'") + d + "'";
+        break;
+      }
+    fail(path, "no feature columns (line ", header_line, " has ", columns, " field",
+         columns == 1 ? "" : "s", " with delimiter '", options.delimiter, "'",
+         label >= 0 ? ", and it is the label" : "",
+         hint.empty() ? std::string(")")
+                      : "; the line holds " + hint + ": set CsvOptions::delimiter to it)");
+  }
 
   std::vector<float> features;
   std::vector<double> labels;
@@ -217,6 +232,10 @@ CsvData read_csv(const std::string& path, const CsvOptions& options) {
       }
       if (auto err = parse_number(fields[c], v); !err.empty())
         fail(where(), "field ", c + 1, " '", fields[c], "' ", err, " (column '", names[c], "')");
+      // Features are f32: a finite value beyond its range would silently become inf.
+      if (std::isfinite(v) && !std::isfinite(static_cast<float>(v)))
+        fail(where(), "field ", c + 1, " '", fields[c], "' is out of range for f32 (|value| > ",
+             std::numeric_limits<float>::max(), "; column '", names[c], "')");
       features.push_back(static_cast<float>(v));
     }
   }

@@ -19,6 +19,13 @@ Standardizer Standardizer::fit(const Tensor& x) {
   const std::vector<double> v =
       x.detach().to(Device::cpu()).to(DType::f64).contiguous().to_vector<double>();
   const int64_t n = x.size(0), f = x.size(1);
+  // A NaN or inf would make its column's statistics NaN and every standardised value NaN.
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < f; ++j)
+      EMBER_CHECK(std::isfinite(v[i * f + j]), "Standardizer::fit: column ", j, " holds ",
+                  std::isnan(v[i * f + j]) ? "NaN" : (v[i * f + j] > 0 ? "inf" : "-inf"),
+                  " at row ", i,
+                  " (expected finite values; drop or impute the missing ones first)");
   Standardizer s;
   s.mean.assign(static_cast<size_t>(f), 0.0);
   s.scale.assign(static_cast<size_t>(f), 0.0);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ember/dtype.hpp"
@@ -21,6 +22,28 @@
 #endif
 
 namespace ember::kernels {
+
+/// Note [Float to integer casts]
+/// A float converted to an integer dtype (`.to(i32)`, `copy_` into an integer tensor): NaN
+/// gives 0, ±inf and values outside the type's range saturate to its ends, fractions
+/// truncate toward zero. That is what the GPU's conversion instruction does; C++ leaves it
+/// undefined (x86 gave the lowest integer for all of them), as PyTorch does, so ember defines
+/// it once here for every backend. u8 goes through i64 (-1.0 is 255, as PyTorch on x86).
+template <typename To, typename From>
+EMBER_HD inline To float_to_integer(From x) {
+  static_assert(std::is_floating_point_v<From> && std::is_integral_v<To>);
+  if constexpr (std::is_same_v<To, uint8_t>) {
+    return static_cast<uint8_t>(float_to_integer<int64_t>(x));
+  } else {
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+    constexpr double hi = -lo;  // 2^31 or 2^63: one past the largest value
+    const double v = static_cast<double>(x);
+    if (v != v) return To(0);
+    if (v <= lo) return std::numeric_limits<To>::min();
+    if (v >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  }
+}
 
 /// A type carried as a value: dispatch calls f(Tag<T>{}); `typename decltype(tag)::type` is T.
 template <typename T>

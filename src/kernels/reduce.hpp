@@ -219,23 +219,55 @@ struct ArgReducer {
 };
 
 // Second variance pass: the output slot already holds the group's mean.
+//
+// Note [Variance of a constant slice]
+// The mean pass rounds (0.1 three times in f64 sums to 0.30000000000000004), so the
+// deviations of a constant slice are tiny non-zeros and its variance ~1e-34 instead of 0.
+// std's gradient divides by std, which turned that rounding into O(1) noise (or NaN at 0).
+// The pass also notes whether every element equals the first: a constant finite slice has
+// variance exactly 0, as PyTorch's Welford pass gives. NaN never equals itself and an
+// infinite slice keeps inf - inf = NaN, so both stay NaN.
 template <typename T>
 struct SquareDeviationReducer {
   struct Acc {
     double sum;
     double mean;
+    double first;    // the first element seen (valid when seen)
+    int32_t seen;    // any element seen
+    int32_t differ;  // an element differs from `first`
   };
   using Out = T;
   int64_t correction;
-  EMBER_HD Acc init(const Out* out) const { return {0.0, static_cast<double>(*out)}; }
-  EMBER_HD void step(Acc& a, T x, int64_t) const {
-    const double d = static_cast<double>(x) - a.mean;
-    a.sum += d * d;
+  EMBER_HD Acc init(const Out* out) const { return {0.0, static_cast<double>(*out), 0.0, 0, 0}; }
+  EMBER_HD static void note(Acc& a, double x) {
+    if (!a.seen) {
+      a.first = x;
+      a.seen = 1;
+    } else if (x != a.first) {
+      a.differ = 1;
+    }
   }
-  EMBER_HD void merge(Acc& a, const Acc& b) const { a.sum += b.sum; }
+  EMBER_HD void step(Acc& a, T x, int64_t) const {
+    const double v = static_cast<double>(x);
+    const double d = v - a.mean;
+    a.sum += d * d;
+    note(a, v);
+  }
+  EMBER_HD void merge(Acc& a, const Acc& b) const {
+    a.sum += b.sum;
+    if (!b.seen) return;
+    if (!a.seen) {
+      a.first = b.first;
+      a.seen = 1;
+    } else if (b.first != a.first) {
+      a.differ = 1;
+    }
+    a.differ |= b.differ;
+  }
   EMBER_HD Out finish(const Acc& a, int64_t count) const {
     const double dof = count - correction > 0 ? static_cast<double>(count - correction) : 0.0;
-    return static_cast<Out>(a.sum / dof);
+    const bool constant = a.seen && !a.differ && a.first - a.first == 0.0;  // finite
+    return static_cast<Out>(constant && dof > 0.0 ? 0.0 : a.sum / dof);
   }
 };
 

@@ -99,6 +99,10 @@ Tensor InstanceNormImpl::forward(const Tensor& x) {
   Tensor y;
   if (is_training() || !o.track_running_stats) {
     const Tensor rows = xb.reshape({n, c, -1});
+    // One position has variance 0: every output would be 0 and the statistics meaningless.
+    EMBER_CHECK(!is_training() || rows.size(2) > 1, type_name(),
+                ": expected more than 1 spatial element when training (got input shape ",
+                x.shape().to_string(), ")");
     y = layer_norm(rows, {rows.size(2)}, Tensor(), Tensor(), o.eps).reshape(xb.shape());
     if (is_training() && o.track_running_stats) {
       // PyTorch runs batch_norm on [1, N·C, *] with the running stats repeated N times, then

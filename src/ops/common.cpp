@@ -1,7 +1,49 @@
 // src/ops/common.cpp — shared op helpers (see common.hpp).
 #include "ops/common.hpp"
 
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
+#include <string>
+
+#include "ember/runtime.hpp"
+
+namespace ember {
+
+namespace {
+std::atomic<bool> g_sync_errors{[] {
+  const char* v = std::getenv("EMBER_CUDA_SYNC_ERRORS");
+  return v != nullptr && std::string(v) == "1";
+}()};
+// The op whose kernels the next check covers, and the op the user called around it.
+thread_local const char* t_last_op = nullptr;
+thread_local std::string t_last_user_op;
+
+// Note [Synchronous device errors]: with set_sync_errors(true) each op entry waits for the
+// device, so a deferred error (Note [Deferred device errors] in src/cuda/device_error.cuh)
+// surfaces before the next op and is attributed to the op that ran last on this thread.
+void check_previous_op(Op op, Device device) {
+  try {
+    synchronize(device);
+  } catch (const Error& e) {
+    const std::string by = t_last_op == nullptr ? std::string("an earlier op")
+                           : t_last_user_op.empty() || t_last_user_op == t_last_op
+                               ? std::string(t_last_op)
+                               : std::string(t_last_op) + " (inside " + t_last_user_op + ")";
+    throw Error(detail::concat(e.what(), " [raised by the kernels of ", by, "; found before ",
+                               op_name(op), " by EMBER_CUDA_SYNC_ERRORS]"));
+  }
+  t_last_op = op_name(op);
+  const char* user = detail::current_error_scope_op();
+  t_last_user_op = user ? user : "";
+}
+}  // namespace
+
+void set_sync_errors(bool on) { g_sync_errors.store(on, std::memory_order_relaxed); }
+bool sync_errors() { return g_sync_errors.load(std::memory_order_relaxed); }
+
+}  // namespace ember
 
 namespace ember::ops {
 
@@ -17,6 +59,40 @@ backend::View broadcast_view(const Tensor& t, const Shape& shape) {
   for (int i = 0; i < t.dim(); ++i)
     v.strides[lead + i] = (t.shape()[i] == 1 && shape[lead + i] != 1) ? 0 : t.strides()[i];
   return v;
+}
+
+namespace {
+// "[3, 4] f32" for a tensor, "undefined" for an empty handle.
+std::string tensor_summary(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return t.shape().to_string() + " " + std::string(dtype_name(t.dtype())) +
+         (t.device().is_cpu() ? "" : " on " + t.device().str());
+}
+}  // namespace
+
+UserOp::UserOp(Op op, std::initializer_list<const Tensor*> inputs) noexcept
+    : UserOp(op_name(op), inputs) {}
+
+UserOp::UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noexcept
+    : ErrorScope(op) {
+  for (const Tensor* t : inputs)
+    if (count_ < kMaxInputs) inputs_[count_++] = t;
+}
+
+std::string UserOp::describe() const {
+  std::string out = count_ == 1 ? "input " : "inputs ";
+  for (size_t i = 0; i < count_; ++i) out += (i ? ", " : "") + tensor_summary(*inputs_[i]);
+  return out;
+}
+
+UserOpList::UserOpList(Op op, const std::vector<Tensor>& inputs) noexcept
+    : ErrorScope(op_name(op)), inputs_(&inputs) {}
+
+std::string UserOpList::describe() const {
+  std::string out = "inputs ";
+  for (size_t i = 0; i < inputs_->size(); ++i)
+    out += (i ? ", " : "") + tensor_summary((*inputs_)[i]);
+  return out;
 }
 
 void check_defined(const char* op, const Tensor& t, const char* what) {
@@ -40,6 +116,8 @@ void check_supported(Op op, const Tensor& t, const char* what) {
 }
 
 void check_supported(Op op, DType dtype, Device device) {
+  if (device.is_cuda() && g_sync_errors.load(std::memory_order_relaxed)) [[unlikely]]
+    check_previous_op(op, device);
   if (supports(op, dtype, device)) [[likely]]
     return;
   const char* name = op_name(op);
@@ -114,6 +192,21 @@ std::pair<Tensor, Tensor> promote(Op op, const Tensor& a, const Tensor& b) {
 void check_index_dtype(const char* op, const Tensor& index) {
   EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op, ": index dtype ",
               dtype_name(index.dtype()), " (expected i64 or i32)");
+}
+
+void check_scalar_fits(const char* op, double value, DType dtype) {
+  if (is_floating(dtype) || dtype == DType::boolean) return;
+  double lo = 0.0, hi = 0.0;  // the exact range; every bound is a double
+  switch (dtype) {
+    case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::u8: lo = 0.0, hi = 255.0; break;
+    default: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;  // i64: < 2^63
+  }
+  // Truncated toward zero first (full(-2.7) of an i64 is -2, as PyTorch).
+  const double t = std::trunc(value);
+  const bool fits = !std::isnan(value) && t >= lo && (dtype == DType::i64 ? t < hi : t <= hi);
+  EMBER_CHECK(fits, op, ": value ", value, " cannot be converted to ", dtype_name(dtype),
+              " without overflow (expected a finite value in [", lo, ", ", hi, "])");
 }
 
 void check_writable(const char* op, const Tensor& t) {

@@ -36,6 +36,32 @@ inline const backend::Backend& backend_of(const Tensor& t) {
 
 void check_defined(const char* op, const Tensor& t, const char* what = "input");
 
+/// The op the user called, for the errors of the ops it runs (Note [Errors name the op the
+/// user called] in ember/error.hpp). Open one first thing in a composite:
+///   const ops::UserOp user(Op::addcmul, {&x, &t1, &t2});
+class UserOp final : public detail::ErrorScope {
+ public:
+  UserOp(Op op, std::initializer_list<const Tensor*> inputs) noexcept;
+  UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noexcept;
+  ~UserOp() = default;
+  std::string describe() const override;
+
+ private:
+  static constexpr size_t kMaxInputs = 6;
+  std::array<const Tensor*, kMaxInputs> inputs_{};
+  size_t count_ = 0;
+};
+/// The same over a list of tensors (cat, stack, meshgrid).
+class UserOpList final : public detail::ErrorScope {
+ public:
+  UserOpList(Op op, const std::vector<Tensor>& inputs) noexcept;
+  ~UserOpList() = default;
+  std::string describe() const override;
+
+ private:
+  const std::vector<Tensor>* inputs_;
+};
+
 /// grad · relu'(x), one kernel: x > 0 ? grad : grad · 0 (the bits of grad · (x > 0), -0 and
 /// NaN included). grad and x of one shape, dtype and device (the backward of relu and of the
 /// linear + ReLU epilogue).
@@ -82,6 +108,10 @@ inline Tensor cast_to(const Tensor& t, DType dtype) {
   return t.defined() && t.dtype() != dtype ? t.to(dtype) : t;
 }
 void check_index_dtype(const char* op, const Tensor& index);
+/// Refuses a scalar an integer `dtype` cannot hold (NaN, ±inf, outside its range), as
+/// PyTorch's "value cannot be converted without overflow". Floating and bool take any value
+/// (bool: non-zero, NaN included, is true).
+void check_scalar_fits(const char* op, double value, DType dtype);
 
 /// Refuses an in-place write into `t` that would corrupt the graph (a tensor that requires
 /// grad while recording) or its own values (an expanded view: stride 0 over a dim > 1).

@@ -495,15 +495,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
-int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
-                      bool ceil_mode) {
-  int64_t out =
-      floor_div(in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
+using ops::pool_out_size;
 
 backend::Window2d plan_pool(Op pool, const Tensor& x, Size2d kernel,
                             std::optional<Size2d> stride_opt, Size2d padding, Size2d dilation,
@@ -596,6 +588,7 @@ Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> strid
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2d kernel,
                                                   std::optional<Size2d> stride, Size2d padding,
                                                   Size2d dilation, bool ceil_mode) {
+  const ops::UserOp user("max_pool2d_with_indices", {&x});
   Tensor indices;
   Tensor out = ops::with_batch_dim("max_pool2d", x, [&](const Tensor& x4) {
     auto [o, i] = max_pool2d_4d(x4, kernel, stride, padding, dilation, ceil_mode);
@@ -607,6 +600,7 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2d kernel
 
 Tensor max_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride, Size2d padding,
                   Size2d dilation, bool ceil_mode) {
+  const ops::UserOp user(Op::max_pool2d, {&x});
   return max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode).first;
 }
 

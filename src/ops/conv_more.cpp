@@ -82,6 +82,29 @@ void check_conv(Op which, const Tensor& x, const Tensor& weight, int64_t spatial
   check_conv_weight(op, x, weight, spatial, groups, transposed);
 }
 
+// conv1d and conv_transpose1d run as their 2-D forms over a unit height: every argument the
+// 2-D check would refuse is refused here first, in 1-D terms (the user's shapes and numbers).
+void check_conv1d_args(Op which, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       int64_t stride, int64_t padding, int64_t dilation, int64_t groups,
+                       bool transposed) {
+  const char* op = op_name(which);
+  EMBER_CHECK(stride >= 1, op, ": stride ", stride, " (expected >= 1)");
+  EMBER_CHECK(dilation >= 1, op, ": dilation ", dilation, " (expected >= 1)");
+  EMBER_CHECK(padding >= 0, op, ": padding ", padding, " (expected >= 0)");
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == out_channels, op, ": bias shape ",
+                bias.shape().to_string(), " (expected [", out_channels,
+                "], one per output channel)");
+  if (transposed) return;  // its output length is checked with output_padding by the caller
+  const int64_t length = x.size(-1), k = weight.size(2), span = dilation * (k - 1) + 1;
+  EMBER_CHECK(span <= length + 2 * padding, op, ": kernel size ", k,
+              dilation > 1 ? detail::concat(" (", span, " with dilation ", dilation, ")") : "",
+              " is larger than the input length ", length,
+              padding ? detail::concat(" padded to ", length + 2 * padding) : "", " (input shape ",
+              x.shape().to_string(), ", weight shape ", weight.shape().to_string(), ")");
+}
+
 void check_same_stride(const char* op, bool unit_stride) {
   EMBER_CHECK(unit_stride, op,
               ": padding 'same' needs stride 1 (as PyTorch; got a larger stride, expected 1)");
@@ -93,13 +116,16 @@ void check_same_stride(const char* op, bool unit_stride) {
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
+  const ops::UserOp user(Op::conv1d, {&x, &weight, &bias});
   check_conv(Op::conv1d, x, weight, 1, "L", groups);
+  check_conv1d_args(Op::conv1d, x, weight, bias, stride, padding, dilation, groups, false);
   return drop_unit_height(conv2d(add_unit_height(x), weight.unsqueeze(2), bias, Size2d(1, stride),
                                  Size2d(0, padding), Size2d(1, dilation), groups));
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               ConvPadding padding, int64_t dilation, int64_t groups) {
+  const ops::UserOp user(Op::conv1d, {&x, &weight, &bias});
   check_conv(Op::conv1d, x, weight, 1, "L", groups);
   if (padding == ConvPadding::valid) return conv1d(x, weight, bias, stride, 0, dilation, groups);
   check_same_stride(op_name(Op::conv1d), stride == 1);
@@ -130,6 +156,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d 
 // W is conv2d's, the depth padding an explicit pad.
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               Size3d padding, Size3d dilation, int64_t groups) {
+  const ops::UserOp user(Op::conv3d, {&x, &weight, &bias});
   if (const auto c = ops::autocast(Op::conv3d, {&x, &weight, &bias}))
     return conv3d(c[0], c[1], c[2], stride, padding, dilation, groups);
   const char* op = op_name(Op::conv3d);
@@ -173,6 +200,7 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               ConvPadding padding, Size3d dilation, int64_t groups) {
+  const ops::UserOp user(Op::conv3d, {&x, &weight, &bias});
   const char* op = op_name(Op::conv3d);
   check_conv(Op::conv3d, x, weight, 3, "D, H, W", groups);
   if (padding == ConvPadding::valid) return conv3d(x, weight, bias, stride, 0, dilation, groups);
@@ -188,8 +216,10 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
                         int64_t padding, int64_t output_padding, int64_t groups, int64_t dilation) {
+  const ops::UserOp user(Op::conv_transpose1d, {&x, &weight, &bias});
   const char* op = op_name(Op::conv_transpose1d);
   check_conv(Op::conv_transpose1d, x, weight, 1, "L", groups, true);
+  check_conv1d_args(Op::conv_transpose1d, x, weight, bias, stride, padding, dilation, groups, true);
   EMBER_CHECK(output_padding >= 0 && (output_padding < stride || output_padding < dilation), op,
               ": output_padding ", output_padding, " (expected >= 0 and smaller than the stride ",
               stride, " or the dilation ", dilation, ")");
@@ -202,13 +232,25 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 namespace {
 
-void check_pool1d(Op pool, const Tensor& x, int64_t kernel, int64_t padding) {
+// The 1-D pools run as their 2-D forms over a unit height: what the 2-D check would refuse
+// is refused here first, in 1-D terms.
+void check_pool1d(Op pool, const Tensor& x, int64_t kernel, std::optional<int64_t> stride,
+                  int64_t padding, int64_t dilation, bool ceil_mode) {
   const char* op = op_name(pool);
   check_rank(op, x, 1, "L");
   ops::check_supported(pool, x);
   EMBER_CHECK(kernel >= 1, op, ": kernel size ", kernel, " (expected >= 1)");
+  EMBER_CHECK(stride.value_or(kernel) >= 1, op, ": stride ", stride.value_or(kernel),
+              " (expected >= 1)");
+  EMBER_CHECK(dilation >= 1, op, ": dilation ", dilation, " (expected >= 1)");
   EMBER_CHECK(padding >= 0 && padding <= kernel / 2, op, ": padding ", padding,
               " (expected 0 <= padding <= half the kernel size ", kernel, ")");
+  const int64_t out =
+      ops::pool_out_size(x.size(-1), kernel, padding, stride.value_or(kernel), dilation, ceil_mode);
+  EMBER_CHECK(out >= 1, op, ": output length ", out, " is too small (input shape ",
+              x.shape().to_string(), ", kernel size ", kernel, ", stride ", stride.value_or(kernel),
+              ", padding ", padding, ", dilation ", dilation,
+              "; expected an output of at least 1)");
 }
 
 }  // namespace
@@ -216,7 +258,8 @@ void check_pool1d(Op pool, const Tensor& x, int64_t kernel, int64_t padding) {
 std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, int64_t kernel,
                                                   std::optional<int64_t> stride, int64_t padding,
                                                   int64_t dilation, bool ceil_mode) {
-  check_pool1d(Op::max_pool1d, x, kernel, padding);
+  const ops::UserOp user(Op::max_pool1d, {&x});
+  check_pool1d(Op::max_pool1d, x, kernel, stride, padding, dilation, ceil_mode);
   auto [out, indices] = max_pool2d_with_indices(add_unit_height(x), Size2d(1, kernel),
                                                 Size2d(1, stride.value_or(kernel)),
                                                 Size2d(0, padding), Size2d(1, dilation), ceil_mode);
@@ -230,7 +273,8 @@ Tensor max_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride
 
 Tensor avg_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride, int64_t padding,
                   bool ceil_mode, bool count_include_pad) {
-  check_pool1d(Op::avg_pool1d, x, kernel, padding);
+  const ops::UserOp user(Op::avg_pool1d, {&x});
+  check_pool1d(Op::avg_pool1d, x, kernel, stride, padding, 1, ceil_mode);
   return drop_unit_height(avg_pool2d(add_unit_height(x), Size2d(1, kernel),
                                      Size2d(1, stride.value_or(kernel)), Size2d(0, padding),
                                      ceil_mode, count_include_pad));

@@ -47,6 +47,9 @@ Shape batch_of(const Tensor& a) {
 // Runs the slot on contiguous copies and turns a failed matrix into an error naming it.
 void run(Op op, Decomposition kind, const Tensor& a, const Tensor& b, const Tensor& o0,
          const Tensor& o1, const Tensor& o2, const char* failure) {
+  // No matrices, or empty ones: nothing to factor (LAPACK refuses n = 0 leading dims). The
+  // callers give empty outputs their values (det: 1); a result is never left unwritten.
+  if (a.numel() == 0 || (b.defined() && b.numel() == 0)) return;
   Tensor ac = a.contiguous(), bc = b.defined() ? b.contiguous() : Tensor();
   auto view = [](const Tensor& t) { return t.defined() ? ops::view_of(t) : backend::View{}; };
   const int64_t bad =
@@ -105,6 +108,7 @@ Tensor det(const Tensor& a) {
   {
     NoGradGuard no_grad;
     run(Op::det, Decomposition::det, a, Tensor(), out, Tensor(), Tensor(), "failed");
+    if (a.shape()[a.dim() - 1] == 0) out.fill_(1.0);  // the empty product (PyTorch)
   }
   if (autograd::needs_grad(a))
     autograd::record(Op::det, out, {&a},
@@ -170,6 +174,15 @@ Tensor cholesky(const Tensor& a) {
   return out;
 }
 
+namespace {
+// QR's gradient for m >= n (reduced): M = R gRᵀ - gQᵀ Q; gA = (gQ + Q copyltu(M)) R⁻ᵀ.
+Tensor qr_backward_tall(const Tensor& q, const Tensor& r, const Tensor& gq, const Tensor& gr) {
+  Tensor mm = matmul(r, mT(gr)) - matmul(mT(gq), q);
+  Tensor sym = tril(mm) + mT(tril(mm, -1));
+  return matmul(gq + matmul(q, sym), mT(inv(r)));
+}
+}  // namespace
+
 QR qr(const Tensor& a) {
   check_matrices(Op::qr, a, false);
   const Shape batch = batch_of(a);
@@ -181,8 +194,6 @@ QR qr(const Tensor& a) {
     run(Op::qr, Decomposition::qr, a, Tensor(), q, r, Tensor(), "failed");
   }
   if (autograd::needs_grad(a)) {
-    EMBER_CHECK(m >= n, "qr: the gradient needs m >= n (input shape ", a.shape().to_string(),
-                "), as PyTorch's reduced QR");
     // One node with two outputs: Q's and R's gradients arrive as the parts of a joint tensor.
     Tensor joint =
         cat({q.reshape(with_last(batch, {m * k})), r.reshape(with_last(batch, {k * n}))}, -1);
@@ -192,10 +203,16 @@ QR qr(const Tensor& a) {
           const Tensor qq = sq.get(), rr = sr.get();
           Tensor gq = g.narrow(-1, 0, m * k).reshape(with_last(batch, {m, k}));
           Tensor gr = g.narrow(-1, m * k, k * n).reshape(with_last(batch, {k, n}));
-          // M = R gRᵀ - gQᵀ Q; gA = (gQ + Q copyltu(M)) R⁻ᵀ.
-          Tensor mm_ = matmul(rr, mT(gr)) - matmul(mT(gq), qq);
-          Tensor sym = tril(mm_) + mT(tril(mm_, -1));
-          gi[0] = matmul(gq + matmul(qq, sym), mT(inv(rr)));
+          if (m >= n) {
+            gi[0] = qr_backward_tall(qq, rr, gq, gr);
+            return;
+          }
+          // Wide (m < n), as PyTorch: A = [X | Y] and R = [U | V] with X = Q U and V = Qᵀ Y.
+          // Through V, Y gets Q gV and Q gets Y gVᵀ (Y = Q V); X is the square case.
+          const Tensor u = rr.narrow(-1, 0, m), v = rr.narrow(-1, m, n - m);
+          const Tensor gu = gr.narrow(-1, 0, m), gv = gr.narrow(-1, m, n - m);
+          const Tensor y = matmul(qq, v);
+          gi[0] = cat({qr_backward_tall(qq, u, gq + matmul(y, mT(gv)), gu), matmul(qq, gv)}, -1);
         });
     q = joint.narrow(-1, 0, m * k).reshape(with_last(batch, {m, k}));
     r = joint.narrow(-1, m * k, k * n).reshape(with_last(batch, {k, n}));

@@ -710,6 +710,14 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   ops::check_defined("masked_fill", x);
+  ops::check_defined("masked_fill", mask, "mask");
+  EMBER_CHECK(mask.dtype() == DType::boolean, "masked_fill: mask dtype ", dtype_name(mask.dtype()),
+              " (expected bool)");
+  ops::check_same_device("masked_fill", x, mask);
+  const Shape out = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  EMBER_CHECK(out == x.shape(), "masked_fill: mask shape ", mask.shape().to_string(),
+              " does not broadcast to input shape ", x.shape().to_string());
+  ops::check_scalar_fits("masked_fill", value, x.dtype());
   return where(mask, full(Shape{}, value, {.dtype = x.dtype(), .device = x.device()}), x);
 }
 
@@ -780,6 +788,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 Tensor clamp_min(const Tensor& x, double lo) { return clamp_one(Op::clamp_min, x, lo, kInf); }
 Tensor clamp_max(const Tensor& x, double hi) { return clamp_one(Op::clamp_max, x, -kInf, hi); }
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  const ops::UserOp user(Op::clamp, {&x});
   EMBER_CHECK(lo || hi, op_name(Op::clamp),
               ": neither bound given (expected at least one of min and max)");
   if (lo && hi) return clamp(x, *lo, *hi);
@@ -799,6 +808,7 @@ std::vector<Tensor> promote_all(Op op, std::initializer_list<const Tensor*> oper
 }  // namespace
 
 Tensor clamp(const Tensor& x_in, const Tensor& lo_in, const Tensor& hi_in) {
+  const ops::UserOp user(Op::clamp, {&x_in, &lo_in, &hi_in});
   ops::check_defined(op_name(Op::clamp), x_in);
   EMBER_CHECK(lo_in.defined() || hi_in.defined(), op_name(Op::clamp),
               ": neither bound given (expected at least one of min and max)");
@@ -845,18 +855,22 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  const ops::UserOp user(Op::lerp, {&start, &end, &weight});
   const std::vector<Tensor> v = promote_all(Op::lerp, {&start, &end, &weight});
   return add(v[0], mul(v[2], sub(v[1], v[0])));
 }
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  const ops::UserOp user(Op::lerp, {&start, &end});
   const std::vector<Tensor> v = promote_all(Op::lerp, {&start, &end});
   return add(v[0], mul(sub(v[1], v[0]), weight));
 }
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
+  const ops::UserOp user(Op::addcmul, {&x, &t1, &t2});
   const std::vector<Tensor> v = promote_all(Op::addcmul, {&x, &t1, &t2});
   return add(v[0], mul(mul(v[1], v[2]), value));
 }
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, double value) {
+  const ops::UserOp user(Op::addcdiv, {&x, &t1, &t2});
   const std::vector<Tensor> v = promote_all(Op::addcdiv, {&x, &t1, &t2});
   return add(v[0], mul(div(v[1], v[2]), value));
 }

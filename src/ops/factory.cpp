@@ -34,6 +34,7 @@ Tensor empty(const Shape& shape, TensorOptions o) {
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
+  ops::check_scalar_fits("full", value, dtype_or_default(o));
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   ops::backend_of(t).fill(ops::view_of(t), value);
   return finish(t, o);
@@ -111,6 +112,7 @@ Tensor tensor(std::initializer_list<float> values, const Shape& shape, TensorOpt
   std::vector<float> v(values);
   Shape s = shape.empty() ? Shape{static_cast<int64_t>(v.size())} : shape;
   if (!o.dtype) o.dtype = default_dtype();  // torch.tensor([1.0]): the default dtype
+  for (float value : v) ops::check_scalar_fits("tensor", value, *o.dtype);
   return from_vector(v, s, o);
 }
 

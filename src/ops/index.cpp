@@ -47,6 +47,15 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   EMBER_CHECK(index.dim() <= 1, op_name(Op::index_select), ": index shape ",
               index.shape().to_string(), " (expected a 1-D index)");
   const int d = wrap_dim(dim, x.dim(), "index_select");
+  if (x.dim() == 0) {
+    // A 0-d tensor is one element along its only possible dim: every index must be 0, and
+    // the result is the value itself (0-d), as PyTorch.
+    EMBER_CHECK(index.numel() >= 1, op_name(Op::index_select),
+                ": an empty index for a 0-d input (expected at least one index, 0)");
+    return index_select(x.reshape({1}), 0, index.reshape({index.numel()}))
+        .narrow(0, 0, 1)
+        .reshape(Shape{});
+  }
   Tensor xc = x.contiguous(), ic = index.contiguous();
   Shape shape = x.shape();
   if (x.dim() > 0) shape[d] = index.numel();
@@ -145,6 +154,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
+  const ops::UserOp user(Op::embedding, {&weight, &index});
   ops::check_supported(Op::embedding, weight, "weight");
   ops::check_defined("embedding", index, "index");
   EMBER_CHECK(weight.dim() == 2, op_name(Op::embedding), ": weight shape ",
@@ -268,6 +278,7 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double valu
 }
 
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  const ops::UserOp user(Op::index_copy, {&x, &index, &source});
   ops::check_supported(Op::index_copy, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_copy");
   check_index_arg(Op::index_copy, x, d, index);
@@ -394,6 +405,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  const ops::UserOp user(Op::scatter, {&x, &index});
   ops::check_defined("scatter", index, "index");
   // A constant source (it needs no gradient): only x's, where it was not overwritten.
   return scatter(x, dim, index,
@@ -493,6 +505,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
 Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets,
                      const std::string& mode, const Tensor& per_sample_weights,
                      bool include_last_offset, std::optional<int64_t> padding_idx) {
+  const ops::UserOp user(Op::embedding_bag, {&weight, &input, &offsets});
   ops::check_supported(Op::embedding_bag, weight, "weight");
   EMBER_CHECK(weight.dim() == 2, "embedding_bag: weight shape ", weight.shape().to_string(),
               " (expected [num_embeddings, embedding_dim])");

@@ -251,11 +251,13 @@ void check_ranks(Op op, const Tensor& a, const Tensor& b, int rank) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  const ops::UserOp user(Op::mm, {&a, &b});
   check_ranks(Op::mm, a, b, 2);
   return matmul(a, b);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  const ops::UserOp user(Op::bmm, {&a, &b});
   check_ranks(Op::bmm, a, b, 3);
   EMBER_CHECK(a.shape()[0] == b.shape()[0], op_name(Op::bmm), ": batch sizes ", a.shape()[0],
               " and ", b.shape()[0], " differ (shapes ", a.shape().to_string(), " and ",
@@ -264,6 +266,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  const ops::UserOp user(Op::dot, {&a, &b});
   check_ranks(Op::dot, a, b, 1);
   return matmul(a, b);
 }
@@ -288,6 +291,7 @@ Tensor add_product(Op op, const Tensor& input, const Tensor& product, double bet
 }  // namespace
 
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta, double alpha) {
+  const ops::UserOp user(Op::addmm, {&input, &m1, &m2});
   if (const auto c = ops::autocast(Op::addmm, {&input, &m1, &m2}))
     return addmm(c[0], c[1], c[2], beta, alpha);
   ops::check_supported(Op::addmm, input, "input");
@@ -297,6 +301,7 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta, double alpha) {
+  const ops::UserOp user(Op::baddbmm, {&input, &b1, &b2});
   if (const auto c = ops::autocast(Op::baddbmm, {&input, &b1, &b2}))
     return baddbmm(c[0], c[1], c[2], beta, alpha);
   ops::check_supported(Op::baddbmm, input, "input");

@@ -190,6 +190,7 @@ Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction 
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index, const Tensor& weight) {
+  const ops::UserOp user(Op::nll_loss, {&log_probs, &target});
   if (const auto c = ops::autocast(Op::nll_loss, {&log_probs, &weight}))
     return nll_loss(c[0], target, reduction, ignore_index, c[1]);
   ops::check_defined("nll_loss", log_probs);
@@ -278,6 +279,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction,
                        const Tensor& pos_weight, const Tensor& weight) {
+  const ops::UserOp user(Op::bce_with_logits, {&logits, &target});
   if (const auto c = ops::autocast(Op::bce_with_logits, {&logits, &target, &pos_weight, &weight}))
     return bce_with_logits(c[0], c[1], reduction, c[2], c[3]);
   ops::check_defined("bce_with_logits", logits);
@@ -369,9 +371,23 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
     EMBER_CHECK(lo >= 0.0 && hi <= 1.0, "binary_cross_entropy: input values span [", lo, ", ", hi,
                 "] (expected probabilities in [0, 1]; use bce_with_logits for logits)");
   }
-  // PyTorch clamps each log at -100, so p = 0 or 1 gives a finite loss.
-  Tensor log_p = clamp_min(log(input), -100.0), log_q = clamp_min(log(1.0 - input), -100.0);
-  Tensor per = neg(target * log_p + (1.0 - target) * log_q);
+  // PyTorch clamps each log at -100, so p = 0 or 1 gives a finite loss; its gradient is
+  // PyTorch's formula, not the clamped logs' (whose 0 · 1/0 was NaN at a saturated p).
+  Tensor per;
+  {
+    NoGradGuard no_grad;
+    Tensor log_p = clamp_min(log(input), -100.0), log_q = clamp_min(log(1.0 - input), -100.0);
+    per = neg(target * log_p + (1.0 - target) * log_q);
+  }
+  if (autograd::needs_grad(input, target))
+    autograd::record(Op::binary_cross_entropy, per, {&input, &target},
+                     [sp = autograd::SavedTensor(input), st = autograd::SavedTensor(target)](
+                         const Tensor& g, autograd::GradList& gi) {
+                       const Tensor p = sp.get(), t = st.get();
+                       // d/dp = (p - t) / max(p (1 - p), 1e-12); d/dt = -logit(p).
+                       gi[0] = g * (p - t) / clamp_min(p * (1.0 - p), 1e-12);
+                       gi[1] = g * (log(1.0 - p) - log(p));
+                     });
   if (weight.defined()) {
     ops::check_same_dtype("binary_cross_entropy", input, weight);
     ops::check_same_device("binary_cross_entropy", input, weight);
@@ -383,6 +399,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin,
                            Reduction reduction) {
+  const ops::UserOp user(Op::margin_ranking_loss, {&x1, &x2, &y});
   if (const auto c = ops::autocast(Op::margin_ranking_loss, {&x1, &x2, &y}))
     return margin_ranking_loss(c[0], c[1], c[2], margin, reduction);
   ops::check_supported(Op::margin_ranking_loss, x1);

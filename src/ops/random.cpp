@@ -4,6 +4,8 @@
 // generator's state: src/core/random.cpp).
 #include "ember/random.hpp"
 
+#include <cmath>
+
 #include "ops/common.hpp"
 
 namespace ember {
@@ -15,6 +17,9 @@ using ops::dtype_or_default;
 using ops::finish;
 
 Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
+  EMBER_CHECK(std::isfinite(low) && std::isfinite(high) && low <= high, op_name(Op::rand),
+              ": range [low, high) = [", low, ", ", high,
+              ") (expected finite bounds with low <= high)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   ops::check_supported(Op::rand, t, "output");
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
@@ -23,6 +28,8 @@ Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
+  EMBER_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0.0, op_name(Op::randn),
+              ": mean ", mean, " and std ", std, " (expected a finite mean and std >= 0)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
   ops::check_supported(Op::randn, t, "output");
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));

@@ -31,10 +31,16 @@ Tensor reduce_keep(Op op, const Tensor& x, const Shape& dims, DType out_dtype) {
   check_unique_dims(dims, x.dim(), name);
   const Shape keep = ops::reduced_shape(x.shape(), dims, name);
   Tensor out = ops::make_tensor(keep, out_dtype, x.device());
+  if (out.numel() == 0) return out;  // nothing to write ([0, 3] over dim 1)
   if (x.numel() == 0) {
-    EMBER_CHECK(op == Op::sum || op == Op::prod, name, ": cannot reduce an empty tensor (shape ",
-                x.shape().to_string(), ")");
-    ops::backend_of(x).fill(ops::view_of(out), op == Op::sum ? 0.0 : 1.0);
+    // Over a size-0 dim: the empty sum, product and mean (0, 1, NaN, as PyTorch); an extreme
+    // of nothing has no value.
+    EMBER_CHECK(op == Op::sum || op == Op::prod || op == Op::mean, name,
+                ": cannot reduce over a size-0 dim (input shape ", x.shape().to_string(), ", dims ",
+                dims.to_string(), ")");
+    ops::backend_of(x).fill(ops::view_of(out), op == Op::sum    ? 0.0
+                                               : op == Op::prod ? 1.0
+                                                                : std::nan(""));
     return out;
   }
   ops::backend_of(x).reduce(backend::reduce_kernel(op), ops::view_of(out), ops::view_of(x));
@@ -52,8 +58,13 @@ Tensor expand_back(const Tensor& g, const Shape& keep, const Shape& in) {
   return g.reshape(keep).expand(in);
 }
 
+// The elements each output reduces: the product of the reduced dims (keep has size 1 there),
+// also when a kept dim is empty ([0, 3] over dim 1 reduces 3 each).
 int64_t reduced_count(const Shape& in, const Shape& keep) {
-  return in.numel() / (keep.numel() ? keep.numel() : 1);
+  int64_t n = 1;
+  for (int i = 0; i < in.size(); ++i)
+    if (keep[i] == 1) n *= in[i];
+  return n;
 }
 
 }  // namespace
@@ -207,13 +218,35 @@ Tensor nonzero_mask(const Tensor& x) {
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   if (const auto c = ops::autocast(Op::std, {&x})) return std(c[0], dims, correction, keepdim);
   ops::check_supported(Op::std, x);
-  return sqrt(var(x, dims, correction, keepdim));
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sqrt(var(x, dims, correction, keepdim));
+  }
+  if (autograd::needs_grad(x)) {
+    // Its own backward, not sqrt's: d std = (x - mean) / ((n - correction) std), and 0 where
+    // std is 0 (sqrt's 1 / 2·sqrt(0) made a constant slice's gradient NaN; PyTorch gives 0).
+    const Shape keep_shape = ops::reduced_shape(x.shape(), dims, "std");
+    const double dof = static_cast<double>(reduced_count(x.shape(), keep_shape) - correction);
+    autograd::record(Op::std, out, {&x},
+                     [sx = SavedTensor(x), so = SavedTensor(out), dims, keep_shape, dof](
+                         const Tensor& g, GradList& gi) {
+                       const Tensor xv = sx.get(), s = so.get().reshape(keep_shape);
+                       const Tensor scale = where(eq(s, 0.0), zeros_like(s),
+                                                  div(g.reshape(keep_shape), mul(s, dof)));
+                       gi[0] = mul(sub(xv, mean(xv, dims, true)), scale);
+                     });
+  }
+  return out;
 }
 Tensor std(const Tensor& x, int64_t correction) { return std(x, Shape{}, correction, false); }
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   if (const auto c = ops::autocast(Op::logsumexp, {&x})) return logsumexp(c[0], dims, keepdim);
   ops::check_supported(Op::logsumexp, x);
+  if (x.numel() == 0) {  // an empty sum of exponentials: log 0 = -inf (PyTorch)
+    return sum(x, dims, keepdim) - static_cast<double>(INFINITY);
+  }
   // Shifted by the (constant, detached) maximum so exp cannot overflow; an infinite maximum
   // shifts by 0 instead, so all -inf gives -inf and +inf gives +inf (PyTorch's rule).
   Tensor m = max(x.detach(), dims, true);
@@ -231,16 +264,29 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   if (p == 2.0) return sqrt(sum(square(x), dims, keepdim));
   if (p == 1.0) return sum(a, dims, keepdim);
   if (std::isinf(p)) return p > 0 ? max(a, dims, keepdim) : min(a, dims, keepdim);
-  if (p == 0.0) return sum(nonzero_mask(x), dims, keepdim).to(x.dtype());
+  if (p == 0.0) {
+    // The count of non-zeros: piecewise constant, so differentiable with a zero gradient (as
+    // PyTorch), not cut from the graph.
+    Tensor out = sum(nonzero_mask(x), dims, keepdim).to(x.dtype());
+    if (autograd::needs_grad(x))
+      autograd::record(
+          Op::norm, out, {&x},
+          [shape = x.shape(), dtype = x.dtype(), device = x.device()](const Tensor&, GradList& gi) {
+            gi[0] = zeros(shape, {.dtype = dtype, .device = device});
+          });
+    return out;
+  }
   return pow(sum(pow(a, p), dims, keepdim), 1.0 / p);
 }
 
 Tensor nansum(const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::UserOp user(Op::nansum, {&x});
   ops::check_supported(Op::nansum, x);
   return sum(where(isnan(x), zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()}), x), dims,
              keepdim);
 }
 Tensor nanmean(const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::UserOp user(Op::nanmean, {&x});
   ops::check_supported(Op::nanmean, x);
   Tensor present = sum(logical_not(isnan(x)), dims, keepdim).to(x.dtype());
   return div(nansum(x, dims, keepdim), present);

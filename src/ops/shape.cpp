@@ -99,8 +99,12 @@ Tensor view_impl(const Tensor& x, const Shape& shape, bool allow_copy, Op view_o
 
 }  // namespace
 
-Tensor Tensor::view(const Shape& shape) const { return view_impl(*this, shape, false, Op::view); }
+Tensor Tensor::view(const Shape& shape) const {
+  const ops::UserOp user(Op::view, {this});
+  return view_impl(*this, shape, false, Op::view);
+}
 Tensor Tensor::reshape(const Shape& shape) const {
+  ops::check_defined("reshape", *this);
   if (shape == this->shape()) return *this;
   return view_impl(*this, shape, true, Op::reshape);
 }
@@ -139,6 +143,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::t() const {
+  ops::check_defined("t", *this);
   EMBER_CHECK(dim() >= 2 || dim() <= 1, "t: rank ", dim());
   if (dim() < 2) return *this;
   return transpose(-2, -1);
@@ -168,6 +173,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  ops::check_defined("narrow", *this);
   const int w = wrap_dim(d, dim(), "narrow");
   const int64_t n = shape()[w];
   if (start < 0) start += n;
@@ -177,6 +183,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  ops::check_defined("select", *this);
   const int w = wrap_dim(d, dim(), "select");
   const int64_t n = shape()[w];
   EMBER_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d,
@@ -214,6 +221,7 @@ Tensor Tensor::expand(const Shape& target) const {
 }
 
 Tensor Tensor::squeeze() const {
+  ops::check_defined("squeeze", *this);
   Shape s;
   for (int64_t d : shape())
     if (d != 1) s.push_back(d);
@@ -250,6 +258,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  ops::check_defined("flatten", *this);
   const int a = wrap_dim(start_dim, dim(), "flatten"), b = wrap_dim(end_dim, dim(), "flatten");
   if (dim() == 0) return reshape({1});
   EMBER_CHECK(a <= b, op_name(Op::flatten), ": start_dim ", start_dim, " is after end_dim ",
@@ -330,6 +339,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  const ops::UserOpList user(Op::stack, tensors);
   if (const auto c = ops::autocast_list(Op::stack, tensors)) return stack(*c, dim);
   EMBER_CHECK(!tensors.empty(), op_name(Op::stack), ": no tensors given (expected at least one)");
   ops::check_defined("stack", tensors[0]);
@@ -368,6 +378,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   std::vector<int64_t> sizes;
   for (int64_t left = x.shape()[d]; left > 0; left -= split_size)
     sizes.push_back(std::min(left, split_size));
+  if (sizes.empty()) sizes.push_back(0);  // a size-0 dim is one empty piece (PyTorch)
   return split(x, sizes, d);
 }
 
@@ -376,7 +387,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, op_name(Op::chunk), ": chunks ", chunks, " (expected > 0)");
   const int d = wrap_dim(dim, x.dim(), "chunk");
   const int64_t n = x.shape()[d];
-  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), d);
+  if (n == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), x.slice(d, 0, 0));
+  return split(x, (n + chunks - 1) / chunks, d);
 }
 
 // ---- rearrangements (issue 16): views, index_select and cat, so every one is
@@ -406,9 +418,11 @@ std::vector<int> unique_dims(const Shape& dims, int rank, const char* op) {
 
 Tensor flip(const Tensor& x, const Shape& dims) {
   ops::check_supported(Op::flip, x);
+  const std::vector<int> flipped = unique_dims(dims, x.dim(), "flip");
+  if (x.dim() == 0) return x.clone();  // nothing to reverse (PyTorch returns the value)
   Tensor y = x;
-  for (int d : unique_dims(dims, x.dim(), "flip")) {
-    const int64_t n = x.dim() ? x.shape()[d] : 1;
+  for (int d : flipped) {
+    const int64_t n = x.shape()[d];
     std::vector<int64_t> idx(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) idx[i] = n - 1 - i;
     y = index_select(y, d, positions(idx, x.device()));
@@ -469,12 +483,22 @@ Tensor tile(const Tensor& x, const Shape& reps) {
   return repeat(x, full_reps);
 }
 
+namespace {
+// repeat_interleave's dim: a 0-d tensor has none to repeat along (PyTorch: IndexError).
+int interleaved_dim(const Tensor& x, int64_t dim) {
+  EMBER_CHECK(x.dim() > 0, "repeat_interleave: dim ", dim,
+              " of a 0-d tensor (expected a tensor with at least one dim, or no dim to repeat "
+              "the flattened tensor)");
+  return wrap_dim(dim, x.dim(), "repeat_interleave");
+}
+}  // namespace
+
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
   ops::check_supported(Op::repeat_interleave, x);
   EMBER_CHECK(repeats >= 0, "repeat_interleave: repeats ", repeats, " (expected >= 0)");
   if (!dim) return repeat_interleave(x.reshape({x.numel()}), repeats, 0);
-  const int d = wrap_dim(*dim, x.dim(), "repeat_interleave");
-  const int64_t n = x.dim() ? x.shape()[d] : 1;
+  const int d = interleaved_dim(x, *dim);
+  const int64_t n = x.shape()[d];
   std::vector<int64_t> idx;
   idx.reserve(static_cast<size_t>(n * repeats));
   for (int64_t i = 0; i < n; ++i)
@@ -487,8 +511,8 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   ops::check_defined("repeat_interleave", repeats, "repeats");
   ops::check_index_dtype("repeat_interleave", repeats);
   if (!dim) return repeat_interleave(x.reshape({x.numel()}), repeats, 0);
-  const int d = wrap_dim(*dim, x.dim(), "repeat_interleave");
-  const int64_t n = x.dim() ? x.shape()[d] : 1;
+  const int d = interleaved_dim(x, *dim);
+  const int64_t n = x.shape()[d];
   // The output's length is the sum of the counts: they are read on the host (as PyTorch).
   std::vector<int64_t> counts = repeats.to(DType::i64).to_vector<int64_t>();
   if (counts.size() == 1) counts.assign(static_cast<size_t>(n), counts[0]);
@@ -518,6 +542,7 @@ Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
               " and destination ", destination.to_string(), " (expected as many dims in each)");
   const std::vector<int> src = unique_dims(source, x.dim(), "movedim");
   const std::vector<int> dst = unique_dims(destination, x.dim(), "movedim");
+  if (x.dim() == 0) return x.reshape(Shape{});  // dim 0 / -1 of a 0-d tensor: itself (a view)
   std::vector<int64_t> order(static_cast<size_t>(x.dim()), -1);
   std::vector<bool> used(static_cast<size_t>(x.dim()), false);
   for (size_t i = 0; i < src.size(); ++i) {
@@ -578,6 +603,7 @@ Tensor diag(const Tensor& x, int64_t diagonal) {
 }
 
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
+  const ops::UserOpList user(Op::meshgrid, tensors);
   EMBER_CHECK(!tensors.empty(), "meshgrid: no tensors (expected at least one 1-D tensor)");
   EMBER_CHECK(indexing == "ij" || indexing == "xy", "meshgrid: indexing '", indexing,
               "' (expected \"ij\" or \"xy\")");
@@ -587,6 +613,7 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::stri
     EMBER_CHECK(t.dim() <= 1, "meshgrid: input shape ", t.shape().to_string(),
                 " (expected 0-d or 1-D tensors)");
     ops::check_same_device("meshgrid", tensors[0], t);
+    ops::check_same_dtype("meshgrid", tensors[0], t);  // PyTorch: the same dtype for all
     full.push_back(t.numel());
   }
   const bool xy = indexing == "xy" && tensors.size() >= 2;

@@ -214,6 +214,7 @@ Tensor& Tensor::assign_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   checked("fill_");
+  ops::check_scalar_fits("fill_", value, dtype());
   ops::check_inplace("fill_", *this);
   ops::backend_of(*this).fill(ops::view_of(*this), value);
   return *this;

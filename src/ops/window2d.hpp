@@ -69,4 +69,15 @@ inline Tensor with_batch_dim(const char* op, const Tensor& x,
   return fn(x.unsqueeze(0)).squeeze(0);
 }
 
+/// A pool's output length along one dim, as PyTorch (floor division; with ceil_mode the last
+/// window must start inside the input or its left padding).
+inline int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dilation,
+                             bool ceil_mode) {
+  const int64_t a = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  const int64_t floor_div = a / stride - ((a % stride != 0) && ((a < 0) != (stride < 0)));
+  int64_t out = floor_div + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
 }  // namespace ember::ops
