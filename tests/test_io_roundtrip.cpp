@@ -643,3 +643,24 @@ TEST(IoForeignFiles, EmptyFileOfNoTensors) {
 }
 
 }  // namespace
+
+namespace {
+
+// An empty tensor written between two others shares its offset with the next one: the file
+// ember wrote must read back (the loader sorted entries by their start only and took the
+// empty entry, listed after the next one, for an overlap). Found in the issue 27 sweep; it
+// failed on 59d7e5e with "entry 'empty' overlaps the previous tensor".
+TEST(IoEmptyTensors, AnEmptyTensorBetweenTwoOthersReadsBack) {
+  ember_test::ScratchDir dir;
+  const std::string path = dir.file("empty.safetensors");
+  const ember::Tensor a = ember::arange(0, 6), b = ember::ones({2});
+  ember::io::write_safetensors(
+      path, {{"a", a}, {"empty", ember::zeros({0})}, {"b", b}, {"z", ember::zeros({3, 0})}}, {});
+  ember::io::SafetensorsFile f(path);
+  EXPECT_EQ(f.read("a", ember::Device::cpu()).to_vector<float>(), a.to_vector<float>());
+  EXPECT_EQ(f.read("b", ember::Device::cpu()).to_vector<float>(), b.to_vector<float>());
+  EXPECT_EQ(f.read("empty", ember::Device::cpu()).shape(), ember::Shape({0}));
+  EXPECT_EQ(f.read("z", ember::Device::cpu()).shape(), ember::Shape({3, 0}));
+}
+
+}  // namespace

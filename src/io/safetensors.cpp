@@ -193,8 +193,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                                   " needs ", bytes));
       entries_.push_back(std::move(e));
     }
+    // By start, then end: an empty entry sharing its start with the next tensor comes first,
+    // so it is never taken for an overlap (ember writes such files: an empty tensor between
+    // two others).
     std::stable_sort(entries_.begin(), entries_.end(),
-                     [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
+                     [](const TensorEntry& a, const TensorEntry& b) {
+                       return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+                     });
     uint64_t at = 0;
     for (const TensorEntry& e : entries_) {
       if (e.begin < at)
