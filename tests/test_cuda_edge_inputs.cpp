@@ -55,7 +55,8 @@ TEST(CudaEdgeInputs, ExtremeReductionsPropagateNanLikeTheCpu) {
   // Shapes that take each driver: inner (warp per row), outer (thread per column), one large
   // group cut into chunks (merge kernel).
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4, 37}, {1}}, {{37, 4}, {0}}, {{3, 200000}, {1}}, {{200000, 3}, {0}}, {{5, 6, 7}, {1}}};
+      {{4, 37}, {1}},   {{37, 4}, {0}},      {{3, 200000}, {1}}, {{200000, 3}, {0}},
+      {{5, 6, 7}, {1}}, {{2, 3000000}, {1}}, {{5, 6, 7}, {0, 2}}};
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     for (auto& [shape, dims] : cases) {
       manual_seed(11);
@@ -72,7 +73,18 @@ TEST(CudaEdgeInputs, ExtremeReductionsPropagateNanLikeTheCpu) {
       for (auto& [name, fn] : ops) {
         const std::string what = name + " " + shape.to_string() + " over " + dims.to_string() +
                                  " " + std::string(dtype_name(dt));
-        expect_same_values(fn(x, dims), fn(gx, dims), 0.0, what);
+        Tensor cpu_result;
+        try {
+          cpu_result = fn(x, dims);
+        } catch (const Error& e) {  // not claimed for this dtype (cummax of f16): skip it
+          EXPECT_NE(std::string(e.what()).find("unsupported dtype"), std::string::npos) << what;
+          continue;
+        }
+        expect_same_values(cpu_result, fn(gx, dims), 0.0, what);
+        if (x.dim() == 2) {  // a strided (transposed) view of the same values
+          const Shape td{1 - dims[0]};
+          expect_same_values(fn(x.t(), td), fn(gx.t(), td), 0.0, what + " transposed");
+        }
       }
     }
   }
