@@ -237,11 +237,15 @@ Shape reduced_shape(const Shape& in, const Shape& dims, const char* op) {
     for (int i = 0; i < out.size(); ++i) out[i] = 1;
     return out;
   }
-  for (int64_t d : dims) out[wrap_dim(d, in.size(), op)] = 1;
+  for (int64_t d : dims) {
+    const int w = wrap_dim(d, in.size(), op);  // a 0-d input takes dim 0 or -1: itself
+    if (in.size() > 0) out[w] = 1;
+  }
   return out;
 }
 
 Shape squeeze_dims(const Shape& keep, const Shape& in, const Shape& dims) {
+  if (in.size() == 0) return keep;  // a 0-d input reduces to itself
   bool drop[kMaxRank] = {};
   if (dims.empty()) {
     for (int i = 0; i < in.size(); ++i) drop[i] = true;
