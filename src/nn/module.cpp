@@ -60,18 +60,18 @@ void retarget(Tensor& t, const Tensor& replacement) {
     t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).contiguous());
 }
 
-// Calls fn(module, path) for every module of the tree at `root`, depth-first, each once (the
-// first path of a reused module). Raw pointers: it also runs inside a module's constructor,
-// before a shared_ptr owns it (named_modules() needs one).
-template <typename Fn>
-void for_each_module(const ModuleImpl& root, Fn&& fn) {
+// Calls fn(module, path) for every module of the tree at `root` (paths under `prefix`),
+// depth-first, each once (the first path of a reused module). Raw references: it also runs
+// inside a module's constructor, before a shared_ptr owns it. M is ModuleImpl or its const.
+template <typename M, typename Fn>
+void for_each_module(M& root, Fn&& fn, const std::string& prefix = "") {
   std::set<const ModuleImpl*> seen;
-  auto visit = [&](auto&& self, const ModuleImpl& m, const std::string& path) -> void {
+  auto visit = [&](auto&& self, M& m, const std::string& path) -> void {
     if (!seen.insert(&m).second) return;
     fn(m, path);
     for (auto& [cn, c] : m.named_children()) self(self, *c, join(path, cn));
   };
-  visit(visit, root, "");
+  visit(visit, root, prefix);
 }
 
 }  // namespace
@@ -142,19 +142,26 @@ void append_unique(NamedTensors& out, std::set<const TensorImpl*>& seen, const N
       out.emplace_back(join(prefix, n), t);
 }
 
-}  // namespace
-
-NamedTensors ModuleImpl::named_parameters(bool recurse) const {
+// The defined tensors of `list_of(module)` over the tree (or `root` alone), each tensor once.
+template <typename ListOf>
+NamedTensors unique_tensors(const ModuleImpl& root, bool recurse, ListOf&& list_of) {
   NamedTensors out;
   std::set<const TensorImpl*> seen;
   if (!recurse) {
-    append_unique(out, seen, params_, "");
+    append_unique(out, seen, list_of(root), "");
     return out;
   }
-  for_each_module(*this, [&](const ModuleImpl& m, const std::string& path) {
-    append_unique(out, seen, m.params_, path);
+  for_each_module(root, [&](const ModuleImpl& m, const std::string& path) {
+    append_unique(out, seen, list_of(m), path);
   });
   return out;
+}
+
+}  // namespace
+
+NamedTensors ModuleImpl::named_parameters(bool recurse) const {
+  return unique_tensors(*this, recurse,
+                        [](const ModuleImpl& m) -> const NamedTensors& { return m.params_; });
 }
 
 std::vector<Tensor> ModuleImpl::parameters(bool recurse) const {
@@ -164,16 +171,8 @@ std::vector<Tensor> ModuleImpl::parameters(bool recurse) const {
 }
 
 NamedTensors ModuleImpl::named_buffers(bool recurse) const {
-  NamedTensors out;
-  std::set<const TensorImpl*> seen;
-  if (!recurse) {
-    append_unique(out, seen, buffers_, "");
-    return out;
-  }
-  for_each_module(*this, [&](const ModuleImpl& m, const std::string& path) {
-    append_unique(out, seen, m.buffers_, path);
-  });
-  return out;
+  return unique_tensors(*this, recurse,
+                        [](const ModuleImpl& m) -> const NamedTensors& { return m.buffers_; });
 }
 
 std::vector<Tensor> ModuleImpl::buffers(bool recurse) const {
@@ -192,13 +191,12 @@ std::vector<std::pair<std::string, ModulePtr>> ModuleImpl::named_modules(
     const std::string& prefix) const {
   // Depth-first, each module once (a reused module under its first path), as PyTorch.
   std::vector<std::pair<std::string, ModulePtr>> out;
-  std::set<const ModuleImpl*> seen;
-  auto visit = [&](auto&& self, const ModuleImpl& m, const std::string& path) -> void {
-    if (!seen.insert(&m).second) return;
-    out.emplace_back(path, std::const_pointer_cast<ModuleImpl>(m.shared_from_this()));
-    for (auto& [cn, c] : m.children_) self(self, *c, join(path, cn));
-  };
-  visit(visit, *this, prefix);
+  for_each_module(
+      *this,
+      [&](const ModuleImpl& m, const std::string& path) {
+        out.emplace_back(path, std::const_pointer_cast<ModuleImpl>(m.shared_from_this()));
+      },
+      prefix);
   return out;
 }
 
@@ -217,10 +215,9 @@ void ModuleImpl::to(Device device) {
       retarget(t, t.to(device));
     }
   };
-  for_each_module(*this, [&](const ModuleImpl& m, const std::string&) {  // each module once
-    auto& mm = const_cast<ModuleImpl&>(m);
-    move(mm.params_);
-    move(mm.buffers_);
+  for_each_module(*this, [&](ModuleImpl& m, const std::string&) {  // each module once
+    move(m.params_);
+    move(m.buffers_);
   });
 }
 
@@ -235,10 +232,9 @@ void ModuleImpl::to(DType dtype) {
       retarget(t, t.to(dtype));
     }
   };
-  for_each_module(*this, [&](const ModuleImpl& m, const std::string&) {  // each module once
-    auto& mm = const_cast<ModuleImpl&>(m);
-    convert(mm.params_);
-    convert(mm.buffers_);
+  for_each_module(*this, [&](ModuleImpl& m, const std::string&) {  // each module once
+    convert(m.params_);
+    convert(m.buffers_);
   });
 }
 

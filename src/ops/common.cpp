@@ -79,19 +79,14 @@ UserOp::UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noex
     if (count_ < kMaxInputs) inputs_[count_++] = t;
 }
 
+UserOp::UserOp(Op op, const std::vector<Tensor>& inputs) noexcept
+    : ErrorScope(op_name(op)), list_(&inputs) {}
+
 std::string UserOp::describe() const {
-  std::string out = count_ == 1 ? "input " : "inputs ";
-  for (size_t i = 0; i < count_; ++i) out += (i ? ", " : "") + tensor_summary(*inputs_[i]);
-  return out;
-}
-
-UserOpList::UserOpList(Op op, const std::vector<Tensor>& inputs) noexcept
-    : ErrorScope(op_name(op)), inputs_(&inputs) {}
-
-std::string UserOpList::describe() const {
-  std::string out = "inputs ";
-  for (size_t i = 0; i < inputs_->size(); ++i)
-    out += (i ? ", " : "") + tensor_summary((*inputs_)[i]);
+  const size_t n = list_ ? list_->size() : count_;
+  std::string out = n == 1 ? "input " : "inputs ";
+  for (size_t i = 0; i < n; ++i)
+    out += (i ? ", " : "") + tensor_summary(list_ ? (*list_)[i] : *inputs_[i]);
   return out;
 }
 

@@ -43,6 +43,8 @@ class UserOp final : public detail::ErrorScope {
  public:
   UserOp(Op op, std::initializer_list<const Tensor*> inputs) noexcept;
   UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noexcept;
+  /// The same over a list of tensors (stack, meshgrid).
+  UserOp(Op op, const std::vector<Tensor>& inputs) noexcept;
   ~UserOp() = default;
   std::string describe() const override;
 
@@ -50,16 +52,7 @@ class UserOp final : public detail::ErrorScope {
   static constexpr size_t kMaxInputs = 6;
   std::array<const Tensor*, kMaxInputs> inputs_{};
   size_t count_ = 0;
-};
-/// The same over a list of tensors (cat, stack, meshgrid).
-class UserOpList final : public detail::ErrorScope {
- public:
-  UserOpList(Op op, const std::vector<Tensor>& inputs) noexcept;
-  ~UserOpList() = default;
-  std::string describe() const override;
-
- private:
-  const std::vector<Tensor>* inputs_;
+  const std::vector<Tensor>* list_ = nullptr;
 };
 
 /// grad · relu'(x), one kernel: x > 0 ? grad : grad · 0 (the bits of grad · (x > 0), -0 and

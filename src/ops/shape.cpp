@@ -339,7 +339,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  const ops::UserOpList user(Op::stack, tensors);
+  const ops::UserOp user(Op::stack, tensors);
   if (const auto c = ops::autocast_list(Op::stack, tensors)) return stack(*c, dim);
   EMBER_CHECK(!tensors.empty(), op_name(Op::stack), ": no tensors given (expected at least one)");
   ops::check_defined("stack", tensors[0]);
@@ -603,7 +603,7 @@ Tensor diag(const Tensor& x, int64_t diagonal) {
 }
 
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
-  const ops::UserOpList user(Op::meshgrid, tensors);
+  const ops::UserOp user(Op::meshgrid, tensors);
   EMBER_CHECK(!tensors.empty(), "meshgrid: no tensors (expected at least one 1-D tensor)");
   EMBER_CHECK(indexing == "ij" || indexing == "xy", "meshgrid: indexing '", indexing,
               "' (expected \"ij\" or \"xy\")");
