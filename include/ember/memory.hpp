@@ -30,12 +30,21 @@ struct MemoryStats {
   double fragmentation = 0.0;        // cached-but-unused share of reserved bytes
   int64_t captured_in_use = 0;       // blocks in use in captured steps' private pools
   int64_t captured_reserved = 0;     // segments held by those pools (train/capture.hpp)
+  // Overall high-water marks over every pool of the device (Persistent, Pass and the captured
+  // steps' private pools), since start or the last reset_peak_memory_stats: PyTorch's
+  // max_memory_allocated / max_memory_reserved.
+  int64_t peak_allocated = 0;  // of persistent_bytes + pass_in_use + captured_in_use
+  int64_t peak_reserved = 0;   // of persistent_reserved + pass_reserved + captured_reserved
 };
 
 /// Current figures for `device`. Example: memory_stats(Device::cpu()).pass_peak
 MemoryStats memory_stats(Device device);
 /// Resets the pass peak to the bytes in use now (for per-step measurement).
 void reset_peak_stats(Device device);
+/// Resets every high-water mark of `device` to its current figure, as PyTorch's
+/// torch.cuda.reset_peak_memory_stats: peak_allocated and peak_reserved, and pass_peak too.
+/// Example: reset_peak_memory_stats(d); train_step(); memory_stats(d).peak_allocated
+void reset_peak_memory_stats(Device device);
 /// Returns every cached (unused) block of `device` to the system.
 void empty_cache(Device device);
 /// The pool that owns the storage of `t`.

@@ -134,6 +134,9 @@ MemoryStats memory_stats(Device device) {
 }
 
 void reset_peak_stats(Device device) { backend::backend_for(device).reset_peak(device.index); }
+void reset_peak_memory_stats(Device device) {
+  backend::backend_for(device).reset_peaks(device.index);
+}
 void empty_cache(Device device) { backend::backend_for(device).empty_cache(device.index); }
 void synchronize(Device device) { backend::backend_for(device).synchronize(device.index); }
 

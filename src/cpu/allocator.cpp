@@ -37,6 +37,9 @@ struct PoolState {
 struct AllocatorState {
   std::mutex mutex;
   PoolState pools[2];  // indexed by Pool
+  // High-water marks over both pools (MemoryStats::peak_allocated, peak_reserved).
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
   int64_t alloc_count = 0;
   int64_t cache_hits = 0;
   int64_t system_allocs = 0;
@@ -62,11 +65,24 @@ void release_cached(AllocatorState& s) {
   }
 }
 
+// Raises the overall peaks to the figures now; the caller holds the mutex. Bytes in use and
+// reserved grow only when a block is handed out, so take_block is the one place to call it.
+void note_peaks(AllocatorState& s) {
+  int64_t in_use = 0, reserved = 0;
+  for (const PoolState& p : s.pools) {
+    in_use += p.in_use;
+    reserved += p.in_use + p.cached;
+  }
+  s.peak_allocated = std::max(s.peak_allocated, in_use);
+  s.peak_reserved = std::max(s.peak_reserved, reserved);
+}
+
 void take_block(AllocatorState& s, Pool pool, size_t block) {
   PoolState& p = pool_state(s, pool);
   p.in_use += static_cast<int64_t>(block);
   p.peak = std::max(p.peak, p.in_use);
   ++s.alloc_count;
+  note_peaks(s);
 }
 
 }  // namespace
@@ -184,6 +200,8 @@ void memory_stats(int /*device*/, MemoryStats* stats) {
   out.alloc_count = s.alloc_count;
   out.cache_hits = s.cache_hits;
   out.system_allocs = s.system_allocs;
+  out.peak_allocated = s.peak_allocated;
+  out.peak_reserved = s.peak_reserved;
   const int64_t reserved = out.persistent_reserved + out.pass_reserved;
   out.fragmentation =
       reserved > 0 ? static_cast<double>(persistent.cached + pass.cached) / reserved : 0.0;
@@ -195,6 +213,15 @@ void reset_peak(int /*device*/) {
   std::lock_guard<std::mutex> lock(s.mutex);
   PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
   pass.peak = pass.in_use;
+}
+
+void reset_peaks(int /*device*/) {
+  AllocatorState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (PoolState& p : s.pools) p.peak = p.in_use;
+  s.peak_allocated = 0;
+  s.peak_reserved = 0;
+  note_peaks(s);
 }
 
 void synchronize(int /*device*/) {}

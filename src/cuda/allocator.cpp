@@ -87,6 +87,9 @@ struct DeviceState {
   std::unordered_map<void*, Block*> allocated;  // block start -> block, blocks in use
   int64_t alloc_count = 0, cache_hits = 0, system_allocs = 0;
   int64_t host_to_device = 0, device_to_host = 0;
+  // High-water marks over every pool, private ones included (MemoryStats::peak_allocated,
+  // peak_reserved; Note [Overall peaks]).
+  int64_t peak_allocated = 0, peak_reserved = 0;
   // staging: two pinned buffers used alternately, each with the event of its last copy
   std::mutex staging_mutex;
   char* staging[2] = {nullptr, nullptr};
@@ -168,6 +171,26 @@ void release_all_cached(DeviceState& s) {
   for (PoolState& p : s.pools) release_free_segments(p);
 }
 
+// Note [Overall peaks]
+// peak_allocated and peak_reserved are the high-water marks of the sums over the Persistent,
+// Pass and every private pool. Bytes in use and reserved grow only in allocate (a block handed
+// out, a segment from cudaMalloc); recharge moves bytes between pools without changing the
+// sums, and frees only lower them. So allocate is the one place the peaks can rise, and it
+// raises them after every request (a walk over the few private pools, under the mutex).
+void note_peaks(DeviceState& s) {
+  int64_t in_use = 0, reserved = 0;
+  for (const PoolState& p : s.pools) {
+    in_use += p.in_use;
+    reserved += p.reserved;
+  }
+  for (const auto& [id, pool] : s.private_pools) {
+    in_use += pool->in_use;
+    reserved += pool->reserved;
+  }
+  s.peak_allocated = std::max(s.peak_allocated, in_use);
+  s.peak_reserved = std::max(s.peak_reserved, reserved);
+}
+
 std::string pool_figures(const DeviceState& s) {
   const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
   const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
@@ -221,6 +244,7 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   p.in_use += static_cast<int64_t>(b->size);
   p.peak = std::max(p.peak, p.in_use);
   ++s.alloc_count;
+  note_peaks(s);
   if (block_bytes) *block_bytes = b->size;
   return b->ptr;
 }
@@ -325,6 +349,8 @@ void memory_stats(int device, MemoryStats* stats) {
     out.captured_in_use += pool->in_use;
     out.captured_reserved += pool->reserved;
   }
+  out.peak_allocated = s.peak_allocated;
+  out.peak_reserved = s.peak_reserved;
   const int64_t reserved = persistent.reserved + pass.reserved;
   const int64_t in_use = persistent.in_use + pass.in_use;
   out.fragmentation = reserved > 0 ? static_cast<double>(reserved - in_use) / reserved : 0.0;
@@ -369,6 +395,17 @@ void reset_peak(int device) {
   std::lock_guard<std::mutex> lock(s.mutex);
   PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
   pass.peak = pass.in_use;
+}
+
+void reset_peaks(int device) {
+  check_device(device, "reset_peak_memory_stats");
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (PoolState& p : s.pools) p.peak = p.in_use;
+  for (auto& [id, pool] : s.private_pools) pool->peak = pool->in_use;
+  s.peak_allocated = 0;
+  s.peak_reserved = 0;
+  note_peaks(s);
 }
 
 // Waits for the stream, then reports any error a kernel recorded (Note [Deferred device errors]).
