@@ -10,6 +10,7 @@
 #include "ember/error.hpp"
 #include "ember/memory.hpp"
 #include "ember/ops.hpp"
+#include "ember/profiler.hpp"
 #include "ember/random.hpp"
 #include "ember/runtime.hpp"
 #include "ember/shape.hpp"

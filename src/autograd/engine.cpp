@@ -10,6 +10,7 @@
 #include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
 #include "core/capture.hpp"
+#include "core/profiler.hpp"
 #include "ember/autocast.hpp"
 #include "ember/ops.hpp"
 
@@ -65,6 +66,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tensor* const> inputs) {
   node->sequence_nr = next_sequence_nr();
+  if (detail::profiling()) [[unlikely]]
+    node->profile_module = core::profiler::current_module();
   node->edges.reserve(inputs.size());
   for (const Tensor* in : inputs) {
     if (in->defined() && in->requires_grad())
@@ -123,6 +126,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
                                  bool retain_graph, const std::vector<Tensor>& capture) {
   NoGradGuard no_grad;
   AutocastGuard no_autocast(DType::bf16, false);  // Note [Autocast]: backward ops keep their dtypes
+  const core::profiler::PhaseScope backward_phase(ProfilePhase::backward);
+  const detail::ProfileScope backward_range(ProfileKind::range, "backward");
   const uint64_t epoch = g_visit_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
 
   // Capture targets (autograd::grad): the node each input's gradient arrives at.
@@ -234,6 +239,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     grad_inputs.assign(n->edges.size(), Tensor());
     if (grad.defined()) {
       try {
+        const core::profiler::BackwardScope profile(n->name, n->profile_module);
         n->apply(grad, grad_inputs);
       } catch (const Error& e) {
         throw Error(detail::concat("backward of ", n->name, ": ", e.what()));

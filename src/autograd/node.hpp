@@ -48,6 +48,9 @@ struct Node {
   const char* name;
   std::vector<Edge> edges;
   uint64_t sequence_nr = 0;
+  // The module path that ran the op's forward, for the profiler's backward rows (-1: none,
+  // or no Profiler recorded when the node was made).
+  int32_t profile_module = -1;
   bool released = false;
   // engine scratch (single-threaded backward)
   Tensor pending_grad;

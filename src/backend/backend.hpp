@@ -318,5 +318,8 @@ const Backend& cpu_backend();
 #if defined(EMBER_WITH_CUDA)
 const Backend& cuda_backend();
 #endif
+/// The table of `type` whose kernel slots record themselves in the profiler
+/// (src/backend/profiled.cpp); backend_for hands it out while a Profiler records.
+const Backend& profiled_backend(DeviceType type);
 
 }  // namespace ember::backend

@@ -1,6 +1,7 @@
 // src/backend/registry.cpp — maps a device type to its kernel table.
 #include "backend/backend.hpp"
 #include "ember/error.hpp"
+#include "ember/profiler.hpp"
 
 namespace ember::backend {
 
@@ -22,10 +23,13 @@ EMBER_OPS_OTHER(EMBER_KERNEL_EXISTS_)
 }  // namespace
 
 const Backend& backend_for(DeviceType type) {
-  if (type == DeviceType::cpu) return cpu_backend();
 #if defined(EMBER_WITH_CUDA)
+  if (detail::profiling()) [[unlikely]]
+    return profiled_backend(type);
+  if (type == DeviceType::cpu) return cpu_backend();
   return cuda_backend();
 #else
+  if (type == DeviceType::cpu) return detail::profiling() ? profiled_backend(type) : cpu_backend();
   detail::throw_error(
       "ember was built without CUDA: rebuild with -DEMBER_CUDA=ON on a machine with the CUDA "
       "toolkit to use cuda devices");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/profiler.hpp"
 #include "ember/error.hpp"
 #include "ember/tensor.hpp"
 
@@ -54,6 +55,8 @@ Storage::Storage(size_t bytes, Device device, Pool pool)
   const backend::Backend& be = backend::backend_for(device);
   data_ = be.allocate(device.index, bytes, pool, &block_bytes_);
   register_storage(this, device_);
+  if (detail::profiling()) [[unlikely]]
+    core::profiler::note_bytes(static_cast<int64_t>(bytes));
 }
 
 Storage* Storage::wrap_external(void* data, size_t bytes) {

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "core/profiler.hpp"
 #include "ember/nn/init.hpp"
 
 namespace ember::nn {
@@ -86,7 +87,10 @@ Tensor SequentialImpl::forward(const Tensor& x) {
   for (size_t i = 0; i < children.size(); ++i) {
     if (i + 1 < children.size()) {
       if (const std::optional<Activation> act = children[i + 1].second->as_epilogue()) {
-        Tensor fused = children[i].second->forward_with_epilogue(h, *act);
+        ModuleImpl& child = *children[i].second;
+        const core::profiler::ModuleFrame frame(
+            &child, detail::profiling() ? child.type_name() : std::string());
+        Tensor fused = child.forward_with_epilogue(h, *act);
         if (fused.defined()) {
           h = fused;
           ++i;
@@ -94,7 +98,7 @@ Tensor SequentialImpl::forward(const Tensor& x) {
         }
       }
     }
-    h = children[i].second->forward(h);
+    h = run_forward(*children[i].second, h);
   }
   return h;
 }

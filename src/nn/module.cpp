@@ -10,10 +10,16 @@
 #include <set>
 #include <sstream>
 
+#include "core/profiler.hpp"
 #include "ember/autograd.hpp"
 #include "ember/ops.hpp"
 
 namespace ember::nn {
+
+Tensor run_forward_profiled(ModuleImpl& m, const Tensor& x) {
+  const core::profiler::ModuleFrame frame(&m, m.type_name());
+  return m.forward(x);
+}
 
 void throw_empty_module_handle(const char* handle) {
   // Holders pass typeid(Impl).name(): demangle "ember::nn::LinearImpl" to "nn::Linear".

@@ -49,6 +49,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaO
   ops::check_defined(kName, q, "query");
   ops::check_defined(kName, k, "key");
   ops::check_defined(kName, v, "value");
+  const ops::OpScope op_scope(Op::scaled_dot_product_attention, q);
   ops::check_supported(Op::scaled_dot_product_attention, q, "query");
   EMBER_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kName, ": query dtype ",
               dtype_name(q.dtype()), ", key ", dtype_name(k.dtype()), ", value ",

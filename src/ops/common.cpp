@@ -73,14 +73,30 @@ std::string tensor_summary(const Tensor& t) {
 UserOp::UserOp(Op op, std::initializer_list<const Tensor*> inputs) noexcept
     : UserOp(op_name(op), inputs) {}
 
+namespace {
+// The device of the first defined input (-1 when none), for the profiler.
+int first_device(std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs)
+    if (t && t->defined()) return t->device().index;
+  return -1;
+}
+int first_device(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs)
+    if (t.defined()) return t.device().index;
+  return -1;
+}
+}  // namespace
+
 UserOp::UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noexcept
-    : ErrorScope(op) {
+    : ErrorScope(op), profile_(ProfileKind::op, op, first_device(inputs)) {
   for (const Tensor* t : inputs)
     if (count_ < kMaxInputs) inputs_[count_++] = t;
 }
 
 UserOp::UserOp(Op op, const std::vector<Tensor>& inputs) noexcept
-    : ErrorScope(op_name(op)), list_(&inputs) {}
+    : ErrorScope(op_name(op)),
+      list_(&inputs),
+      profile_(ProfileKind::op, op_name(op), first_device(inputs)) {}
 
 std::string UserOp::describe() const {
   const size_t n = list_ ? list_->size() : count_;

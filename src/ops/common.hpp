@@ -15,6 +15,7 @@
 #include "ember/autocast.hpp"
 #include "ember/catalogue.hpp"
 #include "ember/ops.hpp"
+#include "ember/profiler.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::ops {
@@ -53,6 +54,23 @@ class UserOp final : public detail::ErrorScope {
   std::array<const Tensor*, kMaxInputs> inputs_{};
   size_t count_ = 0;
   const std::vector<Tensor>* list_ = nullptr;
+  detail::ProfileScope profile_;
+};
+
+/// The op being computed, for the profiler (Note [Profiling at no cost when off] in
+/// src/core/profiler.hpp): a primitive opens one next to its one dtype check,
+///   const ops::OpScope scope(op, x);
+///   ops::check_supported(op, x);
+/// so that its kernels, their device time and its allocations are charged to it. Composites
+/// get one from UserOp. Nothing happens when no Profiler records.
+class OpScope final {
+ public:
+  OpScope(Op op, const Tensor& t) noexcept
+      : scope_(ProfileKind::op, op_name(op), t.defined() ? t.device().index : -1) {}
+  OpScope(Op op, Device device) noexcept : scope_(ProfileKind::op, op_name(op), device.index) {}
+
+ private:
+  detail::ProfileScope scope_;
 };
 
 /// grad · relu'(x), one kernel: x > 0 ? grad : grad · 0 (the bits of grad · (x > 0), -0 and

@@ -78,6 +78,7 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
                    Size2d padding, Size2d dilation, int64_t groups) {
   const char* op = op_name(Op::conv2d);
   ops::check_defined(op, weight, "weight");
+  const ops::OpScope op_scope(Op::conv2d, x);
   ops::check_supported(Op::conv2d, x);
   ops::check_same_dtype(op, x, weight);
   ops::check_same_device(op, x, weight);
@@ -390,6 +391,7 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
                            Size2d output_padding, int64_t groups, Size2d dilation) {
   const char* op = op_name(Op::conv_transpose2d);
   ops::check_defined(op, weight, "weight");
+  const ops::OpScope op_scope(Op::conv_transpose2d, x);
   ops::check_supported(Op::conv_transpose2d, x);
   ops::check_same_dtype(op, x, weight);
   ops::check_same_device(op, x, weight);
@@ -500,6 +502,7 @@ using ops::pool_out_size;
 backend::Window2d plan_pool(Op pool, const Tensor& x, Size2d kernel,
                             std::optional<Size2d> stride_opt, Size2d padding, Size2d dilation,
                             bool ceil_mode) {
+  const ops::OpScope op_scope(pool, x);
   ops::check_supported(pool, x);
   const char* op = op_name(pool);
   const Size2d stride = stride_opt.value_or(kernel);

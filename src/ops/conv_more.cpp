@@ -78,6 +78,7 @@ void check_conv(Op which, const Tensor& x, const Tensor& weight, int64_t spatial
                 const char* layout, int64_t groups, bool transposed = false) {
   const char* op = op_name(which);
   check_rank(op, x, spatial, layout);
+  const ops::OpScope op_scope(which, x);
   ops::check_supported(which, x);
   check_conv_weight(op, x, weight, spatial, groups, transposed);
 }
@@ -238,6 +239,7 @@ void check_pool1d(Op pool, const Tensor& x, int64_t kernel, std::optional<int64_
                   int64_t padding, int64_t dilation, bool ceil_mode) {
   const char* op = op_name(pool);
   check_rank(op, x, 1, "L");
+  const ops::OpScope op_scope(pool, x);
   ops::check_supported(pool, x);
   EMBER_CHECK(kernel >= 1, op, ": kernel size ", kernel, " (expected >= 1)");
   EMBER_CHECK(stride.value_or(kernel) >= 1, op, ": stride ", stride.value_or(kernel),
@@ -291,6 +293,7 @@ int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + 
 void check_adaptive(Op pool, const Tensor& x, int64_t spatial, Size2d output_size) {
   const char* op = op_name(pool);
   check_rank(op, x, spatial, spatial == 1 ? "L" : "H, W");
+  const ops::OpScope op_scope(pool, x);
   ops::check_supported(pool, x);
   EMBER_CHECK(output_size.h >= 1 && output_size.w >= 1, op, ": output size ",
               spatial == 1 ? std::to_string(output_size.w) : ops::pair_string(output_size),
@@ -419,6 +422,7 @@ InterpDims plan_interpolate(const Tensor& x, const InterpolateOptions& o) {
   ops::check_defined(op, x);
   EMBER_CHECK(x.dim() >= 3 && x.dim() <= 5, op, ": input shape ", x.shape().to_string(),
               " (expected 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W])");
+  const ops::OpScope op_scope(Op::interpolate, x);
   ops::check_supported(Op::interpolate, x);
   const int64_t spatial = x.dim() - 2;
   const std::string& m = o.mode;
@@ -585,6 +589,7 @@ Tensor images_of(const backend::Window2d& w, const Tensor& cols) {
 }  // namespace
 
 Tensor im2col(const Tensor& x, Size2d kernel, Size2d dilation, Size2d padding, Size2d stride) {
+  const ops::OpScope op_scope(Op::im2col, x);
   ops::check_supported(Op::im2col, x);
   return ops::with_batch_dim(op_name(Op::im2col), x, [&](const Tensor& x4) {
     const backend::Window2d w =
@@ -608,6 +613,7 @@ Tensor col2im(const Tensor& columns, Size2d output_size, Size2d kernel, Size2d d
   ops::check_defined(op, columns);
   EMBER_CHECK(columns.dim() == 2 || columns.dim() == 3, op, ": input shape ",
               columns.shape().to_string(), " (expected 3-D [N, C·kh·kw, L] or 2-D [C·kh·kw, L])");
+  const ops::OpScope op_scope(Op::col2im, columns);
   ops::check_supported(Op::col2im, columns);
   if (columns.dim() == 2)
     return col2im(columns.unsqueeze(0), output_size, kernel, dilation, padding, stride).squeeze(0);

@@ -21,6 +21,7 @@ using backend::Decomposition;
 namespace {
 
 void check_matrices(Op op, const Tensor& a, bool square) {
+  const ops::OpScope op_scope(op, a);
   ops::check_supported(op, a);
   EMBER_CHECK(a.dim() >= 2, op_name(op), ": input shape ", a.shape().to_string(),
               " (expected a matrix or a batch of matrices [..., m, n])");

@@ -22,6 +22,7 @@ using backend::UnaryOp;
 namespace ops {
 
 Tensor unary_forward(Op op, UnaryOp kernel, const Tensor& x, double a = 0.0, double b = 0.0) {
+  const ops::OpScope op_scope(op, x);
   check_supported(op, x);
   Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
   backend_of(x).unary(kernel, view_of(out), view_of(x), a, b);
@@ -38,6 +39,7 @@ Tensor binary_forward(Op op, const Tensor& a, const Tensor& b) {
   check_defined(name, b, "second input");
   check_same_dtype(name, a, b);
   check_same_device(name, a, b);
+  const ops::OpScope op_scope(op, a);
   check_supported(op, a);
   const bool comparison = backend::binary_kernel(op) >= BinaryOp::eq;
   const Shape shape =
@@ -179,6 +181,7 @@ Tensor affine(const Tensor& x, double s, double t, Op op) {
     // Integers stay integers with integral scalars (x + 2 is i64) and become f32 otherwise
     // (x * 0.5), as PyTorch; both through the binary kernel.
     if (!is_integral_value(s) || !is_integral_value(t)) return affine(x.to(DType::f32), s, t, op);
+    const ops::OpScope op_scope(op, x);
     ops::check_supported(op, x);
     const TensorOptions o{.dtype = x.dtype(), .device = x.device()};
     Tensor y = s == 1.0 ? x : binary_forward(Op::mul, x, full(Shape{}, s, o));
@@ -212,6 +215,7 @@ namespace {
 // and minimum with the bounds as 0-d tensors of x's dtype; a fractional bound makes it f32,
 // as PyTorch (whose clamp promotes with its scalar bounds). Infinite bounds do nothing.
 Tensor clamp_integer(Op op, const Tensor& x, double lo, double hi) {
+  const ops::OpScope op_scope(op, x);
   ops::check_supported(op, x);
   const bool fractional = (std::isfinite(lo) && !is_integral_value(lo)) ||
                           (std::isfinite(hi) && !is_integral_value(hi));
@@ -308,6 +312,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 Tensor abs(const Tensor& x) {
   if (x.defined() && !is_floating(x.dtype())) {  // integers: the kernel is float-only
+    const ops::OpScope op_scope(Op::abs, x);
     ops::check_supported(Op::abs, x);
     return maximum(x, neg(x));  // |MIN| wraps to MIN, as PyTorch's
   }
@@ -321,6 +326,7 @@ Tensor abs(const Tensor& x) {
 
 Tensor sign(const Tensor& x) {
   if (x.defined() && !is_floating(x.dtype())) {  // integers: (x > 0) - (x < 0)
+    const ops::OpScope op_scope(Op::sign, x);
     ops::check_supported(Op::sign, x);
     return sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
   }
@@ -601,6 +607,7 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
+  const ops::OpScope op_scope(Op::prelu, x);
   ops::check_supported(Op::prelu, x);
   ops::check_defined(op_name(Op::prelu), weight, "weight");
   Tensor w = weight;
@@ -618,6 +625,7 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
 }
 
 Tensor glu(const Tensor& x, int64_t dim) {
+  const ops::OpScope op_scope(Op::glu, x);
   ops::check_supported(Op::glu, x);
   const int d = wrap_dim(dim, x.dim(), op_name(Op::glu));
   EMBER_CHECK(x.size(d) % 2 == 0, op_name(Op::glu), ": dim ", dim, " has size ", x.size(d),
@@ -629,6 +637,7 @@ Tensor glu(const Tensor& x, int64_t dim) {
 // ---- comparisons and selection ----
 
 Tensor logical_not(const Tensor& x) {
+  const ops::OpScope op_scope(Op::logical_not, x);
   ops::check_supported(Op::logical_not, x);
   Tensor out = ops::make_tensor(x.shape(), DType::boolean, x.device());
   ops::backend_of(x).unary(UnaryOp::logical_not, ops::view_of(out), ops::view_of(x), 0.0, 0.0);
@@ -828,16 +837,19 @@ Tensor constant_mask(const Tensor& x, bool value) {
 }  // namespace
 
 Tensor isnan(const Tensor& x) {
+  const ops::OpScope op_scope(Op::isnan, x);
   ops::check_supported(Op::isnan, x);
   if (!is_floating(x.dtype())) return constant_mask(x, false);
   return ne(x, x);
 }
 Tensor isinf(const Tensor& x) {
+  const ops::OpScope op_scope(Op::isinf, x);
   ops::check_supported(Op::isinf, x);
   if (!is_floating(x.dtype())) return constant_mask(x, false);
   return eq(abs(x.detach()), kInf);
 }
 Tensor isfinite(const Tensor& x) {
+  const ops::OpScope op_scope(Op::isfinite, x);
   ops::check_supported(Op::isfinite, x);
   if (!is_floating(x.dtype())) return constant_mask(x, true);
   Tensor v = x.detach();
@@ -846,6 +858,7 @@ Tensor isfinite(const Tensor& x) {
 
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
+  const ops::OpScope op_scope(Op::nan_to_num, x);
   ops::check_supported(Op::nan_to_num, x);
   const double big = x.dtype() == DType::f64 ? std::numeric_limits<double>::max()
                                              : std::numeric_limits<float>::max();

@@ -40,6 +40,7 @@ Tensor index_add_into(const Shape& shape, int d, const Tensor& index, const Tens
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  const ops::OpScope op_scope(Op::index_select, x);
   ops::check_supported(Op::index_select, x);
   ops::check_defined("index_select", index, "index");
   ops::check_index_dtype("index_select", index);
@@ -72,6 +73,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  const ops::OpScope op_scope(Op::gather, x);
   ops::check_supported(Op::gather, x);
   ops::check_defined("gather", index, "index");
   ops::check_index_dtype("gather", index);
@@ -101,6 +103,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  const ops::OpScope op_scope(Op::scatter_add, x);
   ops::check_supported(Op::scatter_add, x);
   ops::check_defined("scatter_add", index, "index");
   ops::check_defined("scatter_add", src, "src");
@@ -155,6 +158,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 
 Tensor embedding(const Tensor& weight, const Tensor& index) {
   const ops::UserOp user(Op::embedding, {&weight, &index});
+  const ops::OpScope op_scope(Op::embedding, weight);
   ops::check_supported(Op::embedding, weight, "weight");
   ops::check_defined("embedding", index, "index");
   EMBER_CHECK(weight.dim() == 2, op_name(Op::embedding), ": weight shape ",
@@ -202,6 +206,7 @@ void check_index_arg(Op op, const Tensor& x, int d, const Tensor& index) {
 }  // namespace
 
 Tensor nonzero(const Tensor& x) {
+  const ops::OpScope op_scope(Op::nonzero, x);
   ops::check_supported(Op::nonzero, x);
   Tensor flat = nonzero_positions(x);
   const int64_t count = flat.numel();
@@ -226,6 +231,7 @@ std::vector<Tensor> where(const Tensor& condition) {
 }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  const ops::OpScope op_scope(Op::masked_select, x);
   ops::check_supported(Op::masked_select, x);
   ops::check_defined("masked_select", mask, "mask");
   EMBER_CHECK(mask.dtype() == DType::boolean, "masked_select: mask dtype ",
@@ -238,6 +244,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  double alpha) {
+  const ops::OpScope op_scope(Op::index_add, x);
   ops::check_supported(Op::index_add, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_add");
   check_index_arg(Op::index_add, x, d, index);
@@ -270,6 +277,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 }
 
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  const ops::OpScope op_scope(Op::index_fill, x);
   ops::check_supported(Op::index_fill, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_fill");
   check_index_arg(Op::index_fill, x, d, index);
@@ -279,6 +287,7 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, double valu
 
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   const ops::UserOp user(Op::index_copy, {&x, &index, &source});
+  const ops::OpScope op_scope(Op::index_copy, x);
   ops::check_supported(Op::index_copy, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "index_copy");
   check_index_arg(Op::index_copy, x, d, index);
@@ -303,6 +312,7 @@ Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   ops::check_defined("one_hot", index, "index");
+  const ops::OpScope op_scope(Op::one_hot, index);
   ops::check_supported(Op::one_hot, index);
   EMBER_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, "one_hot: index dtype ",
               dtype_name(index.dtype()), " (expected i64 or i32 class indices)");
@@ -382,6 +392,7 @@ double identity_of(const std::string& reduce, DType dtype) {
 }  // namespace
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  const ops::OpScope op_scope(Op::scatter, x);
   ops::check_supported(Op::scatter, x);
   const int d = wrap_dim(dim, x.dim(), "scatter");
   Tensor sv = scatter_source(Op::scatter, x, d, index, src);
@@ -414,6 +425,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) 
 
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self) {
+  const ops::OpScope op_scope(Op::scatter_reduce, x);
   ops::check_supported(Op::scatter_reduce, x);
   using backend::ScatterOp;
   EMBER_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
@@ -506,6 +518,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
                      const std::string& mode, const Tensor& per_sample_weights,
                      bool include_last_offset, std::optional<int64_t> padding_idx) {
   const ops::UserOp user(Op::embedding_bag, {&weight, &input, &offsets});
+  const ops::OpScope op_scope(Op::embedding_bag, weight);
   ops::check_supported(Op::embedding_bag, weight, "weight");
   EMBER_CHECK(weight.dim() == 2, "embedding_bag: weight shape ", weight.shape().to_string(),
               " (expected [num_embeddings, embedding_dim])");

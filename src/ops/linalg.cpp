@@ -163,6 +163,7 @@ void check_operands(Op linalg_op, const Tensor& a, const Tensor& b) {
   ops::check_defined(op, b, "second input");
   ops::check_same_dtype(op, a, b);
   ops::check_same_device(op, a, b);
+  const ops::OpScope op_scope(linalg_op, a);
   ops::check_supported(linalg_op, a);
 }
 
@@ -209,6 +210,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (const auto c = ops::autocast(Op::matmul, {&a, &b})) return matmul(c[0], c[1]);
+  const ops::OpScope op_scope(Op::matmul, a);
   check_operands(Op::matmul, a, b);
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, op_name(Op::matmul),
               ": both inputs need at least one dim (got shapes ", a.shape().to_string(), " and ",
@@ -294,6 +296,7 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double bet
   const ops::UserOp user(Op::addmm, {&input, &m1, &m2});
   if (const auto c = ops::autocast(Op::addmm, {&input, &m1, &m2}))
     return addmm(c[0], c[1], c[2], beta, alpha);
+  const ops::OpScope op_scope(Op::addmm, input);
   ops::check_supported(Op::addmm, input, "input");
   check_rank(Op::addmm, m1, 2, "mat1");
   check_rank(Op::addmm, m2, 2, "mat2");
@@ -304,6 +307,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double b
   const ops::UserOp user(Op::baddbmm, {&input, &b1, &b2});
   if (const auto c = ops::autocast(Op::baddbmm, {&input, &b1, &b2}))
     return baddbmm(c[0], c[1], c[2], beta, alpha);
+  const ops::OpScope op_scope(Op::baddbmm, input);
   ops::check_supported(Op::baddbmm, input, "input");
   return add_product(Op::baddbmm, input, bmm(b1, b2), beta, alpha);
 }
@@ -421,6 +425,7 @@ std::shared_ptr<ReluLink> input_link(const Tensor& x, int64_t rows) {
 // otherwise linear then gelu(…, "tanh").
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    backend::GemmEpilogue act) {
+  const ops::OpScope op_scope(Op::linear, x);
   check_operands(Op::linear, x, weight);
   EMBER_CHECK(weight.dim() == 2, op_name(Op::linear), ": weight shape ", weight.shape().to_string(),
               " (expected [out_features, in_features])");

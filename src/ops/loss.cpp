@@ -32,6 +32,7 @@ void check_reduction(Op op, Reduction r) {
 
 // The two operands of an elementwise loss: defined, one dtype and device, equal shapes.
 void check_pair(Op op, const Tensor& input, const Tensor& target, const char* what = "target") {
+  const ops::OpScope op_scope(op, input);
   ops::check_supported(op, input);
   ops::check_defined(op_name(op), target, what);
   ops::check_same_dtype(op_name(op), input, target);
@@ -165,6 +166,7 @@ Tensor fused_cross_entropy(const Tensor& scores, const Tensor& t, const CrossEnt
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   if (const auto c = ops::autocast(Op::mse_loss, {&input, &target}))
     return mse_loss(c[0], c[1], reduction);
+  const ops::OpScope op_scope(Op::mse_loss, input);
   ops::check_supported(Op::mse_loss, input);
   check_reduction(Op::mse_loss, reduction);
   ops::check_defined("mse_loss", target, "target");
@@ -177,6 +179,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 Tensor cross_entropy_probs(const Tensor& probs, const Tensor& target, Reduction reduction) {
   if (const auto c = ops::autocast(Op::cross_entropy_probs, {&probs, &target}))
     return cross_entropy_probs(c[0], c[1], reduction);
+  const ops::OpScope op_scope(Op::cross_entropy_probs, probs);
   ops::check_supported(Op::cross_entropy_probs, probs);
   check_reduction(Op::cross_entropy_probs, reduction);
   ops::check_defined("cross_entropy_probs", target, "target");
@@ -194,6 +197,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   if (const auto c = ops::autocast(Op::nll_loss, {&log_probs, &weight}))
     return nll_loss(c[0], target, reduction, ignore_index, c[1]);
   ops::check_defined("nll_loss", log_probs);
+  const ops::OpScope op_scope(Op::nll_loss, log_probs);
   ops::check_supported(Op::nll_loss, log_probs, "log_probs");
   check_reduction(Op::nll_loss, reduction);
   EMBER_CHECK(log_probs.dim() >= 2, op_name(Op::nll_loss), ": input shape ",
@@ -215,6 +219,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   }
   ops::check_defined("cross_entropy", logits);
   ops::check_defined("cross_entropy", target, "target");
+  const ops::OpScope op_scope(Op::cross_entropy, logits);
   ops::check_supported(Op::cross_entropy, logits, "logits");
   EMBER_CHECK(logits.dim() >= 1, op_name(Op::cross_entropy), ": input shape ",
               logits.shape().to_string(), " (expected [N, C] or [C])");
@@ -285,6 +290,7 @@ Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction red
   ops::check_defined("bce_with_logits", logits);
   check_reduction(Op::bce_with_logits, reduction);
   ops::check_defined("bce_with_logits", target, "target");
+  const ops::OpScope op_scope(Op::bce_with_logits, logits);
   ops::check_supported(Op::bce_with_logits, logits, "logits");
   ops::check_same_dtype("bce_with_logits", logits, target);
   EMBER_CHECK(logits.shape() == target.shape(), op_name(Op::bce_with_logits), ": input shape ",
@@ -402,6 +408,7 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, 
   const ops::UserOp user(Op::margin_ranking_loss, {&x1, &x2, &y});
   if (const auto c = ops::autocast(Op::margin_ranking_loss, {&x1, &x2, &y}))
     return margin_ranking_loss(c[0], c[1], c[2], margin, reduction);
+  const ops::OpScope op_scope(Op::margin_ranking_loss, x1);
   ops::check_supported(Op::margin_ranking_loss, x1);
   ops::check_defined("margin_ranking_loss", x2, "input2");
   ops::check_defined("margin_ranking_loss", y, "target");
@@ -422,6 +429,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
                            double margin, double p, double eps, bool swap, Reduction reduction) {
   if (const auto c = ops::autocast(Op::triplet_margin_loss, {&anchor, &positive, &negative}))
     return triplet_margin_loss(c[0], c[1], c[2], margin, p, eps, swap, reduction);
+  const ops::OpScope op_scope(Op::triplet_margin_loss, anchor);
   ops::check_supported(Op::triplet_margin_loss, anchor);
   check_reduction(Op::triplet_margin_loss, reduction);
   for (const Tensor* t : {&positive, &negative}) {
@@ -445,6 +453,7 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
                              Reduction reduction) {
   if (const auto c = ops::autocast(Op::cosine_embedding_loss, {&x1, &x2, &y}))
     return cosine_embedding_loss(c[0], c[1], c[2], margin, reduction);
+  const ops::OpScope op_scope(Op::cosine_embedding_loss, x1);
   ops::check_supported(Op::cosine_embedding_loss, x1);
   ops::check_defined("cosine_embedding_loss", x2, "input2");
   ops::check_defined("cosine_embedding_loss", y, "target");
@@ -529,6 +538,7 @@ Tensor ctc_loss(const Tensor& log_probs_in, const Tensor& targets, const Tensor&
                 bool zero_infinity) {
   if (const auto c = ops::autocast(Op::ctc_loss, {&log_probs_in}))
     return ctc_loss(c[0], targets, input_lengths, target_lengths, blank, reduction, zero_infinity);
+  const ops::OpScope op_scope(Op::ctc_loss, log_probs_in);
   ops::check_supported(Op::ctc_loss, log_probs_in, "log_probs");
   check_reduction(Op::ctc_loss, reduction);
   EMBER_CHECK(log_probs_in.dim() == 3 || log_probs_in.dim() == 2, "ctc_loss: log_probs shape ",

@@ -43,6 +43,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (const auto c = ops::autocast(Op::batch_norm, {&x, &weight, &bias}))
     return batch_norm(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps);
   ops::check_defined("batch_norm", x);
+  const ops::OpScope op_scope(Op::batch_norm, x);
   ops::check_supported(Op::batch_norm, x);
   EMBER_CHECK(x.dim() >= 2, op_name(Op::batch_norm), ": input shape ", x.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
@@ -162,6 +163,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias, double eps) {
   if (const auto c = ops::autocast(Op::layer_norm, {&x, &weight, &bias}))
     return layer_norm(c[0], normalized_shape, c[1], c[2], eps);
+  const ops::OpScope op_scope(Op::layer_norm, x);
   ops::check_supported(Op::layer_norm, x);
   const int k = normalized_shape.size();
   EMBER_CHECK(k >= 1 && k <= x.dim(), op_name(Op::layer_norm), ": normalized_shape ",

@@ -21,6 +21,7 @@ Tensor rand(const Shape& shape, TensorOptions o, double low, double high) {
               ": range [low, high) = [", low, ", ", high,
               ") (expected finite bounds with low <= high)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
+  const ops::OpScope op_scope(Op::rand, t);
   ops::check_supported(Op::rand, t, "output");
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
   ops::backend_of(t).uniform(ops::view_of(t), get_rng_state().seed, offset, low, high);
@@ -31,6 +32,7 @@ Tensor randn(const Shape& shape, TensorOptions o, double mean, double std) {
   EMBER_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0.0, op_name(Op::randn),
               ": mean ", mean, " and std ", std, " (expected a finite mean and std >= 0)");
   Tensor t = ops::make_tensor(shape, dtype_or_default(o), device_or_default(o));
+  const ops::OpScope op_scope(Op::randn, t);
   ops::check_supported(Op::randn, t, "output");
   const uint64_t offset = advance_rng(static_cast<uint64_t>(t.numel()));
   ops::backend_of(t).normal(ops::view_of(t), get_rng_state().seed, offset, mean, std);
@@ -53,6 +55,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   EMBER_CHECK(p >= 0.0 && p <= 1.0, op_name(Op::dropout), ": probability ", p,
               " (expected 0 <= p <= 1)");
   if (!training || p == 0.0) return x;
+  const ops::OpScope op_scope(Op::dropout, x);
   ops::check_supported(Op::dropout, x);
   if (p == 1.0) return mul(x, 0.0);
   Tensor xc = x.contiguous();

@@ -71,6 +71,7 @@ int64_t reduced_count(const Shape& in, const Shape& keep) {
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   if (const auto c = ops::autocast(Op::sum, {&x})) return sum(c[0], dims, keepdim);
+  const ops::OpScope op_scope(Op::sum, x);
   ops::check_supported(Op::sum, x);
   if (!is_floating(x.dtype()) && x.dtype() != DType::i64) {
     // Integers and bools sum into i64, as in PyTorch: an i32 sum would overflow silently.
@@ -90,6 +91,7 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor sum(const Tensor& x) { return sum(x, Shape{}, false); }
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::OpScope op_scope(Op::mean, x);
   ops::check_supported(Op::mean, x);
   Tensor keep = reduce_keep(Op::mean, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
@@ -107,6 +109,7 @@ Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 
 namespace {
 Tensor extreme(Op op, const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::OpScope op_scope(op, x);
   ops::check_supported(op, x);
   Tensor keep = reduce_keep(op, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
@@ -136,6 +139,7 @@ Tensor min(const Tensor& x) { return min(x, Shape{}, false); }
 
 Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
   if (const auto c = ops::autocast(Op::prod, {&x})) return prod(c[0], dims, keepdim);
+  const ops::OpScope op_scope(Op::prod, x);
   ops::check_supported(Op::prod, x);
   Tensor keep = reduce_keep(Op::prod, x, dims, x.dtype());
   Tensor out = finish_shape(keep, x, dims, keepdim);
@@ -162,6 +166,7 @@ Tensor prod(const Tensor& x) { return prod(x, Shape{}, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   if (const auto c = ops::autocast(Op::var, {&x})) return var(c[0], dims, correction, keepdim);
+  const ops::OpScope op_scope(Op::var, x);
   ops::check_supported(Op::var, x);
   check_unique_dims(dims, x.dim(), "var");
   const Shape keep_shape = ops::reduced_shape(x.shape(), dims, "var");
@@ -189,6 +194,7 @@ Tensor var(const Tensor& x, int64_t correction) { return var(x, Shape{}, correct
 namespace {
 Tensor arg_extreme(Op op, const Tensor& x, int64_t dim, bool keepdim) {
   const char* name = op_name(op);
+  const ops::OpScope op_scope(op, x);
   ops::check_supported(op, x);
   const int d = wrap_dim(dim, x.dim(), name);
   EMBER_CHECK(x.dim() == 0 || x.shape()[d] > 0, name, ": cannot reduce an empty dim (shape ",
@@ -217,6 +223,7 @@ Tensor nonzero_mask(const Tensor& x) {
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   if (const auto c = ops::autocast(Op::std, {&x})) return std(c[0], dims, correction, keepdim);
+  const ops::OpScope op_scope(Op::std, x);
   ops::check_supported(Op::std, x);
   Tensor out;
   {
@@ -243,6 +250,7 @@ Tensor std(const Tensor& x, int64_t correction) { return std(x, Shape{}, correct
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   if (const auto c = ops::autocast(Op::logsumexp, {&x})) return logsumexp(c[0], dims, keepdim);
+  const ops::OpScope op_scope(Op::logsumexp, x);
   ops::check_supported(Op::logsumexp, x);
   if (x.numel() == 0) {  // an empty sum of exponentials: log 0 = -inf (PyTorch)
     return sum(x, dims, keepdim) - static_cast<double>(INFINITY);
@@ -258,6 +266,7 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
 
 Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   if (const auto c = ops::autocast(Op::norm, {&x})) return norm(c[0], p, dims, keepdim);
+  const ops::OpScope op_scope(Op::norm, x);
   ops::check_supported(Op::norm, x);
   EMBER_CHECK(!std::isnan(p), op_name(Op::norm), ": the order p is NaN");
   const Tensor a = abs(x);
@@ -281,32 +290,38 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
 
 Tensor nansum(const Tensor& x, const Shape& dims, bool keepdim) {
   const ops::UserOp user(Op::nansum, {&x});
+  const ops::OpScope op_scope(Op::nansum, x);
   ops::check_supported(Op::nansum, x);
   return sum(where(isnan(x), zeros(Shape{}, {.dtype = x.dtype(), .device = x.device()}), x), dims,
              keepdim);
 }
 Tensor nanmean(const Tensor& x, const Shape& dims, bool keepdim) {
   const ops::UserOp user(Op::nanmean, {&x});
+  const ops::OpScope op_scope(Op::nanmean, x);
   ops::check_supported(Op::nanmean, x);
   Tensor present = sum(logical_not(isnan(x)), dims, keepdim).to(x.dtype());
   return div(nansum(x, dims, keepdim), present);
 }
 
 Tensor count_nonzero(const Tensor& x, const Shape& dims) {
+  const ops::OpScope op_scope(Op::count_nonzero, x);
   ops::check_supported(Op::count_nonzero, x);
   return sum(nonzero_mask(x), dims, false);
 }
 
 Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::OpScope op_scope(Op::any, x);
   ops::check_supported(Op::any, x);
   return gt(sum(nonzero_mask(x), dims, keepdim), 0.0);
 }
 Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  const ops::OpScope op_scope(Op::all, x);
   ops::check_supported(Op::all, x);
   return eq(sum(logical_not(x.detach()), dims, keepdim), 0.0);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
+  const ops::OpScope op_scope(Op::sum_to, x);
   ops::check_supported(Op::sum_to, x);
   if (x.shape() == shape) return x;
   const int lead = x.dim() - shape.size();

@@ -69,6 +69,7 @@ struct LstmGeometry {
 void check_lstm(const Tensor& gx, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
                 const Tensor& mask) {
   const char* op = op_name(Op::lstm_recurrence);
+  const ops::OpScope op_scope(Op::lstm_recurrence, gx);
   ops::check_supported(Op::lstm_recurrence, gx, "gx");
   EMBER_CHECK(gx.dim() == 3 && gx.size(2) % 4 == 0 && gx.size(2) > 0, op, ": gx shape ",
               gx.shape().to_string(), " (expected [T, N, 4*H])");

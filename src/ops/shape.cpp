@@ -417,6 +417,7 @@ std::vector<int> unique_dims(const Shape& dims, int rank, const char* op) {
 }  // namespace
 
 Tensor flip(const Tensor& x, const Shape& dims) {
+  const ops::OpScope op_scope(Op::flip, x);
   ops::check_supported(Op::flip, x);
   const std::vector<int> flipped = unique_dims(dims, x.dim(), "flip");
   if (x.dim() == 0) return x.clone();  // nothing to reverse (PyTorch returns the value)
@@ -431,6 +432,7 @@ Tensor flip(const Tensor& x, const Shape& dims) {
 }
 
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  const ops::OpScope op_scope(Op::roll, x);
   ops::check_supported(Op::roll, x);
   if (dims.empty()) {
     EMBER_CHECK(shifts.size() == 1, "roll: ", shifts.size(),
@@ -453,6 +455,7 @@ Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
 }
 
 Tensor repeat(const Tensor& x, const Shape& repeats) {
+  const ops::OpScope op_scope(Op::repeat, x);
   ops::check_supported(Op::repeat, x);
   EMBER_CHECK(repeats.size() >= x.dim(), "repeat: ", repeats.size(), " repeats ",
               repeats.to_string(), " for a ", x.dim(), "-d input (expected at least ", x.dim(),
@@ -476,6 +479,7 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
 }
 
 Tensor tile(const Tensor& x, const Shape& reps) {
+  const ops::OpScope op_scope(Op::tile, x);
   ops::check_supported(Op::tile, x);
   Shape full_reps;
   for (int i = reps.size(); i < x.dim(); ++i) full_reps.push_back(1);
@@ -494,6 +498,7 @@ int interleaved_dim(const Tensor& x, int64_t dim) {
 }  // namespace
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  const ops::OpScope op_scope(Op::repeat_interleave, x);
   ops::check_supported(Op::repeat_interleave, x);
   EMBER_CHECK(repeats >= 0, "repeat_interleave: repeats ", repeats, " (expected >= 0)");
   if (!dim) return repeat_interleave(x.reshape({x.numel()}), repeats, 0);
@@ -507,6 +512,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 }
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  const ops::OpScope op_scope(Op::repeat_interleave, x);
   ops::check_supported(Op::repeat_interleave, x);
   ops::check_defined("repeat_interleave", repeats, "repeats");
   ops::check_index_dtype("repeat_interleave", repeats);
@@ -529,6 +535,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 }
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  const ops::OpScope op_scope(Op::unbind, x);
   ops::check_supported(Op::unbind, x);
   const int d = wrap_dim(dim, x.dim(), "unbind");
   std::vector<Tensor> out;
@@ -537,6 +544,7 @@ std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
 }
 
 Tensor movedim(const Tensor& x, const Shape& source, const Shape& destination) {
+  const ops::OpScope op_scope(Op::movedim, x);
   ops::check_supported(Op::movedim, x);
   EMBER_CHECK(source.size() == destination.size(), "movedim: source ", source.to_string(),
               " and destination ", destination.to_string(), " (expected as many dims in each)");
@@ -564,6 +572,7 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
 namespace {
 // tril / triu: keep x where (col - row) is within the band, else 0; batched over leading dims.
 Tensor band(Op op, const Tensor& x, int64_t diagonal) {
+  const ops::OpScope op_scope(op, x);
   ops::check_supported(op, x);
   EMBER_CHECK(x.dim() >= 2, op_name(op), ": input shape ", x.shape().to_string(),
               " (expected at least 2 dims: [..., rows, cols])");
@@ -581,6 +590,7 @@ Tensor tril(const Tensor& x, int64_t diagonal) { return band(Op::tril, x, diagon
 Tensor triu(const Tensor& x, int64_t diagonal) { return band(Op::triu, x, diagonal); }
 
 Tensor diag(const Tensor& x, int64_t diagonal) {
+  const ops::OpScope op_scope(Op::diag, x);
   ops::check_supported(Op::diag, x);
   EMBER_CHECK(x.dim() == 1 || x.dim() == 2, "diag: input shape ", x.shape().to_string(),
               " (expected a vector, to place on a diagonal, or a matrix, to read one)");
@@ -629,6 +639,7 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::stri
 }
 
 Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double value) {
+  const ops::OpScope op_scope(Op::pad, x);
   ops::check_supported(Op::pad, x);
   EMBER_CHECK(pads.size() % 2 == 0 && pads.size() / 2 <= x.dim(), "pad: pads ", pads.to_string(),
               " for input shape ", x.shape().to_string(),
@@ -681,6 +692,7 @@ Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double v
 }
 
 Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  const ops::OpScope op_scope(Op::unfold, x);
   ops::check_supported(Op::unfold, x);
   const int d = wrap_dim(dim, std::max(x.dim(), 1), "unfold");
   const int64_t n = x.dim() ? x.shape()[d] : 1;
@@ -701,6 +713,7 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
 }
 
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale) {
+  const ops::OpScope op_scope(Op::pixel_shuffle, x);
   ops::check_supported(Op::pixel_shuffle, x);
   const int64_t r = upscale;
   EMBER_CHECK(r >= 1, "pixel_shuffle: upscale_factor ", r, " (expected >= 1)");
@@ -719,6 +732,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t upscale) {
 }
 
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale) {
+  const ops::OpScope op_scope(Op::pixel_unshuffle, x);
   ops::check_supported(Op::pixel_unshuffle, x);
   const int64_t r = downscale;
   EMBER_CHECK(r >= 1, "pixel_unshuffle: downscale_factor ", r, " (expected >= 1)");

@@ -11,6 +11,7 @@ namespace {
 Tensor softmax_impl(Op op, const Tensor& x, int64_t dim) {
   if (const auto c = ops::autocast(op, {&x})) return softmax_impl(op, c[0], dim);
   const bool log = op == Op::log_softmax;
+  const ops::OpScope op_scope(op, x);
   ops::check_supported(op, x);
   const char* name = op_name(op);
   const int d = wrap_dim(dim, x.dim(), name);

@@ -47,6 +47,7 @@ ValuesIndices pick_sorted(const Tensor& x, const Tensor& order, int d, const Ten
 }
 
 ValuesIndices median_of(Op op, const Tensor& x_in, int64_t dim, bool keepdim) {
+  const ops::OpScope op_scope(op, x_in);
   ops::check_supported(op, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), op_name(op));
@@ -75,6 +76,7 @@ ValuesIndices median_of(Op op, const Tensor& x_in, int64_t dim, bool keepdim) {
 }
 
 ValuesIndices extreme_with_indices(Op op, const Tensor& x_in, int64_t dim, bool keepdim) {
+  const ops::OpScope op_scope(op, x_in);
   ops::check_supported(op, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), op_name(op));
@@ -86,6 +88,7 @@ ValuesIndices extreme_with_indices(Op op, const Tensor& x_in, int64_t dim, bool 
 }  // namespace
 
 ValuesIndices sort(const Tensor& x_in, int64_t dim, bool descending, bool /*stable*/) {
+  const ops::OpScope op_scope(Op::sort, x_in);
   ops::check_supported(Op::sort, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), "sort");
@@ -94,6 +97,7 @@ ValuesIndices sort(const Tensor& x_in, int64_t dim, bool descending, bool /*stab
 }
 
 Tensor argsort(const Tensor& x_in, int64_t dim, bool descending, bool /*stable*/) {
+  const ops::OpScope op_scope(Op::argsort, x_in);
   ops::check_supported(Op::argsort, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), "argsort");
@@ -102,6 +106,7 @@ Tensor argsort(const Tensor& x_in, int64_t dim, bool descending, bool /*stable*/
 }
 
 ValuesIndices topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+  const ops::OpScope op_scope(Op::topk, x_in);
   ops::check_supported(Op::topk, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), "topk");
@@ -113,6 +118,7 @@ ValuesIndices topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, boo
 }
 
 ValuesIndices kthvalue(const Tensor& x_in, int64_t k, int64_t dim, bool keepdim) {
+  const ops::OpScope op_scope(Op::kthvalue, x_in);
   ops::check_supported(Op::kthvalue, x_in);
   const Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), "kthvalue");
@@ -211,6 +217,7 @@ ValuesIndices run_scan(Op op, ScanOp kind, const Tensor& x, int d, bool reverse)
 }
 
 ValuesIndices scan_op(Op op, ScanOp kind, const Tensor& x_in, int64_t dim) {
+  const ops::OpScope op_scope(op, x_in);
   ops::check_supported(op, x_in);
   Tensor x = as_rank1(x_in);
   const int d = wrap_dim(dim, x.dim(), op_name(op));
@@ -241,6 +248,7 @@ ValuesIndices cummin(const Tensor& x, int64_t dim) {
 }
 
 Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  const ops::OpScope op_scope(Op::diff, x);
   ops::check_supported(Op::diff, x);
   EMBER_CHECK(x.dim() >= 1, "diff: expected a tensor of at least one dim (got a 0-d tensor)");
   EMBER_CHECK(n >= 0, "diff: order n ", n, " (expected n >= 0)");

@@ -268,6 +268,7 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, Op op, const char* nam
   ops::check_defined(name, other, "other");
   if (other.dtype() != self.dtype() || (op == Op::div && !is_floating(self.dtype())))
     return promoted_inplace(self, other, op, name);
+  const ops::OpScope op_scope(op, self);
   ops::check_supported(op, self, "the in-place target");
   ops::check_same_device(name, self, other);
   const Shape b = broadcast_shapes(self.shape(), other.shape(), name);
@@ -286,6 +287,7 @@ bool is_integral_value(double v) { return std::nearbyint(v) == v; }
 // their dtype with an integral scalar (the binary kernel), as PyTorch. A fractional scalar
 // would make a float result that an integer tensor cannot hold: refused, as PyTorch does.
 Tensor& affine_inplace(Tensor& self, double s, double t, Op op, const char* name) {
+  const ops::OpScope op_scope(op, self);
   ops::check_supported(op, self, "the in-place target");
   ops::check_inplace(name, self);
   if (!is_floating(self.dtype())) {
@@ -324,6 +326,7 @@ Tensor& Tensor::div_(const Tensor& other) { return binary_inplace(*this, other, 
 Tensor& Tensor::mul_(double value) { return affine_inplace(*this, value, 0.0, Op::mul, "mul_"); }
 Tensor& Tensor::add_(double value) { return affine_inplace(*this, 1.0, value, Op::add, "add_"); }
 Tensor& Tensor::clamp_(double lo, double hi) {
+  const ops::OpScope op_scope(Op::clamp, *this);
   ops::check_supported(Op::clamp, *this, "the in-place target");
   EMBER_CHECK(!(lo > hi), "clamp_: lower bound ", lo, " is above upper bound ", hi);
   if (!is_floating(dtype())) {

@@ -8,6 +8,7 @@
 
 #include "ember/autograd.hpp"
 #include "ember/ops.hpp"
+#include "ember/profiler.hpp"
 #include "ops/optim.hpp"
 
 namespace ember::optim {
@@ -38,6 +39,7 @@ void check_args(double max_norm, double norm_type) {
 }  // namespace
 
 Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  const detail::ProfileScope profile(ProfileKind::range, "clip_grad_norm");
   check_args(max_norm, norm_type);
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = gradients_of(params);
@@ -49,6 +51,7 @@ Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, double max_norm,
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type,
                       bool error_if_nonfinite) {
+  const detail::ProfileScope profile(ProfileKind::range, "clip_grad_norm");
   check_args(max_norm, norm_type);
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = gradients_of(params);

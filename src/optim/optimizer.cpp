@@ -10,6 +10,7 @@
 
 #include "core/capture.hpp"
 #include "ember/autograd.hpp"
+#include "ember/profiler.hpp"
 
 namespace ember::optim {
 
@@ -59,6 +60,7 @@ const int64_t* Optimizer::amp_skipped_steps() const {
 }
 
 void Optimizer::step_impl(const Tensor* found_inf) {
+  const detail::ProfileScope profile(ProfileKind::range, "optimizer.step");
   // Inside a captured step the replay runs this again on the host (train/capture.hpp).
   std::vector<const void*> captured;  // the parameters' buffers, when capturing
   if (ember::detail::active_capture())
@@ -171,6 +173,7 @@ std::string Optimizer::to_string() const {
 std::ostream& operator<<(std::ostream& os, const Optimizer& opt) { return os << opt.to_string(); }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  const detail::ProfileScope profile(ProfileKind::range, "optimizer.zero_grad");
   if (accumulate_count_ > 0) return;  // mid-accumulation: the next backward adds to .grad
   for (size_t g = 0; g < param_group_count(); ++g)
     for (const Tensor& p : group_params(g)) p.zero_grad(set_to_none);

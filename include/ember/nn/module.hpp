@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ember/ops.hpp"
+#include "ember/profiler.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::nn {
@@ -40,6 +41,10 @@ struct LoadReport {
 
 class ModuleImpl;
 using ModulePtr = std::shared_ptr<ModuleImpl>;
+
+/// m.forward(x) as a Profiler sees it: inside a module range that charges the ops to the
+/// module's path (module.cpp). Handles and containers call it; nothing extra when off.
+Tensor run_forward_profiled(ModuleImpl& m, const Tensor& x);
 
 /// Internal to the handles below: throws ember::Error saying a module handle of type
 /// `handle` (a typeid name) is empty (default-constructed or moved-from).
@@ -146,7 +151,7 @@ class Module {
   Module(const Holder& h) : impl_(h.ptr()) {}  // NOLINT
 
   /// forward, ->, * on an empty handle (Module m; or moved-from) throw ember::Error.
-  Tensor operator()(const Tensor& x) const { return checked().forward(x); }
+  Tensor operator()(const Tensor& x) const;
   ModuleImpl* operator->() const { return &checked(); }
   ModuleImpl& operator*() const { return checked(); }
   const ModulePtr& ptr() const { return impl_; }
@@ -163,6 +168,20 @@ class Module {
 
 std::ostream& operator<<(std::ostream& out, const Module& m);
 
+inline Tensor Module::operator()(const Tensor& x) const {
+  if (detail::profiling()) [[unlikely]]
+    return run_forward_profiled(checked(), x);
+  return checked().forward(x);
+}
+
+/// m.forward(x), inside a module range while a Profiler records: what containers call for
+/// their children.
+inline Tensor run_forward(ModuleImpl& m, const Tensor& x) {
+  if (detail::profiling()) [[unlikely]]
+    return run_forward_profiled(m, x);
+  return m.forward(x);
+}
+
 /// Typed handle base: class Linear : public ModuleHolder<LinearImpl> { using
 /// ModuleHolder::ModuleHolder; };
 template <typename Impl>
@@ -175,7 +194,11 @@ class ModuleHolder {
                                       ...))) explicit ModuleHolder(Args&&... args)
       : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   /// forward, ->, * on an empty handle (a moved-from holder) throw ember::Error.
-  Tensor operator()(const Tensor& x) const { return checked().forward(x); }
+  Tensor operator()(const Tensor& x) const {
+    if (detail::profiling()) [[unlikely]]
+      return run_forward_profiled(checked(), x);
+    return checked().forward(x);
+  }
   Impl* operator->() const { return &checked(); }
   Impl& operator*() const { return checked(); }
   const std::shared_ptr<Impl>& ptr() const { return impl_; }
