@@ -5,6 +5,7 @@
 #include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/catalogue.hpp"
+#include "ember/checkpoint.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"
 #include "ember/error.hpp"

@@ -40,11 +40,13 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 
 SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
+  if ((slot_ = checkpoint_slot(t))) return;  // inside a checkpointed segment's forward
   tensor_ = t.detach();
   version_ = t.version();
 }
 
 Tensor SavedTensor::get() const {
+  if (slot_) return checkpoint_unpack(*slot_);
   EMBER_CHECK(!tensor_.defined() || tensor_.version() == version_,
               "a tensor needed for the gradient was modified in place after it was saved "
               "(version ",

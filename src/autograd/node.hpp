@@ -74,19 +74,30 @@ struct AccumulateGrad final : Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+struct SavedSlot;
+
 /// A tensor saved for backward: a graph-free alias plus the version it had when saved.
-/// get() throws when the tensor was modified in place since.
+/// get() throws when the tensor was modified in place since. Saved inside a checkpointed
+/// segment's forward it is a slot instead, refilled by recomputation when backward first needs
+/// it (Note [Saved tensors of a checkpointed segment] in checkpoint.cpp).
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
   Tensor get() const;
-  bool defined() const { return tensor_.defined(); }
+  bool defined() const { return tensor_.defined() || slot_ != nullptr; }
 
  private:
   Tensor tensor_;
   uint64_t version_ = 0;
+  std::shared_ptr<SavedSlot> slot_;
 };
+
+/// checkpoint.cpp's side of SavedTensor: the slot `t` goes into while this thread runs a
+/// checkpointed segment's forward (nullptr elsewhere: `t` is saved as usual), and the tensor a
+/// slot holds (its segment recomputed first when backward reaches it).
+std::shared_ptr<SavedSlot> checkpoint_slot(const Tensor& t);
+Tensor checkpoint_unpack(SavedSlot& slot);
 
 template <typename F>
 struct LambdaNode final : Node {
