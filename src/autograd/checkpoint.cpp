@@ -73,19 +73,27 @@ struct Collected {
 };
 
 // What a SavedTensor made on this thread does: becomes a slot of `forward` (its segment is
-// running), or is kept as usual and also collected for a segment being recomputed.
+// running), or is kept as usual and also collected for a segment being recomputed. Levels
+// nest (a checkpoint inside a segment); the innermost decides. A plain pointer, so that the
+// check every SavedTensor makes outside checkpoints is one thread-local load.
 struct Level {
   Frame* forward = nullptr;
   std::vector<Collected>* collect = nullptr;
+  const Level* enclosing = nullptr;
 };
-thread_local std::vector<Level> t_levels;
+thread_local const Level* t_level = nullptr;
 
 class LevelScope {
  public:
-  explicit LevelScope(Level level) { t_levels.push_back(level); }
-  ~LevelScope() { t_levels.pop_back(); }
+  LevelScope(Frame* forward, std::vector<Collected>* collect) : level_{forward, collect, t_level} {
+    t_level = &level_;
+  }
+  ~LevelScope() { t_level = level_.enclosing; }
   LevelScope(const LevelScope&) = delete;
   LevelScope& operator=(const LevelScope&) = delete;
+
+ private:
+  Level level_;
 };
 
 class GradModeOn {
@@ -172,7 +180,7 @@ struct Frame : std::enable_shared_from_this<Frame> {
       const GeneratorReplay replay(preserve_rng, rng);
       const GradModeOn grad_on;
       const AutocastGuard autocast_as_forward(autocast_dtype, autocast);
-      const LevelScope level({nullptr, &saved});
+      const LevelScope level(nullptr, &saved);
       try {
         const std::vector<Tensor> outputs = fn(in);  // its graph is dropped right here
       } catch (const OutOfMemory&) {
@@ -204,8 +212,8 @@ struct Frame : std::enable_shared_from_this<Frame> {
 };
 
 std::shared_ptr<SavedSlot> checkpoint_slot(const Tensor& t) {
-  if (t_levels.empty()) return nullptr;
-  const Level& level = t_levels.back();
+  if (!t_level) return nullptr;
+  const Level& level = *t_level;
   if (level.collect) {
     level.collect->push_back({t.detach(), t.version()});
     return nullptr;
@@ -260,7 +268,7 @@ std::vector<Tensor> run_segment(const CheckpointMultiFn& fn, const std::vector<T
   frame->capture = detail::active_capture();
   std::vector<Tensor> outputs;
   {
-    const autograd::LevelScope level({frame.get(), nullptr});
+    const autograd::LevelScope level(frame.get(), nullptr);
     outputs = fn(inputs);
   }
   frame->finish();
