@@ -467,29 +467,50 @@ TEST(Checkpoint, WrongUseIsAnErrorNamingCheckpoint) {
 
 const Device kGpu = Device::cuda(0);
 
+// On CUDA the fused attention's default backward adds dQ with atomics, so even two plain runs
+// may differ in the last bits (docs/cuda.md, "Deterministic mode"): the CUDA twins compare
+// under deterministic mode, set before the forward as that section asks.
+class DeterministicScope {
+ public:
+  DeterministicScope() : previous_(deterministic()) { set_deterministic(true); }
+  ~DeterministicScope() { set_deterministic(previous_); }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 TEST(CheckpointCuda, MlpSegmentGradientsAreBitwiseThePlainOnes) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(run_mlp(kGpu, false, 0.0), run_mlp(kGpu, true, 0.0));
 }
 
 TEST(CheckpointCuda, DropoutMasksReplayedGradientsBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(run_mlp(kGpu, false, 0.4), run_mlp(kGpu, true, 0.4));
 }
 
 TEST(CheckpointCuda, TransformerBlockBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(run_blocks({.device = kGpu}), run_blocks({.device = kGpu, .checkpointed = true}));
 }
 
 TEST(CheckpointCuda, TransformerBlockUnderBf16AutocastBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(run_blocks({.device = kGpu, .autocast = true}),
                  run_blocks({.device = kGpu, .checkpointed = true, .autocast = true}));
+  // The last attention call was the recomputation's: on the fused path, as the forward's.
+  EXPECT_EQ(sdpa_last_backend(), SdpaBackend::cudnn) << sdpa_fallback_reason();
 }
 
 TEST(CheckpointCuda, NestedCheckpointsBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(
       run_blocks({.device = kGpu, .autocast = true}),
       run_blocks({.device = kGpu, .checkpointed = true, .autocast = true, .nested = true}));
@@ -497,23 +518,48 @@ TEST(CheckpointCuda, NestedCheckpointsBitwise) {
 
 TEST(CheckpointCuda, MultipleOutputsSharedWeightAndCapturedTensorBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_bitwise(run_multi(kGpu, false), run_multi(kGpu, true));
 }
 
 TEST(CheckpointCuda, GeneratorAfterTheStepEqualsThePlainStep) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_rng_stream(kGpu);
 }
 
 TEST(CheckpointCuda, ChainKeepsLessPassMemoryAfterForward) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   expect_memory_bound(kGpu);
+}
+
+// A segment whose forward ran eagerly cannot be recomputed inside a capture: its random kernels
+// would draw relative to the capture's start, not the forward's numbers.
+TEST(CheckpointCuda, ForwardOutsideACaptureAndBackwardInsideIsRefused) {
+  SKIP_WITHOUT_CUDA();
+  Tensor w = parameter(randn({8, 8}, {.device = kGpu}));
+  Tensor y = checkpoint([&](const Tensor& in) { return dropout(tanh(linear(in, w)), 0.5); },
+                        randn({4, 8}, {.device = kGpu}));
+  train::CapturedStep step(
+      [&](const std::vector<Tensor>& in) {
+        Tensor loss = sum(y * in[0]);
+        loss.backward();
+        return std::vector<Tensor>{loss};
+      },
+      {.warmup = 0});
+  const std::string e = error_of([&] { step({ones({4, 8}, {.device = kGpu})}); });
+  EXPECT_NE(e.find("checkpoint: the segment's forward ran outside any captured step but its "
+                   "backward runs inside one"),
+            std::string::npos)
+      << e;
 }
 
 // A captured step whose checkpointed blocks use dropout: every replay recomputes with the masks
 // of its own forward, so 6 steps (eager, capture, replays) equal 6 eager plain steps bitwise.
 TEST(CheckpointCuda, CapturedStepReplaysTheRecomputationBitwise) {
   SKIP_WITHOUT_CUDA();
+  const DeterministicScope deterministic_mode;
   auto train = [](bool checkpointed, bool captured) {
     manual_seed(31);
     Block b0(32, 4, 0.2, kGpu), b1(32, 4, 0.2, kGpu);
