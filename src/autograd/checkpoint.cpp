@@ -4,19 +4,21 @@
 // Note [Saved tensors of a checkpointed segment]
 // checkpoint(fn, inputs) runs fn once, as a plain run would: recording on, on the inputs
 // themselves, so the ops record the very graph (same nodes, same edges into the outer graph,
-// same kernels: some ops choose another kernel when no gradient is needed) and backward walks it
+// same kernels: some ops take another kernel when no gradient is needed, linear with gelu_tanh
+// fused into the GEMM, which may round differently) and backward walks it
 // in the same order. What differs is what the graph holds: while fn runs, this thread's top
-// Level makes every SavedTensor an op creates a *slot* of the segment's Frame (SavedTensor's
+// Level makes every SavedTensor an op creates a *slot* of the segment's frame (SavedTensor's
 // constructor asks checkpoint_slot), and when fn returns every slot lets go of its tensor. The
-// Frame keeps fn, its inputs, the generator's state and the autocast state; the slots keep the
-// Frame. When backward first reads an empty slot (SavedTensor::get → checkpoint_unpack), the
-// Frame recomputes: fn runs again on detached aliases of the inputs (requires_grad as the
-// originals) with recording on, the generator replayed and autocast as in the forward, while
-// the top Level collects, in order, every tensor its ops save; the k-th refills slot k (the
-// recomputation's own graph is then dropped). Because backward runs through the original graph
-// with bitwise the original saved values, every gradient — inputs, parameters, tensors fn
-// captured — is the plain run's, autograd::grad and hooks work unchanged, and the engine needs
-// no re-entrant backward. This is PyTorch's non-reentrant checkpoint (saved-tensor hooks).
+// frame (SegmentFrame) keeps fn, its inputs, the generator's state and the autocast state; the
+// slots keep the frame. When backward first reads an empty slot (SavedTensor::get →
+// checkpoint_unpack), the frame recomputes: fn runs again on detached aliases of the inputs
+// (requires_grad as the originals) with recording on, the generator replayed and autocast as in
+// the forward, while the top Level collects, in order, every tensor its ops save; the k-th
+// refills slot k (the recomputation's own graph is then dropped). Because backward runs through
+// the original graph with bitwise the original saved values, every gradient — inputs,
+// parameters, tensors fn captured — is the plain run's, autograd::grad and hooks work unchanged,
+// and the engine needs no re-entrant backward. This is PyTorch's non-reentrant checkpoint
+// (saved-tensor hooks).
 // Consequences:
 //   - the k-th saved tensor must be the same one in both runs: fn must run the same ops on
 //     tensors of the same shapes each call; a different count, shape, dtype or device is an
@@ -24,7 +26,7 @@
 //   - a checkpoint inside a segment saves its own inputs as SavedTensors of the enclosing
 //     segment (they are made before its Level is pushed), so nesting frees them too: the inner
 //     segment's recomputation reads them through the outer's slots, recomputing it first if
-//     need be; the inner checkpoint runs again inside the outer recomputation, with a Frame of
+//     need be; the inner checkpoint runs again inside the outer recomputation, with a frame of
 //     its own whose slots die with that recomputation's graph;
 //   - what an op keeps outside SavedTensor (the ReLU bit mask of a fused Linear+ReLU, an
 //     attention mask) stays alive as in a plain run;
@@ -49,11 +51,11 @@
 namespace ember {
 namespace autograd {
 
-struct Frame;
+struct SegmentFrame;
 
 // A saved tensor of a checkpointed segment; SavedTensor copies share it.
 struct SavedSlot {
-  std::shared_ptr<Frame> frame;
+  std::shared_ptr<SegmentFrame> frame;
   size_t index = 0;
   Tensor tensor;  // held while the forward runs and after the recomputation; empty between
   uint64_t version = 0;
@@ -77,7 +79,7 @@ struct Collected {
 // nest (a checkpoint inside a segment); the innermost decides. A plain pointer, so that the
 // check every SavedTensor makes outside checkpoints is one thread-local load.
 struct Level {
-  Frame* forward = nullptr;
+  SegmentFrame* forward = nullptr;
   std::vector<Collected>* collect = nullptr;
   const Level* enclosing = nullptr;
 };
@@ -85,7 +87,8 @@ thread_local const Level* t_level = nullptr;
 
 class LevelScope {
  public:
-  LevelScope(Frame* forward, std::vector<Collected>* collect) : level_{forward, collect, t_level} {
+  LevelScope(SegmentFrame* forward, std::vector<Collected>* collect)
+      : level_{forward, collect, t_level} {
     t_level = &level_;
   }
   ~LevelScope() { t_level = level_.enclosing; }
@@ -130,7 +133,7 @@ std::string describe(const Shape& shape, DType dtype, Device device) {
 
 }  // namespace
 
-struct Frame : std::enable_shared_from_this<Frame> {
+struct SegmentFrame : std::enable_shared_from_this<SegmentFrame> {
   CheckpointMultiFn fn;
   std::vector<SavedTensor> inputs;
   std::vector<bool> input_requires_grad;
@@ -218,7 +221,7 @@ std::shared_ptr<SavedSlot> checkpoint_slot(const Tensor& t) {
     level.collect->push_back({t.detach(), t.version()});
     return nullptr;
   }
-  Frame& f = *level.forward;
+  SegmentFrame& f = *level.forward;
   auto slot = std::make_shared<SavedSlot>();
   slot->frame = f.shared_from_this();
   slot->index = f.slots.size();
@@ -244,7 +247,7 @@ Tensor checkpoint_unpack(SavedSlot& slot) {
 
 namespace {
 
-// The forward of every form: fn on the inputs, its saved tensors made slots of a new Frame.
+// The forward of every form: fn on the inputs, its saved tensors made slots of a new frame.
 std::vector<Tensor> run_segment(const CheckpointMultiFn& fn, const std::vector<Tensor>& inputs,
                                 const CheckpointOptions& options) {
   EMBER_CHECK(!inputs.empty(),
@@ -254,7 +257,7 @@ std::vector<Tensor> run_segment(const CheckpointMultiFn& fn, const std::vector<T
     EMBER_CHECK(inputs[i].defined(), "checkpoint: input ", i,
                 " is undefined (expected a defined tensor)");
   if (!grad_mode_enabled()) return fn(inputs);  // nothing is saved: nothing to recompute
-  auto frame = std::make_shared<autograd::Frame>();
+  auto frame = std::make_shared<autograd::SegmentFrame>();
   frame->fn = fn;
   frame->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) {
