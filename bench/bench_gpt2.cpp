@@ -6,6 +6,9 @@
 //              [--torch on|off] [--small] [--layers 12 --d 768 --heads 12 --B 16 --T 1024
 //              --vocab 50304] [--steps 200] [--warmup-steps 20] [--time-steps 20]
 //              [--time-warmup 5] [--split-steps 10] [--precision bf16|f32] [--profile]
+//              [--checkpoint]
+// --checkpoint recomputes every block in the backward (ember::checkpoint); --profile prints
+// ember's Profiler tables of 3 eager steps (and writes a Chrome trace to $EMBER_PROFILE_TRACE).
 //
 // The model: pre-norm blocks x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)), nn::Embedding wte
 // [vocab, d] and wpe [1024, d], fused QKV nn::Linear attn.c_attn (d -> 3d),
@@ -84,7 +87,7 @@ struct Config {
   int64_t time_steps = 20, time_warmup = 5, split_steps = 10;
   int64_t val_B = 2, val_T = 128;  // validation 1 (GPU against CPU)
   std::string device = "cuda", mode = "both", precision = "bf16", data;
-  bool torch = true, small = false, profile = false;
+  bool torch = true, small = false, profile = false, checkpoint = false;
   int torch_threads = 0;  // 0: PyTorch's default
   uint64_t seed = 0;
 };
@@ -95,7 +98,7 @@ struct Config {
                "eager|captured|both] [--torch on|off] [--small] [--layers N] [--d N] [--heads N] "
                "[--B N] [--T N] [--vocab N] [--steps N] [--warmup-steps N] [--time-steps N] "
                "[--time-warmup N] [--split-steps N] [--precision bf16|f32] [--torch-threads N] "
-               "[--seed N] [--profile]\n",
+               "[--seed N] [--profile] [--checkpoint]\n",
                why.c_str());
   std::exit(2);
 }
@@ -111,6 +114,10 @@ Config parse(int argc, char** argv) {
   for (size_t i = 0; i < a.size(); ++i) {
     const std::string& f = a[i];
     if (f == "--small") continue;
+    if (f == "--checkpoint") {
+      c.checkpoint = true;
+      continue;
+    }
     if (f == "--profile") {
       c.profile = true;
       continue;
@@ -270,8 +277,8 @@ class BlockImpl : public nn::ModuleImpl {
     register_module("mlp", mlp_);
   }
   Tensor forward(const Tensor& x) override {
-    const Tensor h = x + attn_->forward(ln_1_(x));
-    return h + mlp_->forward(ln_2_(h));
+    const Tensor h = x + nn::Module(attn_)(ln_1_(x));
+    return h + nn::Module(mlp_)(ln_2_(h));
   }
   std::string type_name() const override { return "Block"; }
   nn::json options() const override { return {{"d", d_}, {"heads", heads_}}; }
@@ -288,7 +295,11 @@ class BlockImpl : public nn::ModuleImpl {
 class TransformerImpl : public nn::ModuleImpl {
  public:
   explicit TransformerImpl(const Config& c)
-      : layers_(c.layers), wte_(c.vocab, c.d), wpe_(kContext, c.d), ln_f_(c.d) {
+      : layers_(c.layers),
+        checkpoint_(c.checkpoint),
+        wte_(c.vocab, c.d),
+        wpe_(kContext, c.d),
+        ln_f_(c.d) {
     register_module("wte", wte_.ptr());
     register_module("wpe", wpe_.ptr());
     nn::ModuleList h;
@@ -303,7 +314,10 @@ class TransformerImpl : public nn::ModuleImpl {
     const Tensor pos = ember::arange(0, static_cast<double>(idx.size(1)), 1.0,
                                      {.dtype = DType::i64, .device = idx.device()});
     Tensor x = wte_(idx) + wpe_(pos);  // [B, T, d] + [T, d]
-    for (const auto& block : blocks_) x = block->forward(x);
+    // Through handles (nn::Module(block)(x), not block->forward(x)): the profiler charges each
+    // op to the module path of the handle call it ran in.
+    for (const auto& block : blocks_)
+      x = checkpoint_ ? ember::checkpoint(nn::Module(block), x) : nn::Module(block)(x);
     return ln_f_(x);
   }
   std::string type_name() const override { return "GPT2Transformer"; }
@@ -313,6 +327,7 @@ class TransformerImpl : public nn::ModuleImpl {
 
  private:
   int64_t layers_;
+  bool checkpoint_;  // every block recomputed in the backward (--checkpoint)
   nn::Embedding wte_, wpe_;
   std::vector<std::shared_ptr<BlockImpl>> blocks_;
   nn::LayerNorm ln_f_;
@@ -481,8 +496,44 @@ std::vector<float> eager_losses(Config c, const Corpus& data, Device device, int
   return out;
 }
 
+// --profile: 3 eager steps under ember's Profiler after the timing; prints the per-op table (all
+// modules together, then the top rows per module path), the step's wall time with the profiler
+// on beside `ms_off` (its overhead), and writes a Chrome trace to $EMBER_PROFILE_TRACE if set.
+void profile_steps(const Config& c, Trainer& t, const Corpus& data, Device device, int64_t first,
+                   double ms_off) {
+  constexpr int kSteps = 3;
+  std::vector<Batch> batches;
+  for (int i = 0; i < kSteps; ++i) batches.push_back(data.batch(first + i, c.B, c.T));
+  ember::synchronize(device);
+  ember::Profiler prof;
+  prof.name_modules(t.model);
+  std::vector<double> ms;
+  for (const Batch& b : batches) {
+    const auto t0 = Clock::now();
+    train_step(t, b.x.to(device), b.y.to(device));
+    ember::synchronize(device);
+    ms.push_back(ms_since(t0));
+    prof.step();
+  }
+  prof.stop();
+  std::fprintf(
+      stderr, "bench_gpt2: profile of %d eager steps (per op, all modules together):\n%s\n", kSteps,
+      prof.table({.row_limit = 45, .group_by_module = false, .kernels_shown = 3}).c_str());
+  std::fprintf(stderr, "bench_gpt2: profile per module path (top 30):\n%s\n",
+               prof.table({.row_limit = 30, .kernels_shown = 2}).c_str());
+  std::fprintf(stderr,
+               "bench_gpt2: profiler overhead: %.2f ms/step recorded (median of %d, synchronised) "
+               "against %.2f ms/step unrecorded; device time %.2f ms/step\n",
+               median(ms), kSteps, ms_off, prof.device_ms() / kSteps);
+  if (const char* path = std::getenv("EMBER_PROFILE_TRACE")) {
+    prof.export_chrome_trace(path);
+    std::fprintf(stderr, "bench_gpt2: trace written to %s\n", path);
+  }
+}
+
 Result run_ember(const Config& c, const Corpus& data, Device device, bool captured) {
-  Result r{.impl = captured ? "ember_captured" : "ember_eager"};
+  Result r{.impl = std::string(captured ? "ember_captured" : "ember_eager") +
+                   (c.checkpoint ? "_checkpoint" : "")};
   ember::synchronize(device);
   ember::empty_cache(device);  // each run's reserved bytes are its own, not an earlier run's
   Trainer t = make_trainer(c, device);
@@ -529,8 +580,9 @@ Result run_ember(const Config& c, const Corpus& data, Device device, bool captur
   r.ms_step = median(ms);
   if (graph) r.kernels_per_step = graph->kernels_per_step();
 
-  // PROFILER HOOK (issue 28 item 1): with --profile, a few eager steps will be run here under
-  // ember's profiler and its table printed. Not wired yet: the profiler is being written.
+  if (c.profile && !captured)
+    profile_steps(c, t, data, device, c.steps + c.time_warmup + c.time_steps + c.split_steps,
+                  r.ms_step);
 
   if (!captured) {  // the split: synchronised between phases, separate steps
     std::vector<double> phase[3];
@@ -731,10 +783,6 @@ int run(const Config& c) {
                static_cast<long long>(c.B), static_cast<long long>(c.T), device.str().c_str(),
                c.precision.c_str(), static_cast<long long>(data.size()), c.data.c_str(),
                f.flops_per_token * 1e-9);
-  if (c.profile)
-    std::fprintf(stderr,
-                 "bench_gpt2: --profile: ember's profiler is not wired into this "
-                 "benchmark yet (issue 28 item 1); ignored\n");
 
   json torch_results = json::array();
   if (c.torch) {
