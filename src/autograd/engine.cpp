@@ -124,6 +124,36 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
   run_post_accumulate_grad_hooks(leaf_);  // ember/hooks.hpp
 }
 
+// Note [Slice gradients land in place]
+// The gradient of x.slice(...) is zeros shaped like x with the slice's gradient in place. Built
+// as such and summed (q, k, v = split(qkv): three full zero tensors, three copies, two full
+// adds per attention layer; 9.5 ms of GPT-2's 68 ms step on the H200), it is the costliest
+// view's backward. So SliceNode hands the engine the slice-shaped gradient, and the engine
+// writes it into the input's pending gradient: the first to arrive makes zeros and copies
+// into its slice; later ones add into their slices in place when the pending gradient is
+// this pass's own buffer (no other handle, no shared storage: nothing else can see the
+// write), else the plain sum. The values are the plain sum's: adding zeros is exact.
+static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& g,
+                             const Shape& shape) {
+  const auto place = [&](const Tensor& base) { return base.slice(s.dim, s.start, s.end, s.step); };
+  if (!pending.defined()) {
+    pending = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
+    place(pending).copy_(g);
+    return;
+  }
+  const bool own = detail::TensorAccess::impl_ptr(pending).use_count() <= 2 &&
+                   pending.storage().use_count() == 1 && pending.is_contiguous() &&
+                   pending.shape() == shape && pending.dtype() == g.dtype() &&
+                   pending.device() == g.device();
+  if (own) {
+    place(pending).add_(g);
+    return;
+  }
+  Tensor z = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
+  place(z).copy_(g);
+  pending = add(pending, z);
+}
+
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                  bool retain_graph, const std::vector<Tensor>& capture) {
   NoGradGuard no_grad;
@@ -257,8 +287,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       Node* m = e.node.get();
       Tensor& g = grad_inputs[i];
       if (g.defined()) {
-        if (g.shape() != e.shape) g = sum_to(g, e.shape);
-        m->pending_grad = m->pending_grad.defined() ? add(m->pending_grad, g) : std::move(g);
+        if (const SliceNode* sl = n->as_slice()) [[unlikely]] {
+          accumulate_slice(*sl, m->pending_grad, g, e.shape);
+        } else {
+          if (g.shape() != e.shape) g = sum_to(g, e.shape);
+          m->pending_grad = m->pending_grad.defined() ? add(m->pending_grad, g) : std::move(g);
+        }
       }
       if (--m->pending_deps == 0) ready.push_back(m);
     }

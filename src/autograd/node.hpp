@@ -44,6 +44,9 @@ struct Node {
   /// Drops saved tensors once the graph is freed.
   virtual void release() {}
   virtual bool is_accumulator() const { return false; }
+  /// A slice's backward (SliceNode): its one gradient is slice-shaped and the engine writes it
+  /// into the input's gradient in place (Note [Slice gradients land in place] in engine.cpp).
+  virtual const struct SliceNode* as_slice() const { return nullptr; }
 
   const char* name;
   std::vector<Edge> edges;
@@ -72,6 +75,17 @@ struct AccumulateGrad final : Node {
 
  private:
   std::shared_ptr<TensorImpl> leaf_;
+};
+
+/// The backward of x.slice(dim, start, end, step): grad_inputs[0] is the incoming gradient
+/// itself, slice-shaped; the engine places it (zeros elsewhere) into the input's gradient.
+struct SliceNode final : Node {
+  SliceNode(int dim, int64_t start, int64_t end, int64_t step)
+      : Node(op_name(Op::slice)), dim(dim), start(start), end(end), step(step) {}
+  void apply(const Tensor& grad_out, GradList& grad_inputs) override { grad_inputs[0] = grad_out; }
+  const SliceNode* as_slice() const override { return this; }
+  int dim;
+  int64_t start, end, step;
 };
 
 struct SavedSlot;

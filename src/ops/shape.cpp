@@ -162,13 +162,11 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   s[w] = (end - start + step - 1) / step;
   st[w] = strides()[w] * step;
   Tensor out = ops::make_view(*this, s, st, offset() + start * strides()[w]);
-  if (autograd::needs_grad(*this))
-    autograd::record(Op::slice, out, {this},
-                     [in = shape(), w, start, end, step](const Tensor& g, GradList& gi) {
-                       Tensor z = zeros(in, {.dtype = g.dtype(), .device = g.device()});
-                       z.slice(w, start, end, step).copy_(g);
-                       gi[0] = z;
-                     });
+  if (autograd::needs_grad(*this)) {
+    // The gradient lands in a slice of the input's (Note [Slice gradients land in place]).
+    const Tensor* inputs[] = {this};
+    autograd::attach(std::make_shared<autograd::SliceNode>(w, start, end, step), out, inputs);
+  }
   return out;
 }
 
