@@ -59,6 +59,62 @@ __global__ void fill_flat_kernel(T* out, int64_t n, T value) {
   EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = value;
 }
 
+// Note [Packed fill and copy]
+// fill and copy (casts included) move 16-byte packs a thread when they can: the profiler showed
+// GPT-2's step spending 20 ms of 68 in one-element-per-thread fills and copies (the slice
+// backward's zeros, autocast's casts, the transposes of attention's gradients), at a fifth to
+// a half of the bandwidth. A pack holds kVec elements of the wider of the two dtypes' 16 bytes
+// (f32 -> bf16: 4 f32 in, 4 bf16 out). Contiguous operands take packs and a scalar tail; a
+// strided copy takes packs when every operand's innermost collapsed dim is contiguous, holds a
+// multiple of kVec elements, every outer stride is a multiple of kVec and the pointers are
+// aligned to their packs (the transposed heads of attention: rows of 64 contiguous elements).
+// Values are the element-wise ones: the same casts, bitwise.
+template <typename To, typename From>
+constexpr int pack_elements() {
+  return static_cast<int>(16 / (sizeof(To) > sizeof(From) ? sizeof(To) : sizeof(From)));
+}
+
+template <typename T>
+__global__ void fill_packed_kernel(T* out, int64_t packs, T value) {
+  chain_enter();
+  constexpr int kVec = pack_elements<T, T>();
+  Pack<T, kVec> p;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) p.v[k] = value;
+  auto* o = reinterpret_cast<Pack<T, kVec>*>(out);
+  EMBER_CUDA_KERNEL_LOOP(i, packs) o[i] = p;
+}
+
+template <typename To, typename From>
+__global__ void copy_packed_kernel(Geometry<2> g, To* out, const From* in, int64_t packs) {
+  chain_enter();
+  constexpr int kVec = pack_elements<To, From>();
+  EMBER_CUDA_KERNEL_LOOP(p, packs) {
+    int64_t off[2] = {p * kVec, p * kVec};
+    if (g.rank > 1) offsets_of(g, p * kVec, off);
+    const Pack<From, kVec> a = *reinterpret_cast<const Pack<From, kVec>*>(in + off[1]);
+    Pack<To, kVec> b;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) b.v[k] = cast<To>(a.v[k]);
+    *reinterpret_cast<Pack<To, kVec>*>(out + off[0]) = b;
+  }
+}
+
+// Whether a strided copy of `g` can move packs of `vec` elements (Note [Packed fill and copy]).
+bool packable(const Geometry<2>& g, const void* out, size_t out_size, const void* in,
+              size_t in_size, int vec) {
+  if (g.rank == 0 || g.size[g.rank - 1] % vec != 0) return false;
+  const void* ptr[2] = {out, in};
+  const size_t size[2] = {out_size, in_size};
+  for (int k = 0; k < 2; ++k) {
+    if (reinterpret_cast<uintptr_t>(ptr[k]) % (vec * size[k]) != 0) return false;
+    if (g.stride[k][g.rank - 1] != 1) return false;
+    for (int d = 0; d + 1 < g.rank; ++d)
+      if (g.stride[k][d] % vec != 0) return false;
+  }
+  return true;
+}
+
 template <typename T>
 __global__ void fill_kernel(Geometry<1> g, T* out, T value) {
   chain_enter();
@@ -298,10 +354,21 @@ void fill(const View& out, double value) {
       v = static_cast<uint8_t>(static_cast<int64_t>(value));
     else
       v = static_cast<T>(value);
+    T* dst = static_cast<T*>(out.data);
+    constexpr int kVec = pack_elements<T, T>();
+    if (g.contiguous && g.numel >= kVec && aligned16(dst)) {  // Note [Packed fill and copy]
+      const int64_t packs = g.numel / kVec, done = packs * kVec;
+      const FlatLaunch p = flat_launch(packs);
+      launch_chained<fill_packed_kernel<T>>(p.grid, p.block, st, dst, packs, v);
+      if (done < g.numel) {
+        const FlatLaunch t = flat_launch(g.numel - done);
+        launch_chained<fill_flat_kernel<T>>(t.grid, t.block, st, dst + done, g.numel - done, v);
+      }
+      return;
+    }
     const FlatLaunch l = flat_launch(g.numel);
     if (g.contiguous)
-      launch_chained<fill_flat_kernel<T>>(l.grid, l.block, st, static_cast<T*>(out.data), g.numel,
-                                          v);
+      launch_chained<fill_flat_kernel<T>>(l.grid, l.block, st, dst, g.numel, v);
     else
       launch_chained<fill_kernel<T>>(l.grid, l.block, st, g, static_cast<T*>(out.data), v);
   });
@@ -328,6 +395,23 @@ void copy(const View& out, const View& in) {
       using From = typename decltype(from_tag)::type;
       To* dst = static_cast<To*>(out.data);
       const From* src = static_cast<const From*>(in.data);
+      constexpr int kVec = pack_elements<To, From>();
+      // Note [Packed fill and copy]: contiguous runs and strided rows of packs.
+      if (g.numel >= kVec &&
+          ((g.contiguous && packable(g, dst, sizeof(To), src, sizeof(From), 1) &&
+            reinterpret_cast<uintptr_t>(dst) % (kVec * sizeof(To)) == 0 &&
+            reinterpret_cast<uintptr_t>(src) % (kVec * sizeof(From)) == 0) ||
+           (!g.contiguous && packable(g, dst, sizeof(To), src, sizeof(From), kVec)))) {
+        const int64_t packs = g.numel / kVec, done = packs * kVec;
+        const FlatLaunch p = flat_launch(packs);
+        launch_chained<copy_packed_kernel<To, From>>(p.grid, p.block, st, g, dst, src, packs);
+        if (done < g.numel) {  // only contiguous runs have a tail
+          const FlatLaunch t = flat_launch(g.numel - done);
+          launch_chained<copy_flat_kernel<To, From>>(t.grid, t.block, st, dst + done, src + done,
+                                                     g.numel - done);
+        }
+        return;
+      }
       const FlatLaunch l = flat_launch(g.numel);
       if (g.contiguous)
         launch_chained<copy_flat_kernel<To, From>>(l.grid, l.block, st, dst, src, g.numel);
