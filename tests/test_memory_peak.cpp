@@ -170,9 +170,10 @@ TEST(MemoryPeak, CudaPeaksIncludeCapturedPrivatePools) {
     const MemoryStats s = memory_stats(gpu);
     ASSERT_GT(s.captured_reserved, 0);
     ASSERT_GT(s.captured_in_use, 0);
-    // The eager pools do not shrink while nothing calls empty_cache, and the capture's segments
-    // came on top of them.
-    EXPECT_GE(s.peak_reserved, base.persistent_reserved + base.pass_reserved + s.captured_reserved);
+    // The capture gave the warm-up's cached Pass blocks back first (Note [A capture starts from
+    // an empty cache] in src/train/capture.cpp); the peak covers the figures before and after.
+    EXPECT_LE(s.pass_reserved, base.pass_reserved);
+    EXPECT_GE(s.peak_reserved, reserved(base));
     EXPECT_GE(s.peak_allocated, in_use(s));
     EXPECT_GE(s.peak_reserved, reserved(s));
     EXPECT_GE(s.peak_reserved, s.peak_allocated);
@@ -193,6 +194,42 @@ TEST(MemoryPeak, CudaPeaksIncludeCapturedPrivatePools) {
   EXPECT_EQ(gone.captured_reserved, captured_before);
   reset_peak_memory_stats(gpu);
   EXPECT_EQ(memory_stats(gpu).peak_reserved, reserved(memory_stats(gpu)));
+}
+
+// The issue 28 bound: a captured training step reserves at most 1.1x what the same eager step
+// does (before, the warm-up's cache stayed reserved beside the graph's pool: 2x).
+TEST(MemoryPeak, CudaCapturedStepReservesAboutWhatTheEagerStepDoes) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const auto run = [&](bool captured) {
+    synchronize(gpu);
+    empty_cache(gpu);
+    manual_seed(0);
+    Tensor w1 = randn({1024, 1024}, {.device = gpu}).requires_grad_(true);
+    Tensor w2 = randn({1024, 1024}, {.device = gpu}).requires_grad_(true);
+    const auto step_fn = [&](const std::vector<Tensor>& in) {
+      w1.zero_grad();
+      w2.zero_grad();
+      Tensor loss = mean(square(matmul(tanh(matmul(in[0], w1)), w2)));
+      loss.backward();
+      NoGradGuard g;
+      w1.sub_(w1.grad() * 1e-3);
+      w2.sub_(w2.grad() * 1e-3);
+      return std::vector<Tensor>{loss};
+    };
+    const Tensor x = randn({4096, 1024}, {.device = gpu});
+    train::CapturedStep graph(step_fn, {.device = gpu});
+    for (int i = 0; i < 3; ++i) (void)(captured ? graph({x}) : step_fn({x}));
+    synchronize(gpu);
+    reset_peak_memory_stats(gpu);
+    for (int i = 0; i < 3; ++i) (void)(captured ? graph({x}) : step_fn({x}));
+    synchronize(gpu);
+    return memory_stats(gpu).peak_reserved;
+  };
+  const int64_t eager = run(false), captured = run(true);
+  EXPECT_GT(eager, 16 * kMiB);
+  EXPECT_LE(static_cast<double>(captured), 1.1 * static_cast<double>(eager))
+      << "eager " << eager / kMiB << " MiB, captured " << captured / kMiB << " MiB";
 }
 
 }  // namespace
