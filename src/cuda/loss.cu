@@ -17,6 +17,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
+#include "cuda/loops.cuh"
 #include "ember/error.hpp"
 #include "kernels/reduce.hpp"
 
@@ -40,40 +41,43 @@ __device__ inline double warp_sum(double v) {
   return v;
 }
 
-template <typename T, typename I>
-__global__ void forward_kernel(T* __restrict loss, T* __restrict lse_out, const T* __restrict x,
+// T is the logits' dtype, A = Compute<T> the dtype of the losses, lse and every step of the
+// math (f32 for f16/bf16 logits: Note [Cross-entropy of 16-bit logits] in src/ops/loss.cpp).
+template <typename T, typename I, typename A = Compute<T>>
+__global__ void forward_kernel(A* __restrict loss, A* __restrict lse_out, const T* __restrict x,
                                const I* __restrict target, int64_t n, int64_t c,
                                int64_t ignore_index, double eps, DeviceError* error) {
   const int lane = threadIdx.x % kWarp;
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kWarp;
   if (r >= n) return;  // whole warps leave together
   const T* row = x + r * c;
-  T m = T(-INFINITY);
-  for (int64_t j = lane; j < c; j += kWarp) m = max_nan(m, row[j]);
+  A m = A(-INFINITY);
+  for (int64_t j = lane; j < c; j += kWarp) m = max_nan(m, cast<A>(row[j]));
   m = warp_max(m);
   double s = 0.0, sx = 0.0;
   for (int64_t j = lane; j < c; j += kWarp) {
-    s += static_cast<double>(exp(static_cast<T>(row[j] - m)));
-    sx += static_cast<double>(row[j]);
+    const A v = cast<A>(row[j]);
+    s += static_cast<double>(exp(static_cast<A>(v - m)));
+    sx += static_cast<double>(v);
   }
   s = warp_sum(s);
   sx = warp_sum(sx);
   if (lane != 0) return;
   const double l = static_cast<double>(m) + log(s);
-  lse_out[r] = static_cast<T>(l);
+  lse_out[r] = static_cast<A>(l);
   const int64_t label = static_cast<int64_t>(target[r]);
   if (label == ignore_index) {
-    loss[r] = T(0);
+    loss[r] = A(0);
     return;
   }
   if (label < 0 || label >= c) {
     report_device_error(error, kCrossEntropyLabel, 1, label, r, c);
-    loss[r] = T(NAN);
+    loss[r] = A(NAN);
     return;
   }
-  const double nll = l - static_cast<double>(row[label]);
+  const double nll = l - static_cast<double>(cast<A>(row[label]));
   const double smooth = eps / static_cast<double>(c);
-  loss[r] = static_cast<T>(
+  loss[r] = static_cast<A>(
       eps > 0.0 ? (1.0 - eps) * nll + smooth * (static_cast<double>(c) * l - sx) : nll);
 }
 
@@ -102,27 +106,29 @@ __global__ void total_kernel(T* total, T* count, const T* __restrict loss,
   if (total) *total = static_cast<T>(count ? sums[0] / valid[0] : sums[0]);
 }
 
-template <typename T, typename I>
-__global__ void backward_kernel(T* __restrict gi, const T* __restrict g, bool per_row,
-                                const T* __restrict count, const T* __restrict x,
-                                const I* __restrict target, const T* __restrict lse, int64_t n,
-                                int64_t c, int64_t ignore_index, T smooth, T hit) {
+// The gradient in the logits' dtype T, computed in A and rounded once (as the cast back of
+// the f32 gradient would round it).
+template <typename T, typename I, typename A = Compute<T>>
+__global__ void backward_kernel(T* __restrict gi, const A* __restrict g, bool per_row,
+                                const A* __restrict count, const T* __restrict x,
+                                const I* __restrict target, const A* __restrict lse, int64_t n,
+                                int64_t c, int64_t ignore_index, A smooth, A hit) {
   const int lane = threadIdx.x % kWarp;
   const int64_t r = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kWarp;
   if (r >= n) return;
   T* out = gi + r * c;
   const int64_t label = static_cast<int64_t>(target[r]);
   if (label == ignore_index) {
-    for (int64_t j = lane; j < c; j += kWarp) out[j] = T(0);
+    for (int64_t j = lane; j < c; j += kWarp) out[j] = cast<T>(A(0));
     return;
   }
-  const T s = per_row ? g[r] : (count ? g[0] / *count : g[0]);
+  const A s = per_row ? g[r] : (count ? g[0] / *count : g[0]);
   const T* row = x + r * c;
-  const T l = lse[r];
+  const A l = lse[r];
   for (int64_t j = lane; j < c; j += kWarp) {
-    T v = s * (exp(static_cast<T>(row[j] - l)) - smooth);
+    A v = s * (exp(static_cast<A>(cast<A>(row[j]) - l)) - smooth);
     if (j == label) v -= s * hit;
-    out[j] = v;
+    out[j] = cast<T>(v);
   }
 }
 
@@ -142,19 +148,20 @@ void cross_entropy_forward(const View& loss_rows, const View& lse, const View& t
   DeviceError* error = device_error_record(device);
   kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
     using I = typename decltype(label_tag)::type;
-    dispatch_float(logits.dtype, "cross_entropy", [&](auto tag) {
+    dispatch_any_float(logits.dtype, "cross_entropy", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using A = Compute<T>;
       const I* t = static_cast<const I*>(target.data);
       if (n > 0) {
         forward_kernel<T, I><<<row_grid(n), kBlock, 0, st>>>(
-            static_cast<T*>(loss_rows.data), static_cast<T*>(lse.data),
+            static_cast<A*>(loss_rows.data), static_cast<A*>(lse.data),
             static_cast<const T*>(logits.data), t, n, c, ignore_index, label_smoothing, error);
         EMBER_CUDA_LAUNCH_CHECK();
       }
       if (total.data || count.data) {
-        total_kernel<T, I>
-            <<<1, kBlock, 0, st>>>(static_cast<T*>(total.data), static_cast<T*>(count.data),
-                                   static_cast<const T*>(loss_rows.data), t, n, ignore_index);
+        total_kernel<A, I>
+            <<<1, kBlock, 0, st>>>(static_cast<A*>(total.data), static_cast<A*>(count.data),
+                                   static_cast<const A*>(loss_rows.data), t, n, ignore_index);
         EMBER_CUDA_LAUNCH_CHECK();
       }
     });
@@ -171,14 +178,15 @@ void cross_entropy_backward(const View& grad_logits, const View& grad_loss, cons
   const bool per_row = grad_loss.shape.size() == 1;
   kernels::dispatch_index(target.dtype, "cross_entropy", "target", [&](auto label_tag) {
     using I = typename decltype(label_tag)::type;
-    dispatch_float(logits.dtype, "cross_entropy", [&](auto tag) {
+    dispatch_any_float(logits.dtype, "cross_entropy", [&](auto tag) {
       using T = typename decltype(tag)::type;
+      using A = Compute<T>;
       backward_kernel<T, I><<<row_grid(n), kBlock, 0, st>>>(
-          static_cast<T*>(grad_logits.data), static_cast<const T*>(grad_loss.data), per_row,
-          static_cast<const T*>(count.data), static_cast<const T*>(logits.data),
-          static_cast<const I*>(target.data), static_cast<const T*>(lse.data), n, c, ignore_index,
-          static_cast<T>(label_smoothing / static_cast<double>(c)),
-          static_cast<T>(1.0 - label_smoothing));
+          static_cast<T*>(grad_logits.data), static_cast<const A*>(grad_loss.data), per_row,
+          static_cast<const A*>(count.data), static_cast<const T*>(logits.data),
+          static_cast<const I*>(target.data), static_cast<const A*>(lse.data), n, c, ignore_index,
+          static_cast<A>(label_smoothing / static_cast<double>(c)),
+          static_cast<A>(1.0 - label_smoothing));
       EMBER_CUDA_LAUNCH_CHECK();
     });
   });
