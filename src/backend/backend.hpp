@@ -71,8 +71,11 @@ enum class UnaryOp : uint8_t {
 };
 
 /// Binary kernel entries with a formula in src/kernels/elementwise.hpp besides the catalogue's.
-#define EMBER_BINARY_KERNEL_ONLY(X) \
-  X(relu_backward) /* b > 0 ? a : a·0 — a gradient through ReLU, b its input or output */
+#define EMBER_BINARY_KERNEL_ONLY(X)                                                               \
+  X(relu_backward)      /* b > 0 ? a : a·0 — a gradient through ReLU, b its input or output */ \
+  X(gelu_tanh_backward) /* a · gelu_tanh'(b): a gradient through gelu(b, "tanh") */              \
+  X(gelu_erf_backward)  /* a · gelu'(b) */                                                       \
+  X(silu_backward)      /* a · silu'(b) */
 
 enum class BinaryOp : uint8_t {
   EMBER_OPS_BINARY(EMBER_KERNEL_ENTRY_) EMBER_BINARY_KERNEL_ONLY(EMBER_KERNEL_ENTRY_) count

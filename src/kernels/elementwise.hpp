@@ -357,6 +357,12 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     return (a != T(0)) != (b != T(0));
   else if constexpr (Op == BinaryOp::relu_backward)  // the bits of a · (b > 0 ? 1 : 0)
     return b > T(0) ? a : a * T(0);
+  else if constexpr (Op == BinaryOp::gelu_tanh_backward)  // one rounding: Note [Activation
+    return a * unary_apply<M, T, UnaryOp::gelu_tanh_grad>(b, T(0), T(0));  // backward in one]
+  else if constexpr (Op == BinaryOp::gelu_erf_backward)
+    return a * unary_apply<M, T, UnaryOp::gelu_erf_grad>(b, T(0), T(0));
+  else if constexpr (Op == BinaryOp::silu_backward)
+    return a * unary_apply<M, T, UnaryOp::silu_grad>(b, T(0), T(0));
   else
     static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
@@ -366,7 +372,8 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
 template <typename T>
 constexpr bool binary_applies(BinaryOp op) {
   const bool float_only = op == BinaryOp::pow || op == BinaryOp::atan2 || op == BinaryOp::fmod ||
-                          op == BinaryOp::remainder;
+                          op == BinaryOp::remainder || op == BinaryOp::gelu_tanh_backward ||
+                          op == BinaryOp::gelu_erf_backward || op == BinaryOp::silu_backward;
   return !float_only || !std::is_integral_v<T>;  // the 16-bit float types are not integral
 }
 

@@ -268,14 +268,39 @@ Tensor ops::relu_backward(const Tensor& grad, const Tensor& x) {
 }
 
 namespace {
+// Note [Activation backward in one]
+// g · f'(x) for gelu and silu is one kernel (a binary kernel entry whose formula calls the
+// derivative's), not f'(x) written out and then multiplied: one pass over memory instead of
+// three (GPT-2's MLP: 1.7 of 48 ms a step were the two). In f32 and f64 the values are the
+// two-kernel path's bitwise (f'(x) rounds to its own dtype, a no-op); in f16/bf16 the product
+// is rounded once instead of twice (within one rounding of the two-kernel path).
+BinaryOp fused_backward(UnaryOp grad_kernel) {
+  switch (grad_kernel) {
+    case UnaryOp::gelu_tanh_grad: return BinaryOp::gelu_tanh_backward;
+    case UnaryOp::gelu_erf_grad: return BinaryOp::gelu_erf_backward;
+    case UnaryOp::silu_grad: return BinaryOp::silu_backward;
+    default: return BinaryOp::count;
+  }
+}
+
+Tensor activation_backward(Op op, UnaryOp grad_kernel, const Tensor& g, const Tensor& x) {
+  if (grad_kernel == UnaryOp::relu_grad) return ops::relu_backward(g, x);
+  const BinaryOp fused = fused_backward(grad_kernel);
+  const bool one_kernel = fused != BinaryOp::count && g.shape() == x.shape() &&
+                          g.dtype() == x.dtype() && g.device() == x.device() &&
+                          is_floating(x.dtype());
+  if (!one_kernel) return mul(g, ops::unary_forward(op, grad_kernel, x));
+  Tensor out = ops::make_tensor(x.shape(), x.dtype(), x.device());
+  ops::backend_of(x).binary(fused, ops::view_of(out), ops::view_of(g), ops::view_of(x));
+  return out;
+}
+
 Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const Tensor& x) {
   Tensor out = unary_forward(op, kernel, x);
   if (autograd::needs_grad(x))
     autograd::record(op, out, {&x},
                      [op, grad_kernel, sx = SavedTensor(x)](const Tensor& g, GradList& gi) {
-                       gi[0] = grad_kernel == UnaryOp::relu_grad
-                                   ? ops::relu_backward(g, sx.get())
-                                   : mul(g, unary_forward(op, grad_kernel, sx.get()));
+                       gi[0] = activation_backward(op, grad_kernel, g, sx.get());
                      });
   return out;
 }
