@@ -40,7 +40,10 @@ struct SdpaArgs {
   int64_t* rng_state = nullptr;
   uint64_t philox_seed = 0, philox_offset = 0;
   bool need_backward = false;  // forward: also build the backward plan now
-  // backward only: contiguous [B, H, L|S, E|Ev], written
+  // backward only: grad_o with o's strides, read; grad_q, grad_k, grad_v with the strides
+  // below ([B, H, L|S, E|Ev] views; set in the forward too: its backward plan uses them),
+  // written
+  int64_t grad_q_strides[4] = {}, grad_k_strides[4] = {}, grad_v_strides[4] = {};
   const void* grad_o = nullptr;
   void* grad_q = nullptr;
   void* grad_k = nullptr;

@@ -358,10 +358,10 @@ void build_backward(Builder& g, const SdpaArgs& a, bool padding, bool dropout, i
   auto vt = g.tensor(kV, io, {b, h, ev, s}, swap_last(dims_of(a.v_strides)));
   auto o = g.tensor(kO, io, {b, h, l, ev}, dims_of(a.o_strides));
   auto stats = g.tensor(kStats, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
-  auto d_o = g.tensor(kDO, io, {b, h, l, ev}, packed_strides({b, h, l, ev}));
-  auto dq = g.tensor(kDQ, io, {b, h, l, e}, packed_strides({b, h, l, e}));
-  auto dk = g.tensor(kDK, io, {b, h, s, e}, packed_strides({b, h, s, e}));
-  auto dv = g.tensor(kDV, io, {b, h, s, ev}, packed_strides({b, h, s, ev}));
+  auto d_o = g.tensor(kDO, io, {b, h, l, ev}, dims_of(a.o_strides));
+  auto dq = g.tensor(kDQ, io, {b, h, l, e}, dims_of(a.grad_q_strides));
+  auto dk = g.tensor(kDK, io, {b, h, s, e}, dims_of(a.grad_k_strides));
+  auto dv = g.tensor(kDV, io, {b, h, s, ev}, dims_of(a.grad_v_strides));
   auto softmax_sum = g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, {b, h, l, 1}, {h * l, l, 1, 1});
   auto dq_accum = accumulate_dq ? g.tensor(kDQAccum, CUDNN_DATA_FLOAT, {b, h, l, e},
                                            packed_strides({b, h, l, e}))
@@ -751,7 +751,8 @@ std::vector<int64_t> key_of(const SdpaArgs& a, bool backward, bool deterministic
   int64_t p_bits = 0;
   std::memcpy(&p_bits, &a.dropout_p, sizeof(p_bits));
   k.push_back(p_bits);
-  for (const int64_t* s : {a.q_strides, a.k_strides, a.v_strides, a.o_strides})
+  for (const int64_t* s : {a.q_strides, a.k_strides, a.v_strides, a.o_strides, a.grad_q_strides,
+                           a.grad_k_strides, a.grad_v_strides})
     k.insert(k.end(), s, s + 4);
   return k;
 }
