@@ -147,12 +147,14 @@ StepRun run_blocks(const BlockRunOptions& o) {
   manual_seed(12);
   StepRun r;
   Tensor y, loss;
+  // Outside the autocast scope: the nested checkpoint keeps `both`, which refers to `one`, until
+  // backward (a segment's fn must outlive its backward).
+  auto one = [&](const Block& blk, const Tensor& in) {
+    return o.checkpointed ? checkpoint(blk, in) : blk(in);
+  };
+  auto both = [&](const Tensor& in) { return one(b1, one(b0, in)); };
   {
     AutocastGuard autocast(DType::bf16, o.autocast);
-    auto one = [&](const Block& blk, const Tensor& in) {
-      return o.checkpointed ? checkpoint(blk, in) : blk(in);
-    };
-    auto both = [&](const Tensor& in) { return one(b1, one(b0, in)); };
     y = o.checkpointed && o.nested ? checkpoint(both, x) : both(x);
     loss = mean(square(head(y)));
   }
