@@ -88,7 +88,8 @@ int first_device(const std::vector<Tensor>& inputs) {
 }  // namespace
 
 UserOp::UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noexcept
-    : ErrorScope(op), profile_(ProfileKind::op, op, first_device(inputs)) {
+    : ErrorScope(op),
+      profile_(ProfileKind::op, op, detail::profiling() ? first_device(inputs) : -1) {
   for (const Tensor* t : inputs)
     if (count_ < kMaxInputs) inputs_[count_++] = t;
 }
@@ -96,7 +97,7 @@ UserOp::UserOp(const char* op, std::initializer_list<const Tensor*> inputs) noex
 UserOp::UserOp(Op op, const std::vector<Tensor>& inputs) noexcept
     : ErrorScope(op_name(op)),
       list_(&inputs),
-      profile_(ProfileKind::op, op_name(op), first_device(inputs)) {}
+      profile_(ProfileKind::op, op_name(op), detail::profiling() ? first_device(inputs) : -1) {}
 
 std::string UserOp::describe() const {
   const size_t n = list_ ? list_->size() : count_;
