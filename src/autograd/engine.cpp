@@ -154,6 +154,31 @@ static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& 
   pending = add(pending, z);
 }
 
+// Note [Gradients accumulate where they land]
+// A tensor used twice gets the sum of two gradients: the engine keeps the first as the
+// pending gradient and adds the second into a new buffer (the residual stream of a
+// transformer: every x in x + f(layer_norm(x)) pays a full read-read-write pass). A node
+// whose kernel can add into its output instead (LayerNorm's backward, a GEMM with beta 1)
+// sets bit i of Node::accumulates; before apply(), the engine then hands it edge i's pending
+// gradient in grad_inputs[i] when nothing else can see that buffer (its only handle is the
+// pending one, no view shares its storage, contiguous, of the edge's shape), and apply()
+// returns in grad_inputs[i] that gradient plus its own (autograd::accumulate when its kernel
+// cannot). Values are the plain sum's up to the order of the two addends.
+static void hand_over_pending(Node& n, GradList& gi) {
+  for (size_t i = 0; i < n.edges.size() && i < 32; ++i) {
+    if (!(n.accumulates & (1u << i)) || !n.edges[i].node) continue;
+    Node* m = n.edges[i].node.get();
+    bool seen = false;  // an input used twice by this node gets its pending gradient once
+    for (size_t j = 0; j < i; ++j) seen = seen || (gi[j].defined() && n.edges[j].node.get() == m);
+    Tensor& p = m->pending_grad;
+    if (seen || !p.defined()) continue;
+    const bool own = detail::TensorAccess::impl_ptr(p).use_count() <= 2 &&
+                     p.storage().use_count() == 1 && p.is_contiguous() &&
+                     p.shape() == n.edges[i].shape;
+    if (own) gi[i] = std::move(p);  // leaves the pending gradient empty
+  }
+}
+
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                  bool retain_graph, const std::vector<Tensor>& capture) {
   NoGradGuard no_grad;
@@ -272,6 +297,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (grad.defined()) {
       try {
         const core::profiler::BackwardScope profile(n->name, n->profile_module);
+        if (n->accumulates) [[unlikely]]
+          hand_over_pending(*n, grad_inputs);
         n->apply(grad, grad_inputs);
       } catch (const Error& e) {
         throw Error(detail::concat("backward of ", n->name, ": ", e.what()));

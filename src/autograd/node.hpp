@@ -63,6 +63,9 @@ struct Node {
   // arrive as the true gradient, not one already folded through this node's own backward
   // (Note [ReLU backward in the next GEMM] in src/ops/linalg.cpp).
   bool grad_observed = false;
+  // Bit i: edge i's pending gradient may arrive in apply()'s grad_inputs[i] for apply to add
+  // its own into (Note [Gradients accumulate where they land] in engine.cpp).
+  uint32_t accumulates = 0;
 };
 
 /// Accumulates into a leaf's .grad (Note [Gradients stolen into the Persistent pool]).
@@ -143,14 +146,25 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
 /// Records backward `fn(grad_out, grad_inputs)` for `out` computed from `inputs`.
 /// The node is named after the catalogue entry (grad_fn names are op_name(op)).
 template <typename F>
-void record(Op op, Tensor& out, std::initializer_list<const Tensor*> inputs, F&& fn) {
+Node& record(Op op, Tensor& out, std::initializer_list<const Tensor*> inputs, F&& fn) {
   auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op_name(op), std::forward<F>(fn));
   attach(node, out, std::span<const Tensor* const>(inputs.begin(), inputs.size()));
+  return *node;
 }
 template <typename F>
-void record(Op op, Tensor& out, const std::vector<const Tensor*>& inputs, F&& fn) {
+Node& record(Op op, Tensor& out, const std::vector<const Tensor*>& inputs, F&& fn) {
   auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(op_name(op), std::forward<F>(fn));
   attach(node, out, std::span<const Tensor* const>(inputs.data(), inputs.size()));
+  return *node;
+}
+
+// The gradient `own` added to `slot`: the pending gradient an accumulating node was handed
+// (Note [Gradients accumulate where they land]), or nothing yet.
+inline void accumulate(Tensor& slot, Tensor own) {
+  if (slot.defined())
+    slot.add_(own);
+  else
+    slot = std::move(own);
 }
 
 /// Runs backward from `roots` with `grads` (engine entry). When `capture` is non-empty,

@@ -128,6 +128,10 @@ struct GemmArgs {
   int64_t ldb = 0, batch_stride_b = 0;
   void* c = nullptr;
   int64_t ldc = 0, batch_stride_c = 0;
+  /// A and B f16/bf16 with C — and bias_grad — in f32 (a mixed-precision product written in
+  /// its inputs' master dtype, Note [Autocast's linear writes f32 gradients]); no bias, no
+  /// epilogue, no ReLU masks.
+  bool c_f32 = false;
   double alpha = 1.0, beta = 0.0;
   /// Optional bias of length n added to each row of C (after alpha·AB + beta·C); may be null.
   const void* bias = nullptr;
@@ -164,7 +168,7 @@ inline int64_t relu_mask_bytes(int64_t m, int64_t n) { return m * (relu_mask_ld(
 /// The reduce slot's operands for GemmArgs::bias_grad: out [1, m] or [m, 1], in op(A) as it
 /// is stored ([k, m] when trans_a, else [m, k]); reduce(sum, out, in) gives the row sums.
 inline std::pair<View, View> gemm_bias_grad_views(const GemmArgs& g) {
-  View out{g.bias_grad, g.dtype, g.device, Shape{}, Shape{}};
+  View out{g.bias_grad, g.c_f32 ? DType::f32 : g.dtype, g.device, Shape{}, Shape{}};
   View in{const_cast<void*>(g.a), g.dtype, g.device, Shape{}, Shape{}};
   if (g.trans_a) {
     in.shape = Shape{g.k, g.m};

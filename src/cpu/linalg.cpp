@@ -129,6 +129,21 @@ void narrow(T* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
                });
 }
 
+// GemmArgs::bias_grad of a c_f32 product: the m sums over k of op(A), from A widened to f32
+// ([k, m] when trans_a, else [m, k], contiguous), in f64 then rounded once.
+void row_sums(float* out, const std::vector<float>& a, const GemmArgs& g) {
+  parallel_for(g.m, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(g.k, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   double s = 0;
+                   for (int64_t j = 0; j < g.k; ++j)
+                     s += g.trans_a ? a[static_cast<size_t>(j * g.m + r)]
+                                    : a[static_cast<size_t>(r * g.k + j)];
+                   out[r] = static_cast<float>(s);
+                 }
+               });
+}
+
 // f16/bf16 (Note [16-bit floats on the CPU]): each product of the batch in f32 through
 // OpenBLAS's sgemm — operands widened to contiguous f32, bias and activation applied in f32 —
 // and C rounded to the 16-bit type once.
@@ -138,7 +153,7 @@ void gemm_wide(const GemmArgs& g) {
   const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
   std::vector<float> a(static_cast<size_t>(a_rows * a_cols));
   std::vector<float> b(static_cast<size_t>(b_rows * b_cols));
-  std::vector<float> c(static_cast<size_t>(g.m * g.n)), bias;
+  std::vector<float> c(g.c_f32 ? 0 : static_cast<size_t>(g.m * g.n)), bias;
   if (g.bias) {
     bias.resize(static_cast<size_t>(g.n));
     widen(bias.data(), static_cast<const T*>(g.bias), 1, g.n, g.n);
@@ -161,11 +176,18 @@ void gemm_wide(const GemmArgs& g) {
   for (int64_t i = 0; i < g.batch; ++i) {
     const T* ai = static_cast<const T*>(g.a) + i * g.batch_stride_a;
     const T* bi = static_cast<const T*>(g.b) + i * g.batch_stride_b;
-    T* ci = static_cast<T*>(g.c) + i * g.batch_stride_c;
     if (g.k > 0) {
       widen(a.data(), ai, a_rows, a_cols, g.lda);
       widen(b.data(), bi, b_rows, b_cols, g.ldb);
     }
+    if (g.c_f32) {  // C is f32 already: the product lands in it
+      f.c = static_cast<float*>(g.c) + i * g.batch_stride_c;
+      f.ldc = g.ldc;
+      gemm_typed<float>(f);
+      if (g.bias_grad && g.k > 0) row_sums(static_cast<float*>(g.bias_grad), a, g);
+      continue;
+    }
+    T* ci = static_cast<T*>(g.c) + i * g.batch_stride_c;
     if (g.beta != 0.0) widen(c.data(), ci, g.m, g.n, g.ldc);
     gemm_typed<float>(f);
     narrow(ci, c.data(), g.m, g.n, g.ldc);
@@ -199,6 +221,10 @@ void relu_mask_pass(const GemmArgs& g) {
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
+  EMBER_ASSERT(!args.c_f32 || ((args.dtype == DType::f16 || args.dtype == DType::bf16) &&
+                               !args.bias && args.epilogue == backend::GemmEpilogue::none &&
+                               !args.relu_mask_out && !args.relu_mask_in),
+               "gemm: an f32 C is for one plain product of f16/bf16 operands");
   dispatch_any_float(args.dtype, "gemm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kIsHalfLike<T>)
@@ -206,7 +232,10 @@ void gemm(const GemmArgs& args) {
     else
       gemm_typed<T>(args);
   });
-  if (args.bias_grad) {
+  if (args.bias_grad && args.c_f32) {
+    if (args.k == 0)
+      fill(View{args.bias_grad, DType::f32, args.device, Shape{args.m}, Shape{1}}, 0.0);
+  } else if (args.bias_grad) {
     const auto [out, in] = backend::gemm_bias_grad_views(args);
     reduce(ReduceOp::sum, out, in);
   }

@@ -325,6 +325,20 @@ __global__ void bias_rows_kernel(T* c, const T* bias, int64_t batch_stride_c, in
 }
 
 // Note [ReLU masks]: DRELU's fallback, one thread per element.
+// One thread per r: with trans_a neighbouring threads read neighbouring elements of each row
+// of A's storage; without, each walks its own row (the rare fallback of sum_rows_f32).
+template <typename T>
+__global__ void sum_rows_f32_kernel(float* out, const T* a, bool trans_a, int64_t m, int64_t k,
+                                    int64_t lda) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < m;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (int64_t j = 0; j < k; ++j)
+      s += static_cast<double>(static_cast<float>(trans_a ? a[j * lda + r] : a[r * lda + j]));
+    out[r] = static_cast<float>(s);
+  }
+}
+
 template <typename T>
 __global__ void relu_mask_apply_kernel(T* c, int64_t ldc, int64_t n, int64_t ld,
                                        const uint8_t* mask, int64_t total) {
@@ -497,6 +511,18 @@ void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t b
     using T = typename decltype(tag)::type;
     bias_rows_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(c), static_cast<const T*>(bias), batch_stride_c, m, n, ldc, total);
+    EMBER_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void sum_rows_f32(int device, DType dtype, const void* a, bool trans_a, int64_t m, int64_t k,
+                  int64_t lda, void* out) {
+  if (m == 0) return;
+  cudaStream_t st = stream(device);
+  dispatch_any_float(dtype, "gemm bias gradient", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    sum_rows_f32_kernel<T><<<grid_for(m), kBlock, 0, st>>>(
+        static_cast<float*>(out), static_cast<const T*>(a), trans_a, m, k, lda);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

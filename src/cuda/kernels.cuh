@@ -45,6 +45,11 @@ void private_pool_release(int device, int64_t id);
 void write_philox_state(int device, uint64_t seed, uint64_t offset, int64_t* out);
 void add_bias_rows(int device, DType dtype, void* c, const void* bias, int64_t batch,
                    int64_t batch_stride_c, int64_t m, int64_t n, int64_t ldc);
+/// out[r] (f32) = Σ_j op(A)[r, j] over k for r < m: GemmArgs::bias_grad of a c_f32 product
+/// when cuBLASLt's BGRADB does not run; A f16/bf16, [k, m] when trans_a else [m, k], leading
+/// dimension lda. k = 0 gives zeros.
+void sum_rows_f32(int device, DType dtype, const void* a, bool trans_a, int64_t m, int64_t k,
+                  int64_t lda, void* out);
 /// The ReLU mask of C [m, n] (Note [ReLU masks]) applied to C, zeroing where a bit is clear
 /// (the DRELU epilogue's fallback).
 void relu_mask_apply(int device, DType dtype, void* c, int64_t ldc, int64_t m, int64_t n,

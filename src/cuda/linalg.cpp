@@ -82,7 +82,7 @@ DeviceBlas& blas(int device) {
 // Everything that decides the descriptors and the algorithm.
 using Key =
     std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t, bool>;
+               int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t, bool, bool>;
 
 // Note [cuBLASLt alignment]
 // The heuristic assumes 256-byte aligned operands unless told otherwise, and views (slices,
@@ -224,7 +224,8 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
   const int64_t many = batch > 1 ? 1 : 0;
   const uint32_t align_a = alignment_of(a, many * g.batch_stride_a * es);
   const uint32_t align_b = alignment_of(b, many * g.batch_stride_b * es);
-  const uint32_t align_c = alignment_of(c, many * g.batch_stride_c * es);
+  const int64_t ces = g.c_f32 ? int64_t{4} : es;  // C's element size
+  const uint32_t align_c = alignment_of(c, many * g.batch_stride_c * ces);
   const bool det = deterministic();  // Note [Measured GEMM algorithms]
   const Key key{device,
                 static_cast<int>(g.dtype),
@@ -245,11 +246,13 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
                 align_a,
                 align_b,
                 align_c,
-                det};
+                det,
+                g.c_f32};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const bool f64 = g.dtype == DType::f64;
   const cudaDataType_t type = data_type(g.dtype);
+  const cudaDataType_t c_type = g.c_f32 ? CUDA_R_32F : type;  // C, D and a bias gradient
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;  // alpha, beta
   Plan p;
@@ -266,7 +269,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
                                                       &epilogue, sizeof(epilogue)));
   if (has_bias(epilogue)) {
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                      &type, sizeof(type)));
+                                                      &c_type, sizeof(c_type)));
   }
   if (has_mask(epilogue)) {
     const int64_t ld = backend::relu_mask_ld(g.n);  // in bits: C's column-major rows are our n
@@ -278,7 +281,7 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
                   : make_layout(type, g.n, g.k, g.ldb, batch, g.batch_stride_b);
   p.b = g.trans_a ? make_layout(type, g.m, g.k, g.lda, batch, g.batch_stride_a)
                   : make_layout(type, g.k, g.m, g.lda, batch, g.batch_stride_a);
-  p.c = make_layout(type, g.n, g.m, g.ldc, batch, g.batch_stride_c);
+  p.c = make_layout(c_type, g.n, g.m, g.ldc, batch, g.batch_stride_c);
   cublasLtMatmulPreference_t pref = nullptr;
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -361,11 +364,17 @@ void gemm(const GemmArgs& g) {
   EMBER_ASSERT(!g.relu_mask_in || (!g.bias && !g.bias_grad && !g.relu_mask_out &&
                                    g.epilogue == backend::GemmEpilogue::none),
                "gemm: ReLU's backward is for one plain product");
+  EMBER_ASSERT(!g.c_f32 || ((g.dtype == DType::f16 || g.dtype == DType::bf16) && !g.bias &&
+                            g.epilogue == backend::GemmEpilogue::none && !g.relu_mask_out &&
+                            !g.relu_mask_in),
+               "gemm: an f32 C is for one plain product of f16/bf16 operands");
   const int device = g.device;
   const size_t es = element_size(g.dtype);
+  const DType c_dtype = g.c_f32 ? DType::f32 : g.dtype;
+  const size_t ces = element_size(c_dtype);
   bool bias_done = false, act_done = false;
   if (g.k == 0) {  // C = beta · C (+ bias): no product to form
-    const View c{g.c, g.dtype, g.device, Shape{g.batch, g.m, g.n},
+    const View c{g.c, c_dtype, g.device, Shape{g.batch, g.m, g.n},
                  Shape{g.batch_stride_c, g.ldc, 1}};
     if (g.beta == 0.0)
       fill(c, 0.0);
@@ -416,13 +425,15 @@ void gemm(const GemmArgs& g) {
         const bool ok = run_plan(device, g, 1, CUBLASLT_EPILOGUE_DEFAULT,
                                  static_cast<const char*>(g.a) + i * g.batch_stride_a * es,
                                  static_cast<const char*>(g.b) + i * g.batch_stride_b * es,
-                                 static_cast<char*>(g.c) + i * g.batch_stride_c * es);
+                                 static_cast<char*>(g.c) + i * g.batch_stride_c * ces);
         EMBER_CHECK(ok, "gemm: cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (",
                     dtype_name(g.dtype), ")");
       }
     }
   }
-  if (g.bias_grad) {
+  if (g.bias_grad && g.c_f32) {
+    sum_rows_f32(device, g.dtype, g.a, g.trans_a, g.m, g.k, g.lda, g.bias_grad);
+  } else if (g.bias_grad) {
     const auto [out, in] = backend::gemm_bias_grad_views(g);
     reduce(ReduceOp::sum, out, in);
   }

@@ -179,6 +179,11 @@ DType widest_float(const Tensor* const* ts, size_t n, bool* mixed) {
 }
 }  // namespace
 
+Tensor autocast_lower(const Tensor& t) {
+  if (!t.defined() || !castable(t.dtype()) || t.dtype() == t_dtype) return t;
+  return cast_lower(t, t_dtype);
+}
+
 AutocastInputs autocast_slow(Op op, std::initializer_list<const Tensor*> inputs) {
   const AutocastPolicy policy = autocast_policy(op);
   if (policy == AutocastPolicy::none) return {};

@@ -111,6 +111,10 @@ inline AutocastInputs autocast(Op op, std::initializer_list<const Tensor*> input
   return autocast_slow(op, inputs);
 }
 
+/// `t` in autocast's low dtype, through the scope's cast cache (a parameter is converted once
+/// per outermost scope and grad mode); `t` itself when it is not f32/f16/bf16 or has it.
+Tensor autocast_lower(const Tensor& t);
+
 /// The same for an op over a list of tensors (cat, stack): empty when nothing was cast.
 std::optional<std::vector<Tensor>> autocast_list(Op op, const std::vector<Tensor>& tensors);
 

@@ -3,6 +3,7 @@
 // operands are passed to the backend as flags, never materialised.
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 
 #include "ember/runtime.hpp"
 #include "ops/common.hpp"
@@ -83,15 +84,20 @@ struct ReluMasks {
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
 // a·b (+ bias, activation); with `row_sums` (no batch, bias or activation) also the sums of
 // a's rows, from the same call (GemmArgs::bias_grad: a bias gradient beside dW = gᵀ·x).
+// `wide`: 16-bit a and b, the product (and the row sums) written in f32 (GemmArgs::c_f32).
 Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
             backend::GemmEpilogue act = backend::GemmEpilogue::none, Tensor* row_sums = nullptr,
-            const ReluMasks& masks = {}) {
+            const ReluMasks& masks = {}, bool wide = false) {
   const int bd = batch.size();
   const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = ops::make_tensor(out_shape, a.dtype(), a.device());
+  EMBER_ASSERT(!wide || ((a.dtype() == DType::bf16 || a.dtype() == DType::f16) && !bias.defined() &&
+                         act == backend::GemmEpilogue::none && !masks.out && !masks.in),
+               "gemm: an f32 product is for one plain product of 16-bit operands");
+  const DType out_dtype = wide ? DType::f32 : a.dtype();
+  Tensor out = ops::make_tensor(out_shape, out_dtype, a.device());
   if (masks.out || masks.in) {
     EMBER_ASSERT(bd == 0 && k > 0 && m > 0 && n > 0 && !row_sums, "gemm: ReLU masks need one ",
                  "product with k > 0");
@@ -102,10 +108,10 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   if (row_sums) {
     EMBER_ASSERT(bd == 0 && !bias.defined() && act == backend::GemmEpilogue::none,
                  "gemm: row sums of one plain product only");
-    *row_sums = ops::make_tensor(Shape{m}, a.dtype(), a.device());
+    *row_sums = ops::make_tensor(Shape{m}, out_dtype, a.device());
     if (out.numel() == 0 || k == 0) {  // nothing to sum, or no product to ride along
       NoGradGuard no_grad;
-      *row_sums = sum(a, {1});
+      *row_sums = ops::cast_to(sum(ops::cast_to(a, out_dtype), {1}), out_dtype);
       row_sums = nullptr;
     }
   }
@@ -141,6 +147,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.ldb = B.ld;
   g.batch_stride_b = B.batch_stride;
   g.c = out.data_ptr();
+  g.c_f32 = wide;
   g.ldc = n;
   g.batch_stride_c = m * n;
   Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
@@ -347,7 +354,11 @@ struct LinearNode final : autograd::Node {
   LinearNode() : Node(op_name(Op::linear)) {}
 
   void apply(const Tensor& g, GradList& gi) override {
-    Tensor g2 = g.reshape({rows, out_f});
+    Tensor g2 = ops::cast_to(g, compute).reshape({rows, out_f});
+    // Note [Autocast's linear writes f32 gradients]: an input kept in f32 gets its gradient
+    // straight from the 16-bit product, written in f32.
+    const bool wide_x = gx == DType::f32 && compute != DType::f32;
+    const bool wide_w = gw == DType::f32 && compute != DType::f32;
     Tensor given_bias_grad;
     bool masked = false;
     if (own) {  // the next linear may have masked the gradient already
@@ -358,7 +369,7 @@ struct LinearNode final : autograd::Node {
     }
     if (sy.defined() && !masked) g2 = ops::relu_backward(g2, sy.get());  // ReLU was fused
     if (nx) {
-      const bool fold = input && edges[0].node && !edges[0].node->grad_observed;
+      const bool fold = input && !wide_x && edges[0].node && !edges[0].node->grad_observed;
       if (fold) {
         Tensor dbias;
         gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, nullptr,
@@ -367,17 +378,23 @@ struct LinearNode final : autograd::Node {
         input->given = detail::TensorAccess::impl_ptr(gi[0]);
         input->bias_grad = std::move(dbias);
       } else {
-        gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}).reshape(xs);
+        gi[0] =
+            gemm(g2, sw.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, nullptr, {}, wide_x)
+                .reshape(xs);
       }
     }
+    const auto dw = [&](Tensor* row_sums) {
+      return gemm(g2.t(), sx.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, row_sums, {},
+                  wide_w);
+    };
     if (nb && masked && given_bias_grad.defined()) {
-      gi[2] = std::move(given_bias_grad);
-      if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
-    } else if (nw && nb) {  // the bias gradient rides along with dW (GemmArgs::bias_grad)
-      gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, &gi[2]);
+      gi[2] = ops::cast_to(given_bias_grad, gb);
+      if (nw) gi[1] = dw(nullptr);
+    } else if (nw && nb && gb == gw) {  // the bias gradient rides along (GemmArgs::bias_grad)
+      gi[1] = dw(&gi[2]);
     } else {
-      if (nw) gi[1] = gemm(g2.t(), sx.get(), Tensor(), Shape{});
-      if (nb) gi[2] = sum(g2, {0});
+      if (nw) gi[1] = dw(nullptr);
+      if (nb) gi[2] = sum(ops::cast_to(g2, gb), {0});
     }
   }
 
@@ -388,6 +405,8 @@ struct LinearNode final : autograd::Node {
   }
 
   bool nx = false, nw = false, nb = false;
+  DType compute = DType::f32;               // the product's dtype (that of y)
+  DType gx = DType::f32, gw = gx, gb = gx;  // the dtypes of x, weight and bias
   int64_t rows = 0, out_f = 0;
   Shape xs;
   SavedTensor sx, sw, sy;           // x (for dW), W (for dx), the ReLU output (its mask)
@@ -418,13 +437,22 @@ std::shared_ptr<ReluLink> input_link(const Tensor& x, int64_t rows) {
   return node->own;
 }
 
+// The tensors a linear's gradients are for, when they are not the operands of its product
+// (autocast's f32 inputs of a 16-bit product: Note [Autocast's linear writes f32 gradients]).
+struct GradTargets {
+  const Tensor* x;
+  const Tensor* weight;
+  const Tensor* bias;
+};
+
 // linear with `act` applied in the GEMM's epilogue. The backward of relu masks the gradient
 // with the saved output (y > 0 exactly where the pre-activation is), or takes it already
 // masked (Note [ReLU backward in the next GEMM]); gelu_tanh is fused only when no gradient is
 // needed (its derivative needs the pre-activation, which the epilogue does not keep),
-// otherwise linear then gelu(…, "tanh").
+// otherwise linear then gelu(…, "tanh"). With `targets`, x, weight and bias are casts of the
+// targets made without a graph, and the gradients go to the targets in their own dtypes.
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   backend::GemmEpilogue act) {
+                   backend::GemmEpilogue act, const GradTargets* targets = nullptr) {
   const ops::OpScope op_scope(Op::linear, x);
   check_operands(Op::linear, x, weight);
   EMBER_CHECK(weight.dim() == 2, op_name(Op::linear), ": weight shape ", weight.shape().to_string(),
@@ -451,10 +479,11 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     NoGradGuard g;
     x2 = x.reshape({rows, in});
   }
-  const bool grad = autograd::needs_grad(x, weight, bias);
+  const GradTargets to = targets ? *targets : GradTargets{&x, &weight, &bias};
+  const bool grad = autograd::needs_grad(*to.x, *to.weight, *to.bias);
   const bool relu = act == backend::GemmEpilogue::relu;
   // A mask for the next linear's backward (Note [ReLU backward in the next GEMM]).
-  const bool keep_mask = grad && relu && rows > 0 && in > 0 && out_f > 0 &&
+  const bool keep_mask = grad && relu && !targets && rows > 0 && in > 0 && out_f > 0 &&
                          fold_setting(x.device().type).load(std::memory_order_relaxed);
   Tensor y2, mask;
   {
@@ -466,9 +495,13 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, op_name(Op::linear),
                  ": gelu_tanh is fused without grad only");
     auto node = std::make_shared<LinearNode>();
-    node->nx = x.requires_grad();
-    node->nw = weight.requires_grad();
-    node->nb = bias.defined() && bias.requires_grad();
+    node->nx = to.x->requires_grad();
+    node->nw = to.weight->requires_grad();
+    node->nb = to.bias->defined() && to.bias->requires_grad();
+    node->compute = x.dtype();
+    node->gx = to.x->dtype();
+    node->gw = to.weight->dtype();
+    node->gb = to.bias->defined() ? to.bias->dtype() : x.dtype();
     node->rows = rows;
     node->out_f = out_f;
     node->xs = x.shape();
@@ -477,8 +510,8 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     node->sy = SavedTensor(relu ? y2 : Tensor());
     if (mask.defined())
       node->own = std::make_shared<ReluLink>(ReluLink{.mask = mask, .wants_bias_grad = node->nb});
-    if (node->nx && out_f > 0) node->input = input_link(x, rows);
-    const Tensor* inputs[] = {&x, &weight, &bias};
+    if (node->nx && out_f > 0 && !targets) node->input = input_link(x, rows);
+    const Tensor* inputs[] = {to.x, to.weight, to.bias};
     autograd::attach(node, out, inputs);
   }
   return out;
@@ -491,13 +524,56 @@ void set_relu_fold(DeviceType type, bool on) {
 }
 bool relu_fold(DeviceType type) { return fold_setting(type).load(std::memory_order_relaxed); }
 
+namespace {
+
+// Note [Autocast's linear writes f32 gradients]
+// Under autocast a linear of f32 x and parameters casts each to bf16 with a differentiable
+// .to(), so its backward produces bf16 gradients that three more kernels convert to f32
+// (GPT-2 124M: 146 conversions a step, 1.8 ms of 42 on the H200). When a gradient is needed
+// and every input is f32 or the low dtype, the casts are instead made without a graph and the
+// linear's own node takes the f32 tensors as its inputs: its 16-bit GEMMs write dX, dW and
+// the bias gradient (cuBLASLt's BGRADB) in f32 directly, with f32 accumulation throughout.
+// They differ from the cast path only by that path's rounding of each gradient to bf16 before
+// widening it (the f32 result is the more exact one; tests/test_autocast_linear.cpp). The
+// forward is the cast path's, bit for bit.
+std::optional<Tensor> autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                      backend::GemmEpilogue act) {
+  if (!autocast_enabled() || autocast_policy(Op::linear) != AutocastPolicy::lower) return {};
+  const DType low = autocast_dtype();
+  bool wide = false;
+  for (const Tensor* t : {&x, &weight, &bias}) {
+    if (!t->defined()) continue;
+    if (t->dtype() != DType::f32 && t->dtype() != low) return {};
+    wide = wide || t->dtype() == DType::f32;
+  }
+  if (!wide || !weight.defined() || !autograd::needs_grad(x, weight, bias)) return {};
+  Tensor xl, wl, bl;
+  {
+    NoGradGuard no_grad;
+    xl = ops::cast_to(x, low);
+    wl = ops::autocast_lower(weight);
+    bl = ops::autocast_lower(bias);
+  }
+  const GradTargets targets{&x, &weight, &bias};
+  return linear_impl(xl, wl, bl, act, &targets);
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast_enabled())
+    if (auto y = autocast_linear(x, weight, bias, backend::GemmEpilogue::none)) return *y;
   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
     return linear(c[0], c[1], c[2]);
   return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  if (activation == Activation::none) return linear(x, weight, bias);
+  if (activation == Activation::gelu_tanh && autograd::needs_grad(x, weight, bias))
+    return gelu(linear(x, weight, bias), "tanh");
+  if (activation == Activation::relu && autocast_enabled())
+    if (auto y = autocast_linear(x, weight, bias, backend::GemmEpilogue::relu)) return *y;
   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
     return linear(c[0], c[1], c[2], activation);
   switch (activation) {
