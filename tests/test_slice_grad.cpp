@@ -67,6 +67,23 @@ TEST(SliceGrad, NeverWritesAGradientAnotherHandleHolds) {
       EXPECT_EQ(got[r * 4 + j], (j == 1 || j == 2) ? 12.0f : 2.0f) << r << "," << j;
 }
 
+// add hands one gradient tensor to both its inputs: when the slice's gradient arrives at t,
+// t's pending gradient may be that tensor while u's node (waiting for u's other use) has yet
+// to read it. Written in place, the slice's gradient would reach y's gradient too.
+TEST(SliceGrad, NeverWritesAGradientAnotherNodeStillReads) {
+  const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  for (const auto& p : perms) {
+    Tensor x = ones({4}).requires_grad_(true), y = ones({4}).requires_grad_(true);
+    Tensor t = x * 1.0, u = y * 1.0;
+    const Tensor r = arange(1, 5).to(DType::f32);
+    const Tensor terms[3] = {sum((t + u) * r), sum(t.slice(0, 0, 2) * 10.0), sum(u * 7.0)};
+    (terms[p[0]] + terms[p[1]] + terms[p[2]]).backward();
+    EXPECT_EQ(values(y.grad()), values(r + 7.0)) << p[0] << p[1] << p[2];
+    EXPECT_EQ(values(x.grad()), values(r + tensor({10.0f, 10.0f, 0.0f, 0.0f})))
+        << p[0] << p[1] << p[2];
+  }
+}
+
 // A base used by two slices and by itself through another op in either order: the same sums.
 TEST(SliceGrad, OrderOfArrivalDoesNotMatter) {
   for (int order = 0; order < 2; ++order) {

@@ -141,7 +141,9 @@ static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& 
     place(pending).copy_(g);
     return;
   }
-  const bool own = detail::TensorAccess::impl_ptr(pending).use_count() <= 2 &&
+  // impl_ptr is a reference: 1 means the pending handle is the tensor's only one (add hands
+  // one tensor to both its inputs, so another node may still have to read this very buffer).
+  const bool own = detail::TensorAccess::impl_ptr(pending).use_count() == 1 &&
                    pending.storage().use_count() == 1 && pending.is_contiguous() &&
                    pending.shape() == shape && pending.dtype() == g.dtype() &&
                    pending.device() == g.device();
@@ -172,7 +174,7 @@ static void hand_over_pending(Node& n, GradList& gi) {
     for (size_t j = 0; j < i; ++j) seen = seen || (gi[j].defined() && n.edges[j].node.get() == m);
     Tensor& p = m->pending_grad;
     if (seen || !p.defined()) continue;
-    const bool own = detail::TensorAccess::impl_ptr(p).use_count() <= 2 &&
+    const bool own = detail::TensorAccess::impl_ptr(p).use_count() == 1 &&
                      p.storage().use_count() == 1 && p.is_contiguous() &&
                      p.shape() == n.edges[i].shape;
     if (own) gi[i] = std::move(p);  // leaves the pending gradient empty
