@@ -307,10 +307,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// the CPU). gelu_tanh is GELU's tanh approximation (gelu(x, "tanh")), not the default erf GELU.
 enum class Activation : uint8_t { none, relu, gelu_tanh };
 /// act(x·Wᵀ + b), equal forward and backward to the activation applied after linear:
-/// linear(x, w, b, Activation::relu) equals relu(linear(x, w, b)). relu is always fused into the
-/// GEMM. gelu_tanh is fused only when no gradient is needed (grad mode off, or no input requires
-/// grad): its derivative needs the pre-activation, which the epilogue does not keep, so with a
-/// gradient it runs as linear then gelu(…, "tanh").
+/// linear(x, w, b, Activation::relu) equals relu(linear(x, w, b)). Both activations are fused
+/// into the GEMM; with a gradient, gelu_tanh keeps its pre-activation from the epilogue and
+/// its backward may run in the next linear's GEMM (Note [GELU backward in the next GEMM] in
+/// src/ops/linalg.cpp; in bf16/f16 on a GPU within a rounding of gelu(linear(…), "tanh")).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
 
 // ---- shape (views where possible; differentiable) ----

@@ -153,6 +153,16 @@ struct GemmArgs {
   /// … and, if set, C's n column sums (summed over the m rows, in C's dtype): the bias
   /// gradient of the layer whose ReLU made the mask (DRELU_BGRAD).
   void* relu_bias_grad = nullptr;
+  /// GELU's pre-activation (Note [GELU backward in the next GEMM]; batch 1, ldc == n). With
+  /// epilogue gelu_tanh: if set, receives alpha·AB + beta·C + bias before the GELU, [m, n]
+  /// contiguous in C's dtype (CUDA: cuBLASLt's GELU_AUX(_BIAS), whose C is the GELU of the
+  /// unrounded pre-activation). Always written when set.
+  void* gelu_pre_out = nullptr;
+  /// If set (no bias, no epilogue, no bias_grad, no ReLU mask): C = alpha·AB ·
+  /// gelu_tanh'(gelu_pre_in) elementwise, gelu_pre_in [m, n] contiguous in C's dtype (DGELU) …
+  const void* gelu_pre_in = nullptr;
+  /// … and, if set, C's n column sums in C's dtype (DGELU_BGRAD).
+  void* gelu_bias_grad = nullptr;
 };
 
 // Note [ReLU masks]
@@ -183,9 +193,10 @@ inline std::pair<View, View> gemm_bias_grad_views(const GemmArgs& g) {
   return {out, in};
 }
 
-/// The reduce slot's operands for GemmArgs::relu_bias_grad: out [1, n], in C [m, n].
-inline std::pair<View, View> gemm_relu_bias_grad_views(const GemmArgs& g) {
-  return {View{g.relu_bias_grad, g.dtype, g.device, Shape{1, g.n}, Shape{g.n, 1}},
+/// The reduce slot's operands for the column sums of C [m, n] into `out` [1, n]
+/// (GemmArgs::relu_bias_grad, GemmArgs::gelu_bias_grad).
+inline std::pair<View, View> gemm_column_sum_views(const GemmArgs& g, void* out) {
+  return {View{out, g.dtype, g.device, Shape{1, g.n}, Shape{g.n, 1}},
           View{g.c, g.dtype, g.device, Shape{g.m, g.n}, Shape{g.ldc, 1}}};
 }
 

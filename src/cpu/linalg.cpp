@@ -216,11 +216,14 @@ void relu_mask_pass(const GemmArgs& g) {
                });
 }
 
+#include "kernels/gelu_gemm.inc"
+
 }  // namespace
 
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
+  if (args.gelu_pre_out || args.gelu_pre_in) return gelu_gemm_unfused(args);
   EMBER_ASSERT(!args.c_f32 || ((args.dtype == DType::f16 || args.dtype == DType::bf16) &&
                                !args.bias && args.epilogue == backend::GemmEpilogue::none &&
                                !args.relu_mask_out && !args.relu_mask_in),
@@ -246,7 +249,7 @@ void gemm(const GemmArgs& args) {
     if (args.relu_mask_out && args.relu_mask_written) *args.relu_mask_written = true;
   }
   if (args.relu_bias_grad) {
-    const auto [out, in] = backend::gemm_relu_bias_grad_views(args);
+    const auto [out, in] = backend::gemm_column_sum_views(args, args.relu_bias_grad);
     reduce(ReduceOp::sum, out, in);
   }
 }

@@ -99,7 +99,14 @@ uint32_t alignment_of(const void* ptr, int64_t batch_stride_bytes) {
 bool has_bias(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
          e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_BGRADB ||
-         e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+         e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DRELU_BGRAD ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+// Epilogues with GELU's pre-activation: written (GELU_AUX) or read (DGELU).
+bool has_pre(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 
 // Epilogues with a ReLU mask (Note [ReLU masks]): written (RELU_AUX) or read (DRELU).
@@ -271,8 +278,9 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                       &c_type, sizeof(c_type)));
   }
-  if (has_mask(epilogue)) {
-    const int64_t ld = backend::relu_mask_ld(g.n);  // in bits: C's column-major rows are our n
+  if (has_mask(epilogue) || has_pre(epilogue)) {
+    // The mask's in bits, the pre-activation's in elements: C's column-major rows are our n.
+    const int64_t ld = has_mask(epilogue) ? backend::relu_mask_ld(g.n) : g.n;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                       &ld, sizeof(ld)));
   }
@@ -319,14 +327,17 @@ cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
   if (has_bias(p.epilogue)) {
     const void* vector = p.epilogue == CUBLASLT_EPILOGUE_BGRADB        ? g.bias_grad
                          : p.epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD ? g.relu_bias_grad
+                         : p.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD ? g.gelu_bias_grad
                                                                        : g.bias;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &vector, sizeof(vector)));
   }
-  if (has_mask(p.epilogue)) {
-    const void* mask = g.relu_mask_in ? g.relu_mask_in : g.relu_mask_out;
+  if (has_mask(p.epilogue) || has_pre(p.epilogue)) {
+    const void* aux = has_pre(p.epilogue) ? (g.gelu_pre_in ? g.gelu_pre_in : g.gelu_pre_out)
+                      : g.relu_mask_in    ? g.relu_mask_in
+                                          : g.relu_mask_out;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof(mask)));
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
   DeviceBlas& d = blas(device);
   const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
@@ -344,6 +355,22 @@ bool run_plan(int device, const GemmArgs& g, int64_t batch, cublasLtEpilogue_t e
   if (!p.found) return false;
   EMBER_CUBLAS_CHECK(run_algo(device, g, p, p.algo, a, b, c));
   return true;
+}
+
+#include "kernels/gelu_gemm.inc"
+
+// GemmArgs::gelu_pre_out / gelu_pre_in in cuBLASLt's GELU_AUX(_BIAS) / DGELU(_BGRAD) epilogue;
+// false when it has no algorithm or the operands do not suit it (then gelu_gemm_unfused).
+bool gelu_epilogue(const GemmArgs& g) {
+  const void* pre = g.gelu_pre_out ? g.gelu_pre_out : g.gelu_pre_in;
+  if (g.k == 0 || g.ldc != g.n || g.n % 8 != 0 || !epilogue_aligned(pre) ||
+      reinterpret_cast<uintptr_t>(g.bias) % 16 != 0 ||
+      (g.gelu_bias_grad && !epilogue_aligned(g.gelu_bias_grad)))
+    return false;
+  const cublasLtEpilogue_t e =
+      g.gelu_pre_out ? (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                     : (g.gelu_bias_grad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU);
+  return run_plan(g.device, g, 1, e, g.a, g.b, g.c);
 }
 
 }  // namespace
@@ -368,6 +395,15 @@ void gemm(const GemmArgs& g) {
                             g.epilogue == backend::GemmEpilogue::none && !g.relu_mask_out &&
                             !g.relu_mask_in),
                "gemm: an f32 C is for one plain product of f16/bf16 operands");
+  if (g.gelu_pre_out || g.gelu_pre_in) {
+    EMBER_ASSERT(g.batch == 1 && g.ldc == g.n && !g.c_f32 && !g.relu_mask_out && !g.relu_mask_in &&
+                     !g.bias_grad &&
+                     (g.gelu_pre_out ? g.epilogue == backend::GemmEpilogue::gelu_tanh
+                                     : g.epilogue == backend::GemmEpilogue::none && !g.bias),
+                 "gemm: GELU's pre-activation is for one product with that epilogue");
+    if (!gelu_epilogue(g)) gelu_gemm_unfused(g);
+    return;
+  }
   const int device = g.device;
   const size_t es = element_size(g.dtype);
   const DType c_dtype = g.c_f32 ? DType::f32 : g.dtype;
@@ -448,7 +484,7 @@ void gemm(const GemmArgs& g) {
   }
   if (g.relu_mask_in) relu_mask_apply(device, g.dtype, g.c, g.ldc, g.m, g.n, g.relu_mask_in);
   if (g.relu_bias_grad) {
-    const auto [out, in] = backend::gemm_relu_bias_grad_views(g);
+    const auto [out, in] = backend::gemm_column_sum_views(g, g.relu_bias_grad);
     reduce(ReduceOp::sum, out, in);
   }
 }

@@ -77,6 +77,9 @@ class OpScope final {
 /// NaN included). grad and x of one shape, dtype and device (the backward of relu and of the
 /// linear + ReLU epilogue).
 Tensor relu_backward(const Tensor& grad, const Tensor& x);
+/// grad · gelu_tanh'(x) (Note [Activation backward in one]): the backward of gelu(x, "tanh")
+/// and of the linear + GELU epilogue.
+Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& x);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 /// Whether `t`'s device computes `op` in t's dtype (the catalogue's answer).

@@ -295,6 +295,13 @@ Tensor activation_backward(Op op, UnaryOp grad_kernel, const Tensor& g, const Te
   return out;
 }
 
+}  // namespace
+
+Tensor ops::gelu_tanh_backward(const Tensor& grad, const Tensor& x) {
+  return activation_backward(Op::gelu, UnaryOp::gelu_tanh_grad, grad, x);
+}
+
+namespace {
 Tensor unary_with_grad_kernel(Op op, UnaryOp kernel, UnaryOp grad_kernel, const Tensor& x) {
   Tensor out = unary_forward(op, kernel, x);
   if (autograd::needs_grad(x))

@@ -74,11 +74,15 @@ Operand operand(const Tensor& t, int batch_dims) {
   return op;
 }
 
-// The ReLU masks of one product with k > 0 (Note [ReLU masks] in src/backend/backend.hpp).
-struct ReluMasks {
-  Tensor* out = nullptr;        // with act relu: receives the mask of the output
-  const Tensor* in = nullptr;   // the product is masked by it (ReLU's backward) …
-  Tensor* bias_grad = nullptr;  // … and its column sums land here
+// What one product keeps for, or takes from, its activation's backward: ReLU masks (Note
+// [ReLU masks] in src/backend/backend.hpp; k > 0) and GELU's pre-activation (Note [GELU
+// backward in the next GEMM]).
+struct ActAux {
+  Tensor* out = nullptr;           // with act relu: receives the mask of the output
+  const Tensor* in = nullptr;      // the product is masked by it (ReLU's backward) …
+  Tensor* bias_grad = nullptr;     // … and its column sums land here (also with pre_in)
+  Tensor* pre_out = nullptr;       // with act gelu_tanh: receives the pre-activation
+  const Tensor* pre_in = nullptr;  // GELU's backward at this pre-activation applied
 };
 
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
@@ -87,7 +91,7 @@ struct ReluMasks {
 // `wide`: 16-bit a and b, the product (and the row sums) written in f32 (GemmArgs::c_f32).
 Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& batch,
             backend::GemmEpilogue act = backend::GemmEpilogue::none, Tensor* row_sums = nullptr,
-            const ReluMasks& masks = {}, bool wide = false) {
+            const ActAux& masks = {}, bool wide = false) {
   const int bd = batch.size();
   const int64_t m = a.shape()[bd], k = a.shape()[bd + 1], n = b.shape()[bd + 1];
   Shape out_shape = batch;
@@ -104,6 +108,15 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
     if (masks.out)  // reset below unless the backend writes it
       *masks.out = ops::make_tensor(Shape{backend::relu_mask_bytes(m, n)}, DType::u8, a.device());
     if (masks.bias_grad) *masks.bias_grad = ops::make_tensor(Shape{n}, a.dtype(), a.device());
+  }
+  if (masks.pre_out || masks.pre_in) {
+    EMBER_ASSERT(bd == 0 && !row_sums && !wide && !masks.out && !masks.in &&
+                     (masks.pre_out ? act == backend::GemmEpilogue::gelu_tanh
+                                    : act == backend::GemmEpilogue::none && !bias.defined()),
+                 "gemm: GELU's pre-activation is for one product with that epilogue");
+    if (masks.pre_out) *masks.pre_out = ops::make_tensor(out_shape, a.dtype(), a.device());
+    if (masks.pre_in && masks.bias_grad)
+      *masks.bias_grad = ops::make_tensor(Shape{n}, a.dtype(), a.device());
   }
   if (row_sums) {
     EMBER_ASSERT(bd == 0 && !bias.defined() && act == backend::GemmEpilogue::none,
@@ -122,6 +135,8 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
       backend::View o = ops::view_of(out);
       ops::backend_of(a).binary(backend::BinaryOp::add, o, o, ops::broadcast_view(bias, out_shape));
     }
+    if (masks.pre_out) ops::backend_of(a).copy(ops::view_of(*masks.pre_out), ops::view_of(out));
+    if (masks.pre_in && masks.bias_grad) ops::backend_of(a).fill(ops::view_of(*masks.bias_grad), 0);
     if (act != backend::GemmEpilogue::none) {
       backend::View o = ops::view_of(out);
       ops::backend_of(a).unary(
@@ -158,7 +173,10 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.relu_mask_out = masks.out ? masks.out->data_ptr() : nullptr;
   g.relu_mask_written = &mask_written;
   g.relu_mask_in = masks.in ? masks.in->data_ptr() : nullptr;
-  g.relu_bias_grad = masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
+  g.relu_bias_grad = masks.in && masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
+  g.gelu_pre_out = masks.pre_out ? masks.pre_out->data_ptr() : nullptr;
+  g.gelu_pre_in = masks.pre_in ? masks.pre_in->data_ptr() : nullptr;
+  g.gelu_bias_grad = masks.pre_in && masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
   ops::backend_of(a).gemm(g);
   if (masks.out && !mask_written) *masks.out = Tensor();
   return out;
@@ -329,7 +347,7 @@ namespace {
 // Linear's bias gradient beside it, from the bit mask the first Linear's forward wrote (the
 // RELU_AUX_BIAS epilogue; Note [ReLU masks] in src/backend/backend.hpp).
 // So a linear with a fused ReLU (Sequential's Linear + ReLU) keeps its output's mask in a
-// ReluLink on its node, and a linear whose input is exactly that output (the input's grad_fn
+// ActLink on its node, and a linear whose input is exactly that output (the input's grad_fn
 // is that node) takes the link. In the backward, unless the engine hands the first node's
 // gradient to a caller (autograd::grad with that tensor among the inputs: Node::
 // grad_observed), the second node writes the masked gradient and the bias gradient and
@@ -342,12 +360,34 @@ namespace {
 // 0; PyTorch's threshold_backward also gives 0). set_relu_fold (ember/runtime.hpp) turns it on
 // or off per device type: on the H200 the plain path measured faster (docs/benchmarks.md), so
 // CUDA starts with it off.
-struct ReluLink {
-  Tensor mask;                      // the first linear's output mask
+//
+// Note [GELU backward in the next GEMM]
+// The same for Linear with GELU (linear(x, W, b, Activation::gelu_tanh), GPT-2's MLP): its
+// forward keeps the pre-activation from cuBLASLt's GELU_AUX_BIAS epilogue (the tensor gelu
+// would have saved; the GELU kernel is gone), and the next linear's input gradient is written
+// through DGELU_BGRAD: g·W times gelu_tanh'(pre), with the first linear's bias gradient beside
+// it. Unlike ReLU's mask, GELU's derivative cannot be applied twice, so the second node folds
+// only when its gradient is the only one the first output will receive: the first node has no
+// other consumer left to run (Node::pending_deps is 1) and no gradient pending, and nobody
+// observes it (grad_observed). Values: the forward's GELU is taken of the f32 accumulator
+// instead of the rounded pre-activation and the backward's product is rounded once, so in
+// bf16 both differ from the unfused path by up to a rounding (tests/test_gelu_linear.cpp);
+// in f32 on the CPU they are the unfused kernels. EMBER_GELU_FOLD=0 turns both off.
+struct ActLink {
+  Tensor mask;                      // ReLU: the first linear's output mask
+  SavedTensor pre;                  // GELU: the first linear's pre-activation
   bool wants_bias_grad = false;     // the first linear's bias needs a gradient
-  std::weak_ptr<TensorImpl> given;  // the masked gradient the second linear made …
+  std::weak_ptr<TensorImpl> given;  // the gradient the second linear made …
   Tensor bias_grad;                 // … and the bias gradient beside it
 };
+
+bool gelu_fold() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_GELU_FOLD");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
 
 // The backward of linear (x·Wᵀ + b, optionally ReLU fused in the epilogue).
 struct LinearNode final : autograd::Node {
@@ -361,19 +401,26 @@ struct LinearNode final : autograd::Node {
     const bool wide_w = gw == DType::f32 && compute != DType::f32;
     Tensor given_bias_grad;
     bool masked = false;
-    if (own) {  // the next linear may have masked the gradient already
+    if (own) {  // the next linear may have applied the activation's backward already
       masked = own->given.lock() == detail::TensorAccess::impl_ptr(g);
       if (masked) given_bias_grad = std::move(own->bias_grad);
       own->given.reset();
       own->bias_grad = Tensor();
     }
-    if (sy.defined() && !masked) g2 = ops::relu_backward(g2, sy.get());  // ReLU was fused
+    if (sy.defined() && !masked) g2 = ops::relu_backward(g2, sy.get());           // ReLU was fused
+    if (spre.defined() && !masked) g2 = ops::gelu_tanh_backward(g2, spre.get());  // GELU was
     if (nx) {
-      const bool fold = input && !wide_x && edges[0].node && !edges[0].node->grad_observed;
+      Node* made_x = edges[0].node.get();
+      // GELU's derivative applies once: only to the sole gradient of x (Note [GELU ...]).
+      const bool fold =
+          input && !wide_x && made_x && !made_x->grad_observed &&
+          (!input->pre.defined() || (made_x->pending_deps == 1 && !made_x->pending_grad.defined()));
       if (fold) {
-        Tensor dbias;
-        gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, nullptr,
-                     {.in = &input->mask, .bias_grad = input->wants_bias_grad ? &dbias : nullptr})
+        Tensor dbias, pre = input->pre.defined() ? input->pre.get() : Tensor();
+        Tensor* bias_grad = input->wants_bias_grad ? &dbias : nullptr;
+        const ActAux aux = pre.defined() ? ActAux{.bias_grad = bias_grad, .pre_in = &pre}
+                                         : ActAux{.in = &input->mask, .bias_grad = bias_grad};
+        gi[0] = gemm(g2, sw.get(), Tensor(), Shape{}, backend::GemmEpilogue::none, nullptr, aux)
                     .reshape(xs);
         input->given = detail::TensorAccess::impl_ptr(gi[0]);
         input->bias_grad = std::move(dbias);
@@ -399,7 +446,7 @@ struct LinearNode final : autograd::Node {
   }
 
   void release() override {
-    sx = sw = sy = SavedTensor();
+    sx = sw = sy = spre = SavedTensor();
     own.reset();
     input.reset();
   }
@@ -409,9 +456,10 @@ struct LinearNode final : autograd::Node {
   DType gx = DType::f32, gw = gx, gb = gx;  // the dtypes of x, weight and bias
   int64_t rows = 0, out_f = 0;
   Shape xs;
-  SavedTensor sx, sw, sy;           // x (for dW), W (for dx), the ReLU output (its mask)
-  std::shared_ptr<ReluLink> own;    // this linear's ReLU mask, when it has one
-  std::shared_ptr<ReluLink> input;  // the mask of the linear that made x, when foldable
+  SavedTensor sx, sw, sy;          // x (for dW), W (for dx), the ReLU output (its mask)
+  SavedTensor spre;                // GELU's pre-activation
+  std::shared_ptr<ActLink> own;    // this linear's ReLU mask or GELU pre-activation, if linked
+  std::shared_ptr<ActLink> input;  // that of the linear that made x, when foldable
 };
 
 // Per device type, set_relu_fold (ember/runtime.hpp): on for the CPU, off for CUDA unless
@@ -429,8 +477,8 @@ std::atomic<bool>& fold_setting(DeviceType type) {
   return settings.on[static_cast<int>(type)];
 }
 
-// The link of the linear + ReLU that made `x`, when x is exactly its output (same rows).
-std::shared_ptr<ReluLink> input_link(const Tensor& x, int64_t rows) {
+// The link of the linear + activation that made `x`, when x is exactly its output (same rows).
+std::shared_ptr<ActLink> input_link(const Tensor& x, int64_t rows) {
   if (!x.requires_grad()) return nullptr;
   auto* node = dynamic_cast<LinearNode*>(detail::TensorAccess::impl(x)->grad_fn.get());
   if (!node || !node->own || node->rows != rows) return nullptr;
@@ -447,9 +495,9 @@ struct GradTargets {
 
 // linear with `act` applied in the GEMM's epilogue. The backward of relu masks the gradient
 // with the saved output (y > 0 exactly where the pre-activation is), or takes it already
-// masked (Note [ReLU backward in the next GEMM]); gelu_tanh is fused only when no gradient is
-// needed (its derivative needs the pre-activation, which the epilogue does not keep),
-// otherwise linear then gelu(…, "tanh"). With `targets`, x, weight and bias are casts of the
+// masked (Note [ReLU backward in the next GEMM]); that of gelu_tanh multiplies by its
+// derivative at the pre-activation the epilogue kept, or takes the gradient with that done
+// (Note [GELU backward in the next GEMM]). With `targets`, x, weight and bias are casts of the
 // targets made without a graph, and the gradients go to the targets in their own dtypes.
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    backend::GemmEpilogue act, const GradTargets* targets = nullptr) {
@@ -485,15 +533,16 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // A mask for the next linear's backward (Note [ReLU backward in the next GEMM]).
   const bool keep_mask = grad && relu && !targets && rows > 0 && in > 0 && out_f > 0 &&
                          fold_setting(x.device().type).load(std::memory_order_relaxed);
-  Tensor y2, mask;
+  // GELU's pre-activation for its backward (Note [GELU backward in the next GEMM]).
+  const bool keep_pre = grad && act == backend::GemmEpilogue::gelu_tanh;
+  Tensor y2, mask, pre;
   {
     NoGradGuard g;
-    y2 = gemm(x2, weight.t(), bias, Shape{}, act, nullptr, {.out = keep_mask ? &mask : nullptr});
+    y2 = gemm(x2, weight.t(), bias, Shape{}, act, nullptr,
+              {.out = keep_mask ? &mask : nullptr, .pre_out = keep_pre ? &pre : nullptr});
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (grad) {
-    EMBER_ASSERT(act != backend::GemmEpilogue::gelu_tanh, op_name(Op::linear),
-                 ": gelu_tanh is fused without grad only");
     auto node = std::make_shared<LinearNode>();
     node->nx = to.x->requires_grad();
     node->nw = to.weight->requires_grad();
@@ -508,9 +557,15 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     node->sx = SavedTensor(node->nw ? x2 : Tensor());
     node->sw = SavedTensor(node->nx ? weight : Tensor());
     node->sy = SavedTensor(relu ? y2 : Tensor());
+    node->spre = SavedTensor(pre);
     if (mask.defined())
-      node->own = std::make_shared<ReluLink>(ReluLink{.mask = mask, .wants_bias_grad = node->nb});
-    if (node->nx && out_f > 0 && !targets) node->input = input_link(x, rows);
+      node->own = std::make_shared<ActLink>(ActLink{.mask = mask, .wants_bias_grad = node->nb});
+    if (pre.defined() && rows > 0 && in > 0 && out_f > 0 && gelu_fold())
+      node->own =
+          std::make_shared<ActLink>(ActLink{.pre = node->spre, .wants_bias_grad = node->nb});
+    // A link only to x itself (not to a cast of it: its gradient is another tensor's).
+    if (node->nx && out_f > 0 && (!targets || targets->x->is_same(x)))
+      node->input = input_link(x, rows);
     const Tensor* inputs[] = {to.x, to.weight, to.bias};
     autograd::attach(node, out, inputs);
   }
@@ -570,20 +625,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
   if (activation == Activation::none) return linear(x, weight, bias);
-  if (activation == Activation::gelu_tanh && autograd::needs_grad(x, weight, bias))
-    return gelu(linear(x, weight, bias), "tanh");
-  if (activation == Activation::relu && autocast_enabled())
-    if (auto y = autocast_linear(x, weight, bias, backend::GemmEpilogue::relu)) return *y;
+  const backend::GemmEpilogue act = activation == Activation::relu
+                                        ? backend::GemmEpilogue::relu
+                                        : backend::GemmEpilogue::gelu_tanh;
+  if (autocast_enabled())
+    if (auto y = autocast_linear(x, weight, bias, act)) return *y;
   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
     return linear(c[0], c[1], c[2], activation);
-  switch (activation) {
-    case Activation::relu: return linear_impl(x, weight, bias, backend::GemmEpilogue::relu);
-    case Activation::gelu_tanh:
-      if (autograd::needs_grad(x, weight, bias)) return gelu(linear(x, weight, bias), "tanh");
-      return linear_impl(x, weight, bias, backend::GemmEpilogue::gelu_tanh);
-    case Activation::none: break;
-  }
-  return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
+  return linear_impl(x, weight, bias, act);
 }
 
 }  // namespace ember
