@@ -20,7 +20,9 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ember/random.hpp"
@@ -241,6 +243,74 @@ Tensor additive_bias(const Tensor& mask, const Tensor& q, int q_rank, bool expan
   return bias.contiguous();
 }
 
+// Note [Attention's gradients in the fused projection]
+// q, k and v are usually three views of one projection's output: qkv = c_attn(x) [B, T, 3C]
+// split along its last dim, each viewed as heads [B, H, T, E] (GPT-2 and every fused-QKV
+// transformer). Their gradients then travel back through the views to three SliceNodes, which
+// build the projection's gradient from zeros and add each part in (Note [Slice gradients land
+// in place]): a zero fill of [B, T, 3C], a copy and two adds per layer. When the three are such
+// views — in memory (one storage, strides [T·3C, E, 3C, 1], k at q + C, v at q + 2C) and in the
+// graph (each grad_fn chain is view ops down to a slice of the last dim at 0, C and 2C of one
+// node's [..., 3C] output) — the node gets a fourth edge, to that node, and its backward writes
+// dQ, dK and dV with those strides into one [B, T, 3, H, E] buffer handed to that edge; the
+// three view edges get nothing, and the views' nodes pass nothing on. Unless autograd::grad
+// asks for a tensor of the chains (Node::grad_observed): then the three plain gradients. The
+// values are the same: the same kernel writes the same numbers elsewhere, and nothing is
+// added to zeros.
+struct FusedQkv {
+  std::shared_ptr<autograd::Node> base;       // the node whose output was split
+  Shape base_shape;                           // its output's shape, [..., 3C]
+  std::vector<const autograd::Node*> chains;  // every node from q, k, v down to the slices
+};
+
+bool is_view_node(const autograd::Node& n) {
+  for (Op op : {Op::view, Op::reshape, Op::permute, Op::squeeze, Op::unsqueeze, Op::flatten})
+    if (std::string_view(n.name) == op_name(op)) return true;
+  return false;
+}
+
+std::optional<FusedQkv> fused_qkv(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& q_in, const Tensor& k_in, const Tensor& v_in) {
+  if (q.dim() != 4 || !q.data_ptr() || !q.is_same(q_in) || !k.is_same(k_in) || !v.is_same(v_in) ||
+      k.shape() != q.shape() || v.shape() != q.shape() || q.storage() != k.storage() ||
+      q.storage() != v.storage() || !q.requires_grad() || !k.requires_grad() || !v.requires_grad())
+    return {};
+  const int64_t t = q.size(2), h = q.size(1), e = q.size(3), c = h * e;
+  const Shape strides{t * 3 * c, e, 3 * c, 1};
+  const int64_t es = static_cast<int64_t>(element_size(q.dtype()));
+  const auto at = [&](const Tensor& x) {
+    return (static_cast<const char*>(x.data_ptr()) - static_cast<const char*>(q.data_ptr())) / es;
+  };
+  if (q.strides() != strides || k.strides() != strides || v.strides() != strides || at(k) != c ||
+      at(v) != 2 * c)
+    return {};
+  FusedQkv f;
+  const Tensor* parts[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    autograd::Node* n = detail::TensorAccess::impl(*parts[i])->grad_fn.get();
+    while (n && is_view_node(*n) && n->edges.size() == 1) {
+      f.chains.push_back(n);
+      n = n->edges[0].node.get();
+    }
+    const autograd::SliceNode* sl = n ? n->as_slice() : nullptr;
+    if (!sl || n->edges.size() != 1 || !n->edges[0].node) return {};
+    const autograd::Edge& e0 = n->edges[0];
+    const int64_t last = static_cast<int64_t>(e0.shape.size()) - 1;
+    if (last < 0 || (sl->dim != last && sl->dim != -1) || sl->step != 1 || sl->start != i * c ||
+        sl->end != (i + 1) * c || e0.shape[last] != 3 * c ||
+        e0.shape.numel() != q.size(0) * t * 3 * c)
+      return {};
+    if (i == 0) {
+      f.base = e0.node;
+      f.base_shape = e0.shape;
+    } else if (f.base != e0.node) {
+      return {};
+    }
+    f.chains.push_back(n);
+  }
+  return f;
+}
+
 // No fused result: *why says why (the caller takes the composed path).
 Tensor fallback(std::string* why, std::string reason) {
   *why = std::move(reason);
@@ -365,12 +435,17 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
   out_shape.push_back(ev);
   Tensor result = out.reshape(out_shape);
   if (grad) {
+    // Note [Attention's gradients in the fused projection]
+    std::optional<FusedQkv> fused =
+        sorted.lengths.defined() ? std::nullopt : fused_qkv(q, k, v, q_in, k_use, v_use);
     // The lambda keeps every buffer `a` points into (bias, lengths, Philox state).
-    autograd::record(
+    autograd::Node& node = autograd::record(
         Op::scaled_dot_product_attention, result, {&q_in, &k_use, &v_use},
         [a, sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out),
          st = SavedTensor(stats), bias, rng, seq_q, seq_kv = sorted.lengths, qs = q_in.shape(),
-         ks = k_use.shape(), vs = v_use.shape()](const Tensor& g, GradList& gi) mutable {
+         ks = k_use.shape(), vs = v_use.shape(),
+         chains = fused ? fused->chains : std::vector<const autograd::Node*>{},
+         base_shape = fused ? fused->base_shape : Shape{}](const Tensor& g, GradList& gi) mutable {
           const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
           // dO in o's layout, dQ, dK, dV heads-second (Note [Attention in the projections' ...]).
           Tensor go = g.reshape(o.shape());
@@ -380,9 +455,26 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
             laid.copy_(go);
             go = laid;
           }
-          Tensor dq = heads_second(a.batch, a.heads, a.len_q, a.head_dim, q.dtype(), q.device());
-          Tensor dk = heads_second(a.batch, a.heads, a.len_kv, a.head_dim, k.dtype(), k.device());
-          Tensor dv = heads_second(a.batch, a.heads, a.len_kv, a.head_dim_v, v.dtype(), v.device());
+          bool into_base = gi.size() == 4;
+          for (const autograd::Node* n : chains) into_base = into_base && !n->grad_observed;
+          Tensor dq, dk, dv, dqkv;
+          if (into_base) {  // [B, T, 3, H, E]: dQ, dK, dV side by side, as q, k, v were
+            dqkv = ops::make_tensor(Shape{a.batch, a.len_q, 3, a.heads, a.head_dim}, q.dtype(),
+                                    q.device());
+            const Tensor parts = dqkv.permute({2, 0, 3, 1, 4});  // [3, B, H, T, E]
+            dq = parts.select(0, 0);
+            dk = parts.select(0, 1);
+            dv = parts.select(0, 2);
+            for (int d = 0; d < 4; ++d)
+              a.grad_q_strides[d] = a.grad_k_strides[d] = a.grad_v_strides[d] = dq.stride(d);
+          } else {
+            dq = heads_second(a.batch, a.heads, a.len_q, a.head_dim, q.dtype(), q.device());
+            dk = heads_second(a.batch, a.heads, a.len_kv, a.head_dim, k.dtype(), k.device());
+            dv = heads_second(a.batch, a.heads, a.len_kv, a.head_dim_v, v.dtype(), v.device());
+            fill_heads_second_strides(a.grad_q_strides, a.batch, a.heads, a.len_q, a.head_dim);
+            fill_heads_second_strides(a.grad_k_strides, a.batch, a.heads, a.len_kv, a.head_dim);
+            fill_heads_second_strides(a.grad_v_strides, a.batch, a.heads, a.len_kv, a.head_dim_v);
+          }
           a.q = q.data_ptr();
           a.k = k.data_ptr();
           a.v = v.data_ptr();
@@ -393,10 +485,15 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
           a.grad_k = dk.data_ptr();
           a.grad_v = dv.data_ptr();
           ops::backend_of(q).sdpa_backward(a);
+          if (into_base) {
+            gi[3] = dqkv.reshape(base_shape);
+            return;
+          }
           gi[0] = dq.reshape(qs);
           gi[1] = dk.reshape(ks);
           gi[2] = dv.reshape(vs);
         });
+    if (fused) node.edges.push_back({fused->base, fused->base_shape});
   }
   if (sorted.none_kept.defined()) {
     Shape rows(std::vector<int64_t>(static_cast<size_t>(result.dim()), 1));
