@@ -1,5 +1,6 @@
-// src/cpu/norm.cpp — fused batch-normalisation kernels: per-channel statistics, the
-// backward's per-channel sums, and the channel-wise affine pass both directions use.
+// src/cpu/norm.cpp — fused batch-normalisation kernels (per-channel statistics, the
+// backward's per-channel sums, the channel-wise affine pass both directions use) and the
+// layer-norm forward and backward (the backward with the weight's and bias's gradients).
 //
 // Shape letters: N batch, C channels, S = the product of the dims after C. Data is a
 // contiguous [N, C, S], i.e. N·C runs of S contiguous elements; channel c owns runs
@@ -12,7 +13,9 @@
 //   M2 = M2_a + M2_b + δ²·n_a·n_b / (n_a + n_b),  δ = mean_b - mean_a.
 // One pass over memory, with the accuracy of a two-pass variance (no E[x²] - E[x]²
 // cancellation), accumulated in f64 for f32 data.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
@@ -162,28 +165,73 @@ void layer_norm_forward_typed(T* y, T* mean, T* rstd, const T* x, const T* w, co
   });
 }
 
+// One row of the backward: grad_x (= or += when accumulate; gx null: not wanted) and, when
+// pw / pb are set, the row's grad·x̂ and grad added into the f64 column partials. Each
+// element's grad and x are read before its grad_x is written, so gx may be g's buffer.
 template <typename T>
-void layer_norm_backward_typed(T* gx, T* gy_xhat, const T* g, const T* x, const T* mean,
-                               const T* rstd, const T* w, int64_t rows, int64_t n) {
-  parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t off = r * n;
-      const T mt = mean[r], rt = rstd[r];
-      double s1 = 0, s2 = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const T h = (x[off + i] - mt) * rt;
-        const T gw = w ? g[off + i] * w[i] : g[off + i];
-        s1 += static_cast<double>(gw);
-        s2 += static_cast<double>(gw) * static_cast<double>(h);
+void layer_norm_backward_row(T* gx, double* pw, double* pb, const T* g, const T* x, T mt, T rt,
+                             const T* w, int64_t n, bool accumulate) {
+  double s1 = 0, s2 = 0;
+  if (gx)
+    for (int64_t i = 0; i < n; ++i) {
+      const T h = (x[i] - mt) * rt;
+      const T gw = w ? g[i] * w[i] : g[i];
+      s1 += static_cast<double>(gw);
+      s2 += static_cast<double>(gw) * static_cast<double>(h);
+    }
+  const T a = static_cast<T>(s1 / static_cast<double>(n));
+  const T c = static_cast<T>(s2 / static_cast<double>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    const T h = (x[i] - mt) * rt;
+    if (pw) pw[i] += static_cast<double>(gi) * static_cast<double>(h);
+    if (pb) pb[i] += static_cast<double>(gi);
+    if (!gx) continue;
+    const T d = rt * ((w ? gi * w[i] : gi) - a - h * c);
+    gx[i] = accumulate ? gx[i] + d : d;
+  }
+}
+
+// Note [Layer norm parameter gradients on the CPU]
+// The weight's and bias's gradients are column sums over all rows. The rows are cut into a
+// fixed number of blocks (from the shape, never from the thread count); each block's task adds
+// its rows into its own f64 partials while it writes grad_x, and the partials are then summed
+// per column in block order: one pass over grad and x, the same bits with any thread count.
+template <typename T>
+void layer_norm_backward_typed(T* gx, T* gw_out, T* gb_out, const T* g, const T* x, const T* mean,
+                               const T* rstd, const T* w, int64_t rows, int64_t n,
+                               bool accumulate) {
+  if (!gw_out && !gb_out) {
+    if (!gx) return;
+    parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        layer_norm_backward_row<T>(gx + r * n, nullptr, nullptr, g + r * n, x + r * n, mean[r],
+                                   rstd[r], w, n, accumulate);
+    });
+    return;
+  }
+  const int64_t blocks =
+      rows == 0 ? 0 : std::clamp<int64_t>(rows * n / kGrainCheap, 1, std::min<int64_t>(rows, 64));
+  const int64_t per_block = (rows + blocks - 1) / blocks;
+  std::vector<double> partial(static_cast<size_t>(blocks * 2 * n), 0.0);  // [blocks][w, b][n]
+  parallel_for(blocks, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      double* pw = gw_out ? partial.data() + k * 2 * n : nullptr;
+      double* pb = gb_out ? partial.data() + (k * 2 + 1) * n : nullptr;
+      for (int64_t r = k * per_block; r < std::min(rows, (k + 1) * per_block); ++r)
+        layer_norm_backward_row<T>(gx ? gx + r * n : nullptr, pw, pb, g + r * n, x + r * n, mean[r],
+                                   rstd[r], w, n, accumulate);
+    }
+  });
+  parallel_for(n, grain_for(blocks), [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      double sw = 0, sb = 0;
+      for (int64_t k = 0; k < blocks; ++k) {
+        sw += partial[(k * 2) * n + j];
+        sb += partial[(k * 2 + 1) * n + j];
       }
-      const T a = static_cast<T>(s1 / static_cast<double>(n));
-      const T c = static_cast<T>(s2 / static_cast<double>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        const T h = (x[off + i] - mt) * rt;
-        const T gw = w ? g[off + i] * w[i] : g[off + i];
-        gx[off + i] = rt * (gw - a - h * c);
-        if (gy_xhat) gy_xhat[off + i] = g[off + i] * h;
-      }
+      if (gw_out) gw_out[j] = static_cast<T>(sw);
+      if (gb_out) gb_out[j] = static_cast<T>(sb);
     }
   });
 }
@@ -230,14 +278,16 @@ void layer_norm_forward(const View& y, const View& mean, const View& rstd, const
   });
 }
 
-void layer_norm_backward(const View& grad_x, const View& gy_xhat, const View& grad_y, const View& x,
-                         const View& mean, const View& rstd, const View& weight) {
+void layer_norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
+                         const View& grad_y, const View& x, const View& mean, const View& rstd,
+                         const View& weight, bool accumulate) {
   dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    layer_norm_backward_typed(static_cast<T*>(grad_x.data), static_cast<T*>(gy_xhat.data),
-                              static_cast<const T*>(grad_y.data), static_cast<const T*>(x.data),
-                              static_cast<const T*>(mean.data), static_cast<const T*>(rstd.data),
-                              static_cast<const T*>(weight.data), x.shape[0], x.shape[1]);
+    layer_norm_backward_typed(static_cast<T*>(grad_x.data), static_cast<T*>(grad_weight.data),
+                              static_cast<T*>(grad_bias.data), static_cast<const T*>(grad_y.data),
+                              static_cast<const T*>(x.data), static_cast<const T*>(mean.data),
+                              static_cast<const T*>(rstd.data), static_cast<const T*>(weight.data),
+                              x.shape[0], x.shape[1], accumulate);
   });
 }
 

@@ -1,5 +1,6 @@
-// src/cuda/norm.cu — batch-normalisation kernels on CUDA: per-channel statistics, the
-// backward's per-channel sums, and the channel-wise affine pass both directions use.
+// src/cuda/norm.cu — normalisation kernels on CUDA: batch norm's per-channel statistics, its
+// backward's per-channel sums and the channel-wise affine pass both directions use; layer
+// norm's forward and backward (Note [Layer norm on CUDA], below).
 //
 // Shape letters (as src/cpu/norm.cpp): N batch, C channels, S = the product of the
 // dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C].
@@ -12,7 +13,11 @@
 // squared deviations — the accuracy of the CPU's merged two-pass variance, without
 // E[x²] - E[x]² cancellation. The affine pass is elementwise.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/loops.cuh"
@@ -130,13 +135,204 @@ ChannelWalk walk_of(Nc3 d, const char* op) {
   return {static_cast<uint32_t>(d.s), static_cast<uint64_t>(d.c * d.s)};
 }
 
-// ---- layer norm: a team of kTeam threads per row (a warp up to kWarpRow elements, else a
-// block), sums in f64 combined in a fixed order; the formulas are the CPU's (src/cpu/norm.cpp).
+// ---- layer norm ----
+// Note [Layer norm on CUDA]
+// Register rows (the fast path): a warp per row, rows dealt to the warps grid-stride over a
+// grid of the blocks that fit on the device at once. Lane l holds packs l, l + 32, ... of the
+// row (kChunks of them, V elements each: 16-byte loads, V = 4 for f32 and 2 for f64, or V = 1
+// when n is not a multiple of that or a pointer is unaligned), so a row is read from DRAM
+// once: the f64 mean, the f64 sum of squared deviations (two passes over registers, no
+// E[x²] - E[x]² cancellation), the output and the backward's f64 row sums all come from
+// registers; the weight and bias are re-read from L1. Rows of up to 32·8·V elements (1024 f32,
+// 512 f64, 256 unvectorised) take it. Longer rows take the general path: a team (a warp up to
+// kWarpRow elements, else a block) walks the row twice with scalar loads, the second time
+// from cache.
+// The weight's and bias's gradients are column sums over the rows, deterministic (no atomics):
+//   register rows: a lane owns the same columns in every row it takes, so it adds grad·x̂ and
+//     grad into its warp's own [2][n] accumulator in shared memory (in T: f32 for f32; held
+//     in registers they would halve the warps a multiprocessor holds); at the end the block
+//     adds its warps' accumulators in warp order and writes one partial [2][n];
+//   general path: a column kernel forms the same partials over chunks of rows (a second read
+//     of grad and x), launched before the grad_x kernel so that grad_x may be grad's buffer;
+// then a small kernel sums the partials per column in order, in f64. The number of partials
+// depends on the shape and the device's SM count only: the same bits every run.
 constexpr int64_t kWarpRow = 1024;
+constexpr int kRowTeams = kBlock / kWarp;  // warps (rows at a time) in a register-rows block
+constexpr int kMaxChunks = 8;
 
 struct SumF64 {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
+
+// V elements of T, loaded and stored as one 16-byte (or narrower) access.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load_pack(const T* p, int idx) {
+  return reinterpret_cast<const Pack<T, V>*>(p)[idx];
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_pack(T* p, int idx, const Pack<T, V>& v) {
+  reinterpret_cast<Pack<T, V>*>(p)[idx] = v;
+}
+
+// A pack of ones (an absent weight) or zeros (an absent bias).
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> filled(T value) {
+  Pack<T, V> p;
+#pragma unroll
+  for (int k = 0; k < V; ++k) p.v[k] = value;
+  return p;
+}
+
+template <typename T, int V, int kChunks>
+__global__ void __launch_bounds__(kBlock)
+    layer_norm_forward_rows_kernel(T* __restrict y, T* __restrict mean, T* __restrict rstd,
+                                   const T* __restrict x, const T* __restrict w,
+                                   const T* __restrict b, int64_t rows, int n, double eps) {
+  const int lane = threadIdx.x % kWarp, team = threadIdx.x / kWarp, nv = n / V;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kRowTeams) {
+    const T* xr = x + row * n;
+    Pack<T, V> xv[kChunks];
+    double s = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int idx = c * kWarp + lane;
+      if (idx >= nv) continue;
+      xv[c] = load_pack<T, V>(xr, idx);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += static_cast<double>(xv[c].v[k]);
+    }
+    const double m = team_reduce<kWarp>(s, SumF64{}) / static_cast<double>(n);
+    double q = 0;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      if (c * kWarp + lane >= nv) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const double d = static_cast<double>(xv[c].v[k]) - m;
+        q += d * d;
+      }
+    }
+    q = team_reduce<kWarp>(q, SumF64{});
+    const T mt = static_cast<T>(m);
+    const T rt = static_cast<T>(1.0 / sqrt(q / static_cast<double>(n) + eps));
+    if (lane == 0) {
+      mean[row] = mt;
+      rstd[row] = rt;
+    }
+    T* yr = y + row * n;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int idx = c * kWarp + lane;
+      if (idx >= nv) continue;
+      // The weight and bias (8 KB or less) are read from L1, not held in registers.
+      const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));
+      const Pack<T, V> bv = b ? load_pack<T, V>(b, idx) : filled<T, V>(T(0));
+      Pack<T, V> o;
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = (xv[c].v[k] - mt) * rt * wv.v[k] + bv.v[k];
+      store_pack<T, V>(yr, idx, o);
+    }
+  }
+}
+
+// grad_x (null: not wanted) and, when `partial` is set, the block's column sums of grad·x̂ and
+// grad into partial[blockIdx.x] ([2][n]). With `partial`, the dynamic shared memory holds a
+// [2][n] accumulator per warp (kRowTeams·2·n elements).
+template <typename T, int V, int kChunks>
+__global__ void __launch_bounds__(kBlock)
+    layer_norm_backward_rows_kernel(T* gx, T* __restrict partial, const T* g, const T* __restrict x,
+                                    const T* __restrict mean, const T* __restrict rstd,
+                                    const T* __restrict w, int64_t rows, int n, bool accumulate) {
+  extern __shared__ __align__(16) unsigned char rows_shared[];
+  const int lane = threadIdx.x % kWarp, team = threadIdx.x / kWarp, nv = n / V;
+  // This warp's Σ grad·x̂ (acc[0, n)) and Σ grad (acc[n, 2n)); a lane only ever touches its
+  // own columns, so no barrier is needed until the warps are combined.
+  T* acc = reinterpret_cast<T*>(rows_shared) + static_cast<int64_t>(team) * 2 * n;
+  if (partial)
+    for (int j = lane; j < 2 * n; j += kWarp) acc[j] = T(0);
+  __syncwarp();
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * kRowTeams) {
+    const int64_t off = row * n;
+    const T mt = mean[row], rt = rstd[row];
+    Pack<T, V> xv[kChunks], gv[kChunks];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int idx = c * kWarp + lane;
+      if (idx >= nv) continue;
+      xv[c] = load_pack<T, V>(x + off, idx);
+      gv[c] = load_pack<T, V>(g + off, idx);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {  // x̂ in place of x
+      if (c * kWarp + lane >= nv) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[c].v[k] = (xv[c].v[k] - mt) * rt;
+    }
+    double s1 = 0, s2 = 0;
+    if (gx) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int idx = c * kWarp + lane;
+        if (idx >= nv) continue;
+        const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));  // from L1
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const T h = xv[c].v[k];
+          const T gw = w ? gv[c].v[k] * wv.v[k] : gv[c].v[k];
+          s1 += static_cast<double>(gw);
+          s2 += static_cast<double>(gw) * static_cast<double>(h);
+        }
+      }
+      s1 = team_reduce<kWarp>(s1, SumF64{});
+      s2 = team_reduce<kWarp>(s2, SumF64{});
+    }
+    const T a = static_cast<T>(s1 / static_cast<double>(n));
+    const T cc = static_cast<T>(s2 / static_cast<double>(n));
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int idx = c * kWarp + lane;
+      if (idx >= nv) continue;
+      if (partial) {
+        Pack<T, V> pw = load_pack<T, V>(acc, idx), pb = load_pack<T, V>(acc + n, idx);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          pw.v[k] += gv[c].v[k] * xv[c].v[k];
+          pb.v[k] += gv[c].v[k];
+        }
+        store_pack<T, V>(acc, idx, pw);
+        store_pack<T, V>(acc + n, idx, pb);
+      }
+      if (!gx) continue;
+      const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));
+      Pack<T, V> o;
+      if (accumulate) o = load_pack<T, V>(gx + off, idx);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const T gi = gv[c].v[k];
+        const T d = rt * ((w ? gi * wv.v[k] : gi) - a - xv[c].v[k] * cc);
+        o.v[k] = accumulate ? o.v[k] + d : d;
+      }
+      store_pack<T, V>(gx + off, idx, o);
+    }
+  }
+  if (!partial) return;
+  __syncthreads();
+  // The block's partial: the warps' accumulators added in warp order, a thread per column.
+  const T* all = reinterpret_cast<const T*>(rows_shared);
+  T* out = partial + static_cast<int64_t>(blockIdx.x) * 2 * n;
+  for (int j = threadIdx.x; j < 2 * n; j += kBlock) {
+    T sum = all[j];
+    for (int t = 1; t < kRowTeams; ++t) sum += all[static_cast<int64_t>(t) * 2 * n + j];
+    out[j] = sum;
+  }
+}
 
 template <typename T, int kTeam>
 __global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
@@ -174,9 +370,11 @@ __global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
   }
 }
 
+// The general path's grad_x: each element's grad and x are read before its grad_x is written.
 template <typename T, int kTeam>
-__global__ void layer_norm_backward_kernel(T* gx, T* gy_xhat, const T* g, const T* x, const T* mean,
-                                           const T* rstd, const T* w, int64_t rows, int64_t n) {
+__global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const T* mean,
+                                           const T* rstd, const T* w, int64_t rows, int64_t n,
+                                           bool accumulate) {
   constexpr int kTeamsPerBlock = kBlock / kTeam;
   const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
@@ -201,10 +399,62 @@ __global__ void layer_norm_backward_kernel(T* gx, T* gy_xhat, const T* g, const 
     for (int64_t i = t; i < n; i += kTeam) {
       const T h = (x[off + i] - mt) * rt;
       const T gw = w ? g[off + i] * w[i] : g[off + i];
-      gx[off + i] = rt * (gw - a - h * c);
-      if (gy_xhat) gy_xhat[off + i] = g[off + i] * h;
+      const T d = rt * (gw - a - h * c);
+      gx[off + i] = accumulate ? gx[off + i] + d : d;
     }
   }
+}
+
+// The general path's partials: partial[p] ([2][n]) = Σ grad·x̂ and Σ grad over rows
+// [p·per_part, (p + 1)·per_part), a thread per column (coalesced), f64 within a part.
+template <typename T>
+__global__ void layer_norm_columns_kernel(T* __restrict partial, const T* __restrict g,
+                                          const T* __restrict x, const T* __restrict mean,
+                                          const T* __restrict rstd, int64_t rows, int64_t n,
+                                          int64_t per_part) {
+  const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; j < n;
+       j += static_cast<int64_t>(gridDim.x) * kBlock) {
+    double sw = 0, sb = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T gi = g[r * n + j];
+      const T h = (x[r * n + j] - mean[r]) * rstd[r];
+      sw += static_cast<double>(gi * h);
+      sb += static_cast<double>(gi);
+    }
+    partial[p * 2 * n + j] = static_cast<T>(sw);
+    partial[p * 2 * n + n + j] = static_cast<T>(sb);
+  }
+}
+
+// grad_weight[j] = Σ_p partial[p][0][j], grad_bias[j] = Σ_p partial[p][1][j] (either null: not
+// wanted), in f64. A block takes 32 columns; its kMergeRows thread rows take every kMergeRows-th
+// partial, then thread row 0 adds the thread rows' sums in order.
+constexpr int kMergeRows = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(kWarp* kMergeRows)
+    layer_norm_merge_kernel(T* __restrict gw, T* __restrict gb, const T* __restrict partial,
+                            int64_t parts, int64_t n) {
+  __shared__ double sums[2][kMergeRows][kWarp];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarp + tx;
+  double sw = 0, sb = 0;
+  if (j < n)
+    for (int64_t p = ty; p < parts; p += kMergeRows) {
+      if (gw) sw += static_cast<double>(partial[p * 2 * n + j]);
+      if (gb) sb += static_cast<double>(partial[p * 2 * n + n + j]);
+    }
+  sums[0][ty][tx] = sw;
+  sums[1][ty][tx] = sb;
+  __syncthreads();
+  if (ty != 0 || j >= n) return;
+  for (int r = 1; r < kMergeRows; ++r) {
+    sw += sums[0][r][tx];
+    sb += sums[1][r][tx];
+  }
+  if (gw) gw[j] = static_cast<T>(sw);
+  if (gb) gb[j] = static_cast<T>(sb);
 }
 
 }  // namespace
@@ -255,6 +505,68 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   });
 }
 
+namespace {
+
+// 16 / sizeof(T) when n is a multiple of it and every pointer is 16-byte aligned, else 1.
+template <typename T>
+int pack_width(int64_t n, std::initializer_list<const void*> ptrs) {
+  constexpr int kV = 16 / sizeof(T);
+  if (n % kV != 0) return 1;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 1;
+  return kV;
+}
+
+// Calls f(V, kChunks) (integral constants) for the register-rows kernels that take rows of n
+// elements in packs of v; false when a row is too long for them (the general path).
+template <typename T, typename F>
+bool with_register_rows(int64_t n, int v, F&& f) {
+  const int64_t need = (n / v + kWarp - 1) / kWarp;  // packs per lane
+  auto by_chunks = [&](auto vc) {
+    using Vc = decltype(vc);
+    if (need <= 1) return f(Vc{}, std::integral_constant<int, 1>{}), true;
+    if (need <= 2) return f(Vc{}, std::integral_constant<int, 2>{}), true;
+    if (need <= 4) return f(Vc{}, std::integral_constant<int, 4>{}), true;
+    if (need <= 6) return f(Vc{}, std::integral_constant<int, 6>{}), true;
+    if (need <= kMaxChunks) return f(Vc{}, std::integral_constant<int, kMaxChunks>{}), true;
+    return false;
+  };
+  if (v == 1) return by_chunks(std::integral_constant<int, 1>{});
+  return by_chunks(std::integral_constant<int, 16 / sizeof(T)>{});
+}
+
+// Blocks of kBlock threads of `kKernel`, launched with `smem` bytes of dynamic shared memory,
+// resident on `device` at once: the grid of a kernel that deals rows to its warps grid-stride.
+// The per-SM figure is asked once per kernel and shared memory size (the devices of a process
+// are taken to be alike); above 48 KB the kernel is first allowed `smem`.
+template <auto kKernel>
+int64_t resident_blocks(int device, size_t smem = 0) {
+  static std::atomic<uint64_t> cached{0};  // smem << 16 | blocks per SM of the last query
+  const uint64_t last = cached.load(std::memory_order_relaxed);
+  int blocks = static_cast<int>(last & 0xffff);
+  if (blocks == 0 || (last >> 16) != smem) {
+    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kBlock, smem));
+    blocks = std::clamp(blocks, 1, 0xffff);
+    cached.store(static_cast<uint64_t>(smem) << 16 | static_cast<uint64_t>(blocks),
+                 std::memory_order_relaxed);
+  }
+  int sms = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<int64_t>(blocks) * std::max(sms, 1);
+}
+
+// Enough blocks of kRowTeams warps to fill the device, no more than the rows need.
+template <auto kKernel>
+unsigned rows_grid(int64_t rows, int device, size_t smem = 0) {
+  if (smem > 48 * 1024)  // per device context, so asked every time (a cheap host call)
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+  return static_cast<unsigned>(std::min<int64_t>(
+      {(rows + kRowTeams - 1) / kRowTeams, resident_blocks<kKernel>(device, smem), 65535 * 16}));
+}
+
+}  // namespace
+
 void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
                         const View& weight, const View& bias, double eps) {
   const int64_t rows = x.shape[0], n = x.shape[1];
@@ -268,37 +580,93 @@ void layer_norm_forward(const View& y, const View& mean, const View& rstd, const
     const T* xp = static_cast<const T*>(x.data);
     const T* wp = static_cast<const T*>(weight.data);
     const T* bp = static_cast<const T*>(bias.data);
-    if (n <= kWarpRow)
+    const int v = pack_width<T>(n, {yp, xp, wp, bp});
+    const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
+      constexpr auto kKernel =
+          layer_norm_forward_rows_kernel<T, decltype(vc)::value, decltype(cc)::value>;
+      kKernel<<<rows_grid<kKernel>(rows, x.device), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows,
+                                                                     static_cast<int>(n), eps);
+    });
+    if (!fast && n <= kWarpRow)
       layer_norm_forward_kernel<T, kWarp>
           <<<team_grid(rows, kWarp), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
-    else
+    else if (!fast)
       layer_norm_forward_kernel<T, kBlock>
           <<<team_grid(rows, kBlock), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }
 
-void layer_norm_backward(const View& grad_x, const View& gy_xhat, const View& grad_y, const View& x,
-                         const View& mean, const View& rstd, const View& weight) {
+void layer_norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
+                         const View& grad_y, const View& x, const View& mean, const View& rstd,
+                         const View& weight, bool accumulate) {
   const int64_t rows = x.shape[0], n = x.shape[1];
-  if (rows == 0) return;
   const cudaStream_t st = stream(x.device);
   dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* gx = static_cast<T*>(grad_x.data);
-    T* gh = static_cast<T*>(gy_xhat.data);
+    T* gw = static_cast<T*>(grad_weight.data);
+    T* gb = static_cast<T*>(grad_bias.data);
     const T* g = static_cast<const T*>(grad_y.data);
     const T* xp = static_cast<const T*>(x.data);
     const T* mp = static_cast<const T*>(mean.data);
     const T* rp = static_cast<const T*>(rstd.data);
     const T* wp = static_cast<const T*>(weight.data);
-    if (n <= kWarpRow)
-      layer_norm_backward_kernel<T, kWarp>
-          <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gx, gh, g, xp, mp, rp, wp, rows, n);
-    else
-      layer_norm_backward_kernel<T, kBlock>
-          <<<team_grid(rows, kBlock), kBlock, 0, st>>>(gx, gh, g, xp, mp, rp, wp, rows, n);
-    EMBER_CUDA_LAUNCH_CHECK();
+    const bool params = gw || gb;
+    if (rows == 0) {  // empty sums
+      if (gw) EMBER_CUDA_CHECK(cudaMemsetAsync(gw, 0, n * sizeof(T), st));
+      if (gb) EMBER_CUDA_CHECK(cudaMemsetAsync(gb, 0, n * sizeof(T), st));
+      return;
+    }
+    if (!gx && !params) return;
+    // Partials of the column sums: [parts][2][n] (Note [Layer norm on CUDA]).
+    std::optional<Scratch> scratch;
+    int64_t parts = 0;
+    auto partials = [&](int64_t count) {
+      parts = count;
+      scratch.emplace(x.device, static_cast<size_t>(count * 2 * n) * sizeof(T));
+      return static_cast<T*>(scratch->get());
+    };
+    const int v = pack_width<T>(n, {gx, g, xp, wp});
+    const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
+      constexpr auto kKernel =
+          layer_norm_backward_rows_kernel<T, decltype(vc)::value, decltype(cc)::value>;
+      // With the column sums: a [2][n] accumulator per warp in shared memory (64 KB or less).
+      const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(T) : 0;
+      const unsigned grid = rows_grid<kKernel>(rows, x.device, smem);
+      T* partial = params ? partials(grid) : nullptr;
+      kKernel<<<grid, kBlock, smem, st>>>(gx, partial, g, xp, mp, rp, wp, rows, static_cast<int>(n),
+                                          accumulate);
+      EMBER_CUDA_LAUNCH_CHECK();
+    });
+    if (!fast && params) {  // before grad_x: grad_x may be grad_y's buffer
+      // Parts of per_part rows: about 4 waves of blocks over the device.
+      const int64_t col_blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, 65535);
+      const int64_t want = std::clamp<int64_t>(
+          4 * resident_blocks<layer_norm_columns_kernel<T>>(x.device) / col_blocks, 1,
+          std::min<int64_t>(rows, 65535));
+      const int64_t per_part = (rows + want - 1) / want;
+      T* partial = partials((rows + per_part - 1) / per_part);
+      layer_norm_columns_kernel<T>
+          <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)), kBlock, 0,
+             st>>>(partial, g, xp, mp, rp, rows, n, per_part);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
+    if (!fast && gx) {
+      if (n <= kWarpRow)
+        layer_norm_backward_kernel<T, kWarp>
+            <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gx, g, xp, mp, rp, wp, rows, n, accumulate);
+      else
+        layer_norm_backward_kernel<T, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
+            gx, g, xp, mp, rp, wp, rows, n, accumulate);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
+    if (params) {
+      layer_norm_merge_kernel<T>
+          <<<static_cast<unsigned>((n + kWarp - 1) / kWarp), dim3(kWarp, kMergeRows), 0, st>>>(
+              gw, gb, static_cast<const T*>(scratch->get()), parts, n);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
   });
 }
 

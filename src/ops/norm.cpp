@@ -180,9 +180,15 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                 bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   if (weight.defined()) ops::check_same_device(op_name(Op::layer_norm), x, weight);
   if (bias.defined()) ops::check_same_device(op_name(Op::layer_norm), x, bias);
-  // Note [Fused layer norm]: one kernel per direction over [rows, n] (two passes over a row
-  // that stays in cache) instead of the ~8 forward and ~20 backward passes of the composite;
-  // the weight's and bias's gradients are column sums of grad·x̂ and grad.
+  // Note [Fused layer norm]
+  // One kernel per direction over [rows, n] instead of the ~8 forward and ~20 backward passes
+  // of the composite. The forward reads x once and writes y once; the backward reads grad and
+  // x once and writes grad_x, and forms the weight's and bias's gradients (column sums of
+  // grad·x̂ and grad) in the same pass, from per-block partials summed in a fixed order
+  // (Note [Layer norm on CUDA] in src/cuda/norm.cu). Its node accumulates into x's pending
+  // gradient (Note [Gradients accumulate where they land] in src/autograd/engine.cpp): in a
+  // residual block x + f(layer_norm(x)), x's gradient from the residual branch arrives here
+  // and the kernel adds its own into it (grad_x += ...) instead of a separate add pass.
   const int64_t n = normalized_shape.numel();
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   const Tensor xc = x.contiguous();
@@ -197,23 +203,31 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                                           rows_view(xc, flat), vector_view(w, x), vector_view(b, x),
                                           eps);
   if (autograd::needs_grad(x, weight, bias)) {
-    const bool gw = weight.requires_grad(), gb = bias.requires_grad();
-    autograd::record(
+    const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.requires_grad();
+    autograd::Node& node = autograd::record(
         Op::layer_norm, y, {&x, &weight, &bias},
         [sx = SavedTensor(xc), sm = SavedTensor(mu), sr = SavedTensor(rstd), sw = SavedTensor(w),
-         flat, gw, gb, wshape = weight.defined() ? weight.shape() : Shape{},
+         flat, nx, nw, nb, wshape = weight.defined() ? weight.shape() : Shape{},
          bshape = bias.defined() ? bias.shape() : Shape{}](const Tensor& g_in, GradList& gi) {
           const Tensor xs = sx.get(), g = g_in.contiguous();
-          Tensor gx = ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
-          Tensor gyx = gw ? ops::make_tensor(xs.shape(), xs.dtype(), xs.device()) : Tensor();
-          if (flat[0] > 0)
-            ops::backend_of(xs).layer_norm_backward(
-                rows_view(gx, flat), rows_view(gyx, flat), rows_view(g, flat), rows_view(xs, flat),
-                ops::view_of(sm.get()), ops::view_of(sr.get()), vector_view(sw.get(), xs));
-          gi[0] = gx;
-          if (gw) gi[1] = sum(gyx.reshape(flat), Shape{0}).reshape(wshape);
-          if (gb) gi[2] = sum(g.reshape(flat), Shape{0}).reshape(bshape);
+          // x's pending gradient, when the engine handed it over and the kernel can add to it.
+          const bool into_pending =
+              nx && gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device();
+          Tensor gx;
+          if (nx) gx = into_pending ? gi[0] : ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
+          const Tensor gw =
+              nw ? ops::make_tensor(Shape{flat[1]}, xs.dtype(), xs.device()) : Tensor();
+          const Tensor gb =
+              nb ? ops::make_tensor(Shape{flat[1]}, xs.dtype(), xs.device()) : Tensor();
+          ops::backend_of(xs).layer_norm_backward(
+              rows_view(gx, flat), vector_view(gw, xs), vector_view(gb, xs), rows_view(g, flat),
+              rows_view(xs, flat), ops::view_of(sm.get()), ops::view_of(sr.get()),
+              vector_view(sw.get(), xs), into_pending);
+          if (nx && !into_pending) autograd::accumulate(gi[0], gx);
+          if (nw) gi[1] = gw.reshape(wshape);
+          if (nb) gi[2] = gb.reshape(bshape);
         });
+    node.accumulates = 1u;  // edge 0: x
   }
   return y;
 }
