@@ -93,6 +93,23 @@ void run_binary_wide(const Loop<3>& loop) {
 
 }  // namespace
 
+void add_widened(const View& out, const View& a, const View& b) {
+  const int64_t n = out.shape.numel();
+  float* o = static_cast<float*>(out.data);
+  const float* x = static_cast<const float*>(a.data);
+  const auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* y = static_cast<const T*>(b.data);
+    parallel_for(n, kGrainCheap, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = x[i] + static_cast<float>(y[i]);
+    });
+  };
+  if (b.dtype == DType::bf16)
+    run(kernels::Tag<BFloat16>{});
+  else
+    run(kernels::Tag<Half>{});
+}
+
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
   const Operand ops[3] = {operand(out), operand(a), operand(b)};
   const Loop<3> loop = make_loop(out.shape, ops);

@@ -325,6 +325,34 @@ __global__ void bias_rows_kernel(T* c, const T* bias, int64_t batch_stride_c, in
 }
 
 // Note [ReLU masks]: DRELU's fallback, one thread per element.
+// out = a + float(b): four elements per item with 16-byte loads of a and out and 8-byte ones
+// of b when `packed` (the last item's tail element by element), else one element per item.
+template <typename T>
+__global__ void add_widened_kernel(float* __restrict out, const float* __restrict a,
+                                   const T* __restrict b, int64_t n, bool packed) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  if (!packed) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step)
+      out[i] = a[i] + static_cast<float>(b[i]);
+    return;
+  }
+  const int64_t items = (n + 3) / 4;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < items; k += step) {
+    const int64_t i = 4 * k;
+    if (i + 4 <= n) {
+      const float4 x = *reinterpret_cast<const float4*>(a + i);
+      const uint2 w = *reinterpret_cast<const uint2*>(b + i);
+      T y[4];
+      memcpy(y, &w, sizeof(w));
+      *reinterpret_cast<float4*>(out + i) =
+          make_float4(x.x + static_cast<float>(y[0]), x.y + static_cast<float>(y[1]),
+                      x.z + static_cast<float>(y[2]), x.w + static_cast<float>(y[3]));
+    } else {
+      for (int64_t j = i; j < n; ++j) out[j] = a[j] + static_cast<float>(b[j]);
+    }
+  }
+}
+
 // One thread per r: with trans_a neighbouring threads read neighbouring elements of each row
 // of A's storage; without, each walks its own row (the rare fallback of sum_rows_f32).
 template <typename T>
@@ -462,6 +490,27 @@ void unary(UnaryOp op, const View& out, const View& in, double a, double b) {
     unary_typed<T>(op, g, static_cast<T*>(out.data), static_cast<const T*>(in.data),
                    static_cast<Compute<T>>(a), static_cast<Compute<T>>(b), stream_for(out));
   });
+}
+
+void add_widened(const View& out, const View& a, const View& b) {
+  const int64_t n = out.shape.numel();
+  if (n == 0) return;
+  cudaStream_t st = stream_for(out);
+  const bool packed = reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.data) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(b.data) % 8 == 0;
+  const auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t items = packed ? (n + 3) / 4 : n;
+    add_widened_kernel<T><<<grid_for(items), kBlock, 0, st>>>(
+        static_cast<float*>(out.data), static_cast<const float*>(a.data),
+        static_cast<const T*>(b.data), n, packed);
+    EMBER_CUDA_LAUNCH_CHECK();
+  };
+  if (b.dtype == DType::bf16)
+    run(Tag<__nv_bfloat16>{});
+  else
+    run(Tag<__half>{});
 }
 
 void binary(BinaryOp op, const View& out, const View& a, const View& b) {
