@@ -16,7 +16,7 @@
 // grad_norm_multi / clip_grads_by_norm compute clip_grad_norm on the device: per-block
 // partial sums (f64) into a scratch buffer, one block adds them in a fixed order and writes
 // the norm as a device scalar, and the scaling kernel reads that scalar. Nothing waits for
-// the host.
+// the host. Both read with 16-byte vectors (Note [Norm and clip at memory speed]).
 //
 // Note [Multi-tensor apply]
 // As PyTorch's multi_tensor_apply: the tensors are cut into chunks of `chunk` elements and
@@ -294,8 +294,33 @@ __global__ void __launch_bounds__(kOptimThreads)
 }
 
 // ---- gradient norm and clipping ----
+//
+// Note [Norm and clip at memory speed]
+// Both kernels are bound by memory: the norm reads every gradient once, the clip reads and
+// writes it once. Each (tensor, chunk) piece is split at run time into a scalar head up to
+// the first 16-byte boundary (a view need not start on one), a body of Vec<T>s and a scalar
+// tail (chunks are multiples of 1024 elements, so only a tensor's first chunk can have a
+// head). In the body every thread issues kVecUnroll independent 16-byte loads before using
+// any. The element-to-thread mapping and the order of the adds depend only on the piece's
+// size and its start modulo 16 bytes, so a norm gives the same bits every run.
 
 enum class NormKind : int { two, inf, p };
+
+constexpr int kVecUnroll = 4;  // 16-byte vectors in flight per thread
+
+// A piece of n elements at `x`: `head` scalars up to the first 16-byte boundary, then
+// `vecs` Vec<T>s, then the scalar tail.
+struct VecSplit {
+  int64_t head, vecs;
+};
+
+template <typename T>
+__device__ inline VecSplit vec_split(const T* x, int64_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(x);
+  if (a % sizeof(T) != 0) return {n, 0};  // not even element-aligned: all scalar
+  const int64_t head = min(n, static_cast<int64_t>(((16 - (a & 15u)) & 15u) / sizeof(T)));
+  return {head, (n - head) / Vec<T>::kWidth};
+}
 
 // |g|^p summed (two, p) or max |g| (inf; NaN propagates), in f64.
 __device__ inline double norm_term(double a, NormKind kind, double p) {
@@ -323,20 +348,48 @@ __device__ double block_combine(double v, NormKind kind, double* shared) {
   return v;
 }
 
-template <typename T>
+// kKind is a template argument so the per-element branch folds away (Note [Norm and clip at
+// memory speed]).
+template <typename T, NormKind kKind>
 __global__ void __launch_bounds__(kOptimThreads)
     norm_partial_kernel(TensorBatch<1> batch, int64_t chunk, int64_t first_block,
-                        double* __restrict partials, NormKind kind, double p) {
+                        double* __restrict partials, double p) {
   __shared__ double shared[kOptimThreads / 32];
+  constexpr int W = Vec<T>::kWidth;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
-  const T* g = static_cast<const T*>(batch.ptr[0][t]) + start;
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    acc = norm_combine(acc, norm_term(static_cast<double>(g[i]), kind, p), kind);
-  acc = block_combine(acc, kind, shared);
-  if (threadIdx.x == 0) partials[first_block + blockIdx.x] = acc;
+  const T* __restrict g = static_cast<const T*>(batch.ptr[0][t]) + start;
+  const VecSplit split = vec_split(g, n);
+  const Vec<T>* __restrict body = reinterpret_cast<const Vec<T>*>(g + split.head);
+  const int64_t stride = blockDim.x;
+  double acc[kVecUnroll] = {};  // one chain per vector in flight, combined in order below
+  int64_t i = threadIdx.x;
+  for (; i + (kVecUnroll - 1) * stride < split.vecs; i += kVecUnroll * stride) {
+    Vec<T> v[kVecUnroll];
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) v[u] = body[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u)
+#pragma unroll
+      for (int j = 0; j < W; ++j)
+        acc[u] = norm_combine(acc[u], norm_term(static_cast<double>(v[u].v[j]), kKind, p), kKind);
+  }
+  for (; i < split.vecs; i += stride) {  // fewer than kVecUnroll vectors left for this thread
+    const Vec<T> v = body[i];
+#pragma unroll
+    for (int j = 0; j < W; ++j)
+      acc[0] = norm_combine(acc[0], norm_term(static_cast<double>(v.v[j]), kKind, p), kKind);
+  }
+  for (int64_t k = threadIdx.x; k < split.head; k += stride)
+    acc[0] = norm_combine(acc[0], norm_term(static_cast<double>(g[k]), kKind, p), kKind);
+  for (int64_t k = split.head + split.vecs * W + threadIdx.x; k < n; k += stride)
+    acc[0] = norm_combine(acc[0], norm_term(static_cast<double>(g[k]), kKind, p), kKind);
+  double sum = acc[0];
+#pragma unroll
+  for (int u = 1; u < kVecUnroll; ++u) sum = norm_combine(sum, acc[u], kKind);
+  sum = block_combine(sum, kKind, shared);
+  if (threadIdx.x == 0) partials[first_block + blockIdx.x] = sum;
 }
 
 template <typename T>
@@ -356,17 +409,43 @@ __global__ void __launch_bounds__(kOptimThreads)
   }
 }
 
+// Scales by max_norm / (total + 1e-6) when that is below 1, each product rounded once
+// (mul_rn: the CPU's bits). Vector body as norm_partial_kernel's.
 template <typename T>
 __global__ void __launch_bounds__(kOptimThreads)
     clip_kernel(TensorBatch<1> batch, int64_t chunk, const T* __restrict total, double max_norm) {
   const double coef = max_norm / (static_cast<double>(*total) + 1e-6);
   if (!(coef < 1.0)) return;  // clip_coef_clamped = 1: the gradients stay as they are
   const T c = static_cast<T>(coef);
+  constexpr int W = Vec<T>::kWidth;
   const int t = batch.block_tensor[blockIdx.x];
   const int64_t start = int64_t(batch.block_chunk[blockIdx.x]) * chunk;
   const int64_t n = min(chunk, batch.numel[t] - start);
-  T* g = static_cast<T*>(batch.ptr[0][t]) + start;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) g[i] = mul_rn(g[i], c);
+  T* __restrict g = static_cast<T*>(batch.ptr[0][t]) + start;
+  const VecSplit split = vec_split(g, n);
+  Vec<T>* __restrict body = reinterpret_cast<Vec<T>*>(g + split.head);
+  const int64_t stride = blockDim.x;
+  int64_t i = threadIdx.x;
+  for (; i + (kVecUnroll - 1) * stride < split.vecs; i += kVecUnroll * stride) {
+    Vec<T> v[kVecUnroll];
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) v[u] = body[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[u].v[j] = mul_rn(v[u].v[j], c);
+      body[i + u * stride] = v[u];
+    }
+  }
+  for (; i < split.vecs; i += stride) {
+    Vec<T> v = body[i];
+#pragma unroll
+    for (int j = 0; j < W; ++j) v.v[j] = mul_rn(v.v[j], c);
+    body[i] = v;
+  }
+  for (int64_t k = threadIdx.x; k < split.head; k += stride) g[k] = mul_rn(g[k], c);
+  for (int64_t k = split.head + split.vecs * W + threadIdx.x; k < n; k += stride)
+    g[k] = mul_rn(g[k], c);
 }
 
 // ---- loss scaling (GradScaler) ----
@@ -568,11 +647,14 @@ void grad_norm_multi(int device, DType dtype, void* const* grads, const int64_t*
   double* partials = partials_for(device, std::max<int64_t>(blocks_total, 1));
   dispatch_float(dtype, "clip_grad_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    apply_to_list(grads, numels, count, chunk,
-                  [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
-                    norm_partial_kernel<T><<<blocks, kOptimThreads, 0, st>>>(
-                        batch, chunk, first_block, partials, kind, norm_type);
-                  });
+    apply_to_list(
+        grads, numels, count, chunk,
+        [&](const TensorBatch<1>& batch, int blocks, int64_t first_block) {
+          const auto kernel = kind == NormKind::two   ? norm_partial_kernel<T, NormKind::two>
+                              : kind == NormKind::inf ? norm_partial_kernel<T, NormKind::inf>
+                                                      : norm_partial_kernel<T, NormKind::p>;
+          kernel<<<blocks, kOptimThreads, 0, st>>>(batch, chunk, first_block, partials, norm_type);
+        });
     norm_final_kernel<T><<<1, kOptimThreads, 0, st>>>(partials, blocks_total,
                                                       static_cast<T*>(total_norm), kind, norm_type);
     EMBER_CUDA_LAUNCH_CHECK();
