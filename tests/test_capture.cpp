@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/data/dataloader.hpp"
 #include "ember/data/dataset.hpp"
 #include "ember/ember.hpp"
@@ -31,11 +32,6 @@ using namespace ember;  // NOLINT: test file
 using test_util::error_of;
 
 const Device kGpu = Device::cuda(0);
-
-#define SKIP_WITHOUT_CUDA()                                                   \
-  do {                                                                        \
-    if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device available"; \
-  } while (0)
 
 // Every value of every parameter and buffer, as bytes (a bitwise comparison).
 std::vector<float> state_of(const nn::Module& m) {

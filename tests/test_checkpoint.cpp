@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/checkpoint.hpp"
 #include "ember/ember.hpp"
 #include "ember/nn/linear.hpp"
@@ -27,13 +28,6 @@ namespace {
 
 using namespace ember;  // NOLINT: test file
 using test_util::error_of;
-
-#define SKIP_WITHOUT_CUDA()                                                                      \
-  do {                                                                                           \
-    if (!ember::cuda_available())                                                                \
-      GTEST_SKIP() << "no CUDA device available: the CUDA twin of this case needs one (it runs " \
-                      "on the GPU machine)";                                                     \
-  } while (0)
 
 const Device kCpu = Device::cpu();
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/optim.hpp"
@@ -93,12 +94,6 @@ TEST(CrashList, ModuleToKeepsGradients) {
   fc(ones({1, 3}, {.dtype = DType::f64})).sum().backward();  // accumulates into the moved grad
   EXPECT_EQ(fc->weight().grad().to_vector<double>()[0], 2.0 * want[0]);
 }
-
-#define SKIP_WITHOUT_CUDA()                                                \
-  do {                                                                     \
-    if (!ember::cuda_available())                                          \
-      GTEST_SKIP() << "no CUDA device: this test moves a model to cuda:0"; \
-  } while (0)
 
 // The reproducer of item 1, both directions, on a GPU.
 TEST(CudaCrashList, ModelMovedToTheGpuAfterACpuStepKeepsTraining) {

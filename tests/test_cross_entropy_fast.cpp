@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
@@ -32,12 +33,6 @@ using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 
 const Device kGpu = Device::cuda(0);
-
-#define SKIP_WITHOUT_CUDA()                                                         \
-  do {                                                                              \
-    if (!ember::cuda_available())                                                   \
-      GTEST_SKIP() << "no CUDA device: the CUDA cross-entropy kernels are skipped"; \
-  } while (0)
 
 using Edit = std::function<void(std::vector<float>& logits, int64_t n, int64_t c)>;
 

@@ -9,17 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/runtime.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-#define SKIP_WITHOUT_CUDA()                                                   \
-  do {                                                                        \
-    if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device available"; \
-  } while (0)
 
 // Equal as values, NaN where NaN (a NaN on one side only is a mismatch).
 void expect_same_values(const Tensor& cpu, const Tensor& gpu, double tol, const std::string& what) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
@@ -25,11 +26,6 @@ using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 
 const Device kGpu = Device::cuda(0);
-
-#define SKIP_WITHOUT_CUDA()                                                                  \
-  do {                                                                                       \
-    if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA loss tests skipped"; \
-  } while (0)
 
 using Fn = std::function<Tensor(const Tensor& logits, const Tensor& target)>;
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/train/capture.hpp"
 #include "fixtures.hpp"
@@ -20,11 +21,6 @@ namespace {
 using namespace ember;  // NOLINT: test file
 
 const Device kGpu = Device::cuda(0);
-
-#define SKIP_WITHOUT_CUDA()                                                   \
-  do {                                                                        \
-    if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device available"; \
-  } while (0)
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/nn/containers.hpp"
 #include "ember/nn/linear.hpp"
@@ -19,22 +20,6 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-#define SKIP_WITHOUT_CUDA()                                            \
-  do {                                                                 \
-    if (!ember::cuda_available())                                      \
-      GTEST_SKIP() << "no CUDA device: "                               \
-                   << (cuda_built() ? "none visible to this build"     \
-                                    : "ember was built without CUDA"); \
-  } while (0)
-
-constexpr bool cuda_built() {
-#if defined(EMBER_WITH_CUDA)
-  return true;
-#else
-  return false;
-#endif
-}
 
 const Device kGpu = Device::cuda(0);
 
@@ -65,7 +50,8 @@ Batch make_batch(Device device) {
 // ---- build and devices ----
 
 TEST(CudaBuild, CpuOnlyBuildSaysBuiltWithoutCuda) {
-  if (cuda_built()) GTEST_SKIP() << "ember was built with CUDA: this checks the CPU-only build";
+  if (ember_test::cuda_built())
+    GTEST_SKIP() << "ember was built with CUDA: this checks the CPU-only build";
   EXPECT_FALSE(cuda_available());
   EXPECT_EQ(cuda_device_count(), 0);
   try {
@@ -79,7 +65,7 @@ TEST(CudaBuild, CpuOnlyBuildSaysBuiltWithoutCuda) {
 }
 
 TEST(CudaRuntime, NoDeviceIsAClearError) {
-  if (!cuda_built()) GTEST_SKIP() << "ember was built without CUDA (see CudaBuild.*)";
+  if (!ember_test::cuda_built()) GTEST_SKIP() << "ember was built without CUDA (see CudaBuild.*)";
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present: this checks a machine without";
   try {
     zeros({2}, {.device = kGpu});

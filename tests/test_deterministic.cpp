@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/attention.hpp"
 #include "ember/ember.hpp"
 #include "ember/runtime.hpp"
@@ -185,9 +186,6 @@ TEST(Deterministic, CpuIndexOpsGiveTheSameBitsEitherWay) {
 }
 
 // ---- CUDA ----
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device available"
 
 TEST(DeterministicCuda, IndexAddRepeatsBitwiseAndMatchesCpu) {
   SKIP_WITHOUT_CUDA();

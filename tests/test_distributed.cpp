@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/data/distributed_sampler.hpp"
 #include "ember/distributed.hpp"
 #include "ember/distributed/data_parallel.hpp"
@@ -417,14 +418,9 @@ std::string find_nccl() {
   return !dir.empty() && std::filesystem::exists(lib) ? lib : "";
 }
 
-#define SKIP_WITHOUT_CUDA_DEVICE()                                                         \
-  do {                                                                                     \
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or ember built without CUDA)"; \
-  } while (0)
-
 TEST(DistributedCuda, NcclCollectivesAndDataParallelInAWorldOfOne) {
   SKIP_WITHOUT_MPIRUN();
-  SKIP_WITHOUT_CUDA_DEVICE();
+  SKIP_WITHOUT_CUDA();
   const std::string nccl = find_nccl();
   if (nccl.empty())
     GTEST_SKIP() << "NCCL not found: set EMBER_NCCL_LIBRARY to libnccl.so.2 (or install torch's "
@@ -437,7 +433,7 @@ TEST(DistributedCuda, NcclCollectivesAndDataParallelInAWorldOfOne) {
 
 TEST(DistributedCuda, TwoProcessesOnOneGpuEqualOneProcessOnTheCombinedBatch) {
   SKIP_WITHOUT_MPIRUN();
-  SKIP_WITHOUT_CUDA_DEVICE();
+  SKIP_WITHOUT_CUDA();
   // NCCL, when found, refuses two ranks on one device: the collectives fall back to MPI.
   const std::string nccl = find_nccl();
   const JobResult r = run_job("cuda_ddp", 2, nccl.empty() ? "" : "EMBER_NCCL_LIBRARY=" + nccl);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/nn/linear.hpp"
@@ -40,9 +41,6 @@ const json& scaler_fixture() {
 }
 
 Device cuda0() { return Device::cuda(0); }
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device available (GPU test)"
 
 Tensor vec(const json& values, const ember::Shape& shape, Device device) {
   return ember::from_vector(values.get<std::vector<float>>(), shape, {.device = device});

@@ -9,29 +9,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/train/capture.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-#define SKIP_WITHOUT_CUDA()                                        \
-  do {                                                             \
-    if (!ember::cuda_available())                                  \
-      GTEST_SKIP() << "no CUDA device: "                           \
-                   << (cuda_built() ? "none visible to this build" \
-                                    : "ember was built without "   \
-                                      "CUDA");                     \
-  } while (0)
-
-constexpr bool cuda_built() {
-#if defined(EMBER_WITH_CUDA)
-  return true;
-#else
-  return false;
-#endif
-}
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
