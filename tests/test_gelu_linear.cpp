@@ -72,6 +72,14 @@ void expect_bitwise(const Out& a, const Out& b) {
   EXPECT_LT(rel_error(a.db1, b.db1), 1e-6);  // the same sums, in another order
 }
 
+// Every output and gradient of `got` within `tol` (rel_error) of `want`'s.
+void expect_within(const Out& got, const Out& want, double tol) {
+  const std::pair<const Tensor*, const Tensor*> pairs[] = {
+      {&got.y, &want.y},     {&got.dx, &want.dx},   {&got.dw1, &want.dw1},
+      {&got.db1, &want.db1}, {&got.dw2, &want.dw2}, {&got.db2, &want.db2}};
+  for (const auto& [g, w] : pairs) EXPECT_LT(rel_error(*g, *w), tol);
+}
+
 TEST(GeluLinear, CpuF32IsTheUnfusedPath) {
   const Mlp m = make(Device::cpu(), DType::f32, 24, 16, 64);
   const Out a = run(m, true), b = run(m, false);
@@ -124,14 +132,7 @@ TEST(GeluLinear, CudaF32MatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const Mlp c = make(Device::cpu(), DType::f32, 64, 96, 384);
   const Mlp g = make(Device::cuda(0), DType::f32, 64, 96, 384);
-  const Out a = run(c, true), b = run(g, true);
-  for (auto [x, y] : {std::pair{a.y, b.y},
-                      {a.dx, b.dx},
-                      {a.dw1, b.dw1},
-                      {a.db1, b.db1},
-                      {a.dw2, b.dw2},
-                      {a.db2, b.db2}})
-    EXPECT_LT(rel_error(y, x), 2e-5);
+  expect_within(run(g, true), run(c, true), 2e-5);
 }
 
 // GPT-2's MLP under autocast (f32 parameters, bf16 GEMMs): the epilogues against the unfused
@@ -139,14 +140,8 @@ TEST(GeluLinear, CudaF32MatchesTheCpu) {
 TEST(GeluLinear, CudaBf16AutocastWithinARoundingOfTheUnfusedPath) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const Mlp m = make(Device::cuda(0), DType::f32, 256, 768, 3072);
-  const Out a = run(m, true, false, true), b = run(m, false, false, true);
-  for (auto [x, y] : {std::pair{a.y, b.y},
-                      {a.dx, b.dx},
-                      {a.dw1, b.dw1},
-                      {a.db1, b.db1},
-                      {a.dw2, b.dw2},
-                      {a.db2, b.db2}})
-    EXPECT_LT(rel_error(x, y), 1.5e-2);
+  const Out a = run(m, true, false, true);
+  expect_within(a, run(m, false, false, true), 1.5e-2);
   EXPECT_EQ(a.dw1.dtype(), DType::f32);
   // Both far from a wrong fold: GELU's derivative applied twice or not at all is O(1) off.
   const Out twice_check = run(m, true, true, true), plain_check = run(m, false, true, true);
