@@ -88,7 +88,7 @@ TEST(ModuleSharing, ASharedParameterIsSavedOnceAndLoadsUnderEitherName) {
   nn::Linear a(3, 3), b(3, 3);
   nn::Sequential net{a, b};
   // Two modules holding one parameter: b's weight is a's (one TensorImpl).
-  b->param("weight") = a->weight();
+  b->tie("weight", a->weight());
   ASSERT_TRUE(b->weight().is_same(a->weight()));
   EXPECT_EQ(net->parameters().size(), 3u);  // 0.weight, 0.bias, 1.bias
   const nn::StateDict sd = net->state_dict();

@@ -31,6 +31,10 @@ Tensor EmbeddingImpl::forward(const Tensor& index) {
   return where(is_pad, out.detach(), out);
 }
 
+void EmbeddingImpl::rebind_parameter(const std::string&, const Tensor& param) {
+  weight_ = param;  // its only parameter; tie() checked the name and the shape
+}
+
 json EmbeddingImpl::options() const {
   const EmbeddingOptions& o = options_;
   return {{"num_embeddings", o.num_embeddings},

@@ -27,6 +27,10 @@ Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
                                         : linear(x, weight_, bias_, activation);
 }
 
+void LinearImpl::rebind_parameter(const std::string& name, const Tensor& param) {
+  (name == "weight" ? weight_ : bias_) = param;  // tie() checked the name and the shape
+}
+
 json LinearImpl::options() const {
   return {{"in_features", options_.in_features},
           {"out_features", options_.out_features},

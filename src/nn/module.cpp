@@ -345,6 +345,36 @@ void ModuleImpl::print(std::ostream& out, int indent, const std::string& name) c
   out << "\n";
 }
 
+void ModuleImpl::tie(const std::string& name, const Tensor& param) {
+  EMBER_CHECK(param.defined(), "tie: the tensor for '", name, "' is undefined (expected a ",
+              "parameter of another module, e.g. wte->weight())");
+  EMBER_CHECK(param.requires_grad() && param.is_leaf(), "tie: the tensor for '", name,
+              "' is not a parameter (expected a leaf that requires grad, e.g. wte->weight())");
+  ModuleImpl* owner = this;
+  std::string leaf = name;
+  for (size_t dot = leaf.find('.'); dot != std::string::npos; dot = leaf.find('.')) {
+    owner = owner->child(leaf.substr(0, dot)).get();
+    leaf = leaf.substr(dot + 1);
+  }
+  Tensor* slot = find(owner->params_, leaf);
+  EMBER_CHECK(slot && slot->defined(), "tie: ", owner->type_name(), " has no parameter named '",
+              leaf, "' (from '", name, "')");
+  EMBER_CHECK(slot->shape() == param.shape() && slot->dtype() == param.dtype() &&
+                  slot->device() == param.device(),
+              "tie: '", name, "' is ", slot->shape().to_string(), " ", dtype_name(slot->dtype()),
+              " on ", slot->device().str(), " but the tensor tied to it is ",
+              param.shape().to_string(), " ", dtype_name(param.dtype()), " on ",
+              param.device().str(), " (expected the same shape, dtype and device)");
+  owner->rebind_parameter(leaf, param);  // may refuse: nothing has changed yet
+  *slot = param;
+}
+
+void ModuleImpl::rebind_parameter(const std::string& name, const Tensor&) {
+  detail::throw_error(detail::concat("tie: ", type_name(), " computes with its own handle to '",
+                                     name, "' and cannot rebind it (Linear and Embedding can; ",
+                                     "a custom module overrides rebind_parameter)"));
+}
+
 Tensor& ModuleImpl::param(const std::string& name) {
   Tensor* t = find(params_, name);
   EMBER_CHECK(t, type_name(), ": no parameter named '", name, "'");

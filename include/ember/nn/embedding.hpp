@@ -33,6 +33,9 @@ class EmbeddingImpl : public ModuleImpl {
   const EmbeddingOptions& embedding_options() const { return options_; }
   Tensor& weight() { return param("weight"); }
 
+ protected:
+  void rebind_parameter(const std::string& name, const Tensor& param) override;
+
  private:
   EmbeddingOptions options_;  // padding_idx normalised to [0, num_embeddings)
   Tensor weight_;

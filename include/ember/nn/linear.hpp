@@ -31,6 +31,9 @@ class LinearImpl : public ModuleImpl {
     return forward(x, activation);
   }
 
+ protected:
+  void rebind_parameter(const std::string& name, const Tensor& param) override;
+
  private:
   LinearOptions options_;
   Tensor weight_, bias_;

@@ -117,6 +117,17 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// PyTorch-style tree with parameter counts.
   void print(std::ostream& out, int indent = 0, const std::string& name = "") const;
 
+  /// Ties parameters: makes the parameter `name` (dotted under this module, e.g.
+  /// "lm_head.weight") the very tensor `param` — another module's parameter, such as a token
+  /// embedding's weight for a language model's head. Both modules then compute with it, it
+  /// has one gradient, parameters() and optimizers list it once, and a checkpoint stores it
+  /// once with the other name as an alias (docs/modules.md, "Tied parameters"). `param` must
+  /// be a parameter (requires grad) of the replaced one's shape, dtype and device; the module
+  /// holding `name` must support rebinding it (Linear, Embedding); otherwise ember::Error and
+  /// nothing changes. Assigning to param(name) instead does not tie: the module keeps
+  /// computing with its own tensor.
+  void tie(const std::string& name, const Tensor& param);
+
   /// Parameter / buffer / child by (non-dotted) name; throws when absent.
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);
@@ -131,6 +142,10 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// Registers state that is saved but not trained (e.g. running_mean), Persistent pool.
   Tensor& register_buffer(const std::string& name, const Tensor& init);
   ModulePtr register_module(const std::string& name, ModulePtr module);
+  /// tie() replaced this module's parameter `name` with `param`: a module that keeps its own
+  /// handle to that parameter points it at `param` here. The default refuses (ember::Error
+  /// naming the module type): a module that cannot rebind is never left half tied.
+  virtual void rebind_parameter(const std::string& name, const Tensor& param);
 
   bool training_ = true;
 
