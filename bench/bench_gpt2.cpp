@@ -340,9 +340,8 @@ std::shared_ptr<TransformerImpl> uninitialised_transformer(const Config& c) {
 }
 
 // transformer, then the head tied to transformer.wte.weight: tokens -> logits [B, T, vocab].
-// The head is linear(h, wte.weight) rather than an nn::Linear whose weight is rebound to wte's:
-// LinearImpl's forward reads its own handle, so a rebound param("weight") would be listed and
-// stepped while forward kept using the old, untrained weight (reported in issue 28's notes).
+// The head is linear(h, wte.weight), the functional form; an nn::Linear head tied with
+// tie("lm_head.weight", wte.weight) trains the same bits (tests/test_tie.cpp).
 class Gpt2Impl : public nn::ModuleImpl {
  public:
   explicit Gpt2Impl(const Config& c) : config_(c), transformer_(uninitialised_transformer(c)) {
