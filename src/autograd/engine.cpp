@@ -133,6 +133,15 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
 // into its slice; later ones add into their slices in place when the pending gradient is
 // this pass's own buffer (no other handle, no shared storage: nothing else can see the
 // write), else the plain sum. The values are the plain sum's: adding zeros is exact.
+// Whether the engine's pending gradient `p` may be written in place: its handle is the
+// tensor's only one (impl_ptr is a reference, so 1; add hands one tensor to both its inputs,
+// and another node may still have to read this very buffer), no view shares its storage, and
+// it is contiguous and of `shape`.
+static bool sole_owner(const Tensor& p, const Shape& shape) {
+  return detail::TensorAccess::impl_ptr(p).use_count() == 1 && p.storage().use_count() == 1 &&
+         p.is_contiguous() && p.shape() == shape;
+}
+
 static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& g,
                              const Shape& shape) {
   const auto place = [&](const Tensor& base) { return base.slice(s.dim, s.start, s.end, s.step); };
@@ -141,13 +150,8 @@ static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& 
     place(pending).copy_(g);
     return;
   }
-  // impl_ptr is a reference: 1 means the pending handle is the tensor's only one (add hands
-  // one tensor to both its inputs, so another node may still have to read this very buffer).
-  const bool own = detail::TensorAccess::impl_ptr(pending).use_count() == 1 &&
-                   pending.storage().use_count() == 1 && pending.is_contiguous() &&
-                   pending.shape() == shape && pending.dtype() == g.dtype() &&
-                   pending.device() == g.device();
-  if (own) {
+  if (sole_owner(pending, shape) && pending.dtype() == g.dtype() &&
+      pending.device() == g.device()) {
     place(pending).add_(g);
     return;
   }
@@ -174,10 +178,7 @@ static void hand_over_pending(Node& n, GradList& gi) {
     for (size_t j = 0; j < i; ++j) seen = seen || (gi[j].defined() && n.edges[j].node.get() == m);
     Tensor& p = m->pending_grad;
     if (seen || !p.defined()) continue;
-    const bool own = detail::TensorAccess::impl_ptr(p).use_count() == 1 &&
-                     p.storage().use_count() == 1 && p.is_contiguous() &&
-                     p.shape() == n.edges[i].shape;
-    if (own) gi[i] = std::move(p);  // leaves the pending gradient empty
+    if (sole_owner(p, n.edges[i].shape)) gi[i] = std::move(p);  // leaves it empty
   }
 }
 

@@ -124,7 +124,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
     *row_sums = ops::make_tensor(Shape{m}, out_dtype, a.device());
     if (out.numel() == 0 || k == 0) {  // nothing to sum, or no product to ride along
       NoGradGuard no_grad;
-      *row_sums = ops::cast_to(sum(ops::cast_to(a, out_dtype), {1}), out_dtype);
+      *row_sums = sum(ops::cast_to(a, out_dtype), {1});
       row_sums = nullptr;
     }
   }
