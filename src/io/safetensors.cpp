@@ -542,6 +542,50 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
   }
 }
 
+// The folder of `path` ("." for a bare file name).
+std::filesystem::path folder_of(const std::string& path) {
+  const std::filesystem::path target(path);
+  return target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+}
+
+// Creates `tmp`, the temporary file beside `path` that an atomic write fills (Note [Stale
+// temporary files]).
+void open_temporary(TempFile& tmp, const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path dir = folder_of(path);
+  const std::string filename = std::filesystem::path(path).filename().string();
+  remove_stale_temporaries(dir, filename);
+  tmp.path = (dir / ("." + filename + ".tmp." + std::to_string(::getpid()) + "." +
+                     std::to_string(counter.fetch_add(1)) + "." +
+                     std::to_string(std::chrono::steady_clock::now().time_since_epoch().count())))
+                 .string();
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) {
+    const std::string why = errno_text();
+    tmp.path.clear();
+    fail(path, "cannot create a temporary file in " + dir.string() + " (" + why + ")");
+  }
+}
+
+// Makes the written `tmp` the file `path`: fsync, close, rename over it, fsync the folder.
+void commit_temporary(TempFile& tmp, const std::string& path) {
+  if (::fsync(tmp.fd) != 0)
+    fail(path, "fsync failed (" + io::parallel::write_error_text(errno, path) + ")");
+  if (::close(tmp.fd) != 0) {
+    tmp.fd = -1;
+    fail(path, "close failed (" + errno_text() + ")");
+  }
+  tmp.fd = -1;
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    fail(path, "rename failed (" + errno_text() + ")");
+  tmp.path.clear();  // now the target: keep it
+  const int dfd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 }  // namespace
 
 void write_safetensors(const std::string& path,
@@ -602,23 +646,9 @@ void write_order::write_safetensors_in_turn(
   EMBER_ASSERT(at != std::string::npos, "checksum placeholder missing");
   const size_t checksum_pos = 8 + at + key.size() - 1 - placeholder.size();
 
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  static std::atomic<uint64_t> counter{0};
   turn.wait();  // the earlier writes to this file land first
-  remove_stale_temporaries(dir, target.filename().string());
   TempFile tmp;
-  tmp.path = (dir / (std::string(".") + target.filename().string() + ".tmp." +
-                     std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)) + "." +
-                     std::to_string(std::chrono::steady_clock::now().time_since_epoch().count())))
-                 .string();
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) {
-    const std::string why = errno_text();
-    tmp.path.clear();
-    fail(path, "cannot create a temporary file in " + dir.string() + " (" + why + ")");
-  }
+  open_temporary(tmp, path);
   const uint64_t n = text.size();
   // Note [Writeback behind the writes]: the file's blocks reserved up front (a full disk
   // fails here, before any data is written; a file system without fallocate skips it).
@@ -646,21 +676,16 @@ void write_order::write_safetensors_in_turn(
   const std::string sum = io::parallel::hex64(digest);
   if (::pwrite(tmp.fd, sum.data(), 16, static_cast<off_t>(checksum_pos)) != 16)
     fail(path, io::parallel::write_error_text(errno, path));
-  if (::fsync(tmp.fd) != 0)
-    fail(path, "fsync failed (" + io::parallel::write_error_text(errno, path) + ")");
-  if (::close(tmp.fd) != 0) {
-    tmp.fd = -1;
-    fail(path, "close failed (" + errno_text() + ")");
-  }
-  tmp.fd = -1;
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    fail(path, "rename failed (" + errno_text() + ")");
-  tmp.path.clear();  // now the target: keep it
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  commit_temporary(tmp, path);
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  write_order::Turn turn(path);  // Note [Writes land in issue order]
+  turn.wait();
+  TempFile tmp;
+  open_temporary(tmp, path);
+  write_all(tmp.fd, bytes.data(), bytes.size(), path);
+  commit_temporary(tmp, path);
 }
 
 }  // namespace ember::io

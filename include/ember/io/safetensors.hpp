@@ -117,6 +117,11 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        std::map<std::string, std::string> metadata);
 
+/// Writes `bytes` to `path` atomically, as write_safetensors writes (temporary file in the same
+/// folder, fsync, rename, fsync of the folder; in issue order with other writes to `path`):
+/// e.g. a sharded checkpoint's model.safetensors.index.json.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
 /// XXH3-64 of `size` bytes as 16 lowercase hex digits (the checksum format).
 std::string checksum_hex(const void* data, size_t size);
 
