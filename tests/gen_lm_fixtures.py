@@ -21,6 +21,7 @@ It writes, under OUT:
 The weights are drawn wider than transformers' default (initializer_range 0.2, norms
 perturbed) so the logits separate and a wrong name, transpose or rope would show.
 """
+import copy
 import json
 import os
 import sys
@@ -127,9 +128,13 @@ lcfg = LlamaConfig(vocab_size=llama_tok.get_vocab_size(), hidden_size=64, interm
                    eos_token_id=eos, attention_bias=False, mlp_bias=False)
 llama = LlamaForCausalLM(lcfg).eval()
 perturb_norms(llama, gen)
-llama = llama.to(torch.bfloat16)
-llama.save_pretrained(os.path.join(out, "llama"), safe_serialization=True, max_shard_size="150KB")
-llama = llama.to(torch.float32)  # the bf16 weights, computed in f32
+with torch.no_grad():  # the weights bf16 values, the model f32: logits in f32
+    for p in llama.parameters():
+        p.copy_(p.to(torch.bfloat16).float())
+# Saved from a bf16 copy: casting `llama` itself to bf16 and back would round its rotary
+# inv_freq buffer to bf16 too, and the logits would no longer be those of the checkpoint.
+copy.deepcopy(llama).to(torch.bfloat16).save_pretrained(
+    os.path.join(out, "llama"), safe_serialization=True, max_shard_size="150KB")
 
 torch.manual_seed(2)
 tcfg = LlamaConfig(vocab_size=llama_tok.get_vocab_size(), hidden_size=32, intermediate_size=64,

@@ -1,0 +1,32 @@
+// src/models/group.hpp — a named level of a model's module tree with no forward of its own
+// ("transformer", "h", "attn", "model", "layers" in Hugging Face's parameter names): the
+// model computes through its children directly.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "ember/error.hpp"
+#include "ember/nn/module.hpp"
+
+namespace ember::models::detail {
+
+class GroupImpl : public nn::ModuleImpl {
+ public:
+  explicit GroupImpl(std::string type) : type_(std::move(type)) {}
+  void add(const std::string& name, nn::ModulePtr module) {
+    register_module(name, std::move(module));
+  }
+  Tensor forward(const Tensor&) override {
+    ember::detail::throw_error(
+        type_ +
+        ".forward: this part of a language model has no forward of its own (call "
+        "the model)");
+  }
+  std::string type_name() const override { return type_; }
+
+ private:
+  std::string type_;
+};
+
+}  // namespace ember::models::detail
