@@ -182,6 +182,12 @@ TEST(Tokenizer, BothMergeFormatsAndIgnoreMerges) {
   const Tokenizer c = Tokenizer::from_json(ignoring);
   EXPECT_EQ(c.encode("xyz", false), (std::vector<int64_t>{258}));
   EXPECT_EQ(c.encode("xyzabc", false), (std::vector<int64_t>{'x', 'y', 'z', 257}));
+
+  // GPT-2's own file writes "" for the subword prefix and suffix it does not use.
+  json gpt2_style = small_tokenizer(extra, legacy);
+  gpt2_style["model"]["continuing_subword_prefix"] = "";
+  gpt2_style["model"]["end_of_word_suffix"] = "";
+  EXPECT_EQ(Tokenizer::from_json(gpt2_style).encode("abc", false), (std::vector<int64_t>{257}));
 }
 
 TEST(Tokenizer, AddedTokenFlagsAndPrefixSpace) {
@@ -258,6 +264,8 @@ TEST(Tokenizer, RefusesWhatItDoesNotImplementByName) {
   EXPECT_PRED2(has, refusal("model.type", "Unigram"), "got \"Unigram\", expected \"BPE\"");
   EXPECT_PRED2(has, refusal("model.byte_fallback", true),
                "model.byte_fallback: got true, expected null");
+  EXPECT_PRED2(has, refusal("model.continuing_subword_prefix", "##"),
+               "model.continuing_subword_prefix: got \"##\", expected null");
   EXPECT_PRED2(has, refusal("model.merges", json::array({"a zz"})),
                "model.merges[0] (\"a zz\"): the token \"zz\" is not in model.vocab");
   EXPECT_PRED2(has, refusal("model.merges", json::array({"a b c"})),

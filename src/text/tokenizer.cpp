@@ -66,12 +66,14 @@ struct Reader {
   std::string type(const json& obj, const std::string& field) const {
     return text(need(obj, "type", field), field + ".type");
   }
-  // A field that ember supports only when off (null, false or 0).
+  // A field that ember supports only when off (null, false, 0 or "").
   void require_off(const json& obj, const char* key, const std::string& field,
                    const std::string& why) const {
     auto it = obj.find(key);
+    // GPT-2's own tokenizer.json writes "" for an absent continuing_subword_prefix.
     if (it == obj.end() || it->is_null() || (it->is_boolean() && !it->get<bool>()) ||
-        (it->is_number() && it->get<double>() == 0.0))
+        (it->is_number() && it->get<double>() == 0.0) ||
+        (it->is_string() && it->get<std::string>().empty()))
       return;
     fail(field + "." + key, "got " + shown(*it) + ", expected null (" + why + ")");
   }
