@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/models/gpt2.hpp"
 #include "ember/models/llama.hpp"
+#include "ember/models/pretrained.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "io_test_util.hpp"
 
 namespace {
 
@@ -24,28 +27,6 @@ std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
 nn::json expected() {
   std::ifstream in(lm_dir() + "/expected.json");
   return nn::json::parse(in);
-}
-
-// Every safetensors file of a Hugging Face folder into `model` by name; GPT-2's Conv1D
-// weights ([in, out]) transposed. (models::from_pretrained does this for users.)
-void load_folder(nn::ModuleImpl& model, const std::string& folder, bool conv1d) {
-  NoGradGuard no_grad;
-  auto params = model.named_parameters();
-  size_t loaded = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    io::SafetensorsFile file(entry.path().string());
-    for (const auto& e : file.entries()) {
-      auto it = std::find_if(params.begin(), params.end(),
-                             [&](const auto& p) { return p.first == e.name; });
-      ASSERT_NE(it, params.end()) << "unexpected " << e.name;
-      Tensor t = file.read(e.name).to(DType::f32);
-      const bool transpose = conv1d && t.dim() == 2 && e.name.find(".h.") != std::string::npos;
-      it->second.copy_(transpose ? t.t().contiguous() : t);
-      ++loaded;
-    }
-  }
-  EXPECT_EQ(loaded, params.size());
 }
 
 Tensor ids_of(const nn::json& row) {
@@ -62,22 +43,25 @@ std::vector<int64_t> greedy(nn::CausalLMImpl& model, const Tensor& ids, int n) {
   for (int i = 0; i < n; ++i) {
     const int64_t next = argmax(logits.reshape({-1}), 0).item<int64_t>();
     out.push_back(next);
-    if (i + 1 < n) logits = model.forward(from_vector<int64_t>({next}, {1, 1}), {.cache = &cache});
+    if (i + 1 < n)
+      logits =
+          model.forward(from_vector<int64_t>({next}, {1, 1}).to(ids.device()), {.cache = &cache});
   }
   return out;
 }
 
 template <typename Model>
-void check_against_transformers(Model& model, const std::string& name, double tol) {
+void check_against_transformers(Model& model, const std::string& name, double tol,
+                                Device device = Device::cpu()) {
   const nn::json rows = expected()[name];
   io::SafetensorsFile logits_file(lm_dir() + "/expected.safetensors");
   for (size_t i = 0; i < rows.size(); ++i) {
     SCOPED_TRACE(name + " prompt " + std::to_string(i));
-    const Tensor ids = ids_of(rows[i]);
+    const Tensor ids = ids_of(rows[i]).to(device);
     Tensor logits;
     {
       NoGradGuard no_grad;
-      logits = model->forward(ids).reshape({ids.size(1), -1});
+      logits = model->forward(ids).reshape({ids.size(1), -1}).to(Device::cpu());
     }
     const Tensor want = logits_file.read(name + ".logits." + std::to_string(i));
     ASSERT_EQ(logits.shape(), want.shape());
@@ -89,15 +73,13 @@ void check_against_transformers(Model& model, const std::string& name, double to
 }
 
 nn::GPT2 tiny_gpt2() {
-  nn::GPT2 model(nn::GPT2Config::from_file(lm_dir() + "/gpt2/config.json"));
-  load_folder(*model, lm_dir() + "/gpt2", /*conv1d=*/true);
-  return model;
+  nn::CausalLM model = models::from_pretrained(lm_dir() + "/gpt2");
+  return nn::GPT2(std::dynamic_pointer_cast<nn::GPT2Impl>(model.ptr()));
 }
 
 nn::Llama tiny_llama(const std::string& folder) {
-  nn::Llama model(nn::LlamaConfig::from_file(lm_dir() + "/" + folder + "/config.json"));
-  load_folder(*model, lm_dir() + "/" + folder, /*conv1d=*/false);
-  return model;
+  nn::CausalLM model = models::from_pretrained(lm_dir() + "/" + folder);
+  return nn::Llama(std::dynamic_pointer_cast<nn::LlamaImpl>(model.ptr()));
 }
 
 TEST(Models, GPT2MatchesTransformers) {
@@ -169,6 +151,74 @@ TEST(Models, LeftPaddingMatchesSeparateRows) {
     const Tensor alone_b2 = model.forward(from_vector(b2, {1, T - pad + 1}), {.last_only = true});
     EXPECT_LT(max(abs(step.narrow(0, 1, 1) - alone_b2)).item<float>(), 2e-5);
   }
+}
+
+// save_pretrained writes transformers' layout (Conv1D weights, no tied head, config.json) and
+// from_pretrained reads it back to the same logits, bitwise; a bf16 model stays within bf16.
+TEST(Models, SavePretrainedRoundTrips) {
+  nn::GPT2 model = tiny_gpt2();
+  ember_test::ScratchDir dir;
+  models::save_pretrained(model, dir.file("tuned"));
+  io::SafetensorsFile file(dir.file("tuned/model.safetensors"));
+  EXPECT_FALSE(file.contains("lm_head.weight"));
+  ASSERT_TRUE(file.contains("transformer.h.0.attn.c_attn.weight"));
+  EXPECT_EQ(file.find("transformer.h.0.attn.c_attn.weight")->shape, (Shape{32, 96}));
+  EXPECT_EQ(nn::GPT2Config::from_file(dir.file("tuned/config.json")).to_json(),
+            model->model_config().to_json());
+  nn::CausalLM back = models::from_pretrained(dir.file("tuned"));
+  NoGradGuard no_grad;
+  const Tensor ids = ids_of(expected()["gpt2"][0]);
+  EXPECT_EQ(max(abs(back->forward(ids) - model->forward(ids))).item<float>(), 0.0f);
+  // bf16 parameters hold the bf16 file's values exactly
+  nn::CausalLM half = models::from_pretrained(lm_dir() + "/llama", {.dtype = DType::bf16});
+  const Tensor& embed = half->named_parameters().front().second;
+  EXPECT_EQ(embed.dtype(), DType::bf16);
+  io::SafetensorsFile shard(lm_dir() + "/llama/model-00001-of-00003.safetensors");
+  ASSERT_TRUE(shard.contains("model.embed_tokens.weight"));
+  EXPECT_EQ(max(abs(embed.to(DType::f32) - shard.read("model.embed_tokens.weight").to(DType::f32)))
+                .item<float>(),
+            0.0f);
+}
+
+// On the GPU: f32 logits and greedy continuations as on the CPU; bf16 within bf16's reach.
+TEST(Models, CudaMatchesTransformers) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string name : {"gpt2", "llama"}) {
+    SCOPED_TRACE(name);
+    nn::CausalLM model =
+        models::from_pretrained(lm_dir() + "/" + name, {.device = Device::cuda(0)});
+    check_against_transformers(model, name, 2e-4, Device::cuda(0));
+    nn::CausalLM half = models::from_pretrained(lm_dir() + "/" + name,
+                                                {.device = Device::cuda(0), .dtype = DType::bf16});
+    NoGradGuard no_grad;
+    const Tensor ids = ids_of(expected()[name][0]).to(Device::cuda(0));
+    const Tensor want =
+        io::SafetensorsFile(lm_dir() + "/expected.safetensors").read(name + ".logits.0");
+    const Tensor got =
+        half->forward(ids).reshape({ids.size(1), -1}).to(DType::f32).to(Device::cpu());
+    EXPECT_LT(max(abs(got - want)).item<float>(), 0.1f * max(abs(want)).item<float>());
+  }
+}
+
+TEST(Models, FromPretrainedRefusesWhatItCannotLoad) {
+  ember_test::ScratchDir dir;
+  std::filesystem::create_directories(dir.file("bert"));
+  std::ofstream(dir.file("bert/config.json")) << R"({"model_type": "bert"})";
+  EXPECT_NE(error_of([&] {
+              models::from_pretrained(dir.file("bert"));
+            }).find("model_type \"bert\" (expected gpt2 or llama)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { models::from_pretrained(dir.file("none")); }).find("is not a folder"),
+            std::string::npos);
+  // a GPT-2 config wider than its weights: every mismatched name listed, no model returned
+  std::filesystem::create_directories(dir.file("wide"));
+  nn::json c = nn::GPT2Config::from_file(lm_dir() + "/gpt2/config.json").to_json();
+  c["n_layer"] = 3;
+  std::ofstream(dir.file("wide/config.json")) << c.dump();
+  std::filesystem::copy_file(lm_dir() + "/gpt2/model.safetensors",
+                             dir.file("wide/model.safetensors"));
+  const std::string e = error_of([&] { models::from_pretrained(dir.file("wide")); });
+  EXPECT_NE(e.find("transformer.h.2.attn.c_attn.weight"), std::string::npos) << e;
 }
 
 TEST(Models, ConfigErrorsNameTheField) {

@@ -83,6 +83,13 @@ class CausalLMImpl : public ModuleImpl {
                      bool last_only) = 0;
 };
 
+/// A handle to any language model (what models::from_pretrained returns):
+/// model->forward(ids, {.cache = &cache}), model->vocab_size().
+class CausalLM : public ModuleHolder<CausalLMImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
 namespace detail {
 /// Attention of q [B, H, T, hd] over k, v [B, H_kv, T, hd] (H a multiple of H_kv: grouped
 /// query attention repeats each key head H/H_kv times), with the cache and mask of
