@@ -125,11 +125,14 @@ TEST(Cli, MessagesNameTheValueAndTheValidRange) {
        "--scheduler: 'linear' is not one of none, step, cosine, exponential, plateau"},
       {"train --progress fancy", "--progress: 'fancy' is not one of auto, bar, lines, none"},
       {"frobnicate",
-       "ember: unknown subcommand 'frobnicate' (expected train, eval, predict, inspect or info)"},
-      {"", "ember: a subcommand is required (expected train, eval, predict, inspect or info)"},
-      {"--epochs 3",
-       "ember: the subcommand comes first (got '--epochs', expected train, eval, predict, inspect "
+       "ember: unknown subcommand 'frobnicate' (expected train, eval, predict, inspect, generate "
        "or info)"},
+      {"",
+       "ember: a subcommand is required (expected train, eval, predict, inspect, generate or "
+       "info)"},
+      {"--epochs 3",
+       "ember: the subcommand comes first (got '--epochs', expected train, eval, predict, inspect, "
+       "generate or info)"},
       {"train --header --no-header", "--header excludes --no-header"},
   };
   // The longest run of digits in `text` (CLI11's range messages printed 300-digit numbers).

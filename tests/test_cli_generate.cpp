@@ -1,0 +1,148 @@
+// tests/test_cli_generate.cpp — `ember generate` (tools/ember.cpp) run as a child process on the
+// tiny GPT-2 fixture (tests/data/lm/gpt2 with gpt2_tok/tokenizer.json): greedy output is the
+// decoding of transformers' greedy ids, a seed repeats a sample, and bad input (a missing
+// folder or tokenizer, a prompt longer than the context, an unknown or conflicting flag) ends
+// with a short message and a non-zero status, printing nothing on stdout.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ember/ember.hpp"
+#include "ember/text/tokenizer.hpp"
+#include "fixtures.hpp"
+#include "io_test_util.hpp"
+
+namespace {
+
+using namespace ember;  // NOLINT: test file
+using ember_test::ScratchDir;
+namespace fs = std::filesystem;
+
+#ifndef EMBER_CLI_PATH
+#define EMBER_CLI_PATH ""
+#endif
+
+#define SKIP_WITHOUT_CLI()                 \
+  if (std::string(EMBER_CLI_PATH).empty()) \
+  GTEST_SKIP() << "built without tools (EMBER_BUILD_TOOLS=OFF): no ember command to run"
+
+struct CliRun {
+  int status;
+  std::string out;  // stdout: the generated text
+  std::string err;  // stderr: errors
+};
+
+CliRun run_cli(const std::string& args, const ScratchDir& scratch) {
+  const std::string err_file = scratch.file("stderr.txt");
+  const std::string cmd = std::string(EMBER_CLI_PATH) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  std::ifstream in(err_file);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err};
+}
+
+std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
+
+// A model folder as Hugging Face ships one: the fixture's config and weights with the
+// tokenizer beside them.
+std::string model_folder(const ScratchDir& scratch) {
+  const fs::path dir = scratch.file("gpt2");
+  fs::create_directory(dir);
+  for (const char* f : {"config.json", "model.safetensors"})
+    fs::copy_file(lm_dir() + "/gpt2/" + f, dir / f);
+  fs::copy_file(lm_dir() + "/gpt2_tok/tokenizer.json", dir / "tokenizer.json");
+  return dir.string();
+}
+
+// Fails with a non-zero status (not a signal), `says` on stderr, a short message, no trace,
+// and nothing generated on stdout.
+void expect_error(const std::string& args, const std::string& says) {
+  ScratchDir scratch;
+  const CliRun r = run_cli(args, scratch);
+  EXPECT_NE(r.status, 0) << args;
+  EXPECT_LT(r.status, 128) << args << ": killed by a signal\n" << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << args << "\nstderr: " << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 4) << "short:\n" << r.err;
+  EXPECT_EQ(r.out, "") << args;
+}
+
+TEST(CliGenerate, GreedyPrintsTheDecodedReferenceContinuation) {
+  SKIP_WITHOUT_CLI();
+  ScratchDir scratch;
+  const std::string folder = model_folder(scratch);
+  std::ifstream in(lm_dir() + "/expected.json");
+  const nn::json row = nn::json::parse(in)["gpt2"][0];
+  ASSERT_EQ(row["prompt"], "The quick brown fox");
+  const auto greedy = row["greedy"].get<std::vector<int64_t>>();
+  ASSERT_EQ(greedy.size(), 12u);
+  const auto tokenizer = text::Tokenizer::from_file(folder + "/tokenizer.json");
+
+  const CliRun r =
+      run_cli("generate " + folder + " --prompt 'The quick brown fox' --max-new-tokens 12 --greedy",
+              scratch);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, tokenizer.decode(greedy, /*skip_special_tokens=*/true) + "\n");
+  EXPECT_EQ(r.err, "");
+
+  // --tokenizer names one elsewhere: the same text.
+  fs::remove(folder + "/tokenizer.json");
+  const CliRun t = run_cli("generate " + folder + " -p 'The quick brown fox' -n 12 --greedy " +
+                               "--tokenizer " + lm_dir() + "/gpt2_tok/tokenizer.json",
+                           scratch);
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_EQ(t.out, r.out);
+}
+
+TEST(CliGenerate, ASeedRepeatsASample) {
+  SKIP_WITHOUT_CLI();
+  ScratchDir scratch;
+  const std::string folder = model_folder(scratch);
+  const std::string args =
+      "generate " + folder + " -p 'The quick brown fox' -n 20 --temperature 0.8 --top-p 0.9 ";
+  const CliRun a = run_cli(args + "--seed 7", scratch);
+  const CliRun b = run_cli(args + "--seed 7", scratch);
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_GT(a.out.size(), 1u);
+}
+
+TEST(CliGenerate, BadInputGivesAClearError) {
+  SKIP_WITHOUT_CLI();
+  ScratchDir scratch;
+  const std::string folder = model_folder(scratch);
+  expect_error("generate " + scratch.file("absent") + " -p hi", "absent: no such folder");
+  expect_error("generate " + lm_dir() + "/gpt2 -p hi",
+               "tokenizer.json: no such file (the model folder has no tokenizer.json; pass "
+               "--tokenizer PATH)");
+  expect_error("generate " + folder + " -p hi --tokenizer " + scratch.file("none.json"),
+               "--tokenizer " + scratch.file("none.json") + ": no such file");
+  expect_error("generate " + folder, "--prompt is required");
+  expect_error("generate " + folder + " -p ''", "--prompt is empty");
+  expect_error("generate " + folder + " -p hi --frobnicate", "--frobnicate");
+  expect_error("generate " + folder + " -p hi --greedy --top-p 0.5", "--greedy excludes --top-p");
+  expect_error("generate " + folder + " -p hi --top-p 1.5", "--top-p 1.5 (expected 0 < p <= 1)");
+  expect_error("generate " + folder + " -p hi -n 0",
+               "--max-new-tokens: '0' is not a whole number >= 1");
+  std::string long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt += "The quick brown fox ";
+  expect_error("generate " + folder + " -p '" + long_prompt + "'",
+               "the model's context 64 positions (expected a shorter prompt");
+  expect_error("generate " + folder + " -p 'The quick brown fox' -n 60",
+               "need 74 positions, more than the model's context of 64 (expected "
+               "--max-new-tokens 50 or fewer)");
+}
+
+}  // namespace
