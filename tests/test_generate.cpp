@@ -13,21 +13,18 @@
 #include "ember/sampling.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "lm_test_util.hpp"
 
 namespace {
 
 using namespace ember;
 using ember::test_util::error_of;
 
-std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
-
-nn::json expected() {
-  std::ifstream in(lm_dir() + "/expected.json");
-  return nn::json::parse(in);
-}
+using ember_test::lm_dir;
+nn::json expected() { return ember_test::lm_expected(); }
 
 std::vector<int64_t> row_ids(const std::string& model, int row) {
-  return expected()[model][row]["ids"].get<std::vector<int64_t>>();
+  return ember_test::lm_prompt(model, row);
 }
 
 TEST(Generate, GreedyEqualsTransformers) {

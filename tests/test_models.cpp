@@ -16,18 +16,15 @@
 #include "error_of.hpp"
 #include "fixtures.hpp"
 #include "io_test_util.hpp"
+#include "lm_test_util.hpp"
 
 namespace {
 
 using namespace ember;
 using ember::test_util::error_of;
 
-std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
-
-nn::json expected() {
-  std::ifstream in(lm_dir() + "/expected.json");
-  return nn::json::parse(in);
-}
+using ember_test::lm_dir;
+nn::json expected() { return ember_test::lm_expected(); }
 
 Tensor ids_of(const nn::json& row) {
   return from_vector(row["ids"].get<std::vector<int64_t>>(),

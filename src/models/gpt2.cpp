@@ -154,7 +154,8 @@ GPT2Impl::GPT2Impl(GPT2Config config)
 
 Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions, const Tensor& mask, KVCache* cache,
                      bool last_only) {
-  Tensor x = wte_(ids) + wpe_(positions);  // [B, T, d] + [1|B, T, d]
+  Tensor x = models::detail::rows_of(wte_->weight(), ids) +
+             models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
   for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, mask, cache, i);
   x = ln_f_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);

@@ -8,6 +8,7 @@
 
 #include "ember/error.hpp"
 #include "ember/nn/module.hpp"
+#include "ember/ops.hpp"
 
 namespace ember::models::detail {
 
@@ -28,5 +29,14 @@ class GroupImpl : public nn::ModuleImpl {
  private:
   std::string type_;
 };
+
+/// The rows of an embedding table for `ids` ([B, T] -> [B, T, d]): nn::Embedding's lookup
+/// through index_select, which takes every dtype (a bf16 model's tables too; the embedding op
+/// computes f32 and f64 only) and gives the same rows and gradient.
+inline Tensor rows_of(const Tensor& weight, const Tensor& ids) {
+  Shape shape = ids.shape();
+  shape.push_back(weight.size(1));
+  return index_select(weight, 0, ids.reshape({ids.numel()})).reshape(shape);
+}
 
 }  // namespace ember::models::detail

@@ -245,7 +245,7 @@ Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions, const Tensor& 
   const Tensor angles = positions.to(DType::f32).unsqueeze(-1) * inv;  // [B|1, T, hd/2]
   const Tensor both = cat({angles, angles}, -1).unsqueeze(1);
   const Tensor cos_t = cos(both), sin_t = sin(both);
-  Tensor x = embed_tokens_(ids);
+  Tensor x = models::detail::rows_of(embed_tokens_->weight(), ids);
   for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, cos_t, sin_t, mask, cache, i);
   x = norm_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);

@@ -72,6 +72,9 @@ nn::CausalLM from_pretrained(const std::string& folder, const PretrainedOptions&
                                  "\" (expected gpt2 or llama)");
     }
   }
+  // Parameters a module fills with constants (LayerNorm's ones) are made on the CPU even
+  // under the guard: everything moves to the device before it is loaded in place.
+  model->to(options.device);
   if (options.dtype != DType::f32) model->to(options.dtype);
   model->eval();
   io::load_state(nn::Module(model), folder, load);

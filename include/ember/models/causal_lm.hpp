@@ -7,6 +7,7 @@
 //   Tensor next = model->forward(last_token, {.cache = &cache});      // one position: [B, 1, V]
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -88,6 +89,10 @@ class CausalLMImpl : public ModuleImpl {
 class CausalLM : public ModuleHolder<CausalLMImpl> {
  public:
   using ModuleHolder::ModuleHolder;
+  /// Any model's handle converts: models::generate(gpt2, ...) with an nn::GPT2.
+  template <typename Impl>
+  requires std::derived_from<Impl, CausalLMImpl> CausalLM(const ModuleHolder<Impl>& model)  // NOLINT
+      : ModuleHolder(std::shared_ptr<CausalLMImpl>(model.ptr())) {}
 };
 
 namespace detail {
