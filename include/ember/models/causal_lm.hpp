@@ -91,7 +91,8 @@ class CausalLM : public ModuleHolder<CausalLMImpl> {
   using ModuleHolder::ModuleHolder;
   /// Any model's handle converts: models::generate(gpt2, ...) with an nn::GPT2.
   template <typename Impl>
-  requires std::derived_from<Impl, CausalLMImpl> CausalLM(const ModuleHolder<Impl>& model)  // NOLINT
+  requires std::derived_from<Impl, CausalLMImpl> CausalLM(
+      const ModuleHolder<Impl>& model)  // NOLINT
       : ModuleHolder(std::shared_ptr<CausalLMImpl>(model.ptr())) {}
 };
 
