@@ -12,11 +12,20 @@
 // padded query never has an empty row (softmax would give NaN, and NaN·0 in the next layer's
 // P·V would reach real rows through the padded keys' values). The mask is small ([B, T, S]
 // bools) and built on the host.
+//
+// Note [A decode step's attention]
+// A decode step is one query per row over every cached key: a [B, H, 1, S] score row. cuDNN's
+// fused attention keys its execution plans on the shapes, so a key length that grows by one
+// each token builds a new plan each token; the composed form (q·Kᵀ·scale, softmax, ·V) has no
+// plan to build and, for one query, reads the cache once as the fused kernel would.
 #include "ember/models/causal_lm.hpp"
 
+#include <cmath>
+#include <optional>
 #include <string>
 
 #include "ember/attention.hpp"
+#include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/ops.hpp"
@@ -97,6 +106,14 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_
   K = repeat_heads(K, group);
   V = repeat_heads(V, group);
   if (mask.defined()) return scaled_dot_product_attention(q, K, V, {.attn_mask = mask});
+  if (q.size(2) == 1 && cache) {
+    // Note [A decode step's attention]: one query over the cache, composed (two batched
+    // GEMMs and a softmax). The fused path would build a cuDNN plan for every new key length,
+    // one per generated token (tens of milliseconds each on the H200).
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+    const Tensor scores = matmul(q * scale, K.transpose(2, 3));  // [B, H, 1, S]
+    return matmul(softmax(scores, -1).to(V.dtype()), V);
+  }
   // Note [Positions and masks of a language model's forward]: no mask means from the start
   // (causal) or a single query (everything before it).
   return scaled_dot_product_attention(q, K, V, {.is_causal = q.size(2) > 1});
@@ -160,6 +177,11 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
       mask = from_vector(allow, {1, 1, T, past + T}, {.device = ids.device()}).to(DType::boolean);
     }
   }
+  // A model with bf16 (f16) weights computes as under autocast to that dtype: its GEMMs and
+  // attention in it, its norms and softmaxes in f32 (the precision they have no kernels below).
+  std::optional<AutocastGuard> half;
+  if (const DType w = parameters().front().dtype(); w == DType::bf16 || w == DType::f16)
+    half.emplace(w);
   Tensor logits = run(ids, positions, mask, options.cache, options.last_only);
   if (options.cache) options.cache->advance(T);
   return logits;
