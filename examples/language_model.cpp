@@ -33,31 +33,6 @@ constexpr int kSteps = 30;
 constexpr double kLearningRate = 3e-3;
 constexpr double kMaxGradNorm = 1.0;
 
-// Prints a generation as it comes: decodes every id so far and writes what is new. A token
-// may end inside a multi-byte character (the text then ends in U+FFFD, "\xEF\xBF\xBD"): that
-// tail waits for the next token, or for finish().
-class TextStream {
- public:
-  explicit TextStream(const text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-  void push(int64_t token) {
-    ids_.push_back(token);
-    print(/*last=*/false);
-  }
-  void finish() { print(/*last=*/true); }
-
- private:
-  void print(bool last) {
-    const std::string text = tokenizer_.decode(ids_, /*skip_special_tokens=*/true);
-    if ((!last && text.ends_with("\xEF\xBF\xBD")) || text.size() <= printed_) return;
-    std::cout << text.substr(printed_) << std::flush;
-    printed_ = text.size();
-  }
-
-  const text::Tokenizer& tokenizer_;
-  std::vector<int64_t> ids_;
-  size_t printed_ = 0;
-};
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), "language_model: cannot read ", path);
@@ -94,13 +69,14 @@ bool run(const std::string& model_dir, const std::string& tokenizer_json,
 
   // 1. Greedy continuation, printed token by token.
   const std::vector<int64_t> prompt = tokenizer.encode("This License");
-  TextStream greedy(tokenizer);
+  text::TextStreamer greedy(tokenizer);
   std::cout << "greedy:  This License";
-  models::generate(model, {prompt},
-                   {.max_new_tokens = 16,
-                    .stop_tokens = stop,
-                    .on_token = [&](int64_t, int64_t token) { greedy.push(token); }});
-  greedy.finish();
+  models::generate(
+      model, {prompt},
+      {.max_new_tokens = 16, .stop_tokens = stop, .on_token = [&](int64_t, int64_t token) {
+         std::cout << greedy.push(token) << std::flush;
+       }});
+  std::cout << greedy.finish();
   std::cout << "\n";
 
   // 2. Fine-tune on the text: next-token cross-entropy, AdamW, gradients clipped to norm 1.
@@ -149,7 +125,7 @@ bool run(const std::string& model_dir, const std::string& tokenizer_json,
   }
 
   // 4. Sampling: temperature and nucleus (top-p), reproducible with a seed.
-  TextStream sampled(tokenizer);
+  text::TextStreamer sampled(tokenizer);
   std::cout << "sampled: This License";
   models::generate(reloaded, {prompt},
                    {.max_new_tokens = 24,
@@ -158,8 +134,10 @@ bool run(const std::string& model_dir, const std::string& tokenizer_json,
                     .top_p = 0.9,
                     .stop_tokens = stop,
                     .seed = 7,
-                    .on_token = [&](int64_t, int64_t token) { sampled.push(token); }});
-  sampled.finish();
+                    .on_token = [&](int64_t, int64_t token) {
+                      std::cout << sampled.push(token) << std::flush;
+                    }});
+  std::cout << sampled.finish();
   std::cout << "\n";
   return true;
 }

@@ -323,3 +323,27 @@ TEST(Tokenizer, BadFilesAndBadInputsThrowWithTheirReason) {
 }
 
 }  // namespace
+
+namespace {
+
+// Streaming: the pieces joined are the whole decoding, and a character split across tokens
+// waits (an emoji's bytes are several byte-level tokens in the small vocabulary).
+TEST(Tokenizer, TextStreamerHoldsBackUnfinishedCharacters) {
+  const Tokenizer tok = Tokenizer::from_file(lm_dir() + "/gpt2_tok/tokenizer.json");
+  const std::string text = "Emoji: 😀 👍🏽 and CJK: 日本語";
+  const std::vector<int64_t> ids = tok.encode(text, false);
+  ember::text::TextStreamer stream(tok);
+  std::string joined;
+  int held = 0;
+  for (int64_t id : ids) {
+    const std::string piece = stream.push(id);
+    held += piece.empty();
+    EXPECT_FALSE(piece.ends_with("\xEF\xBF\xBD")) << "an unfinished character was given out";
+    joined += piece;
+  }
+  joined += stream.finish();
+  EXPECT_EQ(joined, text);
+  EXPECT_GT(held, 0);
+}
+
+}  // namespace

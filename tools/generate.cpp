@@ -41,33 +41,6 @@ std::vector<int64_t> stop_tokens(const text::Tokenizer& tokenizer, const std::st
   return {ids.begin(), ids.end()};
 }
 
-// Note [Streaming decoded text]
-// A token can end inside a multi-byte UTF-8 character, which decodes to U+FFFD until the next
-// token completes it. Each new token decodes the whole generated list again and prints what
-// is new beyond the text already printed, holding back while the text ends in U+FFFD; the
-// last call prints the rest, so the output is exactly the decoding of every generated id.
-class TextStream {
- public:
-  explicit TextStream(const text::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-  void push(int64_t token) {
-    ids_.push_back(token);
-    print(/*last=*/false);
-  }
-  void finish() { print(/*last=*/true); }
-
- private:
-  void print(bool last) {
-    const std::string text = tokenizer_.decode(ids_, /*skip_special_tokens=*/true);
-    if ((!last && text.ends_with("\xEF\xBF\xBD")) || text.size() <= printed_) return;
-    std::cout << text.substr(printed_) << std::flush;
-    printed_ = text.size();
-  }
-
-  const text::Tokenizer& tokenizer_;
-  std::vector<int64_t> ids_;
-  size_t printed_ = 0;
-};
-
 }  // namespace
 
 int cmd_generate(GenerateArgs g) {
@@ -107,18 +80,19 @@ int cmd_generate(GenerateArgs g) {
               " positions, more than the model's context of ", model->max_positions(),
               " (expected --max-new-tokens ", room, " or fewer)");
 
-  TextStream out(tokenizer);
-  models::generate(model, {prompt},
-                   {.max_new_tokens = new_tokens,
-                    .do_sample = !g.greedy,
-                    .temperature = g.temperature,
-                    .top_k = g.top_k,
-                    .top_p = g.top_p,
-                    .repetition_penalty = g.repetition_penalty,
-                    .stop_tokens = stop_tokens(tokenizer, g.model),
-                    .seed = g.seed ? *g.seed : std::random_device{}(),
-                    .on_token = [&](int64_t, int64_t token) { out.push(token); }});
-  out.finish();
+  text::TextStreamer out(tokenizer);
+  models::generate(
+      model, {prompt},
+      {.max_new_tokens = new_tokens,
+       .do_sample = !g.greedy,
+       .temperature = g.temperature,
+       .top_k = g.top_k,
+       .top_p = g.top_p,
+       .repetition_penalty = g.repetition_penalty,
+       .stop_tokens = stop_tokens(tokenizer, g.model),
+       .seed = g.seed ? *g.seed : std::random_device{}(),
+       .on_token = [&](int64_t, int64_t token) { std::cout << out.push(token) << std::flush; }});
+  std::cout << out.finish();
   std::cout << "\n";
   return 0;
 }

@@ -598,4 +598,19 @@ bool Tokenizer::is_special(int64_t id) const {
   return id >= 0 && id < vocab_size() && impl_->special[id];
 }
 
+std::string TextStreamer::push(int64_t id) {
+  ids_.push_back(id);
+  return take(/*last=*/false);
+}
+
+std::string TextStreamer::finish() { return take(/*last=*/true); }
+
+std::string TextStreamer::take(bool last) {
+  const std::string text = tokenizer_.decode(ids_, skip_special_);
+  if ((!last && text.ends_with("\xEF\xBF\xBD")) || text.size() <= given_) return "";
+  std::string piece = text.substr(given_);
+  given_ = text.size();
+  return piece;
+}
+
 }  // namespace ember::text

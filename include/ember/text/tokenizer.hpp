@@ -85,4 +85,30 @@ class Tokenizer {
   std::shared_ptr<const Impl> impl_;
 };
 
+/// Decoded text of ids as they come, for streaming generation (transformers' TextStreamer):
+/// each push returns the text the new id completes. A token may end inside a multi-byte
+/// character (the decoded text then ends in U+FFFD): that tail waits for the next id, or for
+/// finish(), so the pieces joined are exactly decode(every id). Example:
+///   text::TextStreamer stream(tok);
+///   models::generate(model, {prompt}, {.on_token = [&](int64_t, int64_t t) {
+///                                          std::cout << stream.push(t) << std::flush; }});
+///   std::cout << stream.finish() << "\n";
+class TextStreamer {
+ public:
+  /// `tokenizer` must outlive the streamer.
+  explicit TextStreamer(const Tokenizer& tokenizer, bool skip_special_tokens = true)
+      : tokenizer_(tokenizer), skip_special_(skip_special_tokens) {}
+  /// The new text `id` completes ("" while a character is unfinished).
+  std::string push(int64_t id);
+  /// The rest (an unfinished character as decode gives it).
+  std::string finish();
+
+ private:
+  std::string take(bool last);
+  const Tokenizer& tokenizer_;
+  bool skip_special_;
+  std::vector<int64_t> ids_;
+  size_t given_ = 0;
+};
+
 }  // namespace ember::text
