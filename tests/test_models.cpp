@@ -168,7 +168,7 @@ TEST(Models, SavePretrainedRoundTrips) {
   EXPECT_EQ(max(abs(back->forward(ids) - model->forward(ids))).item<float>(), 0.0f);
   // bf16 parameters hold the bf16 file's values exactly
   nn::CausalLM half = models::from_pretrained(lm_dir() + "/llama", {.dtype = DType::bf16});
-  const Tensor& embed = half->named_parameters().front().second;
+  const Tensor embed = half->named_parameters().front().second;  // a copy: the list is a temporary
   EXPECT_EQ(embed.dtype(), DType::bf16);
   io::SafetensorsFile shard(lm_dir() + "/llama/model-00001-of-00003.safetensors");
   ASSERT_TRUE(shard.contains("model.embed_tokens.weight"));
