@@ -34,13 +34,60 @@ double seconds_of(const std::function<void()>& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// --profile: the profiler's tables of 32 eager decode steps at batch 1 (host time, then device
+// time), and the plain time of a decode step's forward and of its greedy pick.
+void profile_decode(const nn::GPT2& model, const std::vector<int64_t>& prompt, Device gpu) {
+  NoGradGuard no_grad;
+  const int64_t T = static_cast<int64_t>(prompt.size()), steps = 32;
+  const Tensor next = from_vector(std::vector<int64_t>{5}, {1, 1}, {.device = gpu});
+  auto decode = [&](nn::KVCache& cache, bool pick) {
+    const Tensor logits = model->forward(next, {.cache = &cache, .last_only = true});
+    if (pick) (void)argmax(logits.reshape({1, -1}), 1).to(Device::cpu()).item<int64_t>();
+  };
+  for (const bool pick : {false, true}) {
+    nn::KVCache cache(T + 2 * steps);
+    model->forward(from_vector(prompt, {1, T}, {.device = gpu}), {.cache = &cache});
+    for (int i = 0; i < 4; ++i) decode(cache, pick);
+    const double t = seconds_of([&] {
+      for (int i = 0; i < steps; ++i) decode(cache, pick);
+    });
+    std::fprintf(stderr, "bench_generate --profile: decode step %s: %.3f ms\n",
+                 pick ? "with argmax and its host read" : "forward only",
+                 1e3 * t / static_cast<double>(steps));
+  }
+  for (const bool device_time : {false, true}) {
+    nn::KVCache cache(T + 2 * steps);
+    model->forward(from_vector(prompt, {1, T}, {.device = gpu}), {.cache = &cache});
+    decode(cache, true);
+    Profiler p({.device_time = device_time});
+    for (int i = 0; i < steps; ++i) {
+      decode(cache, true);
+      p.step();
+    }
+    p.stop();
+    std::fprintf(stderr, "\n%s (32 decode steps, wall %.2f ms, device %.2f ms)\n%s\n",
+                 device_time ? "by device time" : "by host time", p.wall_ms(), p.device_ms(),
+                 p.table({.sort_by = device_time ? ProfileSort::device_time : ProfileSort::host_time,
+                          .row_limit = 40,
+                          .group_by_module = false})
+                     .c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t new_tokens = 256, prompt_len = 128;
   std::vector<int64_t> batches = {1, 16};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string f = argv[i], v = argv[i + 1];
+  bool profile = false;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string f = argv[i];
+    if (f == "--profile") {
+      profile = true;
+      --i;
+      continue;
+    }
+    const std::string v = i + 1 < argc ? argv[i + 1] : "";
     if (f == "--new")
       new_tokens = std::stoll(v);
     else if (f == "--prompt")
@@ -50,7 +97,8 @@ int main(int argc, char** argv) {
       std::stringstream s(v);
       for (std::string b; std::getline(s, b, ',');) batches.push_back(std::stoll(b));
     } else {
-      std::fprintf(stderr, "usage: bench_generate [--new N] [--prompt N] [--batches 1,16]\n");
+      std::fprintf(stderr,
+                   "usage: bench_generate [--new N] [--prompt N] [--batches 1,16] [--profile]\n");
       return 2;
     }
   }
@@ -134,5 +182,6 @@ int main(int argc, char** argv) {
                             .dump()
                             .c_str());
   }
+  if (profile) profile_decode(model, prompt, gpu);
   return 0;
 }

@@ -1313,6 +1313,35 @@ case("scaled_dot_product_attention_causal",
      lambda t: _sdpa(t["q"], t["k"], t["v"], causal=True), diff=("q", "k", "v"))
 
 
+# attention_with_kv_cache: the new keys appended to each row's first seqlens[b] cached ones,
+# query i over keys j < seqlens[b] + i that the padding mask keeps, and its own key.
+def _kv_attention(q, kc, vc, k, v, seqlens, mask):
+    group = q.shape[1] // kc.shape[1]
+    outs = []
+    kc_after, vc_after = kc.clone(), vc.clone()
+    for b, p in enumerate(seqlens):
+        kc_after[b, :, p:p + k.shape[2]] = k[b]
+        vc_after[b, :, p:p + v.shape[2]] = v[b]
+        K = torch.cat([kc[b, :, :p], k[b]], 1).repeat_interleave(group, 0)
+        V = torch.cat([vc[b, :, :p], v[b]], 1).repeat_interleave(group, 0)
+        s = (q[b] * (1.0 / math.sqrt(q.shape[-1]))) @ K.transpose(-1, -2)  # [H, T, p + T]
+        T = q.shape[2]
+        j = torch.arange(p + T)
+        own = j[None, :] == p + torch.arange(T)[:, None]
+        keep = ((j[None, :] < p + torch.arange(T)[:, None]) & mask[b, :p + T][None, :]) | own
+        outs.append(torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ V)
+    return torch.stack(outs), {"k_cache_after": kc_after, "v_cache_after": vc_after}
+
+
+case("attention_with_kv_cache",
+     lambda m: {"q": m.randn(2, 4, 2, 8), "k_cache": m.randn(2, 2, 6, 8),
+                "v_cache": m.randn(2, 2, 6, 3), "k": m.randn(2, 2, 2, 8), "v": m.randn(2, 2, 2, 3),
+                "mask": m.mask(2, 6)},
+     lambda t: _kv_attention(t["q"], t["k_cache"], t["v_cache"], t["k"], t["v"], [3, 1],
+                             t["mask"]),
+     attrs={"seqlens": [3, 1]})
+
+
 # ----------------------------------------------------------------------------------------
 # evaluation
 

@@ -163,6 +163,36 @@ TEST(Generate, CudaGreedyBatchAndBf16) {
             cpu);
 }
 
+// A captured decode step generates what the eager one does: greedy, a left-padded batch, bf16
+// weights, and sampling with a seed.
+TEST(Generate, CudaCapturedDecodeEqualsEager) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string name : {"gpt2", "llama"}) {
+    SCOPED_TRACE(name);
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      nn::CausalLM model = models::from_pretrained(lm_dir() + "/" + name,
+                                                   {.device = Device::cuda(0), .dtype = dtype});
+      std::vector<int64_t> a = row_ids(name, 0), b = row_ids(name, 1);
+      b.resize(b.size() - 5);
+      for (const models::GenerationOptions& o :
+           {models::GenerationOptions{.max_new_tokens = 12},
+            models::GenerationOptions{
+                .max_new_tokens = 12, .do_sample = true, .top_k = 20, .seed = 4}}) {
+        models::GenerationOptions captured = o;
+        captured.capture = true;
+        EXPECT_EQ(models::generate(model, {a, b}, captured), models::generate(model, {a, b}, o))
+            << dtype_name(dtype);
+        EXPECT_EQ(models::generate(model, {a}, captured), models::generate(model, {a}, o));
+      }
+    }
+  }
+  nn::CausalLM cpu = models::from_pretrained(lm_dir() + "/gpt2");
+  EXPECT_NE(error_of([&] {
+              models::generate(cpu, {row_ids("gpt2", 0)}, {.capture = true});
+            }).find("expected a CUDA device"),
+            std::string::npos);
+}
+
 TEST(Multinomial, DrawsInProportion) {
   manual_seed(1);
   const Tensor p = from_vector<float>({0.1f, 0.f, 0.6f, 0.3f}, {4});

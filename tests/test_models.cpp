@@ -150,6 +150,54 @@ TEST(Models, LeftPaddingMatchesSeparateRows) {
   }
 }
 
+// A step told its positions on the device (cache_position, position_ids: what a captured
+// decode step uses) computes what the step that reads the cache's length computes, for a
+// plain and a left-padded batch, and leaves the cache's host length alone.
+TEST(Models, DevicePositionsMatchTheCachesLength) {
+  for (const std::string name : {"gpt2", "llama"}) {
+    SCOPED_TRACE(name);
+    nn::Module handle = name == "gpt2" ? nn::Module(tiny_gpt2()) : nn::Module(tiny_llama("llama"));
+    auto& model = dynamic_cast<nn::CausalLMImpl&>(*handle);
+    NoGradGuard no_grad;
+    std::vector<int64_t> ids = expected()[name][0]["ids"].get<std::vector<int64_t>>();
+    const int64_t T = static_cast<int64_t>(ids.size());
+    std::vector<int64_t> mask(static_cast<size_t>(2 * T), 1);
+    mask[static_cast<size_t>(T)] = mask[static_cast<size_t>(T + 1)] = 0;  // row 1: 2 pads
+    std::vector<int64_t> batch = ids;
+    batch.insert(batch.end(), ids.begin(), ids.end());
+    const Tensor am = from_vector(mask, {2, T});
+    nn::KVCache host(T + 3), device(T + 3);
+    model.forward(from_vector(batch, {2, T}), {.cache = &host, .attention_mask = am});
+    model.forward(from_vector(batch, {2, T}), {.cache = &device, .attention_mask = am});
+    Tensor grown = am;
+    for (int64_t s = 0; s < 3; ++s) {
+      const Tensor next = from_vector<int64_t>({11 + s, 5 + s}, {2, 1});
+      grown = cat({grown, ones({2, 1}, {.dtype = DType::i64})}, 1);
+      const Tensor want = model.forward(next, {.cache = &host, .attention_mask = grown});
+      const Tensor got =
+          model.forward(next, {.cache = &device,
+                               .attention_mask = am,  // the prompt's: later keys count as real
+                               .cache_position = from_vector<int64_t>({T + s}, {1}),
+                               .position_ids = from_vector<int64_t>({T + s, T - 2 + s}, {2, 1})});
+      EXPECT_LT(max(abs(got - want)).item<float>(), 1e-5) << "step " << s;
+    }
+    EXPECT_EQ(device.length(), T);  // written, not advanced
+    EXPECT_EQ(host.length(), T + 3);
+    EXPECT_NE(error_of([&] {
+                model.forward(from_vector<int64_t>({1, 2}, {2, 1}),
+                              {.cache = &device,
+                               .attention_mask = am,
+                               .cache_position = from_vector<int64_t>({T}, {1})});
+              }).find("no position_ids"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] {
+                model.forward(from_vector<int64_t>({1, 2}, {2, 1}),
+                              {.cache_position = from_vector<int64_t>({T}, {1})});
+              }).find("cache_position without a cache"),
+              std::string::npos);
+  }
+}
+
 // save_pretrained writes transformers' layout (Conv1D weights, no tied head, config.json) and
 // from_pretrained reads it back to the same logits, bitwise; a bf16 model stays within bf16.
 TEST(Models, SavePretrainedRoundTrips) {

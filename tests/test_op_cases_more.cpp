@@ -166,6 +166,15 @@ void add_vocabulary_cases(OpTable& t) {
   t["scaled_dot_product_attention"] = [](Fixture& f) {
     return ember::scaled_dot_product_attention(f["q"], f["k"], f["v"], {.attn_mask = f["mask"]});
   };
+  t["attention_with_kv_cache"] = [](Fixture& f) {
+    ember::Device device = ember::Device::cpu();  // any input's: the driver empties each in turn
+    for (const char* key : {"q", "k_cache", "v_cache", "k", "v", "mask"})
+      if (f[key].defined()) device = f[key].device();
+    const Tensor lengths =
+        ember::from_vector(f.attr("seqlens").get<std::vector<int64_t>>(), {2}, {.device = device});
+    return ember::attention_with_kv_cache(f["q"], f["k_cache"], f["v_cache"], f["k"], f["v"],
+                                          lengths, {.key_padding_mask = f["mask"]});
+  };
   t["scaled_dot_product_attention_causal"] = [](Fixture& f) {
     return ember::scaled_dot_product_attention(f["q"], f["k"], f["v"], {.is_causal = true});
   };

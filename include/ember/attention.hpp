@@ -36,6 +36,32 @@ struct SdpaOptions {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const SdpaOptions& options = {});
 
+/// Options of attention_with_kv_cache.
+struct KVCacheAttentionOptions {
+  /// [B, L] (1 <= L <= S_max), bool or integer: 1 for a real key, 0 for padding (Hugging
+  /// Face's attention_mask over the cache's positions; keys at L and after count as real). A
+  /// query always attends to its own key, so a padded query is never left with none.
+  /// Undefined: no padding.
+  Tensor key_padding_mask{};
+  /// Multiplies q·kᵀ; 1/√E when unset.
+  std::optional<double> scale = std::nullopt;
+};
+
+/// Attention of T new queries over a key/value cache that the call extends in place, in one
+/// kernel (flash-attn's flash_attn_with_kvcache, in Hugging Face's [B, H, S, E] layout): the
+/// new keys and values k, v [B, H_kv, T, E|Ev] are written into k_cache, v_cache
+/// [B, H_kv, S_max, E|Ev] at positions cache_seqlens[b] .. cache_seqlens[b] + T - 1, and query i
+/// of row b (q [B, H, T, E]) attends causally to keys 0 .. cache_seqlens[b] + i, skipping
+/// those key_padding_mask marks as padding (but never its own). H a multiple of H_kv (grouped-query
+/// attention). cache_seqlens (i64 or i32 [B], on q's device) is read on the device only, so a
+/// captured decode step replays at a new position by writing it. Returns [B, H, T, Ev]. For
+/// inference: no gradient. A row whose positions do not fit the cache is an ember::Error (on a GPU
+/// at the next synchronisation, with nothing written). Example (one decode step):
+///   Tensor y = attention_with_kv_cache(q, k_cache, v_cache, k, v, lengths);  // lengths += 1
+Tensor attention_with_kv_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const Tensor& k, const Tensor& v, const Tensor& cache_seqlens,
+                               const KVCacheAttentionOptions& options = {});
+
 /// Which path computed a scaled_dot_product_attention call.
 enum class SdpaBackend : uint8_t {
   none,     // no call yet on this thread

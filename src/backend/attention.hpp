@@ -4,6 +4,10 @@
 // Shape letters: B batch, H heads, L query length, S key length, E head dim of q and k, Ev of v.
 // q, k, v, o and the gradients are [B, H, L|S, E|Ev] with any strides whose last one is 1;
 // stats is contiguous f32 [B, H, L, 1], the log-sum-exp of each row of scaled scores.
+//
+// KvCacheAttentionArgs are attention_with_kv_cache's (kv_cache_attention in slots.def; both
+// backends, math in src/kernels/attention.hpp): T queries per row over a key/value cache that
+// the call extends in place.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +52,29 @@ struct SdpaArgs {
   void* grad_q = nullptr;
   void* grad_k = nullptr;
   void* grad_v = nullptr;
+};
+
+/// attention_with_kv_cache's operands. q [B, H, T, E], k/v [B, H_kv, T, E|Ev] (the new keys and
+/// values), k_cache/v_cache [B, H_kv, S_max, E|Ev] (written at rows seqlens[b] .. + T - 1),
+/// out [B, H, T, Ev] contiguous: any strides for the others, all of one float dtype. seqlens is
+/// i64 [B] contiguous; key_mask is bool [B, key_mask_len] contiguous (key_mask_len <= S_max; keys
+/// at or after it are real) or null (no padding).
+struct KvCacheAttentionArgs {
+  DType dtype = DType::f32;
+  int device = 0;
+  int64_t batch = 0, heads = 0, kv_heads = 0, len_q = 0, capacity = 0, head_dim = 0, head_dim_v = 0;
+  int64_t q_strides[4] = {}, k_strides[4] = {}, v_strides[4] = {}, k_cache_strides[4] = {},
+          v_cache_strides[4] = {};
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  void* out = nullptr;
+  const int64_t* seqlens = nullptr;
+  const bool* key_mask = nullptr;
+  int64_t key_mask_len = 0;
+  double scale = 1.0;
 };
 
 }  // namespace ember::backend

@@ -62,6 +62,7 @@ const char* op_name(int32_t op) {
     case kIndexAdd: return "index_add";
     case kGather: return "gather";
     case kScatterAdd: return "scatter_add";
+    case kKvCacheLength: return "attention_with_kv_cache";
     default: return "a CUDA kernel";
   }
 }
@@ -92,6 +93,10 @@ void check_device_errors(int device) {
                                " is out of range for ", seen.limit,
                                " classes (expected labels in [0, ", seen.limit,
                                ") or ignore_index; ", when, ")"));
+  if (op == kKvCacheLength)
+    throw Error(detail::concat(
+        name, ": cache_seqlens[", seen.position, "] is ", seen.value, " (expected 0 to ",
+        seen.limit - 1, ": the cached and the new positions must fit the cache; ", when, ")"));
   throw Error(detail::concat(name, ": index ", seen.value, " (at position ", seen.position,
                              ") is out of range for dim ", seen.dim, " of size ", seen.limit,
                              " (expected indices in [0, ", seen.limit, "); ", when, ")"));

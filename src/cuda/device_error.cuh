@@ -27,6 +27,7 @@ enum DeviceErrorOp : int32_t {
   kIndexAdd = 3,
   kGather = 4,
   kScatterAdd = 5,
+  kKvCacheLength = 6,  // attention_with_kv_cache: value = seqlens[b], position = b
 };
 
 /// The per-device record (pinned, mapped host memory; see the Note).

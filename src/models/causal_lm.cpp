@@ -13,11 +13,22 @@
 // P·V would reach real rows through the padded keys' values). The mask is small ([B, T, S]
 // bools) and built on the host.
 //
-// Note [A decode step's attention]
-// A decode step is one query per row over every cached key: a [B, H, 1, S] score row. cuDNN's
-// fused attention keys its execution plans on the shapes, so a key length that grows by one
-// each token builds a new plan each token; the composed form (q·Kᵀ·scale, softmax, ·V) has no
-// plan to build and, for one query, reads the cache once as the fused kernel would.
+// Note [Attention through the cache]
+// With a cache, a short chunk (T <= kCachePathMaxT: every decode step) goes through
+// attention_with_kv_cache: one kernel per layer writes the new keys and values into the cache
+// and attends over it, reading each row's length on the device and grouped-query heads
+// without repeating them. A long chunk (a prompt's prefill) is appended and goes through
+// scaled_dot_product_attention, whose fused kernel (cuDNN's flash attention on a GPU) is the
+// faster one there.
+//
+// Note [A captured decode step]
+// A CUDA graph replays fixed kernels on fixed addresses, so a step that is captured must not
+// depend on host values that change between steps: the cache's length decides the key views'
+// shapes and the positions. With cache_position (and position_ids) the step takes them from
+// device tensors: positions come from position_ids, the cache path reads its lengths from
+// cache_position[0], and nothing reads the host's length() (which the call leaves as it is).
+// models::generate captures such a step when GenerationOptions::capture is set and replays it
+// per token after writing the next ids, positions and cache_position into its inputs.
 #include "ember/models/causal_lm.hpp"
 
 #include <cmath>
@@ -36,19 +47,16 @@ KVCache::KVCache(int64_t capacity) : capacity_(capacity) {
   EMBER_CHECK(capacity > 0, "KVCache: capacity ", capacity, " (expected at least one position)");
 }
 
-std::pair<Tensor, Tensor> KVCache::append(size_t layer, const Tensor& k, const Tensor& v) {
+std::pair<Tensor, Tensor> KVCache::buffers(size_t layer, const Tensor& k, const Tensor& v) {
   EMBER_CHECK(!grad_mode_enabled(),
               "KVCache: append while gradients are recorded (the cache is for inference: run "
               "generation under NoGradGuard)");
-  EMBER_CHECK(k.defined() && v.defined() && k.dim() == 4 && v.shape() == k.shape(),
+  EMBER_CHECK(k.defined() && v.defined() && k.dim() == 4 && v.dim() == 4 &&
+                  v.shape().to_string() == k.shape().to_string(),
               "KVCache: layer ", layer, " appends k ",
               k.defined() ? k.shape().to_string() : "undefined", " and v ",
               v.defined() ? v.shape().to_string() : "undefined",
               " (expected two [B, H_kv, T, head_dim] of one shape)");
-  const int64_t T = k.size(2);
-  EMBER_CHECK(length_ + T <= capacity_, "KVCache: ", length_, " positions held and ", T,
-              " more do not fit its capacity of ", capacity_,
-              " (make the cache with room for the prompt and every new token)");
   if (layer >= k_.size()) {
     k_.resize(layer + 1);
     v_.resize(layer + 1);
@@ -61,8 +69,8 @@ std::pair<Tensor, Tensor> KVCache::append(size_t layer, const Tensor& k, const T
     v_[layer] = zeros(shape, {.dtype = v.dtype(), .device = v.device()});
     batch_ = k.size(0);
   }
-  Tensor& K = k_[layer];
-  Tensor& V = v_[layer];
+  const Tensor& K = k_[layer];
+  const Tensor& V = v_[layer];
   EMBER_CHECK(k.size(0) == K.size(0) && k.size(1) == K.size(1) && k.size(3) == K.size(3) &&
                   k.dtype() == K.dtype() && v.dtype() == V.dtype() && k.device() == K.device() &&
                   v.device() == K.device(),
@@ -70,6 +78,15 @@ std::pair<Tensor, Tensor> KVCache::append(size_t layer, const Tensor& k, const T
               dtype_name(k.dtype()), " on ", k.device().str(), " to a cache of [", K.size(0), ", ",
               K.size(1), ", *, ", K.size(3), "] ", dtype_name(K.dtype()), " on ", K.device().str(),
               " (reset() keeps the buffers; a new batch or model needs a new KVCache)");
+  return {K, V};
+}
+
+std::pair<Tensor, Tensor> KVCache::append(size_t layer, const Tensor& k, const Tensor& v) {
+  auto [K, V] = buffers(layer, k, v);
+  const int64_t T = k.size(2);
+  EMBER_CHECK(length_ + T <= capacity_, "KVCache: ", length_, " positions held and ", T,
+              " more do not fit its capacity of ", capacity_,
+              " (make the cache with room for the prompt and every new token)");
   K.narrow(2, length_, T).copy_(k);
   V.narrow(2, length_, T).copy_(v);
   return {K.narrow(2, 0, length_ + T), V.narrow(2, 0, length_ + T)};
@@ -82,6 +99,14 @@ void KVCache::advance(int64_t T) {
 }
 
 namespace {
+
+// Note [Attention through the cache]: the longest chunk that takes the cache path.
+constexpr int64_t kCachePathMaxT = 16;
+
+void check_device_of(const std::string& op, const char* what, const Tensor& t, const Tensor& ids) {
+  EMBER_CHECK(t.device() == ids.device(), op, ": ", what, " on ", t.device().str(), " with ids on ",
+              ids.device().str(), " (expected one device)");
+}
 
 // [B, H_kv, S, hd] -> [B, H_kv·group, S, hd]: each key head serves `group` query heads.
 Tensor repeat_heads(const Tensor& x, int64_t group) {
@@ -97,25 +122,20 @@ Tensor repeat_heads(const Tensor& x, int64_t group) {
 namespace detail {
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_t layer,
-                        KVCache* cache, const Tensor& mask) {
+                        const AttentionContext& a) {
+  if (a.seqlens.defined()) {  // Note [Attention through the cache]
+    auto [K, V] = a.cache->buffers(layer, k, v);
+    return attention_with_kv_cache(q, K, V, k, v, a.seqlens, {.key_padding_mask = a.key_mask});
+  }
   Tensor K = k, V = v;
-  if (cache) std::tie(K, V) = cache->append(layer, k, v);
+  if (a.cache) std::tie(K, V) = a.cache->append(layer, k, v);
   EMBER_CHECK(q.size(1) % K.size(1) == 0, "attention: ", q.size(1), " query heads over ", K.size(1),
               " key heads (expected a multiple)");
   const int64_t group = q.size(1) / K.size(1);
   K = repeat_heads(K, group);
   V = repeat_heads(V, group);
-  if (mask.defined()) return scaled_dot_product_attention(q, K, V, {.attn_mask = mask});
-  if (q.size(2) == 1 && cache) {
-    // Note [A decode step's attention]: one query over the cache, composed (two batched
-    // GEMMs and a softmax). The fused path would build a cuDNN plan for every new key length,
-    // one per generated token (tens of milliseconds each on the H200).
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-    const Tensor scores = matmul(q * scale, K.transpose(2, 3));  // [B, H, 1, S]
-    return matmul(softmax(scores, -1).to(V.dtype()), V);
-  }
-  // Note [Positions and masks of a language model's forward]: no mask means from the start
-  // (causal) or a single query (everything before it).
+  if (a.mask.defined()) return scaled_dot_product_attention(q, K, V, {.attn_mask = a.mask});
+  // Note [Positions and masks of a language model's forward]: no mask means from the start.
   return scaled_dot_product_attention(q, K, V, {.is_causal = q.size(2) > 1});
 }
 
@@ -128,62 +148,111 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
               ": ids ", ids.shape().to_string(), " ", dtype_name(ids.dtype()),
               " (expected token ids [B, T], i64, B and T at least 1)");
   const int64_t B = ids.size(0), T = ids.size(1);
-  const int64_t past = options.cache ? options.cache->length() : 0;
+  KVCache* cache = options.cache;
+  const bool on_device = options.cache_position.defined();  // Note [A captured decode step]
+  const int64_t past = cache && !on_device ? cache->length() : 0;
   EMBER_CHECK(past + T <= max_positions(), op, ": ", past, " past and ", T,
               " new positions exceed the model's context of ", max_positions(), " positions");
-  if (options.cache)
-    EMBER_CHECK(options.cache->batch() == 0 || options.cache->batch() == B, op, ": a batch of ", B,
-                " with a KVCache holding a batch of ", options.cache->batch());
+  if (cache) {
+    EMBER_CHECK(cache->batch() == 0 || cache->batch() == B, op, ": a batch of ", B,
+                " with a KVCache holding a batch of ", cache->batch());
+    EMBER_CHECK(on_device || past + T <= cache->capacity(), "KVCache: ", past,
+                " positions held and ", T, " more do not fit its capacity of ", cache->capacity(),
+                " (make the cache with room for the prompt and every new token)");
+  }
   if (ids.device().is_cpu()) {
     for (int64_t id : ids.contiguous().to_vector<int64_t>())
       EMBER_CHECK(id >= 0 && id < vocab_size(), op, ": token id ", id,
                   " is outside the vocabulary [0, ", vocab_size(), ")");
   }
-  // Note [Positions and masks of a language model's forward].
   const TensorOptions on_ids{.dtype = DType::i64, .device = ids.device()};
-  Tensor positions, mask;
-  if (options.attention_mask.defined()) {
-    const Tensor& am = options.attention_mask;
-    EMBER_CHECK(am.dim() == 2 && am.size(0) == B && am.size(1) == past + T, op, ": attention_mask ",
-                am.shape().to_string(), " (expected [", B, ", ", past + T,
-                "]: one entry per past and new position of each row)");
+  const Tensor& am = options.attention_mask;
+  if (am.defined()) {
     EMBER_CHECK(!is_floating(am.dtype()), op, ": attention_mask of dtype ", dtype_name(am.dtype()),
                 " (expected 1/0 in an integer or bool tensor)");
-    const std::vector<int64_t> m = am.to(DType::i64).contiguous().to_vector<int64_t>();
-    const int64_t S = past + T;
-    std::vector<int64_t> pos(static_cast<size_t>(B * T));
-    std::vector<uint8_t> allow(static_cast<size_t>(B * T * S));
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t seen = 0;
-      for (int64_t j = 0; j < S; ++j) {
-        seen += m[static_cast<size_t>(b * S + j)] != 0;
-        if (j >= past) pos[static_cast<size_t>(b * T + j - past)] = seen > 0 ? seen - 1 : 0;
-      }
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = 0; j < S; ++j)
-          allow[static_cast<size_t>((b * T + i) * S + j)] =
-              (j <= past + i && m[static_cast<size_t>(b * S + j)] != 0) || j == past + i;
+    check_device_of(op, "attention_mask", am, ids);
+  }
+  if (options.position_ids.defined()) {
+    const Tensor& p = options.position_ids;
+    EMBER_CHECK(p.dim() == 2 && (p.size(0) == B || p.size(0) == 1) && p.size(1) == T &&
+                    p.dtype() == DType::i64,
+                op, ": position_ids ", p.shape().to_string(), " ", dtype_name(p.dtype()),
+                " (expected i64 [", B, " or 1, ", T, "])");
+    check_device_of(op, "position_ids", p, ids);
+  }
+  detail::AttentionContext attention{.cache = cache};
+  Tensor positions = options.position_ids;
+  if (on_device) {
+    const Tensor& cp = options.cache_position;
+    EMBER_CHECK(cache, op, ": cache_position without a cache (expected CausalLMOptions::cache)");
+    EMBER_CHECK(cp.dim() == 1 && cp.size(0) == T && cp.dtype() == DType::i64, op,
+                ": cache_position ", cp.shape().to_string(), " ", dtype_name(cp.dtype()),
+                " (expected i64 [", T, "]: the cache positions of the ", T, " new tokens)");
+    check_device_of(op, "cache_position", cp, ids);
+    EMBER_CHECK(T <= kCachePathMaxT, op, ": ", T, " tokens with cache_position (expected at most ",
+                kCachePathMaxT, " per step; prefill a prompt without it)");
+    if (am.defined()) {
+      EMBER_CHECK(am.dim() == 2 && am.size(0) == B && am.size(1) <= cache->capacity(), op,
+                  ": attention_mask ", am.shape().to_string(), " with cache_position (expected [",
+                  B, ", L], L at most the cache's ", cache->capacity(), " positions)");
+      EMBER_CHECK(positions.defined(), op,
+                  ": attention_mask with cache_position but no position_ids (expected the "
+                  "positions of the new tokens: they count real tokens only)");
+      attention.key_mask = am;
     }
-    positions = from_vector(pos, {B, T}, {.device = ids.device()});
-    mask = from_vector(allow, {B, 1, T, S}, {.device = ids.device()}).to(DType::boolean);
+    if (!positions.defined()) positions = cp.reshape({1, T});
+    attention.seqlens = cp.narrow(0, 0, 1).expand({B});
   } else {
-    positions = arange(static_cast<double>(past), static_cast<double>(past + T), 1.0, on_ids)
-                    .reshape({1, T});
-    if (past > 0 && T > 1) {  // a chunk after a past: the bottom-right causal mask
+    // Note [Positions and masks of a language model's forward].
+    if (am.defined()) {
+      EMBER_CHECK(am.dim() == 2 && am.size(0) == B && am.size(1) == past + T, op,
+                  ": attention_mask ", am.shape().to_string(), " (expected [", B, ", ", past + T,
+                  "]: one entry per past and new position of each row)");
+    }
+    const bool cache_path = cache && T <= kCachePathMaxT;  // Note [Attention through the cache]
+    if (cache_path) {
+      attention.seqlens = full({B}, static_cast<double>(past), on_ids);
+      if (am.defined()) attention.key_mask = am;
+    }
+    if (am.defined() && (!positions.defined() || !cache_path)) {
+      const std::vector<int64_t> m = am.to(DType::i64).contiguous().to_vector<int64_t>();
+      const int64_t S = past + T;
+      std::vector<int64_t> pos(static_cast<size_t>(B * T));
+      std::vector<uint8_t> allow(static_cast<size_t>(B * T * S));
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t seen = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          seen += m[static_cast<size_t>(b * S + j)] != 0;
+          if (j >= past) pos[static_cast<size_t>(b * T + j - past)] = seen > 0 ? seen - 1 : 0;
+        }
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < S; ++j)
+            allow[static_cast<size_t>((b * T + i) * S + j)] =
+                (j <= past + i && m[static_cast<size_t>(b * S + j)] != 0) || j == past + i;
+      }
+      if (!positions.defined()) positions = from_vector(pos, {B, T}, {.device = ids.device()});
+      if (!cache_path)
+        attention.mask =
+            from_vector(allow, {B, 1, T, S}, {.device = ids.device()}).to(DType::boolean);
+    } else if (!positions.defined()) {
+      positions = arange(static_cast<double>(past), static_cast<double>(past + T), 1.0, on_ids)
+                      .reshape({1, T});
+    }
+    if (!cache_path && past > 0 && !am.defined()) {  // a chunk after a past: bottom-right causal
       std::vector<uint8_t> allow(static_cast<size_t>(T * (past + T)));
       for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < past + T; ++j)
           allow[static_cast<size_t>(i * (past + T) + j)] = j <= past + i;
-      mask = from_vector(allow, {1, 1, T, past + T}, {.device = ids.device()}).to(DType::boolean);
+      attention.mask =
+          from_vector(allow, {1, 1, T, past + T}, {.device = ids.device()}).to(DType::boolean);
     }
   }
   // A model with bf16 (f16) weights computes as under autocast to that dtype: its GEMMs and
   // attention in it, its norms and softmaxes in f32 (the precision they have no kernels below).
   std::optional<AutocastGuard> half;
-  if (const DType w = parameters().front().dtype(); w == DType::bf16 || w == DType::f16)
-    half.emplace(w);
-  Tensor logits = run(ids, positions, mask, options.cache, options.last_only);
-  if (options.cache) options.cache->advance(T);
+  if (const DType w = weight_dtype(); w == DType::bf16 || w == DType::f16) half.emplace(w);
+  Tensor logits = run(ids, positions, attention, options.last_only);
+  if (cache && !on_device) cache->advance(T);
   return logits;
 }
 

@@ -8,6 +8,11 @@
 // batch. Finished rows keep stepping (their tokens are not reported) until every row has
 // stopped or max_new_tokens are out. The prompt is prefilled once into a KVCache sized for
 // the longest prompt plus max_new_tokens; each step then feeds one token per row.
+//
+// With GenerationOptions::capture the decode step is a train::CapturedStep (Note [A captured
+// decode step] in causal_lm.cpp): its one input packs the step's ids [B], positions [B] and
+// cache position [1] (one copy to the device per token), and the key padding mask of a left-
+// padded batch is the prompt's, fixed for the whole generation.
 #include "ember/models/generate.hpp"
 
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include "ember/ops.hpp"
 #include "ember/random.hpp"
 #include "ember/sampling.hpp"
+#include "ember/train/capture.hpp"
 
 namespace ember::models {
 
@@ -87,6 +93,8 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
               " tokens and max_new_tokens ", o.max_new_tokens, " exceed the model's context of ",
               m.max_positions(), " positions");
   const Device device = m.parameters().front().device();
+  EMBER_CHECK(!o.capture || device.is_cuda(), "generate: capture with a model on ", device.str(),
+              " (expected a CUDA device: a captured decode step is a CUDA graph)");
   NoGradGuard no_grad;
   if (o.seed) manual_seed(*o.seed);
 
@@ -111,8 +119,28 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
 
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
   std::vector<bool> done(static_cast<size_t>(B), false);
+  std::vector<int64_t> real(static_cast<size_t>(B));  // each prompt's length: its next position
+  for (int64_t r = 0; r < B; ++r)
+    real[static_cast<size_t>(r)] = static_cast<int64_t>(prompts[static_cast<size_t>(r)].size());
   const Tensor ones_column =
-      padded ? ones({B, 1}, {.dtype = DType::i64, .device = device}) : Tensor();
+      padded && !o.capture ? ones({B, 1}, {.dtype = DType::i64, .device = device}) : Tensor();
+  std::optional<train::CapturedStep> graph;
+  std::vector<int64_t> packed;  // the captured step's input: ids [B], positions [B], slot [1]
+  if (o.capture) {
+    const Tensor key_mask = padded ? attention.to(DType::boolean) : Tensor();
+    graph.emplace([&m, &cache, key_mask, B, V](const std::vector<Tensor>& in) {
+      const Tensor ids = in[0].narrow(0, 0, B).reshape({B, 1});
+      const Tensor positions = in[0].narrow(0, B, B).reshape({B, 1});
+      const Tensor slot = in[0].narrow(0, 2 * B, 1);
+      return std::vector<Tensor>{m.forward(ids, {.cache = &cache,
+                                                 .attention_mask = key_mask,
+                                                 .cache_position = slot,
+                                                 .position_ids = positions,
+                                                 .last_only = true})
+                                     .reshape({B, V})};
+    });
+    packed.resize(static_cast<size_t>(2 * B + 1));
+  }
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     Tensor last = logits.reshape({B, V});
     if (!seen.empty()) {  // CTRL's penalty on tokens the row already holds
@@ -133,6 +161,15 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
     if (step + 1 == o.max_new_tokens ||
         std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
       break;
+    if (graph) {
+      for (int64_t r = 0; r < B; ++r) {
+        packed[static_cast<size_t>(r)] = next[static_cast<size_t>(r)];
+        packed[static_cast<size_t>(B + r)] = real[static_cast<size_t>(r)] + step;
+      }
+      packed[static_cast<size_t>(2 * B)] = T + step;
+      logits = (*graph)({from_vector(packed, {2 * B + 1})})[0];
+      continue;
+    }
     if (padded) attention = cat({attention, ones_column}, 1);
     logits = m.forward(from_vector(next, {B, 1}, {.device = device}),
                        {.cache = &cache, .attention_mask = attention, .last_only = true});

@@ -95,12 +95,12 @@ class GPT2BlockImpl : public models::detail::GroupImpl {
     add("mlp", mlp);
   }
 
-  Tensor step(const Tensor& x, const Tensor& mask, KVCache* cache, size_t layer) {
+  Tensor step(const Tensor& x, const detail::AttentionContext& attention, size_t layer) {
     const int64_t B = x.size(0), T = x.size(1), hd = d_ / heads_;
     const std::vector<Tensor> qkv = split(c_attn_(ln_1_(x)), d_, -1);  // 3 views [B, T, d]
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, heads_, hd}).transpose(1, 2); };
     const Tensor y =
-        detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, cache, mask);
+        detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, attention);
     const Tensor h = x + attn_proj_(y.transpose(1, 2).reshape({B, T, d_}));
     const Tensor a =
         tanh_gelu_ ? c_fc_->forward(ln_2_(h), Activation::gelu_tanh) : gelu(c_fc_(ln_2_(h)));
@@ -152,11 +152,11 @@ GPT2Impl::GPT2Impl(GPT2Config config)
   if (c.tie_word_embeddings) tie("lm_head.weight", wte_->weight());
 }
 
-Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions, const Tensor& mask, KVCache* cache,
-                     bool last_only) {
+Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions,
+                     const detail::AttentionContext& attention, bool last_only) {
   Tensor x = models::detail::rows_of(wte_->weight(), ids) +
              models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
-  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, mask, cache, i);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i);
   x = ln_f_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return lm_head_(x);

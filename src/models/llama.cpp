@@ -177,8 +177,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     add("post_attention_layernorm", post_attention_layernorm_.ptr());
   }
 
-  Tensor step(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& mask,
-              KVCache* cache, size_t layer) {
+  Tensor step(const Tensor& x, const Tensor& cos, const Tensor& sin,
+              const detail::AttentionContext& attention, size_t layer) {
     const int64_t B = x.size(0), T = x.size(1);
     const Tensor h = input_layernorm_(x);
     auto heads = [&](const Tensor& t, int64_t n) {
@@ -193,7 +193,7 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     const Tensor q = rotate(heads(q_proj_(h), heads_));
     const Tensor k = rotate(heads(k_proj_(h), kv_heads_));
     const Tensor v = heads(v_proj_(h), kv_heads_);
-    const Tensor y = detail::causal_attention(q, k, v, layer, cache, mask);
+    const Tensor y = detail::causal_attention(q, k, v, layer, attention);
     const Tensor r = x + o_proj_(y.transpose(1, 2).reshape({B, T, heads_ * hd_}));
     const Tensor g = post_attention_layernorm_(r);
     return r + down_proj_(silu(gate_proj_(g)) * up_proj_(g));
@@ -237,16 +237,19 @@ LlamaImpl::LlamaImpl(LlamaConfig config)
   if (c.tie_word_embeddings) tie("lm_head.weight", embed_tokens_->weight());
 }
 
-Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions, const Tensor& mask,
-                      KVCache* cache, bool last_only) {
-  // Note [Rotary embedding as transformers computes it]: angles [B|1, 1, T, hd] in f32.
+Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions,
+                      const detail::AttentionContext& attention, bool last_only) {
+  // Note [Rotary embedding as transformers computes it]: angles [B|1, 1, T, hd] in f32. The
+  // frequencies are copied to the device once (a captured step may not copy host data).
   const int64_t half = static_cast<int64_t>(inv_freq_.size());
-  const Tensor inv = from_vector(inv_freq_, {half}, {.device = ids.device()});
+  if (!inv_freq_device_.defined() || inv_freq_device_.device() != ids.device())
+    inv_freq_device_ = from_vector(inv_freq_, {half}, {.device = ids.device()});
+  const Tensor& inv = inv_freq_device_;
   const Tensor angles = positions.to(DType::f32).unsqueeze(-1) * inv;  // [B|1, T, hd/2]
   const Tensor both = cat({angles, angles}, -1).unsqueeze(1);
   const Tensor cos_t = cos(both), sin_t = sin(both);
   Tensor x = models::detail::rows_of(embed_tokens_->weight(), ids);
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, cos_t, sin_t, mask, cache, i);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, cos_t, sin_t, attention, i);
   x = norm_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return lm_head_(x);

@@ -40,6 +40,10 @@ class KVCache {
   /// B, H_kv, head_dim, dtype or device differ from the first append's, or when gradients
   /// are being recorded.
   std::pair<Tensor, Tensor> append(size_t layer, const Tensor& k, const Tensor& v);
+  /// Layer `layer`'s whole buffers [B, H_kv, capacity, head_dim], allocated on the first call
+  /// for k and v's batch, heads, dtype and device (the checks of append()); what
+  /// attention_with_kv_cache writes into.
+  std::pair<Tensor, Tensor> buffers(size_t layer, const Tensor& k, const Tensor& v);
   /// Every layer has appended T positions: they become part of length().
   void advance(int64_t T);
 
@@ -55,12 +59,39 @@ struct CausalLMOptions {
   KVCache* cache = nullptr;
   /// [B, past + T], 1 for a real token and 0 for padding (any integer or bool dtype), as
   /// Hugging Face's attention_mask: padded keys are never attended to, and positions count
-  /// real tokens only, so a left-padded row computes what it computes alone.
+  /// real tokens only, so a left-padded row computes what it computes alone. With
+  /// cache_position: [B, L] over the cache's first L positions (L <= its capacity; positions
+  /// after L count as real).
   Tensor attention_mask{};
+  /// Where the ids go in the cache, read on the device (Hugging Face's cache_position, i64
+  /// [T]: consecutive positions, the first one the number of positions held): a step that
+  /// never reads the cache's length on the host, so a decode step can be captured into a
+  /// CUDA graph and replayed with new values here (Note [A captured decode step]). The cache
+  /// is written but its length() is not advanced. Needs `cache`.
+  Tensor cache_position{};
+  /// The ids' positions, i64 [B|1, T] on the device (Hugging Face's position_ids). Default:
+  /// counted from the cache's length (or cache_position), over real tokens when there is an
+  /// attention_mask; with cache_position and an attention_mask they must be given.
+  Tensor position_ids{};
   /// Logits of the last position only ([B, 1, V]): what generation needs, without the
   /// [B, T, V] classifier over the whole prompt.
   bool last_only = false;
 };
+
+namespace detail {
+/// What the attention layers of one forward share (CausalLMImpl::forward makes it;
+/// Note [Positions and masks of a language model's forward]).
+struct AttentionContext {
+  KVCache* cache = nullptr;
+  /// The cache path (attention_with_kv_cache): the positions each row's cache holds, i64 [B]
+  /// on the device; undefined: scaled_dot_product_attention over the keys given.
+  Tensor seqlens;
+  /// The cache path's key padding mask, bool [B, L]; or undefined.
+  Tensor key_mask;
+  /// The other path's mask, bool [B, 1, T, S] (true: may attend); undefined: causal.
+  Tensor mask;
+};
+}  // namespace detail
 
 /// A decoder-only language model: token ids [B, T] (i64) -> logits [B, T, vocab].
 class CausalLMImpl : public ModuleImpl {
@@ -77,11 +108,12 @@ class CausalLMImpl : public ModuleImpl {
   virtual int64_t num_layers() const = 0;
 
  protected:
-  /// The model's computation, inputs already checked. `positions` [B, T] (i64) are the
-  /// tokens' positions; `mask` is an undefined tensor (causal attention) or a bool
-  /// [B, 1, T, past + T] (true: may attend).
-  virtual Tensor run(const Tensor& ids, const Tensor& positions, const Tensor& mask, KVCache* cache,
-                     bool last_only) = 0;
+  /// The model's computation, inputs already checked. `positions` [B|1, T] (i64) are the
+  /// tokens' positions; `attention` is what causal_attention needs.
+  virtual Tensor run(const Tensor& ids, const Tensor& positions,
+                     const detail::AttentionContext& attention, bool last_only) = 0;
+  /// The dtype of the model's weights (bf16 weights compute under autocast to bf16).
+  virtual DType weight_dtype() const = 0;
 };
 
 /// A handle to any language model (what models::from_pretrained returns):
@@ -98,10 +130,9 @@ class CausalLM : public ModuleHolder<CausalLMImpl> {
 
 namespace detail {
 /// Attention of q [B, H, T, hd] over k, v [B, H_kv, T, hd] (H a multiple of H_kv: grouped
-/// query attention repeats each key head H/H_kv times), with the cache and mask of
-/// CausalLMImpl::run. Returns [B, H, T, hd].
+/// query attention), with the cache and masks of CausalLMImpl::run. Returns [B, H, T, hd].
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_t layer,
-                        KVCache* cache, const Tensor& mask);
+                        const AttentionContext& attention);
 }  // namespace detail
 
 }  // namespace ember::nn

@@ -38,6 +38,11 @@ struct GenerationOptions {
   std::optional<uint64_t> seed = std::nullopt;
   /// Called with (row, token) as each new token is chosen, in order: streaming.
   std::function<void(int64_t row, int64_t token)> on_token{};
+  /// Decode steps as one CUDA graph: the first step runs eagerly, the second is captured, and
+  /// every later token replays it with its ids and positions written into the graph's inputs
+  /// (one kernel launch per step instead of hundreds; the logits are those of the eager
+  /// step). Needs a model on a CUDA device.
+  bool capture = false;
 };
 
 /// New tokens for each prompt (prompts of different lengths are left padded and masked; the

@@ -71,8 +71,9 @@ class LlamaImpl : public CausalLMImpl {
   int64_t num_layers() const override { return config_.num_hidden_layers; }
 
  protected:
-  Tensor run(const Tensor& ids, const Tensor& positions, const Tensor& mask, KVCache* cache,
+  Tensor run(const Tensor& ids, const Tensor& positions, const detail::AttentionContext& attention,
              bool last_only) override;
+  DType weight_dtype() const override { return embed_tokens_->weight().dtype(); }
 
  private:
   LlamaConfig config_;
@@ -81,6 +82,7 @@ class LlamaImpl : public CausalLMImpl {
   RMSNorm norm_;
   Linear lm_head_;
   std::vector<float> inv_freq_;
+  Tensor inv_freq_device_;  // inv_freq_ where the model computes (made by the first forward)
 };
 
 class Llama : public ModuleHolder<LlamaImpl> {
