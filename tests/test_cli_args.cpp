@@ -4,15 +4,12 @@
 // without a header keep their first row; `ember inspect` refuses a file whose data
 // checksum does not match unless told --no-verify.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "cli_test_util.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/nn/linear.hpp"
@@ -21,48 +18,11 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::CliRun;
+using ember_test::expect_cli_error;
+using ember_test::run_cli;
 using ember_test::ScratchDir;
-
-struct CliRun {
-  int status;
-  std::string output;
-};
-
-#ifndef EMBER_CLI_PATH
-#define EMBER_CLI_PATH ""
-#endif
-
-#define SKIP_WITHOUT_CLI()                 \
-  if (std::string(EMBER_CLI_PATH).empty()) \
-  GTEST_SKIP() << "built without tools (EMBER_BUILD_TOOLS=OFF): no ember command to run"
-
-CliRun run_cli(const std::string& args) {
-  const std::string cmd = std::string(EMBER_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-// Fails with exit status != 0, a message containing `says`, short, and without a trace.
-CliRun expect_usage_error(const std::string& args, const std::string& says) {
-  const CliRun r = run_cli(args);
-  EXPECT_NE(r.status, 0) << args;
-  EXPECT_LT(r.status, 128) << args << ": killed by a signal\n" << r.output;
-  EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output;
-  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("what():"), std::string::npos) << r.output;
-  EXPECT_LT(std::count(r.output.begin(), r.output.end(), '\n'), 12) << "short:\n" << r.output;
-  return r;
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using ember_test::write_text;
 
 // 12 rows of two features and a class label (0..2), no header: the first row is data.
 std::string numeric_csv() {
@@ -75,22 +35,22 @@ std::string numeric_csv() {
 
 TEST(Cli, BadArgumentsGiveAShortUsageError) {
   SKIP_WITHOUT_CLI();
-  expect_usage_error("", "subcommand");
-  expect_usage_error("frobnicate", "subcommand");
-  expect_usage_error("train --epochs -3", "--epochs");
-  expect_usage_error("train --batch-size 0", "--batch-size");
-  expect_usage_error("train --epochs many", "--epochs");
-  expect_usage_error("train --no-such-flag", "--no-such-flag");
-  expect_usage_error("eval", "model");
-  expect_usage_error("predict model.safetensors", "--input");
+  expect_cli_error("", "subcommand");
+  expect_cli_error("frobnicate", "subcommand");
+  expect_cli_error("train --epochs -3", "--epochs");
+  expect_cli_error("train --batch-size 0", "--batch-size");
+  expect_cli_error("train --epochs many", "--epochs");
+  expect_cli_error("train --no-such-flag", "--no-such-flag");
+  expect_cli_error("eval", "model");
+  expect_cli_error("predict model.safetensors", "--input");
 }
 
 TEST(Cli, RuntimeErrorsAreOneLineNotATrace) {
   SKIP_WITHOUT_CLI();
-  expect_usage_error("train --dataset /nonexistent.csv --label 0", "error: ");
-  expect_usage_error("eval /nonexistent/model.safetensors", "/nonexistent/model.safetensors");
-  expect_usage_error("train --device tpu", "tpu");
-  expect_usage_error("inspect /nonexistent.safetensors", "/nonexistent.safetensors");
+  expect_cli_error("train --dataset /nonexistent.csv --label 0", "error: ");
+  expect_cli_error("eval /nonexistent/model.safetensors", "/nonexistent/model.safetensors");
+  expect_cli_error("train --device tpu", "tpu");
+  expect_cli_error("inspect /nonexistent.safetensors", "/nonexistent.safetensors");
 }
 
 TEST(Cli, InfoRuns) {
@@ -145,7 +105,7 @@ TEST(Cli, MessagesNameTheValueAndTheValidRange) {
     return best;
   };
   for (const auto& [args, says] : cases) {
-    const CliRun r = expect_usage_error(args, says);
+    const CliRun r = expect_cli_error(args, says);
     EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 2) << args << "\n" << r.output;
     EXPECT_LT(longest_number(r.output), 24u) << args << "\n" << r.output;
   }
@@ -203,13 +163,13 @@ TEST(Cli, TrainChecksEveryArgumentBeforeAnyWork) {
         << args;
   }
   // Choices are checked while parsing, before the missing dataset is even looked at.
-  expect_usage_error("train --optimizer rmsprop --dataset " + dir.file("none.csv"),
-                     "--optimizer: 'rmsprop'");
-  expect_usage_error("train --dataset " + dir.file("none.csv") + " --label 0",
-                     "--dataset " + dir.file("none.csv") + ": no such file");
-  expect_usage_error("train --dataset " + csv, "a CSV dataset needs --label COLUMN");
-  expect_usage_error("predict " + model + " --input " + csv + " --output " + dir.file("no/p.csv"),
-                     "the folder");
+  expect_cli_error("train --optimizer rmsprop --dataset " + dir.file("none.csv"),
+                   "--optimizer: 'rmsprop'");
+  expect_cli_error("train --dataset " + dir.file("none.csv") + " --label 0",
+                   "--dataset " + dir.file("none.csv") + ": no such file");
+  expect_cli_error("train --dataset " + csv, "a CSV dataset needs --label COLUMN");
+  expect_cli_error("predict " + model + " --input " + csv + " --output " + dir.file("no/p.csv"),
+                   "the folder");
 
   // And with good arguments it trains and saves.
   const CliRun ok = run_cli(train + "-o " + dir.file("out.safetensors"));
@@ -241,8 +201,8 @@ TEST(Cli, CsvWithoutAHeaderKeepsItsFirstRow) {
   EXPECT_EQ(p.status, 0) << p.output;
   EXPECT_NE(p.output.find("wrote 12 predictions"), std::string::npos) << p.output;
   // A label named by name needs a header.
-  expect_usage_error("train --dataset " + csv + " --label y --no-header",
-                     "has_header is false (give an index)");
+  expect_cli_error("train --dataset " + csv + " --label y --no-header",
+                   "has_header is false (give an index)");
 }
 
 // Issue 15 item 22: inspect verifies the data checksum as eval does; --no-verify looks anyway.
@@ -260,7 +220,7 @@ TEST(Cli, InspectRefusesABadChecksumUnlessNoVerify) {
   std::vector<uint8_t> bytes = ember_test::read_bytes(path);
   bytes.back() ^= 0x01;  // a data byte
   ember_test::write_bytes(path, bytes);
-  const CliRun bad = expect_usage_error("inspect " + path, "checksum mismatch");
+  const CliRun bad = expect_cli_error("inspect " + path, "checksum mismatch");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find(path), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("ember inspect --no-verify " + path + " shows it anyway"),
@@ -269,8 +229,8 @@ TEST(Cli, InspectRefusesABadChecksumUnlessNoVerify) {
   EXPECT_EQ(bad.output.find("weight"), std::string::npos) << "no table for a corrupt file\n"
                                                           << bad.output;
   write_text(dir.file("rows.csv"), "a,b,c,d,y\n1,2,3,4,0\n5,6,7,8,2\n");
-  expect_usage_error("eval " + path + " --dataset " + dir.file("rows.csv") + " --label y",
-                     "checksum mismatch");  // as eval
+  expect_cli_error("eval " + path + " --dataset " + dir.file("rows.csv") + " --label y",
+                   "checksum mismatch");  // as eval
 
   const CliRun look = run_cli("inspect --no-verify " + path);
   EXPECT_EQ(look.status, 0) << look.output;

@@ -4,15 +4,13 @@
 // folder or tokenizer, a prompt longer than the context, an unknown or conflicting flag) ends
 // with a short message and a non-zero status, printing nothing on stdout.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "cli_test_util.hpp"
 #include "ember/ember.hpp"
 #include "ember/text/tokenizer.hpp"
 #include "fixtures.hpp"
@@ -21,36 +19,13 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::CliRun;
 using ember_test::ScratchDir;
+using ember_test::Stderr;
 namespace fs = std::filesystem;
 
-#ifndef EMBER_CLI_PATH
-#define EMBER_CLI_PATH ""
-#endif
-
-#define SKIP_WITHOUT_CLI()                 \
-  if (std::string(EMBER_CLI_PATH).empty()) \
-  GTEST_SKIP() << "built without tools (EMBER_BUILD_TOOLS=OFF): no ember command to run"
-
-struct CliRun {
-  int status;
-  std::string out;  // stdout: the generated text
-  std::string err;  // stderr: errors
-};
-
-CliRun run_cli(const std::string& args, const ScratchDir& scratch) {
-  const std::string err_file = scratch.file("stderr.txt");
-  const std::string cmd = std::string(EMBER_CLI_PATH) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  std::ifstream in(err_file);
-  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err};
-}
+// `ember <args>` with stdout (the generated text) and stderr (errors) apart.
+CliRun run_cli(const std::string& args) { return ember_test::run_cli(args, Stderr::apart); }
 
 std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
 
@@ -68,14 +43,8 @@ std::string model_folder(const ScratchDir& scratch) {
 // Fails with a non-zero status (not a signal), `says` on stderr, a short message, no trace,
 // and nothing generated on stdout.
 void expect_error(const std::string& args, const std::string& says) {
-  ScratchDir scratch;
-  const CliRun r = run_cli(args, scratch);
-  EXPECT_NE(r.status, 0) << args;
-  EXPECT_LT(r.status, 128) << args << ": killed by a signal\n" << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << args << "\nstderr: " << r.err;
-  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
-  EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 4) << "short:\n" << r.err;
-  EXPECT_EQ(r.out, "") << args;
+  const CliRun r = ember_test::expect_cli_error(args, says, 3, Stderr::apart);
+  EXPECT_EQ(r.output, "") << args;
 }
 
 TEST(CliGenerate, GreedyPrintsTheDecodedReferenceContinuation) {
@@ -89,20 +58,18 @@ TEST(CliGenerate, GreedyPrintsTheDecodedReferenceContinuation) {
   ASSERT_EQ(greedy.size(), 12u);
   const auto tokenizer = text::Tokenizer::from_file(folder + "/tokenizer.json");
 
-  const CliRun r =
-      run_cli("generate " + folder + " --prompt 'The quick brown fox' --max-new-tokens 12 --greedy",
-              scratch);
+  const CliRun r = run_cli("generate " + folder +
+                           " --prompt 'The quick brown fox' --max-new-tokens 12 --greedy");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, tokenizer.decode(greedy, /*skip_special_tokens=*/true) + "\n");
+  EXPECT_EQ(r.output, tokenizer.decode(greedy, /*skip_special_tokens=*/true) + "\n");
   EXPECT_EQ(r.err, "");
 
   // --tokenizer names one elsewhere: the same text.
   fs::remove(folder + "/tokenizer.json");
   const CliRun t = run_cli("generate " + folder + " -p 'The quick brown fox' -n 12 --greedy " +
-                               "--tokenizer " + lm_dir() + "/gpt2_tok/tokenizer.json",
-                           scratch);
+                           "--tokenizer " + lm_dir() + "/gpt2_tok/tokenizer.json");
   ASSERT_EQ(t.status, 0) << t.err;
-  EXPECT_EQ(t.out, r.out);
+  EXPECT_EQ(t.output, r.output);
 }
 
 TEST(CliGenerate, ASeedRepeatsASample) {
@@ -111,12 +78,12 @@ TEST(CliGenerate, ASeedRepeatsASample) {
   const std::string folder = model_folder(scratch);
   const std::string args =
       "generate " + folder + " -p 'The quick brown fox' -n 20 --temperature 0.8 --top-p 0.9 ";
-  const CliRun a = run_cli(args + "--seed 7", scratch);
-  const CliRun b = run_cli(args + "--seed 7", scratch);
+  const CliRun a = run_cli(args + "--seed 7");
+  const CliRun b = run_cli(args + "--seed 7");
   ASSERT_EQ(a.status, 0) << a.err;
   ASSERT_EQ(b.status, 0) << b.err;
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_GT(a.out.size(), 1u);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_GT(a.output.size(), 1u);
 }
 
 TEST(CliGenerate, BadInputGivesAClearError) {

@@ -4,15 +4,13 @@
 // text labels are stored with the model and predict prints class names; --standardize
 // stores the training mean and std and predict applies them.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_test_util.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "io_test_util.hpp"
@@ -20,11 +18,12 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::CliRun;
+using ember_test::run_cli;
+using ember_test::run_command;
 using ember_test::ScratchDir;
+using ember_test::write_text;
 
-#ifndef EMBER_CLI_PATH
-#define EMBER_CLI_PATH ""
-#endif
 #ifndef EMBER_EXAMPLE_PLUGIN
 #define EMBER_EXAMPLE_PLUGIN ""
 #endif
@@ -38,27 +37,6 @@ using ember_test::ScratchDir;
 #define SKIP_WITHOUT_PLUGIN()                                                           \
   if (std::string(EMBER_CLI_PATH).empty() || std::string(EMBER_EXAMPLE_PLUGIN).empty()) \
   GTEST_SKIP() << "built without tools (EMBER_BUILD_TOOLS=OFF): no ember command or plugin"
-
-struct CliRun {
-  int status;
-  std::string output;
-};
-
-// Runs `ember <args>` (or the shell command `args` itself when !prefix_cli).
-CliRun run_cli(const std::string& args, bool prefix_cli = true) {
-  const std::string cmd = (prefix_cli ? std::string(EMBER_CLI_PATH) + " " : "") + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
@@ -190,9 +168,8 @@ TEST(CliPlugin, PluginWhoseStaticInitialiserThrowsIsReported) {
       << r.output;
   EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   // An exception that is not a std::exception is reported too.
-  const CliRun i = run_cli("EMBER_TEST_PLUGIN_THROW=int " + std::string(EMBER_CLI_PATH) +
-                               " inspect x.safetensors --plugin " + plugin,
-                           /*prefix_cli=*/false);
+  const CliRun i = run_command("EMBER_TEST_PLUGIN_THROW=int " + std::string(EMBER_CLI_PATH) +
+                               " inspect x.safetensors --plugin " + plugin);
   EXPECT_EQ(i.status, 1) << i.output;
   EXPECT_NE(i.output.find("ember: --plugin " + plugin +
                           ": its static initialiser threw: an exception that is not a "
