@@ -1,6 +1,7 @@
 // tools/ember.cpp — the `ember` command: train, eval, predict, inspect, generate, info.
 //
 //   ember train --dataset fashion-mnist --model mlp --epochs 5 --output mlp.safetensors
+//   ember train --model gpt2 --config small.json --text book.txt -o book-gpt2/   (train_text.cpp)
 //   ember eval mlp.safetensors --dataset fashion-mnist
 //   ember predict mlp.safetensors --input rows.csv --output preds.csv
 //   ember inspect mlp.safetensors [--json] [--no-verify]
@@ -32,30 +33,24 @@
 
 #include "cli_common.hpp"
 #include "ember/data/dataloader.hpp"
-#include "ember/data/distributed_sampler.hpp"
 #include "ember/data/fashion_mnist.hpp"
 #include "ember/data/preprocess.hpp"
 #include "ember/data/readers.hpp"
 #include "ember/distributed.hpp"
-#include "ember/distributed/data_parallel.hpp"
 #include "ember/io/checkpoint.hpp"
-#include "ember/optim/adam.hpp"
-#include "ember/optim/scheduler.hpp"
-#include "ember/optim/sgd.hpp"
 #include "ember/train/fit.hpp"
 #include "ember/train/models.hpp"
+#include "train_text.hpp"
 
 using namespace ember;
 
 namespace {
 
 namespace fs = std::filesystem;
-using ember_cli::check_device;
-using ember_cli::check_input_file;
-using ember_cli::cmd_generate;
-using ember_cli::GenerateArgs;
+using namespace ember_cli;
 
 constexpr const char* kCommands = "train, eval, predict, inspect, generate or info";
+constexpr int64_t kDefaultBatchSize = 128;  // --batch-size of the classifiers (train, eval)
 
 // ---- argument checks ----
 //
@@ -65,70 +60,8 @@ constexpr const char* kCommands = "train, eval, predict, inspect, generate or in
 // ...". These validators run on the text before it is converted and say what the value is
 // and what is allowed: "--epochs: 'abc' is not a whole number >= 1". Choices (optimizer,
 // scheduler, progress) are checked the same way, while parsing; paths are checked by
-// check_train() and friends before the command does anything else.
-
-/// A whole number >= min that fits Int; e.g. "--epochs: 'abc' is not a whole number >= 1".
-template <typename Int>
-CLI::Validator whole_number(Int min) {
-  const std::string want = "a whole number >= " + std::to_string(min);
-  return CLI::Validator(
-      [min, want](std::string& text) -> std::string {
-        Int v{};
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec == std::errc::result_out_of_range)
-          return "'" + text + "' is too large (expected " + want + ")";
-        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < min)
-          return "'" + text + "' is not " + want;
-        return {};
-      },
-      "");
-}
-
-/// A finite number above min (or at least min when min_ok); e.g. "--lr: 'x' is not a number > 0".
-CLI::Validator number(double min, bool min_ok) {
-  std::ostringstream bound;
-  bound << (min_ok ? ">= " : "> ") << min;
-  const std::string want = "a number " + bound.str();
-  return CLI::Validator(
-      [min, min_ok, want](std::string& text) -> std::string {
-        double v = 0.0;
-        const std::string_view t =
-            !text.empty() && text[0] == '+' ? std::string_view(text).substr(1) : text;
-        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-        const bool ok = !t.empty() && ec == std::errc() && end == t.data() + t.size() &&
-                        std::isfinite(v) && (min_ok ? v >= min : v > min);
-        return ok ? std::string() : "'" + text + "' is not " + want;
-      },
-      "");
-}
-
-/// One of `choices`; e.g. "--optimizer: 'rmsprop' is not one of adam, adamw, sgd".
-CLI::Validator one_of(const std::vector<std::string>& choices) {
-  std::string list;
-  for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
-  return CLI::Validator(
-      [choices, list](std::string& text) -> std::string {
-        for (const std::string& c : choices)
-          if (text == c) return {};
-        return "'" + text + "' is not one of " + list;
-      },
-      "");
-}
-
-/// `path` names a file that can be written: its folder exists and is writable, and `path`
-/// itself is not a folder. Checked before any work, so a bad path writes nothing.
-void check_output_path(const char* flag, const std::string& path) {
-  EMBER_CHECK(!path.empty(), "ember: ", flag, " is empty (expected a file path)");
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  EMBER_CHECK(fs::is_directory(dir, ec), "ember: ", flag, " ", path, ": the folder '", dir.string(),
-              "' does not exist (expected an existing folder; create it first)");
-  EMBER_CHECK(!fs::is_directory(path, ec), "ember: ", flag, " ", path,
-              " is a folder (expected a file path)");
-  EMBER_CHECK(::access(dir.c_str(), W_OK) == 0, "ember: ", flag, " ", path, ": the folder '",
-              dir.string(), "' is not writable");
-}
+// check_train() and friends before the command does anything else. The validators
+// (whole_number, number, one_of) live in tools/cli_common.hpp, shared by every subcommand.
 
 // ---- plugins ----
 //
@@ -300,7 +233,7 @@ struct DataArgs {
   std::string label;
   std::string data_dir;
   std::string test_csv;
-  int64_t batch_size = 128;
+  std::optional<int64_t> batch_size;       // default: kDefaultBatchSize (16 with --text)
   bool header = false, no_header = false;  // force the CSV header either way (default: detected)
   bool standardize = false;  // train: standardize CSV inputs (Note [Stored preprocessing])
 };
@@ -451,34 +384,11 @@ void print_metrics(const char* what, const train::Metrics& m) {
   std::cout << " (" << m.samples << " samples)\n";
 }
 
-struct TrainArgs {
-  std::string model = "mlp", optimizer = "adam", scheduler = "none", device = "cpu",
-              output = "model.safetensors";
-  std::string checkpoint, resume, progress = "auto";
-  int64_t epochs = 5, checkpoint_every = 0;
-  double lr = 1e-3, momentum = 0.9, weight_decay = 0.0;
-  uint64_t seed = 42;
-  bool distributed = false;
-};
-
-// --distributed (docs/distributed.md): joins the mpirun job and, unless EMBER_NUM_THREADS
-// says otherwise, shares this host's cores among its ranks.
-void join_job() {
-  distributed::init();
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!std::getenv("EMBER_NUM_THREADS") && local && std::atoi(local) > 1)
-    set_num_threads(std::max(1, get_num_threads() / std::atoi(local)));
-}
-
-std::string checkpoint_path(const TrainArgs& t) {
-  return t.checkpoint.empty() ? t.output + ".ckpt" : t.checkpoint;
-}
-
 // Everything cmd_train needs that can be checked without loading data (the numbers and
 // choices were checked while parsing, Note [Argument checks]); returns a --model spec
 // file's JSON (null for mlp and cnn).
 nn::json check_train(const DataArgs& da, const TrainArgs& t) {
-  check_device(t.device);
+  check_train_args(t);
   check_data(da);
   if (da.standardize)
     EMBER_CHECK(is_csv(da), "ember: --standardize goes with a CSV --dataset (got --dataset ",
@@ -486,24 +396,16 @@ nn::json check_train(const DataArgs& da, const TrainArgs& t) {
   if (t.model == "cnn")
     EMBER_CHECK(!is_csv(da), "ember: --model cnn takes Fashion-MNIST images (got --dataset ",
                 da.dataset, ")");
+  EMBER_CHECK(t.model != "gpt2" && t.model != "llama", "ember: --model ", t.model,
+              " is a language model (expected --text FILE and --config CONFIG.json with it)");
   const nn::json spec =
       t.model == "mlp" || t.model == "cnn" ? nn::json() : read_model_spec(t.model);
   check_output_path("--output", t.output);
-  if (!t.checkpoint.empty())
-    EMBER_CHECK(t.checkpoint_every > 0, "ember: --checkpoint ", t.checkpoint,
-                " is never written without --checkpoint-every N (expected N >= 1)");
-  if (t.checkpoint_every > 0) check_output_path("--checkpoint", checkpoint_path(t));
-  if (!t.resume.empty()) {
-    check_input_file("--resume", t.resume);
-    const std::string kind = io::inspect(t.resume).kind;
-    EMBER_CHECK(kind == "checkpoint", "ember: --resume ", t.resume,
-                " is not an ember checkpoint (got kind '", kind,
-                "', expected 'checkpoint', as --checkpoint-every writes)");
-  }
   return spec;
 }
 
-int cmd_train(const DataArgs& da, const TrainArgs& t) {
+int cmd_train(const DataArgs& da, TrainArgs t) {
+  if (t.output.empty()) t.output = "model.safetensors";
   const nn::json spec = check_train(da, t);
   if (t.distributed) join_job();
   const bool lead = !t.distributed || distributed::rank() == 0;  // prints and writes files
@@ -514,74 +416,14 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
       make_model(t.model, spec, feature_count(*data.train), class_count(*data.train, data.prep));
   model->to(device);
   if (lead) std::cout << *model << "\n";
-  // Distributed: each rank trains on its shard (the sampler shuffles per epoch), and the
-  // wrapper's hooks on the parameters average the gradients in fit()'s backward; fit() and
-  // the files it writes see the plain model.
-  std::shared_ptr<data::DistributedShard> shard;
-  std::optional<distributed::DistributedDataParallel> ddp;
-  if (t.distributed) {
-    shard = std::make_shared<data::DistributedShard>(
-        data.train, data::DistributedSamplerOptions{.shuffle = true, .seed = t.seed});
-    ddp.emplace(model, distributed::DistributedDataParallelOptions{});
-  }
-  data::DataLoader train_loader(shard ? shard : data.train,
-                                {.batch_size = da.batch_size, .shuffle = !shard, .seed = t.seed});
   data::DataLoader test_loader(data.test, {.batch_size = 1024});
-
-  std::unique_ptr<optim::Optimizer> opt;
-  const auto params = model->parameters();
-  if (t.optimizer == "adam")
-    opt = std::make_unique<optim::Adam>(
-        params, optim::AdamOptions{.lr = t.lr, .weight_decay = t.weight_decay});
-  else if (t.optimizer == "adamw")
-    opt = std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{.lr = t.lr, .weight_decay = t.weight_decay});
-  else  // sgd (the only other choice the parser lets through)
-    opt = std::make_unique<optim::SGD>(
-        params,
-        optim::SGDOptions{.lr = t.lr, .momentum = t.momentum, .weight_decay = t.weight_decay});
-
-  std::unique_ptr<optim::LRScheduler> sched;
-  std::unique_ptr<optim::ReduceLROnPlateau> plateau;
-  bool per_batch = false;
-  if (t.scheduler == "cosine") {
-    sched = std::make_unique<optim::CosineAnnealingLR>(*opt, t.epochs * train_loader.num_batches());
-    per_batch = true;
-  } else if (t.scheduler == "step") {
-    sched = std::make_unique<optim::StepLR>(*opt, std::max<int64_t>(t.epochs / 3, 1), 0.1);
-  } else if (t.scheduler == "exponential") {
-    sched = std::make_unique<optim::ExponentialLR>(*opt, 0.9);
-  } else if (t.scheduler == "plateau") {
-    plateau = std::make_unique<optim::ReduceLROnPlateau>(
-        *opt, optim::ReduceLROnPlateauOptions{.patience = 1});
-  }
-
-  train::FitOptions fo;
-  fo.epochs = t.epochs;
-  fo.val_loader = &test_loader;
-  fo.scheduler = sched.get();
-  fo.scheduler_per_batch = per_batch;
-  fo.plateau = plateau.get();
-  fo.checkpoint_every = lead ? t.checkpoint_every : 0;  // rank 0 writes, every rank resumes
-  if (fo.checkpoint_every > 0) fo.checkpoint_path = checkpoint_path(t);
-  fo.progress = t.progress == "bar"     ? train::Progress::bar
-                : t.progress == "lines" ? train::Progress::lines
-                : t.progress == "none"  ? train::Progress::none
-                                        : train::Progress::automatic;
-  if (!lead) fo.progress = train::Progress::none;
-  if (!t.resume.empty()) {
-    train::ResumePoint r = train::resume(t.resume, model, *opt, sched.get(), train_loader);
-    fo.start_epoch = r.epoch;
-    fo.start_step = r.step;
-    if (lead)
-      std::cout << "resumed from " << t.resume << " at epoch " << r.epoch + 1 << ", step " << r.step
-                << "\n";
-  }
-  if (shard) {
-    shard->set_epoch(train_loader.epoch());
-    fo.on_epoch = [&](const train::EpochLog& log) { shard->set_epoch(log.epoch + 1); };
-  }
-  train::fit(model, train_loader, *opt, loss_for(*data.train), fo);
+  run_training(t, {.model = model,
+                   .train = data.train,
+                   .batch_size = da.batch_size.value_or(kDefaultBatchSize),
+                   .epochs = t.epochs,
+                   .val_loader = &test_loader,
+                   .loss = loss_for(*data.train),
+                   .lead = lead});
   train::Metrics m = train::evaluate(model, test_loader, loss_for(*data.train));
   if (lead) {
     print_metrics("test", m);
@@ -590,7 +432,6 @@ int cmd_train(const DataArgs& da, const TrainArgs& t) {
               << " bytes)\n";
   }
   if (t.distributed) {
-    ddp.reset();
     distributed::barrier();  // the files are complete before any rank leaves
     distributed::finalize();
   }
@@ -613,7 +454,7 @@ int cmd_eval(const std::string& path, const DataArgs& da, const std::string& dev
   nn::Module model = load_model_for_cli(path, device);
   const Preprocessing prep = Preprocessing::of_model(path);
   Splits data = load_data(da, train::expects_images(model), false, &prep);
-  data::DataLoader loader(data.test, {.batch_size = da.batch_size});
+  data::DataLoader loader(data.test, {.batch_size = da.batch_size.value_or(kDefaultBatchSize)});
   print_metrics("eval", train::evaluate(model, loader, loss_for(*data.test)));
   return 0;
 }
@@ -745,8 +586,8 @@ int main(int argc, char** argv) {
     c->add_option("--data-dir", da.data_dir,
                   "Fashion-MNIST directory (default: the Debian package's)");
     c->add_option("--test-csv", da.test_csv, "CSV file to evaluate on (default: the training CSV)");
-    c->add_option("--batch-size", da.batch_size, "batch size (1 or more)")
-        ->capture_default_str()
+    c->add_option("--batch-size", da.batch_size,
+                  "batch size (1 or more; default: 128, with --text 16)")
         ->check(whole_number<int64_t>(1));
     add_header_flags(c);
   };
@@ -760,7 +601,8 @@ int main(int argc, char** argv) {
                   "applied by eval and predict)");
   TrainArgs ta;
   std::string device = "cpu";  // eval and predict
-  train->add_option("--model", ta.model, "mlp, cnn, or a JSON spec file")->capture_default_str();
+  train->add_option("--model", ta.model, "mlp, cnn, a JSON spec file; gpt2 or llama with --text")
+      ->capture_default_str();
   train->add_option("--epochs", ta.epochs, "epochs (1 or more)")
       ->capture_default_str()
       ->check(whole_number<int64_t>(1));
@@ -783,8 +625,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number<uint64_t>(0));
   train->add_option("--device", ta.device, "cpu or cuda:N")->capture_default_str();
-  train->add_option("--output,-o", ta.output, "where to save the model (its folder must exist)")
-      ->capture_default_str();
+  train->add_option("--output,-o", ta.output,
+                    "where to save the model (default: model.safetensors; its folder must "
+                    "exist); with --text, the Hugging Face folder to write (required)");
   train
       ->add_option("--checkpoint-every", ta.checkpoint_every,
                    "save a checkpoint every N steps (0: never)")
@@ -796,6 +639,14 @@ int main(int argc, char** argv) {
       ->check(one_of({"auto", "bar", "lines", "none"}));
   train->add_flag("--distributed", ta.distributed,
                   "data-parallel across the ranks of an mpirun job (rank 0 prints and writes)");
+  train
+      ->add_option("--clip-grad-norm", ta.clip_grad_norm,
+                   "scale the gradients to this global norm at most (above 0; default: off)")
+      ->check(number(0.0, false));
+  train->add_flag("--capture", ta.capture, "run each step as one CUDA graph (--device cuda:N)");
+  train->add_flag("--bf16", ta.bf16, "compute the forward in bfloat16 (--device cuda:N)");
+  TextArgs tx;
+  ember_cli::add_text_options(train, tx);
 
   auto* eval = app.add_subcommand("eval", "evaluate a saved model");
   std::string model_path;
@@ -872,7 +723,7 @@ int main(int argc, char** argv) {
   }
   try {
     load_plugins(plugins);  // Note [Plugins]
-    if (*train) return cmd_train(da, ta);
+    if (*train) return tx.text.empty() ? cmd_train(da, ta) : cmd_train_text(ta, tx, da.batch_size);
     if (*eval) return cmd_eval(model_path, da, device);
     if (*predict) return cmd_predict(model_path, input, preds, label, da, device);
     if (*inspect) return cmd_inspect(file, as_json, no_verify);
