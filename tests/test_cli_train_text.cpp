@@ -412,6 +412,61 @@ TEST(CliTrainText, BadInputGivesAClearError) {
                    "--text " + dir.file("latin1.txt") + ": Tokenizer::encode", 3);
 }
 
+// docs/language_models.md, "Training a language model from the command line": its config and
+// its commands run as written (with --steps 3), and print the lines the page shows before
+// training (the model and the untrained validation loss do not depend on the steps).
+TEST(CliTrainText, TheDocumentedExampleRuns) {
+  SKIP_WITHOUT_GPL();
+  const std::string page = read_file(ember_test::data_dir() + "/../../docs/language_models.md");
+  const size_t section = page.find("## Training a language model from the command line");
+  ASSERT_NE(section, std::string::npos) << "the section has moved: update this test";
+  auto block = [&](const std::string& fence) {
+    const size_t open = page.find("\n```" + fence + "\n", section);
+    if (open == std::string::npos) return std::string();
+    const size_t begin = open + fence.size() + 5;
+    return page.substr(begin, page.find("\n```\n", begin) - begin + 1);
+  };
+  const std::string config = block("json"), shell = block("sh");
+  ASSERT_NE(config, "");
+  ASSERT_NE(shell, "");
+  // The commands: "$ ember ..." lines, joined across trailing backslashes; the rest is output.
+  std::vector<std::string> commands;
+  bool continued = false;
+  for (size_t at = 0; at < shell.size();) {
+    const size_t end = shell.find('\n', at);
+    std::string line = shell.substr(at, end - at);
+    at = end + 1;
+    const bool more = !line.empty() && line.back() == '\\';
+    if (more) line.pop_back();
+    if (continued)
+      commands.back() += line;
+    else if (line.rfind("$ ember ", 0) == 0)
+      commands.push_back(line.substr(8));
+    continued = more;
+  }
+  ASSERT_EQ(commands.size(), 2u) << shell;
+  ASSERT_EQ(commands[0].rfind("train ", 0), 0u) << commands[0];
+  ASSERT_EQ(commands[1].rfind("generate ", 0), 0u) << commands[1];
+  const size_t steps = commands[0].find("--steps ");
+  ASSERT_NE(steps, std::string::npos) << commands[0];
+  commands[0].replace(steps, commands[0].find(' ', steps + 8) - steps, "--steps 3");
+
+  ScratchDir dir;
+  write_text(dir.file("small.json"), config);
+  const CliRun train = ember_test::run_command("cd " + dir.path + " && " + EMBER_CLI_PATH + " " +
+                                               commands[0] + " --progress none");
+  ASSERT_EQ(train.status, 0) << commands[0] << "\n" << train.output;
+  for (const char* prefix : {"GPT2: ", "validation before training: "}) {
+    const std::string documented = line_starting(page.substr(section), prefix);
+    EXPECT_NE(documented, "") << prefix;
+    EXPECT_EQ(line_starting(train.output, prefix), documented) << prefix;
+  }
+  const CliRun generate =
+      ember_test::run_command("cd " + dir.path + " && " + EMBER_CLI_PATH + " " + commands[1]);
+  ASSERT_EQ(generate.status, 0) << commands[1] << "\n" << generate.output;
+  EXPECT_GE(generate.output.size(), 2u);
+}
+
 TEST(CliTrainText, CaptureTrainsOnCuda) {
   SKIP_WITHOUT_GPL();
   SKIP_WITHOUT_CUDA();
