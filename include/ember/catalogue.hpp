@@ -186,8 +186,8 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(cummax, sort, true, kNumeric, kNumeric, scan)                                      \
   X(cummin, sort, true, kNumeric, kNumeric, scan)                                      \
   X(diff, sort, true, kNumeric, kNumeric, composite)                                   \
-  X(softmax, softmax, true, kFloat, kFloat, softmax)                                   \
-  X(log_softmax, softmax, true, kFloat, kFloat, softmax)                               \
+  X(softmax, softmax, true, kAnyFloat, kAnyFloat, softmax)                             \
+  X(log_softmax, softmax, true, kAnyFloat, kAnyFloat, softmax)                         \
   X(matmul, linalg, true, kAnyFloat, kAnyFloat, gemm)                                  \
   X(linear, linalg, true, kAnyFloat, kAnyFloat, gemm)                                  \
   X(mm, linalg, true, kAnyFloat, kAnyFloat, gemm)                                      \

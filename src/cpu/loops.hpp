@@ -106,6 +106,17 @@ template <typename T>
 using Compute = std::conditional_t<kIsHalfLike<T>, float, T>;
 inline constexpr int64_t kWideTile = 256;
 
+/// dst[i] = src[i] widened to f32 (a 16-bit kernel's f32 copy of a row or tile).
+template <typename T>
+inline void widen_to_f32(float* dst, const T* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+/// dst[i] = src[i] rounded once to the 16-bit type T.
+template <typename T>
+inline void round_from_f32(T* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+}
+
 /// Calls fn(out, in) with typed pointers: for f16/bf16 on f32 copies of the contiguous buffers
 /// (`in`: n_in elements, widened; `out`: n_out elements, rounded back once fn returns), for
 /// other types on the buffers themselves. For whole-buffer kernels (convolution, pooling).

@@ -1,13 +1,18 @@
 // src/cuda/softmax.cu — softmax / log_softmax and their backward on CUDA.
 //
-// Softmax works on a contiguous [O, D, I] tensor (D: the softmax dim). I == 1: a warp (D up
-// to kWarpRow) or a 256-thread block per row; I > 1: one thread per (o, i) column. Sums in
-// f64; the formulas and roundings are the CPU kernel's (src/cpu/softmax.cpp).
+// Softmax works on a contiguous [O, D, I] tensor (D: the softmax dim; src/kernels/softmax.hpp
+// holds the layout and the formulas). I == 1: a warp (D up to kWarpRow) or a 256-thread block
+// per row; I > 1: one thread per (o, i) column. Sums in f64; the formulas and roundings are the
+// CPU kernel's (src/cpu/softmax.cpp). Each kernel computes in C = Compute<T>: f16/bf16 are
+// loaded to f32 with cast<C> and rounded once on store (Note [16-bit softmax]); the forward
+// writes its output once (exp is recomputed in the scaling pass rather than stored unscaled and
+// read back, which would round a 16-bit output twice).
 #include <algorithm>
 #include <cmath>
 
 #include "cuda/loops.cuh"
 #include "kernels/reduce.hpp"
+#include "kernels/softmax.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -17,9 +22,7 @@ using kernels::max_nan;
 constexpr int64_t kWarpRow = 1024;  // softmax rows up to this many elements: a warp each
 
 // ---- softmax ----
-struct Layout {
-  int64_t outer = 1, size = 1, inner = 1;
-};
+using Layout = kernels::SoftmaxLayout;
 
 Layout layout_of(const View& v, int dim, const char* op) {
   EMBER_ASSERT(dim >= 0 && dim < v.shape.size(), op, ": dim ", dim, " out of range");
@@ -29,16 +32,12 @@ Layout layout_of(const View& v, int dim, const char* op) {
     EMBER_ASSERT(v.strides[d] == expected, op, ": the CUDA kernel needs contiguous tensors");
     expected *= v.shape[d];
   }
-  Layout l;
-  for (int d = 0; d < dim; ++d) l.outer *= v.shape[d];
-  l.size = v.shape[dim];
-  for (int d = dim + 1; d < v.shape.size(); ++d) l.inner *= v.shape[d];
-  return l;
+  return kernels::layout_of(v.shape, dim);
 }
 
-template <typename T>
+template <typename C>
 struct MaxNan {
-  __device__ T operator()(T a, T b) const { return max_nan(a, b); }
+  __device__ C operator()(C a, C b) const { return max_nan(a, b); }
 };
 struct Plus {
   __device__ double operator()(double a, double b) const { return a + b; }
@@ -47,6 +46,7 @@ struct Plus {
 // A team of kTeam threads per row of length n (rows contiguous).
 template <typename T, int kTeam>
 __global__ void softmax_rows_kernel(T* out, const T* in, int64_t rows, int64_t n, bool log) {
+  using C = Compute<T>;
   constexpr int kTeamsPerBlock = kBlock / kTeam;
   const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
@@ -55,28 +55,23 @@ __global__ void softmax_rows_kernel(T* out, const T* in, int64_t rows, int64_t n
     const bool active = row < rows;  // inactive threads still join the block's barriers
     const T* x = in + (active ? row : 0) * n;
     T* o = out + (active ? row : 0) * n;
-    T m = -static_cast<T>(INFINITY);
+    C m = -static_cast<C>(INFINITY);
     if (active)
-      for (int64_t i = t; i < n; i += kTeam) m = max_nan(m, x[i]);
-    m = team_reduce<kTeam>(m, MaxNan<T>{});
+      for (int64_t i = t; i < n; i += kTeam) m = max_nan(m, cast<C>(x[i]));
+    m = team_reduce<kTeam>(m, MaxNan<C>{});
     double s = 0;
-    if (active) {
-      for (int64_t i = t; i < n; i += kTeam) {
-        const T e = exp(x[i] - m);
-        if (!log) o[i] = e;
-        s += static_cast<double>(e);
-      }
-    }
+    if (active)
+      for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(exp(cast<C>(x[i]) - m));
     s = team_reduce<kTeam>(s, Plus{});
     if (!active) continue;
     if (log) {
-      // (x - m) - log s: x - m is exact, so large inputs keep f32 precision (Note [log_softmax
-      // rounding], src/cpu/softmax.cpp).
-      const T log_s = static_cast<T>(::log(s));
-      for (int64_t i = t; i < n; i += kTeam) o[i] = (x[i] - m) - log_s;
+      // x - m is exact, so large inputs keep f32 precision (Note [log_softmax rounding]).
+      const C log_s = static_cast<C>(::log(s));
+      for (int64_t i = t; i < n; i += kTeam)
+        o[i] = cast<T>(kernels::log_softmax_value(cast<C>(x[i]), m, log_s));
     } else {
-      const T factor = static_cast<T>(1.0 / s);
-      for (int64_t i = t; i < n; i += kTeam) o[i] *= factor;
+      const C factor = static_cast<C>(1.0 / s);
+      for (int64_t i = t; i < n; i += kTeam) o[i] = cast<T>(exp(cast<C>(x[i]) - m) * factor);
     }
   }
 }
@@ -84,26 +79,40 @@ __global__ void softmax_rows_kernel(T* out, const T* in, int64_t rows, int64_t n
 // One thread per (outer, inner) column; element d of the column at d·inner.
 template <typename T>
 __global__ void softmax_columns_kernel(T* out, const T* in, Layout l, bool log) {
+  using C = Compute<T>;
   EMBER_CUDA_KERNEL_LOOP(col, l.outer * l.inner) {
     const int64_t base = col / l.inner * l.size * l.inner + col % l.inner;
     const T* x = in + base;
     T* o = out + base;
-    T m = -static_cast<T>(INFINITY);
-    for (int64_t d = 0; d < l.size; ++d) m = max_nan(m, x[d * l.inner]);
+    C m = -static_cast<C>(INFINITY);
+    for (int64_t d = 0; d < l.size; ++d) m = max_nan(m, cast<C>(x[d * l.inner]));
     double s = 0;
-    for (int64_t d = 0; d < l.size; ++d) {
-      const T e = exp(x[d * l.inner] - m);
-      if (!log) o[d * l.inner] = e;
-      s += static_cast<double>(e);
-    }
+    for (int64_t d = 0; d < l.size; ++d) s += static_cast<double>(exp(cast<C>(x[d * l.inner]) - m));
     if (log) {
-      const T log_s = static_cast<T>(::log(s));  // Note [log_softmax rounding]
-      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] = (x[d * l.inner] - m) - log_s;
+      const C log_s = static_cast<C>(::log(s));  // Note [log_softmax rounding]
+      for (int64_t d = 0; d < l.size; ++d)
+        o[d * l.inner] = cast<T>(kernels::log_softmax_value(cast<C>(x[d * l.inner]), m, log_s));
     } else {
-      const T factor = static_cast<T>(1.0 / s);
-      for (int64_t d = 0; d < l.size; ++d) o[d * l.inner] *= factor;
+      const C factor = static_cast<C>(1.0 / s);
+      for (int64_t d = 0; d < l.size; ++d)
+        o[d * l.inner] = cast<T>(exp(cast<C>(x[d * l.inner]) - m) * factor);
     }
   }
+}
+
+// The input gradient of one element from its grad g, output y and the slice's sum a.
+template <typename T, typename C = Compute<T>>
+__device__ __forceinline__ T softmax_grad_at(T g, T y, C a, bool log) {
+  const C gc = cast<C>(g), yc = cast<C>(y);
+  return cast<T>(log ? kernels::log_softmax_grad_value(gc, exp(yc), a)
+                     : kernels::softmax_grad_value(gc, yc, a));
+}
+
+// Σ g (log) or Σ g·y of one element, in f64.
+template <typename T>
+__device__ __forceinline__ double softmax_grad_term(T g, T y, bool log) {
+  const double gd = static_cast<double>(cast<Compute<T>>(g));
+  return log ? gd : gd * static_cast<double>(cast<Compute<T>>(y));
 }
 
 template <typename T, int kTeam>
@@ -118,14 +127,12 @@ __global__ void softmax_grad_rows_kernel(T* gi, const T* g, const T* y, int64_t 
     const int64_t at = (active ? row : 0) * n;
     double s = 0;
     if (active)
-      for (int64_t i = t; i < n; i += kTeam)
-        s += log ? static_cast<double>(g[at + i])
-                 : static_cast<double>(g[at + i]) * static_cast<double>(y[at + i]);
+      for (int64_t i = t; i < n; i += kTeam) s += softmax_grad_term(g[at + i], y[at + i], log);
     s = team_reduce<kTeam>(s, Plus{});
     if (!active) continue;
-    const T a = static_cast<T>(s);
+    const Compute<T> a = static_cast<Compute<T>>(s);
     for (int64_t i = t; i < n; i += kTeam)
-      gi[at + i] = log ? g[at + i] - exp(y[at + i]) * a : y[at + i] * (g[at + i] - a);
+      gi[at + i] = softmax_grad_at(g[at + i], y[at + i], a, log);
   }
 }
 
@@ -136,12 +143,12 @@ __global__ void softmax_grad_columns_kernel(T* gi, const T* g, const T* y, Layou
     double s = 0;
     for (int64_t d = 0; d < l.size; ++d) {
       const int64_t at = base + d * l.inner;
-      s += log ? static_cast<double>(g[at]) : static_cast<double>(g[at]) * y[at];
+      s += softmax_grad_term(g[at], y[at], log);
     }
-    const T a = static_cast<T>(s);
+    const Compute<T> a = static_cast<Compute<T>>(s);
     for (int64_t d = 0; d < l.size; ++d) {
       const int64_t at = base + d * l.inner;
-      gi[at] = log ? g[at] - exp(y[at]) * a : y[at] * (g[at] - a);
+      gi[at] = softmax_grad_at(g[at], y[at], a, log);
     }
   }
 }
@@ -153,7 +160,7 @@ void softmax(const View& out, const View& in, int dim, bool log) {
   layout_of(out, dim, "softmax");
   if (l.size == 0 || l.outer * l.inner == 0) return;
   cudaStream_t st = stream_for(out);
-  dispatch_float(in.dtype, "softmax", [&](auto tag) {
+  dispatch_any_float(in.dtype, "softmax", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(in.data);
     T* o = static_cast<T*>(out.data);
@@ -179,7 +186,7 @@ void softmax_backward(const View& grad_in, const View& grad_out, const View& out
   layout_of(grad_out, dim, "softmax_backward");
   if (l.size == 0 || l.outer * l.inner == 0) return;
   cudaStream_t st = stream_for(grad_in);
-  dispatch_float(out.dtype, "softmax_backward", [&](auto tag) {
+  dispatch_any_float(out.dtype, "softmax_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* gi = static_cast<T*>(grad_in.data);
     const T* g = static_cast<const T*>(grad_out.data);

@@ -1,5 +1,6 @@
 // src/ops/softmax.cpp — softmax and log_softmax over one dim, forward and backward through the
-// backend's fused kernels (src/cpu/softmax.cpp, src/cuda/softmax.cu).
+// backend's fused kernels (src/cpu/softmax.cpp, src/cuda/softmax.cu): f32/f64, and f16/bf16
+// computed in f32 and rounded once (Note [16-bit softmax] in src/kernels/softmax.hpp).
 #include "ops/common.hpp"
 
 namespace ember {
@@ -28,7 +29,7 @@ Tensor softmax_impl(Op op, const Tensor& x, int64_t dim) {
   if (autograd::needs_grad(x))
     autograd::record(op, out, {&x}, [d, log, so = SavedTensor(out)](const Tensor& g, GradList& gi) {
       Tensor y = so.get();
-      Tensor gc = g.contiguous();
+      Tensor gc = ops::cast_to(g, y.dtype()).contiguous();  // a root's grad may differ
       Tensor gin = ops::make_tensor(y.shape(), y.dtype(), y.device());
       if (y.numel() == 0) {
         // empty: nothing to write
