@@ -1,6 +1,8 @@
 // src/cpu/norm.cpp — fused batch-normalisation kernels (per-channel statistics, the
 // backward's per-channel sums, the channel-wise affine pass both directions use) and the
-// layer-norm forward and backward (the backward with the weight's and bias's gradients).
+// layer-norm forward and backward (the backward with the weight's and bias's gradients; the
+// formulas in src/kernels/norm.hpp, f16/bf16 as Note [16-bit layer norm] there: rows widened
+// into f32 scratch and run through the f32 row routines, results rounded once).
 //
 // Shape letters: N batch, C channels, S = the product of the dims after C. Data is a
 // contiguous [N, C, S], i.e. N·C runs of S contiguous elements; channel c owns runs
@@ -13,8 +15,13 @@
 //   M2 = M2_a + M2_b + δ²·n_a·n_b / (n_a + n_b),  δ = mean_b - mean_a.
 // One pass over memory, with the accuracy of a two-pass variance (no E[x²] - E[x]²
 // cancellation), accumulated in f64 for f32 data.
+#pragma GCC optimize("fp-contract=off")  // 16-bit rows run the f32 routines bit for bit
+
+#include "kernels/norm.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels.hpp"
@@ -138,28 +145,42 @@ void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* 
 }
 
 // ---- layer norm: one row of n elements per task, sums in f64 ----
-template <typename T>
-void layer_norm_forward_typed(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b,
+// Rows are computed in C (f32 or f64); a 16-bit row is widened into the task's f32 scratch
+// first and its results rounded once (Note [16-bit layer norm]).
+
+// y, mean and rstd of one row.
+template <typename C>
+void layer_norm_forward_row(C* y, C& mean, C& rstd, const C* x, const C* w, const C* b, int64_t n,
+                            double eps) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  const double m = s / static_cast<double>(n);
+  double v = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - m;
+    v += d * d;
+  }
+  const C mt = static_cast<C>(m);
+  const C rt = static_cast<C>(kernels::layer_norm_rstd(v, n, eps));
+  mean = mt;
+  rstd = rt;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = kernels::layer_norm_affine(kernels::layer_norm_normalized(x[i], mt, rt), w ? w[i] : C(1),
+                                      b ? b[i] : C(0));
+}
+
+template <typename T, typename C = Compute<T>>
+void layer_norm_forward_typed(T* y, C* mean, C* rstd, const T* x, const C* w, const C* b,
                               int64_t rows, int64_t n, double eps) {
   parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+    std::vector<C> scratch(kIsHalfLike<T> ? static_cast<size_t>(2 * n) : 0);
     for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * n;
-      T* yr = y + r * n;
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += static_cast<double>(xr[i]);
-      const double m = s / static_cast<double>(n);
-      double v = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double d = static_cast<double>(xr[i]) - m;
-        v += d * d;
-      }
-      const T mt = static_cast<T>(m);
-      const T rt = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
-      mean[r] = mt;
-      rstd[r] = rt;
-      for (int64_t i = 0; i < n; ++i) {
-        const T h = (xr[i] - mt) * rt;
-        yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+      if constexpr (kIsHalfLike<T>) {
+        widen_to_f32(scratch.data(), x + r * n, n);
+        layer_norm_forward_row(scratch.data() + n, mean[r], rstd[r], scratch.data(), w, b, n, eps);
+        round_from_f32(y + r * n, scratch.data() + n, n);
+      } else {
+        layer_norm_forward_row(y + r * n, mean[r], rstd[r], x + r * n, w, b, n, eps);
       }
     }
   });
@@ -168,27 +189,50 @@ void layer_norm_forward_typed(T* y, T* mean, T* rstd, const T* x, const T* w, co
 // One row of the backward: grad_x (= or += when accumulate; gx null: not wanted) and, when
 // pw / pb are set, the row's grad·x̂ and grad added into the f64 column partials. Each
 // element's grad and x are read before its grad_x is written, so gx may be g's buffer.
-template <typename T>
-void layer_norm_backward_row(T* gx, double* pw, double* pb, const T* g, const T* x, T mt, T rt,
-                             const T* w, int64_t n, bool accumulate) {
+template <typename C>
+void layer_norm_backward_row(C* gx, double* pw, double* pb, const C* g, const C* x, C mt, C rt,
+                             const C* w, int64_t n, bool accumulate) {
   double s1 = 0, s2 = 0;
   if (gx)
     for (int64_t i = 0; i < n; ++i) {
-      const T h = (x[i] - mt) * rt;
-      const T gw = w ? g[i] * w[i] : g[i];
+      const C h = kernels::layer_norm_normalized(x[i], mt, rt);
+      const C gw = w ? g[i] * w[i] : g[i];
       s1 += static_cast<double>(gw);
       s2 += static_cast<double>(gw) * static_cast<double>(h);
     }
-  const T a = static_cast<T>(s1 / static_cast<double>(n));
-  const T c = static_cast<T>(s2 / static_cast<double>(n));
+  const C a = static_cast<C>(s1 / static_cast<double>(n));
+  const C c = static_cast<C>(s2 / static_cast<double>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    const T h = (x[i] - mt) * rt;
+    const C gi = g[i];
+    const C h = kernels::layer_norm_normalized(x[i], mt, rt);
     if (pw) pw[i] += static_cast<double>(gi) * static_cast<double>(h);
     if (pb) pb[i] += static_cast<double>(gi);
     if (!gx) continue;
-    const T d = rt * ((w ? gi * w[i] : gi) - a - h * c);
+    const C d = kernels::layer_norm_grad_x(w ? gi * w[i] : gi, a, h, c, rt);
     gx[i] = accumulate ? gx[i] + d : d;
+  }
+}
+
+// Row r of the backward from T data: directly for f32/f64; a 16-bit row through f32 scratch of
+// 3n elements (grad, x, grad_x; grad_x widened first when accumulating), grad_x rounded once.
+template <typename T, typename C>
+void layer_norm_backward_row_of(std::vector<C>& scratch, T* gx, double* pw, double* pb, const T* g,
+                                const T* x, const C* mean, const C* rstd, const C* w, int64_t r,
+                                int64_t n, bool accumulate) {
+  T* gxr = gx ? gx + r * n : nullptr;
+  if constexpr (kIsHalfLike<T>) {
+    scratch.resize(static_cast<size_t>(3 * n));
+    C* gs = scratch.data();
+    C* xs = gs + n;
+    C* out = gxr ? xs + n : nullptr;
+    widen_to_f32(gs, g + r * n, n);
+    widen_to_f32(xs, x + r * n, n);
+    if (out && accumulate) widen_to_f32(out, gxr, n);
+    layer_norm_backward_row<C>(out, pw, pb, gs, xs, mean[r], rstd[r], w, n, accumulate);
+    if (out) round_from_f32(gxr, out, n);
+  } else {
+    layer_norm_backward_row<C>(gxr, pw, pb, g + r * n, x + r * n, mean[r], rstd[r], w, n,
+                               accumulate);
   }
 }
 
@@ -197,16 +241,18 @@ void layer_norm_backward_row(T* gx, double* pw, double* pb, const T* g, const T*
 // fixed number of blocks (from the shape, never from the thread count); each block's task adds
 // its rows into its own f64 partials while it writes grad_x, and the partials are then summed
 // per column in block order: one pass over grad and x, the same bits with any thread count.
-template <typename T>
-void layer_norm_backward_typed(T* gx, T* gw_out, T* gb_out, const T* g, const T* x, const T* mean,
-                               const T* rstd, const T* w, int64_t rows, int64_t n,
+// The sums are rounded to C, then to the parameters' dtype P (Note [16-bit layer norm]).
+template <typename T, typename P, typename C = Compute<T>>
+void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T* x, const C* mean,
+                               const C* rstd, const C* w, int64_t rows, int64_t n,
                                bool accumulate) {
   if (!gw_out && !gb_out) {
     if (!gx) return;
     parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
+      std::vector<C> scratch;
       for (int64_t r = r0; r < r1; ++r)
-        layer_norm_backward_row<T>(gx + r * n, nullptr, nullptr, g + r * n, x + r * n, mean[r],
-                                   rstd[r], w, n, accumulate);
+        layer_norm_backward_row_of<T, C>(scratch, gx, nullptr, nullptr, g, x, mean, rstd, w, r, n,
+                                         accumulate);
     });
     return;
   }
@@ -215,12 +261,13 @@ void layer_norm_backward_typed(T* gx, T* gw_out, T* gb_out, const T* g, const T*
   const int64_t per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<size_t>(blocks * 2 * n), 0.0);  // [blocks][w, b][n]
   parallel_for(blocks, 1, [&](int64_t k0, int64_t k1) {
+    std::vector<C> scratch;
     for (int64_t k = k0; k < k1; ++k) {
       double* pw = gw_out ? partial.data() + k * 2 * n : nullptr;
       double* pb = gb_out ? partial.data() + (k * 2 + 1) * n : nullptr;
       for (int64_t r = k * per_block; r < std::min(rows, (k + 1) * per_block); ++r)
-        layer_norm_backward_row<T>(gx ? gx + r * n : nullptr, pw, pb, g + r * n, x + r * n, mean[r],
-                                   rstd[r], w, n, accumulate);
+        layer_norm_backward_row_of<T, C>(scratch, gx, pw, pb, g, x, mean, rstd, w, r, n,
+                                         accumulate);
     }
   });
   parallel_for(n, grain_for(blocks), [&](int64_t j0, int64_t j1) {
@@ -230,11 +277,41 @@ void layer_norm_backward_typed(T* gx, T* gw_out, T* gb_out, const T* g, const T*
         sw += partial[(k * 2) * n + j];
         sb += partial[(k * 2 + 1) * n + j];
       }
-      if (gw_out) gw_out[j] = static_cast<T>(sw);
-      if (gb_out) gb_out[j] = static_cast<T>(sb);
+      if (gw_out) gw_out[j] = static_cast<P>(static_cast<C>(sw));
+      if (gb_out) gb_out[j] = static_cast<P>(static_cast<C>(sb));
     }
   });
 }
+
+// A weight or bias as C values: its own data when it has dtype C, else (a 16-bit parameter of a
+// 16-bit input) widened once into `storage`; null when absent.
+template <typename C>
+class ParamAsCompute {
+ public:
+  ParamAsCompute(const View& v, int64_t n) {
+    if (!v.data) return;
+    if (v.dtype == dtype_of<C>()) {
+      data_ = static_cast<const C*>(v.data);
+      return;
+    }
+    if constexpr (std::is_same_v<C, float>) {
+      storage_.resize(static_cast<size_t>(n));
+      dispatch_any_float(v.dtype, "layer_norm", [&](auto tag) {
+        using P = typename decltype(tag)::type;
+        if constexpr (kIsHalfLike<P>)
+          widen_to_f32(storage_.data(), static_cast<const P*>(v.data), n);
+      });
+      data_ = storage_.data();
+    }
+    EMBER_ASSERT(data_, "layer_norm: a parameter of dtype ", dtype_name(v.dtype), " for ",
+                 dtype_name(dtype_of<C>()), " math");
+  }
+  const C* get() const { return data_; }
+
+ private:
+  std::vector<C> storage_;
+  const C* data_ = nullptr;
+};
 
 }  // namespace
 
@@ -269,25 +346,36 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
 
 void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
                         const View& weight, const View& bias, double eps) {
-  dispatch_float(x.dtype, "layer_norm_forward", [&](auto tag) {
+  dispatch_any_float(x.dtype, "layer_norm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    layer_norm_forward_typed(static_cast<T*>(y.data), static_cast<T*>(mean.data),
-                             static_cast<T*>(rstd.data), static_cast<const T*>(x.data),
-                             static_cast<const T*>(weight.data), static_cast<const T*>(bias.data),
-                             x.shape[0], x.shape[1], eps);
+    using C = Compute<T>;
+    const int64_t n = x.shape[1];
+    const ParamAsCompute<C> w(weight, n), b(bias, n);
+    layer_norm_forward_typed<T>(static_cast<T*>(y.data), static_cast<C*>(mean.data),
+                                static_cast<C*>(rstd.data), static_cast<const T*>(x.data), w.get(),
+                                b.get(), x.shape[0], n, eps);
   });
 }
 
 void layer_norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
                          const View& grad_y, const View& x, const View& mean, const View& rstd,
                          const View& weight, bool accumulate) {
-  dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
+  dispatch_any_float(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    layer_norm_backward_typed(static_cast<T*>(grad_x.data), static_cast<T*>(grad_weight.data),
-                              static_cast<T*>(grad_bias.data), static_cast<const T*>(grad_y.data),
-                              static_cast<const T*>(x.data), static_cast<const T*>(mean.data),
-                              static_cast<const T*>(rstd.data), static_cast<const T*>(weight.data),
-                              x.shape[0], x.shape[1], accumulate);
+    using C = Compute<T>;
+    const int64_t n = x.shape[1];
+    const ParamAsCompute<C> w(weight, n);
+    const DType p = grad_weight.data ? grad_weight.dtype
+                    : grad_bias.data ? grad_bias.dtype
+                                     : dtype_of<C>();
+    kernels::dispatch_layer_norm_param<T, C>(p, x.dtype, [&](auto param_tag) {
+      using P = typename decltype(param_tag)::type;
+      layer_norm_backward_typed<T, P>(
+          static_cast<T*>(grad_x.data), static_cast<P*>(grad_weight.data),
+          static_cast<P*>(grad_bias.data), static_cast<const T*>(grad_y.data),
+          static_cast<const T*>(x.data), static_cast<const C*>(mean.data),
+          static_cast<const C*>(rstd.data), w.get(), x.shape[0], n, accumulate);
+    });
   });
 }
 

@@ -1,6 +1,7 @@
 // src/cuda/norm.cu — normalisation kernels on CUDA: batch norm's per-channel statistics, its
 // backward's per-channel sums and the channel-wise affine pass both directions use; layer
-// norm's forward and backward (Note [Layer norm on CUDA], below).
+// norm's forward and backward (Note [Layer norm on CUDA], below; the formulas and the 16-bit
+// rules in src/kernels/norm.hpp, Note [16-bit layer norm]).
 //
 // Shape letters (as src/cpu/norm.cpp): N batch, C channels, S = the product of the
 // dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C].
@@ -22,6 +23,7 @@
 #include "cuda/common.cuh"
 #include "cuda/loops.cuh"
 #include "ember/error.hpp"
+#include "kernels/norm.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -139,32 +141,40 @@ ChannelWalk walk_of(Nc3 d, const char* op) {
 // Note [Layer norm on CUDA]
 // Register rows (the fast path): a warp per row, rows dealt to the warps grid-stride over a
 // grid of the blocks that fit on the device at once. Lane l holds packs l, l + 32, ... of the
-// row (kChunks of them, V elements each: 16-byte loads, V = 4 for f32 and 2 for f64, or V = 1
-// when n is not a multiple of that or a pointer is unaligned), so a row is read from DRAM
-// once: the f64 mean, the f64 sum of squared deviations (two passes over registers, no
-// E[x²] - E[x]² cancellation), the output and the backward's f64 row sums all come from
-// registers; the weight and bias are re-read from L1. Rows of up to 32·8·V elements (1024 f32,
-// 512 f64, 256 unvectorised) take it. Longer rows take the general path: a team (a warp up to
-// kWarpRow elements, else a block) walks the row twice with scalar loads, the second time
-// from cache.
+// row (kChunks of them, V elements each: V = 4 for f32 and the 16-bit types — 16-byte loads,
+// 8-byte for the 16-bit types, which so take their rows in the f32 kernel's order (Note
+// [16-bit layer norm]) — and 2 for f64; or V = 1 when n is not a multiple of that or a pointer
+// is unaligned), so a row is read from DRAM once: the f64 mean, the f64 sum of squared
+// deviations (two passes over registers, no E[x²] - E[x]² cancellation), the output and the
+// backward's f64 row sums all come from registers; the weight and bias are re-read from L1.
+// Rows of up to 32·8·V elements (1024 f32 or 16-bit, 512 f64, 256 unvectorised) take it.
+// Longer rows take the general path: a team (a warp up to kWarpRow elements, else a block)
+// walks the row twice with scalar loads, the second time from cache.
 // The weight's and bias's gradients are column sums over the rows, deterministic (no atomics):
 //   register rows: a lane owns the same columns in every row it takes, so it adds grad·x̂ and
-//     grad into its warp's own [2][n] accumulator in shared memory (in T: f32 for f32; held
-//     in registers they would halve the warps a multiprocessor holds); at the end the block
-//     adds its warps' accumulators in warp order and writes one partial [2][n];
+//     grad into its warp's own [2][n] accumulator in shared memory (in the compute type C: f32
+//     for f32 and the 16-bit types; held in registers they would halve the warps a
+//     multiprocessor holds); at the end the block adds its warps' accumulators in warp order
+//     and writes one partial [2][n];
 //   general path: a column kernel forms the same partials over chunks of rows (a second read
 //     of grad and x), launched before the grad_x kernel so that grad_x may be grad's buffer;
-// then a small kernel sums the partials per column in order, in f64. The number of partials
-// depends on the shape and the device's SM count only: the same bits every run.
+// then a small kernel sums the partials per column in order, in f64, and rounds them to C and
+// then to the parameters' dtype P. The number of partials depends on the shape and the
+// device's SM count only: the same bits every run. Kernels are templated on the input's type T
+// (computing in C = Compute<T>) and the parameters' type P (T, or f32 for a 16-bit T).
 constexpr int64_t kWarpRow = 1024;
 constexpr int kRowTeams = kBlock / kWarp;  // warps (rows at a time) in a register-rows block
 constexpr int kMaxChunks = 8;
+
+/// Elements per pack of a register row: 16 bytes of the compute type.
+template <typename T>
+constexpr int kPackElems = static_cast<int>(16 / sizeof(Compute<T>));
 
 struct SumF64 {
   __device__ double operator()(double a, double b) const { return a + b; }
 };
 
-// V elements of T, loaded and stored as one 16-byte (or narrower) access.
+// V elements of T, loaded and stored as one access of sizeof(T)·V bytes.
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T v[V];
@@ -179,6 +189,16 @@ __device__ __forceinline__ void store_pack(T* p, int idx, const Pack<T, V>& v) {
   reinterpret_cast<Pack<T, V>*>(p)[idx] = v;
 }
 
+// Pack idx of p, each element cast to C.
+template <typename C, typename T, int V>
+__device__ __forceinline__ Pack<C, V> load_pack_as(const T* p, int idx) {
+  const Pack<T, V> raw = load_pack<T, V>(p, idx);
+  Pack<C, V> out;
+#pragma unroll
+  for (int k = 0; k < V; ++k) out.v[k] = cast<C>(raw.v[k]);
+  return out;
+}
+
 // A pack of ones (an absent weight) or zeros (an absent bias).
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> filled(T value) {
@@ -188,22 +208,30 @@ __device__ __forceinline__ Pack<T, V> filled(T value) {
   return p;
 }
 
-template <typename T, int V, int kChunks>
+// Pack idx of a weight or bias (null: `absent`, 1 or 0), as C.
+template <typename C, typename P, int V>
+__device__ __forceinline__ Pack<C, V> param_pack(const P* p, int idx, C absent) {
+  return p ? load_pack_as<C, P, V>(p, idx) : filled<C, V>(absent);
+}
+
+template <typename T, typename P, int V, int kChunks>
 __global__ void __launch_bounds__(kBlock)
-    layer_norm_forward_rows_kernel(T* __restrict y, T* __restrict mean, T* __restrict rstd,
-                                   const T* __restrict x, const T* __restrict w,
-                                   const T* __restrict b, int64_t rows, int n, double eps) {
+    layer_norm_forward_rows_kernel(T* __restrict y, Compute<T>* __restrict mean,
+                                   Compute<T>* __restrict rstd, const T* __restrict x,
+                                   const P* __restrict w, const P* __restrict b, int64_t rows,
+                                   int n, double eps) {
+  using C = Compute<T>;
   const int lane = threadIdx.x % kWarp, team = threadIdx.x / kWarp, nv = n / V;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
        row += static_cast<int64_t>(gridDim.x) * kRowTeams) {
     const T* xr = x + row * n;
-    Pack<T, V> xv[kChunks];
+    Pack<C, V> xv[kChunks];
     double s = 0;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int idx = c * kWarp + lane;
       if (idx >= nv) continue;
-      xv[c] = load_pack<T, V>(xr, idx);
+      xv[c] = load_pack_as<C, T, V>(xr, idx);
 #pragma unroll
       for (int k = 0; k < V; ++k) s += static_cast<double>(xv[c].v[k]);
     }
@@ -219,8 +247,8 @@ __global__ void __launch_bounds__(kBlock)
       }
     }
     q = team_reduce<kWarp>(q, SumF64{});
-    const T mt = static_cast<T>(m);
-    const T rt = static_cast<T>(1.0 / sqrt(q / static_cast<double>(n) + eps));
+    const C mt = static_cast<C>(m);
+    const C rt = static_cast<C>(kernels::layer_norm_rstd(q, n, eps));
     if (lane == 0) {
       mean[row] = mt;
       rstd[row] = rt;
@@ -231,49 +259,53 @@ __global__ void __launch_bounds__(kBlock)
       const int idx = c * kWarp + lane;
       if (idx >= nv) continue;
       // The weight and bias (8 KB or less) are read from L1, not held in registers.
-      const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));
-      const Pack<T, V> bv = b ? load_pack<T, V>(b, idx) : filled<T, V>(T(0));
+      const Pack<C, V> wv = param_pack<C, P, V>(w, idx, C(1));
+      const Pack<C, V> bv = param_pack<C, P, V>(b, idx, C(0));
       Pack<T, V> o;
 #pragma unroll
-      for (int k = 0; k < V; ++k) o.v[k] = (xv[c].v[k] - mt) * rt * wv.v[k] + bv.v[k];
+      for (int k = 0; k < V; ++k)
+        o.v[k] = cast<T>(kernels::layer_norm_affine(
+            kernels::layer_norm_normalized(xv[c].v[k], mt, rt), wv.v[k], bv.v[k]));
       store_pack<T, V>(yr, idx, o);
     }
   }
 }
 
 // grad_x (null: not wanted) and, when `partial` is set, the block's column sums of grad·x̂ and
-// grad into partial[blockIdx.x] ([2][n]). With `partial`, the dynamic shared memory holds a
-// [2][n] accumulator per warp (kRowTeams·2·n elements).
-template <typename T, int V, int kChunks>
+// grad into partial[blockIdx.x] ([2][n], in C). With `partial`, the dynamic shared memory holds
+// a [2][n] accumulator of C per warp (kRowTeams·2·n elements).
+template <typename T, typename P, int V, int kChunks>
 __global__ void __launch_bounds__(kBlock)
-    layer_norm_backward_rows_kernel(T* gx, T* __restrict partial, const T* g, const T* __restrict x,
-                                    const T* __restrict mean, const T* __restrict rstd,
-                                    const T* __restrict w, int64_t rows, int n, bool accumulate) {
+    layer_norm_backward_rows_kernel(T* gx, Compute<T>* __restrict partial, const T* g,
+                                    const T* __restrict x, const Compute<T>* __restrict mean,
+                                    const Compute<T>* __restrict rstd, const P* __restrict w,
+                                    int64_t rows, int n, bool accumulate) {
+  using C = Compute<T>;
   extern __shared__ __align__(16) unsigned char rows_shared[];
   const int lane = threadIdx.x % kWarp, team = threadIdx.x / kWarp, nv = n / V;
   // This warp's Σ grad·x̂ (acc[0, n)) and Σ grad (acc[n, 2n)); a lane only ever touches its
   // own columns, so no barrier is needed until the warps are combined.
-  T* acc = reinterpret_cast<T*>(rows_shared) + static_cast<int64_t>(team) * 2 * n;
+  C* acc = reinterpret_cast<C*>(rows_shared) + static_cast<int64_t>(team) * 2 * n;
   if (partial)
-    for (int j = lane; j < 2 * n; j += kWarp) acc[j] = T(0);
+    for (int j = lane; j < 2 * n; j += kWarp) acc[j] = C(0);
   __syncwarp();
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
        row += static_cast<int64_t>(gridDim.x) * kRowTeams) {
     const int64_t off = row * n;
-    const T mt = mean[row], rt = rstd[row];
-    Pack<T, V> xv[kChunks], gv[kChunks];
+    const C mt = mean[row], rt = rstd[row];
+    Pack<C, V> xv[kChunks], gv[kChunks];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int idx = c * kWarp + lane;
       if (idx >= nv) continue;
-      xv[c] = load_pack<T, V>(x + off, idx);
-      gv[c] = load_pack<T, V>(g + off, idx);
+      xv[c] = load_pack_as<C, T, V>(x + off, idx);
+      gv[c] = load_pack_as<C, T, V>(g + off, idx);
     }
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {  // x̂ in place of x
       if (c * kWarp + lane >= nv) continue;
 #pragma unroll
-      for (int k = 0; k < V; ++k) xv[c].v[k] = (xv[c].v[k] - mt) * rt;
+      for (int k = 0; k < V; ++k) xv[c].v[k] = kernels::layer_norm_normalized(xv[c].v[k], mt, rt);
     }
     double s1 = 0, s2 = 0;
     if (gx) {
@@ -281,11 +313,11 @@ __global__ void __launch_bounds__(kBlock)
       for (int c = 0; c < kChunks; ++c) {
         const int idx = c * kWarp + lane;
         if (idx >= nv) continue;
-        const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));  // from L1
+        const Pack<C, V> wv = param_pack<C, P, V>(w, idx, C(1));  // from L1
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const T h = xv[c].v[k];
-          const T gw = w ? gv[c].v[k] * wv.v[k] : gv[c].v[k];
+          const C h = xv[c].v[k];
+          const C gw = w ? gv[c].v[k] * wv.v[k] : gv[c].v[k];
           s1 += static_cast<double>(gw);
           s2 += static_cast<double>(gw) * static_cast<double>(h);
         }
@@ -293,31 +325,31 @@ __global__ void __launch_bounds__(kBlock)
       s1 = team_reduce<kWarp>(s1, SumF64{});
       s2 = team_reduce<kWarp>(s2, SumF64{});
     }
-    const T a = static_cast<T>(s1 / static_cast<double>(n));
-    const T cc = static_cast<T>(s2 / static_cast<double>(n));
+    const C a = static_cast<C>(s1 / static_cast<double>(n));
+    const C cc = static_cast<C>(s2 / static_cast<double>(n));
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int idx = c * kWarp + lane;
       if (idx >= nv) continue;
       if (partial) {
-        Pack<T, V> pw = load_pack<T, V>(acc, idx), pb = load_pack<T, V>(acc + n, idx);
+        Pack<C, V> pw = load_pack<C, V>(acc, idx), pb = load_pack<C, V>(acc + n, idx);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           pw.v[k] += gv[c].v[k] * xv[c].v[k];
           pb.v[k] += gv[c].v[k];
         }
-        store_pack<T, V>(acc, idx, pw);
-        store_pack<T, V>(acc + n, idx, pb);
+        store_pack<C, V>(acc, idx, pw);
+        store_pack<C, V>(acc + n, idx, pb);
       }
       if (!gx) continue;
-      const Pack<T, V> wv = w ? load_pack<T, V>(w, idx) : filled<T, V>(T(1));
+      const Pack<C, V> wv = param_pack<C, P, V>(w, idx, C(1));
       Pack<T, V> o;
       if (accumulate) o = load_pack<T, V>(gx + off, idx);
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        const T gi = gv[c].v[k];
-        const T d = rt * ((w ? gi * wv.v[k] : gi) - a - xv[c].v[k] * cc);
-        o.v[k] = accumulate ? o.v[k] + d : d;
+        const C gi = gv[c].v[k];
+        const C d = kernels::layer_norm_grad_x(w ? gi * wv.v[k] : gi, a, xv[c].v[k], cc, rt);
+        o.v[k] = cast<T>(accumulate ? cast<C>(o.v[k]) + d : d);
       }
       store_pack<T, V>(gx + off, idx, o);
     }
@@ -325,18 +357,20 @@ __global__ void __launch_bounds__(kBlock)
   if (!partial) return;
   __syncthreads();
   // The block's partial: the warps' accumulators added in warp order, a thread per column.
-  const T* all = reinterpret_cast<const T*>(rows_shared);
-  T* out = partial + static_cast<int64_t>(blockIdx.x) * 2 * n;
+  const C* all = reinterpret_cast<const C*>(rows_shared);
+  C* out = partial + static_cast<int64_t>(blockIdx.x) * 2 * n;
   for (int j = threadIdx.x; j < 2 * n; j += kBlock) {
-    T sum = all[j];
+    C sum = all[j];
     for (int t = 1; t < kRowTeams; ++t) sum += all[static_cast<int64_t>(t) * 2 * n + j];
     out[j] = sum;
   }
 }
 
-template <typename T, int kTeam>
-__global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
-                                          const T* b, int64_t rows, int64_t n, double eps) {
+template <typename T, typename P, int kTeam>
+__global__ void layer_norm_forward_kernel(T* y, Compute<T>* mean, Compute<T>* rstd, const T* x,
+                                          const P* w, const P* b, int64_t rows, int64_t n,
+                                          double eps) {
+  using C = Compute<T>;
   constexpr int kTeamsPerBlock = kBlock / kTeam;
   const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
@@ -346,35 +380,37 @@ __global__ void layer_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
     const T* xr = x + (active ? row : 0) * n;
     double s = 0;
     if (active)
-      for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(xr[i]);
+      for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(cast<C>(xr[i]));
     const double m = team_reduce<kTeam>(s, SumF64{}) / static_cast<double>(n);
     double v = 0;
     if (active)
       for (int64_t i = t; i < n; i += kTeam) {
-        const double d = static_cast<double>(xr[i]) - m;
+        const double d = static_cast<double>(cast<C>(xr[i])) - m;
         v += d * d;
       }
     v = team_reduce<kTeam>(v, SumF64{});
     if (!active) continue;
-    const T mt = static_cast<T>(m);
-    const T rt = static_cast<T>(1.0 / sqrt(v / static_cast<double>(n) + eps));
+    const C mt = static_cast<C>(m);
+    const C rt = static_cast<C>(kernels::layer_norm_rstd(v, n, eps));
     if (t == 0) {
       mean[row] = mt;
       rstd[row] = rt;
     }
     T* yr = y + row * n;
     for (int64_t i = t; i < n; i += kTeam) {
-      const T h = (xr[i] - mt) * rt;
-      yr[i] = (w ? h * w[i] : h) + (b ? b[i] : T(0));
+      const C h = kernels::layer_norm_normalized(cast<C>(xr[i]), mt, rt);
+      yr[i] = cast<T>(
+          kernels::layer_norm_affine(h, w ? cast<C>(w[i]) : C(1), b ? cast<C>(b[i]) : C(0)));
     }
   }
 }
 
 // The general path's grad_x: each element's grad and x are read before its grad_x is written.
-template <typename T, int kTeam>
-__global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const T* mean,
-                                           const T* rstd, const T* w, int64_t rows, int64_t n,
-                                           bool accumulate) {
+template <typename T, typename P, int kTeam>
+__global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const Compute<T>* mean,
+                                           const Compute<T>* rstd, const P* w, int64_t rows,
+                                           int64_t n, bool accumulate) {
+  using C = Compute<T>;
   constexpr int kTeamsPerBlock = kBlock / kTeam;
   const int team = threadIdx.x / kTeam, t = threadIdx.x % kTeam;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kTeamsPerBlock; base < rows;
@@ -382,59 +418,64 @@ __global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const 
     const int64_t row = base + team;
     const bool active = row < rows;
     const int64_t off = (active ? row : 0) * n;
-    const T mt = mean[active ? row : 0], rt = rstd[active ? row : 0];
+    const C mt = mean[active ? row : 0], rt = rstd[active ? row : 0];
+    // grad·w of element i of the row.
+    auto gw_at = [&](int64_t i) {
+      const C gi = cast<C>(g[off + i]);
+      return w ? gi * cast<C>(w[i]) : gi;
+    };
     double s1 = 0, s2 = 0;
     if (active)
       for (int64_t i = t; i < n; i += kTeam) {
-        const T h = (x[off + i] - mt) * rt;
-        const T gw = w ? g[off + i] * w[i] : g[off + i];
+        const C h = kernels::layer_norm_normalized(cast<C>(x[off + i]), mt, rt);
+        const C gw = gw_at(i);
         s1 += static_cast<double>(gw);
         s2 += static_cast<double>(gw) * static_cast<double>(h);
       }
     s1 = team_reduce<kTeam>(s1, SumF64{});
     s2 = team_reduce<kTeam>(s2, SumF64{});
     if (!active) continue;
-    const T a = static_cast<T>(s1 / static_cast<double>(n));
-    const T c = static_cast<T>(s2 / static_cast<double>(n));
+    const C a = static_cast<C>(s1 / static_cast<double>(n));
+    const C c = static_cast<C>(s2 / static_cast<double>(n));
     for (int64_t i = t; i < n; i += kTeam) {
-      const T h = (x[off + i] - mt) * rt;
-      const T gw = w ? g[off + i] * w[i] : g[off + i];
-      const T d = rt * (gw - a - h * c);
-      gx[off + i] = accumulate ? gx[off + i] + d : d;
+      const C h = kernels::layer_norm_normalized(cast<C>(x[off + i]), mt, rt);
+      const C d = kernels::layer_norm_grad_x(gw_at(i), a, h, c, rt);
+      gx[off + i] = cast<T>(accumulate ? cast<C>(gx[off + i]) + d : d);
     }
   }
 }
 
-// The general path's partials: partial[p] ([2][n]) = Σ grad·x̂ and Σ grad over rows
+// The general path's partials: partial[p] ([2][n], in C) = Σ grad·x̂ and Σ grad over rows
 // [p·per_part, (p + 1)·per_part), a thread per column (coalesced), f64 within a part.
 template <typename T>
-__global__ void layer_norm_columns_kernel(T* __restrict partial, const T* __restrict g,
-                                          const T* __restrict x, const T* __restrict mean,
-                                          const T* __restrict rstd, int64_t rows, int64_t n,
-                                          int64_t per_part) {
+__global__ void layer_norm_columns_kernel(Compute<T>* __restrict partial, const T* __restrict g,
+                                          const T* __restrict x, const Compute<T>* __restrict mean,
+                                          const Compute<T>* __restrict rstd, int64_t rows,
+                                          int64_t n, int64_t per_part) {
+  using C = Compute<T>;
   const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; j < n;
        j += static_cast<int64_t>(gridDim.x) * kBlock) {
     double sw = 0, sb = 0;
     for (int64_t r = r0; r < r1; ++r) {
-      const T gi = g[r * n + j];
-      const T h = (x[r * n + j] - mean[r]) * rstd[r];
+      const C gi = cast<C>(g[r * n + j]);
+      const C h = kernels::layer_norm_normalized(cast<C>(x[r * n + j]), mean[r], rstd[r]);
       sw += static_cast<double>(gi * h);
       sb += static_cast<double>(gi);
     }
-    partial[p * 2 * n + j] = static_cast<T>(sw);
-    partial[p * 2 * n + n + j] = static_cast<T>(sb);
+    partial[p * 2 * n + j] = static_cast<C>(sw);
+    partial[p * 2 * n + n + j] = static_cast<C>(sb);
   }
 }
 
 // grad_weight[j] = Σ_p partial[p][0][j], grad_bias[j] = Σ_p partial[p][1][j] (either null: not
-// wanted), in f64. A block takes 32 columns; its kMergeRows thread rows take every kMergeRows-th
-// partial, then thread row 0 adds the thread rows' sums in order.
+// wanted), in f64, rounded to C and then to P. A block takes 32 columns; its kMergeRows thread
+// rows take every kMergeRows-th partial, then thread row 0 adds the thread rows' sums in order.
 constexpr int kMergeRows = 32;
 
-template <typename T>
+template <typename C, typename P>
 __global__ void __launch_bounds__(kWarp* kMergeRows)
-    layer_norm_merge_kernel(T* __restrict gw, T* __restrict gb, const T* __restrict partial,
+    layer_norm_merge_kernel(P* __restrict gw, P* __restrict gb, const C* __restrict partial,
                             int64_t parts, int64_t n) {
   __shared__ double sums[2][kMergeRows][kWarp];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -453,8 +494,8 @@ __global__ void __launch_bounds__(kWarp* kMergeRows)
     sw += sums[0][r][tx];
     sb += sums[1][r][tx];
   }
-  if (gw) gw[j] = static_cast<T>(sw);
-  if (gb) gb[j] = static_cast<T>(sb);
+  if (gw) gw[j] = cast<P>(static_cast<C>(sw));
+  if (gb) gb[j] = cast<P>(static_cast<C>(sb));
 }
 
 }  // namespace
@@ -507,13 +548,17 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
 
 namespace {
 
-// 16 / sizeof(T) when n is a multiple of it and every pointer is 16-byte aligned, else 1.
-template <typename T>
-int pack_width(int64_t n, std::initializer_list<const void*> ptrs) {
-  constexpr int kV = 16 / sizeof(T);
+// kPackElems<T> when n is a multiple of it and every pointer is aligned to its pack (data of
+// T: `data`; parameters of P: `params`), else 1.
+template <typename T, typename P>
+int pack_width(int64_t n, std::initializer_list<const void*> data,
+               std::initializer_list<const void*> params) {
+  constexpr int kV = kPackElems<T>;
   if (n % kV != 0) return 1;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 1;
+  for (const void* p : data)
+    if (reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kV) != 0) return 1;
+  for (const void* p : params)
+    if (reinterpret_cast<uintptr_t>(p) % (sizeof(P) * kV) != 0) return 1;
   return kV;
 }
 
@@ -532,7 +577,7 @@ bool with_register_rows(int64_t n, int v, F&& f) {
     return false;
   };
   if (v == 1) return by_chunks(std::integral_constant<int, 1>{});
-  return by_chunks(std::integral_constant<int, 16 / sizeof(T)>{});
+  return by_chunks(std::integral_constant<int, kPackElems<T>>{});
 }
 
 // Blocks of kBlock threads of `kKernel`, launched with `smem` bytes of dynamic shared memory,
@@ -555,43 +600,71 @@ int64_t resident_blocks(int device, size_t smem = 0) {
   return static_cast<int64_t>(blocks) * std::max(sms, 1);
 }
 
-// Enough blocks of kRowTeams warps to fill the device, no more than the rows need.
-template <auto kKernel>
+// Enough blocks of kRowTeams warps to fill the device, no more than the rows need: as many as
+// kSizing (by default the kernel launched, kKernel) holds resident. A 16-bit backward is sized
+// by its f32 twin, so that its column-sum partials group the rows as the f32 kernel's do (Note
+// [16-bit layer norm]); blocks beyond its own occupancy just wait for a slot.
+template <auto kKernel, auto kSizing = kKernel>
 unsigned rows_grid(int64_t rows, int device, size_t smem = 0) {
-  if (smem > 48 * 1024)  // per device context, so asked every time (a cheap host call)
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
+  if (smem > 48 * 1024) {  // per device context, so asked every time (a cheap host call)
+    auto allow = [&](auto kernel) {
+      EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+    };
+    allow(kKernel);
+    allow(kSizing);
+  }
   return static_cast<unsigned>(std::min<int64_t>(
-      {(rows + kRowTeams - 1) / kRowTeams, resident_blocks<kKernel>(device, smem), 65535 * 16}));
+      {(rows + kRowTeams - 1) / kRowTeams, resident_blocks<kSizing>(device, smem), 65535 * 16}));
 }
 
 }  // namespace
+
+// Calls f(Tag<T>{}, Tag<P>{}) for the input's and the parameters' device types (Note [16-bit
+// layer norm]); `params` are the slot's parameter views, the first with data deciding P.
+template <typename F>
+void dispatch_layer_norm(DType x, std::initializer_list<const View*> params, F&& f) {
+  const DType compute = kernels::layer_norm_compute_dtype(x);
+  DType p = compute;
+  for (const View* v : params)
+    if (v->data) {
+      p = v->dtype;
+      break;
+    }
+  dispatch_any_float(x, "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernels::dispatch_layer_norm_param<T, Compute<T>>(p, x,
+                                                      [&](auto param_tag) { f(tag, param_tag); });
+  });
+}
 
 void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
                         const View& weight, const View& bias, double eps) {
   const int64_t rows = x.shape[0], n = x.shape[1];
   if (rows == 0) return;
   const cudaStream_t st = stream(x.device);
-  dispatch_float(x.dtype, "layer_norm_forward", [&](auto tag) {
+  dispatch_layer_norm(x.dtype, {&weight, &bias}, [&](auto tag, auto param_tag) {
     using T = typename decltype(tag)::type;
+    using P = typename decltype(param_tag)::type;
+    using C = Compute<T>;
     T* yp = static_cast<T*>(y.data);
-    T* mp = static_cast<T*>(mean.data);
-    T* rp = static_cast<T*>(rstd.data);
+    C* mp = static_cast<C*>(mean.data);
+    C* rp = static_cast<C*>(rstd.data);
     const T* xp = static_cast<const T*>(x.data);
-    const T* wp = static_cast<const T*>(weight.data);
-    const T* bp = static_cast<const T*>(bias.data);
-    const int v = pack_width<T>(n, {yp, xp, wp, bp});
+    const P* wp = static_cast<const P*>(weight.data);
+    const P* bp = static_cast<const P*>(bias.data);
+    const int v = pack_width<T, P>(n, {yp, xp}, {wp, bp});
     const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
       constexpr auto kKernel =
-          layer_norm_forward_rows_kernel<T, decltype(vc)::value, decltype(cc)::value>;
+          layer_norm_forward_rows_kernel<T, P, decltype(vc)::value, decltype(cc)::value>;
       kKernel<<<rows_grid<kKernel>(rows, x.device), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows,
                                                                      static_cast<int>(n), eps);
     });
     if (!fast && n <= kWarpRow)
-      layer_norm_forward_kernel<T, kWarp>
+      layer_norm_forward_kernel<T, P, kWarp>
           <<<team_grid(rows, kWarp), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     else if (!fast)
-      layer_norm_forward_kernel<T, kBlock>
+      layer_norm_forward_kernel<T, P, kBlock>
           <<<team_grid(rows, kBlock), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     EMBER_CUDA_LAUNCH_CHECK();
   });
@@ -602,51 +675,56 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
                          const View& weight, bool accumulate) {
   const int64_t rows = x.shape[0], n = x.shape[1];
   const cudaStream_t st = stream(x.device);
-  dispatch_float(x.dtype, "layer_norm_backward", [&](auto tag) {
+  dispatch_layer_norm(x.dtype, {&grad_weight, &grad_bias, &weight}, [&](auto tag, auto param_tag) {
     using T = typename decltype(tag)::type;
+    using P = typename decltype(param_tag)::type;
+    using C = Compute<T>;
     T* gx = static_cast<T*>(grad_x.data);
-    T* gw = static_cast<T*>(grad_weight.data);
-    T* gb = static_cast<T*>(grad_bias.data);
+    P* gw = static_cast<P*>(grad_weight.data);
+    P* gb = static_cast<P*>(grad_bias.data);
     const T* g = static_cast<const T*>(grad_y.data);
     const T* xp = static_cast<const T*>(x.data);
-    const T* mp = static_cast<const T*>(mean.data);
-    const T* rp = static_cast<const T*>(rstd.data);
-    const T* wp = static_cast<const T*>(weight.data);
+    const C* mp = static_cast<const C*>(mean.data);
+    const C* rp = static_cast<const C*>(rstd.data);
+    const P* wp = static_cast<const P*>(weight.data);
     const bool params = gw || gb;
     if (rows == 0) {  // empty sums
-      if (gw) EMBER_CUDA_CHECK(cudaMemsetAsync(gw, 0, n * sizeof(T), st));
-      if (gb) EMBER_CUDA_CHECK(cudaMemsetAsync(gb, 0, n * sizeof(T), st));
+      if (gw) EMBER_CUDA_CHECK(cudaMemsetAsync(gw, 0, n * sizeof(P), st));
+      if (gb) EMBER_CUDA_CHECK(cudaMemsetAsync(gb, 0, n * sizeof(P), st));
       return;
     }
     if (!gx && !params) return;
-    // Partials of the column sums: [parts][2][n] (Note [Layer norm on CUDA]).
+    // Partials of the column sums: [parts][2][n] of C (Note [Layer norm on CUDA]).
     std::optional<Scratch> scratch;
     int64_t parts = 0;
     auto partials = [&](int64_t count) {
       parts = count;
-      scratch.emplace(x.device, static_cast<size_t>(count * 2 * n) * sizeof(T));
-      return static_cast<T*>(scratch->get());
+      scratch.emplace(x.device, static_cast<size_t>(count * 2 * n) * sizeof(C));
+      return static_cast<C*>(scratch->get());
     };
-    const int v = pack_width<T>(n, {gx, g, xp, wp});
+    const int v = pack_width<T, P>(n, {gx, g, xp}, {wp});
     const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
       constexpr auto kKernel =
-          layer_norm_backward_rows_kernel<T, decltype(vc)::value, decltype(cc)::value>;
+          layer_norm_backward_rows_kernel<T, P, decltype(vc)::value, decltype(cc)::value>;
       // With the column sums: a [2][n] accumulator per warp in shared memory (64 KB or less).
-      const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(T) : 0;
-      const unsigned grid = rows_grid<kKernel>(rows, x.device, smem);
-      T* partial = params ? partials(grid) : nullptr;
+      const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(C) : 0;
+      constexpr auto kF32Twin =
+          layer_norm_backward_rows_kernel<C, C, decltype(vc)::value, decltype(cc)::value>;
+      const unsigned grid = rows_grid<kKernel, kF32Twin>(rows, x.device, smem);
+      C* partial = params ? partials(grid) : nullptr;
       kKernel<<<grid, kBlock, smem, st>>>(gx, partial, g, xp, mp, rp, wp, rows, static_cast<int>(n),
                                           accumulate);
       EMBER_CUDA_LAUNCH_CHECK();
     });
     if (!fast && params) {  // before grad_x: grad_x may be grad_y's buffer
-      // Parts of per_part rows: about 4 waves of blocks over the device.
+      // Parts of per_part rows: about 4 waves of blocks over the device (of the f32 twin's
+      // blocks, so a 16-bit input's parts are the f32 kernel's: Note [16-bit layer norm]).
       const int64_t col_blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, 65535);
       const int64_t want = std::clamp<int64_t>(
-          4 * resident_blocks<layer_norm_columns_kernel<T>>(x.device) / col_blocks, 1,
+          4 * resident_blocks<layer_norm_columns_kernel<C>>(x.device) / col_blocks, 1,
           std::min<int64_t>(rows, 65535));
       const int64_t per_part = (rows + want - 1) / want;
-      T* partial = partials((rows + per_part - 1) / per_part);
+      C* partial = partials((rows + per_part - 1) / per_part);
       layer_norm_columns_kernel<T>
           <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)), kBlock, 0,
              st>>>(partial, g, xp, mp, rp, rows, n, per_part);
@@ -654,17 +732,17 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
     }
     if (!fast && gx) {
       if (n <= kWarpRow)
-        layer_norm_backward_kernel<T, kWarp>
+        layer_norm_backward_kernel<T, P, kWarp>
             <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gx, g, xp, mp, rp, wp, rows, n, accumulate);
       else
-        layer_norm_backward_kernel<T, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
+        layer_norm_backward_kernel<T, P, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
             gx, g, xp, mp, rp, wp, rows, n, accumulate);
       EMBER_CUDA_LAUNCH_CHECK();
     }
     if (params) {
-      layer_norm_merge_kernel<T>
+      layer_norm_merge_kernel<C, P>
           <<<static_cast<unsigned>((n + kWarp - 1) / kWarp), dim3(kWarp, kMergeRows), 0, st>>>(
-              gw, gb, static_cast<const T*>(scratch->get()), parts, n);
+              gw, gb, static_cast<const C*>(scratch->get()), parts, n);
       EMBER_CUDA_LAUNCH_CHECK();
     }
   });

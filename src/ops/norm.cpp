@@ -151,11 +151,34 @@ backend::View rows_view(const Tensor& t, const Shape& flat) {
   if (!t.defined()) return backend::View{nullptr, DType::f32, 0, flat, Shape{flat[1], 1}};
   return backend::View{t.data_ptr(), t.dtype(), t.device().index, flat, Shape{flat[1], 1}};
 }
-// A weight or bias as a flat vector (undefined: a View with no data, of `like`'s dtype).
-backend::View vector_view(const Tensor& t, const Tensor& like) {
-  if (!t.defined())
-    return backend::View{nullptr, like.dtype(), like.device().index, Shape{0}, Shape{1}};
+// A weight or bias as a flat vector (undefined: a View with no data, of dtype `dtype`).
+backend::View vector_view(const Tensor& t, DType dtype) {
+  if (!t.defined()) return backend::View{nullptr, dtype, 0, Shape{0}, Shape{1}};
   return ops::view_of(t.reshape(Shape{t.numel()}));
+}
+
+bool is_half_float(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// The dtype layer_norm's weight and bias share (Note [16-bit layer norm] in
+// src/kernels/norm.hpp): x's dtype, or f32 for an f16/bf16 x, as PyTorch's mixed-type layer
+// norm; anything else is refused, naming both dtypes. Without either: x's.
+DType layer_norm_param_dtype(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* name = op_name(Op::layer_norm);
+  const DType xt = x.dtype();
+  auto check = [&](const Tensor& p, const char* what) {
+    if (!p.defined()) return;
+    const DType pt = p.dtype();
+    EMBER_CHECK(pt == xt || (is_half_float(xt) && pt == DType::f32), name, ": ", what, " dtype ",
+                dtype_name(pt), " for input dtype ", dtype_name(xt), " (expected ", dtype_name(xt),
+                " as the input", is_half_float(xt) ? ", or f32" : "; convert with .to(DType)", ")");
+  };
+  check(weight, "weight");
+  check(bias, "bias");
+  if (weight.defined() && bias.defined())
+    EMBER_CHECK(weight.dtype() == bias.dtype(), name, ": bias dtype ", dtype_name(bias.dtype()),
+                " differs from weight dtype ", dtype_name(weight.dtype()),
+                " (expected one dtype for both)");
+  return weight.defined() ? weight.dtype() : bias.defined() ? bias.dtype() : xt;
 }
 }  // namespace
 
@@ -180,6 +203,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                 bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
   if (weight.defined()) ops::check_same_device(op_name(Op::layer_norm), x, weight);
   if (bias.defined()) ops::check_same_device(op_name(Op::layer_norm), x, bias);
+  const DType param_dtype = layer_norm_param_dtype(x, weight, bias);
   // Note [Fused layer norm]
   // One kernel per direction over [rows, n] instead of the ~8 forward and ~20 backward passes
   // of the composite. The forward reads x once and writes y once; the backward reads grad and
@@ -189,40 +213,44 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   // gradient (Note [Gradients accumulate where they land] in src/autograd/engine.cpp): in a
   // residual block x + f(layer_norm(x)), x's gradient from the residual branch arrives here
   // and the kernel adds its own into it (grad_x += ...) instead of a separate add pass.
+  // f16/bf16 inputs compute in f32 and round once (Note [16-bit layer norm]): mean and rstd
+  // are saved in f32, the parameters' gradients come in the parameters' dtype.
   const int64_t n = normalized_shape.numel();
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   const Tensor xc = x.contiguous();
-  const Tensor w = weight.defined() ? ops::cast_to(weight, x.dtype()).contiguous() : Tensor();
-  const Tensor b = bias.defined() ? ops::cast_to(bias, x.dtype()).contiguous() : Tensor();
+  const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const DType stats_dtype = is_half_float(x.dtype()) ? DType::f32 : x.dtype();
   Tensor y = ops::make_tensor(x.shape(), x.dtype(), x.device());
-  Tensor mu = ops::make_tensor(Shape{rows}, x.dtype(), x.device());
-  Tensor rstd = ops::make_tensor(Shape{rows}, x.dtype(), x.device());
+  Tensor mu = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
+  Tensor rstd = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   const Shape flat{rows, n};
   if (rows > 0)
     ops::backend_of(x).layer_norm_forward(rows_view(y, flat), ops::view_of(mu), ops::view_of(rstd),
-                                          rows_view(xc, flat), vector_view(w, x), vector_view(b, x),
-                                          eps);
+                                          rows_view(xc, flat), vector_view(w, param_dtype),
+                                          vector_view(b, param_dtype), eps);
   if (autograd::needs_grad(x, weight, bias)) {
     const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.requires_grad();
     autograd::Node& node = autograd::record(
         Op::layer_norm, y, {&x, &weight, &bias},
         [sx = SavedTensor(xc), sm = SavedTensor(mu), sr = SavedTensor(rstd), sw = SavedTensor(w),
-         flat, nx, nw, nb, wshape = weight.defined() ? weight.shape() : Shape{},
+         flat, nx, nw, nb, param_dtype, wshape = weight.defined() ? weight.shape() : Shape{},
          bshape = bias.defined() ? bias.shape() : Shape{}](const Tensor& g_in, GradList& gi) {
-          const Tensor xs = sx.get(), g = g_in.contiguous();
+          // g in x's dtype: a root's gradient (y.backward(g)) may come in another.
+          const Tensor xs = sx.get(), g = ops::cast_to(g_in, xs.dtype()).contiguous();
           // x's pending gradient, when the engine handed it over and the kernel can add to it.
           const bool into_pending =
               nx && gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device();
           Tensor gx;
           if (nx) gx = into_pending ? gi[0] : ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
           const Tensor gw =
-              nw ? ops::make_tensor(Shape{flat[1]}, xs.dtype(), xs.device()) : Tensor();
+              nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           const Tensor gb =
-              nb ? ops::make_tensor(Shape{flat[1]}, xs.dtype(), xs.device()) : Tensor();
+              nb ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           ops::backend_of(xs).layer_norm_backward(
-              rows_view(gx, flat), vector_view(gw, xs), vector_view(gb, xs), rows_view(g, flat),
-              rows_view(xs, flat), ops::view_of(sm.get()), ops::view_of(sr.get()),
-              vector_view(sw.get(), xs), into_pending);
+              rows_view(gx, flat), vector_view(gw, param_dtype), vector_view(gb, param_dtype),
+              rows_view(g, flat), rows_view(xs, flat), ops::view_of(sm.get()),
+              ops::view_of(sr.get()), vector_view(sw.get(), param_dtype), into_pending);
           if (nx && !into_pending) autograd::accumulate(gi[0], gx);
           if (nw) gi[1] = gw.reshape(wshape);
           if (nb) gi[2] = gb.reshape(bshape);
