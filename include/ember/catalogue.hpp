@@ -241,7 +241,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(scatter, index, true, kNumeric, kNumeric, scatter)                                 \
   X(scatter_reduce, index, true, kNumeric, kNumeric, scatter)                          \
   X(embedding_bag, index, true, kFloat, kFloat, composite)                             \
-  X(embedding, index, true, kFloat, kFloat, index_select)                              \
+  X(embedding, index, true, kAnyFloat, kAnyFloat, index_select)                        \
   X(nonzero, index, false, kComparable, kComparable, composite)                        \
   X(masked_select, index, true, kAnyDType, kAnyDType, composite)                       \
   X(index_add, index, true, kArithmetic, kArithmetic, index_add)                       \

@@ -9,11 +9,15 @@
 // L = index.numel(). gather / scatter_add walk index's shape with a strided loop in which
 // the indexed tensor's stride along `dim` is 0 (the index supplies that coordinate).
 // Accumulating kernels never split work along the indexed dim, so duplicate indices add up
-// on one thread, in order: results are deterministic.
+// on one thread, in order: results are deterministic. f16/bf16 index_add accumulates in f32
+// and rounds once per destination (Note [16-bit index_add] in src/kernels/index.hpp).
 #include "kernels/index.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <utility>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
@@ -58,6 +62,63 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   });
 }
 
+namespace {
+
+// index_add of f32/f64/i32/i64: each source row added into its destination in index order.
+template <typename T, typename I>
+void index_add_rows(T* o, const T* s, const I* idx, const Layout& l, int64_t count) {
+  const int64_t chunks = (l.inner + kInnerChunk - 1) / kInnerChunk;
+  const int64_t work = count * std::min(l.inner, kInnerChunk);
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1));
+  parallel_for(l.outer * chunks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t outer = item / chunks, c0 = item % chunks * kInnerChunk;
+      const int64_t nc = std::min(kInnerChunk, l.inner - c0);
+      T* out_base = o + outer * l.size * l.inner + c0;
+      const T* src_base = s + outer * count * l.inner + c0;
+      for (int64_t j = 0; j < count; ++j) {
+        T* __restrict dst = out_base + static_cast<int64_t>(idx[j]) * l.inner;
+        const T* __restrict from = src_base + j * l.inner;
+        for (int64_t i = 0; i < nc; ++i) dst[i] = static_cast<T>(dst[i] + from[i]);
+      }
+    }
+  });
+}
+
+// index_add of f16/bf16 (Note [16-bit index_add]): the source rows sorted stably by destination,
+// each destination's run summed in f32 from its old value, in index order, and stored once.
+template <typename T, typename I>
+void index_add_rows_rounded_once(T* o, const T* s, const I* idx, const Layout& l, int64_t count) {
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [idx](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  const int64_t chunks = (l.inner + kInnerChunk - 1) / kInnerChunk;
+  const int64_t work = count * std::min(l.inner, kInnerChunk);
+  const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1));
+  parallel_for(l.outer * chunks, grain, [&](int64_t begin, int64_t end) {
+    float acc[kInnerChunk];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t outer = item / chunks, c0 = item % chunks * kInnerChunk;
+      const int64_t nc = std::min(kInnerChunk, l.inner - c0);
+      T* out_base = o + outer * l.size * l.inner + c0;
+      const T* src_base = s + outer * count * l.inner + c0;
+      for (int64_t p = 0; p < count;) {
+        const I row = idx[order[p]];
+        T* dst = out_base + static_cast<int64_t>(row) * l.inner;
+        widen_to_f32(acc, dst, nc);
+        for (; p < count && idx[order[p]] == row; ++p) {
+          const T* from = src_base + order[p] * l.inner;
+          for (int64_t i = 0; i < nc; ++i) acc[i] += static_cast<float>(from[i]);
+        }
+        round_from_f32(dst, acc, nc);
+      }
+    }
+  });
+}
+
+}  // namespace
+
 bool index_add(const View& out, int dim, const View& index, const View& src) {
   const int64_t count = kernels::check_index_rows("index_add", out, src, dim, index);
   const Layout l = layout_of(out.shape, dim);
@@ -65,27 +126,14 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
     using I = typename decltype(index_tag)::type;
     const I* idx = static_cast<const I*>(index.data);
     if (!all_in_range(idx, count, l.size)) return false;
-    // f16/bf16 add in f32 and round once per added row (Note [16-bit floats on the CPU]).
     kernels::dispatch_arithmetic<Half, BFloat16>(out.dtype, "index_add", "CPU", [&](auto tag) {
       using T = typename decltype(tag)::type;
       T* o = static_cast<T*>(out.data);
       const T* s = static_cast<const T*>(src.data);
-      const int64_t chunks = (l.inner + kInnerChunk - 1) / kInnerChunk;
-      const int64_t work = count * std::min(l.inner, kInnerChunk);
-      const int64_t grain = std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(work, 1));
-      parallel_for(l.outer * chunks, grain, [&](int64_t begin, int64_t end) {
-        for (int64_t item = begin; item < end; ++item) {
-          const int64_t outer = item / chunks, c0 = item % chunks * kInnerChunk;
-          const int64_t nc = std::min(kInnerChunk, l.inner - c0);
-          T* out_base = o + outer * l.size * l.inner + c0;
-          const T* src_base = s + outer * count * l.inner + c0;
-          for (int64_t j = 0; j < count; ++j) {
-            T* __restrict dst = out_base + static_cast<int64_t>(idx[j]) * l.inner;
-            const T* __restrict from = src_base + j * l.inner;
-            for (int64_t i = 0; i < nc; ++i) dst[i] = static_cast<T>(dst[i] + from[i]);
-          }
-        }
-      });
+      if constexpr (kIsHalfLike<T>)
+        index_add_rows_rounded_once(o, s, idx, l, count);
+      else
+        index_add_rows(o, s, idx, l, count);
     });
     return true;
   });

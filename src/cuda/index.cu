@@ -21,7 +21,9 @@
 // Accumulation (index_add, scatter) uses atomics by default: duplicate indices combine in an
 // unspecified order (f32/f64 sums may differ from the CPU's, and from run to run, in the last
 // bits); scatter's prod/max/min are compare-and-swap loops, its assign keeps an unspecified
-// one. In deterministic mode they sort instead (Note [Deterministic accumulation]).
+// one. In deterministic mode they sort instead (Note [Deterministic accumulation]), and
+// index_add of f16/bf16 always does, to add in f32 and round once per destination (Note
+// [16-bit index_add] in src/kernels/index.hpp).
 //
 // Note [Deterministic accumulation]
 // With set_deterministic(true) (ember/runtime.hpp) index_add and scatter use no atomics. Each
@@ -46,6 +48,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
+#include "cuda/loops.cuh"
 #include "ember/error.hpp"
 #include "ember/runtime.hpp"
 #include "kernels/index.hpp"
@@ -266,12 +269,15 @@ int key_bits(uint64_t max_key) {
   return bits;
 }
 
-// Refuses a call too large to sort, naming the op.
-void check_sortable(const char* op, int64_t items) {
-  EMBER_CHECK(items <= kMaxSortedItems, op,
-              ": deterministic mode (set_deterministic) sorts at most ", kMaxSortedItems,
-              " indices on CUDA (got ", items,
-              "); split the call, or turn deterministic mode off for it");
+// Refuses a call too large to sort, naming the op (`half`: a 16-bit index_add, which sorts
+// whatever the deterministic setting).
+void check_sortable(const char* op, int64_t items, bool half = false) {
+  EMBER_CHECK(
+      items <= kMaxSortedItems, op,
+      half ? ": an f16/bf16 index_add sorts its indices on CUDA, at most "
+           : ": deterministic mode (set_deterministic) sorts at most ",
+      kMaxSortedItems, " indices on CUDA (got ", items,
+      half ? "); split the call" : "); split the call, or turn deterministic mode off for it");
 }
 
 // n (key, position) pairs: 2n keys and 2n positions (the sort's input, then its output).
@@ -315,8 +321,9 @@ __global__ void row_keys_kernel(const I* __restrict index, int64_t count, SortKe
   }
 }
 
-// out[o, key, i] += src[o, j, i] over the rows j of each key, in order: a thread per (o, sorted
-// position p, i) whose p starts its key's run.
+// out[o, key, i] += src[o, j, i] over the rows j of each key, in order, in the compute type (f32
+// for the 16-bit types: one rounding per destination): a thread per (o, sorted position p, i)
+// whose p starts its key's run.
 template <typename T>
 __global__ void index_add_sorted_kernel(T* __restrict out, const T* __restrict src,
                                         const SortKey* __restrict keys,
@@ -332,10 +339,10 @@ __global__ void index_add_sorted_kernel(T* __restrict out, const T* __restrict s
     const SortKey key = keys[p];
     if (p > 0 && keys[p - 1] == key) continue;  // not the first source of its row
     T* dst = out + (o * size + static_cast<int64_t>(key)) * inner + i;
-    T acc = *dst;
+    Compute<T> acc = cast<Compute<T>>(*dst);
     for (int64_t q = p; q < count && keys[q] == key; ++q)
-      acc = acc + src[(o * count + positions[q]) * inner + i];
-    *dst = acc;
+      acc = acc + cast<Compute<T>>(src[(o * count + positions[q]) * inner + i]);
+    *dst = cast<T>(acc);
   }
 }
 
@@ -377,7 +384,7 @@ __global__ void scatter_sorted_kernel(ScatterOp op, T* __restrict out, const T* 
 template <typename I>
 void index_add_sorted(const View& out, const View& src, const View& index, const Layout& l,
                       int64_t count, const RangeCheck& rc) {
-  check_sortable("index_add", count);
+  check_sortable("index_add", count, out.dtype == DType::f16 || out.dtype == DType::bf16);
   const int device = index.device;
   const SortBuffers pairs(device, count);
   row_keys_kernel<I><<<grid_for(count), kBlock, 0, rc.stream>>>(
@@ -451,7 +458,8 @@ bool index_add(const View& out, int dim, const View& index, const View& src) {
     using I = typename decltype(index_tag)::type;
     const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexAdd, dim);
     const int64_t total = l.outer * count * l.inner;
-    if (total > 0 && deterministic()) {
+    const bool half = out.dtype == DType::f16 || out.dtype == DType::bf16;
+    if (total > 0 && (deterministic() || half)) {
       index_add_sorted<I>(out, src, index, l, count, rc);
     } else if (total > 0) {
       kernels::dispatch_arithmetic<__half, __nv_bfloat16>(

@@ -11,6 +11,17 @@
 
 namespace ember::kernels {
 
+// Note [16-bit index_add]
+// index_add into an f16/bf16 tensor (index_select's and embedding's backward among others)
+// accumulates in f32 and rounds once per destination element: the source rows of one
+// destination row are added, in index order, to its old value widened to f32, and the sum is
+// stored once — the f32 index_add of the widened operands, rounded once (PyTorch's CUDA
+// embedding backward accumulates in f32 likewise; its CPU index_add rounds after every add).
+// Both backends group the sources by destination with a stable sort of their positions (on
+// CUDA the sorted path of Note [Deterministic accumulation] in src/cuda/index.cu, taken for
+// the 16-bit types whatever the deterministic setting), so the result is deterministic and the
+// same on both (tests/test_half_kernels.cpp).
+
 /// `shape` around `dim`: O = product of the dims before it, S = its size, I = product after.
 struct IndexLayout {
   int64_t outer = 1, size = 1, inner = 1;
