@@ -37,6 +37,11 @@ void private_pool_route(int device, int64_t id);
 /// Gives the held eager blocks back and frees the pool's memory once its last block returns.
 void private_pool_release(int device, int64_t id);
 
+// gemv.cu
+/// C = act(A·Bᵀ + bias) for a linear of 1 to 4 rows in f16/bf16 (Note [Products of a few rows]);
+/// false (nothing launched) when the arguments are not that case.
+bool few_rows_gemm(const backend::GemmArgs& g);
+
 // elementwise.cu
 /// c[b][i][j] += bias[j] for every row i < m of every batch (the GEMM bias epilogue's
 /// fallback). f32/f64.

@@ -404,6 +404,7 @@ void gemm(const GemmArgs& g) {
     if (!gelu_epilogue(g)) gelu_gemm_unfused(g);
     return;
   }
+  if (g.k > 0 && few_rows_gemm(g)) return;  // Note [Products of a few rows]
   const int device = g.device;
   const size_t es = element_size(g.dtype);
   const DType c_dtype = g.c_f32 ? DType::f32 : g.dtype;

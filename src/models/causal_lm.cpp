@@ -201,7 +201,7 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
       attention.key_mask = am;
     }
     if (!positions.defined()) positions = cp.reshape({1, T});
-    attention.seqlens = cp.narrow(0, 0, 1).expand({B});
+    attention.seqlens = cp.narrow(0, 0, 1).expand({B}).contiguous();  // once, not per layer
   } else {
     // Note [Positions and masks of a language model's forward].
     if (am.defined()) {
