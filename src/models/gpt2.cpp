@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/nn/init.hpp"
@@ -69,6 +70,20 @@ json GPT2Config::to_json() const {
           {"eos_token_id", eos_token_id}};
 }
 
+// Note [Norms in the weights' dtype]
+// A model with bf16 weights computes under autocast (CausalLMImpl::forward), which runs
+// layer_norm in f32: a cast of the bf16 residual in, the norm, and the linear after it casting
+// the f32 result back, three kernels. layer_norm has bf16 kernels that compute in f32 and
+// round once, bitwise the same result after that cast, so a norm whose input already has its
+// weights' dtype runs with autocast off: one kernel.
+namespace {
+Tensor run_norm(const LayerNorm& ln, const Tensor& x, DType weights) {
+  if (x.dtype() != weights || weights == DType::f32 || weights == DType::f64) return ln(x);
+  AutocastGuard off(weights, /*enabled=*/false);
+  return ln(x);
+}
+}  // namespace
+
 // ln_1, attn.{c_attn, c_proj}, ln_2, mlp.{c_fc, c_proj}.
 class GPT2BlockImpl : public models::detail::GroupImpl {
  public:
@@ -95,15 +110,17 @@ class GPT2BlockImpl : public models::detail::GroupImpl {
     add("mlp", mlp);
   }
 
-  Tensor step(const Tensor& x, const detail::AttentionContext& attention, size_t layer) {
+  Tensor step(const Tensor& x, const detail::AttentionContext& attention, size_t layer,
+              DType weights) {
     const int64_t B = x.size(0), T = x.size(1), hd = d_ / heads_;
-    const std::vector<Tensor> qkv = split(c_attn_(ln_1_(x)), d_, -1);  // 3 views [B, T, d]
+    const std::vector<Tensor> qkv =
+        split(c_attn_(run_norm(ln_1_, x, weights)), d_, -1);  // 3 views [B, T, d]
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, heads_, hd}).transpose(1, 2); };
     const Tensor y =
         detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, attention);
     const Tensor h = x + attn_proj_(y.transpose(1, 2).reshape({B, T, d_}));
-    const Tensor a =
-        tanh_gelu_ ? c_fc_->forward(ln_2_(h), Activation::gelu_tanh) : gelu(c_fc_(ln_2_(h)));
+    const Tensor n = run_norm(ln_2_, h, weights);
+    const Tensor a = tanh_gelu_ ? c_fc_->forward(n, Activation::gelu_tanh) : gelu(c_fc_(n));
     return h + mlp_proj_(a);
   }
 
@@ -156,8 +173,8 @@ Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions,
                      const detail::AttentionContext& attention, bool last_only) {
   Tensor x = models::detail::rows_of(wte_->weight(), ids) +
              models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
-  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i);
-  x = ln_f_(x);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i, weight_dtype());
+  x = run_norm(ln_f_, x, weight_dtype());
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return lm_head_(x);
 }
