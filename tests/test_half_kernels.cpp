@@ -366,9 +366,9 @@ TEST(HalfKernels, LayerNormCudaMatchesCpu) {
           Tensor y, gx, gw, gb;
         };
         auto run = [&](Device dev) {
-          Tensor x = d.x.to(dev).requires_grad_();
-          Tensor w = d.w.defined() ? d.w.to(dev).requires_grad_() : Tensor();
-          Tensor b = d.b.defined() ? d.b.to(dev).requires_grad_() : Tensor();
+          Tensor x = d.x.detach().to(dev).requires_grad_();
+          Tensor w = d.w.defined() ? d.w.detach().to(dev).requires_grad_() : Tensor();
+          Tensor b = d.b.defined() ? d.b.detach().to(dev).requires_grad_() : Tensor();
           Tensor y = layer_norm(x, c.normalized, w, b);
           y.backward(d.g.to(dev));
           return Run{y, x.grad(), w.defined() ? w.grad() : Tensor(),
