@@ -169,6 +169,8 @@ void time_decode_kernels(Device gpu) {
   Tensor kc = randn({1, 12, 384, 64}).to(DType::bf16).to(gpu),
          vc = randn({1, 12, 384, 64}).to(DType::bf16).to(gpu);
   const Tensor len = full({1}, 200.0, {.dtype = DType::i64, .device = gpu});
+  const Tensor len16 = full({1}, 16.0, {.dtype = DType::i64, .device = gpu});
+  const Tensor len380 = full({1}, 380.0, {.dtype = DType::i64, .device = gpu});
   const std::vector<std::pair<const char*, std::function<Tensor()>>> ops = {
       {"linear 768->2304 +bias", [&] { return linear(x, w_qkv, b_qkv); }},
       {"linear 768->3072 gelu", [&] { return linear(x, w_fc, Tensor(), Activation::gelu_tanh); }},

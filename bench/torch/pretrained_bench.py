@@ -35,7 +35,7 @@ if a.arch == "gpt2":
 else:
     config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                          num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                         head_dim=64, max_position_embeddings=4096, rope_theta=500000.0,
+                         head_dim=64, max_position_embeddings=131072, rope_theta=500000.0,
                          rope_scaling={"rope_type": "llama3", "factor": 32.0,
                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                        "original_max_position_embeddings": 8192},
