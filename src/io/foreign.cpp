@@ -3,11 +3,12 @@
 // writing Hugging Face's layout (one file, or shards with an index).
 //
 // Note [Foreign loads check everything first]
-// A foreign load reads every tensor it will use into host memory, renamed, transformed and in
-// its parameter's dtype, and checks names and shapes, before it writes a single parameter: the
-// shape to check is the transformed one, so it is known only once the tensor is read and
-// transformed. So a refused load (strict) or a failed read, index or transform leaves the
-// module as it was, at the price of one extra host copy of the model at the peak. Tied names
+// A foreign load reads every tensor it will use, renamed, transformed and in its parameter's
+// dtype, and checks names and shapes, before it writes a single parameter: the shape to check
+// is the transformed one, so it is known only once the tensor is read and transformed. So a
+// refused load (strict) or a failed read, index or transform leaves the module as it was, at
+// the price of one extra copy of the model at the peak, where the module lives (Note [Foreign
+// loads read where the module lives]). Tied names
 // are resolved per tensor, not per name: state_dict lists a tied tensor under each of its
 // names, and the tensor is missing only when the file has none of them.
 #include "ember/io/foreign.hpp"
@@ -188,6 +189,15 @@ nn::LoadReport load_state(const nn::Module& model, const std::string& path,
   std::map<std::string, std::string> source_of;  // module name → the file's name for it
   std::vector<std::string> unexpected_text;
   NoGradGuard no_grad;
+  // The names first: which file tensors the module takes (nothing is read for the others).
+  struct Pending {
+    size_t slot;
+    const SafetensorsFile* file;
+    const TensorEntry* entry;
+    std::string name, renamed;
+    Tensor value;
+  };
+  std::vector<Pending> pending;
   for (auto& [file, entry] : ckpt.tensors) {
     const std::string name = options.rename ? options.rename(entry->name) : entry->name;
     if (name.empty()) continue;  // skipped on purpose
@@ -202,23 +212,38 @@ nn::LoadReport load_state(const nn::Module& model, const std::string& path,
       unexpected_text.push_back(name + renamed);
       continue;
     }
-    const Tensor& dst = mine[slot->second].second;
-    Tensor t = file->read(entry->name);
+    pending.push_back({slot->second, file, entry, name, renamed, Tensor()});
+  }
+  // Note [Foreign loads read where the module lives]: each file's tensors are read in one
+  // streamed pass into new tensors on their parameter's device, in the stored dtype (on a GPU
+  // through pinned staging whose copies overlap the reading: the file at the storage's speed),
+  // then transformed, converted and checked there. The module is written only after that.
+  std::map<const SafetensorsFile*, std::vector<std::pair<std::string, Tensor>>> plans;
+  for (Pending& p : pending) {
+    p.value =
+        empty(p.entry->shape, {.dtype = p.entry->dtype, .device = mine[p.slot].second.device()});
+    plans[p.file].push_back({p.entry->name, p.value});
+  }
+  for (auto& [file, plan] : plans) file->load_into(plan, /*verify=*/false, /*fresh=*/true);
+  for (Pending& p : pending) {
+    const Tensor& dst = mine[p.slot].second;
+    Tensor t = std::move(p.value);
     if (options.transform) {
-      t = options.transform(name, t);
+      t = options.transform(p.name, t);
       EMBER_CHECK(t.defined(), "load_state: ", ckpt.path,
-                  ": transform returned an undefined tensor for '", name,
+                  ": transform returned an undefined tensor for '", p.name,
                   "' (expected the tensor to load)");
     }
     const bool dtype_ok =
         t.dtype() == dst.dtype() || (is_floating(t.dtype()) && is_floating(dst.dtype()));
     if (t.shape() != dst.shape() || !dtype_ok) {
-      report.mismatched.push_back(name + ": expected " + describe(dst.shape(), dst.dtype()) +
-                                  ", got " + describe(t.shape(), t.dtype()) + renamed);
+      report.mismatched.push_back(p.name + ": expected " + describe(dst.shape(), dst.dtype()) +
+                                  ", got " + describe(t.shape(), t.dtype()) + p.renamed);
       continue;
     }
-    incoming.push_back({slot->second, t.dtype() == dst.dtype() ? t : t.to(dst.dtype())});
-    report.applied.push_back(name);
+    if (t.device() != dst.device()) t = t.to(dst.device());  // a transform may move it
+    incoming.push_back({p.slot, t.dtype() == dst.dtype() ? t : t.to(dst.dtype())});
+    report.applied.push_back(p.name);
   }
   // Missing: names none of whose tensor's names the file has (Note [Foreign loads check
   // everything first]); a name whose tensor came mismatched is not missing.
