@@ -175,8 +175,12 @@ void time_decode_kernels(Device gpu) {
       {"linear 768->2304 +bias", [&] { return linear(x, w_qkv, b_qkv); }},
       {"linear 768->3072 gelu", [&] { return linear(x, w_fc, Tensor(), Activation::gelu_tanh); }},
       {"linear 768->50257 (head)", [&] { return linear(x, w_head); }},
+      {"attention_with_kv_cache S=16",
+       [&] { return attention_with_kv_cache(q, kc, vc, k, k, len16); }},
       {"attention_with_kv_cache S=200",
        [&] { return attention_with_kv_cache(q, kc, vc, k, k, len); }},
+      {"attention_with_kv_cache S=380",
+       [&] { return attention_with_kv_cache(q, kc, vc, k, k, len380); }},
       {"layer_norm bf16 768", [&] { return layer_norm(x, {768}, g, z); }},
       {"add bf16 768", [&] { return x + x; }},
   };

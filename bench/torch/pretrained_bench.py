@@ -29,29 +29,32 @@ a = ap.parse_args()
 
 torch.manual_seed(0)
 if a.arch == "gpt2":
-    config = GPT2Config()
-    with torch.device("cuda"):
-        model = GPT2LMHeadModel(config)
+    Model, config, dtype = GPT2LMHeadModel, GPT2Config(), torch.float32
 else:
+    Model, dtype = LlamaForCausalLM, torch.bfloat16
     config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                          num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                          head_dim=64, max_position_embeddings=131072, rope_theta=500000.0,
                          rope_scaling={"rope_type": "llama3", "factor": 32.0,
                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                        "original_max_position_embeddings": 8192},
-                         tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001,
-                         torch_dtype="bfloat16")
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(config).to(torch.bfloat16)
-model.eval()
+                         tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001)
+# Made in f32 and saved in its dtype; then read back with from_pretrained as a user would (a
+# model cast with .to(bf16) would also round its rotary frequencies, which from_pretrained
+# keeps in f32).
+with torch.device("cuda"):
+    made = Model(config)
+made.to(dtype).save_pretrained(a.out)
+del made
 os.makedirs(a.out, exist_ok=True)
-model.save_pretrained(a.out)
 vocab = config.vocab_size
 ids = torch.tensor([(i * 7919 + 13) % vocab for i in range(a.prompt)], device="cuda")[None]
 with torch.no_grad():
+    f32 = Model.from_pretrained(a.out, dtype=torch.float32).cuda().eval()
+    logits_f32 = f32(ids).logits[0].float()
+    del f32
+    model = Model.from_pretrained(a.out, dtype=dtype).cuda().eval()
     logits = model(ids).logits[0].float()
-    model = model.float()  # the same weights computed in f32: the tight comparison
-    logits_f32 = model(ids).logits[0].float()
 save_file({"logits": logits.cpu().contiguous(), "logits_f32": logits_f32.cpu().contiguous()},
           a.out + "/hf_logits.safetensors")
 params = sum(p.numel() for p in model.parameters())
