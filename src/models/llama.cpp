@@ -145,6 +145,17 @@ std::vector<float> LlamaConfig::inv_frequencies() const {
   return inv;
 }
 
+// The rotary cos and sin of one forward (f32), cast once to the activations' dtype for every
+// layer (rather than twice a layer).
+struct Rotary {
+  Tensor cos, sin;
+  std::pair<Tensor, Tensor> cast{};
+  const std::pair<Tensor, Tensor>& as(DType dtype) {
+    if (!cast.first.defined() || cast.first.dtype() != dtype) cast = {cos.to(dtype), sin.to(dtype)};
+    return cast;
+  }
+};
+
 // input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj.
 class LlamaLayerImpl : public models::detail::GroupImpl {
  public:
@@ -177,8 +188,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     add("post_attention_layernorm", post_attention_layernorm_.ptr());
   }
 
-  Tensor step(const Tensor& x, const Tensor& cos, const Tensor& sin,
-              const detail::AttentionContext& attention, size_t layer) {
+  Tensor step(const Tensor& x, Rotary& rotary, const detail::AttentionContext& attention,
+              size_t layer) {
     const int64_t B = x.size(0), T = x.size(1);
     const Tensor h = input_layernorm_(x);
     auto heads = [&](const Tensor& t, int64_t n) {
@@ -187,7 +198,7 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     // Note [Rotary embedding as transformers computes it].
     auto rotate = [&](const Tensor& t) {
       const std::vector<Tensor> halves = split(t, hd_ / 2, -1);
-      const Tensor c = cos.to(t.dtype()), s = sin.to(t.dtype());
+      const auto& [c, s] = rotary.as(t.dtype());
       return t * c + cat({neg(halves[1]), halves[0]}, -1) * s;
     };
     const Tensor q = rotate(heads(q_proj_(h), heads_));
@@ -247,9 +258,9 @@ Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions,
   const Tensor& inv = inv_freq_device_;
   const Tensor angles = positions.to(DType::f32).unsqueeze(-1) * inv;  // [B|1, T, hd/2]
   const Tensor both = cat({angles, angles}, -1).unsqueeze(1);
-  const Tensor cos_t = cos(both), sin_t = sin(both);
+  Rotary rotary{cos(both), sin(both)};
   Tensor x = models::detail::rows_of(embed_tokens_->weight(), ids);
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, cos_t, sin_t, attention, i);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, rotary, attention, i);
   x = norm_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return lm_head_(x);
