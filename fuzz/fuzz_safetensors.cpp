@@ -10,13 +10,12 @@
 // the tensors, as torch does. The harness builds only architectures whose integer options
 // are at most 4096, so the fuzzer spends its time on parsing and validation, not on
 // allocating and initialising huge modules. Build and run: `make fuzz` (see Makefile).
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include "../tests/io_load_all.hpp"
+#include "fuzz_input.hpp"
 
 namespace {
 
@@ -29,22 +28,11 @@ bool small_numbers(const ember::nn::json& j) {
   return true;
 }
 
-const std::string& input_path() {
-  static const std::string path = [] {
-    const char* dir = std::getenv("EMBER_FUZZ_DIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/ember_fuzz_input." + std::to_string(::getpid()) + ".safetensors";
-  }();
-  return path;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& path = input_path();
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return 0;
-  if (size) std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  const std::string path = ember_fuzz::write_input(data, size, ".safetensors");
+  if (path.empty()) return 0;
   (void)ember_test::load_all(path, [](const ember::nn::json& arch) {
     if (!small_numbers(arch)) ember::detail::throw_error("fuzz harness: architecture too large to build");
     return ember::nn::build(arch);
