@@ -11,7 +11,9 @@ import io
 import json
 import os
 import pickle
+import struct
 import zipfile
+import zlib
 
 import torch
 
@@ -59,15 +61,45 @@ def linear_bn():
     return m
 
 
+def entry(name, method=zipfile.ZIP_STORED):
+    """A zip entry with a fixed date, so that the files come out the same on every run."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = method
+    return info
+
+
 def write_zip(name, pkl, storages, archive="archive", byteorder=None):
     """A zip laid out as torch.save's (stored entries), from a hand-made pickle."""
     with zipfile.ZipFile(os.path.join(OUT, name), "w", zipfile.ZIP_STORED) as z:
-        z.writestr(archive + "/data.pkl", pkl)
+        z.writestr(entry(archive + "/data.pkl"), pkl)
         if byteorder is not None:
-            z.writestr(archive + "/byteorder", byteorder)
+            z.writestr(entry(archive + "/byteorder"), byteorder)
         for key, data in storages.items():
-            z.writestr(archive + "/data/" + key, data)
-        z.writestr(archive + "/version", "3\n")
+            z.writestr(entry(archive + "/data/" + key), data)
+        z.writestr(entry(archive + "/version"), "3\n")
+
+
+def write_zip64(name, entries):
+    """A stored zip whose directory gives every size and offset in zip64 extra fields, with
+    saturated end record fields (as a writer of files over 4 GiB must), built by hand."""
+    out, central = bytearray(), bytearray()
+    for entry, data in entries.items():
+        n, crc, offset = entry.encode(), zlib.crc32(data), len(out)
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 0, 0, 0, crc, len(data), len(data),
+                           len(n), 0) + n + data
+        extra = struct.pack("<HHQQQ", 1, 24, len(data), len(data), offset)
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 0, 0, 0, crc,
+                               0xFFFFFFFF, 0xFFFFFFFF, len(n), len(extra), 0, 0, 0, 0,
+                               0xFFFFFFFF) + n + extra
+    cd_offset, count = len(out), len(entries)
+    out += central
+    end64 = len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, count, count, len(central),
+                       cd_offset)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(out)
 
 
 class Storage:
@@ -160,12 +192,16 @@ def main():
     pkl = hand_pickle({"a": View(Storage("s", 12), 0, (2, 3), (3, 1)),
                        "b": View(Storage("s", 12), 6, (3, 2), (1, 3))})
     with zipfile.ZipFile(os.path.join(OUT, "deflated.pth"), "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("my_model/data.pkl", pkl)
-        z.writestr("my_model/data/s", floats)
-        z.writestr("my_model/byteorder", "little")
+        z.writestr(entry("my_model/data.pkl", zipfile.ZIP_DEFLATED), pkl)
+        z.writestr(entry("my_model/data/s", zipfile.ZIP_DEFLATED), floats)
+        z.writestr(entry("my_model/byteorder", zipfile.ZIP_DEFLATED), "little")
+    write_zip64("zip64.pth", {"zip64/data.pkl": pkl, "zip64/data/s": floats,
+                              "zip64/version": b"3\n"})
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), os.path.join(OUT, "torchscript.pth"))
     ar = torch.arange(12, dtype=torch.float32)
     expected["deflated.pth"] = describe({"a": ar[0:6].view(2, 3), "b": ar[6:].view(2, 3).t()})
     expected["deflated.pth"]["order"] = ["a", "b"]
+    expected["zip64.pth"] = expected["deflated.pth"]
 
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)

@@ -186,6 +186,8 @@ TEST(Pth, ProtocolFourParametersDevicesBareTensorsAndDeflatedZips) {
   // Another top folder, deflated entries, byteorder "little", two views of one storage.
   expect_matches("deflated.pth", io::load_pth(pth("deflated.pth")));
   EXPECT_EQ(io::pth_catalogue(pth("deflated.pth")).storage_count, 1u);
+  // Sizes and offsets in zip64 extra fields, the end record's fields saturated (files > 4 GiB).
+  expect_matches("zip64.pth", io::load_pth(pth("zip64.pth")));
 }
 
 TEST(Pth, BadFilesAreClearErrors) {
@@ -204,6 +206,7 @@ TEST(Pth, BadFilesAreClearErrors) {
       {"missing_storage.pth", {"storage '7' has no data entry"}},
       {"big_endian.pth", {"'big'-endian"}},
       {"complex_storage.pth", {"global 'torch.ComplexFloatStorage'", "no dtype for"}},
+      {"torchscript.pth", {"a TorchScript archive (torch.jit.save)", "state_dict()"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);

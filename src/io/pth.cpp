@@ -183,20 +183,17 @@ Opened open_pth(const std::string& path, bool verify_crc) {
   const pth::ZipEntry* pkl = nullptr;
   for (const pth::ZipEntry& e : o.zip->entries()) {
     const size_t slash = e.name.find('/');
-    if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl") != 0)
-      continue;
+    if (slash == std::string::npos) continue;
+    if (e.name.compare(slash, std::string::npos, "/constants.pkl") == 0)
+      pth::fail(path,
+                "a TorchScript archive (torch.jit.save), not a torch.save file: save the "
+                "module's state_dict() with torch.save instead");
+    if (e.name.compare(slash, std::string::npos, "/data.pkl") != 0) continue;
     if (pkl) pth::fail(path, "two data.pkl entries ('" + pkl->name + "' and '" + e.name + "')");
     pkl = &e;
     o.archive = e.name.substr(0, slash);
   }
-  if (!pkl) {
-    for (const pth::ZipEntry& e : o.zip->entries())
-      if (e.name.ends_with("/constants.pkl"))
-        pth::fail(path,
-                  "a TorchScript archive (torch.jit.save), not a torch.save file: save the "
-                  "module's state_dict() with torch.save instead");
-    pth::fail(path, "a zip archive without ARCHIVE/data.pkl (not a torch.save file)");
-  }
+  if (!pkl) pth::fail(path, "a zip archive without ARCHIVE/data.pkl (not a torch.save file)");
   if (const pth::ZipEntry* order = o.zip->find(o.archive + "/byteorder")) {
     if (order->size > 16) pth::fail(path, "the byteorder entry is too long (corrupt)");
     std::string text(order->size, '\0');
