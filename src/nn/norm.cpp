@@ -35,6 +35,12 @@ void BatchNormImpl::reset_running_stats() {
   num_batches_tracked_.fill_(0.0);
 }
 
+void BatchNormImpl::set_momentum(std::optional<double> momentum) {
+  EMBER_CHECK(!momentum || (*momentum >= 0.0 && *momentum <= 1.0), type_name(), ": momentum ",
+              momentum.value_or(0.0), " (expected 0 <= momentum <= 1, or none)");
+  options_.momentum = momentum;
+}
+
 Tensor BatchNormImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined(), type_name(), ": input is an undefined tensor (expected a tensor)");
   check_input(x);

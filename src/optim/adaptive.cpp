@@ -7,24 +7,13 @@
 
 #include "ember/autograd.hpp"
 #include "optim/fused.hpp"
+#include "optim/options_json.hpp"
 
 namespace ember::optim {
 namespace {
 
 using backend::OptimAlgo;
-
-void read_betas(const json& j, std::array<double, 2>& betas, const char* who) {
-  if (!j.contains("betas")) return;
-  const json& b = j["betas"];
-  EMBER_CHECK(b.is_array() && b.size() == 2, who,
-              " options: betas must be a list of two numbers (got ", b.dump(), ")");
-  betas = {b[0].get<double>(), b[1].get<double>()};
-}
-
-template <typename T>
-void read(const json& j, const char* key, T& out) {
-  if (j.contains(key)) out = j[key].get<T>();
-}
+using detail::read;
 
 void check_lr_eps_wd(double lr, double eps, double weight_decay, const std::string& who) {
   EMBER_CHECK(lr >= 0.0, who, ": invalid learning rate ", lr, " (expected lr >= 0)");
@@ -139,7 +128,7 @@ void to_json(json& j, const AdamaxOptions& o) {
 }
 void from_json(const json& j, AdamaxOptions& o) {
   read(j, "lr", o.lr);
-  read_betas(j, o.betas, "Adamax");
+  detail::read_pair(j, "betas", o.betas, "Adamax");
   read(j, "eps", o.eps);
   read(j, "weight_decay", o.weight_decay);
   read(j, "maximize", o.maximize);
@@ -158,7 +147,7 @@ void to_json(json& j, const NAdamOptions& o) {
 }
 void from_json(const json& j, NAdamOptions& o) {
   read(j, "lr", o.lr);
-  read_betas(j, o.betas, "NAdam");
+  detail::read_pair(j, "betas", o.betas, "NAdam");
   read(j, "eps", o.eps);
   read(j, "weight_decay", o.weight_decay);
   read(j, "momentum_decay", o.momentum_decay);
@@ -178,7 +167,7 @@ void to_json(json& j, const RAdamOptions& o) {
 }
 void from_json(const json& j, RAdamOptions& o) {
   read(j, "lr", o.lr);
-  read_betas(j, o.betas, "RAdam");
+  detail::read_pair(j, "betas", o.betas, "RAdam");
   read(j, "eps", o.eps);
   read(j, "weight_decay", o.weight_decay);
 }

@@ -863,23 +863,45 @@ void PolynomialLR::load_extra(const json& s) {
   read(s, "power", &power_, type_name());
 }
 
-// ---- LambdaLR ----
+// ---- LambdaLR, MultiplicativeLR ----
+
+namespace {
+
+// One function per group: `one` for every group, or `many` (one per group), each non-empty.
+std::vector<LambdaLR::Lambda> per_group_lambdas(const char* who, const Optimizer& optimizer,
+                                                LambdaLR::Lambda one,
+                                                std::vector<LambdaLR::Lambda> many) {
+  const size_t groups = optimizer.param_group_count();
+  if (one) many.assign(groups, one);
+  EMBER_CHECK(many.size() == groups, who, ": expected ", groups,
+              " lr_lambdas, one per parameter group (got ", many.size(), ")");
+  for (size_t i = 0; i < many.size(); ++i)
+    EMBER_CHECK(static_cast<bool>(many[i]), who, ": lr_lambdas[", i,
+                "] is empty (expected a function)");
+  return many;
+}
+
+// "lr_lambdas": [null, ...]: the functions come from the code (PyTorch saves plain functions
+// as None too).
+void load_lambdas(const json& s, size_t count, const char* who) {
+  if (!s.contains("lr_lambdas")) return;
+  EMBER_CHECK(s["lr_lambdas"].is_array() && s["lr_lambdas"].size() == count, who,
+              ".load_state_dict: 'lr_lambdas' must list ", count, " entries, one per group (got ",
+              s["lr_lambdas"].dump(), ")");
+}
+
+}  // namespace
 
 LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch) {
   EMBER_CHECK(static_cast<bool>(lr_lambda), "LambdaLR: lr_lambda is empty (expected a function)");
-  lambdas_.assign(optimizer.param_group_count(), lr_lambda);
+  lambdas_ = per_group_lambdas("LambdaLR", optimizer, std::move(lr_lambda), {});
   initial_step();
 }
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch)
-    : LRScheduler(optimizer, last_epoch), lambdas_(std::move(lr_lambdas)) {
-  EMBER_CHECK(lambdas_.size() == optimizer.param_group_count(), "LambdaLR: expected ",
-              optimizer.param_group_count(), " lr_lambdas, one per parameter group (got ",
-              lambdas_.size(), ")");
-  for (size_t i = 0; i < lambdas_.size(); ++i)
-    EMBER_CHECK(static_cast<bool>(lambdas_[i]), "LambdaLR: lr_lambdas[", i,
-                "] is empty (expected a function)");
+    : LRScheduler(optimizer, last_epoch),
+      lambdas_(per_group_lambdas("LambdaLR", optimizer, nullptr, std::move(lr_lambdas))) {
   initial_step();
 }
 
@@ -891,12 +913,35 @@ std::vector<double> LambdaLR::get_lr() {
 }
 
 void LambdaLR::save_extra(json& s) const { s["lr_lambdas"] = json(lambdas_.size(), nullptr); }
+void LambdaLR::load_extra(const json& s) { load_lambdas(s, lambdas_.size(), "LambdaLR"); }
 
-void LambdaLR::load_extra(const json& s) {
-  if (!s.contains("lr_lambdas")) return;
-  EMBER_CHECK(s["lr_lambdas"].is_array() && s["lr_lambdas"].size() == lambdas_.size(),
-              "LambdaLR.load_state_dict: 'lr_lambdas' must list ", lambdas_.size(),
-              " entries, one per group (got ", s["lr_lambdas"].dump(), ")");
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch) {
+  EMBER_CHECK(static_cast<bool>(lr_lambda),
+              "MultiplicativeLR: lr_lambda is empty (expected a function)");
+  lambdas_ = per_group_lambdas("MultiplicativeLR", optimizer, std::move(lr_lambda), {});
+  initial_step();
+}
+
+MultiplicativeLR::MultiplicativeLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas,
+                                   int64_t last_epoch)
+    : LRScheduler(optimizer, last_epoch),
+      lambdas_(per_group_lambdas("MultiplicativeLR", optimizer, nullptr, std::move(lr_lambdas))) {
+  initial_step();
+}
+
+std::vector<double> MultiplicativeLR::get_lr() {
+  std::vector<double> lrs = group_lrs();
+  if (last_epoch_ <= 0) return lrs;
+  for (size_t g = 0; g < lrs.size(); ++g) lrs[g] = lrs[g] * lambdas_[g](last_epoch_);
+  return lrs;
+}
+
+void MultiplicativeLR::save_extra(json& s) const {
+  s["lr_lambdas"] = json(lambdas_.size(), nullptr);
+}
+void MultiplicativeLR::load_extra(const json& s) {
+  load_lambdas(s, lambdas_.size(), "MultiplicativeLR");
 }
 
 }  // namespace ember::optim

@@ -34,6 +34,9 @@ class BatchNormImpl : public ModuleImpl {
   const BatchNormOptions& norm_options() const { return options_; }
   /// Zeroes the running mean and num_batches_tracked and sets the running variance to one.
   void reset_running_stats();
+  /// Sets momentum (unset: cumulative average), as assigning bn.momentum in PyTorch
+  /// (optim::update_bn does). Throws unless 0 <= momentum <= 1.
+  void set_momentum(std::optional<double> momentum);
 
  protected:
   BatchNormImpl(BatchNormOptions options, const char* name);

@@ -289,6 +289,26 @@ class LambdaLR : public LRScheduler {
   std::vector<Lambda> lambdas_;
 };
 
+/// lr_t = lr_{t-1} × lambda(t) for t > 0 (torch.optim.lr_scheduler.MultiplicativeLR): the
+/// factors multiply, one function for every group or one per group.
+///   optim::MultiplicativeLR sched(opt, [](int64_t) { return 0.95; });   // × 0.95 per epoch
+/// The state dict holds "lr_lambdas": [null, ...], as LambdaLR's.
+class MultiplicativeLR : public LRScheduler {
+ public:
+  using Lambda = std::function<double(int64_t epoch)>;
+  MultiplicativeLR(Optimizer& optimizer, Lambda lr_lambda, int64_t last_epoch = -1);
+  MultiplicativeLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas, int64_t last_epoch = -1);
+  std::string type_name() const override { return "MultiplicativeLR"; }
+
+ protected:
+  std::vector<double> get_lr() override;
+  void save_extra(json& state) const override;
+  void load_extra(const json& state) override;
+
+ private:
+  std::vector<Lambda> lambdas_;
+};
+
 enum class AnnealStrategy : uint8_t { cos, linear };
 
 /// Options of OneCycleLR (PyTorch's defaults). Per-group lists take one value for all
