@@ -17,6 +17,7 @@
 #include "ember/ember.hpp"
 #include "ember/optim.hpp"
 #include "fixtures.hpp"
+#include "optim_test_util.hpp"
 
 namespace {
 
@@ -24,67 +25,23 @@ using namespace ember;  // NOLINT: test file
 using ember_test::check_close;
 using json = nlohmann::json;
 
+using ember_test::optim_util::expect_error;
+using ember_test::optim_util::from_json;
+using ember_test::optim_util::make_typed;
+using ember_test::optim_util::OptimCase;
+using ember_test::optim_util::run_steps;
+using ember_test::optim_util::set_grads;
+
 const json& fixtures() {
-  static const json doc = [] {
-    const std::string path = ember_test::data_dir() + "/optim_fixtures.json";
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open " + path + " (run tests/gen_optim_fixtures.py)");
-    return json::parse(in);
-  }();
-  return doc;
-}
-
-// A tensor of `shape` from a flat JSON list, with the given dtype (values parsed as double).
-Tensor from_json(const json& data, const Shape& shape, DType dtype) {
-  Tensor t = from_vector<double>(data.get<std::vector<double>>(), shape);
-  return dtype == DType::f64 ? t : t.to(dtype);
-}
-
-// Expects `fn` to throw ember::Error whose message contains every piece of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts)
-      EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "expected ember::Error containing '" << parts.front() << "'";
+  return ember_test::optim_util::json_fixture("optim_fixtures.json", "tests/gen_optim_fixtures.py");
 }
 
 // ---------------------------------------------------------------------------------------
 // optimizer fixtures
 
-struct OptimCase {
-  json spec;
-  DType dtype = DType::f32;
-  std::vector<Shape> shapes;
-  std::vector<Tensor> params;
-};
-
 OptimCase load_case(const std::string& name) {
-  OptimCase c;
-  c.spec = fixtures().at("optimizers").at(name);
-  c.dtype = c.spec["dtype"] == "f64" ? DType::f64 : DType::f32;
-  for (size_t i = 0; i < c.spec["shapes"].size(); ++i) {
-    c.shapes.emplace_back(c.spec["shapes"][i].get<std::vector<int64_t>>());
-    c.params.push_back(parameter(from_json(c.spec["init"][i], c.shapes[i], c.dtype)));
-  }
-  return c;
-}
-
-template <typename Opt>
-std::unique_ptr<optim::Optimizer> make_typed(const json& groups,
-                                             const std::vector<Tensor>& params) {
-  std::vector<typename Opt::Group> gs;
-  for (const json& g : groups) {
-    typename Opt::Group group;
-    g["options"].get_to(group.options);
-    for (int64_t i : g["params"].get<std::vector<int64_t>>()) group.params.push_back(params[i]);
-    gs.push_back(group);
-  }
-  return std::make_unique<Opt>(gs);
+  return ember_test::optim_util::load_optim_case(fixtures().at("optimizers").at(name),
+                                                 Device::cpu());
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec,
@@ -95,38 +52,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec,
   return make_typed<optim::AdamW>(spec["groups"], params);
 }
 
-// Sets step `step`'s gradients from the fixture (null: no gradient).
-void set_grads(const OptimCase& c, size_t step) {
-  const json& row = c.spec["grads"][step];
-  for (size_t i = 0; i < c.params.size(); ++i) {
-    if (row[i].is_null())
-      c.params[i].zero_grad(true);
-    else
-      c.params[i].set_grad(from_json(row[i], c.shapes[i], c.dtype));
-  }
-}
-
 class OptimFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OptimFixture, MatchesTorchTrajectory) {
   OptimCase c = load_case(GetParam());
   auto opt = make_optimizer(c.spec, c.params);
-  std::vector<void*> ptrs;
-  for (const Tensor& p : c.params) ptrs.push_back(p.data_ptr());
   const double rtol = c.dtype == DType::f64 ? 1e-12 : 1e-6;
   const double atol = c.dtype == DType::f64 ? 1e-14 : 1e-7;
-  const size_t steps = c.spec["params"].size();
-  for (size_t step = 0; step < steps; ++step) {
-    set_grads(c, step);
-    opt->step();
-    for (size_t i = 0; i < c.params.size(); ++i) {
-      const Tensor want = from_json(c.spec["params"][step][i], c.shapes[i], c.dtype);
-      ASSERT_TRUE(check_close(
-          c.params[i], want, rtol, atol,
-          GetParam() + " step " + std::to_string(step + 1) + " param " + std::to_string(i)));
-      EXPECT_EQ(c.params[i].data_ptr(), ptrs[i]) << "the update must be in place";
-    }
-  }
+  ember_test::optim_util::expect_torch_trajectory(c, *opt, rtol, atol, GetParam());
   // State lives in the Persistent pool, next to its parameter, with its dtype and shape.
   for (const Tensor& p : c.params) {
     const optim::ParamState* s = opt->state(p);
@@ -137,14 +70,6 @@ TEST_P(OptimFixture, MatchesTorchTrajectory) {
       EXPECT_EQ(t.dtype(), p.dtype()) << name;
       EXPECT_EQ(t.shape(), p.shape()) << name;
     }
-  }
-}
-
-// Runs steps [begin, end) of the fixture's gradient sequence.
-void run_steps(const OptimCase& c, optim::Optimizer& opt, size_t begin, size_t end) {
-  for (size_t step = begin; step < end; ++step) {
-    set_grads(c, step);
-    opt.step();
   }
 }
 
