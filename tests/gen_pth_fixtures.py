@@ -157,7 +157,7 @@ def main():
         "whole": x,                      # the storage itself
         "tied_a": base, "tied_b": base,  # one tensor under two names
         "step": x[::2, ::3],             # strides (12, 3)
-        "expanded": base[1].expand(5, 4),  # stride (0, 1): more elements than its storage
+        "expanded": torch.tensor([0.5, -1.0]).expand(100, 2),  # stride (0, 1), 2 elements stored
     })
 
     adam = torch.optim.Adam(m.parameters(), lr=0.01)

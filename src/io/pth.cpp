@@ -21,10 +21,11 @@
 // ember Tensor (state_dict's tied weights stay tied). A storage with one view that is all of
 // it, contiguous and not widened is read straight into the new tensor; any other storage is
 // read once into a buffer and each view copied out of it, contiguous (a transposed weight, a
-// narrowed or offset view, several tensors over one storage). A view with more elements than
-// its storage (a zero stride: torch.expand, or overlapping strides) is not copied out but
-// returned as a view of the storage, as torch returns it, so the memory a file can ask for is
-// bounded by its own size (a 4-byte storage viewed as [2^30, 2^30] costs 4 bytes).
+// narrowed or offset view, several tensors over one storage) until the copies of a storage
+// reach four times its elements. A view that would pass that (a zero stride, as torch.expand
+// makes; overlapping strides; thousands of views of one storage) is returned as a view of the
+// storage instead, as torch returns it, so the memory a file can ask for is bounded by a few
+// times its own size (a 4-byte storage viewed as [2^30, 2^30] costs 4 bytes).
 #include "ember/io/pth.hpp"
 
 #include <cstring>
@@ -332,11 +333,13 @@ nn::StateDict load_pth(const std::string& path, const PthOptions& options) {
     }
     std::unique_ptr<uint8_t[]> buffer(new uint8_t[std::max<uint64_t>(s.bytes, 1)]);
     o.zip->read(*s.entry, buffer.get(), options.verify_crc);
-    Tensor all;  // the whole storage, for views with more elements than it (Note [...once])
+    Tensor all;          // the whole storage, for the views not copied out (Note [...once])
+    int64_t copied = 0;  // elements copied out of it
     for (size_t v : its_views) {
       const TensorRef& t = o.pickle.tensors[views[v]];
       const int64_t elements = static_cast<int64_t>(s.bytes / t.type->size);
-      if (numel_of(t.size) <= elements) {
+      if (numel_of(t.size) <= 4 * elements - copied) {
+        copied += numel_of(t.size);
         made[v] = make(t);
         gather(buffer.get(), t, made[v].data_ptr());
         continue;
