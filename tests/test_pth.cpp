@@ -247,6 +247,16 @@ TEST(Pth, CorruptZipDirectoryAndPickleBytesNeverCrash) {
   bytes[end + 16] = bytes[end + 17] = bytes[end + 18] = bytes[end + 19] = 0x7f;
   ember_test::write_bytes(path, bytes);
   expect_refused(path, [&] { io::load_pth(path); }, {"corrupt zip"});
+  // A deflated entry claiming far more bytes than its deflated ones can make.
+  bytes = ember_test::read_bytes(pth("deflated.pth"));
+  const std::string name = "my_model/data/s";
+  auto local = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  auto central = std::search(local + 1, bytes.end(), name.begin(), name.end());
+  ASSERT_NE(central, bytes.end());
+  const size_t size_at = static_cast<size_t>(central - bytes.begin()) - 46 + 24;
+  bytes[size_at + 3] = 0x7f;  // 2 GB from a few dozen bytes
+  ember_test::write_bytes(path, bytes);
+  expect_refused(path, [&] { io::load_pth(path); }, {"my_model/data/s", "more than deflate can"});
   // Every byte of the directory and of data.pkl flipped in turn (CRC off so the pickle is
   // interpreted): each file loads or is refused with an ember::Error.
   const std::string pkl = "linear_bn/data.pkl";

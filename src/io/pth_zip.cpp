@@ -8,9 +8,10 @@
 // 64 KiB + 22 bytes; the directory lies inside the file, before the end record; each entry's
 // record and its name, extra and comment lie inside the directory; the local header and the
 // entry's data lie inside the file and before the directory (so no entry overlaps it); a
-// stored entry's compressed and uncompressed sizes agree; names are unique; encrypted
-// entries, other methods and multi-disk archives are refused. A read checks the local header's
-// signature, name and method, then the data's CRC-32.
+// stored entry's compressed and uncompressed sizes agree, a deflated one claims no more than
+// deflate can expand its bytes to (so no claimed size is allocated unchecked); names are unique;
+// encrypted entries, other methods and multi-disk archives are refused. A read checks the local
+// header's signature, name and method, then the data's CRC-32.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0
                    kEnd64Sig = 0x06064b50, kLocator64Sig = 0x07064b50;
 constexpr uint64_t kEndBytes = 22, kLocatorBytes = 20, kEnd64Bytes = 56, kCentralBytes = 46,
                    kLocalBytes = 30, kMaxComment = 65535;
+constexpr uint64_t kMaxInflation = 1032;  // deflate's largest ratio of output to input bytes
 
 uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t u32(const uint8_t* p) {
@@ -175,6 +177,11 @@ void ZipArchive::read_directory() {
     if (e.method == 0 && e.compressed != e.size)
       fail(path, detail::concat("zip entry '", e.name, "' is stored but its sizes differ (",
                                 e.compressed, " and ", e.size, "; corrupt zip)"));
+    if (e.method == 8 && e.size / kMaxInflation > e.compressed)  // before any allocation
+      fail(path,
+           detail::concat("zip entry '", e.name, "' claims ", e.size, " bytes from ", e.compressed,
+                          " deflated ones (more than deflate can expand to; "
+                          "corrupt zip)"));
     if (e.local_offset > offset || e.compressed > offset - e.local_offset)
       fail(path,
            detail::concat("zip entry '", e.name, "' (", e.compressed, " bytes at ", e.local_offset,
