@@ -346,6 +346,23 @@ case("layer_norm_plain_2dims",
      diff=("x",), attrs={"normalized_shape": [3, 4], "eps": 1e-5})
 
 
+# rms_norm: torch 1.13 has no F.rms_norm; its definition (torch 2.4) written out.
+def _rms_norm(x, dims, weight, eps):
+    y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+case("rms_norm_weight",
+     lambda m: {"x": m.randn(2, 3, 8, scale=2.0), "weight": m.randn(8)},
+     lambda t: _rms_norm(t["x"], [-1], t["weight"], 1e-6),
+     diff=("x", "weight"), attrs={"normalized_shape": [8], "eps": 1e-6})
+# eps left out: torch.finfo(torch.float32).eps, what the C++ side's f32 run uses
+case("rms_norm_plain_2dims",
+     lambda m: {"x": m.randn(2, 3, 4, scale=0.5)},
+     lambda t: _rms_norm(t["x"], [-2, -1], None, torch.finfo(torch.float32).eps),
+     diff=("x",), attrs={"normalized_shape": [3, 4]})
+
+
 def bn_train(t):
     rm, rv = t["running_mean"].clone(), t["running_var"].clone()
     out = F.batch_norm(t["x"], rm, rv, t["weight"], t["bias"], training=True, momentum=0.1, eps=1e-5)
@@ -1311,6 +1328,32 @@ case("scaled_dot_product_attention",
 case("scaled_dot_product_attention_causal",
      lambda m: {"q": m.randn(2, 4, 4), "k": m.randn(2, 4, 4), "v": m.randn(2, 4, 4)},
      lambda t: _sdpa(t["q"], t["k"], t["v"], causal=True), diff=("q", "k", "v"))
+
+
+# rotary_embedding: x·cos + rotate_half(x)·sin (transformers), or with the pairs (2i, 2i+1)
+# rotated (interleaved). cos and sin are random here, not a rotation's, so that the backward's
+# use of each pair's own cos and sin is tested; they get gradients too.
+def _rotary(x, cos, sin, interleaved=False):
+    if interleaved:
+        p = x.reshape(*x.shape[:-1], -1, 2)
+        rot = torch.stack([-p[..., 1], p[..., 0]], -1).reshape(x.shape)
+    else:
+        h = x.shape[-1] // 2
+        rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+    return x * cos + rot * sin
+
+
+case("rotary_embedding",
+     lambda m: {"x": m.randn(2, 3, 4, 6), "cos": m.randn(4, 6), "sin": m.randn(4, 6)},
+     lambda t: _rotary(t["x"], t["cos"], t["sin"]), diff=("x", "cos", "sin"))
+# x stored [B, T, H, D] and rotated as its [B, H, T, D] transpose (Llama's head view)
+case("rotary_embedding_strided",
+     lambda m: {"x": m.randn(2, 4, 3, 6), "cos": m.randn(2, 1, 4, 6), "sin": m.randn(2, 1, 4, 6)},
+     lambda t: _rotary(t["x"].transpose(1, 2), t["cos"], t["sin"]), diff=("x", "cos", "sin"))
+case("rotary_embedding_interleaved",
+     lambda m: {"x": m.randn(3, 4, 8), "cos": m.randn(4, 8), "sin": m.randn(1, 4, 8)},
+     lambda t: _rotary(t["x"], t["cos"], t["sin"], interleaved=True), diff=("x", "cos", "sin"),
+     attrs={"interleaved": True})
 
 
 # attention_with_kv_cache: the new keys appended to each row's first seqlens[b] cached ones,

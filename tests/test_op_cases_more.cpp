@@ -1,5 +1,6 @@
 // tests/test_op_cases_more.cpp — the op test driver's cases for issue 16's vocabulary
 // (see tests/op_cases.hpp).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,20 @@ void add_vocabulary_cases(OpTable& t) {
         ember::from_vector(f.attr("seqlens").get<std::vector<int64_t>>(), {2}, {.device = device});
     return ember::attention_with_kv_cache(f["q"], f["k_cache"], f["v_cache"], f["k"], f["v"],
                                           lengths, {.key_padding_mask = f["mask"]});
+  };
+  t["rms_norm_weight"] = t["rms_norm_plain_2dims"] = [](Fixture& f) {
+    const std::optional<double> eps =
+        f.attrs.contains("eps") ? std::optional<double>(f.attr_double("eps")) : std::nullopt;
+    return ember::rms_norm(f["x"], f.attr_shape("normalized_shape"), optional_tensor(f, "weight"),
+                           eps);
+  };
+  t["rotary_embedding"] = t["rotary_embedding_interleaved"] = [](Fixture& f) {
+    const bool interleaved = f.attrs.contains("interleaved") && f.attr_bool("interleaved");
+    return ember::rotary_embedding(f["x"], f["cos"], f["sin"], interleaved);
+  };
+  t["rotary_embedding_strided"] = [](Fixture& f) {  // a head-transposed view, read in place
+    const Tensor x = f["x"];  // left undefined for the errors tier: rotary_embedding refuses it
+    return ember::rotary_embedding(x.defined() ? x.transpose(1, 2) : x, f["cos"], f["sin"]);
   };
   t["scaled_dot_product_attention_causal"] = [](Fixture& f) {
     return ember::scaled_dot_product_attention(f["q"], f["k"], f["v"], {.is_causal = true});

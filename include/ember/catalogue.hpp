@@ -65,8 +65,8 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
 // EMBER_OPS_OTHER adds the kernel column: the Backend slot that computes the op, or
 // `composite` (built from other ops) or `view` (no kernel: a new view of the input).
 // The dtype columns are what the op accepts for its main input; an op that needs a specific
-// dtype for another operand (an index, a condition; layer_norm's weight and bias: the input's
-// dtype, or f32 for an f16/bf16 input) says so in its error.
+// dtype for another operand (an index, a condition; layer_norm's and rms_norm's weight and
+// bias: the input's dtype, or f32 for an f16/bf16 input) says so in its error.
 
 #define EMBER_OPS_UNARY(X)                                \
   X(neg, elementwise, true, kArithmetic, kArithmetic)     \
@@ -252,6 +252,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(randn, random, false, kAnyFloat, kAnyFloat, normal)                                \
   X(dropout, random, true, kAnyFloat, kAnyFloat, dropout)                              \
   X(layer_norm, norm, true, kAnyFloat, kAnyFloat, layer_norm_forward)                  \
+  X(rms_norm, norm, true, kAnyFloat, kAnyFloat, rms_norm_forward)                      \
   X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)                          \
   X(conv2d, conv, true, kAnyFloat, kAnyFloat, im2col)                                  \
   X(max_pool2d, conv, true, kAnyFloat, kAnyFloat, max_pool2d)                          \
@@ -286,6 +287,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)                           \
   X(ctc_loss, loss, true, kFloat, kFloat, composite)                                   \
   X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)                             \
+  X(rotary_embedding, attention, true, kAnyFloat, kAnyFloat, rotary_embedding)         \
   X(scaled_dot_product_attention, attention, true, kAnyFloat, kAnyFloat, sdpa_forward) \
   X(attention_with_kv_cache, attention, false, kAnyFloat, kAnyFloat, kv_cache_attention)
 

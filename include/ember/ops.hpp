@@ -428,6 +428,28 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 /// Normalises over the trailing dims `normalized_shape`; weight/bias optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+/// torch.nn.functional.rms_norm (PyTorch 2.4): y = x / √(mean(x²) + eps) · weight over the
+/// trailing dims `normalized_shape`, one fused kernel per direction (the backward gives x's and
+/// the weight's gradients). weight (optional, 1 when left out) has normalized_shape and x's
+/// dtype, or f32 for an f16/bf16 x; eps unset is torch.finfo(x.dtype).eps. f16/bf16 compute in
+/// f32 and round y once (f64 row sums, as layer_norm); PyTorch's F.rms_norm and transformers'
+/// LlamaRMSNorm instead round x / √(...) to x's dtype before multiplying by the weight, so a
+/// 16-bit y may differ from theirs by that one rounding (f32 and f64 compute the same thing).
+/// Under an AutocastGuard it runs in f32.
+///   Tensor y = rms_norm(x, {64}, weight, 1e-6);  // x [B, T, 64], weight [64]
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+/// Rotary position embedding as transformers applies it: out = x·cos + rotate_half(x)·sin with
+/// rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]) over the last dim D (even), one kernel.
+/// `interleaved` pairs x[2i] with x[2i+1] instead (GPT-J / Meta's layout: out[2i] = x[2i]·cos[2i]
+/// - x[2i+1]·sin[2i], out[2i+1] = x[2i+1]·cos[2i+1] + x[2i]·sin[2i+1]). x [..., D] may be any
+/// view (a head-transposed [B, H, T, D] is read through its strides, not copied); cos and sin
+/// (x's dtype and device) broadcast to x, as [T, D] or [B, 1, T, D]; out is contiguous, x's
+/// shape. f16/bf16 compute each pair in f32 and round once. Differentiable in x; cos and sin
+/// get gradients too when they require them (composed from mul and sum_to).
+///   Tensor q_rot = rotary_embedding(q, cos, sin);  // q [B, H, T, 64], cos, sin [B, 1, T, 64]
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                        bool interleaved = false);
 /// Batch norm over dim 1 (N, C, ...). Training: batch statistics, running stats updated in
 /// place (momentum as PyTorch, unbiased running var). Eval: running statistics.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,

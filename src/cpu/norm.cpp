@@ -1,8 +1,8 @@
 // src/cpu/norm.cpp — fused batch-normalisation kernels (per-channel statistics, the
 // backward's per-channel sums, the channel-wise affine pass both directions use) and the
-// layer-norm forward and backward (the backward with the weight's and bias's gradients; the
-// formulas in src/kernels/norm.hpp, f16/bf16 as Note [16-bit layer norm] there: rows widened
-// into f32 scratch and run through the f32 row routines, results rounded once).
+// layer-norm and rms-norm forward and backward (the backward with the weight's and bias's
+// gradients; the formulas in src/kernels/norm.hpp, f16/bf16 as Note [16-bit layer norm] there:
+// rows widened into f32 scratch and run through the f32 row routines, results rounded once).
 //
 // Shape letters: N batch, C channels, S = the product of the dims after C. Data is a
 // contiguous [N, C, S], i.e. N·C runs of S contiguous elements; channel c owns runs
@@ -144,17 +144,24 @@ void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* 
   });
 }
 
-// ---- layer norm: one row of n elements per task, sums in f64 ----
+// ---- layer norm and rms norm: one row of n elements per task, sums in f64 ----
 // Rows are computed in C (f32 or f64); a 16-bit row is widened into the task's f32 scratch
-// first and its results rounded once (Note [16-bit layer norm]).
+// first and its results rounded once (Note [16-bit layer norm]). rms_norm takes the same code
+// with kKind = rms (Note [RMS norm is layer norm without the mean]).
 
-// y, mean and rstd of one row.
-template <typename C>
-void layer_norm_forward_row(C* y, C& mean, C& rstd, const C* x, const C* w, const C* b, int64_t n,
+using kernels::NormKind;
+
+// y, mean and rstd of one row (rms: no mean, no bias; Note [RMS norm is layer norm without the
+// mean]).
+template <NormKind kKind, typename C>
+void layer_norm_forward_row(C* y, C* mean, C& rstd, const C* x, const C* w, const C* b, int64_t n,
                             double eps) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
-  const double m = s / static_cast<double>(n);
+  double m = 0;
+  if constexpr (kKind == NormKind::layer) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+    m = s / static_cast<double>(n);
+  }
   double v = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(x[i]) - m;
@@ -162,25 +169,31 @@ void layer_norm_forward_row(C* y, C& mean, C& rstd, const C* x, const C* w, cons
   }
   const C mt = static_cast<C>(m);
   const C rt = static_cast<C>(kernels::layer_norm_rstd(v, n, eps));
-  mean = mt;
+  if constexpr (kKind == NormKind::layer) *mean = mt;
   rstd = rt;
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = kernels::layer_norm_affine(kernels::layer_norm_normalized(x[i], mt, rt), w ? w[i] : C(1),
-                                      b ? b[i] : C(0));
+  for (int64_t i = 0; i < n; ++i) {
+    const C h = kernels::layer_norm_normalized(x[i], mt, rt);
+    if constexpr (kKind == NormKind::layer)
+      y[i] = kernels::layer_norm_affine(h, w ? w[i] : C(1), b ? b[i] : C(0));
+    else
+      y[i] = w ? kernels::rms_norm_scale(h, w[i]) : h;
+  }
 }
 
-template <typename T, typename C = Compute<T>>
+template <NormKind kKind, typename T, typename C = Compute<T>>
 void layer_norm_forward_typed(T* y, C* mean, C* rstd, const T* x, const C* w, const C* b,
                               int64_t rows, int64_t n, double eps) {
   parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
     std::vector<C> scratch(kIsHalfLike<T> ? static_cast<size_t>(2 * n) : 0);
     for (int64_t r = r0; r < r1; ++r) {
+      C* mr = mean ? mean + r : nullptr;
       if constexpr (kIsHalfLike<T>) {
         widen_to_f32(scratch.data(), x + r * n, n);
-        layer_norm_forward_row(scratch.data() + n, mean[r], rstd[r], scratch.data(), w, b, n, eps);
+        layer_norm_forward_row<kKind>(scratch.data() + n, mr, rstd[r], scratch.data(), w, b, n,
+                                      eps);
         round_from_f32(y + r * n, scratch.data() + n, n);
       } else {
-        layer_norm_forward_row(y + r * n, mean[r], rstd[r], x + r * n, w, b, n, eps);
+        layer_norm_forward_row<kKind>(y + r * n, mr, rstd[r], x + r * n, w, b, n, eps);
       }
     }
   });
@@ -189,15 +202,15 @@ void layer_norm_forward_typed(T* y, C* mean, C* rstd, const T* x, const C* w, co
 // One row of the backward: grad_x (= or += when accumulate; gx null: not wanted) and, when
 // pw / pb are set, the row's grad·x̂ and grad added into the f64 column partials. Each
 // element's grad and x are read before its grad_x is written, so gx may be g's buffer.
-template <typename C>
+template <NormKind kKind, typename C>
 void layer_norm_backward_row(C* gx, double* pw, double* pb, const C* g, const C* x, C mt, C rt,
                              const C* w, int64_t n, bool accumulate) {
-  double s1 = 0, s2 = 0;
+  double s1 = 0, s2 = 0;  // rms: s1 (a) stays 0
   if (gx)
     for (int64_t i = 0; i < n; ++i) {
       const C h = kernels::layer_norm_normalized(x[i], mt, rt);
       const C gw = w ? g[i] * w[i] : g[i];
-      s1 += static_cast<double>(gw);
+      if constexpr (kKind == NormKind::layer) s1 += static_cast<double>(gw);
       s2 += static_cast<double>(gw) * static_cast<double>(h);
     }
   const C a = static_cast<C>(s1 / static_cast<double>(n));
@@ -215,11 +228,12 @@ void layer_norm_backward_row(C* gx, double* pw, double* pb, const C* g, const C*
 
 // Row r of the backward from T data: directly for f32/f64; a 16-bit row through f32 scratch of
 // 3n elements (grad, x, grad_x; grad_x widened first when accumulating), grad_x rounded once.
-template <typename T, typename C>
+template <NormKind kKind, typename T, typename C>
 void layer_norm_backward_row_of(std::vector<C>& scratch, T* gx, double* pw, double* pb, const T* g,
                                 const T* x, const C* mean, const C* rstd, const C* w, int64_t r,
                                 int64_t n, bool accumulate) {
   T* gxr = gx ? gx + r * n : nullptr;
+  const C mt = mean ? mean[r] : C(0);  // rms: no mean
   if constexpr (kIsHalfLike<T>) {
     scratch.resize(static_cast<size_t>(3 * n));
     C* gs = scratch.data();
@@ -228,11 +242,11 @@ void layer_norm_backward_row_of(std::vector<C>& scratch, T* gx, double* pw, doub
     widen_to_f32(gs, g + r * n, n);
     widen_to_f32(xs, x + r * n, n);
     if (out && accumulate) widen_to_f32(out, gxr, n);
-    layer_norm_backward_row<C>(out, pw, pb, gs, xs, mean[r], rstd[r], w, n, accumulate);
+    layer_norm_backward_row<kKind, C>(out, pw, pb, gs, xs, mt, rstd[r], w, n, accumulate);
     if (out) round_from_f32(gxr, out, n);
   } else {
-    layer_norm_backward_row<C>(gxr, pw, pb, g + r * n, x + r * n, mean[r], rstd[r], w, n,
-                               accumulate);
+    layer_norm_backward_row<kKind, C>(gxr, pw, pb, g + r * n, x + r * n, mt, rstd[r], w, n,
+                                      accumulate);
   }
 }
 
@@ -242,7 +256,7 @@ void layer_norm_backward_row_of(std::vector<C>& scratch, T* gx, double* pw, doub
 // its rows into its own f64 partials while it writes grad_x, and the partials are then summed
 // per column in block order: one pass over grad and x, the same bits with any thread count.
 // The sums are rounded to C, then to the parameters' dtype P (Note [16-bit layer norm]).
-template <typename T, typename P, typename C = Compute<T>>
+template <NormKind kKind, typename T, typename P, typename C = Compute<T>>
 void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T* x, const C* mean,
                                const C* rstd, const C* w, int64_t rows, int64_t n,
                                bool accumulate) {
@@ -251,8 +265,8 @@ void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T*
     parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
       std::vector<C> scratch;
       for (int64_t r = r0; r < r1; ++r)
-        layer_norm_backward_row_of<T, C>(scratch, gx, nullptr, nullptr, g, x, mean, rstd, w, r, n,
-                                         accumulate);
+        layer_norm_backward_row_of<kKind, T, C>(scratch, gx, nullptr, nullptr, g, x, mean, rstd, w,
+                                                r, n, accumulate);
     });
     return;
   }
@@ -266,8 +280,8 @@ void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T*
       double* pw = gw_out ? partial.data() + k * 2 * n : nullptr;
       double* pb = gb_out ? partial.data() + (k * 2 + 1) * n : nullptr;
       for (int64_t r = k * per_block; r < std::min(rows, (k + 1) * per_block); ++r)
-        layer_norm_backward_row_of<T, C>(scratch, gx, pw, pb, g, x, mean, rstd, w, r, n,
-                                         accumulate);
+        layer_norm_backward_row_of<kKind, T, C>(scratch, gx, pw, pb, g, x, mean, rstd, w, r, n,
+                                                accumulate);
     }
   });
   parallel_for(n, grain_for(blocks), [&](int64_t j0, int64_t j1) {
@@ -344,22 +358,27 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   });
 }
 
-void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
-                        const View& weight, const View& bias, double eps) {
+namespace {
+
+// layer_norm's and rms_norm's slots (mean and bias: views with no data for rms).
+template <NormKind kKind>
+void norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
+                  const View& weight, const View& bias, double eps) {
   dispatch_any_float(x.dtype, "layer_norm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     const int64_t n = x.shape[1];
     const ParamAsCompute<C> w(weight, n), b(bias, n);
-    layer_norm_forward_typed<T>(static_cast<T*>(y.data), static_cast<C*>(mean.data),
-                                static_cast<C*>(rstd.data), static_cast<const T*>(x.data), w.get(),
-                                b.get(), x.shape[0], n, eps);
+    layer_norm_forward_typed<kKind, T>(static_cast<T*>(y.data), static_cast<C*>(mean.data),
+                                       static_cast<C*>(rstd.data), static_cast<const T*>(x.data),
+                                       w.get(), b.get(), x.shape[0], n, eps);
   });
 }
 
-void layer_norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
-                         const View& grad_y, const View& x, const View& mean, const View& rstd,
-                         const View& weight, bool accumulate) {
+template <NormKind kKind>
+void norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
+                   const View& grad_y, const View& x, const View& mean, const View& rstd,
+                   const View& weight, bool accumulate) {
   dispatch_any_float(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -370,7 +389,7 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
                                      : dtype_of<C>();
     kernels::dispatch_layer_norm_param<T, C>(p, x.dtype, [&](auto param_tag) {
       using P = typename decltype(param_tag)::type;
-      layer_norm_backward_typed<T, P>(
+      layer_norm_backward_typed<kKind, T, P>(
           static_cast<T*>(grad_x.data), static_cast<P*>(grad_weight.data),
           static_cast<P*>(grad_bias.data), static_cast<const T*>(grad_y.data),
           static_cast<const T*>(x.data), static_cast<const C*>(mean.data),
@@ -378,5 +397,9 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
     });
   });
 }
+
+}  // namespace
+
+#include "kernels/norm_slots.inc"
 
 }  // namespace ember::cpu

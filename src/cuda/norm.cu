@@ -1,7 +1,8 @@
 // src/cuda/norm.cu — normalisation kernels on CUDA: batch norm's per-channel statistics, its
 // backward's per-channel sums and the channel-wise affine pass both directions use; layer
-// norm's forward and backward (Note [Layer norm on CUDA], below; the formulas and the 16-bit
-// rules in src/kernels/norm.hpp, Note [16-bit layer norm]).
+// norm's and rms norm's forward and backward (Note [Layer norm on CUDA], below; the formulas
+// and the 16-bit rules in src/kernels/norm.hpp, Note [16-bit layer norm] and Note [RMS norm is
+// layer norm without the mean]: one set of kernels, templated on the kind).
 //
 // Shape letters (as src/cpu/norm.cpp): N batch, C channels, S = the product of the
 // dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C].
@@ -27,6 +28,8 @@
 
 namespace ember::cuda {
 namespace {
+
+using kernels::NormKind;
 
 constexpr int kReduceThreads = 512;
 constexpr int kWarps = kReduceThreads / 32;
@@ -214,7 +217,7 @@ __device__ __forceinline__ Pack<C, V> param_pack(const P* p, int idx, C absent) 
   return p ? load_pack_as<C, P, V>(p, idx) : filled<C, V>(absent);
 }
 
-template <typename T, typename P, int V, int kChunks>
+template <NormKind kKind, typename T, typename P, int V, int kChunks>
 __global__ void __launch_bounds__(kBlock)
     layer_norm_forward_rows_kernel(T* __restrict y, Compute<T>* __restrict mean,
                                    Compute<T>* __restrict rstd, const T* __restrict x,
@@ -232,10 +235,14 @@ __global__ void __launch_bounds__(kBlock)
       const int idx = c * kWarp + lane;
       if (idx >= nv) continue;
       xv[c] = load_pack_as<C, T, V>(xr, idx);
+      if constexpr (kKind == NormKind::layer) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) s += static_cast<double>(xv[c].v[k]);
+        for (int k = 0; k < V; ++k) s += static_cast<double>(xv[c].v[k]);
+      }
     }
-    const double m = team_reduce<kWarp>(s, SumF64{}) / static_cast<double>(n);
+    double m = 0;  // rms: no mean
+    if constexpr (kKind == NormKind::layer)
+      m = team_reduce<kWarp>(s, SumF64{}) / static_cast<double>(n);
     double q = 0;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -250,7 +257,7 @@ __global__ void __launch_bounds__(kBlock)
     const C mt = static_cast<C>(m);
     const C rt = static_cast<C>(kernels::layer_norm_rstd(q, n, eps));
     if (lane == 0) {
-      mean[row] = mt;
+      if constexpr (kKind == NormKind::layer) mean[row] = mt;
       rstd[row] = rt;
     }
     T* yr = y + row * n;
@@ -263,9 +270,13 @@ __global__ void __launch_bounds__(kBlock)
       const Pack<C, V> bv = param_pack<C, P, V>(b, idx, C(0));
       Pack<T, V> o;
 #pragma unroll
-      for (int k = 0; k < V; ++k)
-        o.v[k] = cast<T>(kernels::layer_norm_affine(
-            kernels::layer_norm_normalized(xv[c].v[k], mt, rt), wv.v[k], bv.v[k]));
+      for (int k = 0; k < V; ++k) {
+        const C h = kernels::layer_norm_normalized(xv[c].v[k], mt, rt);
+        if constexpr (kKind == NormKind::layer)
+          o.v[k] = cast<T>(kernels::layer_norm_affine(h, wv.v[k], bv.v[k]));
+        else
+          o.v[k] = cast<T>(kernels::rms_norm_scale(h, wv.v[k]));
+      }
       store_pack<T, V>(yr, idx, o);
     }
   }
@@ -274,7 +285,7 @@ __global__ void __launch_bounds__(kBlock)
 // grad_x (null: not wanted) and, when `partial` is set, the block's column sums of grad·x̂ and
 // grad into partial[blockIdx.x] ([2][n], in C). With `partial`, the dynamic shared memory holds
 // a [2][n] accumulator of C per warp (kRowTeams·2·n elements).
-template <typename T, typename P, int V, int kChunks>
+template <NormKind kKind, typename T, typename P, int V, int kChunks>
 __global__ void __launch_bounds__(kBlock)
     layer_norm_backward_rows_kernel(T* gx, Compute<T>* __restrict partial, const T* g,
                                     const T* __restrict x, const Compute<T>* __restrict mean,
@@ -292,7 +303,7 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
        row += static_cast<int64_t>(gridDim.x) * kRowTeams) {
     const int64_t off = row * n;
-    const C mt = mean[row], rt = rstd[row];
+    const C mt = kKind == NormKind::layer ? mean[row] : C(0), rt = rstd[row];
     Pack<C, V> xv[kChunks], gv[kChunks];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -318,11 +329,11 @@ __global__ void __launch_bounds__(kBlock)
         for (int k = 0; k < V; ++k) {
           const C h = xv[c].v[k];
           const C gw = w ? gv[c].v[k] * wv.v[k] : gv[c].v[k];
-          s1 += static_cast<double>(gw);
+          if constexpr (kKind == NormKind::layer) s1 += static_cast<double>(gw);
           s2 += static_cast<double>(gw) * static_cast<double>(h);
         }
       }
-      s1 = team_reduce<kWarp>(s1, SumF64{});
+      if constexpr (kKind == NormKind::layer) s1 = team_reduce<kWarp>(s1, SumF64{});
       s2 = team_reduce<kWarp>(s2, SumF64{});
     }
     const C a = static_cast<C>(s1 / static_cast<double>(n));
@@ -366,7 +377,7 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-template <typename T, typename P, int kTeam>
+template <NormKind kKind, typename T, typename P, int kTeam>
 __global__ void layer_norm_forward_kernel(T* y, Compute<T>* mean, Compute<T>* rstd, const T* x,
                                           const P* w, const P* b, int64_t rows, int64_t n,
                                           double eps) {
@@ -378,10 +389,13 @@ __global__ void layer_norm_forward_kernel(T* y, Compute<T>* mean, Compute<T>* rs
     const int64_t row = base + team;
     const bool active = row < rows;  // inactive threads still join the block's barriers
     const T* xr = x + (active ? row : 0) * n;
-    double s = 0;
-    if (active)
-      for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(cast<C>(xr[i]));
-    const double m = team_reduce<kTeam>(s, SumF64{}) / static_cast<double>(n);
+    double m = 0;  // rms: no mean
+    if constexpr (kKind == NormKind::layer) {
+      double s = 0;
+      if (active)
+        for (int64_t i = t; i < n; i += kTeam) s += static_cast<double>(cast<C>(xr[i]));
+      m = team_reduce<kTeam>(s, SumF64{}) / static_cast<double>(n);
+    }
     double v = 0;
     if (active)
       for (int64_t i = t; i < n; i += kTeam) {
@@ -393,20 +407,23 @@ __global__ void layer_norm_forward_kernel(T* y, Compute<T>* mean, Compute<T>* rs
     const C mt = static_cast<C>(m);
     const C rt = static_cast<C>(kernels::layer_norm_rstd(v, n, eps));
     if (t == 0) {
-      mean[row] = mt;
+      if constexpr (kKind == NormKind::layer) mean[row] = mt;
       rstd[row] = rt;
     }
     T* yr = y + row * n;
     for (int64_t i = t; i < n; i += kTeam) {
       const C h = kernels::layer_norm_normalized(cast<C>(xr[i]), mt, rt);
-      yr[i] = cast<T>(
-          kernels::layer_norm_affine(h, w ? cast<C>(w[i]) : C(1), b ? cast<C>(b[i]) : C(0)));
+      const C wi = w ? cast<C>(w[i]) : C(1);
+      if constexpr (kKind == NormKind::layer)
+        yr[i] = cast<T>(kernels::layer_norm_affine(h, wi, b ? cast<C>(b[i]) : C(0)));
+      else
+        yr[i] = cast<T>(kernels::rms_norm_scale(h, wi));
     }
   }
 }
 
 // The general path's grad_x: each element's grad and x are read before its grad_x is written.
-template <typename T, typename P, int kTeam>
+template <NormKind kKind, typename T, typename P, int kTeam>
 __global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const Compute<T>* mean,
                                            const Compute<T>* rstd, const P* w, int64_t rows,
                                            int64_t n, bool accumulate) {
@@ -418,7 +435,8 @@ __global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const 
     const int64_t row = base + team;
     const bool active = row < rows;
     const int64_t off = (active ? row : 0) * n;
-    const C mt = mean[active ? row : 0], rt = rstd[active ? row : 0];
+    const C mt = kKind == NormKind::layer ? mean[active ? row : 0] : C(0);
+    const C rt = rstd[active ? row : 0];
     // grad·w of element i of the row.
     auto gw_at = [&](int64_t i) {
       const C gi = cast<C>(g[off + i]);
@@ -429,10 +447,10 @@ __global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const 
       for (int64_t i = t; i < n; i += kTeam) {
         const C h = kernels::layer_norm_normalized(cast<C>(x[off + i]), mt, rt);
         const C gw = gw_at(i);
-        s1 += static_cast<double>(gw);
+        if constexpr (kKind == NormKind::layer) s1 += static_cast<double>(gw);
         s2 += static_cast<double>(gw) * static_cast<double>(h);
       }
-    s1 = team_reduce<kTeam>(s1, SumF64{});
+    if constexpr (kKind == NormKind::layer) s1 = team_reduce<kTeam>(s1, SumF64{});
     s2 = team_reduce<kTeam>(s2, SumF64{});
     if (!active) continue;
     const C a = static_cast<C>(s1 / static_cast<double>(n));
@@ -446,7 +464,8 @@ __global__ void layer_norm_backward_kernel(T* gx, const T* g, const T* x, const 
 }
 
 // The general path's partials: partial[p] ([2][n], in C) = Σ grad·x̂ and Σ grad over rows
-// [p·per_part, (p + 1)·per_part), a thread per column (coalesced), f64 within a part.
+// [p·per_part, (p + 1)·per_part), a thread per column (coalesced), f64 within a part (mean
+// null: rms_norm's rows, centred on 0).
 template <typename T>
 __global__ void layer_norm_columns_kernel(Compute<T>* __restrict partial, const T* __restrict g,
                                           const T* __restrict x, const Compute<T>* __restrict mean,
@@ -459,7 +478,8 @@ __global__ void layer_norm_columns_kernel(Compute<T>* __restrict partial, const 
     double sw = 0, sb = 0;
     for (int64_t r = r0; r < r1; ++r) {
       const C gi = cast<C>(g[r * n + j]);
-      const C h = kernels::layer_norm_normalized(cast<C>(x[r * n + j]), mean[r], rstd[r]);
+      const C h =
+          kernels::layer_norm_normalized(cast<C>(x[r * n + j]), mean ? mean[r] : C(0), rstd[r]);
       sw += static_cast<double>(gi * h);
       sb += static_cast<double>(gi);
     }
@@ -638,8 +658,12 @@ void dispatch_layer_norm(DType x, std::initializer_list<const View*> params, F&&
   });
 }
 
-void layer_norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
-                        const View& weight, const View& bias, double eps) {
+namespace {
+
+// layer_norm's and rms_norm's slots (mean and bias: views with no data for rms).
+template <NormKind kKind>
+void norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
+                  const View& weight, const View& bias, double eps) {
   const int64_t rows = x.shape[0], n = x.shape[1];
   if (rows == 0) return;
   const cudaStream_t st = stream(x.device);
@@ -656,23 +680,24 @@ void layer_norm_forward(const View& y, const View& mean, const View& rstd, const
     const int v = pack_width<T, P>(n, {yp, xp}, {wp, bp});
     const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
       constexpr auto kKernel =
-          layer_norm_forward_rows_kernel<T, P, decltype(vc)::value, decltype(cc)::value>;
+          layer_norm_forward_rows_kernel<kKind, T, P, decltype(vc)::value, decltype(cc)::value>;
       kKernel<<<rows_grid<kKernel>(rows, x.device), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows,
                                                                      static_cast<int>(n), eps);
     });
     if (!fast && n <= kWarpRow)
-      layer_norm_forward_kernel<T, P, kWarp>
+      layer_norm_forward_kernel<kKind, T, P, kWarp>
           <<<team_grid(rows, kWarp), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     else if (!fast)
-      layer_norm_forward_kernel<T, P, kBlock>
+      layer_norm_forward_kernel<kKind, T, P, kBlock>
           <<<team_grid(rows, kBlock), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }
 
-void layer_norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
-                         const View& grad_y, const View& x, const View& mean, const View& rstd,
-                         const View& weight, bool accumulate) {
+template <NormKind kKind>
+void norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
+                   const View& grad_y, const View& x, const View& mean, const View& rstd,
+                   const View& weight, bool accumulate) {
   const int64_t rows = x.shape[0], n = x.shape[1];
   const cudaStream_t st = stream(x.device);
   dispatch_layer_norm(x.dtype, {&grad_weight, &grad_bias, &weight}, [&](auto tag, auto param_tag) {
@@ -705,11 +730,11 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
     const int v = pack_width<T, P>(n, {gx, g, xp}, {wp});
     const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
       constexpr auto kKernel =
-          layer_norm_backward_rows_kernel<T, P, decltype(vc)::value, decltype(cc)::value>;
+          layer_norm_backward_rows_kernel<kKind, T, P, decltype(vc)::value, decltype(cc)::value>;
       // With the column sums: a [2][n] accumulator per warp in shared memory (64 KB or less).
       const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(C) : 0;
       constexpr auto kF32Twin =
-          layer_norm_backward_rows_kernel<C, C, decltype(vc)::value, decltype(cc)::value>;
+          layer_norm_backward_rows_kernel<kKind, C, C, decltype(vc)::value, decltype(cc)::value>;
       const unsigned grid = rows_grid<kKernel, kF32Twin>(rows, x.device, smem);
       C* partial = params ? partials(grid) : nullptr;
       kKernel<<<grid, kBlock, smem, st>>>(gx, partial, g, xp, mp, rp, wp, rows, static_cast<int>(n),
@@ -732,10 +757,10 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
     }
     if (!fast && gx) {
       if (n <= kWarpRow)
-        layer_norm_backward_kernel<T, P, kWarp>
+        layer_norm_backward_kernel<kKind, T, P, kWarp>
             <<<team_grid(rows, kWarp), kBlock, 0, st>>>(gx, g, xp, mp, rp, wp, rows, n, accumulate);
       else
-        layer_norm_backward_kernel<T, P, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
+        layer_norm_backward_kernel<kKind, T, P, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
             gx, g, xp, mp, rp, wp, rows, n, accumulate);
       EMBER_CUDA_LAUNCH_CHECK();
     }
@@ -747,5 +772,9 @@ void layer_norm_backward(const View& grad_x, const View& grad_weight, const View
     }
   });
 }
+
+}  // namespace
+
+#include "kernels/norm_slots.inc"
 
 }  // namespace ember::cuda

@@ -9,6 +9,13 @@
 //   grad_w = Σ_rows grad_y·x̂,  grad_b = Σ_rows grad_y  (column sums)
 // An absent weight is w = 1 and an absent bias b = 0 (x̂·1 + 0 is x̂ exactly).
 //
+// Note [RMS norm is layer norm without the mean]
+// rms_norm is the same row computation with mean = 0 and no bias: rstd = 1/√(Σx² / n + eps),
+// x̂ = x·rstd, y = x̂·w, grad_x = rstd·(gw - x̂·c) (a = 0: the mean's gradient is gone), grad_w as
+// above. The kernels take the kind as a template parameter (NormKind) and skip the mean, a and
+// the bias for rms; x - 0 and gw - 0 are exact, so every other rounding is layer norm's, and the
+// 16-bit rules below hold for both.
+//
 // Note [16-bit layer norm]
 // x of dtype T in f32, f64, f16 or bf16 computes in C = Compute<T> (f32 for the 16-bit types,
 // T otherwise); the weight and bias share one dtype P, which is T or, for a 16-bit T, f32 (as
@@ -32,6 +39,9 @@
 
 namespace ember::kernels {
 
+/// Which normalisation a row kernel computes (Note [RMS norm is layer norm without the mean]).
+enum class NormKind { layer, rms };
+
 /// The dtype an input of dtype `x` computes in, and mean and rstd are kept in: f32 for f16/bf16.
 inline DType layer_norm_compute_dtype(DType x) {
   return x == DType::f16 || x == DType::bf16 ? DType::f32 : x;
@@ -49,7 +59,8 @@ void dispatch_layer_norm_param(DType p, DType x, F&& f) {
   f(Tag<T>{});
 }
 
-/// rstd from the f64 sum of squared deviations of a row of n values.
+/// rstd from the f64 sum of squared deviations (from the mean, or from 0 for rms_norm) of a row
+/// of n values.
 EMBER_HD inline double layer_norm_rstd(double sq_dev_sum, int64_t n, double eps) {
 #if defined(__CUDA_ARCH__)
   return 1.0 / ::sqrt(sq_dev_sum / static_cast<double>(n) + eps);
@@ -70,7 +81,13 @@ EMBER_HD inline C layer_norm_affine(C h, C w, C b) {
   return h * w + b;
 }
 
-/// grad_x = rstd·(gw - a - x̂·c) with gw = grad_y·w and the row means a, c.
+/// y = x̂·w (rms_norm: no bias).
+template <typename C>
+EMBER_HD inline C rms_norm_scale(C h, C w) {
+  return h * w;
+}
+
+/// grad_x = rstd·(gw - a - x̂·c) with gw = grad_y·w and the row means a, c (rms_norm: a = 0).
 template <typename C>
 EMBER_HD inline C layer_norm_grad_x(C gw, C a, C h, C c, C rstd) {
   return rstd * (gw - a - h * c);

@@ -104,6 +104,7 @@ AutocastPolicy autocast_policy(Op op) {
     case Op::softmax:
     case Op::log_softmax:
     case Op::layer_norm:
+    case Op::rms_norm:
     case Op::batch_norm:
     case Op::interpolate:
     case Op::mse_loss:

@@ -1,5 +1,5 @@
-// src/ops/norm.cpp — batch_norm with fused kernels: checks, forward, running-stat update and
-// backward side by side.
+// src/ops/norm.cpp — batch_norm, layer_norm and rms_norm with fused kernels: checks, forward,
+// running-stat update and backward side by side.
 //
 // Shape letters: N batch, C channels (dim 1), S = the product of the dims after C,
 // M = N·S values per channel; r = 1/√(var + eps), x̂ = (x - mean)·r, y = x̂·w + b.
@@ -17,6 +17,8 @@
 //             eval (running stats are constants): dx = g·(w·r)
 //             dw = r·Σg(x - mean),  db = Σg
 // The running statistics use the unbiased variance (var·M/(M - 1)), as PyTorch.
+#include <limits>
+
 #include "ops/common.hpp"
 
 namespace ember {
@@ -159,11 +161,11 @@ backend::View vector_view(const Tensor& t, DType dtype) {
 
 bool is_half_float(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// The dtype layer_norm's weight and bias share (Note [16-bit layer norm] in
+// The dtype layer_norm's (or rms_norm's) weight and bias share (Note [16-bit layer norm] in
 // src/kernels/norm.hpp): x's dtype, or f32 for an f16/bf16 x, as PyTorch's mixed-type layer
 // norm; anything else is refused, naming both dtypes. Without either: x's.
-DType layer_norm_param_dtype(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const char* name = op_name(Op::layer_norm);
+DType layer_norm_param_dtype(Op op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* name = op_name(op);
   const DType xt = x.dtype();
   auto check = [&](const Tensor& p, const char* what) {
     if (!p.defined()) return;
@@ -180,6 +182,42 @@ DType layer_norm_param_dtype(const Tensor& x, const Tensor& weight, const Tensor
                 " (expected one dtype for both)");
   return weight.defined() ? weight.dtype() : bias.defined() ? bias.dtype() : xt;
 }
+
+// x's gradient in a norm's backward (wanted: `nx`): x's pending gradient when the engine handed
+// it over and the kernel can add to it (into_pending: the kernel's grad_x +=), else a fresh
+// tensor that the node accumulates itself (Note [Fused layer norm]).
+struct GradX {
+  Tensor t;
+  bool into_pending = false;
+};
+GradX grad_x_of(const GradList& gi, const Tensor& xs, bool nx) {
+  if (!nx) return {};
+  if (gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device())
+    return {gi[0], true};
+  return {ops::make_tensor(xs.shape(), xs.dtype(), xs.device()), false};
+}
+
+// layer_norm's and rms_norm's shape and device checks: x ends with normalized_shape, the
+// weight and bias (either undefined: left out) have that shape and x's device.
+void check_normalized(Op op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                      const Tensor& bias) {
+  const char* name = op_name(op);
+  const int k = normalized_shape.size();
+  EMBER_CHECK(k >= 1 && k <= x.dim(), name, ": normalized_shape ", normalized_shape.to_string(),
+              " does not fit input shape ", x.shape().to_string());
+  for (int i = 0; i < k; ++i)
+    EMBER_CHECK(x.shape()[x.dim() - k + i] == normalized_shape[i], name, ": input shape ",
+                x.shape().to_string(), " does not end with normalized_shape ",
+                normalized_shape.to_string());
+  auto check_param = [&](const Tensor& t, const char* what) {
+    if (!t.defined()) return;
+    EMBER_CHECK(t.shape() == normalized_shape, name, ": ", what, " shape ", t.shape().to_string(),
+                " (expected ", normalized_shape.to_string(), ")");
+    ops::check_same_device(name, x, t);
+  };
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+}
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
@@ -188,22 +226,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
     return layer_norm(c[0], normalized_shape, c[1], c[2], eps);
   const ops::OpScope op_scope(Op::layer_norm, x);
   ops::check_supported(Op::layer_norm, x);
-  const int k = normalized_shape.size();
-  EMBER_CHECK(k >= 1 && k <= x.dim(), op_name(Op::layer_norm), ": normalized_shape ",
-              normalized_shape.to_string(), " does not fit input shape ", x.shape().to_string());
-  for (int i = 0; i < k; ++i)
-    EMBER_CHECK(x.shape()[x.dim() - k + i] == normalized_shape[i], op_name(Op::layer_norm),
-                ": input shape ", x.shape().to_string(), " does not end with normalized_shape ",
-                normalized_shape.to_string());
-  if (weight.defined())
-    EMBER_CHECK(weight.shape() == normalized_shape, op_name(Op::layer_norm), ": weight shape ",
-                weight.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
-  if (bias.defined())
-    EMBER_CHECK(bias.shape() == normalized_shape, op_name(Op::layer_norm), ": bias shape ",
-                bias.shape().to_string(), " (expected ", normalized_shape.to_string(), ")");
-  if (weight.defined()) ops::check_same_device(op_name(Op::layer_norm), x, weight);
-  if (bias.defined()) ops::check_same_device(op_name(Op::layer_norm), x, bias);
-  const DType param_dtype = layer_norm_param_dtype(x, weight, bias);
+  check_normalized(Op::layer_norm, x, normalized_shape, weight, bias);
+  const DType param_dtype = layer_norm_param_dtype(Op::layer_norm, x, weight, bias);
   // Note [Fused layer norm]
   // One kernel per direction over [rows, n] instead of the ~8 forward and ~20 backward passes
   // of the composite. The forward reads x once and writes y once; the backward reads grad and
@@ -238,22 +262,77 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
          bshape = bias.defined() ? bias.shape() : Shape{}](const Tensor& g_in, GradList& gi) {
           // g in x's dtype: a root's gradient (y.backward(g)) may come in another.
           const Tensor xs = sx.get(), g = ops::cast_to(g_in, xs.dtype()).contiguous();
-          // x's pending gradient, when the engine handed it over and the kernel can add to it.
-          const bool into_pending =
-              nx && gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device();
-          Tensor gx;
-          if (nx) gx = into_pending ? gi[0] : ops::make_tensor(xs.shape(), xs.dtype(), xs.device());
+          const GradX gx = grad_x_of(gi, xs, nx);
           const Tensor gw =
               nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           const Tensor gb =
               nb ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           ops::backend_of(xs).layer_norm_backward(
-              rows_view(gx, flat), vector_view(gw, param_dtype), vector_view(gb, param_dtype),
+              rows_view(gx.t, flat), vector_view(gw, param_dtype), vector_view(gb, param_dtype),
               rows_view(g, flat), rows_view(xs, flat), ops::view_of(sm.get()),
-              ops::view_of(sr.get()), vector_view(sw.get(), param_dtype), into_pending);
-          if (nx && !into_pending) autograd::accumulate(gi[0], gx);
+              ops::view_of(sr.get()), vector_view(sw.get(), param_dtype), gx.into_pending);
+          if (nx && !gx.into_pending) autograd::accumulate(gi[0], gx.t);
           if (nw) gi[1] = gw.reshape(wshape);
           if (nb) gi[2] = gb.reshape(bshape);
+        });
+    node.accumulates = 1u;  // edge 0: x
+  }
+  return y;
+}
+
+namespace {
+// torch.finfo(t).eps, rms_norm's default eps.
+double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::f64: return std::numeric_limits<double>::epsilon();
+    case DType::f16: return 0.0009765625;  // 2^-10
+    case DType::bf16: return 0.0078125;    // 2^-7
+    default: return std::numeric_limits<float>::epsilon();
+  }
+}
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
+  if (const auto c = ops::autocast(Op::rms_norm, {&x, &weight}))
+    return rms_norm(c[0], normalized_shape, c[1], eps);
+  ops::check_defined(op_name(Op::rms_norm), x);
+  const ops::OpScope op_scope(Op::rms_norm, x);
+  ops::check_supported(Op::rms_norm, x);
+  check_normalized(Op::rms_norm, x, normalized_shape, weight, Tensor());
+  const DType param_dtype = layer_norm_param_dtype(Op::rms_norm, x, weight, Tensor());
+  const double e = eps ? *eps : machine_epsilon(x.dtype());
+  // Note [Fused layer norm], without the mean and the bias (Note [RMS norm is layer norm without
+  // the mean] in src/kernels/norm.hpp): one kernel per direction, rstd saved in the compute
+  // dtype, x's pending gradient accumulated into by the backward's kernel.
+  const int64_t n = normalized_shape.numel();
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  const Tensor xc = x.contiguous();
+  const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+  Tensor y = ops::make_tensor(x.shape(), x.dtype(), x.device());
+  const DType stats_dtype = is_half_float(x.dtype()) ? DType::f32 : x.dtype();
+  Tensor rstd = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
+  const Shape flat{rows, n};
+  if (rows > 0)
+    ops::backend_of(x).rms_norm_forward(rows_view(y, flat), ops::view_of(rstd), rows_view(xc, flat),
+                                        vector_view(w, param_dtype), e);
+  if (autograd::needs_grad(x, weight)) {
+    const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
+    autograd::Node& node = autograd::record(
+        Op::rms_norm, y, {&x, &weight},
+        [sx = SavedTensor(xc), sr = SavedTensor(rstd), sw = SavedTensor(w), flat, nx, nw,
+         param_dtype,
+         wshape = weight.defined() ? weight.shape() : Shape{}](const Tensor& g_in, GradList& gi) {
+          const Tensor xs = sx.get(), g = ops::cast_to(g_in, xs.dtype()).contiguous();
+          const GradX gx = grad_x_of(gi, xs, nx);
+          const Tensor gw =
+              nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
+          ops::backend_of(xs).rms_norm_backward(
+              rows_view(gx.t, flat), vector_view(gw, param_dtype), rows_view(g, flat),
+              rows_view(xs, flat), ops::view_of(sr.get()), vector_view(sw.get(), param_dtype),
+              gx.into_pending);
+          if (nx && !gx.into_pending) autograd::accumulate(gi[0], gx.t);
+          if (nw) gi[1] = gw.reshape(wshape);
         });
     node.accumulates = 1u;  // edge 0: x
   }
