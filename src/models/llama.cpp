@@ -8,7 +8,9 @@
 // high_freq_factor) and blends the band between. Angles are position · inv_freq in f32 (a
 // position's angle in bf16 would be wrong by whole radians past a few hundred tokens), their
 // cos and sin are cast to the activations' dtype, and a head's two halves rotate together
-// (transformers' rotate_half layout, not interleaved pairs): x·cos + [-x₂, x₁]·sin.
+// (transformers' rotate_half layout, not interleaved pairs): x·cos + [-x₂, x₁]·sin, one
+// rotary_embedding kernel per q and k (f32: bitwise transformers' formula; f16/bf16: each pair
+// computed in f32 and rounded once, where transformers rounds each product and the sum).
 #include "ember/models/llama.hpp"
 
 #include <cmath>
@@ -197,9 +199,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     };
     // Note [Rotary embedding as transformers computes it].
     auto rotate = [&](const Tensor& t) {
-      const std::vector<Tensor> halves = split(t, hd_ / 2, -1);
       const auto& [c, s] = rotary.as(t.dtype());
-      return t * c + cat({neg(halves[1]), halves[0]}, -1) * s;
+      return rotary_embedding(t, c, s);  // reads the head-transposed view in place
     };
     const Tensor q = rotate(heads(q_proj_(h), heads_));
     const Tensor k = rotate(heads(k_proj_(h), kv_heads_));

@@ -1,10 +1,8 @@
-// src/nn/norm_more.cpp — GroupNorm, InstanceNorm1d/2d and RMSNorm, composed from layer_norm,
-// mean, var and rsqrt (src/ops), so autograd supplies every backward.
+// src/nn/norm_more.cpp — GroupNorm and InstanceNorm1d/2d, composed from layer_norm, mean, var
+// and rsqrt (src/ops), so autograd supplies every backward; RMSNorm, the rms_norm op.
 //
 // GroupNorm and the instance statistics both reduce to one layer_norm over the last dim of a
 // reshaped view: [N, C, *] -> [N, G, C/G·*] (groups) or [N, C, *] (instances).
-#include <limits>
-
 #include "ember/autograd.hpp"
 #include "ember/nn/norm.hpp"
 #include "nn/py_repr.hpp"
@@ -159,22 +157,7 @@ Tensor RMSNormImpl::forward(const Tensor& x) {
   EMBER_CHECK(fits, "RMSNorm(", pyrepr::py_tuple(ns), "): input shape ",
               x.defined() ? x.shape().to_string() : "undefined", " (expected trailing dims ",
               ns.to_string(), ")");
-  double eps = 0.0;
-  if (options_.eps) {
-    eps = *options_.eps;
-  } else {
-    switch (x.dtype()) {
-      case DType::f64: eps = std::numeric_limits<double>::epsilon(); break;
-      case DType::f16: eps = 0.0009765625; break;  // 2^-10
-      case DType::bf16: eps = 0.0078125; break;    // 2^-7
-      default: eps = std::numeric_limits<float>::epsilon(); break;
-    }
-  }
-  std::vector<int64_t> dims;
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
-  Tensor y = mul(x, rsqrt(add(mean(square(x), Shape(dims), true), eps)));
-  if (weight_.defined()) y = mul(y, weight_);
-  return y;
+  return rms_norm(x, ns, weight_, options_.eps);  // one fused kernel per direction
 }
 
 json RMSNormImpl::options() const {
