@@ -11,12 +11,14 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "data/xoshiro.hpp"
 #include "ember/autograd.hpp"
 
 namespace ember::data {
@@ -25,15 +27,7 @@ namespace ember::data {
 
 namespace {
 
-// splitmix64 (Steele, Lea, Flood 2014): a seed mixer and small generator.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// xoshiro256** (Blackman, Vigna 2018), seeded from (seed, epoch) through splitmix64.
+// xoshiro256** seeded from (seed, epoch) through splitmix64.
 class Xoshiro256 {
  public:
   Xoshiro256(uint64_t seed, uint64_t stream) {
@@ -42,30 +36,9 @@ class Xoshiro256 {
     sm = key ^ (stream * 0xD1B54A32D192ED03ull);
     for (uint64_t& word : s_) word = splitmix64(sm);
   }
-
-  uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
-
-  /// Uniform in [0, bound) without modulo bias: draws below 2^64 mod bound are rejected.
-  uint64_t below(uint64_t bound) {
-    const uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
-    for (;;) {
-      const uint64_t x = next();
-      if (x >= threshold) return x % bound;
-    }
-  }
+  uint64_t below(uint64_t bound) { return xoshiro256_below(s_, bound); }
 
  private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
 
@@ -144,6 +117,70 @@ struct DataLoader::Prefetcher {
   }
 };
 
+// ---- the example workers (Note [Parallel examples] in dataloader.hpp) ----
+
+struct DataLoader::Workers {
+  std::vector<std::thread> threads;
+  std::mutex mutex;
+  std::condition_variable wake, finished;
+  const std::function<void(int64_t)>* job = nullptr;
+  int64_t count = 0, next = 0, done = 0;
+  std::vector<std::exception_ptr> errors;
+  bool stop = false;
+
+  explicit Workers(int n) {
+    threads.reserve(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) threads.emplace_back([this] { loop(); });
+  }
+
+  ~Workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    for (std::thread& t : threads) t.join();
+  }
+
+  void loop() {
+    NoGradGuard no_grad;  // grad mode is per thread; examples never record a graph
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return stop || next < count; });
+      if (stop) return;
+      const int64_t i = next++;
+      const std::function<void(int64_t)>& fn = *job;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        fn(i);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      errors[static_cast<size_t>(i)] = error;
+      if (++done == count) finished.notify_all();
+    }
+  }
+
+  // Runs fn(0) .. fn(n - 1) on the workers and waits for all of them; re-throws the error of
+  // the lowest i that failed.
+  void run(int64_t n, const std::function<void(int64_t)>& fn) {
+    std::unique_lock<std::mutex> lock(mutex);
+    job = &fn;
+    errors.assign(static_cast<size_t>(n), nullptr);
+    count = n;
+    next = 0;
+    done = 0;
+    wake.notify_all();
+    finished.wait(lock, [&] { return done == count; });
+    count = next = done = 0;
+    job = nullptr;
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+};
+
 // ---- DataLoader ----
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
@@ -151,6 +188,9 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   EMBER_CHECK(dataset_ != nullptr, "DataLoader: the dataset is null (expected a dataset)");
   EMBER_CHECK(options_.batch_size >= 1, "DataLoader: batch_size is ", options_.batch_size,
               " (expected >= 1)");
+  EMBER_CHECK(options_.num_workers >= 0 && options_.num_workers <= 1024,
+              "DataLoader: num_workers is ", options_.num_workers,
+              " (expected 0 to 1024; 0 makes batches on one thread)");
 }
 
 DataLoader::~DataLoader() { stop_worker(); }
@@ -229,7 +269,16 @@ Example DataLoader::make_batch(const std::vector<int64_t>& order, int64_t batch,
                                std::optional<Device> device) const {
   const int64_t n = static_cast<int64_t>(order.size()), b = options_.batch_size;
   const int64_t first = batch * b, last = std::min(n, first + b);
-  Example out = dataset_->get_batch(std::span<const int64_t>(order.data() + first, last - first));
+  const std::span<const int64_t> rows(order.data() + first, static_cast<size_t>(last - first));
+  Example out;
+  if (workers_) {  // Note [Parallel examples]
+    std::vector<Example> examples(rows.size());
+    workers_->run(static_cast<int64_t>(rows.size()),
+                  [&](int64_t i) { examples[static_cast<size_t>(i)] = dataset_->get(rows[i]); });
+    out = collate(std::move(examples));
+  } else {
+    out = dataset_->get_batch(rows);
+  }
   if (device) {
     if (out.input.defined() && out.input.device() != *device) out.input = out.input.to(*device);
     if (out.target.defined() && out.target.device() != *device) out.target = out.target.to(*device);
@@ -264,6 +313,9 @@ void DataLoader::start_epoch(std::optional<Device> device) {
   }
   order_ = std::make_shared<const std::vector<int64_t>>(std::move(order));
   active_ = true;
+  dataset_->begin_epoch(epoch_);  // no batch is being made: the worker was stopped above
+  if (options_.num_workers > 0 && !workers_)
+    workers_ = std::make_shared<Workers>(options_.num_workers);
   if (options_.prefetch && position_ < num_batches()) {
     worker_ = std::make_unique<Prefetcher>();
     Prefetcher* w = worker_.get();
@@ -325,8 +377,9 @@ std::string DataLoader::to_string() const {
   out << "DataLoader(size=" << size() << ", batch_size=" << options_.batch_size
       << ", batches=" << num_batches() << ", shuffle=" << yes_no(options_.shuffle);
   if (options_.shuffle) out << ", seed=" << options_.seed;
-  out << ", drop_last=" << yes_no(options_.drop_last) << ", prefetch=" << yes_no(options_.prefetch)
-      << ", epoch=" << epoch_ << ", position=" << position_;
+  out << ", drop_last=" << yes_no(options_.drop_last) << ", prefetch=" << yes_no(options_.prefetch);
+  if (options_.num_workers > 0) out << ", num_workers=" << options_.num_workers;
+  out << ", epoch=" << epoch_ << ", position=" << position_;
   if (options_.device) out << ", device=" << options_.device->str();
   out << ")";
   return out.str();

@@ -18,23 +18,33 @@ std::vector<Tensor> Example::inputs() const {
 Example Dataset::get_batch(std::span<const int64_t> indices) const {
   EMBER_CHECK(!indices.empty(), "Dataset::get_batch: no indices (expected at least one)");
   const int64_t n = size();
-  std::vector<Tensor> inputs, targets;
-  std::vector<std::vector<Tensor>> extras;
-  inputs.reserve(indices.size());
-  targets.reserve(indices.size());
+  std::vector<Example> examples;
+  examples.reserve(indices.size());
   for (const int64_t i : indices) {
     EMBER_CHECK(i >= 0 && i < n, "Dataset::get_batch: index ", i,
                 " is out of range (expected 0 to ", n - 1, ")");
-    Example e = get(i);
-    EMBER_CHECK(e.input.defined(), "Dataset::get_batch: example ", i, " has no input");
+    examples.push_back(get(i));
+  }
+  return collate(std::move(examples));
+}
+
+Example collate(std::vector<Example> examples) {
+  EMBER_CHECK(!examples.empty(), "collate: no examples (expected at least one)");
+  std::vector<Tensor> inputs, targets;
+  std::vector<std::vector<Tensor>> extras;
+  inputs.reserve(examples.size());
+  targets.reserve(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    Example& e = examples[i];
+    EMBER_CHECK(e.input.defined(), "collate: the batch's example ", i, " has no input");
     // Either every example has a target or none has.
     EMBER_CHECK(inputs.empty() || e.target.defined() == !targets.empty(),
-                "Dataset::get_batch: example ", i,
+                "collate: the batch's example ", i,
                 e.target.defined() ? " has a target but earlier examples have none"
                                    : " has no target but earlier examples have one");
     // Every example has as many inputs as the first.
     EMBER_CHECK(inputs.empty() || e.extra_inputs.size() == extras.size(),
-                "Dataset::get_batch: example ", i, " has ", e.extra_inputs.size() + 1,
+                "collate: the batch's example ", i, " has ", e.extra_inputs.size() + 1,
                 " inputs but earlier examples have ", extras.size() + 1);
     if (inputs.empty()) extras.resize(e.extra_inputs.size());
     for (size_t k = 0; k < extras.size(); ++k) extras[k].push_back(std::move(e.extra_inputs[k]));

@@ -22,6 +22,17 @@
 // those next to (epoch, position) and load_state() refuses a state taken with others,
 // naming each difference (prefetch and device do not change the batches and are not
 // recorded). Checkpoints store state() (ember.dataloader, docs/checkpoints.md).
+//
+// Note [Parallel examples]
+// With num_workers = N >= 1 the examples of a batch are made by N worker threads owned by
+// the loader (started at the first batch, kept across epochs): each takes the next index not
+// yet taken, calls dataset->get(i) and puts the example in its slot, and the batch is
+// collate() of the slots in order, so what each thread did leaves no trace. An error is the
+// one of the batch's first failing example. Before an epoch's first batch the loader calls
+// dataset->begin_epoch(epoch), with or without workers, so a dataset that augments at random
+// (ImageFolder) can seed each example from (seed, epoch, index): batches then depend on
+// neither N nor timing, and a resumed run sees the augmentations an uninterrupted one would.
+// N counts decoding threads only: the prefetch thread waits while they work.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +58,10 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   /// Assemble the next batch on a background thread while the caller uses this one.
   bool prefetch = true;
+  /// Threads that make a batch's examples in parallel (Note [Parallel examples]). 0: the
+  /// batch is dataset->get_batch(indices) on one thread; N >= 1: dataset->get(i) for each
+  /// index on N threads the loader owns, then collate(). The batches are the same for any N.
+  int num_workers = 0;
   /// When set, batches are moved to this device (on the prefetch thread when prefetching).
   /// fit() and evaluate() ignore it: they deliver batches to the model's device (begin_on).
   std::optional<Device> device = std::nullopt;
@@ -138,8 +153,8 @@ class DataLoader {
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
 
   /// A one-line summary: "DataLoader(size=60000, batch_size=64, batches=938, shuffle=True,
-  /// seed=1, drop_last=False, prefetch=True, epoch=0, position=0)" (", device=cuda:0" when
-  /// batches are moved).
+  /// seed=1, drop_last=False, prefetch=True, epoch=0, position=0)" (", num_workers=2" with
+  /// workers, ", device=cuda:0" when batches are moved).
   std::string to_string() const;
 
   /// Indices of batch `batch` of epoch `epoch` (what that batch's rows are taken from).
@@ -147,6 +162,7 @@ class DataLoader {
 
  private:
   struct Prefetcher;
+  struct Workers;
 
   void start_epoch(std::optional<Device> device);
   void stop_worker();
@@ -162,6 +178,7 @@ class DataLoader {
   std::shared_ptr<const std::vector<int64_t>> order_;  // this epoch's order (while iterating)
   std::optional<Device> target_;                       // where this iteration's batches go
   std::unique_ptr<Prefetcher> worker_;
+  std::shared_ptr<Workers> workers_;  // num_workers threads, made at the first batch
   Example current_;
   bool active_ = false;  // an iteration is in progress
 };

@@ -48,9 +48,18 @@ class Dataset {
   /// Example `index` (0 <= index < size()).
   virtual Example get(int64_t index) const = 0;
   /// The examples at `indices` with a leading batch dim. The default stacks get(i) for each
-  /// index; override it when a whole batch can be gathered at once.
+  /// index (collate); override it when a whole batch can be gathered at once.
   virtual Example get_batch(std::span<const int64_t> indices) const;
+  /// DataLoader calls it before it assembles any batch of epoch `epoch` (also when resuming
+  /// mid-epoch), while no batch is being assembled. A dataset whose examples depend on the
+  /// epoch (random augmentation: ImageFolder) records it; the default ignores it.
+  virtual void begin_epoch(int64_t epoch) { (void)epoch; }
 };
+
+/// Stacks examples into a batch (what the default get_batch does with get(i)): every tensor
+/// gains a leading batch dim. Throws when some examples have a target and others not, or
+/// their input counts differ. Example: Example b = collate({ds.get(0), ds.get(1)});
+Example collate(std::vector<Example> examples);
 
 /// Examples are rows (first-dim slices) of `inputs` and `targets`.
 /// Example: data::TensorDataset ds(images, labels);   // images [N, 784], labels [N]

@@ -72,6 +72,8 @@ class DistributedShard : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   Example get(int64_t index) const override;
   Example get_batch(std::span<const int64_t> indices) const override;
+  /// Passes the loader's epoch on to the base dataset (its augmentations), not to the shard.
+  void begin_epoch(int64_t epoch) override { base_->begin_epoch(epoch); }
   const DistributedSampler& sampler() const { return sampler_; }
   /// The base indices of this epoch's shard.
   const std::vector<int64_t>& indices() const { return indices_; }
