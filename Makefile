@@ -32,6 +32,9 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=pri
 DEPS := build-essential cmake ninja-build clang-format libopenblas-dev libopenblas0-pthread libgtest-dev \
         nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist \
         openmpi-bin libopenmpi-dev
+# oneDNN (libdnnl-dev: its headers and libdnnl.so.2): the CPU convolutions, opened with dlopen
+# at the first one (docs/layers.md, "Convolution backends"); without it they run im2col + GEMM.
+DEPS += libdnnl-dev
 # The tests also check PyTorch interop (io.interop_torch: torch reads ember's files and ember
 # reads torch's), so make test installs python3-torch.
 TEST_DEPS := python3-torch

@@ -6,6 +6,7 @@
 #include "ember/autograd.hpp"
 #include "ember/catalogue.hpp"
 #include "ember/checkpoint.hpp"
+#include "ember/conv_backend.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"
 #include "ember/error.hpp"

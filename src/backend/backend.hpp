@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "backend/attention.hpp"
+#include "backend/conv_library.hpp"
 #include "ember/catalogue.hpp"
 #include "ember/device.hpp"
 #include "ember/dtype.hpp"

@@ -1,6 +1,9 @@
 // src/ops/conv.cpp — the conv family (2-D windows): conv2d (shape checks, forward and backward:
 // grad input, weight, bias), then max_pool2d and avg_pool2d.
 //
+// conv2d first offers the convolution to the device's library (oneDNN, cuDNN: Note [Which
+// convolution path runs] in conv_library.cpp); the im2col path below runs when it declines.
+//
 // Shape letters: N batch, C input channels, O output channels, G groups, Cg = C/G, Og = O/G,
 // kh×kw kernel, K = Cg·kh·kw (one output's receptive field), H×W input, oh×ow output,
 // L = oh·ow, and nb the images of one chunk.
@@ -35,6 +38,7 @@
 // of ones appended, so the bias costs one more GEMM step instead of a pass over the output
 // (for a 3×3 convolution of one channel, that pass would cost more than the GEMM). Grouped
 // convolutions add the bias in one broadcast pass at the end.
+#include "ops/conv_library.hpp"
 #include "ops/window2d.hpp"
 
 namespace ember {
@@ -352,6 +356,34 @@ ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor&
   return r;
 }
 
+// The plan's convolution for the library slots (Note [Which convolution path runs] in
+// conv_library.cpp): a unit height with a unit kernel height and no padding there (conv1d's
+// form) is the 1-D geometry.
+backend::ConvGeometry geometry_of(const ConvPlan& p, const Tensor& x) {
+  const backend::Window2d& w = p.win;
+  backend::ConvGeometry g;
+  g.dtype = x.dtype();
+  g.device = x.device().index;
+  g.batch = w.batch;
+  g.in_channels = w.channels;
+  g.out_channels = p.out_channels;
+  g.groups = p.groups;
+  const bool one_d = w.height == 1 && w.kernel_h == 1 && w.pad_h == 0 && w.out_h == 1;
+  g.spatial = one_d ? 1 : 2;
+  const int64_t in[] = {w.height, w.width}, k[] = {w.kernel_h, w.kernel_w},
+                out[] = {w.out_h, w.out_w}, s[] = {w.stride_h, w.stride_w},
+                pad[] = {w.pad_h, w.pad_w}, d[] = {w.dilation_h, w.dilation_w};
+  for (int i = one_d ? 1 : 0, j = 0; i < 2; ++i, ++j) {
+    g.input[j] = in[i];
+    g.kernel[j] = k[i];
+    g.output[j] = out[i];
+    g.stride[j] = s[i];
+    g.padding[j] = pad[i];
+    g.dilation[j] = d[i];
+  }
+  return g;
+}
+
 Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d stride,
                  Size2d padding, Size2d dilation, int64_t groups) {
   const ConvPlan p = plan_conv(x, weight, bias, stride, padding, dilation, groups);
@@ -361,6 +393,23 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
     NoGradGuard no_grad;  // the contiguous copies are data for the kernels, not graph
     xc = x.contiguous();
     wc = weight.contiguous();
+  }
+  Tensor library = ops::conv_through_library(
+      {.op = Op::conv2d,
+       .geo = geometry_of(p, x),
+       .x = &x,
+       .weight = &weight,
+       .bias = &bias,
+       .xc = xc,
+       .wc = wc,
+       .out_shape = {p.win.batch, p.out_channels, p.win.out_h, p.win.out_w}},
+      [p](const Tensor& g, const Tensor& xs, const Tensor& ws, bool nx, bool nw) {
+        ConvGrads r = conv_backward(p, g, xs, ws, nx, nw);
+        return ops::ConvGradients{r.input, r.weight};
+      });
+  if (library.defined()) return library;
+  {
+    NoGradGuard no_grad;
     out = conv_forward(p, xc, wc, bias);
   }
   if (autograd::needs_grad(x, weight, bias)) {

@@ -19,6 +19,7 @@
 // Shape letters: N batch, C channels, L length, D×H×W input, oD×oh×ow output, k kernel.
 #include <cmath>
 
+#include "ops/conv_library.hpp"
 #include "ops/window2d.hpp"
 
 namespace ember {
@@ -154,7 +155,106 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2d 
 // For one kernel depth a those are one strided slice xs_a [N, C, oD, H, W]; folding oD into
 // the batch, conv2d(xs_a, W[:, :, a]) gives kernel depth a's share of every output slice, and
 // the output is the sum over a. kd conv2d calls, each over N·oD images; zero padding of H and
-// W is conv2d's, the depth padding an explicit pad.
+// W is conv2d's, the depth padding an explicit pad. This is conv3d's im2col path; the library
+// path (Note [Which convolution path runs] in conv_library.cpp) is tried first.
+namespace {
+
+// conv3d without bias over a 5-D x whose arguments are checked; od: the output depth.
+Tensor conv3d_composite(const Tensor& x, const Tensor& weight, Size3d stride, Size3d padding,
+                        Size3d dilation, int64_t groups, int64_t od) {
+  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[3], w = x.shape()[4];
+  const int64_t o = weight.shape()[0], kd = weight.shape()[2];
+  const Tensor xp = padding.d > 0 ? pad(x, {0, 0, 0, 0, padding.d, padding.d}) : x;
+  Tensor acc;
+  for (int64_t a = 0; a < kd; ++a) {
+    const int64_t start = a * dilation.d;
+    Tensor xs = xp.slice(2, start, start + (od - 1) * stride.d + 1, stride.d)
+                    .permute({0, 2, 1, 3, 4})
+                    .reshape({n * od, c, h, w});
+    Tensor y = conv2d(xs, weight.select(2, a), Tensor(), Size2d(stride.h, stride.w),
+                      Size2d(padding.h, padding.w), Size2d(dilation.h, dilation.w), groups);
+    acc = acc.defined() ? acc + y : y;
+  }
+  return acc.reshape({n, od, o, acc.shape()[2], acc.shape()[3]}).permute({0, 2, 1, 3, 4});
+}
+
+// The gradients of conv3d_composite at (x, weight) for grad_out, by differentiating it: the
+// library path's fallback when its backward declines a part.
+ops::ConvGradients conv3d_composite_grads(const Tensor& grad_out, const Tensor& x,
+                                          const Tensor& weight, bool need_x, bool need_w,
+                                          Size3d stride, Size3d padding, Size3d dilation,
+                                          int64_t groups) {
+  struct GradMode {
+    bool previous = grad_mode_enabled();
+    GradMode() { set_grad_mode(true); }
+    ~GradMode() { set_grad_mode(previous); }
+  } grad_mode;
+  Tensor xd = x.detach(), wd = weight.detach();
+  xd.requires_grad_(need_x);
+  wd.requires_grad_(need_w);
+  const Tensor y = conv3d_composite(xd, wd, stride, padding, dilation, groups, grad_out.shape()[2]);
+  std::vector<Tensor> inputs;
+  if (need_x) inputs.push_back(xd);
+  if (need_w) inputs.push_back(wd);
+  const std::vector<Tensor> g = grad({y}, inputs, {grad_out});
+  return {need_x ? g[0] : Tensor(), need_w ? g.back() : Tensor()};
+}
+
+// conv3d through the device's library (Note [Which convolution path runs]); undefined when it
+// declines, or when an argument is one the composite path reports (dtypes, devices, sizes).
+Tensor conv3d_library(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
+                      Size3d padding, Size3d dilation, int64_t groups, int64_t od) {
+  const bool same = weight.dtype() == x.dtype() && weight.device() == x.device() &&
+                    (!bias.defined() || (bias.dtype() == x.dtype() && bias.device() == x.device()));
+  const int64_t s[] = {stride.d, stride.h, stride.w}, p[] = {padding.d, padding.h, padding.w},
+                d[] = {dilation.d, dilation.h, dilation.w};
+  backend::ConvGeometry g;
+  g.dtype = x.dtype();
+  g.device = x.device().index;
+  g.spatial = 3;
+  g.batch = x.size(0);
+  g.in_channels = x.size(1);
+  g.out_channels = weight.size(0);
+  g.groups = groups;
+  for (int i = 0; i < 3; ++i) {
+    g.input[i] = x.size(i + 2);
+    g.kernel[i] = weight.size(i + 2);
+    g.stride[i] = s[i];
+    g.padding[i] = p[i];
+    g.dilation[i] = d[i];
+    const int64_t span = d[i] * (g.kernel[i] - 1) + 1, padded = g.input[i] + 2 * p[i];
+    if (g.kernel[i] < 1 || span > padded) return Tensor();
+    g.output[i] = (padded - span) / s[i] + 1;
+  }
+  if (!same || g.output[0] != od) return Tensor();
+  Tensor xc, wc;
+  {
+    NoGradGuard no_grad;
+    xc = x.contiguous();
+    wc = weight.contiguous();
+  }
+  return ops::conv_through_library(
+      {.op = Op::conv3d,
+       .geo = g,
+       .x = &x,
+       .weight = &weight,
+       .bias = &bias,
+       .xc = xc,
+       .wc = wc,
+       .out_shape = {g.batch, g.out_channels, g.output[0], g.output[1], g.output[2]}},
+      [=, xshape = x.shape(), wshape = weight.shape()](const Tensor& gr, const Tensor& xs,
+                                                       const Tensor& ws, bool nx, bool nw) {
+        // The node keeps x only for the weight's gradient and the weight only for x's; the
+        // other one's values do not enter a bilinear op's gradient, so zeros stand in.
+        const TensorOptions o{.dtype = gr.dtype(), .device = gr.device()};
+        return conv3d_composite_grads(gr, xs.defined() ? xs : zeros(xshape, o),
+                                      ws.defined() ? ws : zeros(wshape, o), nx, nw, stride, padding,
+                                      dilation, groups);
+      });
+}
+
+}  // namespace
+
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
               Size3d padding, Size3d dilation, int64_t groups) {
   const ops::UserOp user(Op::conv3d, {&x, &weight, &bias});
@@ -171,31 +271,21 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
               ", ", padding.h, ", ", padding.w, "), dilation (", dilation.d, ", ", dilation.h, ", ",
               dilation.w, ") (expected strides and dilations >= 1, paddings >= 0)");
   const Shape& ws = weight.shape();
-  const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[3], w = x.shape()[4];
   const int64_t o = ws[0], kd = ws[2];
   const int64_t depth = x.shape()[2] + 2 * padding.d, eff_d = dilation.d * (kd - 1) + 1;
   EMBER_CHECK(kd >= 1 && eff_d <= depth, op, ": kernel depth ", kd, " (dilated ", eff_d,
               ") is larger than the padded input depth ", depth, " (input shape ",
               x.shape().to_string(), ")");
   const int64_t od = (depth - eff_d) / stride.d + 1;
-  const Tensor xp = padding.d > 0 ? pad(x, {0, 0, 0, 0, padding.d, padding.d}) : x;
-  Tensor acc;
-  for (int64_t a = 0; a < kd; ++a) {
-    const int64_t start = a * dilation.d;
-    Tensor xs = xp.slice(2, start, start + (od - 1) * stride.d + 1, stride.d)
-                    .permute({0, 2, 1, 3, 4})
-                    .reshape({n * od, c, h, w});
-    Tensor y = conv2d(xs, weight.select(2, a), Tensor(), Size2d(stride.h, stride.w),
-                      Size2d(padding.h, padding.w), Size2d(dilation.h, dilation.w), groups);
-    acc = acc.defined() ? acc + y : y;
-  }
-  Tensor out = acc.reshape({n, od, o, acc.shape()[2], acc.shape()[3]}).permute({0, 2, 1, 3, 4});
-  if (bias.defined()) {
+  if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.shape()[0] == o, op, ": bias shape ",
                 bias.shape().to_string(), " (expected [", o, "] for weight shape ", ws.to_string(),
                 ")");
-    out = out + bias.reshape({1, o, 1, 1, 1});
-  }
+  if (Tensor y = conv3d_library(x, weight, bias, stride, padding, dilation, groups, od);
+      y.defined())
+    return y;
+  Tensor out = conv3d_composite(x, weight, stride, padding, dilation, groups, od);
+  if (bias.defined()) out = out + bias.reshape({1, o, 1, 1, 1});
   return out.contiguous();
 }
 

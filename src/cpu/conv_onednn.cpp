@@ -1,0 +1,491 @@
+// src/cpu/conv_onednn.cpp — the CPU's library convolution slots (conv_library_forward,
+// conv_library_backward_data, conv_library_backward_filter, conv_library_status): oneDNN's
+// convolution primitives, opened at run time (onednn_loader.hpp).
+//
+// Geometry and layouts are ConvGeometry's (src/backend/conv_library.hpp): x [N, C, in...],
+// weight [O, C/G, k...] (oneDNN's grouped form [G, O/G, C/G, k...] is the same memory), out
+// [N, O, out...], all contiguous. Each primitive is created with format `any` for its
+// activations and weights, so oneDNN picks its blocked layouts (nChw16c on AVX-512); the
+// operands whose layout differs from ember's are reordered into a Pass-pool buffer before the
+// call (inputs) or out of it after (outputs). A primitive whose only implementation is
+// oneDNN's reference kernel ("ref:any") is declined: im2col + OpenBLAS is far faster.
+//
+// Note [oneDNN primitives are built once]
+// Creating a primitive (descriptor, implementation search, JIT) costs tens of microseconds
+// to milliseconds, so each one is built once per (kind, geometry, dtype, bias, ReLU, thread
+// count) and kept for the process, together with its reorders, in `cache()`; a geometry
+// oneDNN declines is remembered too, with its reason. oneDNN's own primitive cache (capacity
+// 1024 by default, reported by conv_library_status) sits below and is not relied on.
+//
+// Note [oneDNN's threads are ember's]
+// Debian's oneDNN 2.6 runs its parallel regions on OpenMP (libgomp), a second thread system
+// beside ember's pool and OpenBLAS's. Three rules keep them from oversubscribing the cores
+// (ARCHITECTURE §5): before each call the calling thread's OpenMP thread count is set to
+// ember's (omp_set_num_threads, from oneDNN's own handle); ember's idle workers are parked
+// first (park_workers, as before OpenBLAS); and the thread count is part of the primitive's
+// key, since oneDNN fixes a primitive's work split when it is created. The OpenMP team's
+// threads spin briefly after a region (libgomp's default), which costs ember's pool nothing
+// because its workers are parked by then.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cpu/onednn_loader.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ember/error.hpp"
+
+namespace ember::cpu {
+
+using backend::ConvBackwardArgs;
+using backend::ConvForwardArgs;
+using backend::ConvGeometry;
+using backend::ConvLibraryStatus;
+
+#if defined(EMBER_HAVE_ONEDNN_HEADERS)
+namespace {
+
+enum class Kind : int64_t { forward, backward_data, backward_weights };
+
+// One argument of a primitive: ember's plain layout, the primitive's, and the reorder between
+// them (user → primitive for inputs, primitive → user for outputs; null when they agree).
+struct Operand {
+  int arg = 0;  // DNNL_ARG_*
+  bool output = false;
+  dnnl_memory_desc_t user{}, prim{};
+  dnnl_primitive_t reorder = nullptr;
+};
+
+// A built primitive and its reorders, or the reason oneDNN declined the geometry.
+struct Primitive {
+  dnnl_primitive_t prim = nullptr;
+  std::vector<Operand> operands;
+  dnnl_memory_desc_t scratchpad{};
+  size_t scratchpad_bytes = 0;
+  std::string impl;   // oneDNN's implementation name ("brg:avx512_core", "jit:avx2", ...)
+  std::string error;  // non-empty: declined
+};
+
+const OnednnApi& api() { return *onednn_api(nullptr); }
+
+std::string status_name(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    default: return "status " + std::to_string(static_cast<int>(s));
+  }
+}
+
+// A failed oneDNN call while building: the geometry is declined with this message.
+struct Declined {
+  std::string why;
+};
+void check(dnnl_status_t s, const char* what) {
+  if (s != dnnl_success) throw Declined{std::string(what) + ": " + status_name(s)};
+}
+
+dnnl_data_type_t dnnl_type(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl_f32;
+    case DType::bf16: return dnnl_bf16;
+    case DType::f16: return dnnl_f16;
+    default: return dnnl_data_type_undef;
+  }
+}
+
+dnnl_format_tag_t plain_tag(int ndims) {
+  switch (ndims) {
+    case 1: return dnnl_a;
+    case 3: return dnnl_abc;
+    case 4: return dnnl_abcd;
+    case 5: return dnnl_abcde;
+    default: return dnnl_abcdef;
+  }
+}
+
+dnnl_memory_desc_t md(std::vector<int64_t> dims, DType dtype, bool any) {
+  dnnl_memory_desc_t d{};
+  check(api().memory_desc_init_by_tag(&d, static_cast<int>(dims.size()), dims.data(),
+                                      dnnl_type(dtype),
+                                      any ? dnnl_format_tag_any : plain_tag(dims.size())),
+        "dnnl_memory_desc_init_by_tag");
+  return d;
+}
+
+// The descriptors of one convolution geometry (format `any` where oneDNN may choose).
+struct Descs {
+  dnnl_memory_desc_t src, weights, bias, dst;
+  dnnl_memory_desc_t src_user, weights_user, dst_user;
+  dnnl_dims_t strides{}, dilates{}, pad_l{}, pad_r{};
+};
+
+Descs descs_of(const ConvGeometry& g) {
+  Descs d{};
+  const int s = g.spatial;
+  std::vector<int64_t> src{g.batch, g.in_channels}, dst{g.batch, g.out_channels}, w;
+  if (g.groups > 1)
+    w = {g.groups, g.out_channels / g.groups, g.in_channels / g.groups};
+  else
+    w = {g.out_channels, g.in_channels};
+  for (int i = 0; i < s; ++i) {
+    src.push_back(g.input[i]);
+    dst.push_back(g.output[i]);
+    w.push_back(g.kernel[i]);
+    d.strides[i] = g.stride[i];
+    d.dilates[i] = g.dilation[i] - 1;  // oneDNN counts the gaps
+    d.pad_l[i] = g.padding[i];
+    // What makes oneDNN's output size formula give ember's (floor) size; may be below pad_l.
+    d.pad_r[i] = (g.output[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 -
+                 g.input[i] - g.padding[i];
+  }
+  d.src = md(src, g.dtype, true);
+  d.weights = md(w, g.dtype, true);
+  d.dst = md(dst, g.dtype, true);
+  d.bias = md({g.out_channels}, g.dtype, false);
+  d.src_user = md(src, g.dtype, false);
+  d.weights_user = md(w, g.dtype, false);
+  d.dst_user = md(dst, g.dtype, false);
+  return d;
+}
+
+// Owns a primitive descriptor / attributes / post-ops for the scope of a build.
+struct PdGuard {
+  dnnl_primitive_desc_t pd = nullptr;
+  ~PdGuard() {
+    if (pd) api().primitive_desc_destroy(pd);
+  }
+};
+struct AttrGuard {
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t ops = nullptr;
+  ~AttrGuard() {
+    if (ops) api().post_ops_destroy(ops);
+    if (attr) api().attr_destroy(attr);
+  }
+};
+
+// The primitive's layout for `what`, and the reorder from / to ember's layout `user`.
+// index: which of the primitive's descriptors of that kind (the bias is weights' second).
+Operand operand(const dnnl_primitive_desc_t pd, dnnl_query_t what, int arg, bool output,
+                const dnnl_memory_desc_t& user, int index = 0) {
+  Operand o;
+  o.arg = arg;
+  o.output = output;
+  o.user = user;
+  o.prim = *api().primitive_desc_query_md(pd, what, index);
+  if (api().memory_desc_equal(&o.user, &o.prim)) return o;
+  PdGuard r;
+  const dnnl_memory_desc_t& from = output ? o.prim : o.user;
+  const dnnl_memory_desc_t& to = output ? o.user : o.prim;
+  check(api().reorder_primitive_desc_create(&r.pd, &from, api().engine, &to, api().engine, nullptr),
+        "reorder");
+  check(api().primitive_create(&o.reorder, r.pd), "reorder primitive");
+  return o;
+}
+
+// Builds the primitive of `kind` for `g` (Note [oneDNN primitives are built once]).
+void build(Primitive& p, Kind kind, const ConvGeometry& g, bool bias, bool relu, bool training) {
+  Descs d = descs_of(g);
+  AttrGuard attr;
+  check(api().attr_create(&attr.attr), "dnnl_primitive_attr_create");
+  check(api().attr_set_scratchpad_mode(attr.attr, dnnl_scratchpad_mode_user), "scratchpad mode");
+  if (relu) {
+    check(api().post_ops_create(&attr.ops), "dnnl_post_ops_create");
+    check(api().post_ops_append_eltwise(attr.ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu");
+    check(api().attr_set_post_ops(attr.attr, attr.ops), "post ops");
+  }
+  const dnnl_memory_desc_t* bias_md = bias ? &d.bias : nullptr;
+  dnnl_convolution_desc_t fwd{};
+  check(
+      api().conv_forward_desc_init(&fwd, training ? dnnl_forward_training : dnnl_forward_inference,
+                                   dnnl_convolution_direct, &d.src, &d.weights, bias_md, &d.dst,
+                                   d.strides, d.dilates, d.pad_l, d.pad_r),
+      "convolution forward descriptor");
+  PdGuard hint, pd;
+  if (kind == Kind::forward) {
+    check(api().primitive_desc_create(&pd.pd, &fwd, attr.attr, api().engine, nullptr),
+          "convolution forward");
+  } else {
+    check(api().primitive_desc_create(&hint.pd, &fwd, nullptr, api().engine, nullptr),
+          "convolution forward (the backward's hint)");
+    dnnl_convolution_desc_t bwd{};
+    if (kind == Kind::backward_data)
+      check(api().conv_backward_data_desc_init(&bwd, dnnl_convolution_direct, &d.src, &d.weights,
+                                               &d.dst, d.strides, d.dilates, d.pad_l, d.pad_r),
+            "convolution backward data descriptor");
+    else
+      check(api().conv_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &d.src, &d.weights,
+                                                  bias_md, &d.dst, d.strides, d.dilates, d.pad_l,
+                                                  d.pad_r),
+            "convolution backward weights descriptor");
+    check(
+        api().primitive_desc_create(&pd.pd, &bwd, attr.attr, api().engine, hint.pd),
+        kind == Kind::backward_data ? "convolution backward data" : "convolution backward weights");
+  }
+  const char* impl = nullptr;
+  check(api().primitive_desc_query(pd.pd, dnnl_query_impl_info_str, 0, &impl), "impl query");
+  p.impl = impl ? impl : "?";
+  if (p.impl.rfind("ref", 0) == 0)
+    throw Declined{"oneDNN has only its reference kernel (" + p.impl + ") for this convolution"};
+  switch (kind) {
+    case Kind::forward:
+      p.operands.push_back(operand(pd.pd, dnnl_query_src_md, DNNL_ARG_SRC, false, d.src_user));
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, false, d.weights_user));
+      p.operands.push_back(operand(pd.pd, dnnl_query_dst_md, DNNL_ARG_DST, true, d.dst_user));
+      break;
+    case Kind::backward_data:
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, false, d.dst_user));
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, false, d.weights_user));
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, true, d.src_user));
+      break;
+    case Kind::backward_weights:
+      p.operands.push_back(operand(pd.pd, dnnl_query_src_md, DNNL_ARG_SRC, false, d.src_user));
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, false, d.dst_user));
+      p.operands.push_back(
+          operand(pd.pd, dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, true, d.weights_user));
+      break;
+  }
+  if (bias && kind != Kind::backward_data) {
+    const bool fwd_kind = kind == Kind::forward;
+    p.operands.push_back(
+        operand(pd.pd, fwd_kind ? dnnl_query_weights_md : dnnl_query_diff_weights_md,
+                fwd_kind ? DNNL_ARG_BIAS : DNNL_ARG_DIFF_BIAS, !fwd_kind, d.bias, 1));
+  }
+  p.scratchpad = *api().primitive_desc_query_md(pd.pd, dnnl_query_scratchpad_md, 0);
+  p.scratchpad_bytes = api().memory_desc_get_size(&p.scratchpad);
+  check(api().primitive_create(&p.prim, pd.pd), "primitive");
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::unique_ptr<Primitive>> primitives;
+};
+Cache& cache() {
+  static Cache* c = new Cache();  // leaked: primitives live until exit
+  return *c;
+}
+
+std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu, bool training,
+                            int threads) {
+  std::vector<int64_t> k = {static_cast<int64_t>(kind),
+                            static_cast<int64_t>(g.dtype),
+                            g.spatial,
+                            g.batch,
+                            g.in_channels,
+                            g.out_channels,
+                            g.groups,
+                            bias,
+                            relu,
+                            training,
+                            threads};
+  for (int i = 0; i < g.spatial; ++i)
+    k.insert(k.end(),
+             {g.input[i], g.kernel[i], g.output[i], g.stride[i], g.padding[i], g.dilation[i]});
+  return k;
+}
+
+// The cached primitive (built on first use); never null (its error says when declined).
+const Primitive& primitive_for(Kind kind, const ConvGeometry& g, bool bias, bool relu,
+                               bool training) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::unique_ptr<Primitive>& slot =
+      c.primitives[key_of(kind, g, bias, relu, training, num_threads())];
+  if (!slot) {
+    slot = std::make_unique<Primitive>();
+    try {
+      build(*slot, kind, g, bias, relu, training);
+    } catch (const Declined& d) {
+      slot->error = d.why;
+    }
+  }
+  return *slot;
+}
+
+// Why the slots decline `g` before asking oneDNN ("" when they may try it).
+std::string precheck(const ConvGeometry& g) {
+  std::string why;
+  if (!onednn_api(&why)) return why;
+  if (g.channels_last) return "channels_last tensors are not supported by the oneDNN path yet";
+  if (dnnl_type(g.dtype) == dnnl_data_type_undef)
+    return "dtype " + std::string(dtype_name(g.dtype)) +
+           " (oneDNN convolutions take f32, bf16, f16)";
+  return "";
+}
+
+// A buffer from ember's CPU Pass pool for the scope of one call.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes) {
+    if (bytes) ptr_ = allocate(0, bytes, Pool::Pass, &block_);
+  }
+  ~Buffer() {
+    if (ptr_) deallocate(0, ptr_, block_, Pool::Pass);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t block_ = 0;
+};
+
+// A memory object over `data` for one call.
+class Memory {
+ public:
+  Memory(const dnnl_memory_desc_t& d, void* data) {
+    if (api().memory_create(&m_, &d, api().engine, data) != dnnl_success)
+      ember::detail::throw_error("conv (oneDNN): dnnl_memory_create failed");
+  }
+  ~Memory() { api().memory_destroy(m_); }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  dnnl_memory_t get() const { return m_; }
+
+ private:
+  dnnl_memory_t m_ = nullptr;
+};
+
+dnnl_stream_t thread_stream() {
+  thread_local dnnl_stream_t s = [] {
+    dnnl_stream_t st = nullptr;
+    if (api().stream_create(&st, api().engine, dnnl_stream_default_flags) != dnnl_success)
+      ember::detail::throw_error("conv (oneDNN): dnnl_stream_create failed");
+    return st;
+  }();
+  return s;
+}
+
+void run(dnnl_primitive_t prim, std::vector<dnnl_exec_arg_t> args, const char* what) {
+  const dnnl_status_t s =
+      api().primitive_execute(prim, thread_stream(), static_cast<int>(args.size()), args.data());
+  if (s != dnnl_success)
+    ember::detail::throw_error(
+        ember::detail::concat("conv (oneDNN): ", what, " failed: ", status_name(s)));
+}
+
+// Runs `p` on ember's buffers `data` (one per operand, in p.operands' order), reordering
+// where the layouts differ (Note [oneDNN's threads are ember's] for the thread count).
+void execute(const Primitive& p, const std::vector<void*>& data) {
+  const int threads = num_threads();
+  if (api().omp_set_num_threads && api().omp_get_max_threads() != threads)
+    api().omp_set_num_threads(threads);
+  park_workers();
+  std::vector<std::unique_ptr<Buffer>> staged;
+  std::vector<std::unique_ptr<Memory>> mems;
+  std::vector<dnnl_exec_arg_t> args;
+  std::vector<std::pair<const Operand*, std::pair<dnnl_memory_t, dnnl_memory_t>>> outputs;
+  for (size_t i = 0; i < p.operands.size(); ++i) {
+    const Operand& o = p.operands[i];
+    mems.push_back(std::make_unique<Memory>(o.user, data[i]));
+    dnnl_memory_t user = mems.back()->get();
+    if (!o.reorder) {
+      args.push_back({o.arg, user});
+      continue;
+    }
+    staged.push_back(std::make_unique<Buffer>(api().memory_desc_get_size(&o.prim)));
+    mems.push_back(std::make_unique<Memory>(o.prim, staged.back()->get()));
+    dnnl_memory_t prim = mems.back()->get();
+    args.push_back({o.arg, prim});
+    if (o.output)
+      outputs.push_back({&o, {prim, user}});
+    else
+      run(o.reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, prim}}, "reorder");
+  }
+  Buffer scratch(p.scratchpad_bytes);
+  std::unique_ptr<Memory> scratch_mem;
+  if (p.scratchpad_bytes) {
+    scratch_mem = std::make_unique<Memory>(p.scratchpad, scratch.get());
+    args.push_back({DNNL_ARG_SCRATCHPAD, scratch_mem->get()});
+  }
+  run(p.prim, args, "convolution");
+  for (const auto& [o, m] : outputs)
+    run(o->reorder, {{DNNL_ARG_FROM, m.first}, {DNNL_ARG_TO, m.second}}, "reorder");
+  api().stream_wait(thread_stream());
+}
+
+}  // namespace
+
+ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
+  const ConvGeometry& g = a.geo;
+  if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  const bool bias = a.bias != nullptr, training = a.need_grad_input || a.need_grad_weight;
+  const Primitive& p = primitive_for(Kind::forward, g, bias, a.relu, training);
+  if (!p.error.empty()) return ConvLibraryStatus::declined("oneDNN forward: " + p.error);
+  // The backward this forward promises (ConvForwardArgs): built now, so a decline is now.
+  if (a.need_grad_input) {
+    const Primitive& b = primitive_for(Kind::backward_data, g, false, false, true);
+    if (!b.error.empty()) return ConvLibraryStatus::declined("oneDNN backward data: " + b.error);
+  }
+  if (a.need_grad_weight) {
+    const Primitive& b = primitive_for(Kind::backward_weights, g, bias, false, true);
+    if (!b.error.empty()) return ConvLibraryStatus::declined("oneDNN backward weights: " + b.error);
+  }
+  std::vector<void*> data = {const_cast<void*>(a.x), const_cast<void*>(a.weight), a.out};
+  if (bias) data.push_back(const_cast<void*>(a.bias));
+  execute(p, data);
+  return ConvLibraryStatus::done();
+}
+
+ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
+  const ConvGeometry& g = a.geo;
+  if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  const Primitive& p = primitive_for(Kind::backward_data, g, false, false, true);
+  if (!p.error.empty()) return ConvLibraryStatus::declined("oneDNN backward data: " + p.error);
+  execute(p, {const_cast<void*>(a.grad_out), const_cast<void*>(a.weight), a.grad_input});
+  return ConvLibraryStatus::done();
+}
+
+ConvLibraryStatus conv_library_backward_filter(const ConvBackwardArgs& a) {
+  const ConvGeometry& g = a.geo;
+  if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  const bool bias = a.grad_bias != nullptr;
+  const Primitive& p = primitive_for(Kind::backward_weights, g, bias, false, true);
+  if (!p.error.empty()) return ConvLibraryStatus::declined("oneDNN backward weights: " + p.error);
+  std::vector<void*> data = {const_cast<void*>(a.x), const_cast<void*>(a.grad_out), a.grad_weight};
+  if (bias) data.push_back(a.grad_bias);
+  execute(p, data);
+  return ConvLibraryStatus::done();
+}
+
+const char* conv_library_status(int) {
+  thread_local std::string text;
+  std::string why;
+  const OnednnApi* a = onednn_api(&why);
+  if (!a) return (text = why).c_str();
+  int capacity = -1;
+  a->get_primitive_cache_capacity(&capacity);
+  text = a->version_text + ", primitive cache " + std::to_string(capacity);
+  return text.c_str();
+}
+
+#else  // built without oneDNN's headers
+
+namespace {
+constexpr const char* kNoHeaders = "ember was built without oneDNN's headers (oneapi/dnnl/dnnl.h)";
+}
+ConvLibraryStatus conv_library_forward(const ConvForwardArgs&) {
+  return ConvLibraryStatus::declined(kNoHeaders);
+}
+ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs&) {
+  return ConvLibraryStatus::declined(kNoHeaders);
+}
+ConvLibraryStatus conv_library_backward_filter(const ConvBackwardArgs&) {
+  return ConvLibraryStatus::declined(kNoHeaders);
+}
+const char* conv_library_status(int) { return kNoHeaders; }
+
+#endif
+
+}  // namespace ember::cpu

@@ -1,0 +1,159 @@
+// src/ops/conv_library.cpp — the library route of the convolutions (conv_library.hpp) and
+// the public switches of include/ember/conv_backend.hpp.
+//
+// Note [Which convolution path runs]
+// conv1d, conv2d and conv3d check their arguments, then offer the convolution to the device's
+// library through the conv_library_forward slot: oneDNN on the CPU (src/cpu/conv_onednn.cpp),
+// cuDNN on CUDA (src/cuda/conv_cudnn.cpp). The slot declines (with a reason, nothing written)
+// when its library is missing, the dtype or geometry is one it does not take, or it could
+// not also run the backward the call will need; then the op runs its own im2col + GEMM path,
+// and conv_fallback_reason() keeps the reason. A forward the library ran records a node whose
+// backward asks the library for the input and weight gradients (the bias gradient comes with
+// the weight's) and falls back to the op's own backward for a part it declines, so a
+// convolution is never left without a gradient. set_conv_library(false) (EMBER_CONV_IM2COL=1)
+// takes the im2col path everywhere: the reference the library paths are tested against.
+// conv1d runs as conv2d over a unit height and reaches the library as a 1-D geometry.
+#include "ops/conv_library.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ember/conv_backend.hpp"
+
+namespace ember {
+
+using autograd::GradList;
+using autograd::SavedTensor;
+
+namespace {
+
+thread_local ConvBackend t_last_backend = ConvBackend::none;
+thread_local std::string t_fallback_reason;
+
+std::atomic<bool>& library_on() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("EMBER_CONV_IM2COL");
+    return !(v && std::strcmp(v, "1") == 0);
+  }();
+  return on;
+}
+
+void note(ConvBackend backend, std::string reason) {
+  t_last_backend = backend;
+  t_fallback_reason = std::move(reason);
+}
+
+backend::ConvBackwardArgs backward_args(const backend::ConvGeometry& g, const Tensor& grad_out) {
+  backend::ConvBackwardArgs a;
+  a.geo = g;
+  a.grad_out = grad_out.data_ptr();
+  return a;
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
+  if (!library_on().load(std::memory_order_relaxed)) {
+    note(ConvBackend::im2col,
+         "the library path is switched off (set_conv_library(false) or EMBER_CONV_IM2COL=1)");
+    return Tensor();
+  }
+  const Tensor& x = *c.x;
+  const Tensor& weight = *c.weight;
+  const Tensor& bias = *c.bias;
+  Tensor out = make_tensor(c.out_shape, x.dtype(), x.device());
+  if (out.numel() == 0 || x.numel() == 0) {
+    note(ConvBackend::im2col, "an empty input or output (nothing for a library to compute)");
+    return Tensor();
+  }
+  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  const bool need_b = bias.defined() && autograd::needs_grad(bias);
+  backend::ConvForwardArgs a;
+  a.geo = c.geo;
+  a.x = c.xc.data_ptr();
+  a.weight = c.wc.data_ptr();
+  Tensor bias_c;
+  if (bias.defined()) {
+    NoGradGuard no_grad;  // data for the slot, not graph
+    bias_c = bias.contiguous();
+  }
+  a.bias = bias_c.defined() ? bias_c.data_ptr() : nullptr;
+  a.out = out.data_ptr();
+  a.relu = c.relu;
+  a.need_grad_input = need_x;
+  a.need_grad_weight = need_w || need_b;
+  const backend::ConvLibraryStatus st = backend_of(x).conv_library_forward(a);
+  if (!st.handled) {
+    note(ConvBackend::im2col, st.reason);
+    return Tensor();
+  }
+  note(x.device().is_cuda() ? ConvBackend::cudnn : ConvBackend::onednn, "");
+  if (!(need_x || need_w || need_b)) return out;
+  EMBER_CHECK(!c.relu, op_name(c.op), ": the fused ReLU has no backward here (internal)");
+  autograd::record(
+      c.op, out, {c.x, c.weight, c.bias},
+      [geo = c.geo, need_x, need_w, need_b, fallback = std::move(fallback), xshape = x.shape(),
+       wshape = weight.shape(), sx = SavedTensor(need_w ? c.xc : Tensor()),
+       sw = SavedTensor(need_x ? c.wc : Tensor())](const Tensor& g, GradList& gi) {
+        const Tensor gc = g.contiguous();
+        const backend::Backend& be = backend_of(gc);
+        const Tensor xs = sx.get(), ws = sw.get();
+        bool fallback_x = false, fallback_w = false;
+        if (need_x) {
+          Tensor gx = make_tensor(xshape, gc.dtype(), gc.device());
+          backend::ConvBackwardArgs b = backward_args(geo, gc);
+          b.weight = ws.data_ptr();
+          b.grad_input = gx.data_ptr();
+          fallback_x = !be.conv_library_backward_data(b).handled;
+          if (!fallback_x) gi[0] = gx;
+        }
+        if (need_w) {
+          Tensor gw = make_tensor(wshape, gc.dtype(), gc.device());
+          Tensor gb = need_b ? make_tensor({geo.out_channels}, gc.dtype(), gc.device()) : Tensor();
+          backend::ConvBackwardArgs b = backward_args(geo, gc);
+          b.x = xs.data_ptr();
+          b.grad_weight = gw.data_ptr();
+          b.grad_bias = need_b ? gb.data_ptr() : nullptr;
+          fallback_w = !be.conv_library_backward_filter(b).handled;
+          if (!fallback_w) {
+            gi[1] = gw;
+            if (need_b) gi[2] = gb;
+          }
+        }
+        if (fallback_x || fallback_w) {
+          ConvGradients r = fallback(gc, xs, ws, fallback_x, fallback_w);
+          if (fallback_x) gi[0] = r.input;
+          if (fallback_w) gi[1] = r.weight;
+        }
+        if (need_b && !gi[2].defined()) {
+          Shape dims{0};
+          for (int d = 2; d < gc.dim(); ++d) dims.push_back(d);
+          gi[2] = sum(gc, dims);
+        }
+      });
+  return out;
+}
+
+}  // namespace ops
+
+ConvBackend conv_last_backend() { return t_last_backend; }
+
+std::string conv_fallback_reason() { return t_fallback_reason; }
+
+void set_conv_library(bool on) { library_on().store(on, std::memory_order_relaxed); }
+
+bool conv_library() { return library_on().load(std::memory_order_relaxed); }
+
+std::string conv_library_status(Device device) {
+  try {
+    return backend::backend_for(device.type).conv_library_status(device.index);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace ember

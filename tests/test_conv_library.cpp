@@ -1,0 +1,328 @@
+// tests/test_conv_library.cpp — the library convolution paths (Note [Which convolution path
+// runs] in src/ops/conv_library.cpp) against ember's im2col path, forced with
+// set_conv_library(false): oneDNN on the CPU (ConvLibrary*), cuDNN on a GPU (CudaConvLibrary*,
+// skipped without one). Every case compares the output and the gradients of x, weight and bias
+// for a fixed weighting of the output, and checks which path ran, so a library test cannot
+// pass on the fallback. The im2col path itself is checked against PyTorch by the catalogue's
+// fixtures (tests/test_catalogue.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ember/conv_backend.hpp"
+#include "ember/ember.hpp"
+#include "ember/nn/conv.hpp"
+#include "error_of.hpp"
+
+namespace ember {
+namespace {
+
+using ConvFn = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+
+// A convolution's output, its gradients for sum(y · weights) and the path that ran.
+struct ConvRun {
+  Tensor y, gx, gw, gb;
+  ConvBackend backend = ConvBackend::none;
+  std::string reason;
+};
+
+// Runs `f` on copies of x, w, b (b may be undefined) on `device` in `dtype`, with the library
+// on or off; results come back as f32 on the CPU.
+ConvRun run_conv(const ConvFn& f, const Tensor& x, const Tensor& w, const Tensor& b, bool library,
+                 Device device = Device::cpu(), DType dtype = DType::f32) {
+  set_conv_library(library);
+  auto leaf = [&](const Tensor& t) {
+    if (!t.defined()) return Tensor();
+    Tensor l = t.to(device).to(dtype).detach();
+    l.requires_grad_(true);
+    return l;
+  };
+  Tensor xl = leaf(x), wl = leaf(w), bl = leaf(b);
+  ConvRun r;
+  r.y = f(xl, wl, bl);
+  r.backend = conv_last_backend();
+  r.reason = conv_fallback_reason();
+  manual_seed(7);
+  const Tensor weights = randn(r.y.shape()).to(device).to(dtype);
+  (r.y * weights).sum().backward();
+  set_conv_library(true);
+  auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to(DType::f32) : t; };
+  r.y = host(r.y.detach());
+  r.gx = host(xl.grad());
+  r.gw = host(wl.grad());
+  if (bl.defined()) r.gb = host(bl.grad());
+  return r;
+}
+
+// max |a - b| <= tol · (1 + max |b|), with the first mismatch named.
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_TRUE(a.defined()) << what << ": missing";
+  ASSERT_TRUE(b.defined()) << what << ": missing reference";
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  const std::vector<float> va = a.contiguous().to_vector<float>();
+  const std::vector<float> vb = b.contiguous().to_vector<float>();
+  double scale = 0.0;
+  for (float v : vb) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  const double limit = tol * (1.0 + scale);
+  for (size_t i = 0; i < va.size(); ++i)
+    ASSERT_LE(std::abs(static_cast<double>(va[i]) - vb[i]), limit)
+        << what << " " << a.shape().to_string() << ": element " << i << " is " << va[i]
+        << ", the im2col path gives " << vb[i];
+}
+
+// The library path on `device` in `dtype` against im2col on the CPU in f32.
+void check_against_im2col(const ConvFn& f, const Tensor& x, const Tensor& w, const Tensor& b,
+                          ConvBackend expected, double tol, Device device = Device::cpu(),
+                          DType dtype = DType::f32) {
+  const ConvRun ref = run_conv(f, x, w, b, false);
+  ASSERT_EQ(ref.backend, ConvBackend::im2col);
+  EXPECT_NE(ref.reason.find("switched off"), std::string::npos) << ref.reason;
+  const ConvRun lib = run_conv(f, x, w, b, true, device, dtype);
+  ASSERT_EQ(lib.backend, expected) << "fell back: " << lib.reason;
+  EXPECT_EQ(lib.reason, "");
+  expect_close(lib.y, ref.y, tol, "output");
+  expect_close(lib.gx, ref.gx, tol, "grad input");
+  expect_close(lib.gw, ref.gw, tol, "grad weight");
+  if (b.defined()) expect_close(lib.gb, ref.gb, tol, "grad bias");
+}
+
+constexpr double kF32 = 2e-5;  // f32 against f32: summation order only
+
+// The oneDNN cases below need it; a machine without it says so and skips them.
+#define SKIP_WITHOUT_ONEDNN()                                                         \
+  do {                                                                                \
+    const std::string status = conv_library_status();                                 \
+    if (status.rfind("oneDNN", 0) != 0) GTEST_SKIP() << "no oneDNN here: " << status; \
+  } while (0)
+
+Tensor rand_t(const Shape& s, uint64_t seed) {
+  manual_seed(seed);
+  return randn(s);
+}
+
+ConvFn conv2d_fn(Size2d stride, Size2d padding, Size2d dilation, int64_t groups) {
+  return [=](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv2d(x, w, b, stride, padding, dilation, groups);
+  };
+}
+
+TEST(ConvLibrary, StatusNamesOneDnnAndItsCache) {
+  SKIP_WITHOUT_ONEDNN();
+  const std::string s = conv_library_status();
+  EXPECT_NE(s.find("oneDNN 2."), std::string::npos) << s;
+  EXPECT_NE(s.find("primitive cache"), std::string::npos) << s;
+  EXPECT_EQ(s.find("primitive cache 0"), std::string::npos) << "oneDNN's cache is off: " << s;
+}
+
+TEST(ConvLibrary, Conv2dPaddedWithBias) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 9, 8}, 1), rand_t({5, 3, 3, 3}, 2),
+                       rand_t({5}, 3), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv2dStrideDilationNoBias) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(2, 2, 2, 1), rand_t({3, 4, 11, 10}, 4), rand_t({6, 4, 3, 3}, 5),
+                       Tensor(), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv2dUnevenGeometry) {
+  // A stride that leaves input rows unread (oneDNN's right padding below the left one), a
+  // rectangular kernel, per-dim stride, padding and dilation.
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(Size2d(2, 3), Size2d(1, 0), Size2d(1, 2), 1),
+                       rand_t({2, 3, 10, 13}, 6), rand_t({4, 3, 3, 2}, 7), rand_t({4}, 8),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv2dGroups) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(1, 1, 1, 2), rand_t({2, 4, 7, 7}, 9), rand_t({6, 2, 3, 3}, 10),
+                       rand_t({6}, 11), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv2dDepthwise) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(2, 1, 1, 8), rand_t({2, 8, 9, 9}, 12), rand_t({8, 1, 3, 3}, 13),
+                       rand_t({8}, 14), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv1dStridedDilatedGrouped) {
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv1d(x, w, b, 2, 2, 2, 3);
+  };
+  check_against_im2col(f, rand_t({2, 6, 23}, 15), rand_t({9, 2, 3}, 16), rand_t({9}, 17),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv1dUnbatched) {
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv1d(x, w, b, 1, 1);
+  };
+  check_against_im2col(f, rand_t({3, 12}, 18), rand_t({4, 3, 5}, 19), rand_t({4}, 20),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv3dPaddedStridedWithBias) {
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv3d(x, w, b, Size3d(1, 2, 2), 1);
+  };
+  check_against_im2col(f, rand_t({2, 3, 5, 7, 6}, 21), rand_t({4, 3, 3, 3, 3}, 22), rand_t({4}, 23),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv3dGroupsDilation) {
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv3d(x, w, b, 1, Size3d(0, 1, 2), Size3d(1, 2, 2), 2);
+  };
+  check_against_im2col(f, rand_t({1, 4, 4, 8, 8}, 24), rand_t({6, 2, 2, 3, 3}, 25), Tensor(),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, OnlyWeightNeedsGrad) {
+  // The first layer of a network: x needs no gradient, so the forward promises only the
+  // filter backward.
+  SKIP_WITHOUT_ONEDNN();
+  Tensor x = rand_t({2, 1, 12, 12}, 26), w = rand_t({4, 1, 3, 3}, 27), b = rand_t({4}, 28);
+  Tensor grads[2][2];
+  for (bool library : {false, true}) {
+    set_conv_library(library);
+    Tensor wl = w.detach(), bl = b.detach();
+    wl.requires_grad_(true);
+    bl.requires_grad_(true);
+    Tensor y = conv2d(x, wl, bl, 1, 1);
+    EXPECT_EQ(conv_last_backend(), library ? ConvBackend::onednn : ConvBackend::im2col);
+    (y * y).sum().backward();
+    grads[library][0] = wl.grad();
+    grads[library][1] = bl.grad();
+  }
+  set_conv_library(true);
+  expect_close(grads[1][0], grads[0][0], kF32, "grad weight");
+  expect_close(grads[1][1], grads[0][1], kF32, "grad bias");
+}
+
+TEST(ConvLibrary, InferenceWithoutGrad) {
+  SKIP_WITHOUT_ONEDNN();
+  const Tensor x = rand_t({4, 3, 16, 16}, 29), w = rand_t({8, 3, 5, 5}, 30), b = rand_t({8}, 31);
+  NoGradGuard no_grad;
+  set_conv_library(false);
+  const Tensor ref = conv2d(x, w, b, 1, 2);
+  set_conv_library(true);
+  const Tensor y = conv2d(x, w, b, 1, 2);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::onednn) << conv_fallback_reason();
+  expect_close(y, ref, kF32, "output");
+}
+
+TEST(ConvLibrary, OneAndTwoThreadsAgree) {
+  SKIP_WITHOUT_ONEDNN();
+  const int before = get_num_threads();
+  std::vector<ConvRun> runs;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    runs.push_back(run_conv(conv2d_fn(1, 1, 1, 1), rand_t({8, 16, 14, 14}, 32),
+                            rand_t({32, 16, 3, 3}, 33), rand_t({32}, 34), true));
+    EXPECT_EQ(runs.back().backend, ConvBackend::onednn) << runs.back().reason;
+  }
+  set_num_threads(before);
+  expect_close(runs[1].y, runs[0].y, kF32, "output");
+  expect_close(runs[1].gw, runs[0].gw, kF32, "grad weight");
+  expect_close(runs[1].gx, runs[0].gx, kF32, "grad input");
+}
+
+TEST(ConvLibrary, RepeatedCallsGiveTheSameResult) {
+  // The second call runs the cached primitive.
+  SKIP_WITHOUT_ONEDNN();
+  const ConvRun a = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 8, 8}, 35),
+                             rand_t({4, 3, 3, 3}, 36), rand_t({4}, 37), true);
+  const ConvRun b = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 8, 8}, 35),
+                             rand_t({4, 3, 3, 3}, 36), rand_t({4}, 37), true);
+  expect_close(b.y, a.y, 0.0, "output");
+  expect_close(b.gw, a.gw, 0.0, "grad weight");
+}
+
+TEST(ConvLibrary, Bf16AgainstF32Im2col) {
+  // bf16 operands (8 bits of mantissa) computed by oneDNN with f32 accumulation: within 2% of
+  // the largest value of the f32 reference. A CPU whose oneDNN has no bf16 convolution declines
+  // with a reason and the im2col path runs.
+  SKIP_WITHOUT_ONEDNN();
+  const Tensor x = rand_t({2, 4, 10, 10}, 38), w = rand_t({6, 4, 3, 3}, 39), b = rand_t({6}, 40);
+  const ConvRun probe = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, Device::cpu(), DType::bf16);
+  if (probe.backend != ConvBackend::onednn)
+    GTEST_SKIP() << "oneDNN declines bf16 on this CPU: " << probe.reason;
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::onednn, 2e-2, Device::cpu(),
+                       DType::bf16);
+}
+
+TEST(ConvLibrary, F64FallsBackWithTheReason) {
+  const Tensor x = rand_t({1, 2, 5, 5}, 41).to(DType::f64),
+               w = rand_t({3, 2, 3, 3}, 42).to(DType::f64);
+  const Tensor y = conv2d(x, w);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::im2col);
+  EXPECT_NE(conv_fallback_reason().find("f64"), std::string::npos) << conv_fallback_reason();
+  set_conv_library(false);
+  const Tensor ref = conv2d(x, w);
+  set_conv_library(true);
+  expect_close(y.to(DType::f32), ref.to(DType::f32), 0.0, "output");
+}
+
+TEST(ConvLibrary, GradcheckThroughTheLibraryRouteInF64Falls) {
+  // f64 (gradcheck's dtype) never reaches the library, so the im2col path's gradcheck holds;
+  // the f32 library path is checked against it above.
+  const Tensor x = rand_t({1, 2, 5, 5}, 43), w = rand_t({3, 2, 3, 3}, 44);
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), 1, 1); }, {x, w}));
+}
+
+TEST(ConvLibrary, ErrorsStillNameTheOp) {
+  const Tensor x = rand_t({1, 3, 5, 5}, 45);
+  const std::string e = test_util::error_of([&] { conv2d(x, rand_t({4, 2, 3, 3}, 46)); });
+  EXPECT_NE(e.find("conv2d: input has 3 channels, expected 2"), std::string::npos) << e;
+  const std::string e3 = test_util::error_of([&] {
+    conv3d(rand_t({1, 2, 3, 3, 3}, 47), rand_t({4, 2, 5, 1, 1}, 48));
+  });
+  EXPECT_NE(e3.find("conv3d: kernel depth 5"), std::string::npos) << e3;
+}
+
+TEST(ConvLibrary, Conv2dModuleRunsOnOneDnn) {
+  SKIP_WITHOUT_ONEDNN();
+  nn::Conv2d conv(3, 8, 3, 1, 1);
+  const Tensor y = conv(rand_t({2, 3, 6, 6}, 49));
+  EXPECT_EQ(conv_last_backend(), ConvBackend::onednn) << conv_fallback_reason();
+  y.sum().backward();
+  EXPECT_TRUE(conv->weight().grad().defined());
+  EXPECT_TRUE(conv->bias().grad().defined());
+}
+
+// Without oneDNN (EMBER_ONEDNN_LIBRARY naming a file that does not exist: the loader tries
+// only that) the im2col path runs and the reason says what was missing. The loader runs once
+// per process, so this runs in a fresh one (a threadsafe death test re-executes the binary).
+// The child of the test below: exits 0 when the im2col path ran with the loader's reason.
+[[noreturn]] void convolve_without_onednn() {
+  setenv("EMBER_ONEDNN_LIBRARY", "/nonexistent/libdnnl.so.2", 1);
+  const Tensor x = rand_t({1, 2, 5, 5}, 50), w = rand_t({3, 2, 3, 3}, 51);
+  const Tensor y = conv2d(x, w);
+  const std::string why = conv_fallback_reason();
+  const bool ok = conv_last_backend() == ConvBackend::im2col &&
+                  why.find("oneDNN not found") != std::string::npos &&
+                  why.find("/nonexistent/libdnnl.so.2") != std::string::npos &&
+                  conv_library_status().find("oneDNN not found") != std::string::npos &&
+                  y.shape() == Shape({1, 3, 3, 3});
+  std::exit(ok ? 0 : 1);
+}
+
+TEST(ConvLibraryDeathTest, MissingOneDnnFallsBackWithTheReason) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(convolve_without_onednn(), ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
+}  // namespace ember
