@@ -99,8 +99,11 @@ std::array<int64_t, 3> out_strides(const Tensor& like, int64_t h, int64_t w, int
 template <typename T>
 T store(float v) {
   if constexpr (std::is_same_v<T, uint8_t>) {
-    // torchvision: torch.round (half to even), then the cast to u8.
-    return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f));
+    // torchvision: torch.round (half to even), then the cast to u8. Adding and taking away
+    // 1.5 * 2^23 rounds a float in [0, 2^22) to the nearest integer, ties to even, as
+    // nearbyint does in the default rounding mode (which a call would cost per value).
+    const float r = std::min(std::max(v, 0.0f), 255.0f);
+    return static_cast<uint8_t>((r + 12582912.0f) - 12582912.0f);
   } else {
     return v;
   }
@@ -152,20 +155,26 @@ AxisWeights aa_weights(int64_t in, int64_t out) {
 }
 
 // Resizes box of `src` to (oh, ow) into `out` (contiguous, `like`'s layout). The box lies
-// inside the image.
-template <typename T>
+// inside the image. kC > 0: the channel count, known at compile time (3, the common case).
+template <typename T, int kC>
 void resize_box(const View<T>& src, const CropBox& box, int64_t oh, int64_t ow, T* out,
                 std::array<int64_t, 3> os) {
-  const int64_t c = src.channels;
+  const int64_t c = kC > 0 ? kC : src.channels;
   const bool horizontal = ow != box.width, vertical = oh != box.height;
+  const bool packed_rows = src.stride_c == 1 && src.stride_x == c;  // HWC
   // Pass 1: rows of the box, columns resized (or converted): tmp [box.height, ow, c] f32.
   std::vector<float> tmp(static_cast<size_t>(box.height * ow * c));
   std::vector<float> row(static_cast<size_t>(box.width * c));
   const AxisWeights wx = horizontal ? aa_weights(box.width, ow) : AxisWeights{};
   for (int64_t y = 0; y < box.height; ++y) {
-    for (int64_t x = 0; x < box.width; ++x)
-      for (int64_t k = 0; k < c; ++k)
-        row[x * c + k] = static_cast<float>(src.at(box.top + y, box.left + x, k));
+    if (packed_rows) {
+      const T* p = &src.at(box.top + y, box.left, 0);
+      for (int64_t i = 0; i < box.width * c; ++i) row[i] = static_cast<float>(p[i]);
+    } else {
+      for (int64_t x = 0; x < box.width; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          row[x * c + k] = static_cast<float>(src.at(box.top + y, box.left + x, k));
+    }
     float* t = &tmp[y * ow * c];
     if (!horizontal) {
       std::memcpy(t, row.data(), row.size() * sizeof(float));
@@ -174,33 +183,49 @@ void resize_box(const View<T>& src, const CropBox& box, int64_t oh, int64_t ow, 
     for (int64_t x = 0; x < ow; ++x) {
       const float* w = &wx.weights[x * wx.stride];
       const float* r = &row[wx.first[x] * c];
+      const int64_t taps = wx.count[x];
       for (int64_t k = 0; k < c; ++k) {
         float acc = r[k] * w[0];
-        for (int64_t j = 1; j < wx.count[x]; ++j) acc += r[j * c + k] * w[j];
+        for (int64_t j = 1; j < taps; ++j) acc += r[j * c + k] * w[j];
         t[x * c + k] = acc;
       }
     }
   }
   // Pass 2: columns resized (or copied) into the output's layout.
   const AxisWeights wy = vertical ? aa_weights(box.height, oh) : AxisWeights{};
-  std::vector<float> acc(static_cast<size_t>(ow * c));
+  const int64_t n = ow * c;
+  std::vector<float> acc(static_cast<size_t>(n));
+  const bool packed_out = os[2] == 1 && os[1] == c;
   for (int64_t y = 0; y < oh; ++y) {
     if (vertical) {
       const float* w = &wy.weights[y * wy.stride];
-      const float* t0 = &tmp[wy.first[y] * ow * c];
-      for (int64_t i = 0; i < ow * c; ++i) acc[i] = t0[i] * w[0];
+      const float* t0 = &tmp[wy.first[y] * n];
+      const float w0 = w[0];
+      for (int64_t i = 0; i < n; ++i) acc[i] = t0[i] * w0;
       for (int64_t j = 1; j < wy.count[y]; ++j) {
-        const float* tj = t0 + j * ow * c;
+        const float* tj = t0 + j * n;
         const float wj = w[j];
-        for (int64_t i = 0; i < ow * c; ++i) acc[i] += tj[i] * wj;
+        for (int64_t i = 0; i < n; ++i) acc[i] += tj[i] * wj;
       }
     } else {
-      std::memcpy(acc.data(), &tmp[y * ow * c], acc.size() * sizeof(float));
+      std::memcpy(acc.data(), &tmp[y * n], static_cast<size_t>(n) * sizeof(float));
     }
-    for (int64_t x = 0; x < ow; ++x)
+    if (packed_out) {
+      T* o = out + y * os[0];
+      for (int64_t i = 0; i < n; ++i) o[i] = store<T>(acc[i]);
+    } else {
       for (int64_t k = 0; k < c; ++k)
-        out[y * os[0] + x * os[1] + k * os[2]] = store<T>(acc[x * c + k]);
+        for (int64_t x = 0; x < ow; ++x)
+          out[y * os[0] + x * os[1] + k * os[2]] = store<T>(acc[x * c + k]);
+    }
   }
+}
+
+template <typename T>
+void resize_box_any(const View<T>& src, const CropBox& box, int64_t oh, int64_t ow, T* out,
+                    std::array<int64_t, 3> os) {
+  if (src.channels == 3) return resize_box<T, 3>(src, box, oh, ow, out, os);
+  resize_box<T, 0>(src, box, oh, ow, out, os);
 }
 
 void check_size(const char* op, int64_t height, int64_t width) {
@@ -223,7 +248,7 @@ Tensor resized_crop(const Tensor& image, const CropBox& box, int64_t height, int
   Tensor out = new_image(image, height, width, c);
   const auto os = out_strides(image, height, width, c);
   return dispatch(image, [&]<typename T>(T) {
-    resize_box(view_of<T>(image), box, height, width, static_cast<T*>(out.data_ptr()), os);
+    resize_box_any(view_of<T>(image), box, height, width, static_cast<T*>(out.data_ptr()), os);
     return out;
   });
 }
@@ -261,9 +286,18 @@ Tensor hflip(const Tensor& image) {
   return dispatch(image, [&]<typename T>(T) {
     const View<T> src = view_of<T>(image);
     T* dst = static_cast<T*>(out.data_ptr());
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t k = 0; k < c; ++k)
+    if (src.stride_c == 1 && src.stride_x == c && os[1] == c) {  // packed HWC: whole pixels
+      for (int64_t y = 0; y < h; ++y) {
+        const T* r = &src.at(y, 0, 0);
+        T* d = dst + y * os[0];
+        for (int64_t x = 0; x < w; ++x)
+          for (int64_t k = 0; k < c; ++k) d[x * c + k] = r[(w - 1 - x) * c + k];
+      }
+      return out;
+    }
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
           dst[y * os[0] + x * os[1] + k * os[2]] = src.at(y, w - 1 - x, k);
     return out;
   });
@@ -454,15 +488,32 @@ Tensor to_tensor_normalized(const Tensor& image, const std::vector<float>* mean,
   Tensor out = empty({c, h, w}, {.dtype = DType::f32, .device = Device::cpu()});
   const View<uint8_t> src = view_of<uint8_t>(image);
   float* dst = out.data<float>();
+  // Every u8 value's result, per channel: the same f32 operations, looked up.
+  std::vector<float> table(static_cast<size_t>(c * 256));
   for (int64_t k = 0; k < c; ++k) {
-    float* plane = dst + k * h * w;
     const float m = mean ? (*mean)[k] : 0.0f, s = std ? (*std)[k] : 1.0f;
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x) {
-        const float v = static_cast<float>(src.at(y, x, k)) / 255.0f;
-        plane[y * w + x] = mean ? (v - m) / s : v;
-      }
+    for (int v = 0; v < 256; ++v) {
+      const float x = static_cast<float>(v) / 255.0f;
+      table[k * 256 + v] = mean ? (x - m) / s : x;
+    }
   }
+  const int64_t plane = h * w;
+  if (c == 3 && src.stride_c == 1 && src.stride_x == 3 && src.stride_y == 3 * w) {  // packed RGB
+    const uint8_t* p = src.data;
+    const float *t0 = &table[0], *t1 = &table[256], *t2 = &table[512];
+    for (int64_t i = 0; i < plane; ++i) {
+      dst[i] = t0[p[3 * i]];
+      dst[plane + i] = t1[p[3 * i + 1]];
+      dst[2 * plane + i] = t2[p[3 * i + 2]];
+    }
+    return out;
+  }
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      const uint8_t* p = &src.at(y, x, 0);
+      for (int64_t k = 0; k < c; ++k)
+        dst[k * plane + y * w + x] = table[k * 256 + p[k * src.stride_c]];
+    }
   return out;
 }
 
