@@ -142,6 +142,31 @@ TEST(RmsRotary, RotaryIsTheCompositeBitwiseAtF32) {
   EXPECT_EQ(mismatch(rotary_embedding(x, rc, rs), rotary_composite(x, rc, rs), 0), "");
 }
 
+// Under autocast rms_norm runs in f32 (as layer_norm, PyTorch's policy); rotary_embedding in the
+// dtype it receives. Empty inputs give empty results and zero weight gradients.
+TEST(RmsRotary, AutocastAndEmptyInputs) {
+  manual_seed(7);
+  {
+    AutocastGuard autocast(DType::bf16);
+    EXPECT_EQ(rms_norm(randn({3, 8}).to(DType::bf16), {8}, randn({8})).dtype(), DType::f32);
+    const Tensor x = randn({2, 8}).to(DType::bf16);
+    EXPECT_EQ(rotary_embedding(x, x, x).dtype(), DType::bf16);
+  }
+  const Tensor x = leaf(randn({0, 4})), w = leaf(randn({4}));
+  const Tensor y = rms_norm(x, {4}, w);
+  EXPECT_EQ(y.shape(), (Shape{0, 4}));
+  y.sum().backward();
+  EXPECT_EQ(mismatch(w.grad(), zeros({4}), 0), "");
+  const Tensor lw = leaf(randn({4}));  // layer_norm's kernels are the same (an empty batch)
+  layer_norm(x, {4}, lw, lw).sum().backward();
+  EXPECT_EQ(mismatch(lw.grad(), zeros({4}), 0), "");
+  const Tensor q = leaf(randn({2, 0, 8}));
+  const Tensor r = rotary_embedding(q, randn({0, 8}), randn({1, 8}));
+  EXPECT_EQ(r.shape(), (Shape{2, 0, 8}));
+  r.sum().backward();
+  EXPECT_EQ(q.grad().shape(), (Shape{2, 0, 8}));
+}
+
 TEST(RmsRotary, CudaMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   manual_seed(6);

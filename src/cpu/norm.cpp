@@ -270,8 +270,15 @@ void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T*
     });
     return;
   }
+  if (rows == 0) {  // empty column sums (and no blocks to divide the rows into)
+    for (int64_t j = 0; j < n; ++j) {
+      if (gw_out) gw_out[j] = P(0);
+      if (gb_out) gb_out[j] = P(0);
+    }
+    return;
+  }
   const int64_t blocks =
-      rows == 0 ? 0 : std::clamp<int64_t>(rows * n / kGrainCheap, 1, std::min<int64_t>(rows, 64));
+      std::clamp<int64_t>(rows * n / kGrainCheap, 1, std::min<int64_t>(rows, 64));
   const int64_t per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<size_t>(blocks * 2 * n), 0.0);  // [blocks][w, b][n]
   parallel_for(blocks, 1, [&](int64_t k0, int64_t k1) {
