@@ -28,18 +28,21 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=pri
 # Debian packages. Build and test: compiler, CMake, Ninja, OpenBLAS (GEMM; pthread flavour),
 # GoogleTest, nlohmann-json (configs, checkpoint headers, fixtures), zlib, CLI11 (the `ember`
 # command), xxHash (checkpoint checksum), the Fashion-MNIST files (make demo), Open MPI
-# (mpirun and the headers libember_mpi.so is built against: distributed training, its tests).
+# (mpirun and the headers libember_mpi.so is built against: distributed training, its tests),
+# libjpeg-turbo's TurboJPEG and libpng (JPEG/PNG decoding, opened with dlopen at first use).
 DEPS := build-essential cmake ninja-build clang-format libopenblas-dev libopenblas0-pthread libgtest-dev \
         nlohmann-json3-dev zlib1g-dev libcli11-dev libxxhash-dev dataset-fashion-mnist \
-        openmpi-bin libopenmpi-dev
+        openmpi-bin libopenmpi-dev libturbojpeg0 libpng16-16
 # oneDNN (libdnnl-dev: its headers and libdnnl.so.2): the CPU convolutions, opened with dlopen
 # at the first one (docs/layers.md, "Convolution backends"); without it they run im2col + GEMM.
 DEPS += libdnnl-dev
 # The tests also check PyTorch interop (io.interop_torch: torch reads ember's files and ember
-# reads torch's), so make test installs python3-torch.
-TEST_DEPS := python3-torch
-# Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts.
-BENCH_DEPS := libtorch-dev python3-torch
+# reads torch's), so make test installs python3-torch; the image fixtures' generator
+# (tests/gen_image_fixtures.py) uses PIL and torchvision.
+TEST_DEPS := python3-torch python3-pil python3-torchvision
+# Benchmarks also time PyTorch: libtorch for C++ programs, python3-torch for scripts,
+# torchvision + PIL for bench_image_folder.
+BENCH_DEPS := libtorch-dev python3-torch python3-pil python3-torchvision
 
 CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
 # make test/demo leave the benchmarks out (they compile libtorch headers); make bench adds them.
