@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "ember/autograd.hpp"
+#include "ember/error.hpp"
 #include "ember/ops.hpp"
 
 namespace ember::nn::init {
@@ -55,6 +57,35 @@ Tensor xavier_uniform(const Shape& shape, double gain, DType dtype) {
 Tensor normal(const Shape& shape, double std, DType dtype) {
   if (t_skip) return empty(shape, {.dtype = dtype, .device = t_skip_device});
   return randn(shape, {.dtype = dtype}, 0.0, std);
+}
+
+double calculate_gain(const std::string& nonlinearity, double param) {
+  for (const char* linear : {"linear", "sigmoid", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                             "conv_transpose2d", "conv_transpose3d"})
+    if (nonlinearity == linear) return 1.0;
+  if (nonlinearity == "tanh") return 5.0 / 3.0;
+  if (nonlinearity == "relu") return std::sqrt(2.0);
+  if (nonlinearity == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
+  if (nonlinearity == "selu") return 0.75;
+  detail::throw_error(detail::concat(
+      "init::calculate_gain: unknown nonlinearity \"", nonlinearity,
+      "\" (expected linear, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, "
+      "conv_transpose3d, sigmoid, tanh, relu, leaky_relu or selu)"));
+}
+
+void kaiming_normal_(Tensor& weight, const KaimingOptions& options) {
+  const double gain = calculate_gain(options.nonlinearity, options.a);
+  const auto [fan_in, fan_out] = fans(weight.shape());
+  if (t_skip || weight.numel() == 0) return;  // torch: zero-element tensors are a no-op
+  const int64_t fan = options.mode == FanMode::fan_in ? fan_in : fan_out;
+  NoGradGuard no_grad;
+  weight.copy_(randn(weight.shape(), {.dtype = weight.dtype()}, 0.0,
+                     gain / std::sqrt(static_cast<double>(fan))));
+}
+
+void constant_(Tensor& t, double value) {
+  NoGradGuard no_grad;
+  t.fill_(value);
 }
 
 }  // namespace ember::nn::init
