@@ -38,12 +38,18 @@ def png_chunk(kind, data):
     return struct.pack(">I", len(data)) + c + struct.pack(">I", zlib.crc32(c) & 0xFFFFFFFF)
 
 
-def raw_png(pixels, color_type, depth):
-    """A PNG written by hand: the layouts PIL cannot write (16-bit RGB)."""
+ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+         (0, 1, 1, 2)]  # (x0, y0, dx, dy) of the seven passes
+
+
+def raw_png(pixels, color_type, depth, interlaced=False):
+    """A PNG written by hand: the layouts PIL cannot write (16-bit RGB, Adam7 interlacing)."""
     h, w = pixels.shape[:2]
     dt = ">u2" if depth == 16 else "u1"
-    rows = b"".join(b"\0" + pixels[y].astype(dt).tobytes() for y in range(h))
-    ihdr = struct.pack(">IIBBBBB", w, h, depth, color_type, 0, 0, 0)
+    passes = [pixels[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7] if interlaced else [pixels]
+    rows = b"".join(b"\0" + p[y].astype(dt).tobytes() for p in passes if p.shape[1] > 0
+                    for y in range(p.shape[0]))
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color_type, 0, 0, 1 if interlaced else 0)
     return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", zlib.compress(rows))
             + png_chunk(b"IEND", b""))
 
@@ -71,6 +77,8 @@ def write_images():
     rgb16 = rng.integers(0, 65536, (5, 7, 3), dtype=np.uint16)
     with open(os.path.join(IMAGES, "rgb16.png"), "wb") as f:
         f.write(raw_png(rgb16, 2, 16))
+    with open(os.path.join(IMAGES, "interlaced.png"), "wb") as f:
+        f.write(raw_png(rgb, 2, 8, interlaced=True))  # PIL reads it: the reference is PIL's
     gray16 = rng.integers(0, 65536, (5, 7), dtype=np.uint16)
     with open(os.path.join(IMAGES, "gray16.png"), "wb") as f:
         f.write(raw_png(gray16, 0, 16))
