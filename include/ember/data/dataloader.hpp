@@ -20,8 +20,8 @@
 // The promise holds only for a loader that makes the same batches: the same dataset size,
 // batch_size, shuffle and drop_last, and the same seed when shuffling. state() records
 // those next to (epoch, position) and load_state() refuses a state taken with others,
-// naming each difference (prefetch and device do not change the batches and are not
-// recorded). Checkpoints store state() (ember.dataloader, docs/checkpoints.md).
+// naming each difference (prefetch, num_workers and device do not change the batches and
+// are not recorded). Checkpoints store state() (ember.dataloader, docs/checkpoints.md).
 //
 // Note [Parallel examples]
 // With num_workers = N >= 1 the examples of a batch are made by N worker threads owned by
