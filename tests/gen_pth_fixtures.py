@@ -17,7 +17,10 @@ import zlib
 
 import torch
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "pth")
+# tests/data/pth/ from Debian's torch 1.13; EMBER_PTH_OUT=tests/data/pth_torch2 with torch 2.x
+# (the GPU machine's 2.11) writes the same files as that version's torch.save does.
+OUT = os.environ.get("EMBER_PTH_OUT") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "data", "pth")
 expected = {}
 
 

@@ -1,6 +1,7 @@
 // tests/test_pth.cpp — io::load_pth and io::pth_catalogue on files written by torch.save
-// (Debian's torch 1.13, tests/gen_pth_fixtures.py, tests/data/pth/) and on bad files: every
-// refusal an ember::Error naming the file and the problem.
+// (Debian's torch 1.13, tests/gen_pth_fixtures.py, tests/data/pth/; torch 2.11's in
+// tests/data/pth_torch2/) and on bad files: every refusal an ember::Error naming the file and
+// the problem.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -63,8 +64,8 @@ DType ember_dtype(const std::string& torch) {
 
 // The file's state dict equals what torch held: names in order, dtypes, shapes, values.
 void expect_matches(const std::string& file, const nn::StateDict& sd,
-                    const std::string& prefix = "") {
-  const json& want = expected().at(file);
+                    const std::string& prefix = "", const json& fixtures = expected()) {
+  const json& want = fixtures.at(file);
   std::vector<std::string> names;
   for (const auto& n : want.at("order")) {
     const std::string s = n.get<std::string>();
@@ -191,6 +192,21 @@ TEST(Pth, ProtocolFourParametersDevicesBareTensorsAndDeflatedZips) {
   EXPECT_EQ(io::pth_catalogue(pth("deflated.pth")).storage_count, 1u);
   // Sizes and offsets in zip64 extra fields, the end record's fields saturated (files > 4 GiB).
   expect_matches("zip64.pth", io::load_pth(pth("zip64.pth")));
+}
+
+// The same objects saved by torch 2.11 (the GPU machine's; EMBER_PTH_OUT=tests/data/pth_torch2
+// python3 tests/gen_pth_fixtures.py) read alike: names, dtypes, shapes and values.
+TEST(Pth, FilesWrittenByTorch2ReadAlike) {
+  const std::string dir = ember_test::data_dir() + "/pth_torch2/";
+  std::ifstream in(dir + "expected.json");
+  ASSERT_TRUE(in) << "fixture missing: " << dir << "expected.json";
+  const json want = json::parse(in);
+  ASSERT_GE(want.size(), 9u);
+  for (const auto& [file, tensors] : want.items()) {
+    SCOPED_TRACE(file);
+    expect_matches(file, io::load_pth(dir + file), "", want);
+    EXPECT_EQ(io::pth_catalogue(dir + file).tensors.size(), tensors.at("order").size());
+  }
 }
 
 TEST(Pth, BadFilesAreClearErrors) {
