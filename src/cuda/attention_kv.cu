@@ -1,22 +1,28 @@
 // src/cuda/attention_kv.cu — attention_with_kv_cache on CUDA (Note [Attention over a KV cache]
 // in src/kernels/attention.hpp).
 //
-// One block of kWarps warps per query (b, h, i); q sits in shared memory in f32 (scaled). The
-// keys are taken 32 at a time per warp, one key per lane: each lane forms its key's full dot
-// product (vector loads when the rows are contiguous), so a warp scores 32 keys at once and the
-// loads of many rows are in flight together. The warp then updates its running maximum and sum
-// (over the 32 scores) and adds the 32 weighted value rows, its lanes holding the value dims
-// e = lane + 32·r (r < kMaxPerLane: head dims up to 256), each row read by the warp in one
-// coalesced pass. The warps' states are merged through shared memory at the end (OnlineSoftmax)
-// and rounded once into out. The first query head of each key head's group (i = 0) also writes
+// Note [Decode attention in key splits]
+// At decode (one query per row) a block per query head leaves a 132-SM GPU nearly idle and
+// walks the keys in dependent rounds of global loads: 14 µs at 16 cached positions, 21 µs at
+// 200. Instead each query (b, h, i) gets one block per kSplit keys of the cache's capacity
+// (the grid is fixed by shapes, never by the positions held, which only the device reads, so
+// the launch can sit in a captured graph replayed at a new position each step); a block whose
+// keys all lie past the query's last key returns at once. A block issues its loads together:
+// q into shared memory (f32, scaled), then every key row of its split (kLanesPerKey threads a
+// key, 16-byte loads when rows are contiguous), the scores and their maximum and sum in shared
+// memory, then the value rows (warp w takes keys w, w + kWarps, ...; lane e's dims e + 32·r)
+// summed across warps. With one split (a capacity of at most kSplit) the block writes the
+// output; otherwise it writes its partial state (maximum, sum, Ev sums; f32, or f64 for f64)
+// and a second kernel merges the splits up to the query's last key (OnlineSoftmax::merge) and
+// rounds once into out. The first block of each key head's group (i = 0, split 0) also writes
 // the T new keys and values into the caches: no block reads those rows (keys at or after
-// seqlens[b] come from k and v), so nothing orders the writes against the reads. seqlens is
-// read on the device only, so the kernel can sit in a captured graph and be replayed at a new
-// position each step. A row whose seqlens[b] + T does not fit the cache writes nothing and
-// reports a deferred device error (Note [Deferred device errors]).
+// seqlens[b] come from k and v), so nothing orders the writes against the reads. A row whose
+// seqlens[b] + T does not fit the cache writes nothing and reports a deferred device error
+// (Note [Deferred device errors]).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/attention.hpp"
@@ -25,8 +31,11 @@ namespace ember::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kMaxPerLane = 8;  // head dims up to 32 · 8 = 256
-constexpr int kChunk = 8;       // value rows loaded together
+constexpr int kThreads = kWarps * 32;
+constexpr int kSplit = 64;                          // keys per block
+constexpr int kLanesPerKey = kThreads / kSplit;     // threads forming one key's score
+constexpr int kMaxDim = 256;                        // head dims up to 256
+constexpr int kMaxPerLane = kMaxDim / 32;           // value dims a lane sums
 
 struct DeviceExp {
   __device__ float operator()(float x) const { return expf(x); }
@@ -34,50 +43,56 @@ struct DeviceExp {
 };
 
 template <typename A>
-__device__ inline A warp_sum(A x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-
-template <typename A>
-__device__ inline A warp_max(A x) {
+__device__ inline A block_reduce(A x, A* scratch, bool is_max) {
   for (int o = 16; o > 0; o >>= 1) {
     const A y = __shfl_xor_sync(0xffffffffu, x, o);
-    x = y > x ? y : x;
+    x = is_max ? (y > x ? y : x) : x + y;
   }
-  return x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // scratch may still be read from the previous reduction
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  A r = scratch[0];
+  for (int w = 1; w < kWarps; ++w) r = is_max ? (scratch[w] > r ? scratch[w] : r) : r + scratch[w];
+  return r;
 }
 
-// q·k over E dims: k a row of stride-1 elements (contiguous) or strided.
+// This thread's share of q·k: dims in chunks of 8 (16-byte loads when the row is contiguous
+// and aligned), chunk c to part c % kLanesPerKey; else single dims e ≡ part.
 template <typename T, typename A>
-__device__ inline A dot_row(const A* q, const T* k, int64_t E, int64_t stride) {
+__device__ inline A partial_dot(const A* q, const T* k, int64_t E, int64_t stride, int part) {
   A s = 0;
   if (stride == 1 && sizeof(T) == 2 && E % 8 == 0 && reinterpret_cast<uintptr_t>(k) % 16 == 0) {
     const uint4* k4 = reinterpret_cast<const uint4*>(k);
-#pragma unroll 4
-    for (int64_t c = 0; c < E / 8; ++c) {
+    for (int64_t c = part; c < E / 8; c += kLanesPerKey) {
       const uint4 w = k4[c];
       const T* h = reinterpret_cast<const T*>(&w);
 #pragma unroll
       for (int t = 0; t < 8; ++t) s += q[8 * c + t] * cast<A>(h[t]);
     }
   } else {
-    for (int64_t e = 0; e < E; ++e) s += q[e] * cast<A>(k[e * stride]);
+    for (int64_t e = part; e < E; e += kLanesPerKey) s += q[e] * cast<A>(k[e * stride]);
   }
   return s;
 }
 
+// Partial state of one (query, split): the maximum, the sum, then Ev weighted sums.
+template <typename A>
+__device__ inline A* partial_of(void* scratch, int64_t n, int64_t split, int64_t splits,
+                                int64_t ev) {
+  return static_cast<A*>(scratch) + (n * splits + split) * (ev + 2);
+}
+
 template <typename T>
-__global__ void __launch_bounds__(kWarps * 32)
-    kv_attention_kernel(KvCacheAttentionArgs a, DeviceError* error) {
+__global__ void __launch_bounds__(kThreads)
+    kv_split_kernel(KvCacheAttentionArgs a, void* partials, DeviceError* error) {
   using A = Compute<T>;
-  const int64_t n = blockIdx.x;
+  const int64_t n = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int64_t i = n % a.len_q, h = n / a.len_q % a.heads, b = n / (a.len_q * a.heads);
   const int64_t group = a.heads / a.kv_heads, hk = h / group;
   const int64_t past = a.seqlens[b];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (past < 0 || past + a.len_q > a.capacity) {
-    if (threadIdx.x == 0 && h == 0 && i == 0)
+    if (threadIdx.x == 0 && h == 0 && i == 0 && split == 0)
       report_device_error(error, kKvCacheLength, 2, past, b, a.capacity - a.len_q + 1);
     return;
   }
@@ -85,7 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const T* v = static_cast<const T*>(a.v);
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
-  if (i == 0 && h % group == 0) {  // this key head's new rows into the caches
+  if (i == 0 && h % group == 0 && split == 0) {  // this key head's new rows into the caches
     T* kd = static_cast<T*>(a.k_cache);
     T* vd = static_cast<T*>(a.v_cache);
     for (int64_t t = 0; t < a.len_q; ++t) {
@@ -97,113 +112,146 @@ __global__ void __launch_bounds__(kWarps * 32)
             v[kernels::kv_offset(a.v_strides, b, hk, t) + e * a.v_strides[3]];
     }
   }
-  __shared__ A s_q[32 * kMaxPerLane];
+  const int64_t last = past + i, first_key = split * kSplit;  // keys first_key .. + kSplit - 1
+  if (first_key > last) return;                               // the merge reads no such split
+  const int64_t keys = last - first_key + 1 < kSplit ? last - first_key + 1 : kSplit;
+  __shared__ A s_q[kMaxDim];
+  __shared__ A s_p[kSplit];
+  __shared__ A s_red[kWarps];
+  __shared__ A s_acc[kWarps][kMaxDim];
   const T* qrow = static_cast<const T*>(a.q) + kernels::kv_offset(a.q_strides, b, h, i);
   for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
     s_q[e] = cast<A>(qrow[e * a.q_strides[3]]) * static_cast<A>(a.scale);
   __syncthreads();
-  A acc[kMaxPerLane];
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) acc[r] = A(0);
   const bool* mask_row = a.key_mask ? a.key_mask + b * a.key_mask_len : nullptr;
-  kernels::OnlineSoftmax<A> sm;  // the warp's (every lane holds the same state)
-  const DeviceExp exp_fn;
-  const int64_t last = past + i;  // the last key this query sees
-  for (int64_t base = warp * 32; base <= last; base += kWarps * 32) {
-    const int64_t j = base + lane;
-    const bool allowed = j <= last && kernels::kv_key_allowed(j, i, past, mask_row, a.key_mask_len);
+  const A neg_inf = -INFINITY;
+  // Scores: kLanesPerKey neighbouring threads per key.
+  {
+    const int local = threadIdx.x / kLanesPerKey, part = threadIdx.x % kLanesPerKey;
+    const int64_t j = first_key + local;
+    const bool allowed =
+        local < keys && kernels::kv_key_allowed(j, i, past, mask_row, a.key_mask_len);
     A s = 0;
     if (allowed) {
       const T* krow = kernels::kv_row(kc, a.k_cache_strides, k, a.k_strides, b, hk, j, past);
-      s = dot_row<T, A>(s_q, krow, a.head_dim, j < past ? a.k_cache_strides[3] : a.k_strides[3]);
+      s = partial_dot<T, A>(s_q, krow, a.head_dim, j < past ? a.k_cache_strides[3] : a.k_strides[3],
+                            part);
     }
-    const A neg_inf = -INFINITY;
-    const A tile_max = warp_max(allowed ? s : neg_inf);
-    if (tile_max == neg_inf) continue;  // no key of this tile is seen (uniform over the warp)
-    // Fold the tile into the warp's state: the tile's maximum as one score of weight 0 first
-    // (it rescales what came before), then each key's weight relative to the new maximum.
-    const A m = sm.any && sm.max > tile_max ? sm.max : tile_max;
-    const A rescale = sm.any ? exp_fn(sm.max - m) : A(0);
-    const A p = allowed ? exp_fn(s - m) : A(0);
-    sm.sum = (sm.any ? sm.sum * rescale : A(0)) + warp_sum(p);
-    sm.max = m;
-    sm.any = true;
 #pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r) acc[r] *= rescale;
-    // The tile's value rows, kChunk keys at a time: the loads of a chunk are issued together
-    // (a key past `last`, or of weight 0, loads nothing and adds 0).
-    const int count = static_cast<int>(last - base + 1 < 32 ? last - base + 1 : 32);
-    for (int j0 = 0; j0 < count; j0 += kChunk) {
-      A pj[kChunk], val[kChunk][kMaxPerLane];
-#pragma unroll
-      for (int c = 0; c < kChunk; ++c) {
-        pj[c] = __shfl_sync(0xffffffffu, p, (j0 + c) & 31);
-        const bool live = j0 + c < count && pj[c] != A(0);
-        const int64_t key = base + j0 + c;
-        const T* vrow =
-            live ? kernels::kv_row(vc, a.v_cache_strides, v, a.v_strides, b, hk, key, past)
-                 : nullptr;
-        const int64_t vs = key < past ? a.v_cache_strides[3] : a.v_strides[3];
-#pragma unroll
-        for (int r = 0; r < kMaxPerLane; ++r) {
-          const int64_t e = lane + 32 * r;
-          val[c][r] = live && e < a.head_dim_v ? cast<A>(vrow[e * vs]) : A(0);
-        }
-        if (!live) pj[c] = A(0);
-      }
-#pragma unroll
-      for (int c = 0; c < kChunk; ++c)
-#pragma unroll
-        for (int r = 0; r < kMaxPerLane; ++r) acc[r] += pj[c] * val[c][r];
-    }
+    for (int o = 1; o < kLanesPerKey; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (part == 0) s_p[local] = allowed ? s : neg_inf;
   }
-  // Merge the warps: each publishes its state, warp 0 folds them in order.
-  __shared__ A s_max[kWarps], s_sum[kWarps];
-  __shared__ bool s_any[kWarps];
-  __shared__ A s_acc[kWarps][32 * kMaxPerLane];
-  if (lane == 0) {
-    s_max[warp] = sm.max;
-    s_sum[warp] = sm.sum;
-    s_any[warp] = sm.any;
+  __syncthreads();
+  const DeviceExp exp_fn;
+  const A mine = threadIdx.x < kSplit ? s_p[threadIdx.x] : neg_inf;
+  const A m = block_reduce(mine, s_red, true);
+  if (m == neg_inf) {  // no key of this split is seen: an empty partial
+    if (threadIdx.x == 0 && splits > 1) {
+      A* part = partial_of<A>(partials, n, split, splits, a.head_dim_v);
+      part[0] = neg_inf;
+      part[1] = 0;
+    }
+    return;
+  }
+  const A p = threadIdx.x < kSplit && mine != neg_inf ? exp_fn(mine - m) : A(0);
+  const A sum = block_reduce(p, s_red, false);
+  if (threadIdx.x < kSplit) s_p[threadIdx.x] = p;
+  __syncthreads();
+  // Values: warp w sums keys w, w + kWarps, ...; lane dims lane + 32·r.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  A acc[kMaxPerLane];
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) acc[r] = A(0);
+#pragma unroll 4
+  for (int64_t local = warp; local < keys; local += kWarps) {
+    const A pj = s_p[local];
+    if (pj == A(0)) continue;  // uniform over the warp
+    const int64_t j = first_key + local;
+    const T* vrow = kernels::kv_row(vc, a.v_cache_strides, v, a.v_strides, b, hk, j, past);
+    const int64_t vs = j < past ? a.v_cache_strides[3] : a.v_strides[3];
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+      const int64_t e = lane + 32 * r;
+      if (e < a.head_dim_v) acc[r] += pj * cast<A>(vrow[e * vs]);
+    }
   }
 #pragma unroll
   for (int r = 0; r < kMaxPerLane; ++r) s_acc[warp][lane + 32 * r] = acc[r];
   __syncthreads();
-  if (warp != 0) return;
-  kernels::OnlineSoftmax<A> total;
-  A out_acc[kMaxPerLane];
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) out_acc[r] = A(0);
-  for (int w = 0; w < kWarps; ++w) {
-    kernels::OnlineSoftmax<A> part;
-    part.max = s_max[w];
-    part.sum = s_sum[w];
-    part.any = s_any[w];
-    const auto step = total.merge(part, exp_fn);
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r)
-      out_acc[r] = out_acc[r] * step.rescale + step.weight * s_acc[w][lane + 32 * r];
+  if (splits == 1) {
+    T* orow = static_cast<T*>(a.out) + ((b * a.heads + h) * a.len_q + i) * a.head_dim_v;
+    for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x) {
+      A total = 0;
+      for (int w = 0; w < kWarps; ++w) total += s_acc[w][e];
+      orow[e] = cast<T>(total / sum);
+    }
+    return;
   }
+  A* part = partial_of<A>(partials, n, split, splits, a.head_dim_v);
+  if (threadIdx.x == 0) {
+    part[0] = m;
+    part[1] = sum;
+  }
+  for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x) {
+    A total = 0;
+    for (int w = 0; w < kWarps; ++w) total += s_acc[w][e];
+    part[2 + e] = total;
+  }
+}
+
+// One block per query: the splits up to its last key, merged in order, rounded once.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    kv_merge_kernel(KvCacheAttentionArgs a, const void* partials, int64_t splits) {
+  using A = Compute<T>;
+  const int64_t n = blockIdx.x;
+  const int64_t i = n % a.len_q, h = n / a.len_q % a.heads, b = n / (a.len_q * a.heads);
+  const int64_t past = a.seqlens[b];
+  if (past < 0 || past + a.len_q > a.capacity) return;  // reported by the split kernel
+  const int64_t used = (past + i) / kSplit + 1;         // splits holding keys <= the last
+  const DeviceExp exp_fn;
+  kernels::OnlineSoftmax<A> total;
   T* orow = static_cast<T*>(a.out) + ((b * a.heads + h) * a.len_q + i) * a.head_dim_v;
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) {
-    const int64_t e = lane + 32 * r;
-    if (e < a.head_dim_v) orow[e] = cast<T>(out_acc[r] / total.sum);
+  for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x) {
+    total = {};
+    A out = 0;
+    for (int64_t sp = 0; sp < used && sp < splits; ++sp) {
+      const A* part = partial_of<A>(const_cast<void*>(partials), n, sp, splits, a.head_dim_v);
+      kernels::OnlineSoftmax<A> piece;
+      piece.max = part[0];
+      piece.sum = part[1];
+      piece.any = part[1] > A(0);
+      const auto step = total.merge(piece, exp_fn);
+      if (piece.any) out = out * step.rescale + step.weight * part[2 + e];
+    }
+    orow[e] = cast<T>(out / total.sum);
   }
 }
 
 }  // namespace
 
 bool kv_cache_attention(const KvCacheAttentionArgs& a) {
-  EMBER_ASSERT(a.head_dim <= 32 * kMaxPerLane && a.head_dim_v <= 32 * kMaxPerLane,
-               "attention_with_kv_cache: head dims above ", 32 * kMaxPerLane);
-  const int64_t blocks = a.batch * a.heads * a.len_q;
-  if (blocks == 0) return true;
+  EMBER_ASSERT(a.head_dim <= kMaxDim && a.head_dim_v <= kMaxDim,
+               "attention_with_kv_cache: head dims above ", kMaxDim);
+  const int64_t rows = a.batch * a.heads * a.len_q;
+  if (rows == 0) return true;
+  const int64_t splits = (a.capacity + kSplit - 1) / kSplit;
   DeviceError* error = device_error_record(a.device);
   const cudaStream_t s = stream(a.device);
   dispatch_any_float(a.dtype, "attention_with_kv_cache", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    kv_attention_kernel<T><<<static_cast<unsigned>(blocks), kWarps * 32, 0, s>>>(a, error);
+    using A = Compute<T>;
+    const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
+    if (splits == 1) {
+      kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, nullptr, error);
+      EMBER_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    const Scratch partials(a.device, static_cast<size_t>(rows * splits * (a.head_dim_v + 2)) *
+                                         sizeof(A));
+    kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials.get(), error);
+    EMBER_CUDA_LAUNCH_CHECK();
+    kv_merge_kernel<T><<<static_cast<unsigned>(rows), 64, 0, s>>>(a, partials.get(), splits);
     EMBER_CUDA_LAUNCH_CHECK();
   });
   return true;
