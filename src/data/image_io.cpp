@@ -84,7 +84,8 @@ struct TurboJpeg {
   std::string missing;  // why it could not be loaded; empty once loaded
 };
 
-const TurboJpeg& turbojpeg(const char* op, const std::string& name) {
+// Loads TurboJPEG once; api.missing says why it could not be.
+const TurboJpeg& load_turbojpeg() {
   static TurboJpeg api;
   static std::once_flag once;
   std::call_once(once, [] {
@@ -102,6 +103,11 @@ const TurboJpeg& turbojpeg(const char* op, const std::string& name) {
     ok = ok && bind(lib, api.destroy, "tjDestroy", why);
     if (!ok) api.missing = why;
   });
+  return api;
+}
+
+const TurboJpeg& turbojpeg(const char* op, const std::string& name) {
+  const TurboJpeg& api = load_turbojpeg();
   if (!api.missing.empty())
     fail(op, name,
          "JPEG needs libjpeg-turbo's TurboJPEG library (libturbojpeg.so.0), which could not be "
@@ -227,7 +233,8 @@ struct LibPng {
 
 LibPng png_api;  // filled once by libpng()
 
-const LibPng& libpng(const char* op, const std::string& name) {
+// Loads libpng once into png_api; png_api.missing says why it could not be.
+const LibPng& load_libpng() {
   LibPng& api = png_api;
   static std::once_flag once;
   std::call_once(once, [&api] {
@@ -256,6 +263,11 @@ const LibPng& libpng(const char* op, const std::string& name) {
     ok = ok && bind(lib, api.read_image, "png_read_image", why);
     if (!ok) api.missing = why;
   });
+  return api;
+}
+
+const LibPng& libpng(const char* op, const std::string& name) {
+  const LibPng& api = load_libpng();
   if (!api.missing.empty())
     fail(op, name,
          "PNG needs libpng (libpng16.so.16), which could not be loaded (" + api.missing +
@@ -371,6 +383,9 @@ std::string describe_format(std::span<const uint8_t> b) {
 }
 
 }  // namespace
+
+bool jpeg_supported() { return load_turbojpeg().missing.empty(); }
+bool png_supported() { return load_libpng().missing.empty(); }
 
 Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name) {
   static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};

@@ -35,6 +35,12 @@ Tensor read_image(const std::string& path);
 /// Example: Tensor img = data::decode_image(bytes, "upload 3");
 Tensor decode_image(std::span<const uint8_t> bytes, const std::string& name);
 
+/// Whether JPEG can be decoded and written here: libjpeg-turbo's TurboJPEG library loads.
+/// Example: if (!data::jpeg_supported()) std::cerr << "apt-get install libturbojpeg0\n";
+bool jpeg_supported();
+/// Whether PNG can be decoded here: libpng loads (write_png needs only zlib).
+bool png_supported();
+
 /// Writes a u8 image [H, W] (gray), [H, W, 1], [H, W, 3] (RGB) or [H, W, 4] (RGBA) as an 8-bit
 /// PNG (zlib, no filtering). Example: data::write_png("mask.png", mask);
 void write_png(const std::string& path, const Tensor& image);
