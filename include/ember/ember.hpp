@@ -1,6 +1,7 @@
 // ember/ember.hpp — everything in one include.
 #pragma once
 
+#include "ember/anomaly.hpp"
 #include "ember/attention.hpp"
 #include "ember/autocast.hpp"
 #include "ember/autograd.hpp"

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "autograd/anomaly.hpp"
 #include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
 #include "core/capture.hpp"
 #include "core/profiler.hpp"
+#include "ember/anomaly.hpp"
 #include "ember/autocast.hpp"
 #include "ember/ops.hpp"
 
@@ -79,6 +81,8 @@ void attach(const std::shared_ptr<Node>& node, Tensor& out, std::span<const Tens
   }
   detail::TensorAccess::impl(out)->requires_grad = true;
   detail::TensorAccess::impl(out)->grad_fn = node;
+  if (detail::anomaly_checking()) [[unlikely]]  // Note [Anomaly checks at no cost when off]
+    check_forward_anomaly(*node, out, inputs);
 }
 
 // Note [Gradients stolen into the Persistent pool]
@@ -306,6 +310,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       } catch (const Error& e) {
         throw Error(detail::concat("backward of ", n->name, ": ", e.what()));
       }
+      if (detail::anomaly_checking()) [[unlikely]]  // Note [Anomaly checks at no cost when off]
+        check_backward_anomaly(*n, grad, grad_inputs);
     }
     if (!retain_graph && !n->is_accumulator()) {
       n->release();
