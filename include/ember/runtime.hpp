@@ -1,5 +1,5 @@
 // ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; deterministic mode;
-// CUDA device descriptions.
+// float32 matmul precision (TF32); CUDA device descriptions.
 #pragma once
 
 #include <string>
@@ -43,6 +43,27 @@ bool sync_errors();
 /// Example: set_deterministic(true);
 void set_deterministic(bool on);
 bool deterministic();
+
+/// How f32 matrix products may be computed (torch.set_float32_matmul_precision):
+///   "highest"  full f32 (the default): CUDA GEMMs compute in f32 (CUBLAS_COMPUTE_32F), within
+///              f32 rounding of the CPU;
+///   "high"     f32 GEMMs on CUDA may use TF32 tensor cores (10-bit mantissa products, f32
+///              accumulation: CUBLAS_COMPUTE_32F_FAST_TF32), faster and to about 1e-3 relative;
+///   "medium"   accepted as PyTorch does; ember treats it as "high" (as PyTorch does on CUDA,
+///              where "medium" also means TF32).
+/// Applies to f32 matmul, linear, bmm, addmm and the GEMMs of convolutions' im2col path on
+/// CUDA; f64, f16 and bf16 GEMMs and the CPU are unaffected (the CPU always computes f32).
+/// Refuses any other string, listing the accepted ones. docs/mixed_precision.md has the H200's
+/// speed and error for each. Example: set_float32_matmul_precision("high");
+void set_float32_matmul_precision(const std::string& precision);
+/// "highest", "high" or "medium": the last value set.
+std::string get_float32_matmul_precision();
+
+namespace detail {
+/// True when f32 GEMMs and convolutions on CUDA may use TF32 ("high" or "medium"): what a
+/// CUDA kernel's choice of compute type reads (one relaxed atomic load).
+bool allow_tf32() noexcept;
+}  // namespace detail
 
 /// One line about CUDA device `index`: name, compute capability, memory.
 /// Example: cuda_device_description(0) == "NVIDIA H200 (sm_90, 139.8 GiB)". Throws when the

@@ -1,8 +1,9 @@
 // src/cuda/linalg.cpp — batched GEMM through cuBLASLt, with bias and ReLU/GELU epilogues.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, f32
-// (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's), f64, and f16/bf16
-// (tensor cores, f32 accumulation, C and the bias in the 16-bit type; autocast's GEMMs).
+// (FP32 compute: no TF32, so results stay within f32 rounding of the CPU's; TF32 tensor cores,
+// CUBLAS_COMPUTE_32F_FAST_TF32, when set_float32_matmul_precision("high") allows them), f64, and
+// f16/bf16 (tensor cores, f32 accumulation, C and the bias in the 16-bit type; autocast's GEMMs).
 // cuBLASLt is column-major: a row-major [m, n] matrix is the column-major [n, m] matrix with
 // the same leading dimension, so we compute Cᵀ = op(B)ᵀ · op(A)ᵀ, passing B first and the
 // transposes as flags (nothing is copied). The bias (length n) then runs along Cᵀ's rows,
@@ -80,9 +81,9 @@ DeviceBlas& blas(int device) {
 }
 
 // Everything that decides the descriptors and the algorithm.
-using Key =
-    std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t, bool, bool>;
+using Key = std::tuple<int, int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t, int64_t, int, bool, uint32_t, uint32_t, uint32_t,
+                       bool, bool, bool>;
 
 // Note [cuBLASLt alignment]
 // The heuristic assumes 256-byte aligned operands unless told otherwise, and views (slices,
@@ -234,6 +235,8 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
   const int64_t ces = g.c_f32 ? int64_t{4} : es;  // C's element size
   const uint32_t align_c = alignment_of(c, many * g.batch_stride_c * ces);
   const bool det = deterministic();  // Note [Measured GEMM algorithms]
+  // f32 operands in TF32 (set_float32_matmul_precision): another compute type, another plan.
+  const bool tf32 = g.dtype == DType::f32 && detail::allow_tf32();
   const Key key{device,
                 static_cast<int>(g.dtype),
                 g.trans_a,
@@ -254,13 +257,16 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
                 align_b,
                 align_c,
                 det,
-                g.c_f32};
+                g.c_f32,
+                tf32};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const bool f64 = g.dtype == DType::f64;
   const cudaDataType_t type = data_type(g.dtype);
   const cudaDataType_t c_type = g.c_f32 ? CUDA_R_32F : type;  // C, D and a bias gradient
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
+                                      : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                             : CUBLAS_COMPUTE_32F;
   const cudaDataType_t scale_type = f64 ? CUDA_R_64F : CUDA_R_32F;  // alpha, beta
   Plan p;
   p.epilogue = epilogue;
