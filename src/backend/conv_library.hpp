@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ember/dtype.hpp"
 
@@ -32,6 +33,22 @@ struct ConvGeometry {
   int64_t input[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, output[3] = {1, 1, 1};
   int64_t stride[3] = {1, 1, 1}, padding[3] = {0, 0, 0}, dilation[3] = {1, 1, 1};
 };
+
+/// The geometry's fields as a cache key (the backends append their own flags).
+inline std::vector<int64_t> key_of(const ConvGeometry& g) {
+  std::vector<int64_t> k = {static_cast<int64_t>(g.dtype),
+                            g.device,
+                            g.spatial,
+                            g.channels_last,
+                            g.batch,
+                            g.in_channels,
+                            g.out_channels,
+                            g.groups};
+  for (int i = 0; i < g.spatial; ++i)
+    k.insert(k.end(),
+             {g.input[i], g.kernel[i], g.output[i], g.stride[i], g.padding[i], g.dilation[i]});
+  return k;
+}
 
 /// out = conv(x, weight) (+ bias) (then ReLU when relu).
 struct ConvForwardArgs {

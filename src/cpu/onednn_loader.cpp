@@ -43,6 +43,10 @@ Loaded load() {
     path = e;
     if (path.find(".so") == std::string::npos) path += std::string("/") + kSoname;
   }
+  // Note [oneDNN's threads are ember's] (conv_onednn.cpp): idle OpenMP threads block rather
+  // than spin, unless the user chose. Read by libgomp when it loads (with oneDNN, below).
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT"))
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
