@@ -11,12 +11,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/conv_backend.hpp"
 #include "ember/ember.hpp"
 #include "ember/nn/conv.hpp"
+#include "ember/optim.hpp"
+#include "ember/train/capture.hpp"
 #include "error_of.hpp"
 
 namespace ember {
@@ -322,6 +326,128 @@ TEST(ConvLibrary, Conv2dModuleRunsOnOneDnn) {
 TEST(ConvLibraryDeathTest, MissingOneDnnFallsBackWithTheReason) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(convolve_without_onednn(), ::testing::ExitedWithCode(0), "");
+}
+
+// ---- cuDNN (the GPU machine runs these; they skip without a CUDA device) ----
+
+const Device kGpu = Device::cuda(0);
+
+// cuDNN must be there for these: a GPU without it reports why in the failure.
+#define SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN()                                     \
+  do {                                                                                \
+    SKIP_WITHOUT_CUDA();                                                              \
+    const std::string status = conv_library_status(kGpu);                             \
+    ASSERT_EQ(status.rfind("cuDNN", 0), 0u) << "cuDNN not loadable here: " << status; \
+  } while (0)
+
+constexpr double kCudnnF32 = 1e-4;   // f32 compute, no TF32; a different summation order
+constexpr double kCudnnF16 = 5e-3;   // 11-bit mantissa operands, f32 accumulation
+constexpr double kCudnnBf16 = 2e-2;  // 8-bit mantissa operands, f32 accumulation
+
+TEST(CudaConvLibrary, StatusNamesCudnn) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  EXPECT_NE(conv_library_status(kGpu).find("cuDNN 9."), std::string::npos);
+}
+
+TEST(CudaConvLibrary, Conv2dPaddedWithBiasF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), rand_t({4, 3, 17, 16}, 101),
+                       rand_t({8, 3, 3, 3}, 102), rand_t({8}, 103), ConvBackend::cudnn, kCudnnF32,
+                       kGpu);
+}
+
+TEST(CudaConvLibrary, Conv2dStrideDilationUnevenF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  check_against_im2col(conv2d_fn(Size2d(2, 3), Size2d(1, 0), Size2d(1, 2), 1),
+                       rand_t({2, 3, 10, 13}, 104), rand_t({4, 3, 3, 2}, 105), rand_t({4}, 106),
+                       ConvBackend::cudnn, kCudnnF32, kGpu);
+}
+
+TEST(CudaConvLibrary, Conv2dGroupsAndDepthwiseF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  check_against_im2col(conv2d_fn(1, 1, 1, 2), rand_t({2, 4, 7, 7}, 107), rand_t({6, 2, 3, 3}, 108),
+                       rand_t({6}, 109), ConvBackend::cudnn, kCudnnF32, kGpu);
+  check_against_im2col(conv2d_fn(2, 1, 1, 8), rand_t({2, 8, 9, 9}, 110), rand_t({8, 1, 3, 3}, 111),
+                       Tensor(), ConvBackend::cudnn, kCudnnF32, kGpu);
+}
+
+TEST(CudaConvLibrary, Conv1dF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv1d(x, w, b, 2, 2, 2, 3);
+  };
+  check_against_im2col(f, rand_t({2, 6, 23}, 112), rand_t({9, 2, 3}, 113), rand_t({9}, 114),
+                       ConvBackend::cudnn, kCudnnF32, kGpu);
+}
+
+TEST(CudaConvLibrary, Conv3dF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv3d(x, w, b, Size3d(1, 2, 2), 1);
+  };
+  check_against_im2col(f, rand_t({2, 3, 5, 7, 6}, 115), rand_t({4, 3, 3, 3, 3}, 116),
+                       rand_t({4}, 117), ConvBackend::cudnn, kCudnnF32, kGpu);
+  const ConvFn g = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv3d(x, w, b, 1, Size3d(0, 1, 2), Size3d(1, 2, 2), 2);
+  };
+  check_against_im2col(g, rand_t({1, 4, 4, 8, 8}, 118), rand_t({6, 2, 2, 3, 3}, 119), Tensor(),
+                       ConvBackend::cudnn, kCudnnF32, kGpu);
+}
+
+TEST(CudaConvLibrary, Conv2dF16AndBf16) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  // Channel counts that are multiples of 8, as tensor-core engines like them.
+  const Tensor x = rand_t({4, 16, 12, 12}, 120), w = rand_t({32, 16, 3, 3}, 121),
+               b = rand_t({32}, 122);
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::cudnn, kCudnnF16, kGpu,
+                       DType::f16);
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::cudnn, kCudnnBf16, kGpu,
+                       DType::bf16);
+}
+
+TEST(CudaConvLibrary, F64FallsBackWithTheReason) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor x = rand_t({1, 2, 5, 5}, 123).to(kGpu).to(DType::f64);
+  const Tensor w = rand_t({3, 2, 3, 3}, 124).to(kGpu).to(DType::f64);
+  conv2d(x, w);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::im2col);
+  EXPECT_NE(conv_fallback_reason().find("f64"), std::string::npos) << conv_fallback_reason();
+}
+
+TEST(CudaConvLibrary, CapturedStepEqualsEager) {
+  // A small CNN's SGD steps, eager and as a replayed CUDA graph: the convolutions (cuDNN, with
+  // their workspaces from the graph's pool) replay bitwise.
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  std::vector<float> losses[2];
+  for (int captured = 0; captured < 2; ++captured) {
+    manual_seed(5);
+    nn::Module net =
+        nn::Sequential({nn::Conv2d(1, 8, 3, 1, 1), nn::ReLU(), nn::Conv2d(8, 8, 3, 1, 1, 1, 2),
+                        nn::Flatten(), nn::Linear(8 * 8 * 8, 10)});
+    net->to(kGpu);
+    optim::SGD opt(net->parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+    auto step = [&](const std::vector<Tensor>& in) {
+      opt.zero_grad();
+      Tensor loss = cross_entropy(net(in[0]), in[1]);
+      loss.backward();
+      opt.step();
+      return std::vector<Tensor>{loss};
+    };
+    std::unique_ptr<train::CapturedStep> graph;
+    if (captured) graph = std::make_unique<train::CapturedStep>(step);
+    manual_seed(9);
+    for (int s = 0; s < 5; ++s) {
+      const std::vector<Tensor> batch = {randn({16, 1, 8, 8}, {.device = kGpu}),
+                                         randint(0, 10, {16}, {.device = kGpu})};
+      const Tensor loss = captured ? (*graph)(batch)[0] : step(batch)[0];
+      if (!captured && s == 0)
+        EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
+      losses[captured].push_back(loss.item<float>());
+    }
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_EQ(losses[1][i], losses[0][i]) << "step " << i;
+  EXPECT_NE(losses[0].front(), losses[0].back()) << "the model did not train";
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ using cudnn::api;
 using cudnn::BuildError;
 using cudnn::check;
 using cudnn::Desc;
+using cudnn::handle;
 using cudnn::set;
 using cudnn::set_desc;
 using cudnn::status_text;
@@ -471,22 +472,6 @@ struct Plan {
   const Candidate& plan() const { return candidates[chosen]; }
 };
 
-cudnnHandle_t handle(int device) {
-  static std::mutex mutex;
-  static std::array<cudnnHandle_t, 64> handles{};
-  std::lock_guard<std::mutex> lock(mutex);
-  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
-  if (!h) {
-    stream(device);  // makes the device current
-    const cudnnStatus_t s = api().create(&h);
-    if (s != CUDNN_STATUS_SUCCESS) {
-      h = nullptr;
-      throw BuildError("cudnnCreate failed: " + status_text(s));
-    }
-  }
-  return h;
-}
-
 // Note [Measured attention engines]
 // cuDNN's heuristic ranks the engine configurations that run a graph, and PyTorch runs its
 // first. With EMBER_SDPA_AUTOTUNE=1 the first call of each plan (never one being captured)
@@ -667,40 +652,20 @@ bool noted_nondeterministic(cudnnBackendDescriptor_t config) {
 
 // Graph → heuristics → the engine configs whose plans finalize (the first is the default).
 void make_plan(Plan& p, Builder& g, cudnnHandle_t h) {
-  p.graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  const std::vector<cudnnBackendDescriptor_t> ops = g.ops();
-  set(p.graph->get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-      static_cast<int64_t>(ops.size()), ops.data(), "graph ops");
-  set(p.graph->get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
-  check(api().finalize(p.graph->get()), "finalize operation graph");
+  p.graph = cudnn::operation_graph(g.ops(), h);
   p.descs = g.release();
   std::string errors;
   const size_t wanted = autotune_level() > 0 && !p.deterministic ? kMaxCandidates : 1;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    p.heur = std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    cudnnBackendDescriptor_t graph = p.graph->get();
-    set(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &graph, "heuristics graph");
-    set(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
-    if (api().finalize(p.heur->get()) != CUDNN_STATUS_SUCCESS) {
+    std::vector<std::unique_ptr<Desc>> found =
+        cudnn::heuristic_configs(p.graph->get(), mode, &p.heur);
+    if (found.empty()) {
       errors += " heuristics: " + status_text(CUDNN_STATUS_NOT_SUPPORTED);
       continue;
     }
-    int64_t count = 0;
-    check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-          "heuristics count");
-    std::vector<Candidate> configs(static_cast<size_t>(count));
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (Candidate& c : configs) {
-      c.config = std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(c.config->get());
-    }
-    int64_t got = 0;
-    if (count > 0)
-      check(api().get_attribute(p.heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
-            "heuristics results");
+    const auto got = static_cast<int64_t>(found.size());
+    std::vector<Candidate> configs(found.size());
+    for (size_t i = 0; i < found.size(); ++i) configs[i].config = std::move(found[i]);
     for (int64_t i = 0; i < got && p.candidates.size() < wanted; ++i) {
       Candidate& c = configs[static_cast<size_t>(i)];
       c.label = "config " + std::to_string(i);
@@ -864,23 +829,9 @@ void execute(const SdpaArgs& a, const Candidate& p, bool backward, bool accumula
       EMBER_CUDA_CHECK(
           cudaMemsetAsync(base + ws + sum_padded, 0, extra - sum_padded, stream(a.device)));
   }
-  cudnnHandle_t hd = handle(a.device);
-  if (api().set_stream(hd, stream(a.device)) != CUDNN_STATUS_SUCCESS)
-    detail::throw_error("scaled_dot_product_attention: cudnnSetStream failed");
-  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  void* workspace = base;
-  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-      static_cast<int64_t>(uids.size()), uids.data(), "variant pack ids");
-  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-      static_cast<int64_t>(ptrs.size()), ptrs.data(), "variant pack pointers");
-  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
-      "variant pack workspace");
-  check(api().finalize(pack.get()), "finalize variant pack");
-  const cudnnStatus_t st = api().execute(hd, p.plan->get(), pack.get());
-  if (st != CUDNN_STATUS_SUCCESS)
-    detail::throw_error(detail::concat("scaled_dot_product_attention: cuDNN ",
-                                       backward ? "backward" : "forward",
-                                       " execution failed: ", status_text(st)));
+  cudnn::execute(
+      a.device, p.plan->get(), uids, ptrs, base,
+      std::string("scaled_dot_product_attention: cuDNN ") + (backward ? "backward" : "forward"));
 }
 
 // Note [Measured attention engines]: times each candidate on the call's tensors (one warm-up
@@ -977,10 +928,7 @@ const char* sdpa_status(int device) {
   if (!a) return (text = why).c_str();
   std::lock_guard<std::mutex> lock(cache().mutex);
   const std::string& last = cache().status[static_cast<size_t>(device < 0 ? 0 : device % 64)];
-  const size_t v = a->version;
-  text = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-         std::to_string(v % 100) + " (" + a->path + ")" +
-         (last.empty() ? "" : "; last fallback: " + last);
+  text = cudnn::version_text(*a) + (last.empty() ? "" : "; last fallback: " + last);
   return text.c_str();
 }
 

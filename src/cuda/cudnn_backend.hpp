@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ember::cuda::cudnn {
 
@@ -71,9 +73,10 @@ inline void set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t att
   set(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
 }
 
-/// Whether the engine of engine configuration `config` carries cuDNN's numerical note
-/// CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC (its results may change from run to run).
-inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
+/// Whether the engine of engine configuration `config` carries cuDNN's numerical note `note`
+/// (CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: its results may change from run to run;
+/// _TENSOR_CORE or _DOWN_CONVERT_INPUTS on f32 data: it computes in TF32 or lower).
+inline bool engine_has_note(cudnnBackendDescriptor_t config, cudnnBackendNumericalNote_t note) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t n = 0;
@@ -85,8 +88,32 @@ inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
                             static_cast<int64_t>(notes.size()), &n, notes.data()),
         "engine numerical notes");
   const auto end = notes.begin() + std::clamp<int64_t>(n, 0, static_cast<int64_t>(notes.size()));
-  return std::find(notes.begin(), end, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) != end;
+  return std::find(notes.begin(), end, note) != end;
 }
+
+/// engine_has_note(config, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC).
+inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
+  return engine_has_note(config, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
+}
+
+// cudnn_backend.cpp: shared by every graph builder.
+/// The cuDNN handle of `device` (created on first use, kept for the process).
+cudnnHandle_t handle(int device);
+/// Runs the finalized execution plan `plan` on the device's stream (the capture stream while
+/// capturing) with the tensors `uids` at `ptrs` and `workspace`; a refusal throws ember::Error
+/// "<what> execution failed: <cuDNN's message>".
+void execute(int device, cudnnBackendDescriptor_t plan, const std::vector<int64_t>& uids,
+             const std::vector<void*>& ptrs, void* workspace, const std::string& what);
+/// The finalized operation graph of `ops` on handle `h`.
+std::unique_ptr<Desc> operation_graph(const std::vector<cudnnBackendDescriptor_t>& ops,
+                                      cudnnHandle_t h);
+/// The engine configurations heuristic `mode` ranks for `graph`, best first; empty when the
+/// heuristic refuses the graph. *heur receives the heuristics descriptor they came from.
+std::vector<std::unique_ptr<Desc>> heuristic_configs(cudnnBackendDescriptor_t graph,
+                                                     cudnnBackendHeurMode_t mode,
+                                                     std::unique_ptr<Desc>* heur);
+/// "cuDNN 9.10.2 (/path/libcudnn.so.9)".
+std::string version_text(const CudnnApi& a);
 
 }  // namespace ember::cuda::cudnn
 

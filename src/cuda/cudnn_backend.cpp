@@ -1,0 +1,100 @@
+// src/cuda/cudnn_backend.cpp — the cuDNN plumbing the graph builders share (cudnn_backend.hpp):
+// one handle per device, running a finalized plan on the device's stream, the version line.
+// Used by the fused attention (attention.cpp) and the convolutions (conv_cudnn.cpp).
+#include "cuda/cudnn_backend.hpp"
+
+#if defined(EMBER_HAVE_CUDNN_HEADERS)
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+#include "ember/error.hpp"
+
+namespace ember::cuda::cudnn {
+
+cudnnHandle_t handle(int device) {
+  static std::mutex mutex;
+  static std::array<cudnnHandle_t, 64> handles{};
+  std::lock_guard<std::mutex> lock(mutex);
+  cudnnHandle_t& h = handles[static_cast<size_t>(device)];
+  if (!h) {
+    stream(device);  // makes the device current
+    const cudnnStatus_t s = api().create(&h);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      h = nullptr;
+      throw BuildError("cudnnCreate failed: " + status_text(s));
+    }
+  }
+  return h;
+}
+
+void execute(int device, cudnnBackendDescriptor_t plan, const std::vector<int64_t>& uids,
+             const std::vector<void*>& ptrs, void* workspace, const std::string& what) {
+  cudnnHandle_t h = handle(device);
+  if (api().set_stream(h, stream(device)) != CUDNN_STATUS_SUCCESS)
+    ember::detail::throw_error(what + ": cudnnSetStream failed");
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+      static_cast<int64_t>(uids.size()), uids.data(), "variant pack ids");
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+      static_cast<int64_t>(ptrs.size()), ptrs.data(), "variant pack pointers");
+  set(pack.get(), CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace,
+      "variant pack workspace");
+  check(api().finalize(pack.get()), "finalize variant pack");
+  const cudnnStatus_t st = api().execute(h, plan, pack.get());
+  if (st != CUDNN_STATUS_SUCCESS)
+    ember::detail::throw_error(what + " execution failed: " + status_text(st));
+}
+
+std::unique_ptr<Desc> operation_graph(const std::vector<cudnnBackendDescriptor_t>& ops,
+                                      cudnnHandle_t h) {
+  auto graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  set(graph->get(), CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+      static_cast<int64_t>(ops.size()), ops.data(), "graph ops");
+  set(graph->get(), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
+  check(api().finalize(graph->get()), "finalize operation graph");
+  return graph;
+}
+
+std::vector<std::unique_ptr<Desc>> heuristic_configs(cudnnBackendDescriptor_t graph,
+                                                     cudnnBackendHeurMode_t mode,
+                                                     std::unique_ptr<Desc>* heur) {
+  *heur = std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  cudnnBackendDescriptor_t h = (*heur)->get();
+  set(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+      "heuristics graph");
+  set(h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heur mode");
+  if (api().finalize(h) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  check(api().get_attribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                            &count, nullptr),
+        "heuristics count");
+  std::vector<std::unique_ptr<Desc>> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(configs.back()->get());
+  }
+  int64_t got = 0;
+  if (count > 0)
+    check(api().get_attribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                              count, &got, raw.data()),
+          "heuristics results");
+  configs.resize(static_cast<size_t>(std::clamp<int64_t>(got, 0, count)));
+  return configs;
+}
+
+std::string version_text(const CudnnApi& a) {
+  const size_t v = a.version;
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100) + " (" + a.path + ")";
+}
+
+}  // namespace ember::cuda::cudnn
+
+#endif  // EMBER_HAVE_CUDNN_HEADERS
