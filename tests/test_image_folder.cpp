@@ -339,11 +339,14 @@ TEST(ImageFolder, MixedSizesWithoutCropAreRefusedWhenBatched) {
   write_png(dir.file("root/a/0.png"), pattern(8, 8, 0));
   write_png(dir.file("root/a/1.png"), pattern(9, 8, 1));
   auto ds = std::make_shared<ImageFolder>((dir.path / "root").string());
-  DataLoader loader(ds, {.batch_size = 2, .prefetch = false});
-  const std::string e = error_of([&] {
-    for (Example& b : loader) (void)b;
-  });
-  EXPECT_TRUE(contains(e, "stack: tensor 1 has shape [3, 9, 8] but tensor 0 has [3, 8, 8]")) << e;
+  for (int workers : {0, 2}) {  // with workers: the copy into the batch gives way to collate
+    DataLoader loader(ds, {.batch_size = 2, .prefetch = false, .num_workers = workers});
+    const std::string e = error_of([&] {
+      for (Example& b : loader) (void)b;
+    });
+    EXPECT_TRUE(contains(e, "stack: tensor 1 has shape [3, 9, 8] but tensor 0 has [3, 8, 8]"))
+        << workers << " workers: " << e;
+  }
 }
 
 // Examples i -> [i, i]; get() throws for the indices in `bad`; records begin_epoch calls.

@@ -10,6 +10,7 @@
 #include "ember/data/dataloader.hpp"
 
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -181,6 +182,90 @@ struct DataLoader::Workers {
   }
 };
 
+// Note [Examples copied into the batch]
+// With workers, each example is copied into its row of the batch by the worker that made it,
+// while its bytes are still in that core's cache, instead of being stacked afterwards on one
+// thread. The batch tensors are allocated from the first example to arrive; an example whose
+// tensors are not CPU-contiguous or differ from it in dtype, shape or which are defined
+// abandons the copy, and collate() then stacks the kept examples, raising its usual errors.
+// Both routes give the same values, so batches stay independent of the worker count.
+namespace {
+
+class BatchInPlace {
+ public:
+  explicit BatchInPlace(int64_t rows) : rows_(rows) {}
+
+  // Copies example i into row i (from any worker thread).
+  void put(int64_t i, const Example& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!usable_) return;
+      if (!batch_.input.defined()) {
+        usable_ = fits(e);
+        if (usable_) allocate(e);
+      } else {
+        usable_ = matches(e);
+      }
+      if (!usable_) return;
+    }
+    copy_row(batch_.input, e.input, i);
+    if (e.target.defined()) copy_row(batch_.target, e.target, i);
+    for (size_t k = 0; k < e.extra_inputs.size(); ++k)
+      copy_row(batch_.extra_inputs[k], e.extra_inputs[k], i);
+  }
+
+  bool usable() const { return usable_ && batch_.input.defined(); }
+  Example take() { return std::move(batch_); }
+
+ private:
+  static bool plain(const Tensor& t) { return t.device().is_cpu() && t.is_contiguous(); }
+  static bool fits(const Example& e) {
+    if (!e.input.defined() || !plain(e.input)) return false;
+    if (e.target.defined() && !plain(e.target)) return false;
+    for (const Tensor& x : e.extra_inputs)
+      if (!x.defined() || !plain(x)) return false;
+    return true;
+  }
+  static bool same(const Tensor& row, const Tensor& batch) {
+    if (!row.defined() || !plain(row) || row.dtype() != batch.dtype()) return false;
+    if (row.dim() + 1 != batch.dim()) return false;
+    for (int64_t d = 0; d < row.dim(); ++d)
+      if (row.size(d) != batch.size(d + 1)) return false;
+    return true;
+  }
+  bool matches(const Example& e) const {
+    if (!same(e.input, batch_.input)) return false;
+    if (e.target.defined() != batch_.target.defined()) return false;
+    if (e.target.defined() && !same(e.target, batch_.target)) return false;
+    if (e.extra_inputs.size() != batch_.extra_inputs.size()) return false;
+    for (size_t k = 0; k < e.extra_inputs.size(); ++k)
+      if (!same(e.extra_inputs[k], batch_.extra_inputs[k])) return false;
+    return true;
+  }
+  Tensor rows_like(const Tensor& t) const {
+    std::vector<int64_t> shape{rows_};
+    for (int64_t d = 0; d < t.dim(); ++d) shape.push_back(t.size(d));
+    return empty(shape, {.dtype = t.dtype(), .device = Device::cpu()});
+  }
+  void allocate(const Example& e) {
+    batch_.input = rows_like(e.input);
+    if (e.target.defined()) batch_.target = rows_like(e.target);
+    for (const Tensor& x : e.extra_inputs) batch_.extra_inputs.push_back(rows_like(x));
+  }
+  static void copy_row(const Tensor& batch, const Tensor& row, int64_t i) {
+    const size_t bytes = static_cast<size_t>(row.numel()) * element_size(row.dtype());
+    std::memcpy(static_cast<char*>(batch.data_ptr()) + static_cast<size_t>(i) * bytes,
+                row.data_ptr(), bytes);
+  }
+
+  int64_t rows_;
+  std::mutex mutex_;
+  bool usable_ = true;
+  Example batch_;
+};
+
+}  // namespace
+
 // ---- DataLoader ----
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
@@ -273,9 +358,13 @@ Example DataLoader::make_batch(const std::vector<int64_t>& order, int64_t batch,
   Example out;
   if (workers_) {  // Note [Parallel examples]
     std::vector<Example> examples(rows.size());
-    workers_->run(static_cast<int64_t>(rows.size()),
-                  [&](int64_t i) { examples[static_cast<size_t>(i)] = dataset_->get(rows[i]); });
-    out = collate(std::move(examples));
+    BatchInPlace in_place(static_cast<int64_t>(rows.size()));
+    workers_->run(static_cast<int64_t>(rows.size()), [&](int64_t i) {
+      Example e = dataset_->get(rows[i]);
+      in_place.put(i, e);
+      examples[static_cast<size_t>(i)] = std::move(e);
+    });
+    out = in_place.usable() ? in_place.take() : collate(std::move(examples));
   } else {
     out = dataset_->get_batch(rows);
   }

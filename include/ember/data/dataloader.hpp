@@ -26,10 +26,11 @@
 // Note [Parallel examples]
 // With num_workers = N >= 1 the examples of a batch are made by N worker threads owned by
 // the loader (started at the first batch, kept across epochs): each takes the next index not
-// yet taken, calls dataset->get(i) and puts the example in its slot, and the batch is
-// collate() of the slots in order, so what each thread did leaves no trace. An error is the
-// one of the batch's first failing example. Before an epoch's first batch the loader calls
-// dataset->begin_epoch(epoch), with or without workers, so a dataset that augments at random
+// yet taken, calls dataset->get(i) and copies the example into its row of the batch (or,
+// for examples collate() must check, keeps it for collate() of all of them in order: Note
+// [Examples copied into the batch] in dataloader.cpp), so what each thread did leaves no trace. An
+// error is the one of the batch's first failing example. Before an epoch's first batch the loader
+// calls dataset->begin_epoch(epoch), with or without workers, so a dataset that augments at random
 // (ImageFolder) can seed each example from (seed, epoch, index): batches then depend on
 // neither N nor timing, and a resumed run sees the augmentations an uninterrupted one would.
 // N counts decoding threads only: the prefetch thread waits while they work.
