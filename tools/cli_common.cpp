@@ -159,9 +159,10 @@ train::History run_training(const TrainArgs& t, TrainJob job) {
         job.train, data::DistributedSamplerOptions{.shuffle = job.shuffle, .seed = t.seed});
     ddp.emplace(job.model, distributed::DistributedDataParallelOptions{});
   }
-  data::DataLoader train_loader(
-      shard ? shard : job.train,
-      {.batch_size = job.batch_size, .shuffle = job.shuffle && !shard, .seed = t.seed});
+  data::DataLoader train_loader(shard ? shard : job.train, {.batch_size = job.batch_size,
+                                                            .shuffle = job.shuffle && !shard,
+                                                            .seed = t.seed,
+                                                            .num_workers = job.num_workers});
 
   const std::unique_ptr<optim::Optimizer> opt = make_optimizer(t, job.model->parameters());
   std::unique_ptr<optim::LRScheduler> sched;

@@ -77,8 +77,9 @@ ember::Device check_train_args(const TrainArgs& t);
 /// says otherwise, shares this host's cores among its ranks.
 void join_job();
 
-/// What one `ember train` run trains; the classifier path (tools/ember.cpp) and the text path
-/// (tools/train_text.cpp) each fill one and hand it to run_training.
+/// What one `ember train` run trains; the classifier path (tools/ember.cpp), the text path
+/// (tools/train_text.cpp) and the image path (tools/train_images.cpp) each fill one and hand it
+/// to run_training.
 struct TrainJob {
   ember::nn::Module model;  // on its device already
   std::shared_ptr<ember::data::Dataset> train;
@@ -90,6 +91,9 @@ struct TrainJob {
   ember::train::LossFn loss;
   /// Whether this process prints and writes files (rank 0 of a distributed job).
   bool lead = true;
+  /// Threads making the training batches' examples (DataLoaderOptions::num_workers): images
+  /// are decoded and augmented on them (tools/train_images.cpp).
+  int num_workers = 0;
   /// The caller's fit() options (capture_step, autocast, on_epoch, ...); run_training fills
   /// in the rest from TrainArgs: epochs, validation, scheduler, checkpoints, progress, resume.
   ember::train::FitOptions fit{};

@@ -2,6 +2,7 @@
 //
 //   ember train --dataset fashion-mnist --model mlp --epochs 5 --output mlp.safetensors
 //   ember train --model gpt2 --config small.json --text book.txt -o book-gpt2/   (train_text.cpp)
+//   ember train --model resnet18 --images photos/ --epochs 10        (train_images.cpp)
 //   ember eval mlp.safetensors --dataset fashion-mnist
 //   ember predict mlp.safetensors --input rows.csv --output preds.csv
 //   ember inspect mlp.safetensors [--json] [--no-verify]
@@ -40,6 +41,7 @@
 #include "ember/io/checkpoint.hpp"
 #include "ember/train/fit.hpp"
 #include "ember/train/models.hpp"
+#include "train_images.hpp"
 #include "train_text.hpp"
 
 using namespace ember;
@@ -398,6 +400,8 @@ nn::json check_train(const DataArgs& da, const TrainArgs& t) {
                 da.dataset, ")");
   EMBER_CHECK(t.model != "gpt2" && t.model != "llama", "ember: --model ", t.model,
               " is a language model (expected --text FILE and --config CONFIG.json with it)");
+  EMBER_CHECK(!is_image_model(t.model), "ember: --model ", t.model,
+              " is an image model (expected --images FOLDER with it)");
   const nn::json spec =
       t.model == "mlp" || t.model == "cnn" ? nn::json() : read_model_spec(t.model);
   check_output_path("--output", t.output);
@@ -587,7 +591,7 @@ int main(int argc, char** argv) {
                   "Fashion-MNIST directory (default: the Debian package's)");
     c->add_option("--test-csv", da.test_csv, "CSV file to evaluate on (default: the training CSV)");
     c->add_option("--batch-size", da.batch_size,
-                  "batch size (1 or more; default: 128, with --text 16)")
+                  "batch size (1 or more; default: 128, with --text 16, with --images 32)")
         ->check(whole_number<int64_t>(1));
     add_header_flags(c);
   };
@@ -601,7 +605,10 @@ int main(int argc, char** argv) {
                   "applied by eval and predict)");
   TrainArgs ta;
   std::string device = "cpu";  // eval and predict
-  train->add_option("--model", ta.model, "mlp, cnn, a JSON spec file; gpt2 or llama with --text")
+  train
+      ->add_option("--model", ta.model,
+                   "mlp, cnn, a JSON spec file; gpt2 or llama with --text; resnet18, resnet50, ... "
+                   "with --images")
       ->capture_default_str();
   train->add_option("--epochs", ta.epochs, "epochs (1 or more)")
       ->capture_default_str()
@@ -647,6 +654,8 @@ int main(int argc, char** argv) {
   train->add_flag("--bf16", ta.bf16, "compute the forward in bfloat16 (--device cuda:N)");
   TextArgs tx;
   ember_cli::add_text_options(train, tx);
+  ImageArgs ix;
+  ember_cli::add_image_options(train, ix);
 
   auto* eval = app.add_subcommand("eval", "evaluate a saved model");
   std::string model_path;
@@ -723,7 +732,9 @@ int main(int argc, char** argv) {
   }
   try {
     load_plugins(plugins);  // Note [Plugins]
-    if (*train) return tx.text.empty() ? cmd_train(da, ta) : cmd_train_text(ta, tx, da.batch_size);
+    if (*train && !tx.text.empty()) return cmd_train_text(ta, tx, da.batch_size);
+    if (*train && !ix.images.empty()) return cmd_train_images(ta, ix, da.batch_size);
+    if (*train) return cmd_train(da, ta);
     if (*eval) return cmd_eval(model_path, da, device);
     if (*predict) return cmd_predict(model_path, input, preds, label, da, device);
     if (*inspect) return cmd_inspect(file, as_json, no_verify);

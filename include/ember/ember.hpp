@@ -16,6 +16,7 @@
 #include "ember/models/gpt2.hpp"
 #include "ember/models/llama.hpp"
 #include "ember/models/pretrained.hpp"
+#include "ember/models/resnet.hpp"
 #include "ember/ops.hpp"
 #include "ember/profiler.hpp"
 #include "ember/random.hpp"
