@@ -144,6 +144,25 @@ TEST(ConvLibrary, Conv2dUnevenGeometry) {
                        ConvBackend::onednn, kF32);
 }
 
+TEST(ConvLibrary, Conv2dStrideLargerThanKernel) {
+  // A 1×1 kernel at stride 3 skips two of every three rows and columns: oneDNN's right
+  // padding is negative here (-2).
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv2d_fn(3, 0, 1, 1), rand_t({2, 3, 9, 9}, 60), rand_t({4, 3, 1, 1}, 61),
+                       rand_t({4}, 62), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, Conv2dNonContiguousInput) {
+  // x a permuted view ([N, H, W, C] memory): the op hands the library a contiguous copy, and
+  // the gradient flows back through the permute.
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv2d(x.permute({0, 3, 1, 2}), w, b, 1, 1);
+  };
+  check_against_im2col(f, rand_t({2, 9, 8, 3}, 63), rand_t({5, 3, 3, 3}, 64), rand_t({5}, 65),
+                       ConvBackend::onednn, kF32);
+}
+
 TEST(ConvLibrary, Conv2dGroups) {
   SKIP_WITHOUT_ONEDNN();
   check_against_im2col(conv2d_fn(1, 1, 1, 2), rand_t({2, 4, 7, 7}, 9), rand_t({6, 2, 3, 3}, 10),
