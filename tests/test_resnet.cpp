@@ -492,10 +492,16 @@ TEST(CudaResNet, Resnet18ForwardBackwardMatchesCpu) {
   expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-3, 1e-4, "cuda train logits");
   cross_entropy(logits_cpu, y).backward();
   cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();
+  // Gradients as whole tensors (|g_gpu - g_cpu| / |g_cpu| in the 2-norm): one ReLU input that
+  // rounds to the other side of 0 moves a few elements, not the norm.
   const nn::NamedTensors pc = cpu->named_parameters(), pg = gpu->named_parameters();
-  for (size_t i = 0; i < pc.size(); ++i)
-    expect_close(pg[i].second.grad().to(Device::cpu()), pc[i].second.grad(), 1e-3, 1e-3,
-                 "cuda grad of " + pc[i].first);
+  ASSERT_EQ(pc.size(), 62u);
+  for (size_t i = 0; i < pc.size(); ++i) {
+    const Tensor want = pc[i].second.grad();
+    const Tensor got = pg[i].second.grad().to(Device::cpu());
+    EXPECT_LT(norm(got - want).item<float>(), 1e-3f * norm(want).item<float>())
+        << "cuda grad of " << pc[i].first;
+  }
   const nn::NamedTensors bc = cpu->named_buffers(), bg = gpu->named_buffers();
   for (size_t i = 0; i < bc.size(); ++i)
     expect_close(bg[i].second.to(Device::cpu()), bc[i].second, 1e-4, 1e-5, "cuda " + bc[i].first);
