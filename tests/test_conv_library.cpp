@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_skip.hpp"
@@ -467,6 +468,33 @@ TEST(CudaConvLibrary, CapturedStepEqualsEager) {
   for (size_t i = 0; i < losses[0].size(); ++i)
     EXPECT_EQ(losses[1][i], losses[0][i]) << "step " << i;
   EXPECT_NE(losses[0].front(), losses[0].back()) << "the model did not train";
+}
+
+// With EMBER_CONV_AUTOTUNE=1 (read once per process, so in a fresh one) the plans are the
+// fastest of several engines, timed at the first call: still the same results.
+[[noreturn]] void convolve_autotuned() {
+  setenv("EMBER_CONV_AUTOTUNE", "1", 1);
+  const ConvFn f = conv2d_fn(1, 1, 1, 1);
+  const Tensor x = rand_t({8, 16, 20, 20}, 130), w = rand_t({32, 16, 3, 3}, 131),
+               b = rand_t({32}, 132);
+  const ConvRun ref = run_conv(f, x, w, b, false);
+  bool ok = true;
+  for (int call = 0; call < 2; ++call) {  // the first call tunes, the second runs the pick
+    const ConvRun lib = run_conv(f, x, w, b, true, kGpu);
+    ok = ok && lib.backend == ConvBackend::cudnn;
+    for (const auto& [got, want] : {std::pair{lib.y, ref.y}, std::pair{lib.gx, ref.gx},
+                                    std::pair{lib.gw, ref.gw}, std::pair{lib.gb, ref.gb}}) {
+      const double scale = want.abs().max().item<float>();
+      ok = ok && (got - want).abs().max().item<float>() <= kCudnnF32 * (1.0 + scale);
+    }
+  }
+  std::exit(ok ? 0 : 1);
+}
+
+TEST(CudaConvLibraryDeathTest, AutotunedPlansMatchIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(convolve_autotuned(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

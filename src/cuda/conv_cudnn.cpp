@@ -22,7 +22,8 @@
 // has none).
 //
 // Plans (graph → heuristics mode A, then the fallback list → the first engine configuration
-// that passes the filters above and finalizes) are built once per kind, device, dtype,
+// that passes the filters above and finalizes, or with EMBER_CONV_AUTOTUNE the fastest of
+// several: Note [Measured convolution engines]) are built once per kind, device, dtype,
 // geometry, fused flags, pointer alignment and deterministic mode, and cached for the
 // process; a graph no engine takes is remembered with its reason. In deterministic mode
 // (set_deterministic) engines noted CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC are skipped (cuDNN's
@@ -33,6 +34,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -254,12 +258,41 @@ void build(Graph& gr, Kind kind, const ConvGeometry& g, bool fused_bias, bool fu
   if (fused_relu) gr.pointwise(CUDNN_POINTWISE_RELU_FWD, v, nullptr, y);
 }
 
+// One engine configuration whose execution plan finalized.
+struct Candidate {
+  std::unique_ptr<Desc> config, plan;
+  int64_t workspace = 0;
+};
+
+// A graph's plans: the heuristic's first configuration that passes refusal() and finalizes
+// (with EMBER_CONV_AUTOTUNE=1, up to kMaxCandidates of them, timed at the first call).
 struct Plan {
   std::vector<std::unique_ptr<Desc>> descs;
-  std::unique_ptr<Desc> graph, heur, config, plan;
-  int64_t workspace = 0;
+  std::unique_ptr<Desc> graph, heur;
+  std::vector<Candidate> candidates;
+  size_t chosen = 0;
+  bool tuned = false;
   std::string error;  // set when no engine runs the graph: the call declines
+  const Candidate& plan() const { return candidates[chosen]; }
 };
+
+// Note [Measured convolution engines]
+// By default a plan runs the first engine configuration cuDNN's heuristic ranks (after the
+// filters of Note [The convolution graphs]), as PyTorch does without cudnn.benchmark. With
+// EMBER_CONV_AUTOTUNE=1 a plan keeps up to kMaxCandidates configurations and its first call
+// that is not being captured (and not in deterministic mode) times each on the call's own
+// tensors (one warm-up, best of three) and keeps the fastest for the process, as
+// cudnn.benchmark = True; =2 also prints the times. Off by default: the pick follows timing
+// noise, so two processes may round differently.
+constexpr size_t kMaxCandidates = 8;
+
+int autotune_level() {
+  static const int level = [] {
+    const char* v = std::getenv("EMBER_CONV_AUTOTUNE");
+    return v && (v[0] == '1' || v[0] == '2') ? v[0] - '0' : 0;
+  }();
+  return level;
+}
 
 // Why `config` may not run (Note [The convolution graphs]); "" when it may.
 std::string refusal(cudnnBackendDescriptor_t config, DType dtype, bool det) {
@@ -285,7 +318,8 @@ void make_plan(Plan& p, Graph& g, cudnnHandle_t h, DType dtype, bool det) {
     std::vector<std::unique_ptr<Desc>> configs =
         cudnn::heuristic_configs(p.graph->get(), mode, &p.heur);
     const auto got = static_cast<int64_t>(configs.size());
-    for (int64_t i = 0; i < got; ++i) {
+    const size_t wanted = autotune_level() > 0 && !det ? kMaxCandidates : 1;
+    for (int64_t i = 0; i < got && p.candidates.size() < wanted; ++i) {
       cudnnBackendDescriptor_t config = configs[static_cast<size_t>(i)]->get();
       const std::string why = refusal(config, dtype, det);
       if (!why.empty()) {
@@ -300,14 +334,16 @@ void make_plan(Plan& p, Graph& g, cudnnHandle_t h, DType dtype, bool det) {
         errors += " config " + std::to_string(i) + ": " + status_text(st) + ";";
         continue;
       }
+      Candidate c;
       int64_t n = 0;
       check(api().get_attribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                CUDNN_TYPE_INT64, 1, &n, &p.workspace),
+                                CUDNN_TYPE_INT64, 1, &n, &c.workspace),
             "plan workspace size");
-      p.config = std::move(configs[static_cast<size_t>(i)]);
-      p.plan = std::move(plan);
-      return;
+      c.config = std::move(configs[static_cast<size_t>(i)]);
+      c.plan = std::move(plan);
+      p.candidates.push_back(std::move(c));
     }
+    if (!p.candidates.empty()) return;
     errors += " (" + std::string(mode == CUDNN_HEUR_MODE_A ? "mode A" : "fallback") + ": " +
               std::to_string(got) + " configs)";
   }
@@ -332,8 +368,8 @@ std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool re
 }
 
 // The cached plan (built on first use); null with *why when no engine runs the graph.
-const Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t alignment,
-                     std::string* why) {
+Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t alignment,
+               std::string* why) {
   Cache& c = cache();
   const bool det = deterministic();
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -350,7 +386,6 @@ const Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int
     }
   }
   if (!slot->error.empty()) {
-    c.status[static_cast<size_t>(g.device % 64)] = slot->error;
     *why = slot->error;
     return nullptr;
   }
@@ -367,10 +402,60 @@ int64_t alignment_of(std::initializer_list<const void*> ptrs) {
   return a;
 }
 
-void execute(const ConvGeometry& g, const Plan& p, const std::vector<int64_t>& uids,
+void run_candidate(const ConvGeometry& g, const Candidate& c, const std::vector<int64_t>& uids,
+                   const std::vector<void*>& ptrs) {
+  Scratch scratch(g.device, std::max<size_t>(static_cast<size_t>(c.workspace), 256));
+  cudnn::execute(g.device, c.plan->get(), uids, ptrs, scratch.get(), "conv (cuDNN)");
+}
+
+// Note [Measured convolution engines]: times each candidate on the call's tensors and keeps
+// the fastest; the call itself runs after, so what the timing runs wrote is overwritten.
+void tune(const ConvGeometry& g, Plan& p, const std::vector<int64_t>& uids,
+          const std::vector<void*>& ptrs) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream(g.device), &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;  // tuned by the next eager call
+  p.tuned = true;
+  const cudaStream_t st = stream(g.device);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreate(&start));
+  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = std::numeric_limits<float>::max();
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    float ms = std::numeric_limits<float>::max();
+    try {
+      run_candidate(g, p.candidates[i], uids, ptrs);
+      for (int r = 0; r < 3; ++r) {
+        EMBER_CUDA_CHECK(cudaEventRecord(start, st));
+        run_candidate(g, p.candidates[i], uids, ptrs);
+        EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
+        EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
+        float t = 0.0f;
+        EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+        ms = std::min(ms, t);
+      }
+    } catch (const std::exception&) {
+      continue;  // a configuration that fails to execute is not chosen
+    }
+    if (autotune_level() == 2)
+      std::fprintf(stderr, "conv autotune: candidate %zu of %zu: %.4f ms\n", i, p.candidates.size(),
+                   ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      p.chosen = i;
+    }
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+}
+
+void execute(const ConvGeometry& g, Plan& p, const std::vector<int64_t>& uids,
              const std::vector<void*>& ptrs) {
-  Scratch scratch(g.device, std::max<size_t>(static_cast<size_t>(p.workspace), 256));
-  cudnn::execute(g.device, p.plan->get(), uids, ptrs, scratch.get(), "conv (cuDNN)");
+  if (p.candidates.size() > 1) {
+    std::lock_guard<std::mutex> lock(cache().mutex);  // one thread tunes a plan
+    if (!p.tuned) tune(g, p, uids, ptrs);
+  }
+  run_candidate(g, p.plan(), uids, ptrs);
 }
 
 // Why the slots decline `g` before building a graph ("" when they may try it).
@@ -412,7 +497,7 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
   std::string why;
   // Note [The convolution graphs]: the fused graph first, else the plain one and ember's
   // kernels for the bias and ReLU.
-  const Plan* p = nullptr;
+  Plan* p = nullptr;
   bool fused = bias || a.relu;
   if (fused) {
     std::string fused_why;
@@ -420,13 +505,13 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
     fused = p != nullptr;
   }
   if (!p) p = plan_for(Kind::forward, g, false, false, align, &why);
-  if (!p) return ConvLibraryStatus::declined(why);
+  if (!p) return declined(g, why);
   if (a.need_grad_input &&
       !plan_for(Kind::backward_data, g, false, false, alignment_of({a.x, a.weight}), &why))
-    return ConvLibraryStatus::declined(why);
+    return declined(g, why);
   if (a.need_grad_weight &&
       !plan_for(Kind::backward_filter, g, false, false, alignment_of({a.x, a.weight}), &why))
-    return ConvLibraryStatus::declined(why);
+    return declined(g, why);
   std::vector<int64_t> uids = {kX, kW, kY};
   std::vector<void*> ptrs = {const_cast<void*>(a.x), const_cast<void*>(a.weight), a.out};
   if (fused && bias) {
@@ -450,9 +535,9 @@ ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return declined(g, why);
   std::string why;
-  const Plan* p = plan_for(Kind::backward_data, g, false, false,
-                           alignment_of({a.grad_out, a.weight, a.grad_input}), &why);
-  if (!p) return ConvLibraryStatus::declined(why);
+  Plan* p = plan_for(Kind::backward_data, g, false, false,
+                     alignment_of({a.grad_out, a.weight, a.grad_input}), &why);
+  if (!p) return declined(g, why);
   try {
     execute(g, *p, {kX, kW, kY},
             {a.grad_input, const_cast<void*>(a.weight), const_cast<void*>(a.grad_out)});
@@ -466,9 +551,9 @@ ConvLibraryStatus conv_library_backward_filter(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return declined(g, why);
   std::string why;
-  const Plan* p = plan_for(Kind::backward_filter, g, false, false,
-                           alignment_of({a.grad_out, a.x, a.grad_weight}), &why);
-  if (!p) return ConvLibraryStatus::declined(why);
+  Plan* p = plan_for(Kind::backward_filter, g, false, false,
+                     alignment_of({a.grad_out, a.x, a.grad_weight}), &why);
+  if (!p) return declined(g, why);
   try {
     execute(g, *p, {kX, kW, kY},
             {const_cast<void*>(a.x), a.grad_weight, const_cast<void*>(a.grad_out)});
