@@ -574,6 +574,12 @@ Result run_ember(const Config& c, const Corpus& data, Device device, bool captur
     ms.push_back(ms_since(t0));
   }
   const ember::MemoryStats mem = ember::memory_stats(device);
+  std::fprintf(stderr,
+               "bench_gpt2: %s memory now (GB): persistent %.2f in use / %.2f reserved, pass "
+               "%.2f / %.2f, captured %.2f / %.2f\n",
+               r.impl.c_str(), mem.persistent_bytes / 1e9, mem.persistent_reserved / 1e9,
+               mem.pass_in_use / 1e9, mem.pass_reserved / 1e9, mem.captured_in_use / 1e9,
+               mem.captured_reserved / 1e9);
   r.peak_allocated = mem.peak_allocated;
   r.peak_reserved = mem.peak_reserved;
   r.ms_step = median(ms);

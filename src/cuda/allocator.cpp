@@ -24,17 +24,33 @@
 // had at capture, so everything allocated while a thread captures comes from a private pool
 // of that capture (private_pool_create / private_pool_route), whatever pool the caller asked
 // for: its blocks are reused only by the same capture and never reach the Persistent or Pass
-// caches of eager code. A block of those caches freed by the capturing thread is held
-// (quarantined) by the private pool instead of returning to its cache, since the graph may
-// read it; held blocks go back when the pool is released. A released pool frees its segments
-// once its last block comes back (a tensor made inside the capture may outlive the graph).
+// caches of eager code. A released pool frees its segments once its last block comes back (a
+// tensor made inside the capture may outlive the graph).
+//
+// Note [A capture borrows the eager cache]
+// The eager warm-up steps before a capture leave their Pass blocks cached, and a pool that
+// reserved its own memory would hold a step's worth again beside them (GPT-2 124M: 1.2x the
+// eager step's reserved bytes even with the free segments given back first). So a new
+// private pool borrows every free block of the device's eager pools (`lend`): the blocks stay
+// in their segments, but belong to the capture until it is released, and the capture's
+// requests are served from them first (best fit, split like any free block; freed ones merge
+// with borrowed free neighbours). A block of the eager caches that the capturing thread frees
+// is borrowed the same way: the graph may read it, and on the capture's stream every kernel
+// that read it runs before any that writes the tensor made in its place (a step that drops
+// the last step's gradients makes the new ones there, as its eager warm-up did). When the
+// capture ends, borrowed blocks it never used go back to their caches; the rest go back when
+// the pool is released, or, while a tensor still uses one, when that tensor is freed. A
+// borrowed block counts as reserved (and, while a tensor uses it, in use) by the private
+// pool, like the pool's own segments.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda/device_error.cuh"
@@ -60,6 +76,11 @@ struct Block {
   Block* prev = nullptr;  // neighbours within the segment, address order
   Block* next = nullptr;
   PoolState* owner = nullptr;  // the pool whose segment holds the block
+  // Note [A capture borrows the eager cache]: the private pool an eager block is lent to
+  // (null: none), whether it is free there, and whether the capture used it.
+  PoolState* borrower = nullptr;
+  bool lent_free = false;
+  bool used = false;
 };
 
 struct BySizeThenAddress {
@@ -73,9 +94,11 @@ struct PoolState {
   int64_t in_use = 0;    // bytes of blocks handed out
   int64_t reserved = 0;  // bytes of segments held
   int64_t peak = 0;      // high-water mark of in_use
-  // Private pools only (Note [Private pools]): eager blocks held for the capture, and whether
-  // the pool was released (its segments go once in_use is back to 0).
-  std::vector<Block*> held;
+  // Private pools only: the eager blocks borrowed (Note [A capture borrows the eager cache]),
+  // those of them free, and whether the pool was released (its segments go once in_use is
+  // back to 0).
+  std::unordered_set<Block*> lent;
+  std::set<Block*, BySizeThenAddress> lent_free;
   bool released = false;
 };
 
@@ -120,6 +143,11 @@ thread_local int t_route_device = -1;
 thread_local int64_t t_route_pool = 0;
 
 void free_block(DeviceState& s, Block* b);
+void insert_free(PoolState& p, Block* b);
+void release_if_done(DeviceState& s, PoolState& p);
+void take_lent(PoolState& p, Block* b, size_t size);
+Block* add_lent_free(PoolState& p, Block* b);
+void give_back_free(PoolState& p, Block* b);
 
 PoolState* routed_pool(DeviceState& s, int device) {
   if (t_route_pool == 0 || t_route_device != device) return nullptr;
@@ -208,6 +236,22 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   const bool small = size <= kSmallRequest;
   std::lock_guard<std::mutex> lock(s.mutex);
   PoolState* routed = routed_pool(s, device);
+  if (routed) {  // a borrowed block first (Note [A capture borrows the eager cache])
+    Block probe{nullptr, size};
+    if (auto it = routed->lent_free.lower_bound(&probe); it != routed->lent_free.end()) {
+      Block* b = *it;
+      routed->lent_free.erase(it);
+      take_lent(*routed, b, size);
+      s.allocated.emplace(b->ptr, b);
+      routed->in_use += static_cast<int64_t>(b->size);
+      routed->peak = std::max(routed->peak, routed->in_use);
+      ++s.cache_hits;
+      ++s.alloc_count;
+      note_peaks(s);
+      if (block_bytes) *block_bytes = b->size;
+      return b->ptr;
+    }
+  }
   PoolState& p = routed ? *routed : pool_state(s, pool);
   auto& free = free_set(p, small);
   Block probe{nullptr, size};
@@ -257,12 +301,28 @@ void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool /*pool*/) {
   EMBER_ASSERT(it != s.allocated.end(), "cuda deallocate: ", ptr,
                " is not a block of cuda:", device);
   Block* b = it->second;
-  if (PoolState* routed = routed_pool(s, device);
-      routed && b->owner != routed && (b->owner == &s.pools[0] || b->owner == &s.pools[1])) {
-    routed->held.push_back(b);  // an eager block the graph may read (Note [Private pools])
+  s.allocated.erase(it);
+  if (PoolState* p = b->borrower) {  // back to the capture that borrowed it
+    p->in_use -= static_cast<int64_t>(b->size);
+    Block* merged = add_lent_free(*p, b);
+    if (p->released) give_back_free(*p, merged);  // the graph is gone
+    release_if_done(s, *p);
     return;
   }
-  s.allocated.erase(it);
+  if (PoolState* routed = routed_pool(s, device);
+      routed && (b->owner == &s.pools[0] || b->owner == &s.pools[1])) {
+    // An eager block freed by the capturing thread: the graph may read it (Note [A capture
+    // borrows the eager cache]).
+    PoolState& eager = *b->owner;
+    eager.in_use -= static_cast<int64_t>(b->size);
+    eager.reserved -= static_cast<int64_t>(b->size);
+    routed->reserved += static_cast<int64_t>(b->size);
+    b->borrower = routed;
+    b->used = true;
+    routed->lent.insert(b);
+    add_lent_free(*routed, b);
+    return;
+  }
   free_block(s, b);
 }
 
@@ -273,6 +333,12 @@ namespace {
 void free_block(DeviceState& s, Block* b) {
   PoolState& p = *b->owner;
   p.in_use -= static_cast<int64_t>(b->size);
+  insert_free(p, b);
+  release_if_done(s, p);
+}
+
+// Puts `b` (no longer in use) into its owner's free sets, merging free neighbours.
+void insert_free(PoolState& p, Block* b) {
   b->in_use = false;
   auto& free = free_set(p, b->small);
   // Coalesce with free neighbours (Note [CUDA caching allocator]).
@@ -292,10 +358,13 @@ void free_block(DeviceState& s, Block* b) {
     delete next;
   }
   free.insert(b);
-  if (p.released && p.in_use == 0) {
-    release_free_segments(p);
-    std::erase_if(s.private_pools, [&](const auto& kv) { return kv.second.get() == &p; });
-  }
+}
+
+// A released private pool whose last block came back frees its segments and goes.
+void release_if_done(DeviceState& s, PoolState& p) {
+  if (!p.released || p.in_use != 0) return;
+  release_free_segments(p);
+  std::erase_if(s.private_pools, [&](const auto& kv) { return kv.second.get() == &p; });
 }
 
 }  // namespace
@@ -309,7 +378,8 @@ void recharge(int device, void* ptr, size_t block_bytes, Pool from, Pool to) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (auto it = s.allocated.find(ptr); it != s.allocated.end()) {
     const PoolState* owner = it->second->owner;
-    if (owner != &s.pools[0] && owner != &s.pools[1]) return;  // private: counted as captured
+    if ((owner != &s.pools[0] && owner != &s.pools[1]) || it->second->borrower)
+      return;  // a private pool's, or borrowed by one: counted as captured
   }
   const auto bytes = static_cast<int64_t>(block_bytes);
   PoolState& source = pool_state(s, from);
@@ -357,12 +427,91 @@ void memory_stats(int device, MemoryStats* stats) {
   *stats = out;
 }
 
+namespace {
+
+// Takes the borrowed free block `b` (out of p.lent_free) for a request of `size` bytes,
+// splitting off the rest as another borrowed free block when it is worth keeping.
+void take_lent(PoolState& p, Block* b, size_t size) {
+  const size_t rest = b->size - size;
+  if (b->small ? rest >= kRound : rest > kSmallRequest) {
+    auto* tail = new Block{b->ptr + size, rest, true, b->small, b, b->next, b->owner};
+    tail->borrower = &p;
+    tail->lent_free = true;
+    tail->used = b->used;  // bytes an earlier tensor of the capture had: the graph's
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    b->size = size;
+    p.lent.insert(tail);
+    p.lent_free.insert(tail);
+  }
+  b->lent_free = false;
+  b->used = true;
+}
+
+// Makes the borrowed block `b` (out of any free set) free in p, merged with free borrowed
+// neighbours; returns the merged block. A borrowed block stays in_use for its segment's own
+// pool, so eager frees never merge with it.
+Block* add_lent_free(PoolState& p, Block* b) {
+  if (Block* prev = b->prev; prev && prev->borrower == &p && prev->lent_free) {
+    p.lent_free.erase(prev);
+    prev->size += b->size;
+    prev->next = b->next;
+    if (b->next) b->next->prev = prev;
+    prev->used = prev->used || b->used;
+    p.lent.erase(b);
+    delete b;
+    b = prev;
+  }
+  if (Block* next = b->next; next && next->borrower == &p && next->lent_free) {
+    p.lent_free.erase(next);
+    b->size += next->size;
+    b->next = next->next;
+    if (next->next) next->next->prev = b;
+    b->used = b->used || next->used;
+    p.lent.erase(next);
+    delete next;
+  }
+  b->lent_free = true;
+  p.lent_free.insert(b);
+  return b;
+}
+
+// Gives the borrowed free block `b` back to its segment's pool (a free block there).
+void give_back_free(PoolState& p, Block* b) {
+  p.lent_free.erase(b);
+  p.lent.erase(b);
+  p.reserved -= static_cast<int64_t>(b->size);
+  b->owner->reserved += static_cast<int64_t>(b->size);
+  b->borrower = nullptr;
+  b->lent_free = false;
+  b->used = false;
+  insert_free(*b->owner, b);
+}
+
+}  // namespace
+
 int64_t private_pool_create(int device) {
   stream(device);
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
   const int64_t id = s.next_private_id++;
-  s.private_pools.emplace(id, std::make_unique<PoolState>());
+  PoolState& p = *s.private_pools.emplace(id, std::make_unique<PoolState>()).first->second;
+  // Note [A capture borrows the eager cache]: every free block of the eager pools.
+  for (PoolState& eager : s.pools) {
+    for (auto* set : {&eager.free_small, &eager.free_large}) {
+      for (Block* b : *set) {
+        eager.reserved -= static_cast<int64_t>(b->size);
+        p.reserved += static_cast<int64_t>(b->size);
+        b->in_use = true;
+        b->borrower = &p;
+        b->lent_free = true;
+        b->used = false;
+        p.lent.insert(b);
+        p.lent_free.insert(b);
+      }
+      set->clear();
+    }
+  }
   return id;
 }
 
@@ -371,22 +520,30 @@ void private_pool_route(int device, int64_t id) {
   t_route_pool = id;
 }
 
+void private_pool_capture_end(int device, int64_t id) {
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.private_pools.find(id);
+  if (it == s.private_pools.end()) return;
+  PoolState& p = *it->second;
+  std::vector<Block*> unused;
+  for (Block* b : p.lent_free)
+    if (!b->used) unused.push_back(b);
+  for (Block* b : unused) give_back_free(p, b);
+}
+
 void private_pool_release(int device, int64_t id) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.private_pools.find(id);
   if (it == s.private_pools.end()) return;
   PoolState& p = *it->second;
-  std::vector<Block*> held = std::move(p.held);
-  for (Block* b : held) {  // the eager blocks go back to their own caches now
-    s.allocated.erase(b->ptr);
-    free_block(s, b);
-  }
+  // Borrowed blocks no tensor uses go back to their caches now; a live tensor's stays
+  // borrowed (and counted as captured, as the pool's own blocks are) until it is freed.
+  const std::vector<Block*> free_lent(p.lent_free.begin(), p.lent_free.end());
+  for (Block* b : free_lent) give_back_free(p, b);
   p.released = true;
-  if (p.in_use == 0) {
-    release_free_segments(p);
-    s.private_pools.erase(it);
-  }
+  release_if_done(s, p);
 }
 
 void reset_peak(int device) {

@@ -84,6 +84,8 @@ cudaStream_t capture_stream(int device) {
 
 // Ends this thread's capture state: allocations and launches go back to eager ones.
 void leave_capture(int device) {
+  if (t_state.mode == Mode::capturing && t_state.graph)
+    private_pool_capture_end(device, t_state.graph->pool);
   t_state = {};
   private_pool_route(device, 0);
   set_capture_stream(device, nullptr);

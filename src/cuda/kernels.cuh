@@ -29,12 +29,16 @@ void check_device(int device, const char* op);
 std::string device_description(int device);
 
 // allocator.cpp: private pools of captured steps (Note [Private pools])
-/// A new, empty private pool on `device`; its id (never 0).
+/// A new private pool on `device`, borrowing the eager pools' free blocks; its id (never 0).
 int64_t private_pool_create(int device);
 /// From now on this thread's allocations on `device` come from pool `id` (0: back to the
-/// Persistent and Pass pools), and eager blocks it frees there are held by that pool.
+/// Persistent and Pass pools), and eager blocks it frees there are borrowed by that pool.
 void private_pool_route(int device, int64_t id);
-/// Gives the held eager blocks back and frees the pool's memory once its last block returns.
+/// The capture into pool `id` ended: the eager blocks it borrowed and never used go back
+/// (Note [A capture borrows the eager cache]).
+void private_pool_capture_end(int device, int64_t id);
+/// Gives the borrowed eager blocks back and frees the pool's memory once its last block
+/// returns.
 void private_pool_release(int device, int64_t id);
 
 // gemv.cu

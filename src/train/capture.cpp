@@ -104,11 +104,9 @@ struct CapturedStep::Impl {
                 "); raise CaptureOptions::max_graphs or keep the shapes fixed (drop_last)");
     auto g = std::make_unique<Graph>();
     g->key = std::move(key);
-    // Note [A capture starts from an empty cache]: the eager warm-up steps leave their Pass
-    // blocks cached, and the graph's private pool then reserves a step's worth again (GPT-2
-    // 124M: 16 GB eager, 31 GB captured). Cached blocks no tensor holds go back to the
-    // device first, so the graph's pool takes their place.
-    empty_cache(device);
+    // The graph's private pool borrows the blocks the eager warm-up steps left cached rather
+    // than reserving a step's worth again beside them (Note [A capture borrows the eager
+    // cache] in src/cuda/allocator.cpp).
     const RngState rng = get_rng_state();
     g->id = backend().graph_capture_begin(device.index, rng.seed, rng.offset);
     detail::CaptureRecorder* previous = detail::set_active_capture(&g->recorder);
