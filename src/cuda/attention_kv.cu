@@ -32,10 +32,10 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kSplit = 64;                          // keys per block
-constexpr int kLanesPerKey = kThreads / kSplit;     // threads forming one key's score
-constexpr int kMaxDim = 256;                        // head dims up to 256
-constexpr int kMaxPerLane = kMaxDim / 32;           // value dims a lane sums
+constexpr int kSplit = 64;                       // keys per block
+constexpr int kLanesPerKey = kThreads / kSplit;  // threads forming one key's score
+constexpr int kMaxDim = 256;                     // head dims up to 256
+constexpr int kMaxPerLane = kMaxDim / 32;        // value dims a lane sums
 
 struct DeviceExp {
   __device__ float operator()(float x) const { return expf(x); }
@@ -247,8 +247,8 @@ bool kv_cache_attention(const KvCacheAttentionArgs& a) {
       EMBER_CUDA_LAUNCH_CHECK();
       return;
     }
-    const Scratch partials(a.device, static_cast<size_t>(rows * splits * (a.head_dim_v + 2)) *
-                                         sizeof(A));
+    const Scratch partials(a.device,
+                           static_cast<size_t>(rows * splits * (a.head_dim_v + 2)) * sizeof(A));
     kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials.get(), error);
     EMBER_CUDA_LAUNCH_CHECK();
     kv_merge_kernel<T><<<static_cast<unsigned>(rows), 64, 0, s>>>(a, partials.get(), splits);
