@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -163,6 +165,44 @@ TEST(ImageDecode, BadFilesAreNamed) {
   }
   EXPECT_TRUE(contains(error_of([&] { read_image(dir.file("missing.jpg")); }),
                        "read_image: " + dir.file("missing.jpg") + ": cannot open"));
+}
+
+// A process without the libraries (here: the variables point at files that do not exist) is
+// told which library is missing and how to install it. A death test of the "threadsafe" style
+// runs in a fresh process, where neither library was loaded yet.
+TEST(ImageDecode, MissingLibrariesAreNamed) {
+  // No SKIP_WITHOUT_IMAGE_LIBS: it would load the libraries before the variables are set.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string images = std::string(EMBER_TEST_DATA_DIR) + "/images/";
+  auto decode = [](const std::string& path) {
+    try {
+      read_image(path);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::exit(jpeg_supported() || png_supported() ? 1 : 0);
+    }
+    std::exit(2);
+  };
+  EXPECT_EXIT(
+      {
+        ::setenv("EMBER_TURBOJPEG_LIBRARY", "/nonexistent/libturbojpeg.so.0", 1);
+        ::setenv("EMBER_LIBPNG_LIBRARY", "/nonexistent/libpng16.so.16", 1);
+        decode(images + "rgb420.jpg");
+      },
+      ::testing::ExitedWithCode(0),
+      "read_image: .*rgb420.jpg: JPEG needs libjpeg-turbo's TurboJPEG library "
+      "\\(libturbojpeg.so.0\\), which could not be loaded \\(EMBER_TURBOJPEG_LIBRARY=/nonexistent/"
+      "libturbojpeg.so.0: .*\\); install it \\(Debian/Ubuntu: apt-get install libturbojpeg0\\)");
+  EXPECT_EXIT(
+      {
+        ::setenv("EMBER_LIBPNG_LIBRARY", "/nonexistent/libpng16.so.16", 1);
+        ::setenv("EMBER_TURBOJPEG_LIBRARY", "/nonexistent/libturbojpeg.so.0", 1);
+        decode(images + "rgb.png");
+      },
+      ::testing::ExitedWithCode(0),
+      "read_image: .*rgb.png: PNG needs libpng \\(libpng16.so.16\\), which could not be loaded "
+      "\\(EMBER_LIBPNG_LIBRARY=/nonexistent/libpng16.so.16: .*\\); install it \\(Debian/Ubuntu: "
+      "apt-get install libpng16-16\\)");
 }
 
 // root/<class>/... with some non-images, a sub-folder and mixed-case extensions.

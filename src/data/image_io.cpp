@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -43,8 +44,16 @@ constexpr uint64_t kMaxPixels = 178956970;
   ember::detail::throw_error(ember::detail::concat(op, ": ", name, ": ", what));
 }
 
-// Opens the first of `sonames` that loads; empty handle and the last dlerror() otherwise.
-void* open_library(std::initializer_list<const char*> sonames, std::string& why) {
+// Opens the file $`variable` names when set, else the first of `sonames` that loads; null and
+// the last dlerror() otherwise.
+void* open_library(const char* variable, std::initializer_list<const char*> sonames,
+                   std::string& why) {
+  if (const char* path = std::getenv(variable); path != nullptr && *path != '\0') {
+    if (void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL)) return handle;
+    const char* e = dlerror();
+    why = std::string(variable) + "=" + path + ": " + (e ? e : "dlopen failed");
+    return nullptr;
+  }
   for (const char* soname : sonames) {
     if (void* handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL)) return handle;
     const char* e = dlerror();
@@ -90,7 +99,8 @@ const TurboJpeg& load_turbojpeg() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::string why;
-    void* lib = open_library({"libturbojpeg.so.0", "libturbojpeg.so"}, why);
+    void* lib =
+        open_library("EMBER_TURBOJPEG_LIBRARY", {"libturbojpeg.so.0", "libturbojpeg.so"}, why);
     bool ok = lib != nullptr;
     ok = ok && bind(lib, api.init_decompress, "tjInitDecompress", why);
     ok = ok && bind(lib, api.init_compress, "tjInitCompress", why);
@@ -239,7 +249,7 @@ const LibPng& load_libpng() {
   static std::once_flag once;
   std::call_once(once, [&api] {
     std::string why;
-    void* lib = open_library({"libpng16.so.16", "libpng16.so"}, why);
+    void* lib = open_library("EMBER_LIBPNG_LIBRARY", {"libpng16.so.16", "libpng16.so"}, why);
     bool ok = lib != nullptr;
     ok = ok && bind(lib, api.create_read, "png_create_read_struct", why);
     ok = ok && bind(lib, api.create_info, "png_create_info_struct", why);

@@ -5,8 +5,9 @@
 // is looked up, alpha is dropped (not composited), 16-bit samples keep their high byte, a
 // CMYK JPEG is converted with PIL's formula. JPEG goes through libjpeg-turbo's TurboJPEG
 // library and PNG through libpng, both opened with dlopen at first use (libturbojpeg.so.0,
-// libpng16.so.16), so libember.so loads on machines that have neither; decoding there says
-// which library is missing and how to install it.
+// libpng16.so.16, or the files EMBER_TURBOJPEG_LIBRARY and EMBER_LIBPNG_LIBRARY name), so
+// libember.so loads on machines that have neither; decoding there says which library is
+// missing and how to install it.
 //
 //   Tensor img = data::read_image("cats/001.jpg");          // u8 [H, W, 3]
 //   data::write_png("out.png", img);                        // lossless
