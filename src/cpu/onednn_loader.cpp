@@ -15,8 +15,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <string>
+
+#include "core/dynamic_library.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -25,16 +26,10 @@ constexpr const char* kSoname = "libdnnl.so.2";
 
 template <typename Fn>
 bool resolve(void* lib, const char* name, Fn* out, std::string* why) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!*out) *why = std::string("oneDNN has no symbol ") + name;
-  return *out != nullptr;
+  return core::resolve_symbol(lib, name, out, why, "oneDNN");
 }
 
-struct Loaded {
-  OnednnApi api;
-  bool ok = false;
-  std::string why;
-};
+using Loaded = core::LoadedLibrary<OnednnApi>;
 
 Loaded load() {
   Loaded r;
@@ -121,16 +116,7 @@ Loaded load() {
 
 }  // namespace
 
-const OnednnApi* onednn_api(std::string* why) {
-  static std::once_flag once;
-  static Loaded* loaded = nullptr;  // leaked: used until exit
-  std::call_once(once, [] { loaded = new Loaded(load()); });
-  if (!loaded->ok) {
-    if (why) *why = loaded->why;
-    return nullptr;
-  }
-  return &loaded->api;
-}
+const OnednnApi* onednn_api(std::string* why) { return core::load_once<OnednnApi>(load, why); }
 
 }  // namespace ember::cpu
 

@@ -21,9 +21,10 @@
 #include <glob.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/dynamic_library.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -100,16 +101,10 @@ void preload_nvrtc(const std::string& cudnn_path) {
 
 template <typename Fn>
 bool resolve(void* lib, const char* name, Fn* out, std::string* why) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!*out) *why = std::string("cuDNN has no symbol ") + name;
-  return *out != nullptr;
+  return core::resolve_symbol(lib, name, out, why, "cuDNN");
 }
 
-struct Loaded {
-  CudnnApi api;
-  bool ok = false;
-  std::string why;
-};
+using Loaded = core::LoadedLibrary<CudnnApi>;
 
 Loaded load() {
   Loaded r;
@@ -157,16 +152,7 @@ Loaded load() {
 
 }  // namespace
 
-const CudnnApi* cudnn_api(std::string* why) {
-  static std::once_flag once;
-  static Loaded* loaded = nullptr;  // leaked: used until exit
-  std::call_once(once, [] { loaded = new Loaded(load()); });
-  if (!loaded->ok) {
-    if (why) *why = loaded->why;
-    return nullptr;
-  }
-  return &loaded->api;
-}
+const CudnnApi* cudnn_api(std::string* why) { return core::load_once<CudnnApi>(load, why); }
 
 }  // namespace ember::cuda
 
