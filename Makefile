@@ -8,7 +8,9 @@
 #   make bench    also install libtorch, build the benchmarks, write build/bench.jsonl
 #   make fuzz     fuzz the checkpoint loader with libFuzzer for FUZZ_SECONDS (clang-14)
 #   make format   clang-format our sources in place (format-check: report only;
-#                 line-budget: no source file over LINE_BUDGET = 1000 lines; lint: both)
+#                 line-budget: no source file over LINE_BUDGET = 1000 lines; layers: nothing
+#                 above ops includes ops, kernels, the kernel table or a backend (tools/
+#                 check_layers.py); lint: all three)
 #   make clean    remove build/
 #
 # Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS, FUZZ_SECONDS.
@@ -49,7 +51,7 @@ CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE
 BUILD_ARGS := -DEMBER_BUILD_BENCH=OFF
 SOURCE_DIRS := include src tests examples bench tools
 
-.PHONY: all deps deps-test deps-bench configure build demo test test-asan bench fuzz format format-check line-budget lint clean
+.PHONY: all deps deps-test deps-bench configure build demo test test-asan bench fuzz format format-check line-budget layers lint clean
 
 all: build
 
@@ -135,8 +137,15 @@ line-budget:
 	    " lines (expected at most $(LINE_BUDGET); split it by family)"; bad = 1 } \
 	    END { if (bad) exit 1; print "line-budget: every source file is within $(LINE_BUDGET) lines" }'
 
-# The mechanical style checks make test runs first: formatting and the line budget.
-lint: format-check line-budget
+# The layering rule (issue 30): no include of the op and kernel layers from above them but
+# those listed, each with its reason, in tools/layering_allowlist.txt; the self-test plants a
+# break in a scratch tree and expects the check to fail.
+layers:
+	@python3 tools/check_layers.py --self-test
+	@python3 tools/check_layers.py
+
+# The mechanical style checks make test runs first: formatting, the line budget, the layers.
+lint: format-check line-budget layers
 
 clean:
 	rm -rf $(BUILD_DIR)
