@@ -10,7 +10,7 @@
 #   make format   clang-format our sources in place (format-check: report only;
 #                 line-budget: no source file over LINE_BUDGET = 1000 lines; layers: nothing
 #                 above ops includes ops, kernels, the kernel table or a backend (tools/
-#                 check_layers.py); lint: all three)
+#                 check_layers.py); notes: every cited Note exists; lint: all four)
 #   make clean    remove build/
 #
 # Overridable: BUILD_DIR, BUILD_TYPE, JOBS (compile jobs), TEST_JOBS, CMAKE_ARGS, FUZZ_SECONDS.
@@ -51,7 +51,7 @@ CONFIGURE := cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE
 BUILD_ARGS := -DEMBER_BUILD_BENCH=OFF
 SOURCE_DIRS := include src tests examples bench tools
 
-.PHONY: all deps deps-test deps-bench configure build demo test test-asan bench fuzz format format-check line-budget layers lint clean
+.PHONY: all deps deps-test deps-bench configure build demo test test-asan bench fuzz format format-check line-budget layers notes lint clean
 
 all: build
 
@@ -144,8 +144,14 @@ layers:
 	@python3 tools/check_layers.py --self-test
 	@python3 tools/check_layers.py
 
-# The mechanical style checks make test runs first: formatting, the line budget, the layers.
-lint: format-check line-budget layers
+# Every cited Note exists (STYLE.md's Notes; tools/check_notes.py, with its self-test).
+notes:
+	@python3 tools/check_notes.py --self-test
+	@python3 tools/check_notes.py
+
+# The mechanical style checks make test runs first: formatting, the line budget, the layers,
+# the Notes.
+lint: format-check line-budget layers notes
 
 clean:
 	rm -rf $(BUILD_DIR)

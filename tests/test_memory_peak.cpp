@@ -154,8 +154,8 @@ TEST(MemoryPeak, CudaPeaksIncludeCapturedPrivatePools) {
     const MemoryStats s = memory_stats(gpu);
     ASSERT_GT(s.captured_reserved, 0);
     ASSERT_GT(s.captured_in_use, 0);
-    // The capture gave the warm-up's cached Pass blocks back first (Note [A capture starts from
-    // an empty cache] in src/train/capture.cpp); the peak covers the figures before and after.
+    // The capture borrowed the warm-up's cached Pass blocks (Note [A capture borrows the eager
+    // cache] in src/cuda/allocator.cpp); the peak covers the figures before and after.
     EXPECT_LE(s.pass_reserved, base.pass_reserved);
     EXPECT_GE(s.peak_reserved, reserved(base));
     EXPECT_GE(s.peak_allocated, in_use(s));

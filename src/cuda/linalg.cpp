@@ -166,7 +166,7 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
   return layout;
 }
 
-constexpr int kTuneCandidates = 8;  // algorithms timed per problem (Note [Measured GEMM ...])
+constexpr int kTuneCandidates = 8;  // algorithms timed per problem (Note [Measured GEMM algorithms])
 
 bool autotune() {
   static const bool on = [] {

@@ -357,8 +357,8 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     return (a != T(0)) != (b != T(0));
   else if constexpr (Op == BinaryOp::relu_backward)  // the bits of a · (b > 0 ? 1 : 0)
     return b > T(0) ? a : a * T(0);
-  else if constexpr (Op == BinaryOp::gelu_tanh_backward)  // one rounding: Note [Activation
-    return a * unary_apply<M, T, UnaryOp::gelu_tanh_grad>(b, T(0), T(0));  // backward in one]
+  else if constexpr (Op == BinaryOp::gelu_tanh_backward)  // Note [Activation backward in one]
+    return a * unary_apply<M, T, UnaryOp::gelu_tanh_grad>(b, T(0), T(0));
   else if constexpr (Op == BinaryOp::gelu_erf_backward)
     return a * unary_apply<M, T, UnaryOp::gelu_erf_grad>(b, T(0), T(0));
   else if constexpr (Op == BinaryOp::silu_backward)

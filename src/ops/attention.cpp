@@ -381,7 +381,8 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
     return fallback(why, "operands not 16-byte aligned");
   const Device dev = q.device();
   const bool grad = autograd::needs_grad(q_in, k_use, v_use);
-  Tensor out = heads_second(b, h, l, ev, q.dtype(), dev);  // Note [Attention in the ...]
+  // Note [Attention in the projections' layout].
+  Tensor out = heads_second(b, h, l, ev, q.dtype(), dev);
   Tensor stats = ops::make_tensor(Shape{b, h, l, 1}, DType::f32, dev);
   Tensor seq_q, rng;
   backend::SdpaArgs a;
@@ -447,7 +448,8 @@ Tensor sdpa_fused(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, co
          chains = fused ? fused->chains : std::vector<const autograd::Node*>{},
          base_shape = fused ? fused->base_shape : Shape{}](const Tensor& g, GradList& gi) mutable {
           const Tensor q = sq.get(), k = sk.get(), v = sv.get(), o = so.get();
-          // dO in o's layout, dQ, dK, dV heads-second (Note [Attention in the projections' ...]).
+          // dO in o's layout, dQ, dK, dV heads-second (Note [Attention in the projections'
+          // layout]).
           Tensor go = g.reshape(o.shape());
           if (go.strides() != o.strides()) {
             Tensor laid =

@@ -128,7 +128,7 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   return p;
 }
 
-// GEMM over the G groups of a convolution (Note [Convolution as one GEMM]); every matrix is
+// GEMM over the G groups of a convolution (Note [Convolution as GEMMs]); every matrix is
 // row-major with the given leading dimension, and group g's block starts `step_*` elements on.
 struct GroupGemm {
   bool trans_a = false, trans_b = false;
