@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <map>
 
 #include "core/capture.hpp"
@@ -169,11 +170,13 @@ int64_t GradAnomalyReport::anomalies() const {
 namespace {
 
 // [max |g| over the finite elements (0 when none), NaN count, Inf count] of one gradient, as
-// f64 on its device.
+// f64 on its device: |g| once, then a mask and a reduction each (|g| < Inf leaves out NaN too).
 Tensor gradient_row(const Tensor& g) {
-  const Tensor finite_abs = nan_to_num(abs(g), 0.0, 0.0, 0.0);
-  return stack({amax(finite_abs).to(DType::f64), sum(isnan(g)).to(DType::f64),
-                sum(isinf(g)).to(DType::f64)});
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const Tensor a = abs(g);
+  const Tensor zero = zeros({}, {.dtype = a.dtype(), .device = a.device()});
+  return stack({amax(where(lt(a, kInf), a, zero)).to(DType::f64), sum(ne(a, a)).to(DType::f64),
+                sum(eq(a, kInf)).to(DType::f64)});
 }
 
 std::string describe_entry(const GradAnomaly& p) {
