@@ -203,6 +203,28 @@ TEST(ImageDecode, MissingLibrariesAreNamed) {
       "read_image: .*rgb.png: PNG needs libpng \\(libpng16.so.16\\), which could not be loaded "
       "\\(EMBER_LIBPNG_LIBRARY=/nonexistent/libpng16.so.16: .*\\); install it \\(Debian/Ubuntu: "
       "apt-get install libpng16-16\\)");
+  // skip_bad does not skip images because the machine cannot decode them.
+  TempDir dir("nolib");
+  fs::copy_file(images + "rgb420.jpg", dir.file("root/a/0.jpg"));
+  fs::copy_file(images + "rgb.png", dir.file("root/a/1.png"));
+  const std::string root = (dir.path / "root").string();
+  EXPECT_EXIT(
+      {
+        ::setenv("EMBER_TURBOJPEG_LIBRARY", "/nonexistent/libturbojpeg.so.0", 1);
+        const ImageFolder ds(root, {.skip_bad = true});
+        std::error_code ec;
+        try {
+          ds.get(0);
+        } catch (const ImageLibraryMissing& e) {
+          fs::remove_all(dir.path, ec);  // the child's own copy: exit skips destructors
+          std::fprintf(stderr, "%s; skipped %lld\n", e.what(),
+                       static_cast<long long>(ds.skipped()));
+          std::exit(0);
+        }
+        fs::remove_all(dir.path, ec);
+        std::exit(2);
+      },
+      ::testing::ExitedWithCode(0), "0.jpg: JPEG needs libjpeg-turbo.*; skipped 0");
 }
 
 // root/<class>/... with some non-images, a sub-folder and mixed-case extensions.

@@ -124,6 +124,8 @@ Example ImageFolder::get(int64_t index, int64_t epoch) const {
     }
     try {
       image = read_image(samples_[static_cast<size_t>(used)].path);
+    } catch (const ImageLibraryMissing&) {
+      throw;  // the machine lacks a library: no file is bad, none is skipped
     } catch (const Error& e) {
       if (!options_.skip_bad)
         detail::throw_error(detail::concat(

@@ -119,10 +119,11 @@ const TurboJpeg& load_turbojpeg() {
 const TurboJpeg& turbojpeg(const char* op, const std::string& name) {
   const TurboJpeg& api = load_turbojpeg();
   if (!api.missing.empty())
-    fail(op, name,
-         "JPEG needs libjpeg-turbo's TurboJPEG library (libturbojpeg.so.0), which could not be "
-         "loaded (" +
-             api.missing + "); install it (Debian/Ubuntu: apt-get install libturbojpeg0)");
+    throw ImageLibraryMissing(detail::concat(
+        op, ": ", name,
+        ": JPEG needs libjpeg-turbo's TurboJPEG library (libturbojpeg.so.0), which could not be "
+        "loaded (",
+        api.missing, "); install it (Debian/Ubuntu: apt-get install libturbojpeg0)"));
   return api;
 }
 
@@ -279,9 +280,9 @@ const LibPng& load_libpng() {
 const LibPng& libpng(const char* op, const std::string& name) {
   const LibPng& api = load_libpng();
   if (!api.missing.empty())
-    fail(op, name,
-         "PNG needs libpng (libpng16.so.16), which could not be loaded (" + api.missing +
-             "); install it (Debian/Ubuntu: apt-get install libpng16-16)");
+    throw ImageLibraryMissing(detail::concat(
+        op, ": ", name, ": PNG needs libpng (libpng16.so.16), which could not be loaded (",
+        api.missing, "); install it (Debian/Ubuntu: apt-get install libpng16-16)"));
   return api;
 }
 

@@ -20,7 +20,8 @@
 // A bad image (corrupt, truncated, not JPEG/PNG) throws ember::Error naming the file. With
 // skip_bad, get(i) instead takes the next good sample (i + 1, i + 2, ... wrapping around;
 // its image and target, augmented with sample i's generator) and the bad file is counted in
-// skipped() once, however often it is met.
+// skipped() once, however often it is met. A missing decoding library (ImageLibraryMissing)
+// is never skipped: it is the machine's fault, not the file's.
 #pragma once
 
 #include <atomic>

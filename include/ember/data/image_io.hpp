@@ -26,6 +26,13 @@
 
 namespace ember::data {
 
+/// What read_image, decode_image and write_jpeg throw when the library a format needs cannot
+/// be loaded: a fault of the machine, not of the file (ImageFolder's skip_bad never skips it).
+class ImageLibraryMissing : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Decodes a JPEG or PNG file (recognised by its first bytes, not its name) to u8 [H, W, 3].
 /// Throws when the file cannot be read, is neither format, is corrupt or truncated, or has more
 /// than 178,956,970 pixels (PIL's decompression-bomb limit). Example:
