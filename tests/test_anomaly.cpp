@@ -4,6 +4,7 @@
 // is anomalous). The CUDA versions skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -266,6 +267,22 @@ TEST(GradAnomalyCallback, SilentCountsEveryAnomalousStep) {
   EXPECT_EQ(check->first_anomalous_step(), 3);
   EXPECT_EQ(check->anomalous_steps(), 5);
   EXPECT_FALSE(check->last_report().ok());
+}
+
+TEST(GradAnomalyCallback, WarnNamesTheStepAndGoesOn) {
+  data::DataLoader loader(poisoned_set(), {.batch_size = 4});
+  nn::Module net = fit_net();
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  auto check = std::make_shared<train::GradAnomalyCallback>();  // warn
+  testing::internal::CaptureStderr();
+  train::fit(net, loader, opt, train::cross_entropy_loss(),
+             {.epochs = 1, .callbacks = {check}, .progress = train::Progress::none});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "check_grad_anomaly: step 3 (epoch 0, batch 3): parameter '0.weight' [16, 8] gradient "
+            "nan: 128 NaN, 0 Inf, max finite |g| none");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 5 * 4);  // steps 3..7, four parameters
+  EXPECT_EQ(check->anomalous_steps(), 5);
 }
 
 // ---- AnomalyGuard ----
