@@ -434,6 +434,22 @@ TEST(CudaConvLibrary, F64FallsBackWithTheReason) {
   EXPECT_NE(conv_fallback_reason().find("f64"), std::string::npos) << conv_fallback_reason();
 }
 
+TEST(CudaConvLibrary, DeterministicModeRepeatsBitwise) {
+  // Engines cuDNN notes as nondeterministic are skipped in deterministic mode, so two runs
+  // give the same bits (or the convolution runs im2col, which is deterministic too).
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  set_deterministic(true);
+  const Tensor x = rand_t({16, 32, 24, 24}, 140), w = rand_t({64, 32, 3, 3}, 141),
+               b = rand_t({64}, 142);
+  const ConvRun a = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, kGpu);
+  const ConvRun c = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, kGpu);
+  set_deterministic(false);
+  expect_close(c.y, a.y, 0.0, "output");
+  expect_close(c.gx, a.gx, 0.0, "grad input");
+  expect_close(c.gw, a.gw, 0.0, "grad weight");
+  expect_close(c.gb, a.gb, 0.0, "grad bias");
+}
+
 TEST(CudaConvLibrary, CapturedStepEqualsEager) {
   // A small CNN's SGD steps, eager and as a replayed CUDA graph: the convolutions (cuDNN, with
   // their workspaces from the graph's pool) replay bitwise.

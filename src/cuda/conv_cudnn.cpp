@@ -16,7 +16,8 @@
 //   backward filter  dw = conv_bwd_filter(x, dy)
 // Compute is f32 for every dtype (f16 and bf16 accumulate in f32). For f32 data, engines that
 // cuDNN notes as using tensor cores or down-converting their inputs (TF32) are skipped, so
-// results stay within f32 rounding of the CPU (as ember's cuBLASLt GEMMs: no TF32). When no
+// results stay within f32 rounding of the CPU, unless set_float32_matmul_precision("high")
+// allows TF32 (detail::allow_tf32(), part of the plan's key), as for the GEMMs. When no
 // engine takes the fused graph, the plain forward runs and the bias and ReLU follow as ember's
 // own kernels; the bias gradient is always ember's reduction of dy (cuDNN's backward filter
 // has none).
@@ -297,7 +298,7 @@ int autotune_level() {
 // Why `config` may not run (Note [The convolution graphs]); "" when it may.
 std::string refusal(cudnnBackendDescriptor_t config, DType dtype, bool det) {
   try {
-    if (dtype == DType::f32 &&
+    if (dtype == DType::f32 && !ember::detail::allow_tf32() &&
         (cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
          cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
       return "computes f32 in TF32";
@@ -363,7 +364,8 @@ Cache& cache() {
 std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu,
                             int64_t alignment, bool det) {
   std::vector<int64_t> k = backend::key_of(g);
-  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, alignment, det});
+  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, alignment, det,
+                     g.dtype == DType::f32 && ember::detail::allow_tf32()});
   return k;
 }
 
