@@ -308,7 +308,7 @@ void forward_nan_named(Device d) {
   Tensor y = x - 0.5;  // finite: passes
   EXPECT_EQ(error_of([&] { (void)log(y); }),
             "AnomalyGuard: log (forward) produced 1 NaN and 0 Inf in its output [4] (f32, " +
-                d.str() + "); input 0 [4] made by sub, finite");
+                d.str() + "); its input 0 [4] made by sub, finite");
 }
 
 TEST(AnomalyGuard, ForwardNaNNamesTheOpAndItsInput) { forward_nan_named(Device::cpu()); }
@@ -339,7 +339,7 @@ TEST(AnomalyGuard, AnomalyFromALeafOrTheSeed) {
     AnomalyGuard guard;
     EXPECT_EQ(error_of([&] { (void)exp(x); }),
               "AnomalyGuard: exp (forward) produced 1 NaN and 0 Inf in its output [2] (f32, cpu); "
-              "input 0 [2] a leaf, holding 1 NaN and 0 Inf (the anomaly came in with an input "
+              "its input 0 [2] a leaf, holding 1 NaN and 0 Inf (the anomaly came in with an input "
               "that no checked op made: a leaf, a tensor computed without recording, or data)");
   }
   Tensor w = tensor({1.0f, 2.0f}).requires_grad_();

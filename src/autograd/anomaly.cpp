@@ -103,7 +103,7 @@ void check_forward_anomaly(const Node& node, const Tensor& out,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& in = *inputs[i];
     if (!in.defined()) continue;
-    message += detail::concat("; input ", i, " ", in.shape().to_string(), " ", maker_of(in));
+    message += detail::concat("; its input ", i, " ", in.shape().to_string(), " ", maker_of(in));
     if (has_nonfinite(in)) {
       came_in = true;
       message += detail::concat(", holding ", describe_counts(count_nonfinite(in)));
