@@ -47,6 +47,16 @@ void reset_peak_stats(Device device);
 void reset_peak_memory_stats(Device device);
 /// Returns every cached (unused) block of `device` to the system.
 void empty_cache(Device device);
+/// Caps the bytes `device`'s pools may reserve from the system, all together (Persistent,
+/// Pass, and captured steps' private pools): a request that would take them past `bytes`
+/// first returns the cached blocks, then throws ember::OutOfMemory naming the request, the
+/// limit and the pools, before the driver or the OS is asked, with nothing changed, so the
+/// program can free tensors or build something smaller and go on. 0 removes the limit; a
+/// limit below what is reserved now applies to the next request. ember::Error for a negative
+/// byte count. Example: set_memory_limit(Device::cuda(0), int64_t{8} << 30);  // 8 GiB
+void set_memory_limit(Device device, int64_t bytes);
+/// The limit of `device` in bytes (0: none).
+int64_t memory_limit(Device device);
 /// The pool that owns the storage of `t`.
 Pool pool_of(const Tensor& t);
 

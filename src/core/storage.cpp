@@ -141,6 +141,14 @@ void reset_peak_memory_stats(Device device) {
   backend::backend_for(device).reset_peaks(device.index);
 }
 void empty_cache(Device device) { backend::backend_for(device).empty_cache(device.index); }
+void set_memory_limit(Device device, int64_t bytes) {
+  EMBER_CHECK(bytes >= 0, "set_memory_limit: ", bytes, " bytes for ", device.str(),
+              " (expected a positive byte count, or 0 for no limit)");
+  backend::backend_for(device).set_memory_limit(device.index, bytes);
+}
+int64_t memory_limit(Device device) {
+  return backend::backend_for(device).memory_limit(device.index);
+}
 void synchronize(Device device) { backend::backend_for(device).synchronize(device.index); }
 
 void release_device(Device device) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct AllocatorState {
   int64_t alloc_count = 0;
   int64_t cache_hits = 0;
   int64_t system_allocs = 0;
+  int64_t limit = 0;  // set_memory_limit: the most bytes both pools may reserve (0: none)
 };
 
 // Intentionally leaked: storages held by static objects may be freed after this file's
@@ -75,6 +77,34 @@ void note_peaks(AllocatorState& s) {
   }
   s.peak_allocated = std::max(s.peak_allocated, in_use);
   s.peak_reserved = std::max(s.peak_reserved, reserved);
+}
+
+std::string pool_figures(const AllocatorState& s) {
+  const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
+  const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
+  return detail::concat("persistent: ", persistent.in_use, " bytes in use, ",
+                        persistent.in_use + persistent.cached, " reserved; pass: ", pass.in_use,
+                        " bytes in use, ", pass.in_use + pass.cached, " reserved, peak ",
+                        pass.peak);
+}
+
+int64_t reserved_bytes(const AllocatorState& s) {
+  int64_t r = 0;
+  for (const PoolState& p : s.pools) r += p.in_use + p.cached;
+  return r;
+}
+
+// set_memory_limit: room for `block` more bytes, after returning the cached blocks if need
+// be; else OutOfMemory with nothing changed but the cache. The caller holds the mutex.
+void check_limit(AllocatorState& s, size_t bytes, size_t block, Pool pool) {
+  if (s.limit == 0 || reserved_bytes(s) + static_cast<int64_t>(block) <= s.limit) return;
+  release_cached(s);
+  if (reserved_bytes(s) + static_cast<int64_t>(block) <= s.limit) return;
+  throw OutOfMemory(detail::concat(
+      "cpu: allocating ", bytes, " bytes (block of ", block, ") in the ",
+      pool == Pool::Persistent ? "persistent" : "pass", " pool would take the pools to ",
+      reserved_bytes(s) + static_cast<int64_t>(block), " bytes, past the memory limit of ", s.limit,
+      " bytes (set_memory_limit; cached blocks already returned); ", pool_figures(s)));
 }
 
 void take_block(AllocatorState& s, Pool pool, size_t block) {
@@ -111,6 +141,10 @@ void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
       return ptr;
     }
   }
+  if (bytes <= kMaxRequest) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    check_limit(s, bytes, block, pool);
+  }
   void* ptr = bytes > kMaxRequest ? nullptr : std::aligned_alloc(kAlignment, block);
   if (!ptr && bytes <= kMaxRequest) {
     {
@@ -121,14 +155,10 @@ void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!ptr) {
-    const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
-    const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
-    throw OutOfMemory(detail::concat(
-        "cpu: out of memory allocating ", bytes, " bytes (block of ", block, ") in the ",
-        pool == Pool::Persistent ? "persistent" : "pass", " pool after freeing cached blocks; ",
-        "persistent: ", persistent.in_use, " bytes in use, ", persistent.in_use + persistent.cached,
-        " reserved; pass: ", pass.in_use, " bytes in use, ", pass.in_use + pass.cached,
-        " reserved, peak ", pass.peak));
+    throw OutOfMemory(detail::concat("cpu: out of memory allocating ", bytes, " bytes (block of ",
+                                     block, ") in the ",
+                                     pool == Pool::Persistent ? "persistent" : "pass",
+                                     " pool after freeing cached blocks; ", pool_figures(s)));
   }
   ++s.system_allocs;
   take_block(s, pool, block);
@@ -206,6 +236,18 @@ void memory_stats(int /*device*/, MemoryStats* stats) {
   out.fragmentation =
       reserved > 0 ? static_cast<double>(persistent.cached + pass.cached) / reserved : 0.0;
   *stats = out;
+}
+
+void set_memory_limit(int /*device*/, int64_t bytes) {
+  AllocatorState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.limit = bytes;
+}
+
+int64_t memory_limit(int /*device*/) {
+  AllocatorState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.limit;
 }
 
 void reset_peak(int /*device*/) {

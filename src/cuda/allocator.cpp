@@ -113,6 +113,7 @@ struct DeviceState {
   // High-water marks over every pool, private ones included (MemoryStats::peak_allocated,
   // peak_reserved; Note [Overall peaks]).
   int64_t peak_allocated = 0, peak_reserved = 0;
+  int64_t limit = 0;  // set_memory_limit: the most bytes all pools may reserve (0: none)
   // staging: two pinned buffers used alternately, each with the event of its last copy
   std::mutex staging_mutex;
   char* staging[2] = {nullptr, nullptr};
@@ -219,12 +220,26 @@ void note_peaks(DeviceState& s) {
   s.peak_reserved = std::max(s.peak_reserved, reserved);
 }
 
+// Bytes of segments held by every pool of the device, private pools included.
+int64_t reserved_bytes(const DeviceState& s) {
+  int64_t r = 0;
+  for (const PoolState& p : s.pools) r += p.reserved;
+  for (const auto& [id, pool] : s.private_pools) r += pool->reserved;
+  return r;
+}
+
 std::string pool_figures(const DeviceState& s) {
   const PoolState& persistent = s.pools[static_cast<int>(Pool::Persistent)];
   const PoolState& pass = s.pools[static_cast<int>(Pool::Pass)];
+  int64_t captured_in_use = 0, captured_reserved = 0;
+  for (const auto& [id, pool] : s.private_pools) {
+    captured_in_use += pool->in_use;
+    captured_reserved += pool->reserved;
+  }
   return detail::concat("persistent: ", persistent.in_use, " bytes in use, ", persistent.reserved,
                         " reserved; pass: ", pass.in_use, " bytes in use, ", pass.reserved,
-                        " reserved, peak ", pass.peak);
+                        " reserved, peak ", pass.peak, "; captured steps: ", captured_in_use,
+                        " bytes in use, ", captured_reserved, " reserved");
 }
 
 }  // namespace
@@ -262,6 +277,16 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
     ++s.cache_hits;
   } else {
     const size_t segment = small ? kSmallSegment : round_up(size, kLargeRound);
+    if (s.limit != 0 && reserved_bytes(s) + static_cast<int64_t>(segment) > s.limit) {
+      release_all_cached(s);  // set_memory_limit: the cache first, then refuse
+      if (reserved_bytes(s) + static_cast<int64_t>(segment) > s.limit)
+        throw OutOfMemory(detail::concat(
+            "cuda:", device, ": allocating ", bytes, " bytes (segment of ", segment, ") in the ",
+            pool_name(pool), " pool would take the device's pools to ",
+            reserved_bytes(s) + static_cast<int64_t>(segment), " bytes, past the memory limit of ",
+            s.limit, " bytes (set_memory_limit; cached blocks already returned); ",
+            pool_figures(s)));
+    }
     void* ptr = nullptr;
     cudaError_t err = segment >= size ? cudaMalloc(&ptr, segment) : cudaErrorMemoryAllocation;
     if (err == cudaErrorMemoryAllocation) {
@@ -396,6 +421,20 @@ void empty_cache(int device) {
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> lock(s.mutex);
   release_all_cached(s);
+}
+
+void set_memory_limit(int device, int64_t bytes) {
+  check_device(device, "set_memory_limit");
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.limit = bytes;
+}
+
+int64_t memory_limit(int device) {
+  check_device(device, "memory_limit");
+  DeviceState& s = state(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.limit;
 }
 
 void memory_stats(int device, MemoryStats* stats) {
