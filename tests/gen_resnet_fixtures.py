@@ -11,10 +11,12 @@ torchvision 0.14's resnet18/34/50/101/152, resnext50_32x4d and wide_resnet50_2: 
 fixture the name test reads without Python.
 
     /usr/bin/python3 tests/gen_resnet_fixtures.py --out DIR --arch resnet18 [--steps 3] [--grads]
+        [--pth]
 
 is run by the test itself (the weights are too big to commit): a seeded torchvision model whose
 BatchNorm statistics are calibrated on random batches, written as DIR/ARCH.weights.safetensors
-(its state_dict, num_batches_tracked included), and DIR/ARCH.expected.safetensors holding
+(its state_dict, num_batches_tracked included; with --pth also DIR/ARCH.pth, torch.save's
+archive of it), and DIR/ARCH.expected.safetensors holding
   x, y                          the batch ([B, 3, S, S] f32, [B] i64)
   logits_eval, logits_train_f32 eval-mode and train-mode logits of the f32 model
 and, of the same model in f64 (model.double(): train mode's exact checks, see reference()):
@@ -96,6 +98,8 @@ def reference(a):
         for _ in range(3):
             m(torch.randn(a.batch, 3, a.size, a.size))
     save_safetensors(m.state_dict(), os.path.join(a.out, f"{a.arch}.weights.safetensors"))
+    if a.pth:  # torch.save's zip archive, as torchvision's downloaded weights are
+        torch.save(m.state_dict(), os.path.join(a.out, f"{a.arch}.pth"))
 
     x = torch.randn(a.batch, 3, a.size, a.size)
     y = torch.randint(0, a.classes, (a.batch,))
@@ -146,6 +150,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--grads", action="store_true")
+    ap.add_argument("--pth", action="store_true", help="also write ARCH.pth with torch.save")
     a = ap.parse_args()
     if a.names:
         names(a.names)

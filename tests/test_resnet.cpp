@@ -21,6 +21,7 @@
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/io/foreign.hpp"
+#include "ember/io/pth.hpp"
 #include "ember/io/safetensors.hpp"
 #include "ember/models/resnet.hpp"
 #include "ember/nn/init.hpp"
@@ -418,7 +419,7 @@ void expect_forward_matches(const std::string& arch, nn::ResNet& net, const Refe
 }
 
 TEST(ResNetTorchvision, Resnet18LogitsRunningStatsAndGradients) {
-  const Reference r = reference("resnet18", "--steps 3 --grads");
+  const Reference r = reference("resnet18", "--steps 3 --grads --pth");
   SKIP_WITHOUT_REFERENCE(r);
   nn::ResNet net = load_torchvision("resnet18", r);
   expect_forward_matches("resnet18", net, r);
@@ -435,7 +436,7 @@ TEST(ResNetTorchvision, Resnet18LogitsRunningStatsAndGradients) {
 }
 
 TEST(ResNetTorchvision, Resnet18SgdLossTrajectory) {
-  const Reference r = reference("resnet18", "--steps 3 --grads");
+  const Reference r = reference("resnet18", "--steps 3 --grads --pth");
   SKIP_WITHOUT_REFERENCE(r);
   nn::ResNet net = load_torchvision("resnet18", r);
   net->to(DType::f64);
@@ -461,8 +462,24 @@ TEST(ResNetTorchvision, Resnext50GroupedLogits) {
   expect_forward_matches("resnext50_32x4d", net, r);
 }
 
+// torchvision's downloads are torch.save archives of the state_dict: io::load_pth reads them
+// without Python.
+TEST(ResNetTorchvision, Resnet18FromTorchSaveArchive) {
+  const Reference r = reference("resnet18", "--steps 3 --grads --pth");
+  SKIP_WITHOUT_REFERENCE(r);
+  nn::ResNet net = uninitialised("resnet18", {.num_classes = 10});
+  const nn::LoadReport report =
+      net->load_state_dict(io::load_pth((r.weights.parent_path() / "resnet18.pth").string()));
+  EXPECT_EQ(report.applied.size(), 122u);
+  const io::SafetensorsFile want(r.expected.string());
+  net->eval();
+  NoGradGuard no_grad;
+  expect_close(net(want.read("x")), want.read("logits_eval"), kRtol32, kAtol32,
+               "resnet18 from resnet18.pth, eval logits");
+}
+
 TEST(ResNetTorchvision, MissingOrMisshapenWeightsAreRefused) {
-  const Reference r = reference("resnet18", "--steps 3 --grads");
+  const Reference r = reference("resnet18", "--steps 3 --grads --pth");
   SKIP_WITHOUT_REFERENCE(r);
   nn::ResNet wrong = uninitialised("resnet18", {.num_classes = 1000});
   const std::string e =
