@@ -21,7 +21,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -45,23 +45,26 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    def median_ms(anomaly):
-        times = []
-        for i in range(args.warmup + args.steps):
-            sync()
-            start = time.perf_counter()
-            if anomaly:
-                with torch.autograd.detect_anomaly():
-                    step()
-            else:
+    def time_ms(anomaly):
+        sync()
+        start = time.perf_counter()
+        if anomaly:
+            with torch.autograd.detect_anomaly():
                 step()
-            sync()
-            if i >= args.warmup:
-                times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
+        else:
+            step()
+        sync()
+        return (time.perf_counter() - start) * 1e3
 
-    off = median_ms(False)
-    on = median_ms(True)
+    # Off and on in turns, so that load from other processes falls on both alike.
+    off_times, on_times = [], []
+    for i in range(args.warmup + args.steps):
+        off_ms, on_ms = time_ms(False), time_ms(True)
+        if i >= args.warmup:
+            off_times.append(off_ms)
+            on_times.append(on_ms)
+    off = statistics.median(off_times)
+    on = statistics.median(on_times)
     print(json.dumps({"off_ms": off, "on_ms": on, "device": args.device,
                       "threads": args.threads}))
 
