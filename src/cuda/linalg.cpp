@@ -166,7 +166,8 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
   return layout;
 }
 
-constexpr int kTuneCandidates = 8;  // algorithms timed per problem (Note [Measured GEMM algorithms])
+// Algorithms timed per problem (Note [Measured GEMM algorithms]).
+constexpr int kTuneCandidates = 8;
 
 bool autotune() {
   static const bool on = [] {

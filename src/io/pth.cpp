@@ -333,7 +333,8 @@ nn::StateDict load_pth(const std::string& path, const PthOptions& options) {
     }
     std::unique_ptr<uint8_t[]> buffer(new uint8_t[std::max<uint64_t>(s.bytes, 1)]);
     o.zip->read(*s.entry, buffer.get(), options.verify_crc);
-    Tensor all;          // the whole storage, for the views not copied out (Note [Reading shared storages once])
+    // The whole storage, for the views not copied out (Note [Reading shared storages once]).
+    Tensor all;
     int64_t copied = 0;  // elements copied out of it
     for (size_t v : its_views) {
       const TensorRef& t = o.pickle.tensors[views[v]];

@@ -414,7 +414,8 @@ struct LinearNode final : autograd::Node {
     if (spre.defined() && !masked) g2 = ops::gelu_tanh_backward(g2, spre.get());  // GELU was
     if (nx) {
       Node* made_x = edges[0].node.get();
-      // GELU's derivative applies once: only to the sole gradient of x (Note [GELU backward in the next GEMM]).
+      // GELU's derivative applies once: only to the sole gradient of x (Note [GELU backward in the
+      // next GEMM]).
       const bool fold =
           input && !wide_x && made_x && !made_x->grad_observed &&
           (!input->pre.defined() || (made_x->pending_deps == 1 && !made_x->pending_grad.defined()));
