@@ -349,6 +349,7 @@ class ReferenceFolder {
       out.append(buf.data(), n);
     }
     const int status = pipe != nullptr ? pclose(pipe) : -1;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
     if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 77) {
       r.skip = out + " (install python3-torchvision: make test does)";
     } else if (status != 0) {
