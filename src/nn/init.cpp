@@ -1,7 +1,10 @@
-// src/nn/init.cpp — initialisers matching torch.nn.init for each layer's defaults.
+// src/nn/init.cpp — initialisers matching torch.nn.init for each layer's defaults, the fans,
+// gains and modes; the in-place torch.nn.init functions are in init_inplace.cpp.
 #include "ember/nn/init.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
@@ -32,6 +35,13 @@ SkipInitGuard::~SkipInitGuard() {
   t_skip_device = previous_device_;
 }
 
+bool detail::skipping() { return t_skip; }
+
+std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t) {
+  EMBER_CHECK(t.defined(), "init::calculate_fan_in_and_fan_out: undefined tensor");
+  return fans(t.shape());
+}
+
 Tensor uniform(const Shape& shape, double bound, DType dtype) {
   if (t_skip) return empty(shape, {.dtype = dtype, .device = t_skip_device});
   return rand(shape, {.dtype = dtype}, -bound, bound);
@@ -59,33 +69,32 @@ Tensor normal(const Shape& shape, double std, DType dtype) {
   return randn(shape, {.dtype = dtype}, 0.0, std);
 }
 
-double calculate_gain(const std::string& nonlinearity, double param) {
+FanMode fan_mode(const std::string& mode) {
+  std::string lower = mode;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "fan_in") return FanMode::fan_in;
+  if (lower == "fan_out") return FanMode::fan_out;
+  ember::detail::throw_error(
+      ember::detail::concat("init: mode \"", mode, "\" (expected fan_in or fan_out)"));
+}
+
+double calculate_gain(const std::string& nonlinearity, std::optional<double> param) {
   for (const char* linear : {"linear", "sigmoid", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
                              "conv_transpose2d", "conv_transpose3d"})
     if (nonlinearity == linear) return 1.0;
   if (nonlinearity == "tanh") return 5.0 / 3.0;
   if (nonlinearity == "relu") return std::sqrt(2.0);
-  if (nonlinearity == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
+  if (nonlinearity == "leaky_relu") {
+    const double slope = param.value_or(0.01);  // torch's default negative slope
+    EMBER_CHECK(std::isfinite(slope), "init::calculate_gain: leaky_relu slope ", slope,
+                " (expected a finite number)");
+    return std::sqrt(2.0 / (1.0 + slope * slope));
+  }
   if (nonlinearity == "selu") return 0.75;
-  detail::throw_error(detail::concat(
+  ember::detail::throw_error(ember::detail::concat(
       "init::calculate_gain: unknown nonlinearity \"", nonlinearity,
       "\" (expected linear, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, "
       "conv_transpose3d, sigmoid, tanh, relu, leaky_relu or selu)"));
-}
-
-void kaiming_normal_(Tensor& weight, const KaimingOptions& options) {
-  const double gain = calculate_gain(options.nonlinearity, options.a);
-  const auto [fan_in, fan_out] = fans(weight.shape());
-  if (t_skip || weight.numel() == 0) return;  // torch: zero-element tensors are a no-op
-  const int64_t fan = options.mode == FanMode::fan_in ? fan_in : fan_out;
-  NoGradGuard no_grad;
-  weight.copy_(randn(weight.shape(), {.dtype = weight.dtype()}, 0.0,
-                     gain / std::sqrt(static_cast<double>(fan))));
-}
-
-void constant_(Tensor& t, double value) {
-  NoGradGuard no_grad;
-  t.fill_(value);
 }
 
 }  // namespace ember::nn::init
