@@ -5,7 +5,8 @@
 //
 // conv1d, conv2d and conv3d (forward and backward, any groups, stride, padding and dilation)
 // run through the device's convolution library when it takes the call: oneDNN on the CPU
-// (opened at run time, libdnnl.so.2), cuDNN on a GPU. Otherwise, or when switched off, they
+// (opened at run time, libdnnl.so.2), cuDNN on a GPU (opt-in for now: set_cudnn_convolutions).
+// Otherwise, or when switched off, they
 // run as im2col + GEMM, ember's own path (docs/vision.md, "Convolution backends").
 #pragma once
 
@@ -36,6 +37,13 @@ std::string conv_fallback_reason();
 /// Example: set_conv_library(false);
 void set_conv_library(bool on);
 bool conv_library();
+
+/// GPU convolutions take cuDNN only when this is on (default off, or EMBER_CONV_CUDNN=1 at
+/// start): on the H200 cuDNN's first-ranked engines broke a captured CNN step's bitwise match
+/// with its eager step and left f32 ResNet gradients 2e-3 from the CPU's (docs/layers.md).
+/// Example: set_cudnn_convolutions(true);
+void set_cudnn_convolutions(bool on);
+bool cudnn_convolutions();
 
 /// The convolution library's state for `device` (loads it on first call; never throws):
 /// "oneDNN 2.6.3 (libdnnl.so.2, OpenMP threads), primitive cache 1024", "cuDNN 9.10.2
