@@ -85,6 +85,25 @@ inline Timing time_blocks(const std::function<void()>& fn, int warmup, int block
           .reps = blocks};
 }
 
+/// Nanoseconds `hook` adds to one iteration of a loop: 10^8 iterations calling it against the
+/// same loop without it (interleaved, median of 7), each with a compiler barrier. For the cost
+/// of a check that is off (bench_profiler_off, bench_anomaly).
+template <typename Hook>
+inline double ns_per_call(Hook hook) {
+  constexpr int64_t kIters = 100'000'000;
+  const auto with_hook = [&] {
+    for (int64_t i = 0; i < kIters; ++i) {
+      hook();
+      do_not_optimize(i);
+    }
+  };
+  const auto without = [] {
+    for (int64_t i = 0; i < kIters; ++i) do_not_optimize(i);
+  };
+  const auto t = time_interleaved({with_hook, without}, 1, 7);
+  return (t[0].median - t[1].median) * 1e9 / kIters;
+}
+
 /// Runs `fn` `warmup` times untimed, then `reps` times timed; returns median and best.
 inline Timing time_it(const std::function<void()>& fn, int warmup, int reps) {
   return time_interleaved({fn}, warmup, reps)[0];

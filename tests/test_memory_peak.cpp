@@ -214,7 +214,10 @@ TEST(MemoryPeak, CudaCapturedStepNoLongerReservesTheWarmUpsCacheToo) {
   };
   const int64_t eager = run(false), captured = run(true);
   EXPECT_GT(eager, 16 * kMiB);
-  EXPECT_LE(static_cast<double>(captured), 1.1 * static_cast<double>(eager))
+  // The graph's copy of its input x (16 MiB) is memory the eager step does not have: the
+  // bound is on the rest (H200: 138 MiB captured against 122 eager, 16 of it the copy).
+  const double input_copy = 4096.0 * 1024 * 4;
+  EXPECT_LE(static_cast<double>(captured) - input_copy, 1.1 * static_cast<double>(eager))
       << "eager " << eager / kMiB << " MiB, captured " << captured / kMiB << " MiB";
 }
 
