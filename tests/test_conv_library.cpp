@@ -290,6 +290,7 @@ TEST(ConvLibrary, Bf16AgainstF32Im2col) {
 }
 
 TEST(ConvLibrary, F64FallsBackWithTheReason) {
+  SKIP_WITHOUT_ONEDNN();  // without it the reason is "oneDNN not found"
   const Tensor x = rand_t({1, 2, 5, 5}, 41).to(DType::f64),
                w = rand_t({3, 2, 3, 3}, 42).to(DType::f64);
   const Tensor y = conv2d(x, w);
@@ -435,7 +436,7 @@ TEST(CudaConvLibrary, Conv2dF16AndBf16) {
 }
 
 TEST(CudaConvLibrary, F64FallsBackWithTheReason) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   const Tensor x = rand_t({1, 2, 5, 5}, 123).to(kGpu).to(DType::f64);
   const Tensor w = rand_t({3, 2, 3, 3}, 124).to(kGpu).to(DType::f64);
   conv2d(x, w);

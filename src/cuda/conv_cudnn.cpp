@@ -25,13 +25,13 @@
 // Plans (graph → heuristics mode A, then the fallback list → the first engine configuration
 // that passes the filters above and finalizes, or with EMBER_CONV_AUTOTUNE the fastest of
 // several: Note [Measured convolution engines]) are built once per kind, device, dtype,
-// geometry, fused flags, pointer alignment and deterministic mode, and cached for the
-// process; a graph no engine takes is remembered with its reason. In deterministic mode
-// (set_deterministic) engines noted CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC are skipped (cuDNN's
-// backward filter with atomics among them). The workspace comes from the Pass pool for each
-// call (inside a captured step from the graph's private pool), and every call is queued on
-// the device's stream (the capture stream while capturing), so a convolution can be captured
-// in a train::CapturedStep.
+// geometry, fused flags and pointer alignment, and cached for the process; a graph no engine
+// takes is remembered with its reason. Engines noted CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
+// (cuDNN's backward filter with atomics among them) are always skipped, in and out of
+// set_deterministic, which for now also keeps EMBER_CONV_AUTOTUNE from timing candidates. The
+// workspace comes from the Pass pool for each call (inside a captured step from the graph's private
+// pool), and every call is queued on the device's stream (the capture stream while capturing), so a
+// convolution can be captured in a train::CapturedStep.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -373,7 +373,10 @@ std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool re
 Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t alignment,
                std::string* why) {
   Cache& c = cache();
-  const bool det = deterministic();
+  // Engines cuDNN notes as nondeterministic are always skipped: an eager step and its captured
+  // replay must agree bit for bit, and with them (atomics in the backward filter) they did not
+  // on the H200 (Note [cuDNN convolutions are opt-in for now] in src/ops/conv_library.cpp).
+  const bool det = true;
   std::lock_guard<std::mutex> lock(c.mutex);
   std::unique_ptr<Plan>& slot = c.plans[key_of(kind, g, bias, relu, alignment, det)];
   if (!slot) {

@@ -42,9 +42,11 @@ std::atomic<bool>& library_on() {
 
 // Note [cuDNN convolutions are opt-in for now]: on the H200 the engines cuDNN's heuristic
 // ranks first made the Fashion CNN's captured step differ from its eager step in the last bits
-// (engines with atomics), and a ResNet-18's f32 weight gradients differ from the CPU's by
-// 2.3e-3 (relative 2-norm), where im2col + cuBLASLt agrees within 1e-3; until the engine
-// filters are fixed, a GPU convolution takes cuDNN only when asked.
+// (engines with atomics; now skipped, and the captured CNN matches), and a ResNet-18's f32
+// gradients still differ from the CPU's by up to 2.6e-2 (relative 2-norm, several BatchNorm
+// and convolution parameters), where im2col + cuBLASLt agrees within 1e-3, though each of the
+// CudaConvLibrary tests' single convolutions agrees with im2col. Until that is found, a GPU
+// convolution takes cuDNN only when asked.
 std::atomic<bool>& cudnn_on() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("EMBER_CONV_CUDNN");
