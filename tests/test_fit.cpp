@@ -1,20 +1,25 @@
-// tests/test_fit.cpp — the training loop (fit, evaluate, callbacks, early stopping, progress).
+// tests/test_fit.cpp — the training loop (fit, evaluate, callbacks and their order, early
+// stopping, plateau, progress, option errors, the captured loop against the eager one).
 // The `ember` command's tests are in tests/test_cli_args.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/data/dataloader.hpp"
 #include "ember/data/dataset.hpp"
 #include "ember/ember.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/optim.hpp"
 #include "ember/train/fit.hpp"
+#include "ember/train/multi_input.hpp"
 
 namespace {
 
@@ -291,6 +296,156 @@ TEST(Fit, EmptyLoaderIsAnError) {
                              {.epochs = 1, .progress = train::Progress::none, .start_epoch = 1}));
 }
 
+// Every hook, in the order fit() calls it, with the step counts each sees: 3 batches an epoch
+// in groups of 2 (the last group has one batch), 2 epochs.
+class Recorder : public train::Callback {
+ public:
+  explicit Recorder(std::vector<std::string>* log) : log_(log) {}
+  void on_train_begin(train::Trainer& t) override {
+    log_->push_back("train_begin step " + std::to_string(t.global_step));
+  }
+  void on_before_optimizer_step(train::Trainer& t) override {
+    log_->push_back("before_optimizer_step " + where(t.epoch, t.batch, t.global_step));
+  }
+  void on_batch_end(train::Trainer&, const train::BatchLog& b) override {
+    log_->push_back("batch_end " + where(b.epoch, b.batch, b.global_step));
+  }
+  void on_epoch_end(train::Trainer&, const train::EpochLog& e) override {
+    log_->push_back("epoch_end " + std::to_string(e.epoch) + (e.val ? " val" : ""));
+  }
+  void on_train_end(train::Trainer& t, train::History& h) override {
+    log_->push_back("train_end step " + std::to_string(t.global_step) + " epochs " +
+                    std::to_string(h.epochs.size()));
+  }
+  static std::string where(int64_t epoch, int64_t batch, int64_t step) {
+    return std::to_string(epoch) + "." + std::to_string(batch) + " step " + std::to_string(step);
+  }
+
+ private:
+  std::vector<std::string>* log_;
+};
+
+TEST(Fit, HooksRunInOrder) {
+  auto ds = blobs(24, 3);
+  data::DataLoader loader(ds, {.batch_size = 8});
+  manual_seed(2);
+  nn::Module net = small_net();
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  std::vector<std::string> log;
+  train::fit(
+      net, loader, opt, train::cross_entropy_loss(),
+      {.epochs = 2,
+       .val_loader = &loader,
+       .callbacks = {std::make_shared<Recorder>(&log)},
+       .on_batch =
+           [&](const train::BatchLog& b) {
+             log.push_back("on_batch " + Recorder::where(b.epoch, b.batch, b.global_step));
+           },
+       .on_epoch =
+           [&](const train::EpochLog& e) { log.push_back("on_epoch " + std::to_string(e.epoch)); },
+       .progress = train::Progress::none,
+       .start_step = 10,
+       .accumulate_grad_batches = 2,
+       .before_step =
+           [&](train::Trainer& t) {
+             log.push_back("before_step " + Recorder::where(t.epoch, t.batch, t.global_step));
+           }});
+  const std::vector<std::string> want = {
+      "train_begin step 10",
+      "batch_end 0.0 step 10",
+      "on_batch 0.0 step 10",
+      "before_optimizer_step 0.1 step 10",
+      "before_step 0.1 step 10",
+      "batch_end 0.1 step 11",
+      "on_batch 0.1 step 11",
+      "before_optimizer_step 0.2 step 11",
+      "before_step 0.2 step 11",
+      "batch_end 0.2 step 12",
+      "on_batch 0.2 step 12",
+      "epoch_end 0 val",
+      "on_epoch 0",
+      "batch_end 1.0 step 12",
+      "on_batch 1.0 step 12",
+      "before_optimizer_step 1.1 step 12",
+      "before_step 1.1 step 12",
+      "batch_end 1.1 step 13",
+      "on_batch 1.1 step 13",
+      "before_optimizer_step 1.2 step 13",
+      "before_step 1.2 step 13",
+      "batch_end 1.2 step 14",
+      "on_batch 1.2 step 14",
+      "epoch_end 1 val",
+      "on_epoch 1",
+      "train_end step 14 epochs 2",
+  };
+  EXPECT_EQ(log, want);
+}
+
+// ReduceLROnPlateau is stepped once an epoch with the validation loss, or the training loss
+// when there is no validation: its best() is the smallest of those.
+TEST(Fit, PlateauStepsWithTheValidationLossElseTheTrainingLoss) {
+  auto train_set = blobs(64, 3), val_set = blobs(32, 4);
+  for (const bool with_val : {true, false}) {
+    SCOPED_TRACE(with_val ? "with validation" : "without validation");
+    data::DataLoader train(train_set, {.batch_size = 16});
+    data::DataLoader val(val_set, {.batch_size = 16});
+    manual_seed(1);
+    nn::Module net = small_net();
+    optim::SGD opt(net->parameters(), {.lr = 0.1});
+    optim::ReduceLROnPlateau plateau(opt, {.factor = 0.5, .patience = 0});
+    const train::History h = train::fit(net, train, opt, train::cross_entropy_loss(),
+                                        {.epochs = 3,
+                                         .val_loader = with_val ? &val : nullptr,
+                                         .plateau = &plateau,
+                                         .progress = train::Progress::none});
+    double best = std::numeric_limits<double>::infinity();
+    for (const train::EpochLog& e : h.epochs)
+      best = std::min(best, with_val ? e.val->loss : e.train.loss);
+    EXPECT_EQ(plateau.last_epoch(), 3);
+    EXPECT_DOUBLE_EQ(plateau.best(), best);
+  }
+}
+
+// Each option fit() checks is refused before any training, naming the option and the value.
+TEST(Fit, EveryBadOptionIsAClearError) {
+  auto ds = blobs(16, 1);
+  data::DataLoader loader(ds, {.batch_size = 8});
+  manual_seed(4);
+  nn::Module net = small_net();
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  const std::vector<float> before = flat_params(net);
+  auto error_of = [&](train::FitOptions o,
+                      const train::LossFn& loss = train::cross_entropy_loss()) {
+    o.progress = train::Progress::none;
+    try {
+      train::fit(net, loader, opt, loss, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto expect_says = [](const std::string& got, const std::string& says) {
+    EXPECT_NE(got.find(says), std::string::npos) << "expected '" << says << "', got: " << got;
+  };
+  try {
+    train::fit(nn::Module(), loader, opt, train::cross_entropy_loss(), {});
+    ADD_FAILURE() << "an undefined model was accepted";
+  } catch (const Error& e) {
+    expect_says(e.what(), "fit: the model is undefined");
+  }
+  expect_says(error_of({.epochs = 2, .start_epoch = -1}),
+              "fit: epochs 2 and start_epoch -1 (expected both >= 0)");
+  expect_says(error_of({}, train::LossFn()), "fit: no loss function given");
+  expect_says(error_of({.checkpoint_every = 5}),
+              "fit: checkpoint_every 5 needs a checkpoint_path (got '')");
+  expect_says(error_of({.checkpoint_every = -1, .checkpoint_path = "c.safetensors"}),
+              "fit: checkpoint_every -1");
+  expect_says(error_of({.clip_norm_type = 0.0}),
+              "fit: clip_norm_type 0 (expected p > 0, or optim::kInfNorm)");
+  expect_says(error_of({.autocast = DType::f32}), "fit: autocast f32 (expected f16 or bf16)");
+  EXPECT_EQ(flat_params(net), before) << "nothing trained";
+}
+
 }  // namespace
 
 namespace {
@@ -356,6 +511,94 @@ TEST(CudaFit, TheLoaderDeliversToTheModelsDevice) {
               std::string::npos)
         << e.what();
   }
+}
+
+// fit(capture_step) refuses what cannot run inside a graph, naming it.
+TEST(CudaFit, CaptureStepRefusesAccumulationAndBeforeStep) {
+  SKIP_WITHOUT_CUDA();
+  auto ds = blobs(32, 2);
+  data::DataLoader loader(ds, {.batch_size = 16});
+  nn::Module net = small_net();
+  net->to(Device::cuda(0));
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  auto says = [&](train::FitOptions o, const std::string& what) {
+    o.progress = train::Progress::none;
+    o.capture_step = true;
+    try {
+      train::fit(net, loader, opt, train::cross_entropy_loss(), o);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  says({.accumulate_grad_batches = 2},
+       "fit: capture_step steps the optimizer on every batch (got accumulate_grad_batches 2, "
+       "optimizer accumulate_steps 1; expected 1 for both)");
+  says({.before_step = [](train::Trainer&) {}},
+       "fit: capture_step cannot call before_step inside the captured graph");
+}
+
+// A captured fit of a multi-input classifier (the extra input goes into the graph too) is the
+// eager fit bitwise: the epochs' losses and accuracies, every batch's loss and step, the
+// weights and the last gradient norm. The callbacks' on_before_optimizer_step runs eagerly
+// only (inside a graph it would not run again on replay).
+TEST(CudaFit, CapturedMultiInputFitEqualsEagerWithItsHooks) {
+  SKIP_WITHOUT_CUDA();
+  struct Run {
+    std::vector<double> epoch_losses, accuracies, batch_losses;
+    std::vector<int64_t> steps;
+    std::vector<float> weights;
+    double grad_norm = 0.0;
+    int64_t before_hooks = 0;
+  };
+  struct Hooks : train::Callback {
+    Run* run;
+    explicit Hooks(Run* r) : run(r) {}
+    void on_before_optimizer_step(train::Trainer&) override { ++run->before_hooks; }
+    void on_batch_end(train::Trainer&, const train::BatchLog& b) override {
+      run->batch_losses.push_back(b.loss);
+      run->steps.push_back(b.global_step);
+    }
+    void on_train_end(train::Trainer& t, train::History&) override {
+      run->grad_norm = t.grad_norm.item<double>();
+    }
+  };
+  auto fit_once = [](bool capture) {
+    manual_seed(5);
+    Tensor a = randn({100, 8}), b = randn({100, 3});
+    Tensor y = randint(0, 4, {100});
+    auto ds = std::make_shared<data::MultiTensorDataset>(std::vector<Tensor>{a, b}, y);
+    data::DataLoader loader(ds, {.batch_size = 32, .shuffle = true, .seed = 7});  // last: 4 rows
+    manual_seed(6);
+    nn::Module net = train::MultiInputSequential(
+        {train::Parallel({nn::Linear(8, 8), nn::Linear(3, 8)}), nn::ReLU(), nn::Linear(16, 4)});
+    net->to(Device::cuda(0));
+    optim::Adam opt(net->parameters(), {.lr = 1e-2});
+    Run run;
+    const train::History h = train::fit(net, loader, opt, train::cross_entropy_loss(),
+                                        {.epochs = 3,
+                                         .callbacks = {std::make_shared<Hooks>(&run)},
+                                         .progress = train::Progress::none,
+                                         .clip_grad_norm = 0.5,
+                                         .capture_step = capture});
+    for (const train::EpochLog& e : h.epochs) {
+      run.epoch_losses.push_back(e.train.loss);
+      run.accuracies.push_back(e.train.accuracy.value_or(-1.0));
+    }
+    net->to(Device::cpu());
+    run.weights = flat_params(net);
+    return run;
+  };
+  const Run eager = fit_once(false), graph = fit_once(true);
+  EXPECT_EQ(graph.epoch_losses, eager.epoch_losses);
+  EXPECT_EQ(graph.accuracies, eager.accuracies);
+  EXPECT_EQ(graph.batch_losses, eager.batch_losses);
+  EXPECT_EQ(graph.steps, eager.steps);
+  EXPECT_EQ(graph.weights, eager.weights);
+  EXPECT_EQ(graph.grad_norm, eager.grad_norm);
+  EXPECT_EQ(eager.before_hooks, 12);
+  EXPECT_EQ(graph.before_hooks, 0);
+  EXPECT_GE(graph.accuracies.back(), 0.0);
 }
 
 }  // namespace

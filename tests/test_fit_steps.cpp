@@ -1,12 +1,16 @@
 // tests/test_fit_steps.cpp — fit()'s optimizer step: gradient clipping (by value and by norm,
 // against hand computations), accumulation over micro-batches (the same weights as one big
 // batch, a trailing partial group, resuming a checkpoint mid-epoch), the before-step hooks,
-// and multi-input models (train::MultiInputImpl, Parallel, MultiInputSequential,
-// data::MultiTensorDataset) through fit, evaluate and save/load.
+// multi-input models (train::MultiInputImpl, Parallel, MultiInputSequential,
+// data::MultiTensorDataset) through fit, evaluate and save/load, and the whole step pinned
+// bitwise against a hand-written loop (autocast, GradScaler and its skipped steps, clipping,
+// accumulation, schedulers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -568,4 +572,184 @@ TEST(FitSteps, SchedulerKindDecidesTheDefaultStepping) {
                    std::make_shared<optim::CyclicLR>(
                        opt, optim::CyclicLROptions{.base_lr = {0.01}, .max_lr = {0.1}})})
                   .per_batch());
+}
+
+// ---- the step, pinned (issue 30 item 3: one step function for eager and captured fit) ----
+
+namespace {
+// One configuration of fit()'s step. fit() must train exactly as the loop below spells out
+// (docs/training.md): zero the gradients at a group's first batch; forward and loss under
+// autocast; backward of the loss, weighted by its share of the group's samples and scaled;
+// at a group's last batch unscale_, clip_grad_value, clip_grad_norm, step (through the
+// scaler), update, then a per-batch scheduler; a per-epoch scheduler after the epoch.
+struct StepCase {
+  std::string name;
+  int64_t k = 1;
+  std::optional<double> clip_value = std::nullopt, clip_norm = std::nullopt;
+  std::optional<DType> autocast = std::nullopt;
+  bool scaler = false;  // a caller's GradScaler (f16 without one: fit's own, the default)
+  bool per_batch_scheduler = false;
+};
+
+struct StepRun {
+  std::vector<float> params;
+  std::vector<double> losses;  // per epoch
+  double scale = 0.0;
+};
+
+StepRun run_step_case(const StepCase& c, bool by_hand) {
+  constexpr int64_t kRows = 42, kBatch = 8;  // batches 8 8 8 8 8 2
+  auto ds = regression_set(kRows, 13);
+  data::DataLoader loader(ds, {.batch_size = kBatch, .shuffle = true, .seed = 5});
+  manual_seed(6);
+  nn::Module net =
+      nn::Sequential({nn::Linear(3, 8), nn::Tanh(), nn::Dropout(0.25), nn::Linear(8, 3)});
+  optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::StepLR sched(opt, 2, 0.7);
+  std::optional<optim::GradScaler> scaler;
+  if (c.scaler)
+    scaler.emplace(optim::GradScalerOptions{.init_scale = 3000.0, .growth_interval = 3});
+  if (!c.scaler && by_hand && c.autocast == DType::f16) scaler.emplace();
+  StepRun r;
+  if (!by_hand) {
+    const train::History h = train::fit(net, loader, opt, train::cross_entropy_loss(),
+                                        {.epochs = 2,
+                                         .scheduler = &sched,
+                                         .scheduler_per_batch = c.per_batch_scheduler,
+                                         .progress = train::Progress::none,
+                                         .clip_grad_value = c.clip_value,
+                                         .clip_grad_norm = c.clip_norm,
+                                         .accumulate_grad_batches = c.k,
+                                         .autocast = c.autocast,
+                                         .grad_scaler = c.scaler ? &*scaler : nullptr});
+    for (const train::EpochLog& e : h.epochs) r.losses.push_back(e.train.loss);
+  } else {
+    const std::vector<Tensor> params = net->parameters();
+    const int64_t batches = loader.num_batches();
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      net->train();
+      double loss_sum = 0.0;
+      int64_t samples = 0, b = 0;
+      for (auto it = loader.begin_on(Device::cpu()); it != loader.end(); ++it, ++b) {
+        const int64_t n = it->input.size(0);
+        const int64_t first = b / c.k * c.k, last = std::min(first + c.k, batches) - 1;
+        int64_t group = 0;
+        for (int64_t i = first; i <= last; ++i) group += std::min(kBatch, kRows - i * kBatch);
+        if (b == first) opt.zero_grad();
+        Tensor l;
+        {
+          std::optional<AutocastGuard> autocast;
+          if (c.autocast) autocast.emplace(*c.autocast);
+          l = cross_entropy(net(it->input), it->target);
+        }
+        const Tensor weighted = c.k == 1 ? l : l * (double(n) / double(group));
+        (scaler ? scaler->scale(weighted) : weighted).backward();
+        if (b == last) {
+          if (scaler) scaler->unscale_(opt);
+          if (c.clip_value) optim::clip_grad_value(params, *c.clip_value);
+          if (c.clip_norm) optim::clip_grad_norm_tensor(params, *c.clip_norm);
+          if (scaler) {
+            scaler->step(opt);
+            scaler->update();
+          } else {
+            opt.step();
+          }
+          if (c.per_batch_scheduler) sched.step();
+        }
+        loss_sum += l.item<double>() * static_cast<double>(n);
+        samples += n;
+      }
+      if (!c.per_batch_scheduler) sched.step();
+      r.losses.push_back(loss_sum / static_cast<double>(samples));
+    }
+  }
+  r.params = flat(net);
+  if (c.scaler) r.scale = scaler->get_scale();
+  return r;
+}
+}  // namespace
+
+TEST(FitSteps, EagerStepEqualsAHandWrittenLoopBitwise) {
+  const std::vector<StepCase> cases = {
+      {.name = "plain"},
+      {.name = "clipping, a per-batch scheduler and a scaler",
+       .clip_value = 0.5,
+       .clip_norm = 0.3,
+       .scaler = true,
+       .per_batch_scheduler = true},
+      {.name = "f16 autocast with fit's own scaler", .clip_norm = 1.0, .autocast = DType::f16},
+      {.name = "bf16 autocast", .autocast = DType::bf16},
+      {.name = "accumulation over 4 with clipping and a scaler",
+       .k = 4,
+       .clip_value = 0.5,
+       .clip_norm = 0.3,
+       .scaler = true,
+       .per_batch_scheduler = true},
+  };
+  for (const StepCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const StepRun fitted = run_step_case(c, false), hand = run_step_case(c, true);
+    EXPECT_EQ(fitted.params, hand.params);
+    EXPECT_EQ(fitted.losses, hand.losses);
+    EXPECT_EQ(fitted.scale, hand.scale);
+    for (float v : fitted.params) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+// With a GradScaler, a batch whose gradients are not finite skips its optimizer step (the
+// weights stay as they were) and halves the scale; it still counts as a step.
+TEST(FitSteps, ScalerSkipsTheStepWhoseGradientsAreNotFinite) {
+  auto ds = regression_set(32, 4);
+  data::DataLoader loader(ds, {.batch_size = 8});  // 4 batches
+  nn::Module net = net3(3);
+  optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 100});
+  int64_t calls = 0;
+  const train::LossFn loss = [&](const Tensor& out, const Tensor& y) {
+    const Tensor l = cross_entropy(out, y);
+    return calls++ == 2 ? l * std::numeric_limits<double>::infinity() : l;
+  };
+  std::vector<std::vector<float>> weights;
+  std::vector<double> scales;
+  std::vector<int64_t> steps;
+  const train::History h = train::fit(net, loader, opt, loss,
+                                      {.epochs = 1,
+                                       .on_batch =
+                                           [&](const train::BatchLog& b) {
+                                             weights.push_back(flat(net));
+                                             scales.push_back(scaler.get_scale());
+                                             steps.push_back(b.global_step);
+                                           },
+                                       .progress = train::Progress::none,
+                                       .grad_scaler = &scaler});
+  ASSERT_EQ(weights.size(), 4u);
+  EXPECT_NE(weights[1], weights[0]);
+  EXPECT_EQ(weights[2], weights[1]) << "the step on infinite gradients was taken";
+  EXPECT_NE(weights[3], weights[2]);
+  EXPECT_EQ(scales, (std::vector<double>{1024.0, 1024.0, 512.0, 512.0}));
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(std::isinf(h.epochs.at(0).train.loss));
+  for (float v : weights.back()) EXPECT_TRUE(std::isfinite(v));
+}
+
+// A per-batch scheduler steps after every optimizer step, not after every micro-batch.
+TEST(FitSteps, PerBatchSchedulerStepsWithTheOptimizerWhenAccumulating) {
+  auto ds = regression_set(40, 3);
+  data::DataLoader loader(ds, {.batch_size = 8});  // 5 batches: groups (0,1) (2,3) (4)
+  nn::Module net = net3(2);
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  optim::StepLR sched(opt, 1, 0.5);
+  std::vector<double> lrs;
+  train::fit(net, loader, opt, train::cross_entropy_loss(),
+             {.epochs = 2,
+              .scheduler = &sched,
+              .scheduler_per_batch = true,
+              .on_batch = [&](const train::BatchLog&) { lrs.push_back(opt.lr(0)); },
+              .progress = train::Progress::none,
+              .accumulate_grad_batches = 2});
+  EXPECT_EQ(sched.last_epoch(), 6);
+  const std::vector<double> want = {0.1,    0.05,    0.05,    0.025,    0.0125,
+                                    0.0125, 0.00625, 0.00625, 0.003125, 0.0015625};
+  ASSERT_EQ(lrs.size(), want.size());
+  for (size_t i = 0; i < lrs.size(); ++i) EXPECT_DOUBLE_EQ(lrs[i], want[i]) << "batch " << i;
 }
