@@ -446,6 +446,45 @@ TEST(Fit, EveryBadOptionIsAClearError) {
   EXPECT_EQ(flat_params(net), before) << "nothing trained";
 }
 
+// FitOptions::validate() checks the options alone, with fit()'s messages, before there is a
+// run; the overload with the run's objects adds the checks that need them.
+TEST(Fit, ValidateChecksTheOptionsBeforeARun) {
+  auto says = [](const std::function<void()>& fn, const std::string& what) {
+    try {
+      fn();
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NO_THROW(train::FitOptions{}.validate());
+  says([] { train::FitOptions{.clip_grad_norm = -1.0}.validate(); },
+       "fit: clip_grad_norm -1 (expected >= 0)");
+  says([] { train::FitOptions{.accumulate_grad_batches = 0}.validate(); },
+       "fit: accumulate_grad_batches 0 (expected >= 1)");
+  says(
+      [] {
+        train::FitOptions{.before_step = [](train::Trainer&) {}, .capture_step = true}.validate();
+      },
+      "fit: capture_step cannot call before_step inside the captured graph");
+  nn::Module net = small_net();
+  optim::SGD opt(net->parameters(), {.lr = 0.1});
+  optim::OneCycleLR one_cycle(opt, {.max_lr = {0.1}, .total_steps = 10});
+  says([&] { train::FitOptions{.scheduler = &one_cycle, .scheduler_per_batch = false}.validate(); },
+       "fit: OneCycleLR is defined per batch");
+  data::DataLoader loader(blobs(16, 1), {.batch_size = 8});
+  const train::LossFn loss = train::cross_entropy_loss();
+  EXPECT_NO_THROW(train::FitOptions{}.validate(net, loader, opt, loss));
+  says([&] { train::FitOptions{}.validate(nn::Module(), loader, opt, loss); },
+       "fit: the model is undefined");
+  says([&] { train::FitOptions{}.validate(net, loader, opt, train::LossFn()); },
+       "fit: no loss function given");
+  says([&] { train::FitOptions{.capture_step = true}.validate(net, loader, opt, loss); },
+       "fit: capture_step needs the model on a CUDA device (got cpu)");
+  opt.set_accumulate_steps(2);
+  says([&] { train::FitOptions{.accumulate_grad_batches = 2}.validate(net, loader, opt, loss); },
+       "fit: accumulate_grad_batches 2 with an optimizer that accumulates 2 steps itself");
+}
 }  // namespace
 
 namespace {

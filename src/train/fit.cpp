@@ -1,4 +1,5 @@
-// src/train/fit.cpp — fit(), evaluate(), EarlyStopping and the progress display.
+// src/train/fit.cpp — fit() (its options' checks, and its loop around the training step of
+// src/train/train_step.cpp), evaluate(), EarlyStopping and the progress display.
 #include "ember/train/fit.hpp"
 
 #include <unistd.h>
@@ -12,13 +13,10 @@
 #include <optional>
 #include <sstream>
 
-#include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/ops.hpp"
-#include "ember/optim/clip.hpp"
-#include "ember/train/capture.hpp"
-#include "ember/train/multi_input.hpp"
+#include "train/train_step.hpp"
 
 namespace ember::train {
 
@@ -56,21 +54,6 @@ std::string format_count(double v) {
   return s;
 }
 
-// Classification targets are integer class indices next to [N, C] outputs.
-bool is_classification(const Tensor& out, const Tensor& target) {
-  return target.defined() && (target.dtype() == DType::i64 || target.dtype() == DType::i32) &&
-         out.dim() == 2 && target.dim() == 1;
-}
-
-// The number of rows whose argmax is the target, as an i64 0-d tensor on their device (not
-// read: fit() accumulates it on the device).
-Tensor count_correct(const Tensor& out, const Tensor& target) {
-  NoGradGuard g;
-  Tensor pred = argmax(out, 1);
-  Tensor t = target.dtype() == DType::i64 ? target : target.to(DType::i64);
-  return sum(eq(pred, t));
-}
-
 // Note [Metrics on the device]: fit() sums the loss (f64) and the correct count (i64) of an
 // epoch into two 0-d tensors on the training device; the host reads them only when the
 // progress bar redraws (at most every 100 ms) and at the end of the epoch, so a GPU step
@@ -101,17 +84,6 @@ Device run_device(const nn::Module& model, std::optional<Device> requested, cons
   return dev;
 }
 
-// The model's output for a batch: every input goes to the model (several for a multi-input
-// model, Example::extra_inputs). The loader delivers `input` and `target` on `dev`; extra
-// inputs are moved here when they are elsewhere.
-Tensor run_model(const nn::Module& model, const data::Example& batch, Device dev) {
-  if (batch.extra_inputs.empty()) return model(batch.input);
-  std::vector<Tensor> inputs = batch.inputs();
-  for (Tensor& t : inputs)
-    if (t.defined() && t.device() != dev) t = t.to(dev);
-  return forward(model, inputs);
-}
-
 // Note [Accumulation and clipping]
 // With accumulate_grad_batches = k the batches of an epoch form groups of k (batch b is in
 // group b / k, counted from the epoch's start, so a run resumed from a checkpoint, which is
@@ -119,9 +91,9 @@ Tensor run_model(const nn::Module& model, const data::Example& batch, Device dev
 // zeroes the gradients; each batch j backpropagates loss_j * n_j / N, with n_j its samples
 // and N the group's, so the summed gradient is that of the mean loss over all N samples: one
 // big batch's. The last batch of a group clips (clip_grad_value, then clip_grad_norm), calls
-// the before-step hooks and steps. An epoch's last group may hold fewer than k batches (or
-// start later, when resumed mid-group from another k): it is weighted by its own N and steps
-// at the epoch's end, so no gradient leaks into the next epoch.
+// the before-step hooks and steps (detail::TrainStep, Note [One training step]). An epoch's last
+// group may hold fewer than k batches (or start later, when resumed mid-group from another k): it
+// is weighted by its own N and steps at the epoch's end, so no gradient leaks into the next epoch.
 struct Groups {
   int64_t k = 1, first = 0, batches = 0, batch_size = 1, size = 0;
   bool drop_last = false;
@@ -134,6 +106,12 @@ struct Groups {
     int64_t n = 0;
     for (int64_t i = begin(b); i <= last(b); ++i) n += rows(i);
     return n;
+  }
+  /// Batch b of n rows as the step sees it.
+  detail::MicroBatch micro(int64_t b, int64_t n) const {
+    return {.zero_grad = b == begin(b),
+            .weight = k == 1 ? 1.0 : static_cast<double>(n) / static_cast<double>(samples(b)),
+            .step = b == last(b)};
   }
 };
 
@@ -253,13 +231,13 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss)
     for (auto it = loader.begin_on(dev); it != loader.end(); ++it) {
       const Tensor& x = it->input;
       const Tensor& y = it->target;
-      Tensor out = run_model(model, *it, dev);
+      Tensor out = detail::run_model(model, *it, dev);
       const int64_t n = x.dim() ? x.size(0) : 1;
       const Tensor l = loss(out, y);
       Tensor hits;
-      if (is_classification(out, y)) {
+      if (detail::is_classification(out, y)) {
         classification = true;
-        hits = count_correct(out, y);
+        hits = detail::count_correct(out, y);
       }
       metrics.add(l, n, hits.defined() ? &hits : nullptr);
       samples += n;
@@ -279,208 +257,156 @@ Metrics evaluate(nn::Module model, data::DataLoader& loader, const LossFn& loss)
   return m;
 }
 
-History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
-            const LossFn& loss, FitOptions o) {
+// ---- fit ----
+
+void FitOptions::validate() const {
+  EMBER_CHECK(epochs >= 0 && start_epoch >= 0, "fit: epochs ", epochs, " and start_epoch ",
+              start_epoch, " (expected both >= 0)");
+  EMBER_CHECK(checkpoint_every >= 0 && (checkpoint_every == 0 || !checkpoint_path.empty()),
+              "fit: checkpoint_every ", checkpoint_every, " needs a checkpoint_path (got '",
+              checkpoint_path, "')");
+  EMBER_CHECK(accumulate_grad_batches >= 1, "fit: accumulate_grad_batches ",
+              accumulate_grad_batches, " (expected >= 1)");
+  EMBER_CHECK(!clip_grad_value || *clip_grad_value >= 0.0, "fit: clip_grad_value ",
+              clip_grad_value.value_or(0.0), " (expected >= 0)");
+  EMBER_CHECK(!clip_grad_norm || *clip_grad_norm >= 0.0, "fit: clip_grad_norm ",
+              clip_grad_norm.value_or(0.0), " (expected >= 0)");
+  EMBER_CHECK(clip_norm_type > 0.0, "fit: clip_norm_type ", clip_norm_type,
+              " (expected p > 0, or optim::kInfNorm)");
+  EMBER_CHECK(!scheduler || !scheduler->per_batch() || detail::scheduler_per_batch(*this),
+              "fit: ", scheduler->type_name(),
+              " is defined per batch (one step per optimizer step), but scheduler_per_batch = "
+              "false would step it once per epoch (expected scheduler_per_batch unset or true)");
+  EMBER_CHECK(!autocast || *autocast == DType::f16 || *autocast == DType::bf16, "fit: autocast ",
+              autocast ? dtype_name(*autocast) : "", " (expected f16 or bf16)");
+  EMBER_CHECK(!capture_step || !before_step,
+              "fit: capture_step cannot call before_step inside the captured "
+              "graph; leave before_step unset or capture_step off");
+}
+
+void FitOptions::validate(const nn::Module& model, const data::DataLoader& train_loader,
+                          const optim::Optimizer& optimizer, const LossFn& loss) const {
   EMBER_CHECK(model.defined(), "fit: the model is undefined");
-  EMBER_CHECK(o.epochs >= 0 && o.start_epoch >= 0, "fit: epochs ", o.epochs, " and start_epoch ",
-              o.start_epoch, " (expected both >= 0)");
+  validate();
   EMBER_CHECK(loss != nullptr, "fit: no loss function given");
-  EMBER_CHECK(train_loader.num_batches() > 0 || o.start_epoch >= o.epochs,
+  EMBER_CHECK(train_loader.num_batches() > 0 || start_epoch >= epochs,
               "fit: the training loader has no batches (got ", train_loader.size(),
               " examples with batch_size ", train_loader.options().batch_size,
               train_loader.options().drop_last ? " and drop_last" : "",
               ", expected at least one batch)");
-  std::ostream& out = o.out ? *o.out : std::cout;
-  ProgressDisplay progress(o.progress, out, o.epochs);
-  const Device dev = run_device(model, o.device, "fit", "FitOptions::device");
-  EMBER_CHECK(o.checkpoint_every >= 0 && (o.checkpoint_every == 0 || !o.checkpoint_path.empty()),
-              "fit: checkpoint_every ", o.checkpoint_every, " needs a checkpoint_path (got '",
-              o.checkpoint_path, "')");
-  EMBER_CHECK(o.accumulate_grad_batches >= 1, "fit: accumulate_grad_batches ",
-              o.accumulate_grad_batches, " (expected >= 1)");
-  EMBER_CHECK(!o.clip_grad_value || *o.clip_grad_value >= 0.0, "fit: clip_grad_value ",
-              o.clip_grad_value.value_or(0.0), " (expected >= 0)");
-  EMBER_CHECK(!o.clip_grad_norm || *o.clip_grad_norm >= 0.0, "fit: clip_grad_norm ",
-              o.clip_grad_norm.value_or(0.0), " (expected >= 0)");
-  EMBER_CHECK(o.clip_norm_type > 0.0, "fit: clip_norm_type ", o.clip_norm_type,
-              " (expected p > 0, or optim::kInfNorm)");
+  const Device dev = run_device(model, device, "fit", "FitOptions::device");
   // Two accumulations would compound: the optimizer would update every k-th fit() step.
-  EMBER_CHECK(o.accumulate_grad_batches == 1 || optimizer.accumulate_steps() == 1,
-              "fit: accumulate_grad_batches ", o.accumulate_grad_batches,
+  EMBER_CHECK(accumulate_grad_batches == 1 || optimizer.accumulate_steps() == 1,
+              "fit: accumulate_grad_batches ", accumulate_grad_batches,
               " with an optimizer that accumulates ", optimizer.accumulate_steps(),
               " steps itself (expected one of them: set_accumulate_steps(1), or "
               "accumulate_grad_batches = 1)");
-  // A schedule defined per batch (OneCycleLR, CyclicLR) steps after every optimizer step
-  // unless told otherwise; stepped once per epoch it would never get past its start.
-  const bool scheduler_per_batch =
-      o.scheduler && o.scheduler_per_batch.value_or(o.scheduler->per_batch());
-  EMBER_CHECK(!o.scheduler || !o.scheduler->per_batch() || scheduler_per_batch,
-              "fit: ", o.scheduler->type_name(),
-              " is defined per batch (one step per optimizer step), but scheduler_per_batch = "
-              "false would step it once per epoch (expected scheduler_per_batch unset or true)");
-  const std::vector<Tensor> params = model->parameters();
-  // Mixed precision: the forward under autocast, the loss scaled (FitOptions::grad_scaler).
-  EMBER_CHECK(!o.autocast || *o.autocast == DType::f16 || *o.autocast == DType::bf16,
-              "fit: autocast ", o.autocast ? dtype_name(*o.autocast) : "",
-              " (expected f16 or bf16)");
-  std::optional<optim::GradScaler> own_scaler;
-  if (!o.grad_scaler && o.autocast == DType::f16) o.grad_scaler = &own_scaler.emplace();
-  optim::GradScaler* const scaler = o.grad_scaler;
-  auto forward_loss = [&](const data::Example& batch, const Tensor& target, Tensor* output) {
-    std::optional<AutocastGuard> autocast;
-    if (o.autocast) autocast.emplace(*o.autocast);
-    *output = run_model(model, batch, dev);
-    return loss(*output, target);
-  };
-  auto backward = [&](const Tensor& l) { (scaler ? scaler->scale(l) : l).backward(); };
-  auto optimizer_step = [&] {
-    if (!scaler) return optimizer.step();
-    scaler->step(optimizer);
-    scaler->update();
-  };
-  // Note [Captured fit steps]: the step below as one CUDA graph (train::CapturedStep). Its
-  // outputs are the loss, the correct count (classification) and the gradient norm.
-  std::optional<CapturedStep> captured;
-  if (o.capture_step) {
-    EMBER_CHECK(dev.is_cuda(), "fit: capture_step needs the model on a CUDA device (got ",
-                dev.str(), "); move the model with model->to(Device::cuda(0))");
-    EMBER_CHECK(o.accumulate_grad_batches == 1 && optimizer.accumulate_steps() == 1,
-                "fit: capture_step steps the optimizer on every batch (got "
-                "accumulate_grad_batches ",
-                o.accumulate_grad_batches, ", optimizer accumulate_steps ",
-                optimizer.accumulate_steps(), "; expected 1 for both)");
-    EMBER_CHECK(!o.before_step,
-                "fit: capture_step cannot call before_step inside the captured "
-                "graph; leave before_step unset or capture_step off");
-    captured.emplace(
-        [&](const std::vector<Tensor>& in) {
-          optimizer.zero_grad();
-          data::Example batch{in[0], in[1], {in.begin() + 2, in.end()}};
-          Tensor output;
-          Tensor l = forward_loss(batch, in[1], &output);
-          backward(l);
-          if (scaler) scaler->unscale_(optimizer);
-          Tensor norm;
-          if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
-          if (o.clip_grad_norm)
-            norm = optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
-          optimizer_step();
-          if (scheduler_per_batch) o.scheduler->step();
-          Tensor hits = is_classification(output, in[1]) ? count_correct(output, in[1]) : Tensor();
-          return std::vector<Tensor>{l, hits, norm};
-        },
-        CaptureOptions{.device = dev});
-  }
-  Trainer trainer(model, optimizer);
-  trainer.global_step = o.start_step;
-  bool batch_hooks = static_cast<bool>(o.on_batch);
-  for (auto& cb : o.callbacks) batch_hooks = batch_hooks || cb->needs_batch_loss();
-  History history;
-  for (auto& cb : o.callbacks) cb->on_train_begin(trainer);
+  if (!capture_step) return;
+  EMBER_CHECK(dev.is_cuda(), "fit: capture_step needs the model on a CUDA device (got ", dev.str(),
+              "); move the model with model->to(Device::cuda(0))");
+  EMBER_CHECK(accumulate_grad_batches == 1 && optimizer.accumulate_steps() == 1,
+              "fit: capture_step steps the optimizer on every batch (got "
+              "accumulate_grad_batches ",
+              accumulate_grad_batches, ", optimizer accumulate_steps ",
+              optimizer.accumulate_steps(), "; expected 1 for both)");
+}
 
-  for (int64_t epoch = o.start_epoch; epoch < o.epochs && !trainer.stopping(); ++epoch) {
-    trainer.epoch = epoch;
+namespace {
+
+// fit()'s loop around the step (detail::TrainStep): an epoch's batches, its metrics on the
+// device, the checkpoints, the batch hooks and the progress display.
+struct Loop {
+  nn::Module model;
+  data::DataLoader& loader;
+  optim::Optimizer& optimizer;
+  const FitOptions& o;
+  Trainer& trainer;
+  detail::TrainStep& step;
+  ProgressDisplay& progress;
+  Device dev;
+  bool batch_hooks;  // whether anything reads BatchLog::loss (a host read per batch)
+
+  // One epoch of training (validation and the per-epoch schedulers are fit()'s).
+  EpochLog train_epoch(int64_t epoch) {
     model->train();
-    const std::vector<double> lrs = optimizer.lrs();
-    const int64_t batches = train_loader.num_batches();
+    EpochLog log;
+    log.epoch = epoch;
+    log.lrs = optimizer.lrs();
+    const int64_t batches = loader.num_batches();
     progress.begin_epoch(epoch, batches);
     const auto t0 = Clock::now();
     DeviceMetrics metrics(dev);
-    int64_t samples = 0, batch_index = train_loader.position();
+    int64_t samples = 0, b = loader.position();
     bool classification = false;
     const Groups groups{
-        o.accumulate_grad_batches,         batch_index,         batches,
-        train_loader.options().batch_size, train_loader.size(), train_loader.options().drop_last};
-    // After a batch: the per-batch scheduler (unless the captured step ran it), a checkpoint,
-    // the batch hooks and the progress display.
-    auto after_step = [&](const Tensor& l, int64_t n, bool step, bool scheduled) {
-      if (step && !scheduled && scheduler_per_batch) o.scheduler->step();
-      if (step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
+        o.accumulate_grad_batches, b, batches, loader.options().batch_size, loader.size(),
+        loader.options().drop_last};
+    for (auto it = loader.begin_on(dev); it != loader.end(); ++it) {
+      const int64_t n = it->input.dim() ? it->input.size(0) : 1;
+      trainer.batch = b;
+      const detail::MicroBatch micro = groups.micro(b, n);
+      const detail::StepOutputs out = step(*it, micro);
+      if (micro.step) ++trainer.global_step;
+      if (out.grad_norm.defined()) trainer.grad_norm = out.grad_norm;
+      classification = classification || out.correct.defined();
+      metrics.add(out.loss, n, out.correct.defined() ? &out.correct : nullptr);
+      samples += n;
+      if (micro.step && o.checkpoint_every > 0 && trainer.global_step % o.checkpoint_every == 0)
         (o.checkpoint_async ? io::save_checkpoint_async : io::save_checkpoint)(
             o.checkpoint_path, model, optimizer, o.scheduler, trainer.global_step,
-            nn::json{{"epoch", epoch}}, &train_loader, o.grad_scaler);
+            nn::json{{"epoch", epoch}}, &loader, o.grad_scaler);
       if (batch_hooks) {
-        const BatchLog bl{epoch, batch_index, trainer.global_step, l.item<double>(), n};
+        const BatchLog bl{epoch, b, trainer.global_step, out.loss.item<double>(), n};
         for (auto& cb : o.callbacks) cb->on_batch_end(trainer, bl);
         if (o.on_batch) o.on_batch(bl);
       }
-      ++batch_index;
-      if (progress.due(batch_index)) {  // reads the device metrics only when it redraws
-        const double elapsed = seconds_since(t0);
-        const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
-        const double eta = batch_index > 0 ? elapsed / static_cast<double>(batch_index) *
-                                                 static_cast<double>(batches - batch_index)
-                                           : 0.0;
-        const double n_seen = static_cast<double>(samples);
-        progress.update(batch_index, metrics.loss_sum.item<double>() / n_seen,
-                        classification
-                            ? std::optional<double>(
-                                  static_cast<double>(metrics.correct.item<int64_t>()) / n_seen)
-                            : std::nullopt,
-                        rate, eta);
+      ++b;
+      if (progress.due(b)) {  // reads the device metrics only when it redraws
+        const double elapsed = seconds_since(t0), seen = static_cast<double>(samples);
+        const double eta = elapsed / static_cast<double>(b) * static_cast<double>(batches - b);
+        progress.update(
+            b, metrics.loss_sum.item<double>() / seen,
+            classification
+                ? std::optional<double>(static_cast<double>(metrics.correct.item<int64_t>()) / seen)
+                : std::nullopt,
+            elapsed > 0 ? seen / elapsed : 0.0, eta);
       }
-    };
-    for (auto it = train_loader.begin_on(dev); it != train_loader.end(); ++it) {
-      const Tensor& x = it->input;
-      const Tensor& y = it->target;
-      const int64_t n = x.dim() ? x.size(0) : 1;
-      trainer.batch = batch_index;
-      if (captured) {  // Note [Captured fit steps]
-        std::vector<Tensor> in = {x, y};
-        for (const Tensor& e : it->extra_inputs) in.push_back(e);
-        const std::vector<Tensor> outs = (*captured)(in);
-        ++trainer.global_step;
-        if (outs[2].defined()) trainer.grad_norm = outs[2];
-        classification = classification || outs[1].defined();
-        metrics.add(outs[0], n, outs[1].defined() ? &outs[1] : nullptr);
-        samples += n;
-        after_step(outs[0], n, /*step=*/true, /*scheduled=*/true);
-        continue;
-      }
-      Tensor output;
-      Tensor l = forward_loss(*it, y, &output);
-      if (batch_index == groups.begin(batch_index)) optimizer.zero_grad();
-      if (groups.k == 1) {
-        backward(l);
-      } else {  // Note [Accumulation and clipping]
-        const double weight =
-            static_cast<double>(n) / static_cast<double>(groups.samples(batch_index));
-        backward(l * weight);
-      }
-      const bool step = batch_index == groups.last(batch_index);
-      if (step) {
-        if (scaler) scaler->unscale_(optimizer);  // the clipping below sees true gradients
-        if (o.clip_grad_value) optim::clip_grad_value(params, *o.clip_grad_value);
-        if (o.clip_grad_norm)
-          trainer.grad_norm =
-              optim::clip_grad_norm_tensor(params, *o.clip_grad_norm, o.clip_norm_type);
-        for (auto& cb : o.callbacks) cb->on_before_optimizer_step(trainer);
-        if (o.before_step) o.before_step(trainer);
-        optimizer_step();
-        ++trainer.global_step;
-      }
-      Tensor hits;
-      if (is_classification(output, y)) {
-        classification = true;
-        hits = count_correct(output, y);
-      }
-      metrics.add(l, n, hits.defined() ? &hits : nullptr);
-      samples += n;
-      after_step(l, n, step, /*scheduled=*/false);
     }
     const double loss_sum = samples ? metrics.loss_sum.item<double>() : 0.0;
     const int64_t correct = classification ? metrics.correct.item<int64_t>() : 0;
-    EpochLog log;
-    log.epoch = epoch;
-    log.lrs = lrs;
     log.train.samples = samples;
     log.train.loss = samples ? loss_sum / static_cast<double>(samples) : 0.0;
     if (classification && samples)
       log.train.accuracy = static_cast<double>(correct) / static_cast<double>(samples);
     log.seconds = seconds_since(t0);
     log.samples_per_second = log.seconds > 0 ? static_cast<double>(samples) / log.seconds : 0.0;
+    return log;
+  }
+};
+
+}  // namespace
+
+History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
+            const LossFn& loss, FitOptions o) {
+  o.validate(model, train_loader, optimizer, loss);
+  const Device dev = model_device(model);
+  // f16 autocast without a scaler gets a default one (checkpoints carry its state).
+  std::optional<optim::GradScaler> own_scaler;
+  if (!o.grad_scaler && o.autocast == DType::f16) o.grad_scaler = &own_scaler.emplace();
+  Trainer trainer(model, optimizer);
+  trainer.global_step = o.start_step;
+  detail::TrainStep step(model, optimizer, loss, o, o.grad_scaler, trainer, dev);
+  ProgressDisplay progress(o.progress, o.out ? *o.out : std::cout, o.epochs);
+  bool batch_hooks = static_cast<bool>(o.on_batch);
+  for (auto& cb : o.callbacks) batch_hooks = batch_hooks || cb->needs_batch_loss();
+  Loop loop{model, train_loader, optimizer, o, trainer, step, progress, dev, batch_hooks};
+  History history;
+  for (auto& cb : o.callbacks) cb->on_train_begin(trainer);
+  for (int64_t epoch = o.start_epoch; epoch < o.epochs && !trainer.stopping(); ++epoch) {
+    trainer.epoch = epoch;
+    EpochLog log = loop.train_epoch(epoch);
     if (o.val_loader) log.val = evaluate(model, *o.val_loader, loss);
-    if (o.scheduler && !scheduler_per_batch) o.scheduler->step();
+    if (o.scheduler && !detail::scheduler_per_batch(o)) o.scheduler->step();
     if (o.plateau) o.plateau->step(log.val ? log.val->loss : log.train.loss);
     progress.end_epoch(log);
     history.epochs.push_back(log);
@@ -492,7 +418,6 @@ History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& 
   for (auto& cb : o.callbacks) cb->on_train_end(trainer, history);
   return history;
 }
-
 ResumePoint resume(const std::string& path, const nn::Module& model, optim::Optimizer& optimizer,
                    optim::LRScheduler* scheduler, data::DataLoader& loader,
                    optim::GradScaler* grad_scaler) {

@@ -119,7 +119,8 @@ struct FitOptions {
   /// it returns.
   bool checkpoint_async = true;
 
-  // ---- the optimizer step (Note [Accumulation and clipping] in src/train/fit.cpp) ----
+  // ---- the optimizer step (Note [Accumulation and clipping] in src/train/fit.cpp, and
+  // Note [One training step] in src/train/train_step.hpp) ----
   /// Clamp every gradient to [-v, v] before each step (torch.nn.utils.clip_grad_value_).
   std::optional<double> clip_grad_value = std::nullopt;
   /// Scale the gradients so their global norm of order clip_norm_type is at most this, before
@@ -153,6 +154,23 @@ struct FitOptions {
   /// resume() restores it). Unset with autocast f16: fit() makes its own GradScaler with the
   /// default options (pass your own to restore its state on resume). bf16 needs none.
   optim::GradScaler* grad_scaler = nullptr;
+
+  /// Checks the options on their own and throws ember::Error naming the first bad one and
+  /// its value: epochs and start_epoch >= 0, checkpoint_every >= 0 with a checkpoint_path,
+  /// accumulate_grad_batches >= 1, clip values >= 0 and clip_norm_type > 0, no per-batch
+  /// scheduler with scheduler_per_batch = false, autocast f16 or bf16, no before_step with
+  /// capture_step. Call it to check options before building a run; fit() calls the overload
+  /// below first, so it never starts training on bad options.
+  ///   train::FitOptions o{.clip_grad_norm = -1.0};
+  ///   o.validate();  // throws "fit: clip_grad_norm -1 (expected >= 0)"
+  void validate() const;
+  /// validate(), then the checks against what fit() is given: a defined model on one device
+  /// (FitOptions::device, when set, naming it), a loss function, a training loader with
+  /// batches when there is an epoch to run, an optimizer that does not accumulate steps
+  /// itself when accumulate_grad_batches > 1, and for capture_step a model on a CUDA device
+  /// and no accumulation of either kind. The model is checked first, then validate().
+  void validate(const nn::Module& model, const data::DataLoader& train_loader,
+                const optim::Optimizer& optimizer, const LossFn& loss) const;
 };
 
 /// Restores a checkpoint written by fit() into the objects and returns FitOptions fields to
@@ -189,8 +207,9 @@ class Trainer {
   bool stop_ = false;
 };
 
-/// Trains `model` for options.epochs epochs and returns the per-epoch history. Throws when
-/// the training loader has no batches and there is an epoch to run.
+/// Trains `model` for options.epochs epochs and returns the per-epoch history. First calls
+/// options.validate(model, train_loader, optimizer, loss), so bad options (or a training
+/// loader with no batches when there is an epoch to run) throw before anything trains.
 History fit(nn::Module model, data::DataLoader& train_loader, optim::Optimizer& optimizer,
             const LossFn& loss, FitOptions options = {});
 
