@@ -35,6 +35,16 @@ struct MemoryStats {
   // max_memory_allocated / max_memory_reserved.
   int64_t peak_allocated = 0;  // of persistent_bytes + pass_in_use + captured_in_use
   int64_t peak_reserved = 0;   // of persistent_reserved + pass_reserved + captured_reserved
+  // Counters since start (never reset; a step's figure is the difference of two readings,
+  // ggmlR's diagnostics). Note [What kernel_launches counts] in src/cuda/launch_count.cpp:
+  // each eager call into the device's kernel table that queues device work counts one (an
+  // ember kernel, one cuBLASLt matmul, one cuDNN execution, a device copy or fill; a call
+  // that launches several kernels of its own still counts one); a replayed captured step
+  // counts the kernel nodes of its graph (CapturedStep::kernels_per_step); work recorded
+  // into a graph during capture counts nothing. 0 on the CPU, whose kernels are calls.
+  int64_t kernel_launches = 0;
+  int64_t host_to_device_copies = 0;  // copies onto this device from the host (calls, not chunks)
+  int64_t device_to_host_copies = 0;  // copies from this device to the host
 };
 
 /// Current figures for `device`. Example: memory_stats(Device::cpu()).pass_peak

@@ -115,6 +115,18 @@ struct ProfileRow {
   std::vector<Kernel> kernels;
 };
 
+/// What the devices did during one step (between two step() marks; the first step starts
+/// with the Profiler), summed over every CUDA device: MemoryStats' counters (Note [What
+/// kernel_launches counts] in src/cuda/launch_count.cpp). A steady training step launches
+/// the same kernels every step and moves only its batch in and the scalars read out.
+struct ProfileStepCounters {
+  int64_t kernel_launches = 0;
+  int64_t host_to_device_copies = 0;
+  int64_t host_to_device_bytes = 0;
+  int64_t device_to_host_copies = 0;
+  int64_t device_to_host_bytes = 0;
+};
+
 /// Records ops, modules and kernels on every thread while alive and not stopped. One at a
 /// time per process: a second one throws. Not for use inside a captured step's capture
 /// (kernels queued into a graph have no device time of their own; the replay is one row).
@@ -135,6 +147,9 @@ class Profiler {
   /// and steps() counts them.
   void step();
   int64_t steps() const;
+  /// Kernel launches and host<->device transfers of each step marked so far, in order.
+  /// Example: for (auto& c : prof.step_counters()) assert(c.host_to_device_bytes == batch_bytes);
+  const std::vector<ProfileStepCounters>& step_counters() const { return step_counters_; }
 
   /// Key averages over the whole recording (stops it first when still recording).
   std::vector<ProfileRow> rows(const ProfileTableOptions& options = {});
@@ -152,6 +167,8 @@ class Profiler {
  private:
   bool recording_ = false;
   bool resolved_ = false;
+  ProfileStepCounters at_last_step_;  // the devices' counters at the last step() (or start)
+  std::vector<ProfileStepCounters> step_counters_;
   void resolve();
 };
 

@@ -4,9 +4,8 @@
 // slots.def, that records the call as a kernel range of the op that made it, with a device
 // timing mark on each side, and then calls the backend's own slot. Service slots (memory,
 // streams, graphs, the marks themselves) pass straight through.
-#include <string_view>
-
 #include "backend/backend.hpp"
+#include "backend/slot_index.hpp"
 #include "core/profiler.hpp"
 
 namespace ember::backend {
@@ -19,33 +18,6 @@ const Backend& own_table(DeviceType type) {
 #else
   return cpu_backend();  // unreachable: backend_for refuses cuda first
 #endif
-}
-
-enum SlotIndex : int {
-#define EMBER_SLOT(ret, slot, params) kSlot_##slot,
-#include "backend/slots.def"
-#undef EMBER_SLOT
-  kSlotCount
-};
-
-constexpr const char* kSlotNames[] = {
-#define EMBER_SLOT(ret, slot, params) #slot,
-#include "backend/slots.def"
-#undef EMBER_SLOT
-};
-static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == kSlotCount);
-
-// Slots that are services, not device work: never recorded.
-constexpr bool is_service(int slot) {
-  constexpr std::string_view kServices[] = {
-      "allocate",         "deallocate",          "recharge",          "host_alloc_pinned",
-      "host_free_pinned", "wait_pinned_slot",    "empty_cache",       "memory_stats",
-      "reset_peak",       "synchronize",         "timing_mark",       "timing_elapsed_ms",
-      "timing_release",   "graph_capture_begin", "graph_capture_end", "graph_replay_begin",
-      "graph_destroy",    "graph_kernel_count",  "sdpa_status",       "conv_library_status"};
-  for (const std::string_view s : kServices)
-    if (s == kSlotNames[slot]) return true;
-  return false;
 }
 
 // One kernel-table call as a kernel range with its two device timing marks.

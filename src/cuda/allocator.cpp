@@ -55,6 +55,7 @@
 
 #include "cuda/device_error.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch_count.hpp"
 #include "ember/error.hpp"
 
 namespace ember::cuda {
@@ -110,6 +111,7 @@ struct DeviceState {
   std::unordered_map<void*, Block*> allocated;  // block start -> block, blocks in use
   int64_t alloc_count = 0, cache_hits = 0, system_allocs = 0;
   int64_t host_to_device = 0, device_to_host = 0;
+  int64_t host_to_device_copies = 0, device_to_host_copies = 0;  // calls, not chunks
   // High-water marks over every pool, private ones included (MemoryStats::peak_allocated,
   // peak_reserved; Note [Overall peaks]).
   int64_t peak_allocated = 0, peak_reserved = 0;
@@ -451,6 +453,9 @@ void memory_stats(int device, MemoryStats* stats) {
   out.pass_peak = pass.peak;
   out.host_to_device_bytes = s.host_to_device;
   out.device_to_host_bytes = s.device_to_host;
+  out.host_to_device_copies = s.host_to_device_copies;
+  out.device_to_host_copies = s.device_to_host_copies;
+  out.kernel_launches = kernel_launches(device);
   out.alloc_count = s.alloc_count;
   out.cache_hits = s.cache_hits;
   out.system_allocs = s.system_allocs;
@@ -646,6 +651,7 @@ void memcpy_from_host(int device, void* dst, const void* host_src, size_t bytes)
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   s.host_to_device += static_cast<int64_t>(bytes);
+  ++s.host_to_device_copies;
 }
 
 // ---- streamed copies from the caller's pinned buffers (io's GPU load) ----
@@ -679,8 +685,9 @@ void queue_pinned_copy(int device, void* dst, const void* src, size_t bytes, int
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, st));
   EMBER_CUDA_CHECK(cudaEventRecord(slot_event(s, slot, true), st));
   std::lock_guard<std::mutex> lock(s.mutex);
-  (kind == cudaMemcpyHostToDevice ? s.host_to_device : s.device_to_host) +=
-      static_cast<int64_t>(bytes);
+  const bool onto = kind == cudaMemcpyHostToDevice;
+  (onto ? s.host_to_device : s.device_to_host) += static_cast<int64_t>(bytes);
+  ++(onto ? s.host_to_device_copies : s.device_to_host_copies);
 }
 }  // namespace
 
@@ -725,6 +732,7 @@ void memcpy_to_host(int device, void* host_dst, const void* src, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.device_to_host += static_cast<int64_t>(bytes);
+    ++s.device_to_host_copies;
   }
   check_device_errors(device);  // the stream is drained up to this copy
 }

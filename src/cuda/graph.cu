@@ -33,6 +33,7 @@
 
 #include "cuda/graph.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch_count.hpp"
 #include "ember/error.hpp"
 
 namespace ember::cuda {
@@ -300,9 +301,16 @@ void graph_launch(int device, int64_t id, bool launch) {
   const cudaStream_t st = stream(device);  // the device's own stream: the capture has ended
   upload_payload(g, st);
   EMBER_CUDA_CHECK(cudaGraphLaunch(g.exec, st));
+  // Note [What kernel_launches counts] (launch_count.cpp): the graph's kernels and the uploads.
+  const auto uploads = static_cast<int64_t>((g.used + kUploadChunk - 1) / kUploadChunk);
+  count_kernel_launches(device, g.kernels + uploads);
 }
 
 void graph_destroy(int /*device*/, int64_t id) { destroy(id); }
+
+bool graph_recording(int device) {
+  return t_state.mode != Mode::none && t_state.graph && t_state.graph->device == device;
+}
 
 int64_t graph_kernel_count(int device, int64_t id) {
   return graph_of(device, id, "CapturedStep").kernels;

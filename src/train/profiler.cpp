@@ -12,7 +12,9 @@
 #include <tuple>
 
 #include "core/profiler.hpp"
+#include "ember/device.hpp"
 #include "ember/error.hpp"
+#include "ember/memory.hpp"
 #include "ember/nn/module.hpp"
 
 namespace ember {
@@ -26,9 +28,26 @@ RecordScope::RecordScope(const std::string& name) {
 }
 RecordScope::~RecordScope() { core::profiler::close(index_); }
 
+namespace {
+// The counters of every CUDA device, summed (none in a CPU-only run).
+ProfileStepCounters device_counters() {
+  ProfileStepCounters c;
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    const MemoryStats m = memory_stats(Device::cuda(i));
+    c.kernel_launches += m.kernel_launches;
+    c.host_to_device_copies += m.host_to_device_copies;
+    c.host_to_device_bytes += m.host_to_device_bytes;
+    c.device_to_host_copies += m.device_to_host_copies;
+    c.device_to_host_bytes += m.device_to_host_bytes;
+  }
+  return c;
+}
+}  // namespace
+
 Profiler::Profiler(ProfilerOptions options) {
   core::profiler::start(options.device_time);
   recording_ = true;
+  at_last_step_ = device_counters();
 }
 
 Profiler::~Profiler() {
@@ -58,6 +77,13 @@ void Profiler::name_modules(const nn::Module& root, const std::string& prefix) {
 
 void Profiler::step() {
   if (!recording_) return;
+  const ProfileStepCounters now = device_counters();
+  step_counters_.push_back({now.kernel_launches - at_last_step_.kernel_launches,
+                            now.host_to_device_copies - at_last_step_.host_to_device_copies,
+                            now.host_to_device_bytes - at_last_step_.host_to_device_bytes,
+                            now.device_to_host_copies - at_last_step_.device_to_host_copies,
+                            now.device_to_host_bytes - at_last_step_.device_to_host_bytes});
+  at_last_step_ = now;
   Recorder& r = recorder();
   const int64_t t = core::profiler::now_ns();
   const std::lock_guard lock(r.mutex);
@@ -240,6 +266,26 @@ std::string Profiler::table(const ProfileTableOptions& options) {
                 all.size(), shown, static_cast<long long>(calls_total), host_total, device_total,
                 wall_ms(), static_cast<long long>(steps()));
   out << line;
+  if (!step_counters_.empty()) {
+    // Per step: the last step's figures and the range over all steps (equal launches from
+    // step to step and no weight bytes moved is what a steady step looks like).
+    const ProfileStepCounters& last = step_counters_.back();
+    int64_t fewest = last.kernel_launches, most = last.kernel_launches;
+    for (const ProfileStepCounters& c : step_counters_) {
+      fewest = std::min(fewest, c.kernel_launches);
+      most = std::max(most, c.kernel_launches);
+    }
+    std::snprintf(line, sizeof line,
+                  "last step: %lld kernel launches (%lld to %lld over %zu steps); host->device "
+                  "%lld copies, %lld bytes; device->host %lld copies, %lld bytes\n",
+                  static_cast<long long>(last.kernel_launches), static_cast<long long>(fewest),
+                  static_cast<long long>(most), step_counters_.size(),
+                  static_cast<long long>(last.host_to_device_copies),
+                  static_cast<long long>(last.host_to_device_bytes),
+                  static_cast<long long>(last.device_to_host_copies),
+                  static_cast<long long>(last.device_to_host_bytes));
+    out << line;
+  }
   return out.str();
 }
 
