@@ -12,6 +12,7 @@
 #include "ember/dtype.hpp"
 #include "ember/error.hpp"
 #include "ember/memory.hpp"
+#include "ember/memory_estimate.hpp"
 #include "ember/models/generate.hpp"
 #include "ember/models/gpt2.hpp"
 #include "ember/models/llama.hpp"

@@ -31,7 +31,8 @@ constexpr bool is_service(int slot) {
       "host_free_pinned", "wait_pinned_slot",    "empty_cache",       "memory_stats",
       "reset_peak",       "synchronize",         "timing_mark",       "timing_elapsed_ms",
       "timing_release",   "graph_capture_begin", "graph_capture_end", "graph_replay_begin",
-      "graph_destroy",    "graph_kernel_count",  "sdpa_status",       "conv_library_status"};
+      "graph_destroy",    "graph_kernel_count",  "sdpa_status",       "conv_library_status",
+      "block_bytes_for"};
   for (const std::string_view s : kServices)
     if (s == kSlotNames[slot]) return true;
   return false;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/alloc_trace.hpp"
 #include "core/profiler.hpp"
 #include "ember/error.hpp"
 #include "ember/tensor.hpp"
@@ -22,6 +23,7 @@ namespace ember {
 
 namespace {
 thread_local Pool t_current_pool = Pool::Pass;
+thread_local core::AllocationObserver* t_observer = nullptr;  // core/alloc_trace.hpp
 
 // The storages living on each non-CPU device, keyed by device index. Recursive: a storage
 // freed while release_device migrates (the same thread) unregisters under the held lock.
@@ -52,11 +54,15 @@ void unregister_storage(Storage* s, Device d) {
 
 Storage::Storage(size_t bytes, Device device, Pool pool)
     : bytes_(bytes), device_(device), pool_(pool), home_pool_(pool) {
+  if (t_observer) [[unlikely]]
+    t_observer->allocating(bytes);
   const backend::Backend& be = backend::backend_for(device);
   data_ = be.allocate(device.index, bytes, pool, &block_bytes_);
   register_storage(this, device_);
   if (detail::profiling()) [[unlikely]]
     core::profiler::note_bytes(static_cast<int64_t>(bytes));
+  if (t_observer) [[unlikely]]
+    t_observer->allocated(this, bytes);
 }
 
 Storage* Storage::wrap_external(void* data, size_t bytes) {
@@ -69,6 +75,8 @@ Storage* Storage::wrap_external(void* data, size_t bytes) {
 }
 
 Storage::~Storage() {
+  if (t_observer) [[unlikely]]
+    t_observer->freed(this);
   unregister_storage(this, device_);
   release_block();
 }
@@ -124,6 +132,16 @@ void Storage::move_to(Device target) {
   device_ = target;
   owned_ = true;
   ++version_;
+}
+
+core::AllocationObserver* core::set_allocation_observer(core::AllocationObserver* observer) {
+  core::AllocationObserver* previous = t_observer;
+  t_observer = observer;
+  return previous;
+}
+
+size_t core::block_bytes_for(Device device, size_t bytes) {
+  return backend::backend_for(device).block_bytes_for(device.index, bytes);
 }
 
 PoolGuard::PoolGuard(Pool pool) : previous_(t_current_pool) { t_current_pool = pool; }

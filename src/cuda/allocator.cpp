@@ -439,6 +439,15 @@ int64_t memory_limit(int device) {
   return s.limit;
 }
 
+// A small request takes its rounded size (a fitting block is split when the rest is a block);
+// a large one its own segment, whole unless the rest is worth splitting off (take's rule).
+size_t block_bytes_for(int /*device*/, size_t bytes) {
+  const size_t size = round_up(std::max<size_t>(bytes, 1), kRound);
+  if (size <= kSmallRequest) return size;
+  const size_t segment = round_up(size, kLargeRound);
+  return segment - size > kSmallRequest ? size : segment;
+}
+
 void memory_stats(int device, MemoryStats* stats) {
   check_device(device, "memory_stats");
   DeviceState& s = state(device);

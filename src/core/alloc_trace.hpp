@@ -1,0 +1,37 @@
+// src/core/alloc_trace.hpp — a per-thread observer of storage allocations: every Storage this
+// thread creates and destroys while one is installed, with the bytes it asked for. The memory
+// estimate's dry run (src/train/memory_estimate.cpp) replays them with a device's rounding;
+// load_model (src/io/checkpoint.cpp) refuses an architecture that asks for more than its file
+// holds.
+#pragma once
+
+#include <cstddef>
+
+#include "ember/device.hpp"
+
+namespace ember {
+class Storage;
+}  // namespace ember
+
+namespace ember::core {
+
+class AllocationObserver {
+ public:
+  virtual ~AllocationObserver() = default;
+  /// `bytes` are about to be asked for; throwing refuses the request before the allocator
+  /// sees it (load_model's budget for a file's architecture).
+  virtual void allocating(size_t /*bytes*/) {}
+  /// `storage` was just given `bytes` (the request, before the allocator's rounding).
+  virtual void allocated(const Storage* storage, size_t bytes) = 0;
+  /// `storage` is being destroyed (also called for storages made before installation).
+  virtual void freed(const Storage* storage) = 0;
+};
+
+/// Installs `observer` for this thread (nullptr: none) and returns the one it replaces.
+AllocationObserver* set_allocation_observer(AllocationObserver* observer);
+
+/// The bytes a request of `bytes` on `device` counts as in use (memory_stats) when a fresh
+/// segment serves it: the device's allocator's rounding.
+size_t block_bytes_for(Device device, size_t bytes);
+
+}  // namespace ember::core
