@@ -3,6 +3,8 @@
 // (src/ops/tensor.cpp); the autograd members are in src/autograd/tensor.cpp.
 #include "ember/tensor.hpp"
 
+#include <cstdint>
+
 #include "core/make.hpp"
 
 namespace ember {
@@ -52,8 +54,17 @@ namespace core {
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     EMBER_CHECK(d >= 0, "empty: negative dimension in shape ", shape.to_string());
+  // A shape whose element or byte count overflows would wrap to a small allocation.
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
+  int64_t signed_bytes = 0;
+  overflow |= __builtin_mul_overflow(n, static_cast<int64_t>(element_size(dtype)), &signed_bytes);
+  EMBER_CHECK(!overflow, "empty: shape ", shape.to_string(), " of ", dtype_name(dtype),
+              " has more bytes than 64 bits count (got an overflowing size, expected at most ",
+              INT64_MAX, " bytes)");
   auto impl = std::make_shared<TensorImpl>();
-  const size_t bytes = static_cast<size_t>(shape.numel()) * element_size(dtype);
+  const auto bytes = static_cast<size_t>(signed_bytes);
   impl->storage = std::make_shared<Storage>(bytes, device, current_pool());
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "core/alloc_trace.hpp"
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
 #include "ember/nn/init.hpp"
@@ -243,6 +244,88 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
   return report;
 }
 
+// Note [An architecture asking for more than its file holds]
+// load_model builds the module its file's ember.architecture describes, and only then reads the
+// tensors into it; a corrupt or hostile architecture (Linear(100000, 100000) over a file of a
+// few kilobytes) would have the build allocate 40 GB on the device before the tensors' checks
+// could say that no such weights exist. So the build runs under a budget (a per-thread
+// allocation observer, core/alloc_trace.hpp, asked before each storage's allocation): the
+// file's tensors as they would be loaded (at 4 bytes an element at least, so a file stored in
+// f16 builds its f32 model), twice, plus kBuildSlack for buffers a file does not store (a
+// causal mask). A request that would take the build past it, or one tensor larger than the
+// file's tensors plus the slack, is refused before the allocator sees it; the error names the
+// file, the innermost module path whose build alone breaks the budget (found by building the
+// architecture's children again under the same budget: each attempt is refused as early), the
+// bytes that build asked for and the bytes the file holds. The same goes for a builder passed
+// to load_model. Every registered type is covered, since the budget sees allocations, not types.
+constexpr uint64_t kBuildSlack = uint64_t{64} << 20;  // 64 MiB
+
+class BuildBudget final : public core::AllocationObserver {
+ public:
+  explicit BuildBudget(uint64_t present) : present_(present), limit_(2 * present + kBuildSlack) {}
+  void allocating(size_t bytes) override {
+    asked_ += bytes;
+    if (bytes > present_ + kBuildSlack || asked_ > limit_) {
+      refused_ = true;
+      detail::throw_error(detail::concat("the build asks for ", asked_, " bytes"));
+    }
+  }
+  void allocated(const Storage*, size_t) override {}
+  void freed(const Storage*) override {}
+  bool refused() const { return refused_; }
+  uint64_t asked() const { return asked_; }
+
+ private:
+  uint64_t present_, limit_, asked_ = 0;
+  bool refused_ = false;
+};
+
+// Builds `config` under a budget of `present` bytes; true when the budget refused it (then
+// *asked holds the bytes it asked for).
+bool build_breaks_budget(const json& config, const std::function<nn::Module(const json&)>& builder,
+                         uint64_t present, uint64_t* asked) {
+  BuildBudget budget(present);
+  core::AllocationObserver* previous = core::set_allocation_observer(&budget);
+  try {
+    nn::init::SkipInitGuard skip(Device::cpu());
+    (void)(builder ? builder(config) : nn::build(config));
+  } catch (...) {
+  }
+  core::set_allocation_observer(previous);
+  *asked = budget.asked();
+  return budget.refused();
+}
+
+// The innermost module path under `config` (at `where`) whose build alone breaks the budget.
+std::string over_budget_path(const json& config, const std::string& where, uint64_t present,
+                             uint64_t* asked) {
+  if (!config.is_object() || !config.contains("children")) return where;
+  const json& children = config["children"];
+  auto visit = [&](const json& child, const std::string& name) -> std::optional<std::string> {
+    uint64_t child_asked = 0;
+    if (!build_breaks_budget(child, nullptr, present, &child_asked)) return std::nullopt;
+    *asked = child_asked;
+    return over_budget_path(child, where.empty() ? name : where + "." + name, present, asked);
+  };
+  if (children.is_array()) {
+    for (size_t i = 0; i < children.size(); ++i)
+      if (auto found = visit(children[i], std::to_string(i))) return *found;
+  } else if (children.is_object()) {
+    for (auto it = children.begin(); it != children.end(); ++it)
+      if (auto found = visit(it.value(), it.key())) return *found;
+  }
+  return where;
+}
+
+// The bytes the file's tensors take once loaded (at least 4 per element: an f16 file builds f32).
+uint64_t loaded_bytes(const SafetensorsFile& f) {
+  uint64_t bytes = 0;
+  for (const TensorEntry& e : f.entries())
+    bytes += static_cast<uint64_t>(e.shape.numel()) *
+             std::max<uint64_t>(4, static_cast<uint64_t>(element_size(e.dtype)));
+  return bytes;
+}
+
 nn::Module build_from(const SafetensorsFile& f,
                       const std::function<nn::Module(const json&)>& builder, Device device) {
   auto it = f.metadata().find("ember.architecture");
@@ -262,15 +345,33 @@ nn::Module build_from(const SafetensorsFile& f,
   // overwritten (that work made load_model 0.49x torch::load on 2 cores). The RNG state is
   // restored anyway, for a builder that draws numbers itself.
   const RngState rng = get_rng_state();
+  const uint64_t present = loaded_bytes(f);
   nn::Module model;
+  BuildBudget budget(present);  // Note [An architecture asking for more than its file holds]
+  core::AllocationObserver* previous = core::set_allocation_observer(&budget);
   try {
     nn::init::SkipInitGuard skip(device);
     model = with_file_context(f.path(), "cannot rebuild the module from ember.architecture",
                               [&] { return builder ? builder(arch) : nn::build(arch); });
   } catch (...) {
+    core::set_allocation_observer(previous);
+    if (budget.refused()) {
+      uint64_t asked = budget.asked();
+      const std::string where = over_budget_path(arch, "", present, &asked);
+      set_rng_state(rng);
+      fail(f.path(),
+           detail::concat("ember.architecture asks for far more memory than the file's tensors "
+                          "hold: building ",
+                          where.empty() ? std::string("the model") : "module '" + where + "'",
+                          " asked for ", asked, " bytes, but the file's tensors take ", present,
+                          " bytes loaded (at most twice that plus ", kBuildSlack,
+                          " bytes is allowed); refused before allocating — the architecture is "
+                          "corrupt or does not belong to these weights"));
+    }
     set_rng_state(rng);
     throw;
   }
+  core::set_allocation_observer(previous);
   set_rng_state(rng);
   if (!model.defined()) fail(f.path(), "load_model: the builder returned an undefined module");
   model->to(device);
