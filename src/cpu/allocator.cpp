@@ -124,10 +124,22 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
+// Note [The limit is charged under its check]
+// The set_memory_limit check and the charge of the block happen in one critical section: the
+// block counts as in use before aligned_alloc runs outside the lock. Checked in one section
+// and charged in a later one, two threads could each pass the check with room for one block
+// and together take the pools past the limit (ThreadSanitizer cannot see that race: every
+// access was locked). A failed system allocation gives the charge back.
 void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
   AllocatorState& s = state();
-  const size_t block = bytes > kMaxRequest ? bytes : size_class(bytes);
-  if (bytes <= kMaxRequest) {
+  if (bytes > kMaxRequest) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    throw OutOfMemory(detail::concat("cpu: out of memory allocating ", bytes, " bytes in the ",
+                                     pool == Pool::Persistent ? "persistent" : "pass",
+                                     " pool (more than any system can give); ", pool_figures(s)));
+  }
+  const size_t block = size_class(bytes);
+  {
     std::lock_guard<std::mutex> lock(s.mutex);
     PoolState& p = pool_state(s, pool);
     auto it = p.free_blocks.find(block);
@@ -140,13 +152,11 @@ void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
       if (block_bytes) *block_bytes = block;
       return ptr;
     }
-  }
-  if (bytes <= kMaxRequest) {
-    std::lock_guard<std::mutex> lock(s.mutex);
     check_limit(s, bytes, block, pool);
+    take_block(s, pool, block);  // Note [The limit is charged under its check]
   }
-  void* ptr = bytes > kMaxRequest ? nullptr : std::aligned_alloc(kAlignment, block);
-  if (!ptr && bytes <= kMaxRequest) {
+  void* ptr = std::aligned_alloc(kAlignment, block);
+  if (!ptr) {
     {
       std::lock_guard<std::mutex> lock(s.mutex);
       release_cached(s);
@@ -155,13 +165,14 @@ void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!ptr) {
+    pool_state(s, pool).in_use -= static_cast<int64_t>(block);
+    --s.alloc_count;
     throw OutOfMemory(detail::concat("cpu: out of memory allocating ", bytes, " bytes (block of ",
                                      block, ") in the ",
                                      pool == Pool::Persistent ? "persistent" : "pass",
                                      " pool after freeing cached blocks; ", pool_figures(s)));
   }
   ++s.system_allocs;
-  take_block(s, pool, block);
   if (block_bytes) *block_bytes = block;
   return ptr;
 }
