@@ -97,32 +97,23 @@ void run_buckets(std::span<const Item> items, Key&& bucket_key, State&& slot_sta
 
 }  // namespace
 
-void adam_step_(std::span<const AdamItem> items, const AdamHyper& h) {
+void adam_step_(std::span<const AdamItem> items, const backend::AdamArgs& group_args) {
   run_buckets(
       items, [](const AdamItem& it) { return std::pair<int64_t, bool>(it.step, false); },
       [](const AdamItem& it) {
         return std::array<const Tensor*, 3>{it.exp_avg, it.exp_avg_sq, it.max_exp_avg_sq};
       },
       [&](const Bucket& b) {
-        const backend::AdamArgs args{.lr = h.lr,
-                                     .beta1 = h.beta1,
-                                     .beta2 = h.beta2,
-                                     .eps = h.eps,
-                                     .weight_decay = h.weight_decay,
-                                     .decoupled_weight_decay = h.decoupled_weight_decay,
-                                     .amsgrad = h.amsgrad,
-                                     .maximize = h.maximize,
-                                     .step = b.step,
-                                     .found_inf = h.found_inf,
-                                     .skipped_steps = h.skipped_steps};
+        backend::AdamArgs args = group_args;
+        args.step = b.step;
         backend::backend_for(b.device).adam_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                        static_cast<int64_t>(b.slots.size()), args);
       });
 }
 
-void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
+void sgd_step_(std::span<const SgdItem> items, const backend::SgdArgs& group_args) {
   // With skipped_steps the kernel decides the momentum buffer's first step from the step count.
-  const bool by_step = h.skipped_steps != nullptr;
+  const bool by_step = group_args.skipped_steps != nullptr;
   run_buckets(
       items,
       [by_step](const SgdItem& it) {
@@ -132,16 +123,9 @@ void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h) {
         return std::array<const Tensor*, 3>{it.momentum_buffer, nullptr, nullptr};
       },
       [&](const Bucket& b) {
-        const backend::SgdArgs args{.lr = h.lr,
-                                    .momentum = h.momentum,
-                                    .dampening = h.dampening,
-                                    .weight_decay = h.weight_decay,
-                                    .nesterov = h.nesterov,
-                                    .maximize = h.maximize,
-                                    .first_step = b.first_step,
-                                    .found_inf = h.found_inf,
-                                    .skipped_steps = h.skipped_steps,
-                                    .step = b.step};
+        backend::SgdArgs args = group_args;
+        args.first_step = b.first_step;
+        args.step = b.step;
         backend::backend_for(b.device).sgd_step_multi(b.device.index, b.dtype, b.slots.data(),
                                                       static_cast<int64_t>(b.slots.size()), args);
       });

@@ -15,16 +15,6 @@
 
 namespace ember::ops {
 
-struct AdamHyper {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr·wd first; Adam: g += wd·p
-  bool amsgrad = false, maximize = false;
-  // Loss scaling (backend::AdamArgs, Note [Skipped steps] in src/kernels/optim.hpp): device
-  // data of the GradScaler's found_inf and the optimizer's skipped-step counter, or null.
-  const float* found_inf = nullptr;
-  const int64_t* skipped_steps = nullptr;
-};
-
 /// One parameter of an Adam step: updated in place with its gradient and moments (same
 /// shape, dtype and device; max_exp_avg_sq only with amsgrad, else null). `step` counts this
 /// step (the bias corrections use it).
@@ -37,17 +27,11 @@ struct AdamItem {
   int64_t step;
 };
 
-/// Fused Adam/AdamW over every item: one multi-tensor kernel per (device, dtype, step), which
-/// on a GPU is one launch per parameter group. A non-contiguous parameter or gradient goes
-/// through contiguous copies written back into the parameter's own buffer.
-void adam_step_(std::span<const AdamItem> items, const AdamHyper& h);
-
-struct SgdHyper {
-  double lr = 1e-3, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
-  bool nesterov = false, maximize = false;
-  const float* found_inf = nullptr;  // loss scaling, as AdamHyper
-  const int64_t* skipped_steps = nullptr;
-};
+/// Fused Adam/AdamW over every item with the group's `args` (hyperparameters and loss scaling;
+/// args.step is replaced by each item's): one multi-tensor kernel per (device, dtype, step),
+/// which on a GPU is one launch per parameter group. A non-contiguous parameter or gradient
+/// goes through contiguous copies written back into the parameter's own buffer.
+void adam_step_(std::span<const AdamItem> items, const backend::AdamArgs& args);
 
 /// One parameter of an SGD step; momentum_buffer is null without momentum, and `first_step`
 /// says it was just created (PyTorch: it then takes the gradient itself).
@@ -56,11 +40,12 @@ struct SgdItem {
   Tensor grad;
   const Tensor* momentum_buffer;
   bool first_step;
-  int64_t step = 0;  // the parameter's step count (used with SgdHyper::skipped_steps)
+  int64_t step = 0;  // the parameter's step count (used with SgdArgs::skipped_steps)
 };
 
-/// Fused SGD over every item, batched as adam_step_.
-void sgd_step_(std::span<const SgdItem> items, const SgdHyper& h);
+/// Fused SGD over every item, batched as adam_step_ (args.step and first_step come from each
+/// item).
+void sgd_step_(std::span<const SgdItem> items, const backend::SgdArgs& args);
 
 /// One parameter of an elementwise optimizer step (backend::OptimAlgo): its gradient, its
 /// state tensors (same shape, dtype and device; null where args do not use one, see

@@ -1,180 +1,33 @@
-// src/optim/adaptive.cpp — RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam: options
-// (JSON, validation) and the step over every group, each through the generic fused step
-// (detail::elementwise_update_many -> ops::optim_step_ -> Backend::optim_step_multi).
+// src/optim/adaptive.cpp — RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam: the step over
+// every group, each through the generic fused step (detail::elementwise_update_many ->
+// ops::optim_step_ -> Backend::optim_step_multi); their options' JSON and checks come from
+// each options struct's fields().
 #include "ember/optim/adaptive.hpp"
 
 #include <cmath>
 
 #include "ember/autograd.hpp"
 #include "optim/fused.hpp"
-#include "optim/options_json.hpp"
 
 namespace ember::optim {
 namespace {
 
 using backend::OptimAlgo;
-using detail::read;
-
-void check_lr_eps_wd(double lr, double eps, double weight_decay, const std::string& who) {
-  EMBER_CHECK(lr >= 0.0, who, ": invalid learning rate ", lr, " (expected lr >= 0)");
-  EMBER_CHECK(eps >= 0.0, who, ": invalid epsilon ", eps, " (expected eps >= 0)");
-  EMBER_CHECK(weight_decay >= 0.0, who, ": invalid weight_decay ", weight_decay,
-              " (expected weight_decay >= 0)");
-}
-
-void check_betas(const std::array<double, 2>& b, const std::string& who) {
-  EMBER_CHECK(b[0] >= 0.0 && b[0] < 1.0, who, ": invalid beta1 ", b[0],
-              " (expected 0 <= beta1 < 1)");
-  EMBER_CHECK(b[1] >= 0.0 && b[1] < 1.0, who, ": invalid beta2 ", b[1],
-              " (expected 0 <= beta2 < 1)");
-}
 
 // One step over every group: args_of(options) gives the group's OptimArgs.
 template <typename Group, typename ArgsOf, typename Slot>
 void update_groups(const std::string& who, const std::vector<Group>& groups, ArgsOf&& args_of,
                    const detail::ElementwiseState& names_default, Slot&& slot) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    const std::vector<Tensor>& params = groups[g].params;
-    if (params.empty()) continue;
-    std::vector<detail::ParamRef> refs;
-    refs.reserve(params.size());
-    slot(g, params.size() - 1);  // size the state first: refs keep pointers
-    for (size_t i = 0; i < params.size(); ++i) refs.push_back({&params[i], &slot(g, i)});
+    if (groups[g].params.empty()) continue;
     detail::ElementwiseState names = names_default;
     const backend::OptimArgs args = args_of(groups[g].options, names);
-    detail::elementwise_update_many(who, refs, args, names);
+    detail::elementwise_update_many(who, detail::param_refs(groups[g].params, g, slot), args,
+                                    names);
   }
 }
 
 }  // namespace
-
-// ---- options ----
-
-void to_json(json& j, const RMSpropOptions& o) {
-  j = {{"lr", o.lr},
-       {"alpha", o.alpha},
-       {"eps", o.eps},
-       {"weight_decay", o.weight_decay},
-       {"momentum", o.momentum},
-       {"centered", o.centered},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, RMSpropOptions& o) {
-  read(j, "lr", o.lr);
-  read(j, "alpha", o.alpha);
-  read(j, "eps", o.eps);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "momentum", o.momentum);
-  read(j, "centered", o.centered);
-  read(j, "maximize", o.maximize);
-}
-void validate_options(const RMSpropOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  EMBER_CHECK(o.momentum >= 0.0, who, ": invalid momentum ", o.momentum,
-              " (expected momentum >= 0)");
-  EMBER_CHECK(o.alpha >= 0.0, who, ": invalid alpha ", o.alpha, " (expected alpha >= 0)");
-}
-
-void to_json(json& j, const AdagradOptions& o) {
-  j = {{"lr", o.lr},
-       {"lr_decay", o.lr_decay},
-       {"weight_decay", o.weight_decay},
-       {"initial_accumulator_value", o.initial_accumulator_value},
-       {"eps", o.eps},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, AdagradOptions& o) {
-  read(j, "lr", o.lr);
-  read(j, "lr_decay", o.lr_decay);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "initial_accumulator_value", o.initial_accumulator_value);
-  read(j, "eps", o.eps);
-  read(j, "maximize", o.maximize);
-}
-void validate_options(const AdagradOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  EMBER_CHECK(o.lr_decay >= 0.0, who, ": invalid lr_decay ", o.lr_decay,
-              " (expected lr_decay >= 0)");
-  EMBER_CHECK(o.initial_accumulator_value >= 0.0, who, ": invalid initial_accumulator_value ",
-              o.initial_accumulator_value, " (expected initial_accumulator_value >= 0)");
-}
-
-void to_json(json& j, const AdadeltaOptions& o) {
-  j = {{"lr", o.lr},
-       {"rho", o.rho},
-       {"eps", o.eps},
-       {"weight_decay", o.weight_decay},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, AdadeltaOptions& o) {
-  read(j, "lr", o.lr);
-  read(j, "rho", o.rho);
-  read(j, "eps", o.eps);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "maximize", o.maximize);
-}
-void validate_options(const AdadeltaOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  EMBER_CHECK(o.rho >= 0.0 && o.rho <= 1.0, who, ": invalid rho ", o.rho,
-              " (expected 0 <= rho <= 1)");
-}
-
-void to_json(json& j, const AdamaxOptions& o) {
-  j = {{"lr", o.lr},
-       {"betas", {o.betas[0], o.betas[1]}},
-       {"eps", o.eps},
-       {"weight_decay", o.weight_decay},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, AdamaxOptions& o) {
-  read(j, "lr", o.lr);
-  detail::read_pair(j, "betas", o.betas, "Adamax");
-  read(j, "eps", o.eps);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "maximize", o.maximize);
-}
-void validate_options(const AdamaxOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  check_betas(o.betas, who);
-}
-
-void to_json(json& j, const NAdamOptions& o) {
-  j = {{"lr", o.lr},
-       {"betas", {o.betas[0], o.betas[1]}},
-       {"eps", o.eps},
-       {"weight_decay", o.weight_decay},
-       {"momentum_decay", o.momentum_decay}};
-}
-void from_json(const json& j, NAdamOptions& o) {
-  read(j, "lr", o.lr);
-  detail::read_pair(j, "betas", o.betas, "NAdam");
-  read(j, "eps", o.eps);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "momentum_decay", o.momentum_decay);
-}
-void validate_options(const NAdamOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  check_betas(o.betas, who);
-  EMBER_CHECK(o.momentum_decay >= 0.0, who, ": invalid momentum_decay ", o.momentum_decay,
-              " (expected momentum_decay >= 0)");
-}
-
-void to_json(json& j, const RAdamOptions& o) {
-  j = {{"lr", o.lr},
-       {"betas", {o.betas[0], o.betas[1]}},
-       {"eps", o.eps},
-       {"weight_decay", o.weight_decay}};
-}
-void from_json(const json& j, RAdamOptions& o) {
-  read(j, "lr", o.lr);
-  detail::read_pair(j, "betas", o.betas, "RAdam");
-  read(j, "eps", o.eps);
-  read(j, "weight_decay", o.weight_decay);
-}
-void validate_options(const RAdamOptions& o, const std::string& who) {
-  check_lr_eps_wd(o.lr, o.eps, o.weight_decay, who);
-  check_betas(o.betas, who);
-}
 
 // ---- the optimizers ----
 

@@ -1,4 +1,4 @@
-// src/optim/asgd_rprop.cpp — ASGD and Rprop: options (JSON, validation) and the step,
+// src/optim/asgd_rprop.cpp — ASGD and Rprop: Rprop's checks across members and the step,
 // composed from tensor ops in torch.optim's order (PyTorch 1.13, _single_tensor_asgd and
 // _single_tensor_rprop), so each runs on whatever device its parameters live on.
 #include "ember/optim/asgd_rprop.hpp"
@@ -9,13 +9,9 @@
 #include "ember/autograd.hpp"
 #include "ember/memory.hpp"
 #include "ember/ops.hpp"
-#include "optim/options_json.hpp"
 
 namespace ember::optim {
 namespace {
-
-using detail::read;
-using detail::read_pair;
 
 // The state tensor `name` of `s` (a handle sharing its storage), made on first use as `value`
 // in the parameter's shape, dtype and device (Persistent pool); a parameter moved since
@@ -45,47 +41,8 @@ double as_f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
 // ---- options ----
 
-void to_json(json& j, const ASGDOptions& o) {
-  j = {{"lr", o.lr},
-       {"lambd", o.lambd},
-       {"alpha", o.alpha},
-       {"t0", o.t0},
-       {"weight_decay", o.weight_decay},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, ASGDOptions& o) {
-  read(j, "lr", o.lr);
-  read(j, "lambd", o.lambd);
-  read(j, "alpha", o.alpha);
-  read(j, "t0", o.t0);
-  read(j, "weight_decay", o.weight_decay);
-  read(j, "maximize", o.maximize);
-}
-void validate_options(const ASGDOptions& o, const std::string& who) {
-  EMBER_CHECK(o.lr >= 0.0, who, ": invalid learning rate ", o.lr, " (expected lr >= 0)");
-  EMBER_CHECK(o.weight_decay >= 0.0, who, ": invalid weight_decay ", o.weight_decay,
-              " (expected weight_decay >= 0)");
-  EMBER_CHECK(o.lambd >= 0.0 && std::isfinite(o.lambd), who, ": invalid lambd ", o.lambd,
-              " (expected a finite lambd >= 0)");
-  EMBER_CHECK(o.alpha >= 0.0 && std::isfinite(o.alpha), who, ": invalid alpha ", o.alpha,
-              " (expected a finite alpha >= 0)");
-  EMBER_CHECK(!std::isnan(o.t0), who, ": invalid t0 ", o.t0, " (expected a number of steps)");
-}
-
-void to_json(json& j, const RpropOptions& o) {
-  j = {{"lr", o.lr},
-       {"etas", {o.etas[0], o.etas[1]}},
-       {"step_sizes", {o.step_sizes[0], o.step_sizes[1]}},
-       {"maximize", o.maximize}};
-}
-void from_json(const json& j, RpropOptions& o) {
-  read(j, "lr", o.lr);
-  read_pair(j, "etas", o.etas, "Rprop");
-  read_pair(j, "step_sizes", o.step_sizes, "Rprop");
-  read(j, "maximize", o.maximize);
-}
 void validate_options(const RpropOptions& o, const std::string& who) {
-  EMBER_CHECK(o.lr >= 0.0, who, ": invalid learning rate ", o.lr, " (expected lr >= 0)");
+  check_fields(o, who);
   EMBER_CHECK(o.etas[0] > 0.0 && o.etas[0] < 1.0 && o.etas[1] > 1.0 && std::isfinite(o.etas[1]),
               who, ": invalid etas (", o.etas[0], ", ", o.etas[1],
               ") (expected 0 < etaminus < 1 < etaplus)");

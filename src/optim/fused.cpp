@@ -45,7 +45,7 @@ Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, b
 }  // namespace
 
 void adam_update_many(const std::string& who, const std::vector<ParamRef>& params,
-                      const ops::AdamHyper& h) {
+                      const backend::AdamArgs& args) {
   std::vector<ops::AdamItem> items;
   items.reserve(params.size());
   bool created = false;
@@ -59,16 +59,16 @@ void adam_update_many(const std::string& who, const std::vector<ParamRef>& param
     // (not their storage).
     state_tensor(state, param, "exp_avg", &created);
     state_tensor(state, param, "exp_avg_sq", &created);
-    if (h.amsgrad) state_tensor(state, param, "max_exp_avg_sq", &created);
+    if (args.amsgrad) state_tensor(state, param, "max_exp_avg_sq", &created);
     state.step += 1;
     items.push_back({&param, grad, state.find("exp_avg"), state.find("exp_avg_sq"),
-                     h.amsgrad ? state.find("max_exp_avg_sq") : nullptr, state.step});
+                     args.amsgrad ? state.find("max_exp_avg_sq") : nullptr, state.step});
   }
-  ops::adam_step_(items, h);
+  ops::adam_step_(items, args);
 }
 
 void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params,
-                     const ops::SgdHyper& h) {
+                     const backend::SgdArgs& args) {
   std::vector<ops::SgdItem> items;
   items.reserve(params.size());
   for (const ParamRef& ref : params) {
@@ -79,12 +79,12 @@ void sgd_update_many(const std::string& who, const std::vector<ParamRef>& params
     ParamState& state = *ref.state;
     bool first = false;
     const Tensor* buf = nullptr;
-    if (h.momentum != 0.0) buf = &state_tensor(state, param, "momentum_buffer", &first);
+    if (args.momentum != 0.0) buf = &state_tensor(state, param, "momentum_buffer", &first);
     state.step += 1;
     // PyTorch: a missing buffer starts as a clone of the gradient.
     items.push_back({&param, grad, buf, first, state.step});
   }
-  ops::sgd_step_(items, h);
+  ops::sgd_step_(items, args);
 }
 
 void elementwise_update_many(const std::string& who, const std::vector<ParamRef>& params,

@@ -179,44 +179,20 @@ WolfeResult strong_wolfe(Obj&& obj, double t, const Tensor& d, double f, const T
 
 // ---- options ----
 
+void to_json(json& j, LineSearch l) {
+  j = l == LineSearch::strong_wolfe ? json("strong_wolfe") : json(nullptr);
+}
+
+void from_json(const json& j, LineSearch& l) {
+  EMBER_CHECK(j.is_null() || j == "strong_wolfe", "LBFGS options: unknown line_search_fn ",
+              j.dump(), " (expected null or \"strong_wolfe\")");
+  l = j.is_null() ? LineSearch::none : LineSearch::strong_wolfe;
+}
+
 void to_json(json& j, const LBFGSOptions& o) {
-  j = {{"lr", o.lr},
-       {"max_iter", o.max_iter},
-       {"max_eval", o.max_eval.value_or(o.max_iter * 5 / 4)},
-       {"tolerance_grad", o.tolerance_grad},
-       {"tolerance_change", o.tolerance_change},
-       {"history_size", o.history_size},
-       {"line_search_fn",
-        o.line_search_fn == LineSearch::strong_wolfe ? json("strong_wolfe") : json(nullptr)}};
-}
-
-void from_json(const json& j, LBFGSOptions& o) {
-  if (j.contains("lr")) o.lr = j["lr"].get<double>();
-  if (j.contains("max_iter")) o.max_iter = j["max_iter"].get<int64_t>();
-  if (j.contains("max_eval"))
-    o.max_eval = j["max_eval"].is_null() ? std::nullopt
-                                         : std::optional<int64_t>(j["max_eval"].get<int64_t>());
-  if (j.contains("tolerance_grad")) o.tolerance_grad = j["tolerance_grad"].get<double>();
-  if (j.contains("tolerance_change")) o.tolerance_change = j["tolerance_change"].get<double>();
-  if (j.contains("history_size")) o.history_size = j["history_size"].get<int64_t>();
-  if (j.contains("line_search_fn")) {
-    const json& l = j["line_search_fn"];
-    EMBER_CHECK(l.is_null() || l == "strong_wolfe", "LBFGS options: unknown line_search_fn ",
-                l.dump(), " (expected null or \"strong_wolfe\")");
-    o.line_search_fn = l.is_null() ? LineSearch::none : LineSearch::strong_wolfe;
-  }
-}
-
-void validate_options(const LBFGSOptions& o, const std::string& who) {
-  EMBER_CHECK(o.lr >= 0.0, who, ": invalid learning rate ", o.lr, " (expected lr >= 0)");
-  EMBER_CHECK(o.max_iter >= 1, who, ": invalid max_iter ", o.max_iter, " (expected max_iter >= 1)");
-  EMBER_CHECK(o.max_eval.value_or(1) >= 1, who, ": invalid max_eval ", o.max_eval.value_or(0),
-              " (expected max_eval >= 1)");
-  EMBER_CHECK(o.history_size >= 1, who, ": invalid history_size ", o.history_size,
-              " (expected history_size >= 1)");
-  EMBER_CHECK(o.tolerance_grad >= 0.0 && o.tolerance_change >= 0.0, who,
-              ": invalid tolerances (got tolerance_grad ", o.tolerance_grad, ", tolerance_change ",
-              o.tolerance_change, "; expected both >= 0)");
+  LBFGSOptions resolved = o;
+  resolved.max_eval = o.max_eval.value_or(o.max_iter * 5 / 4);
+  j = fields_json(resolved);
 }
 
 // ---- LBFGS ----

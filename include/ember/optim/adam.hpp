@@ -6,40 +6,37 @@
 #pragma once
 
 #include <array>
+#include <tuple>
 
 #include "ember/optim/optimizer.hpp"
 
 namespace ember::optim {
 
-/// Hyperparameters of torch.optim.Adam.
-struct AdamOptions {
+/// Hyperparameters of torch.optim.Adam (AdamOptions) and torch.optim.AdamW (AdamWOptions):
+/// one struct, whose weight_decay defaults to kWeightDecay (0 for Adam, 1e-2 for AdamW).
+/// PyTorch keys, as the member names (betas as a two-number list); validate_options throws
+/// ember::Error naming the bad value: "Adam: invalid beta1 1.5 (expected 0 <= beta1 < 1)".
+template <double kWeightDecay>
+struct AdamFamilyOptions {
   double lr = 1e-3;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
-  double weight_decay = 0.0;  // L2: g += weight_decay · p
+  double weight_decay = kWeightDecay;  // Adam: L2, g += wd·p; AdamW: p *= 1 - lr·wd first
   bool amsgrad = false;
   bool maximize = false;
-};
 
-/// Hyperparameters of torch.optim.AdamW (weight decay is decoupled and defaults to 1e-2).
-struct AdamWOptions {
-  double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
-  double eps = 1e-8;
-  double weight_decay = 1e-2;  // p *= 1 - lr · weight_decay before the Adam update
-  bool amsgrad = false;
-  bool maximize = false;
+  static constexpr auto fields() {
+    using O = AdamFamilyOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("betas", &O::betas, half_open(0, 1).elements("beta1", "beta2")),
+                      field("eps", &O::eps, at_least(0).named("epsilon")),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("amsgrad", &O::amsgrad),
+                      field("maximize", &O::maximize)};
+  }
 };
-
-/// PyTorch keys: lr, betas, eps, weight_decay, amsgrad, maximize.
-void to_json(json& j, const AdamOptions& o);
-void from_json(const json& j, AdamOptions& o);
-void to_json(json& j, const AdamWOptions& o);
-void from_json(const json& j, AdamWOptions& o);
-/// Throws ember::Error naming the bad value:
-/// "Adam: invalid beta1 1.5 (expected 0 <= beta1 < 1)".
-void validate_options(const AdamOptions& o, const std::string& who);
-void validate_options(const AdamWOptions& o, const std::string& who);
+using AdamOptions = AdamFamilyOptions<0.0>;
+using AdamWOptions = AdamFamilyOptions<1e-2>;
 
 /// Per step t (from 1), for each parameter p with gradient g (torch.optim.Adam, foreach=False):
 ///   g = -g if maximize;  g += weight_decay·p

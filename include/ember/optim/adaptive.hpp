@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <tuple>
 
 #include "ember/optim/optimizer.hpp"
 
@@ -24,6 +25,17 @@ struct RMSpropOptions {
   double momentum = 0.0;
   bool centered = false;  // divide by the estimated variance (needs grad_avg)
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = RMSpropOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("alpha", &O::alpha, at_least(0)),
+                      field("eps", &O::eps, at_least(0).named("epsilon")),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("momentum", &O::momentum, at_least(0)),
+                      field("centered", &O::centered),
+                      field("maximize", &O::maximize)};
+  }
 };
 
 /// Hyperparameters of torch.optim.Adagrad.
@@ -34,6 +46,17 @@ struct AdagradOptions {
   double initial_accumulator_value = 0.0;  // the starting value of "sum"
   double eps = 1e-10;
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = AdagradOptions;
+    return std::tuple{
+        field("lr", &O::lr, at_least(0).named("learning rate")),
+        field("lr_decay", &O::lr_decay, at_least(0)),
+        field("weight_decay", &O::weight_decay, at_least(0)),
+        field("initial_accumulator_value", &O::initial_accumulator_value, at_least(0)),
+        field("eps", &O::eps, at_least(0).named("epsilon")),
+        field("maximize", &O::maximize)};
+  }
 };
 
 /// Hyperparameters of torch.optim.Adadelta.
@@ -43,6 +66,14 @@ struct AdadeltaOptions {
   double eps = 1e-6;
   double weight_decay = 0.0;
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = AdadeltaOptions;
+    return std::tuple{
+        field("lr", &O::lr, at_least(0).named("learning rate")),
+        field("rho", &O::rho, closed(0, 1)), field("eps", &O::eps, at_least(0).named("epsilon")),
+        field("weight_decay", &O::weight_decay, at_least(0)), field("maximize", &O::maximize)};
+  }
 };
 
 /// Hyperparameters of torch.optim.Adamax.
@@ -52,6 +83,15 @@ struct AdamaxOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = AdamaxOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("betas", &O::betas, half_open(0, 1).elements("beta1", "beta2")),
+                      field("eps", &O::eps, at_least(0).named("epsilon")),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("maximize", &O::maximize)};
+  }
 };
 
 /// Hyperparameters of torch.optim.NAdam (PyTorch 1.13: no maximize).
@@ -61,6 +101,15 @@ struct NAdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   double momentum_decay = 4e-3;  // μ_t = β1 (1 - 0.5 · 0.96^(t · momentum_decay))
+
+  static constexpr auto fields() {
+    using O = NAdamOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("betas", &O::betas, half_open(0, 1).elements("beta1", "beta2")),
+                      field("eps", &O::eps, at_least(0).named("epsilon")),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("momentum_decay", &O::momentum_decay, at_least(0))};
+  }
 };
 
 /// Hyperparameters of torch.optim.RAdam (PyTorch 1.13: L2 weight decay only).
@@ -69,29 +118,19 @@ struct RAdamOptions {
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 0.0;
+
+  static constexpr auto fields() {
+    using O = RAdamOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("betas", &O::betas, half_open(0, 1).elements("beta1", "beta2")),
+                      field("eps", &O::eps, at_least(0).named("epsilon")),
+                      field("weight_decay", &O::weight_decay, at_least(0))};
+  }
 };
 
-/// PyTorch keys, as the field names (betas as a two-number list). from_json reads the keys
-/// present (others keep their value); validate_options throws ember::Error naming the bad
-/// value: "RMSprop: invalid alpha -0.5 (expected alpha >= 0)".
-void to_json(json& j, const RMSpropOptions& o);
-void from_json(const json& j, RMSpropOptions& o);
-void validate_options(const RMSpropOptions& o, const std::string& who);
-void to_json(json& j, const AdagradOptions& o);
-void from_json(const json& j, AdagradOptions& o);
-void validate_options(const AdagradOptions& o, const std::string& who);
-void to_json(json& j, const AdadeltaOptions& o);
-void from_json(const json& j, AdadeltaOptions& o);
-void validate_options(const AdadeltaOptions& o, const std::string& who);
-void to_json(json& j, const AdamaxOptions& o);
-void from_json(const json& j, AdamaxOptions& o);
-void validate_options(const AdamaxOptions& o, const std::string& who);
-void to_json(json& j, const NAdamOptions& o);
-void from_json(const json& j, NAdamOptions& o);
-void validate_options(const NAdamOptions& o, const std::string& who);
-void to_json(json& j, const RAdamOptions& o);
-void from_json(const json& j, RAdamOptions& o);
-void validate_options(const RAdamOptions& o, const std::string& who);
+/// PyTorch keys, as the member names (betas as a two-number list); JSON and
+/// validate_options come from fields() (ember/optim/options_fields.hpp), e.g.
+/// "RMSprop: invalid alpha -0.5 (expected alpha >= 0)".
 
 /// RMSprop, per step for p with gradient g (g = -g with maximize; g += weight_decay·p):
 ///   v = α·v + (1-α)·g²;  centered: ḡ = α·ḡ + (1-α)·g, avg = sqrt(v - ḡ²) + eps, else

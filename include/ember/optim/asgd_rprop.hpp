@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <tuple>
 
 #include "ember/optim/optimizer.hpp"
 
@@ -21,6 +22,16 @@ struct ASGDOptions {
   double t0 = 1e6;            // the step at which averaging starts
   double weight_decay = 0.0;  // L2: g += weight_decay · p
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = ASGDOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("lambd", &O::lambd, at_least(0).finite()),
+                      field("alpha", &O::alpha, at_least(0).finite()),
+                      field("t0", &O::t0, not_nan()),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("maximize", &O::maximize)};
+  }
 };
 
 /// Hyperparameters of torch.optim.Rprop.
@@ -29,16 +40,19 @@ struct RpropOptions {
   std::array<double, 2> etas = {0.5, 1.2};  // (etaminus, etaplus): 0 < etaminus < 1 < etaplus
   std::array<double, 2> step_sizes = {1e-6, 50.0};  // (min, max) of each element's step size
   bool maximize = false;
+
+  static constexpr auto fields() {
+    using O = RpropOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("etas", &O::etas), field("step_sizes", &O::step_sizes),
+                      field("maximize", &O::maximize)};
+  }
 };
 
-/// PyTorch keys, as the field names (etas and step_sizes as two-number lists). from_json
-/// reads the keys present (others keep their value); validate_options throws ember::Error
-/// naming the bad value: "Rprop: invalid etas (0.5, 0.9) (expected 0 < etaminus < 1 < etaplus)".
-void to_json(json& j, const ASGDOptions& o);
-void from_json(const json& j, ASGDOptions& o);
-void validate_options(const ASGDOptions& o, const std::string& who);
-void to_json(json& j, const RpropOptions& o);
-void from_json(const json& j, RpropOptions& o);
+/// PyTorch keys, as the member names (etas and step_sizes as two-number lists); JSON and the
+/// checks of single members come from fields() (ember/optim/options_fields.hpp). Rprop's
+/// validate_options adds the pairs' orders: "Rprop: invalid etas (0.5, 0.9) (expected 0 <
+/// etaminus < 1 < etaplus)".
 void validate_options(const RpropOptions& o, const std::string& who);
 
 /// ASGD, per step t for p with gradient g (g = -g with maximize; g += weight_decay·p):

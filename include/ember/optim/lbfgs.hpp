@@ -31,11 +31,24 @@ struct LBFGSOptions {
   double tolerance_change = 1e-9;  // stop when the step or loss change falls below this
   int64_t history_size = 100;
   LineSearch line_search_fn = LineSearch::none;
+
+  static constexpr auto fields() {
+    using O = LBFGSOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("max_iter", &O::max_iter, at_least(1)),
+                      field("max_eval", &O::max_eval, at_least(1)),
+                      field("tolerance_grad", &O::tolerance_grad, at_least(0)),
+                      field("tolerance_change", &O::tolerance_change, at_least(0)),
+                      field("history_size", &O::history_size, at_least(1)),
+                      field("line_search_fn", &O::line_search_fn)};
+  }
 };
 
+/// line_search_fn in JSON: null or "strong_wolfe".
+void to_json(json& j, LineSearch l);
+void from_json(const json& j, LineSearch& l);
+/// fields() gives the JSON; to_json stores max_eval resolved (max_iter · 5 / 4 when unset).
 void to_json(json& j, const LBFGSOptions& o);
-void from_json(const json& j, LBFGSOptions& o);
-void validate_options(const LBFGSOptions& o, const std::string& who);
 
 /// L-BFGS. step() without a closure throws (L-BFGS must re-evaluate the loss); step(closure)
 /// runs up to max_iter iterations and returns the loss of the closure's first call.

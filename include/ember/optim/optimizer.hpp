@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/optim/options_fields.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::optim {
@@ -192,7 +193,7 @@ class Optimizer {
 
   std::vector<std::vector<ParamState>> state_;  // [group][param]
 
-  /// Loss scaling for the fused updates (ops::AdamHyper/SgdHyper): inside
+  /// Loss scaling for the fused updates (backend::AdamArgs/SgdArgs): inside
   /// step_unless_found_inf its found_inf's data, else null; the skipped counter's data once it
   /// exists, else null.
   const float* amp_found_inf() const;
@@ -214,8 +215,9 @@ class Optimizer {
 /// Prints opt.to_string().
 std::ostream& operator<<(std::ostream& os, const Optimizer& opt);
 
-/// Holds typed groups for an optimizer whose hyperparameters are `Options`. The options type
-/// provides to_json/from_json (nlohmann ADL) and validate_options(options, who).
+/// Holds typed groups for an optimizer whose hyperparameters are `Options`: an options struct
+/// with a fields() list (ember/optim/options_fields.hpp), which gives its JSON and its
+/// validate_options(options, who).
 template <typename Options>
 class TypedOptimizer : public Optimizer {
  public:
@@ -263,7 +265,7 @@ class TypedOptimizer : public Optimizer {
   void set_group_options(size_t group, const json& options, bool apply) override {
     Options o = at(group).options;
     try {
-      options.get_to(o);
+      read_fields(options, o, type_name());
     } catch (const json::exception& e) {
       EMBER_CHECK(false, type_name(), ": bad options for group ", group, " (", e.what(), ")");
     }

@@ -4,6 +4,8 @@
 //   optim::SGD opt(net->parameters(), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
 #pragma once
 
+#include <tuple>
+
 #include "ember/optim/optimizer.hpp"
 
 namespace ember::optim {
@@ -16,13 +18,20 @@ struct SGDOptions {
   double weight_decay = 0.0;  // L2: g += weight_decay · p
   bool nesterov = false;      // needs momentum > 0 and dampening == 0
   bool maximize = false;      // ascend instead of descend
+
+  /// PyTorch keys, as the member names.
+  static constexpr auto fields() {
+    using O = SGDOptions;
+    return std::tuple{field("lr", &O::lr, at_least(0).named("learning rate")),
+                      field("momentum", &O::momentum, at_least(0)),
+                      field("dampening", &O::dampening, not_nan()),
+                      field("weight_decay", &O::weight_decay, at_least(0)),
+                      field("nesterov", &O::nesterov),
+                      field("maximize", &O::maximize)};
+  }
 };
 
-/// PyTorch keys: lr, momentum, dampening, weight_decay, nesterov, maximize.
-void to_json(json& j, const SGDOptions& o);
-/// Reads the keys present in `j` (others keep their value).
-void from_json(const json& j, SGDOptions& o);
-/// Throws ember::Error naming the bad value:
+/// check_fields, then nesterov's needs. Throws ember::Error naming the bad value:
 /// "SGD: invalid learning rate -0.1 (expected lr >= 0)".
 void validate_options(const SGDOptions& o, const std::string& who);
 
