@@ -1,13 +1,14 @@
 // src/cpu/optim.cpp — fused optimizer steps: Backend::adam_step, sgd_step and
-// optim_step_multi (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam: the per-element math
-// is src/kernels/optim.hpp's, shared with CUDA, run here with plain rounded operators).
+// optim_step_multi (Adam/AdamW, SGD, and RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam:
+// the per-element math is src/kernels/optim.hpp's, shared with CUDA, run here with plain
+// rounded operators inside vectorised loops).
 //
 // Each step is one pass over memory: every element of the parameter, its gradient and its
 // state is read once and written once, where torch.optim's single-tensor path makes 6-10
 // passes. The arithmetic is torch.optim's, operation for operation and in the same order,
 // in the parameter's dtype with each Python scalar cast to it (see the formulas beside
-// each kernel and Note [Fused multiply-add]), so an f32 step reproduces a float32 PyTorch
-// step bit for bit.
+// each element function in src/kernels/optim.hpp and Note [Fused multiply-add]), so an f32
+// step reproduces a float32 PyTorch step bit for bit.
 //
 // Note [Fused multiply-add]
 // PyTorch's CPU kernels (AVX2 build) compute `x.add_(y, alpha=a)` as fma(y, a, x) and
@@ -73,6 +74,31 @@ bool use_avx2_fma() {
 #endif
 }
 
+// The CPU's rounding policy: each operator rounds once (no contraction in this file), fma is
+// std::fma.
+struct CpuRound {
+  template <typename T>
+  static T mul(T a, T b) {
+    return a * b;
+  }
+  template <typename T>
+  static T add(T a, T b) {
+    return a + b;
+  }
+  template <typename T>
+  static T div(T a, T b) {
+    return a / b;
+  }
+  template <typename T>
+  static T sqrt(T a) {
+    return std::sqrt(a);
+  }
+  template <typename T>
+  static T fma(T a, T b, T c) {
+    return std::fma(a, b, c);
+  }
+};
+
 // ---- square roots of a block (Note [Blocked Adam]) ----
 
 template <typename T>
@@ -101,41 +127,25 @@ EMBER_TARGET_AVX2_FMA void sqrt_block(Avx2Fma, double* x, int64_t n) {
 }
 #endif
 
-// ---- Adam / AdamW ----
-//
-// torch.optim.adam._single_tensor_adam (AdamW: param.mul_(1 - lr·wd) first, no L2 term):
-//   g = -g if maximize
-//   g = fma(p, wd, g)                        grad.add(param, alpha=wd)        (Adam, wd != 0)
-//   m = fma(g, 1-β1, m·β1)                   exp_avg.mul_(β1).add_(g, alpha=1-β1)
-//   v = fma((1-β2)·g, g, v·β2)               exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
-//   v_max = max(v_max, v)                    amsgrad; the denominator then uses v_max
-//   denom = sqrt(v) / sqrt(1-β2^t) + eps
-//   p = p·decay + (-(lr / (1-β1^t))·m) / denom     param.addcdiv_(m, denom, value=-step_size)
+// ---- Adam / AdamW (the element formula: kernels::adam_element) ----
 
 using kernels::adam_scalars;
 using kernels::AdamScalars;
 
-// (A): moments; `second` gets the second moment the denominator uses.
+// (A): moments; `second` gets the second moment the denominator uses. Each loop loads into
+// locals and stores back, so the element function sees no pointer and the __restrict
+// pointers keep the loop free of alias checks (with them GCC gave up vectorising).
 template <typename T, bool kL2, bool kAmsgrad>
 EMBER_INLINE void adam_moments(const T* __restrict p, const T* __restrict g, T* __restrict m,
                                T* __restrict v, T* __restrict vmax, T* __restrict second, int64_t n,
                                const AdamScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] * s.sign;
-    if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
-    const T mi = std::fma(gi, s.one_minus_beta1, m[i] * s.beta1);
-    const T vi = std::fma(s.one_minus_beta2 * gi, gi, v[i] * s.beta2);
+    T mi = m[i], vi = v[i], top = kAmsgrad ? vmax[i] : T(0);
+    second[i] = kernels::adam_moments_element<CpuRound>(p[i], g[i], mi, vi, &top,
+                                                        kernels::AdamFlags{kL2, kAmsgrad}, s);
     m[i] = mi;
     v[i] = vi;
-    if constexpr (kAmsgrad) {
-      const T old = vmax[i];
-      // torch.maximum: NaN in either operand gives NaN.
-      const T top = (old >= vi || old != old) ? old : vi;
-      vmax[i] = top;
-      second[i] = top;
-    } else {
-      second[i] = vi;
-    }
+    if constexpr (kAmsgrad) vmax[i] = top;
   }
 }
 
@@ -144,8 +154,9 @@ template <typename T>
 EMBER_INLINE void adam_apply(T* __restrict p, const T* __restrict m, const T* __restrict root,
                              int64_t n, const AdamScalars<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
-    const T denom = root[i] / s.bias_correction2_sqrt + s.eps;
-    p[i] = p[i] * s.decay + (s.neg_step_size * m[i]) / denom;
+    T pi = p[i];
+    kernels::adam_param_element<CpuRound>(pi, m[i], root[i], s);
+    p[i] = pi;
   }
 }
 
@@ -215,15 +226,7 @@ void adam_dispatch(const View& param, const View& grad, const View& exp_avg, con
   }
 }
 
-// ---- SGD ----
-//
-// torch.optim.sgd._single_tensor_sgd:
-//   g = -g if maximize
-//   g = fma(p, wd, g)                        d_p.add(param, alpha=wd)          (wd != 0)
-//   momentum: buf = g on the first step      torch.clone(d_p)
-//             else buf = fma(g, 1-dampening, buf·μ)    buf.mul_(μ).add_(d_p, alpha=1-dampening)
-//             g = fma(buf, μ, g) (nesterov)  d_p.add(buf, alpha=μ);  else g = buf
-//   p = fma(g, -lr, p)                       param.add_(d_p, alpha=-lr)
+// ---- SGD (the element formula: kernels::sgd_element) ----
 
 using kernels::sgd_scalars;
 using kernels::SgdScalars;
@@ -231,22 +234,12 @@ using kernels::SgdScalars;
 template <typename T, bool kL2, bool kMomentum, bool kFirst, bool kNesterov>
 EMBER_INLINE void sgd_body(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
                            const SgdScalars<T>& s) {
-  for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i] * s.sign;
-    if constexpr (kL2) gi = std::fma(p[i], s.weight_decay, gi);
-    if constexpr (kMomentum) {
-      T bi;
-      if constexpr (kFirst)
-        bi = gi;
-      else
-        bi = std::fma(gi, s.one_minus_dampening, buf[i] * s.momentum);
-      buf[i] = bi;
-      if constexpr (kNesterov)
-        gi = std::fma(bi, s.momentum, gi);
-      else
-        gi = bi;
-    }
-    p[i] = std::fma(gi, s.neg_lr, p[i]);
+  for (int64_t i = 0; i < n; ++i) {  // locals, as adam_moments
+    T pi = p[i], bi = kMomentum && !kFirst ? buf[i] : T(0);
+    kernels::sgd_element<CpuRound>(pi, g[i], &bi,
+                                   kernels::SgdFlags{kL2, kMomentum, kFirst, kNesterov}, s);
+    p[i] = pi;
+    if constexpr (kMomentum) buf[i] = bi;
   }
 }
 
@@ -368,31 +361,6 @@ double norm_max(const T* g, int64_t n) {
 }
 
 // ---- optim_step_multi: the elementwise optimizers of src/kernels/optim.hpp ----
-
-// The CPU's rounding policy: each operator rounds once (no contraction in this file), fma is
-// std::fma.
-struct CpuRound {
-  template <typename T>
-  static T mul(T a, T b) {
-    return a * b;
-  }
-  template <typename T>
-  static T add(T a, T b) {
-    return a + b;
-  }
-  template <typename T>
-  static T div(T a, T b) {
-    return a / b;
-  }
-  template <typename T>
-  static T sqrt(T a) {
-    return std::sqrt(a);
-  }
-  template <typename T>
-  static T fma(T a, T b, T c) {
-    return std::fma(a, b, c);
-  }
-};
 
 constexpr int64_t kGrainOptim = 16384;
 

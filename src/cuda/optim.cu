@@ -1,17 +1,17 @@
 // src/cuda/optim.cu — fused optimizer steps and gradient clipping on CUDA.
 //
 // adam_step_multi / sgd_step_multi / optim_step_multi (the Backend slots; the only optimizer
-// form) run one kernel over many parameters (Note [Multi-tensor apply]). optim_step_multi's
-// per-element math (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam) is
+// form) run one kernel over many parameters (Note [Multi-tensor apply]). Their per-element
+// math (Adam/AdamW, SGD, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam) is
 // src/kernels/optim.hpp's, shared with the CPU, run with DeviceRound below. Every element of a
 // parameter, its gradient and its state is read once and written once.
 //
-// The arithmetic is src/cpu/optim.cpp's (torch.optim's single-tensor formulas,
-// operation for operation, in the parameter's dtype with each scalar cast to it). nvcc
-// contracts a·b + c into an FMA by default; the CPU kernel fuses only where PyTorch's does
-// (Note [Fused multiply-add] there), so every other multiply, add, divide and square root
-// here is an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and
-// the f64 ones): an f32 step gives the CPU's bits.
+// The arithmetic is torch.optim's single-tensor formulas, operation for operation, in the
+// parameter's dtype with each scalar cast to it. nvcc contracts a·b + c into an FMA by
+// default; the shared formulas fuse only where PyTorch's CPU kernels do (Note [Fused
+// multiply-add] in src/cpu/optim.cpp), so DeviceRound makes every other multiply, add, divide
+// and square root an explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn,
+// __fsqrt_rn and the f64 ones): an f32 step gives the CPU's bits.
 //
 // grad_norm_multi / clip_grads_by_norm compute clip_grad_norm on the device: per-block
 // partial sums (f64) into a scratch buffer, one block adds them in a fixed order and writes
@@ -121,28 +121,34 @@ __device__ inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
-// ---- Adam / AdamW (formulas: src/cpu/optim.cpp) ----
+// The device's rounding policy for the shared updates: each operation rounded once.
+struct DeviceRound {
+  template <typename T>
+  __device__ static T mul(T a, T b) {
+    return mul_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T add(T a, T b) {
+    return add_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T div(T a, T b) {
+    return div_rn(a, b);
+  }
+  template <typename T>
+  __device__ static T sqrt(T a) {
+    return sqrt_rn(a);
+  }
+  template <typename T>
+  __device__ static T fma(T a, T b, T c) {
+    return fma_rn(a, b, c);
+  }
+};
+
+// ---- Adam / AdamW (the element formula: kernels::adam_element) ----
 
 using kernels::adam_scalars;
 using kernels::AdamScalars;
-
-template <typename T>
-__device__ inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
-  T gi = mul_rn(g, s.sign);
-  if (s.l2) gi = fma_rn(p, s.weight_decay, gi);
-  const T mi = fma_rn(gi, s.one_minus_beta1, mul_rn(m, s.beta1));
-  const T vi = fma_rn(mul_rn(s.one_minus_beta2, gi), gi, mul_rn(v, s.beta2));
-  m = mi;
-  v = vi;
-  T second = vi;
-  if (s.amsgrad) {
-    const T old = *vmax;
-    second = (old >= vi || old != old) ? old : vi;  // torch.maximum: NaN wins
-    *vmax = second;
-  }
-  const T denom = add_rn(div_rn(sqrt_rn(second), s.bias_correction2_sqrt), s.eps);
-  p = add_rn(mul_rn(p, s.decay), div_rn(mul_rn(s.neg_step_size, mi), denom));
-}
 
 // The scalars of a loss-scaled step (Note [Skipped steps] in src/kernels/optim.hpp): false
 // where *found_inf says to skip it; with skipped_steps, thread 0 computes the scalars from the
@@ -187,7 +193,8 @@ __global__ void __launch_bounds__(kOptimThreads)
       Vec<T> xv;
       if (vmax) xv = reinterpret_cast<const Vec<T>*>(vmax)[i];
 #pragma unroll
-      for (int j = 0; j < W; ++j) adam_element(pv.v[j], gv.v[j], mv.v[j], vv.v[j], &xv.v[j], s);
+      for (int j = 0; j < W; ++j)
+        kernels::adam_element<DeviceRound>(pv.v[j], gv.v[j], mv.v[j], vv.v[j], &xv.v[j], s);
       reinterpret_cast<Vec<T>*>(p)[i] = pv;
       reinterpret_cast<Vec<T>*>(m)[i] = mv;
       reinterpret_cast<Vec<T>*>(v)[i] = vv;
@@ -196,24 +203,18 @@ __global__ void __launch_bounds__(kOptimThreads)
     done = nv * W;
   }
   for (int64_t i = done + threadIdx.x; i < n; i += blockDim.x)
-    adam_element(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
+    kernels::adam_element<DeviceRound>(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
 }
 
-// ---- SGD (formulas: src/cpu/optim.cpp) ----
+// ---- SGD (the element formula: kernels::sgd_element) ----
 
 using kernels::sgd_scalars;
 using kernels::SgdScalars;
 
 template <typename T>
-__device__ inline void sgd_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
-  T gi = mul_rn(g, s.sign);
-  if (s.l2) gi = fma_rn(p, s.weight_decay, gi);
-  if (s.use_momentum) {
-    const T bi = s.first ? gi : fma_rn(gi, s.one_minus_dampening, mul_rn(*buf, s.momentum));
-    *buf = bi;
-    gi = s.nesterov ? fma_rn(bi, s.momentum, gi) : bi;
-  }
-  p = fma_rn(gi, s.neg_lr, p);
+__device__ inline void sgd_step_element(T& p, T g, T* buf, const SgdScalars<T>& s) {
+  kernels::sgd_element<DeviceRound>(
+      p, g, buf, kernels::SgdFlags{s.l2, s.use_momentum, s.first, s.nesterov}, s);
 }
 
 template <typename T>
@@ -240,41 +241,17 @@ __global__ void __launch_bounds__(kOptimThreads)
       Vec<T> bv;
       if (buf && !s.first) bv = reinterpret_cast<const Vec<T>*>(buf)[i];
 #pragma unroll
-      for (int j = 0; j < W; ++j) sgd_element(pv.v[j], gv.v[j], &bv.v[j], s);
+      for (int j = 0; j < W; ++j) sgd_step_element(pv.v[j], gv.v[j], &bv.v[j], s);
       reinterpret_cast<Vec<T>*>(p)[i] = pv;
       if (buf) reinterpret_cast<Vec<T>*>(buf)[i] = bv;
     }
     done = nv * W;
   }
   for (int64_t i = done + threadIdx.x; i < n; i += blockDim.x)
-    sgd_element(p[i], g[i], buf ? buf + i : nullptr, s);
+    sgd_step_element(p[i], g[i], buf ? buf + i : nullptr, s);
 }
 
 // ---- optim_step_multi (math: src/kernels/optim.hpp) ----
-
-// The device's rounding policy for the shared updates: each operation rounded once.
-struct DeviceRound {
-  template <typename T>
-  __device__ static T mul(T a, T b) {
-    return mul_rn(a, b);
-  }
-  template <typename T>
-  __device__ static T add(T a, T b) {
-    return add_rn(a, b);
-  }
-  template <typename T>
-  __device__ static T div(T a, T b) {
-    return div_rn(a, b);
-  }
-  template <typename T>
-  __device__ static T sqrt(T a) {
-    return sqrt_rn(a);
-  }
-  template <typename T>
-  __device__ static T fma(T a, T b, T c) {
-    return fma_rn(a, b, c);
-  }
-};
 
 template <backend::OptimAlgo kAlgo, typename T>
 __global__ void __launch_bounds__(kOptimThreads)

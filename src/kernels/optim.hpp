@@ -1,11 +1,8 @@
-// src/kernels/optim.hpp — the optimizer family's shared math: the per-step scalars of the
-// fused Adam/AdamW and SGD updates, computed once on the host in f64 and rounded to the
-// parameter's type, exactly as both backends' kernels consume them (src/cpu/optim.cpp
-// holds the formulas in torch's order; src/cuda/optim.cu follows them).
-//
-// The elementwise optimizers of optim_step_multi (RMSprop, Adagrad, Adadelta, Adamax, NAdam,
-// RAdam) share more: their scalars (optim_scalars) AND their per-element updates (the
-// *_element functions below) are written once here. Each update takes the backend's
+// src/kernels/optim.hpp — the optimizer family's shared math: the per-step scalars of every
+// fused update, computed once in f64 and rounded to the parameter's type, and the
+// per-element updates (the *_element functions below) of Adam/AdamW, SGD and the elementwise
+// optimizers of optim_step_multi (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam), written
+// once here for both backends. Each update takes the backend's
 // rounding policy R — static mul, add, div, sqrt, fma and max, each rounded once (the CPU's
 // plain operators under fp-contract=off with std::fma, CUDA's __fmul_rn ... intrinsics) —
 // so both backends run the same operations in the same order and an f32 step gives the
@@ -99,6 +96,72 @@ EMBER_HD SgdScalars<T> sgd_scalars(const backend::SgdArgs& a, int64_t skipped = 
           .use_momentum = a.momentum != 0.0,
           .first = a.first_step || (a.skipped_steps != nullptr && a.step - skipped == 1),
           .nesterov = a.nesterov};
+}
+
+/// Which branches of Adam's element update run. The CPU passes compile-time constants (its
+/// loops are instantiated per combination and fold the branches away); CUDA passes the
+/// scalars' own flags.
+struct AdamFlags {
+  bool l2, amsgrad;
+};
+
+/// Adam's moments for one element (torch.optim.adam._single_tensor_adam; AdamW has no L2 term):
+///   g = -g if maximize;  g = fma(p, wd, g) (l2)
+///   m = fma(g, 1-β1, m·β1);  v = fma((1-β2)·g, g, v·β2);  amsgrad: v_max = max(v_max, v)
+/// Returns the second moment the denominator uses (v, or v_max with amsgrad).
+template <typename R, typename T>
+EMBER_HD inline T adam_moments_element(T p, T g, T& m, T& v, T* vmax, AdamFlags f,
+                                       const AdamScalars<T>& s) {
+  T gi = R::mul(g, s.sign);
+  if (f.l2) gi = R::fma(p, s.weight_decay, gi);
+  const T mi = R::fma(gi, s.one_minus_beta1, R::mul(m, s.beta1));
+  const T vi = R::fma(R::mul(s.one_minus_beta2, gi), gi, R::mul(v, s.beta2));
+  m = mi;
+  v = vi;
+  if (!f.amsgrad) return vi;
+  const T old = *vmax;
+  const T top = (old >= vi || old != old) ? old : vi;  // torch.maximum: NaN wins
+  *vmax = top;
+  return top;
+}
+
+/// Adam's parameter update from m and the square root of the second moment:
+///   denom = root / sqrt(1-β2^t) + eps;  p = p·decay + (-(lr / (1-β1^t))·m) / denom
+/// (decay = 1 - lr·wd for AdamW, else 1).
+template <typename R, typename T>
+EMBER_HD inline void adam_param_element(T& p, T m, T root, const AdamScalars<T>& s) {
+  const T denom = R::add(R::div(root, s.bias_correction2_sqrt), s.eps);
+  p = R::add(R::mul(p, s.decay), R::div(R::mul(s.neg_step_size, m), denom));
+}
+
+/// One element of an Adam step: the moments, the root, the parameter. (The CPU runs the two
+/// halves in separate vector loops around a block of square roots: Note [Blocked Adam].)
+template <typename R, typename T>
+EMBER_HD inline void adam_element(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
+  const T second = adam_moments_element<R>(p, g, m, v, vmax, AdamFlags{s.l2, s.amsgrad}, s);
+  adam_param_element<R>(p, m, R::sqrt(second), s);
+}
+
+/// Which branches of SGD's element update run (as AdamFlags).
+struct SgdFlags {
+  bool l2, momentum, first, nesterov;
+};
+
+/// One element of an SGD step (torch.optim.sgd._single_tensor_sgd):
+///   g = -g if maximize;  g = fma(p, wd, g) (l2)
+///   momentum: buf = g on the first step, else buf = fma(g, 1-dampening, buf·μ);
+///             g = fma(buf, μ, g) (nesterov), else g = buf
+///   p = fma(g, -lr, p)
+template <typename R, typename T>
+EMBER_HD inline void sgd_element(T& p, T g, T* buf, SgdFlags f, const SgdScalars<T>& s) {
+  T gi = R::mul(g, s.sign);
+  if (f.l2) gi = R::fma(p, s.weight_decay, gi);
+  if (f.momentum) {
+    const T bi = f.first ? gi : R::fma(gi, s.one_minus_dampening, R::mul(*buf, s.momentum));
+    *buf = bi;
+    gi = f.nesterov ? R::fma(bi, s.momentum, gi) : bi;
+  }
+  p = R::fma(gi, s.neg_lr, p);
 }
 
 /// torch._amp_update_scale_'s rule (both backends): found: scale *= backoff, tracker = 0;
