@@ -1,7 +1,8 @@
 // tests/test_optim_options.cpp — options structs declared once (ember/optim/options_fields.hpp):
 // JSON both ways by name (a struct whose members are reordered still loads a saved file),
 // defaults kept for missing keys, unknown keys ignored, wrong kinds refused naming the key, the
-// generated validation messages, and a real optimizer's state through a file and back.
+// generated validation messages (the schedulers' settings too), and a real optimizer's state
+// through a file and back.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -193,6 +194,28 @@ TEST(OptimOptions, AnOptimizersStateThroughAFileAndBack) {
   EXPECT_EQ(o.weight_decay, 0.2);
   EXPECT_TRUE(o.amsgrad);
   EXPECT_EQ(fresh.state_dict().meta, saved.meta);
+}
+
+// The schedulers' settings take the same checks when made and when loaded.
+TEST(OptimOptions, SchedulerSettingsAreCheckedWhenMadeAndWhenLoaded) {
+  const Tensor w = parameter(zeros({2}));
+  optim::SGD opt({w}, {.lr = 0.1});
+  expect_error([&] { optim::StepLR(opt, 0); },
+               {"StepLR: invalid step_size 0 (expected step_size > 0)"});
+  expect_error([&] { optim::ExponentialLR(opt, -0.5); },
+               {"ExponentialLR: invalid gamma -0.5 (expected a finite gamma >= 0)"});
+  expect_error([&] { optim::LinearLR(opt, 0.0); },
+               {"LinearLR: invalid start_factor 0 (expected 0 < start_factor <= 1)"});
+  optim::StepLR step(opt, 3);
+  json bad = step.state_dict();
+  bad["step_size"] = 0;
+  expect_error([&] { step.load_state_dict(bad); },
+               {"StepLR.load_state_dict: invalid step_size 0 (expected step_size > 0)"});
+  optim::LinearLR linear(opt, 0.5);
+  json worse = linear.state_dict();
+  worse["end_factor"] = 2.0;
+  expect_error([&] { linear.load_state_dict(worse); },
+               {"LinearLR.load_state_dict: invalid end_factor 2 (expected 0 <= end_factor <= 1)"});
 }
 
 }  // namespace

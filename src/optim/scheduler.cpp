@@ -16,13 +16,15 @@
 
 namespace ember::optim {
 
-using detail::check_eta_min;
-using detail::check_gamma;
+using detail::check_setting;
 using detail::check_type;
+using detail::kEtaMin;
+using detail::kGamma;
 using detail::kPi;
 using detail::number_json;
 using detail::numbers_json;
 using detail::read;
+using detail::read_checked;
 
 namespace {
 
@@ -140,8 +142,8 @@ void LRScheduler::load_state_dict(const json& state) {
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), step_size_(step_size), gamma_(gamma) {
-  EMBER_CHECK(step_size > 0, "StepLR: invalid step_size ", step_size, " (expected step_size > 0)");
-  check_gamma("StepLR", gamma);
+  check_setting("StepLR", "step_size", static_cast<double>(step_size), above(0));
+  check_setting("StepLR", "gamma", gamma, kGamma);
   initial_step();
 }
 
@@ -165,13 +167,8 @@ void StepLR::save_extra(json& s) const {
 }
 
 void StepLR::load_extra(const json& s) {
-  int64_t step_size = step_size_;
-  read(s, "step_size", &step_size, type_name());
-  EMBER_CHECK(step_size > 0, "StepLR.load_state_dict: invalid step_size ", step_size,
-              " (expected step_size > 0)");
-  step_size_ = step_size;
-  read(s, "gamma", &gamma_, type_name());
-  check_gamma(type_name().c_str(), gamma_);
+  read_checked(s, "step_size", &step_size_, type_name(), above(0));
+  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
 }
 
 // ---- MultiStepLR ----
@@ -179,7 +176,7 @@ void StepLR::load_extra(const json& s) {
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma,
                          int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), milestones_(std::move(milestones)), gamma_(gamma) {
-  check_gamma("MultiStepLR", gamma);
+  check_setting("MultiStepLR", "gamma", gamma, kGamma);
   std::sort(milestones_.begin(), milestones_.end());
   initial_step();
 }
@@ -213,15 +210,14 @@ void MultiStepLR::load_extra(const json& s) {
     std::sort(m.begin(), m.end());
     milestones_ = std::move(m);
   }
-  read(s, "gamma", &gamma_, type_name());
-  check_gamma(type_name().c_str(), gamma_);
+  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
 }
 
 // ---- ExponentialLR ----
 
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), gamma_(gamma) {
-  check_gamma("ExponentialLR", gamma);
+  check_setting("ExponentialLR", "gamma", gamma, kGamma);
   initial_step();
 }
 
@@ -240,8 +236,7 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
 
 void ExponentialLR::save_extra(json& s) const { s["gamma"] = gamma_; }
 void ExponentialLR::load_extra(const json& s) {
-  read(s, "gamma", &gamma_, type_name());
-  check_gamma("ExponentialLR", gamma_);
+  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
 }
 
 // ---- CosineAnnealingLR ----
@@ -249,8 +244,8 @@ void ExponentialLR::load_extra(const json& s) {
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min,
                                      int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
-  EMBER_CHECK(T_max > 0, "CosineAnnealingLR: invalid T_max ", T_max, " (expected T_max > 0)");
-  check_eta_min("CosineAnnealingLR", eta_min);
+  check_setting("CosineAnnealingLR", "T_max", static_cast<double>(T_max), above(0));
+  check_setting("CosineAnnealingLR", "eta_min", eta_min, kEtaMin);
   initial_step();
 }
 
@@ -291,12 +286,8 @@ void CosineAnnealingLR::save_extra(json& s) const {
 }
 
 void CosineAnnealingLR::load_extra(const json& s) {
-  int64_t t_max = t_max_;
-  read(s, "T_max", &t_max, type_name());
-  EMBER_CHECK(t_max > 0, "CosineAnnealingLR.load_state_dict: invalid T_max ", t_max,
-              " (expected T_max > 0)");
-  t_max_ = t_max;
-  read(s, "eta_min", &eta_min_, type_name());
+  read_checked(s, "T_max", &t_max_, type_name(), above(0));
+  read_checked(s, "eta_min", &eta_min_, type_name(), kEtaMin);
 }
 
 // ---- CosineAnnealingWarmRestarts ----
@@ -310,10 +301,9 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, i
       t_mult_(T_mult),
       eta_min_(eta_min),
       t_cur_(static_cast<double>(last_epoch)) {
-  EMBER_CHECK(T_0 > 0, "CosineAnnealingWarmRestarts: invalid T_0 ", T_0, " (expected T_0 > 0)");
-  EMBER_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts: invalid T_mult ", T_mult,
-              " (expected T_mult >= 1)");
-  check_eta_min("CosineAnnealingWarmRestarts", eta_min);
+  check_setting("CosineAnnealingWarmRestarts", "T_0", static_cast<double>(T_0), above(0));
+  check_setting("CosineAnnealingWarmRestarts", "T_mult", static_cast<double>(T_mult), at_least(1));
+  check_setting("CosineAnnealingWarmRestarts", "eta_min", eta_min, kEtaMin);
   initial_step();
 }
 
@@ -379,20 +369,18 @@ void CosineAnnealingWarmRestarts::save_extra(json& s) const {
 
 void CosineAnnealingWarmRestarts::load_extra(const json& s) {
   const std::string who = type_name();
-  int64_t t_0 = t_0_, t_i = t_i_, t_mult = t_mult_;
-  read(s, "T_0", &t_0, who);
-  read(s, "T_i", &t_i, who);
-  read(s, "T_mult", &t_mult, who);
-  EMBER_CHECK(t_0 > 0 && t_i > 0 && t_mult >= 1, who, ".load_state_dict: invalid periods (got T_0 ",
-              t_0, ", T_i ", t_i, ", T_mult ", t_mult, "; expected T_0, T_i > 0 and T_mult >= 1)");
-  t_0_ = t_0;
-  t_i_ = t_i;
-  t_mult_ = t_mult;
-  read(s, "eta_min", &eta_min_, who);
+  read_checked(s, "T_0", &t_0_, who, above(0));
+  read_checked(s, "T_i", &t_i_, who, above(0));
+  read_checked(s, "T_mult", &t_mult_, who, at_least(1));
+  read_checked(s, "eta_min", &eta_min_, who, kEtaMin);
   read(s, "T_cur", &t_cur_, who);
 }
 
 // ---- LinearLR ----
+
+namespace {
+constexpr Check kStartFactor = {.lo = 0.0, .hi = 1.0, .lo_open = true};  // 0 < x <= 1
+}  // namespace
 
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
                    int64_t total_iters, int64_t last_epoch)
@@ -400,12 +388,9 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
-  EMBER_CHECK(start_factor > 0.0 && start_factor <= 1.0, "LinearLR: invalid start_factor ",
-              start_factor, " (expected 0 < start_factor <= 1)");
-  EMBER_CHECK(end_factor >= 0.0 && end_factor <= 1.0, "LinearLR: invalid end_factor ", end_factor,
-              " (expected 0 <= end_factor <= 1)");
-  EMBER_CHECK(total_iters > 0, "LinearLR: invalid total_iters ", total_iters,
-              " (expected total_iters > 0)");
+  check_setting("LinearLR", "start_factor", start_factor, kStartFactor);
+  check_setting("LinearLR", "end_factor", end_factor, closed(0, 1));
+  check_setting("LinearLR", "total_iters", static_cast<double>(total_iters), above(0));
   initial_step();
 }
 
@@ -440,9 +425,9 @@ void LinearLR::save_extra(json& s) const {
 }
 
 void LinearLR::load_extra(const json& s) {
-  read(s, "start_factor", &start_factor_, type_name());
-  read(s, "end_factor", &end_factor_, type_name());
-  read(s, "total_iters", &total_iters_, type_name());
+  read_checked(s, "start_factor", &start_factor_, type_name(), kStartFactor);
+  read_checked(s, "end_factor", &end_factor_, type_name(), closed(0, 1));
+  read_checked(s, "total_iters", &total_iters_, type_name(), above(0));
 }
 
 // ---- SequentialLR ----
@@ -746,8 +731,8 @@ std::ostream& operator<<(std::ostream& os, const ReduceLROnPlateau& s) {
 CosineDecayLR::CosineDecayLR(Optimizer& optimizer, int64_t T_max, double eta_min,
                              int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
-  EMBER_CHECK(T_max > 0, "CosineDecayLR: invalid T_max ", T_max, " (expected T_max > 0)");
-  check_eta_min("CosineDecayLR", eta_min);
+  check_setting("CosineDecayLR", "T_max", static_cast<double>(T_max), above(0));
+  check_setting("CosineDecayLR", "eta_min", eta_min, kEtaMin);
   initial_step();
 }
 
@@ -769,22 +754,16 @@ void CosineDecayLR::save_extra(json& s) const {
 }
 
 void CosineDecayLR::load_extra(const json& s) {
-  int64_t t_max = t_max_;
-  read(s, "T_max", &t_max, type_name());
-  EMBER_CHECK(t_max > 0, "CosineDecayLR.load_state_dict: invalid T_max ", t_max,
-              " (expected T_max > 0)");
-  t_max_ = t_max;
-  read(s, "eta_min", &eta_min_, type_name());
+  read_checked(s, "T_max", &t_max_, type_name(), above(0));
+  read_checked(s, "eta_min", &eta_min_, type_name(), kEtaMin);
 }
 
 // ---- ConstantLR ----
 
 ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), factor_(factor), total_iters_(total_iters) {
-  EMBER_CHECK(factor >= 0.0 && factor <= 1.0, "ConstantLR: invalid factor ", factor,
-              " (expected 0 <= factor <= 1)");
-  EMBER_CHECK(total_iters >= 0, "ConstantLR: invalid total_iters ", total_iters,
-              " (expected total_iters >= 0)");
+  check_setting("ConstantLR", "factor", factor, closed(0, 1));
+  check_setting("ConstantLR", "total_iters", static_cast<double>(total_iters), at_least(0));
   initial_step();
 }
 
@@ -812,12 +791,8 @@ void ConstantLR::save_extra(json& s) const {
 }
 
 void ConstantLR::load_extra(const json& s) {
-  double factor = factor_;
-  read(s, "factor", &factor, type_name());
-  EMBER_CHECK(factor >= 0.0 && factor <= 1.0, "ConstantLR.load_state_dict: invalid factor ", factor,
-              " (expected 0 <= factor <= 1)");
-  factor_ = factor;
-  read(s, "total_iters", &total_iters_, type_name());
+  read_checked(s, "factor", &factor_, type_name(), closed(0, 1));
+  read_checked(s, "total_iters", &total_iters_, type_name(), at_least(0));
 }
 
 // ---- PolynomialLR ----
@@ -825,10 +800,8 @@ void ConstantLR::load_extra(const json& s) {
 PolynomialLR::PolynomialLR(Optimizer& optimizer, int64_t total_iters, double power,
                            int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), total_iters_(total_iters), power_(power) {
-  EMBER_CHECK(total_iters > 0, "PolynomialLR: invalid total_iters ", total_iters,
-              " (expected total_iters > 0)");
-  EMBER_CHECK(std::isfinite(power) && power >= 0.0, "PolynomialLR: invalid power ", power,
-              " (expected a finite power >= 0)");
+  check_setting("PolynomialLR", "total_iters", static_cast<double>(total_iters), above(0));
+  check_setting("PolynomialLR", "power", power, at_least(0).finite());
   initial_step();
 }
 
@@ -855,12 +828,8 @@ void PolynomialLR::save_extra(json& s) const {
 }
 
 void PolynomialLR::load_extra(const json& s) {
-  int64_t total = total_iters_;
-  read(s, "total_iters", &total, type_name());
-  EMBER_CHECK(total > 0, "PolynomialLR.load_state_dict: invalid total_iters ", total,
-              " (expected total_iters > 0)");
-  total_iters_ = total;
-  read(s, "power", &power_, type_name());
+  read_checked(s, "total_iters", &total_iters_, type_name(), above(0));
+  read_checked(s, "power", &power_, type_name(), at_least(0).finite());
 }
 
 // ---- LambdaLR, MultiplicativeLR ----

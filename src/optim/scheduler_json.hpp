@@ -13,15 +13,15 @@ namespace ember::optim::detail {
 
 inline constexpr double kPi = 3.141592653589793;  // math.pi
 
-// A decay factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
-inline void check_gamma(const char* who, double gamma) {
-  EMBER_CHECK(gamma >= 0.0 && std::isfinite(gamma), who, ": invalid gamma ", gamma,
-              " (expected a finite gamma >= 0; it multiplies the learning rate)");
-}
+// The checks of the schedulers' settings (ember/optim/options_fields.hpp's Check): a decay
+// factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
+inline constexpr Check kGamma = at_least(0).finite();
+inline constexpr Check kEtaMin = at_least(0).finite();
 
-inline void check_eta_min(const char* who, double eta_min) {
-  EMBER_CHECK(eta_min >= 0.0 && std::isfinite(eta_min), who, ": invalid eta_min ", eta_min,
-              " (expected a finite eta_min >= 0)");
+// A setting's check, as the constructors make it: "StepLR: invalid step_size 0 (expected
+// step_size > 0)".
+inline void check_setting(const std::string& who, const char* key, double v, const Check& c) {
+  options_detail::check_number(v, c, key, who);
 }
 
 // JSON has no inf/nan: they travel as the strings "inf", "-inf", "nan".
@@ -60,6 +60,16 @@ inline void read(const json& j, const char* key, std::vector<double>* out, const
   std::vector<double> v;
   for (const json& x : j[key]) v.push_back(number_from(x, who, key));
   *out = std::move(v);
+}
+
+// Reads `key` into *out when present, refusing before it assigns a value that fails `c`:
+// "StepLR.load_state_dict: invalid step_size 0 (expected step_size > 0)".
+template <typename M>
+void read_checked(const json& j, const char* key, M* out, const std::string& who, const Check& c) {
+  M v = *out;
+  read(j, key, &v, who);
+  check_setting(who + ".load_state_dict", key, static_cast<double>(v), c);
+  *out = v;
 }
 
 inline json numbers_json(const std::vector<double>& v) {
