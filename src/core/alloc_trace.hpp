@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include "ember/device.hpp"
 
@@ -29,6 +30,24 @@ class AllocationObserver {
 
 /// Installs `observer` for this thread (nullptr: none) and returns the one it replaces.
 AllocationObserver* set_allocation_observer(AllocationObserver* observer);
+
+/// The device whose algorithm choices ops follow on this thread: `actual` unless a
+/// PlanningDeviceGuard names another. estimate_training_memory's dry run on the CPU plans as
+/// its target would (a GPU convolution's im2col over the whole batch, its split-K weight
+/// gradient, no CPU convolution library), so the trace holds the target's temporaries.
+Device planning_device(Device actual);
+
+/// While alive, ops on this thread plan for `device` (planning_device).
+class PlanningDeviceGuard {
+ public:
+  explicit PlanningDeviceGuard(Device device);
+  ~PlanningDeviceGuard();
+  PlanningDeviceGuard(const PlanningDeviceGuard&) = delete;
+  PlanningDeviceGuard& operator=(const PlanningDeviceGuard&) = delete;
+
+ private:
+  std::optional<Device> previous_;
+};
 
 /// The bytes a request of `bytes` on `device` counts as in use (memory_stats) when a fresh
 /// segment serves it: the device's allocator's rounding.

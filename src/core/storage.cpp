@@ -140,6 +140,16 @@ core::AllocationObserver* core::set_allocation_observer(core::AllocationObserver
   return previous;
 }
 
+namespace {
+thread_local std::optional<Device> t_planning_device;  // core/alloc_trace.hpp
+}  // namespace
+
+Device core::planning_device(Device actual) { return t_planning_device.value_or(actual); }
+core::PlanningDeviceGuard::PlanningDeviceGuard(Device device) : previous_(t_planning_device) {
+  t_planning_device = device;
+}
+core::PlanningDeviceGuard::~PlanningDeviceGuard() { t_planning_device = previous_; }
+
 size_t core::block_bytes_for(Device device, size_t bytes) {
   return backend::backend_for(device).block_bytes_for(device.index, bytes);
 }

@@ -38,6 +38,7 @@
 // of ones appended, so the bias costs one more GEMM step instead of a pass over the output
 // (for a 3×3 convolution of one channel, that pass would cost more than the GEMM). Grouped
 // convolutions add the bias in one broadcast pass at the end.
+#include "core/alloc_trace.hpp"
 #include "ops/conv_library.hpp"
 #include "ops/window2d.hpp"
 
@@ -124,7 +125,7 @@ ConvPlan plan_conv(const Tensor& x, const Tensor& weight, const Tensor& bias, Si
   p.win.out_w = (padded_w - eff_w) / stride.w + 1;
   p.out_channels = o;
   p.groups = groups;
-  choose_chunk(p, x.device());
+  choose_chunk(p, core::planning_device(x.device()));
   return p;
 }
 
@@ -184,9 +185,10 @@ const void* advanced(const void* p, int64_t elements, DType dtype) {
 
 // run_gemm for the weight gradient (trans_b, K contiguous in A and B, C contiguous [m, n]).
 void run_weight_gemm(const Tensor& like, int64_t groups, const GroupGemm& g) {
-  const int64_t s = like.device().is_cuda() && groups == 1 && g.beta == 0.0 && g.ldc == g.n
-                        ? split_k_count(g)
-                        : 1;
+  const int64_t s =
+      core::planning_device(like.device()).is_cuda() && groups == 1 && g.beta == 0.0 && g.ldc == g.n
+          ? split_k_count(g)
+          : 1;
   if (s == 1) return run_gemm(like, groups, g);
   const int64_t slice = g.k / s, rest = g.k - slice * s;
   const Tensor part = ops::make_tensor({s, g.m, g.n}, like.dtype(), like.device());
@@ -483,7 +485,7 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
   p.win.out_w = w;
   p.out_channels = c;
   p.groups = groups;
-  choose_chunk(p, x.device());
+  choose_chunk(p, core::planning_device(x.device()));
   const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
   Tensor xc, wc, out;
   {

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/alloc_trace.hpp"
 #include "ember/conv_backend.hpp"
 
 namespace ember {
@@ -78,7 +79,8 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
     return Tensor();
   }
   const Tensor& x = *c.x;
-  if (x.device().is_cuda() && !cudnn_on().load(std::memory_order_relaxed)) {
+  // core::planning_device: a memory estimate's CPU dry run for a GPU takes the GPU's path.
+  if (core::planning_device(x.device()).is_cuda() && !cudnn_on().load(std::memory_order_relaxed)) {
     note(ConvBackend::im2col,
          "cuDNN convolutions are opt-in for now (set_cudnn_convolutions(true) or "
          "EMBER_CONV_CUDNN=1; Note [cuDNN convolutions are opt-in for now])");

@@ -20,10 +20,14 @@
 // The step's total is what memory_stats(device).peak_allocated shows for a steady step with
 // zero_grad() setting gradients to none: parameters + buffers + optimizer state + the trace's
 // peak (which ends with every gradient alive: a parameter's gradient is the block its backward
-// wrote, Note [Gradients stolen into the Persistent pool]). What the CPU dry run cannot see is
-// listed in MemoryEstimate::assumptions: device kernels that allocate other temporaries than
-// the CPU's (a convolution's im2col columns against oneDNN's own), library workspaces outside
-// the pools, and an optimizer that allocates temporaries in its update.
+// wrote, Note [Gradients stolen into the Persistent pool]). Ops that choose an algorithm by
+// device (a convolution's library, its im2col chunks, a split-K weight gradient) follow
+// core::planning_device, which the dry run sets to the target, so a GPU target's trace holds
+// the GPU's temporaries (without it, on the H200, a CNN's step came out 31% above the
+// estimate: the im2col columns CUDA builds over the whole batch). What the dry run cannot see
+// is listed in MemoryEstimate::assumptions: a choice that depends on the batch itself, library
+// workspaces outside the pools (cuBLASLt's) or inside them (cuDNN's), and an optimizer that
+// allocates temporaries in its update.
 #include "ember/memory_estimate.hpp"
 
 #include <algorithm>
@@ -154,6 +158,7 @@ DryRun dry_run(nn::ModuleImpl& model, Shape shape, int64_t batch,
   TraceRecorder recorder;
   {
     RecordingScope recording(&recorder);
+    const core::PlanningDeviceGuard plan(options.device);  // the target's algorithms
     std::optional<AutocastGuard> autocast;
     if (options.autocast) autocast.emplace(*options.autocast);
     const Tensor x = zeros(shape, {.dtype = options.input_dtype, .device = Device::cpu()});
@@ -256,8 +261,10 @@ MemoryEstimate estimate_training_memory(const nn::Module& model, const Shape& in
   e.assumptions.push_back(
       "the optimizer's update allocates nothing of its own (ember's fused updates do not)");
   e.assumptions.push_back(
-      "the device's kernels allocate the temporaries the CPU's do (a GPU convolution's im2col "
-      "columns or a cuDNN workspace are not seen)");
+      "the device's kernels allocate what the dry run's do: ops plan for the target "
+      "(core::planning_device: a GPU convolution's im2col columns over the whole batch), but "
+      "a choice that depends on the batch itself (split-K weight gradients from 8192 columns "
+      "on) is seen only at the dry run's batches, and cuDNN's workspace not at all");
   if (device.is_cuda())
     e.assumptions.push_back(
         "not counted (outside the pools, as in memory_stats): cuBLASLt's 32 MiB workspace "
