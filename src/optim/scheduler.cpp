@@ -16,15 +16,14 @@
 
 namespace ember::optim {
 
-using detail::check_setting;
+using detail::check_settings;
 using detail::check_type;
-using detail::kEtaMin;
-using detail::kGamma;
 using detail::kPi;
+using detail::load_settings;
 using detail::number_json;
 using detail::numbers_json;
 using detail::read;
-using detail::read_checked;
+using detail::save_settings;
 
 namespace {
 
@@ -142,8 +141,7 @@ void LRScheduler::load_state_dict(const json& state) {
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), step_size_(step_size), gamma_(gamma) {
-  check_setting("StepLR", "step_size", static_cast<double>(step_size), above(0));
-  check_setting("StepLR", "gamma", gamma, kGamma);
+  check_settings(*this);
   initial_step();
 }
 
@@ -161,22 +159,16 @@ std::optional<std::vector<double>> StepLR::closed_form_lr() const {
   return lrs;
 }
 
-void StepLR::save_extra(json& s) const {
-  s["step_size"] = step_size_;
-  s["gamma"] = gamma_;
-}
+void StepLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void StepLR::load_extra(const json& s) {
-  read_checked(s, "step_size", &step_size_, type_name(), above(0));
-  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
-}
+void StepLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- MultiStepLR ----
 
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma,
                          int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), milestones_(std::move(milestones)), gamma_(gamma) {
-  check_setting("MultiStepLR", "gamma", gamma, kGamma);
+  check_settings(*this);
   std::sort(milestones_.begin(), milestones_.end());
   initial_step();
 }
@@ -199,7 +191,7 @@ std::optional<std::vector<double>> MultiStepLR::closed_form_lr() const {
 
 void MultiStepLR::save_extra(json& s) const {
   s["milestones"] = milestones_;
-  s["gamma"] = gamma_;
+  save_settings(s, *this);
 }
 
 void MultiStepLR::load_extra(const json& s) {
@@ -210,14 +202,14 @@ void MultiStepLR::load_extra(const json& s) {
     std::sort(m.begin(), m.end());
     milestones_ = std::move(m);
   }
-  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
+  load_settings(s, *this);
 }
 
 // ---- ExponentialLR ----
 
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), gamma_(gamma) {
-  check_setting("ExponentialLR", "gamma", gamma, kGamma);
+  check_settings(*this);
   initial_step();
 }
 
@@ -234,18 +226,15 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
   return lrs;
 }
 
-void ExponentialLR::save_extra(json& s) const { s["gamma"] = gamma_; }
-void ExponentialLR::load_extra(const json& s) {
-  read_checked(s, "gamma", &gamma_, type_name(), kGamma);
-}
+void ExponentialLR::save_extra(json& s) const { save_settings(s, *this); }
+void ExponentialLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- CosineAnnealingLR ----
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min,
                                      int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
-  check_setting("CosineAnnealingLR", "T_max", static_cast<double>(T_max), above(0));
-  check_setting("CosineAnnealingLR", "eta_min", eta_min, kEtaMin);
+  check_settings(*this);
   initial_step();
 }
 
@@ -280,15 +269,9 @@ std::optional<std::vector<double>> CosineAnnealingLR::closed_form_lr() const {
   return lrs;
 }
 
-void CosineAnnealingLR::save_extra(json& s) const {
-  s["T_max"] = t_max_;
-  s["eta_min"] = eta_min_;
-}
+void CosineAnnealingLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void CosineAnnealingLR::load_extra(const json& s) {
-  read_checked(s, "T_max", &t_max_, type_name(), above(0));
-  read_checked(s, "eta_min", &eta_min_, type_name(), kEtaMin);
-}
+void CosineAnnealingLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- CosineAnnealingWarmRestarts ----
 
@@ -301,9 +284,7 @@ CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& optimizer, i
       t_mult_(T_mult),
       eta_min_(eta_min),
       t_cur_(static_cast<double>(last_epoch)) {
-  check_setting("CosineAnnealingWarmRestarts", "T_0", static_cast<double>(T_0), above(0));
-  check_setting("CosineAnnealingWarmRestarts", "T_mult", static_cast<double>(T_mult), at_least(1));
-  check_setting("CosineAnnealingWarmRestarts", "eta_min", eta_min, kEtaMin);
+  check_settings(*this);
   initial_step();
 }
 
@@ -359,28 +340,11 @@ void CosineAnnealingWarmRestarts::step_to(double epoch) {
   write_lrs();
 }
 
-void CosineAnnealingWarmRestarts::save_extra(json& s) const {
-  s["T_0"] = t_0_;
-  s["T_i"] = t_i_;
-  s["T_mult"] = t_mult_;
-  s["eta_min"] = eta_min_;
-  s["T_cur"] = t_cur_;
-}
+void CosineAnnealingWarmRestarts::save_extra(json& s) const { save_settings(s, *this); }
 
-void CosineAnnealingWarmRestarts::load_extra(const json& s) {
-  const std::string who = type_name();
-  read_checked(s, "T_0", &t_0_, who, above(0));
-  read_checked(s, "T_i", &t_i_, who, above(0));
-  read_checked(s, "T_mult", &t_mult_, who, at_least(1));
-  read_checked(s, "eta_min", &eta_min_, who, kEtaMin);
-  read(s, "T_cur", &t_cur_, who);
-}
+void CosineAnnealingWarmRestarts::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- LinearLR ----
-
-namespace {
-constexpr Check kStartFactor = {.lo = 0.0, .hi = 1.0, .lo_open = true};  // 0 < x <= 1
-}  // namespace
 
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
                    int64_t total_iters, int64_t last_epoch)
@@ -388,9 +352,7 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
       start_factor_(start_factor),
       end_factor_(end_factor),
       total_iters_(total_iters) {
-  check_setting("LinearLR", "start_factor", start_factor, kStartFactor);
-  check_setting("LinearLR", "end_factor", end_factor, closed(0, 1));
-  check_setting("LinearLR", "total_iters", static_cast<double>(total_iters), above(0));
+  check_settings(*this);
   initial_step();
 }
 
@@ -418,17 +380,9 @@ std::optional<std::vector<double>> LinearLR::closed_form_lr() const {
   return lrs;
 }
 
-void LinearLR::save_extra(json& s) const {
-  s["start_factor"] = start_factor_;
-  s["end_factor"] = end_factor_;
-  s["total_iters"] = total_iters_;
-}
+void LinearLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void LinearLR::load_extra(const json& s) {
-  read_checked(s, "start_factor", &start_factor_, type_name(), kStartFactor);
-  read_checked(s, "end_factor", &end_factor_, type_name(), closed(0, 1));
-  read_checked(s, "total_iters", &total_iters_, type_name(), above(0));
-}
+void LinearLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- SequentialLR ----
 
@@ -731,8 +685,7 @@ std::ostream& operator<<(std::ostream& os, const ReduceLROnPlateau& s) {
 CosineDecayLR::CosineDecayLR(Optimizer& optimizer, int64_t T_max, double eta_min,
                              int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), t_max_(T_max), eta_min_(eta_min) {
-  check_setting("CosineDecayLR", "T_max", static_cast<double>(T_max), above(0));
-  check_setting("CosineDecayLR", "eta_min", eta_min, kEtaMin);
+  check_settings(*this);
   initial_step();
 }
 
@@ -748,22 +701,15 @@ std::optional<std::vector<double>> CosineDecayLR::closed_form_lr() const {
   return lrs;
 }
 
-void CosineDecayLR::save_extra(json& s) const {
-  s["T_max"] = t_max_;
-  s["eta_min"] = eta_min_;
-}
+void CosineDecayLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void CosineDecayLR::load_extra(const json& s) {
-  read_checked(s, "T_max", &t_max_, type_name(), above(0));
-  read_checked(s, "eta_min", &eta_min_, type_name(), kEtaMin);
-}
+void CosineDecayLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- ConstantLR ----
 
 ConstantLR::ConstantLR(Optimizer& optimizer, double factor, int64_t total_iters, int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), factor_(factor), total_iters_(total_iters) {
-  check_setting("ConstantLR", "factor", factor, closed(0, 1));
-  check_setting("ConstantLR", "total_iters", static_cast<double>(total_iters), at_least(0));
+  check_settings(*this);
   initial_step();
 }
 
@@ -785,23 +731,16 @@ std::optional<std::vector<double>> ConstantLR::closed_form_lr() const {
   return lrs;
 }
 
-void ConstantLR::save_extra(json& s) const {
-  s["factor"] = factor_;
-  s["total_iters"] = total_iters_;
-}
+void ConstantLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void ConstantLR::load_extra(const json& s) {
-  read_checked(s, "factor", &factor_, type_name(), closed(0, 1));
-  read_checked(s, "total_iters", &total_iters_, type_name(), at_least(0));
-}
+void ConstantLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- PolynomialLR ----
 
 PolynomialLR::PolynomialLR(Optimizer& optimizer, int64_t total_iters, double power,
                            int64_t last_epoch)
     : LRScheduler(optimizer, last_epoch), total_iters_(total_iters), power_(power) {
-  check_setting("PolynomialLR", "total_iters", static_cast<double>(total_iters), above(0));
-  check_setting("PolynomialLR", "power", power, at_least(0).finite());
+  check_settings(*this);
   initial_step();
 }
 
@@ -822,15 +761,9 @@ std::optional<std::vector<double>> PolynomialLR::closed_form_lr() const {
   return lrs;
 }
 
-void PolynomialLR::save_extra(json& s) const {
-  s["total_iters"] = total_iters_;
-  s["power"] = power_;
-}
+void PolynomialLR::save_extra(json& s) const { save_settings(s, *this); }
 
-void PolynomialLR::load_extra(const json& s) {
-  read_checked(s, "total_iters", &total_iters_, type_name(), above(0));
-  read_checked(s, "power", &power_, type_name(), at_least(0).finite());
-}
+void PolynomialLR::load_extra(const json& s) { load_settings(s, *this); }
 
 // ---- LambdaLR, MultiplicativeLR ----
 

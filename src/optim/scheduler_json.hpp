@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/optim/scheduler.hpp"
@@ -12,11 +13,6 @@
 namespace ember::optim::detail {
 
 inline constexpr double kPi = 3.141592653589793;  // math.pi
-
-// The checks of the schedulers' settings (ember/optim/options_fields.hpp's Check): a decay
-// factor below 0 would make negative learning rates (the optimizers refuse lr < 0).
-inline constexpr Check kGamma = at_least(0).finite();
-inline constexpr Check kEtaMin = at_least(0).finite();
 
 // A setting's check, as the constructors make it: "StepLR: invalid step_size 0 (expected
 // step_size > 0)".
@@ -70,6 +66,38 @@ void read_checked(const json& j, const char* key, M* out, const std::string& who
   read(j, key, &v, who);
   check_setting(who + ".load_state_dict", key, static_cast<double>(v), c);
   *out = v;
+}
+
+// A scheduler's settings (S::settings(): key, member, check): checked as made, written to
+// and read from its state dict. Reading checks each value before it is assigned.
+template <typename S>
+void check_settings(const S& self) {
+  options_detail::for_each_field(
+      [&](const auto& f) {
+        check_setting(self.type_name(), f.key, static_cast<double>(self.*(f.member)), f.check);
+      },
+      S::settings());
+}
+
+template <typename S>
+void save_settings(json& state, const S& self) {
+  options_detail::for_each_field(
+      [&](const auto& f) {
+        if constexpr (std::is_floating_point_v<std::decay_t<decltype(self.*(f.member))>>)
+          state[f.key] = number_json(self.*(f.member));
+        else
+          state[f.key] = self.*(f.member);
+      },
+      S::settings());
+}
+
+template <typename S>
+void load_settings(const json& state, S& self) {
+  options_detail::for_each_field(
+      [&](const auto& f) {
+        read_checked(state, f.key, &(self.*(f.member)), self.type_name(), f.check);
+      },
+      S::settings());
 }
 
 inline json numbers_json(const std::vector<double>& v) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ember/optim/optimizer.hpp"
@@ -107,6 +108,13 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1, int64_t last_epoch = -1);
   std::string type_name() const override { return "StepLR"; }
 
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = StepLR;
+    return std::tuple{field("step_size", &S::step_size_, above(0)),
+                      field("gamma", &S::gamma_, at_least(0).finite())};
+  }
+
  protected:
   std::vector<double> get_lr() override;
   std::optional<std::vector<double>> closed_form_lr() const override;
@@ -125,6 +133,12 @@ class MultiStepLR : public LRScheduler {
               int64_t last_epoch = -1);
   std::string type_name() const override { return "MultiStepLR"; }
 
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = MultiStepLR;
+    return std::tuple{field("gamma", &S::gamma_, at_least(0).finite())};
+  }
+
  protected:
   std::vector<double> get_lr() override;
   std::optional<std::vector<double>> closed_form_lr() const override;
@@ -141,6 +155,12 @@ class ExponentialLR : public LRScheduler {
  public:
   ExponentialLR(Optimizer& optimizer, double gamma, int64_t last_epoch = -1);
   std::string type_name() const override { return "ExponentialLR"; }
+
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = ExponentialLR;
+    return std::tuple{field("gamma", &S::gamma_, at_least(0).finite())};
+  }
 
  protected:
   std::vector<double> get_lr() override;
@@ -159,6 +179,13 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0,
                     int64_t last_epoch = -1);
   std::string type_name() const override { return "CosineAnnealingLR"; }
+
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = CosineAnnealingLR;
+    return std::tuple{field("T_max", &S::t_max_, above(0)),
+                      field("eta_min", &S::eta_min_, at_least(0).finite())};
+  }
 
  protected:
   std::vector<double> get_lr() override;
@@ -179,6 +206,13 @@ class CosineDecayLR : public LRScheduler {
  public:
   CosineDecayLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0, int64_t last_epoch = -1);
   std::string type_name() const override { return "CosineDecayLR"; }
+
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = CosineDecayLR;
+    return std::tuple{field("T_max", &S::t_max_, above(0)),
+                      field("eta_min", &S::eta_min_, at_least(0).finite())};
+  }
 
  protected:
   std::vector<double> get_lr() override;
@@ -201,6 +235,15 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   void step_to(double epoch) override;
   std::string type_name() const override { return "CosineAnnealingWarmRestarts"; }
 
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = CosineAnnealingWarmRestarts;
+    return std::tuple{field("T_0", &S::t_0_, above(0)), field("T_i", &S::t_i_, above(0)),
+                      field("T_mult", &S::t_mult_, at_least(1)),
+                      field("eta_min", &S::eta_min_, at_least(0).finite()),
+                      field("T_cur", &S::t_cur_)};
+  }
+
  protected:
   std::vector<double> get_lr() override;
   void save_extra(json& state) const override;
@@ -221,6 +264,15 @@ class LinearLR : public LRScheduler {
            int64_t total_iters = 5, int64_t last_epoch = -1);
   std::string type_name() const override { return "LinearLR"; }
 
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = LinearLR;
+    return std::tuple{
+        field("start_factor", &S::start_factor_, Check{.lo = 0, .hi = 1, .lo_open = true}),
+        field("end_factor", &S::end_factor_, closed(0, 1)),
+        field("total_iters", &S::total_iters_, above(0))};
+  }
+
  protected:
   std::vector<double> get_lr() override;
   std::optional<std::vector<double>> closed_form_lr() const override;
@@ -240,6 +292,13 @@ class ConstantLR : public LRScheduler {
              int64_t last_epoch = -1);
   std::string type_name() const override { return "ConstantLR"; }
 
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = ConstantLR;
+    return std::tuple{field("factor", &S::factor_, closed(0, 1)),
+                      field("total_iters", &S::total_iters_, at_least(0))};
+  }
+
  protected:
   std::vector<double> get_lr() override;
   std::optional<std::vector<double>> closed_form_lr() const override;
@@ -257,6 +316,13 @@ class PolynomialLR : public LRScheduler {
   PolynomialLR(Optimizer& optimizer, int64_t total_iters = 5, double power = 1.0,
                int64_t last_epoch = -1);
   std::string type_name() const override { return "PolynomialLR"; }
+
+  /// The settings its state dict holds, each with its check (made and loaded alike).
+  static constexpr auto settings() {
+    using S = PolynomialLR;
+    return std::tuple{field("total_iters", &S::total_iters_, above(0)),
+                      field("power", &S::power_, at_least(0).finite())};
+  }
 
  protected:
   std::vector<double> get_lr() override;
