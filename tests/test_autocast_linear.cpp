@@ -76,6 +76,15 @@ void check(Device device, DType low, Activation act, std::vector<int64_t> xs, in
   // The forward is the cast path's.
   ASSERT_EQ(f.y.dtype(), low);
   EXPECT_EQ(doubles(f.y), doubles(c.y));
+  // ... and equals the f64 product of the rounded operands within the low dtype's rounding
+  // (the loss's gradient does not depend on y: without this an unwritten y would pass).
+  {
+    const Tensor xl = x0.to(low).to(DType::f64).reshape({-1, in});
+    Tensor yl = matmul(xl, w0.to(low).to(DType::f64).t()) + b0.to(low).to(DType::f64);
+    if (act == Activation::relu) yl = relu(yl);
+    const double round = low == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+    EXPECT_LT(rel_error(doubles(f.y), doubles(yl)), round);
+  }
   // f32 gradients, as exact as f32 accumulation allows; the cast path's are bf16-rounded.
   ASSERT_EQ(f.x.dtype(), DType::f32);
   ASSERT_EQ(f.w.dtype(), DType::f32);
