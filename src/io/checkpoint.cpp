@@ -185,15 +185,22 @@ std::optional<data::DataLoaderState> dataloader_state(const std::string& path, c
       .seed = parse_integer<uint64_t>(path, "ember.dataloader", dl["seed"].get<std::string>())};
 }
 
+// How apply_state reads a file into a model.
+struct ApplyOptions {
+  bool strict = true;       // every missing, unexpected or mismatched tensor in one error
+  bool skip_optim = true;   // leave the optimizer's tensors (ember.optim.*) out of the match
+  bool check_only = false;  // everything but the copies (load_checkpoint checks the model
+                            // before it touches the optimizer)
+  bool verify = false;      // the checksum checked while reading, before anything changes
+                            // (SafetensorsFile::load_into)
+  bool fresh = false;       // the model is new (load_model): read into directly while hashing
+};
+
 // Copies the file's model tensors into `model` (names as state_dict; tied aliases resolved;
-// dtypes converted back when the file recorded the original). Strict: all problems in one error.
-// With `check_only`, everything but the copies (load_checkpoint checks the model before it
-// touches the optimizer). With `verify`, the checksum is checked while reading, before
-// anything changes (SafetensorsFile::load_into); with `fresh`, the model is new (load_model)
-// and is read into directly while hashing.
-nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bool strict,
-                           bool skip_optim, bool check_only = false, bool verify = false,
-                           bool fresh = false) {
+// dtypes converted back when the file recorded the original), as `o` says.
+nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model,
+                           const ApplyOptions& o) {
+  const bool strict = o.strict, skip_optim = o.skip_optim;
   const json tied = metadata_string_map(f, "ember.tied");
   const json dtypes = metadata_string_map(f, "ember.dtypes");
   nn::LoadReport report;
@@ -237,10 +244,10 @@ nn::LoadReport apply_state(const SafetensorsFile& f, const nn::Module& model, bo
     list("mismatched", report.mismatched);
     fail(f.path(), m.str());
   }
-  if (check_only) return report;
+  if (o.check_only) return report;
   std::vector<std::pair<std::string, Tensor>> items;
   for (auto& [dst, stored] : plan) items.emplace_back(stored, dst);
-  f.load_into(items, verify, fresh);
+  f.load_into(items, o.verify, o.fresh);
   return report;
 }
 
@@ -445,7 +452,7 @@ nn::Module load_model(const std::string& path,
   // Verified while the file is read straight into the module built without initialisation
   // (one pass, on the CPU and onto a GPU); the module is dropped if the file is corrupt.
   nn::Module model = build_from(f, builder, device);
-  apply_state(f, model, true, true, false, /*verify=*/true, /*fresh=*/true);
+  apply_state(f, model, {.verify = true, .fresh = true});
   model->eval();
   return model;
 }
@@ -454,8 +461,9 @@ nn::LoadReport load_state(const nn::Module& model, const std::string& path, bool
   EMBER_CHECK(model.defined(), "load_state: the model is undefined");
   settle_async_write();
   SafetensorsFile f(path);
-  return apply_state(f, model, strict, f.metadata().count("ember.optimizer") != 0, false,
-                     /*verify=*/true);
+  return apply_state(
+      f, model,
+      {.strict = strict, .skip_optim = f.metadata().count("ember.optimizer") != 0, .verify = true});
 }
 
 namespace {
@@ -727,7 +735,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
   }
   // The model's names, shapes and dtypes, and the scheduler's type, are checked first; the
   // optimizer validates its whole state and changes nothing on error.
-  apply_state(f, model, true, true, /*check_only=*/true);
+  apply_state(f, model, {.check_only = true});
   if (scheduler && sched.contains("type") && sched["type"] != scheduler->type_name())
     fail(path, "the checkpoint's scheduler is " + sched["type"].dump() + ", not " +
                    scheduler->type_name());
@@ -742,7 +750,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const nn::Module& model,
   if (scheduler)
     with_file_context(path, "the scheduler state does not fit",
                       [&] { scheduler->load_state_dict(sched); });
-  apply_state(f, model, true, true);
+  apply_state(f, model, {});
   if (rng) set_rng_state(*rng);
   if (loader && loader_state)
     loader->load_state(*loader_state);
