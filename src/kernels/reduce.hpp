@@ -273,22 +273,38 @@ struct SquareDeviationReducer {
 
 // ---- from ReduceOp to a reducer ----
 
+namespace detail {
+// Only its return type is used (ReducerOf): one branch per ReduceOp.
+template <typename T, backend::ReduceOp Op, template <typename, bool> class Sum,
+          template <typename> class Prod, template <typename, bool> class Extreme,
+          template <typename, bool> class Arg>
+auto reducer_of() {
+  using backend::ReduceOp;
+  if constexpr (Op == ReduceOp::sum)
+    return Sum<T, /*mean=*/false>{};
+  else if constexpr (Op == ReduceOp::mean)
+    return Sum<T, /*mean=*/true>{};
+  else if constexpr (Op == ReduceOp::prod)
+    return Prod<T>{};
+  else if constexpr (Op == ReduceOp::max)
+    return Extreme<T, /*max=*/true>{};
+  else if constexpr (Op == ReduceOp::min)
+    return Extreme<T, /*max=*/false>{};
+  else if constexpr (Op == ReduceOp::argmax)
+    return Arg<T, /*max=*/true>{};
+  else {
+    static_assert(Op == ReduceOp::argmin, "a ReduceOp without a reducer");
+    return Arg<T, /*max=*/false>{};
+  }
+}
+}  // namespace detail
+
 /// The reducer of `Op` on T, built from the given templates (a backend passes its own, which
 /// extend the ones above with vectorised runs).
 template <typename T, backend::ReduceOp Op, template <typename, bool> class Sum,
           template <typename> class Prod, template <typename, bool> class Extreme,
           template <typename, bool> class Arg>
-using ReducerOf = std::conditional_t<
-    Op == backend::ReduceOp::sum, Sum<T, false>,
-    std::conditional_t<
-        Op == backend::ReduceOp::mean, Sum<T, true>,
-        std::conditional_t<
-            Op == backend::ReduceOp::prod, Prod<T>,
-            std::conditional_t<
-                Op == backend::ReduceOp::max, Extreme<T, true>,
-                std::conditional_t<Op == backend::ReduceOp::min, Extreme<T, false>,
-                                   std::conditional_t<Op == backend::ReduceOp::argmax, Arg<T, true>,
-                                                      Arg<T, false>>>>>>>;
+using ReducerOf = decltype(detail::reducer_of<T, Op, Sum, Prod, Extreme, Arg>());
 
 /// Calls f(std::integral_constant<ReduceOp, op>{}) when `op` applies to T (mean: floating T
 /// only); false otherwise.
