@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "autograd/node.hpp"
+#include "core/checks.hpp"
 #include "ember/hooks.hpp"
-#include "ops/common.hpp"
 
 namespace ember::autograd {
 
@@ -67,7 +67,7 @@ void HookHandle::remove() {
 }
 
 HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
-  ops::check_defined("register_post_accumulate_grad_hook", leaf, "tensor");
+  core::check_defined("register_post_accumulate_grad_hook", leaf, "tensor");
   EMBER_CHECK(leaf.is_leaf() && leaf.requires_grad(),
               "register_post_accumulate_grad_hook: expected a leaf that requires grad (got ",
               leaf.is_leaf() ? "a leaf that does not require grad" : "a tensor computed by an op",

@@ -3,13 +3,13 @@
 #include "ember/tensor.hpp"
 
 #include "autograd/node.hpp"
+#include "core/checks.hpp"
 #include "ember/ops.hpp"
-#include "ops/common.hpp"
 
 namespace ember {
 
 Tensor& Tensor::requires_grad_(bool on) {
-  ops::check_defined("requires_grad_", *this, "tensor");
+  core::check_defined("requires_grad_", *this, "tensor");
   EMBER_CHECK(!on || is_floating(dtype()), "requires_grad_: dtype ", dtype_name(dtype()),
               " cannot require grad (expected a floating dtype)");
   EMBER_CHECK(is_leaf(),
@@ -46,7 +46,7 @@ bool Tensor::is_leaf() const { return checked("is_leaf").grad_fn == nullptr; }
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const { return checked("grad_fn").grad_fn; }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  ops::check_defined("backward", *this, "tensor");
+  core::check_defined("backward", *this, "tensor");
   autograd::run_backward({*this}, {grad}, retain_graph, {});
 }
 

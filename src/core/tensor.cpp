@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/checks.hpp"
 #include "core/make.hpp"
 
 namespace ember {
@@ -50,6 +51,10 @@ void Tensor::set_data_(const Tensor& src) {
 }
 
 namespace core {
+
+void check_defined(const char* op, const Tensor& t, const char* what) {
+  EMBER_CHECK(t.defined(), op, ": ", what, " is an undefined tensor (expected a tensor)");
+}
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)

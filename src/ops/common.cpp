@@ -107,10 +107,6 @@ std::string UserOp::describe() const {
   return out;
 }
 
-void check_defined(const char* op, const Tensor& t, const char* what) {
-  EMBER_CHECK(t.defined(), op, ": ", what, " is an undefined tensor (expected a tensor)");
-}
-
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   EMBER_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch (got ", dtype_name(a.dtype()), " and ",
               dtype_name(b.dtype()), ", expected both the same; convert with .to(DType))");

@@ -11,6 +11,7 @@
 
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
+#include "core/checks.hpp"
 #include "core/make.hpp"
 #include "ember/autocast.hpp"
 #include "ember/catalogue.hpp"
@@ -35,7 +36,8 @@ inline const backend::Backend& backend_of(const Tensor& t) {
   return backend::backend_for(t.device().type);
 }
 
-void check_defined(const char* op, const Tensor& t, const char* what = "input");
+// The ops' undefined-input check is core's (src/core/checks.hpp), which autograd uses too.
+using core::check_defined;
 
 /// The op the user called, for the errors of the ops it runs (Note [Errors name the op the
 /// user called] in ember/error.hpp). Open one first thing in a composite:
