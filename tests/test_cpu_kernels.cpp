@@ -3,6 +3,7 @@
 // White-box: calls the kernel table (backend::cpu_backend()) on raw buffers, plus the CPU
 // thread pool, allocator size classes and Philox directly. Each test names the kernel and
 // the shapes so a failure says which path (contiguous, broadcast, strided, parallel) broke.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,8 +17,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/thread_pool.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/thread_pool.hpp"
 #include "cpu/vec_math.hpp"
 #include "ember/error.hpp"
 #include "ember/runtime.hpp"
@@ -835,7 +836,7 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{100000}, int64_t{1000003}}) {
       for (int64_t grain : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        cpu::parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        core::parallel_for(n, grain, [&](int64_t b, int64_t e) {
           ASSERT_LE(0, b);
           ASSERT_LT(b, e);
           ASSERT_LE(e, n);
@@ -848,21 +849,21 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
     }
     // nested parallel_for runs inline and still covers everything
     std::atomic<int64_t> total{0};
-    cpu::parallel_for(64, 1, [&](int64_t b, int64_t e) {
+    core::parallel_for(64, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
-        cpu::parallel_for(1000, 10, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+        core::parallel_for(1000, 10, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
     });
     EXPECT_EQ(total.load(), 64000);
   }
   // an exception in a body reaches the caller and the pool keeps working
   set_num_threads(2);
-  EXPECT_THROW(cpu::parallel_for(100000, 10,
-                                 [](int64_t b, int64_t) {
-                                   if (b > 50000) throw Error("boom");
-                                 }),
+  EXPECT_THROW(core::parallel_for(100000, 10,
+                                  [](int64_t b, int64_t) {
+                                    if (b > 50000) throw Error("boom");
+                                  }),
                Error);
   std::atomic<int64_t> count{0};
-  cpu::parallel_for(100000, 10, [&](int64_t b, int64_t e) { count += e - b; });
+  core::parallel_for(100000, 10, [&](int64_t b, int64_t e) { count += e - b; });
   EXPECT_EQ(count.load(), 100000);
   EXPECT_THROW(set_num_threads(0), Error);
   // a forked child has no pool threads: it must build its own instead of hanging
@@ -870,14 +871,23 @@ TEST(CpuKernels, ParallelForCoversEveryIndexOnce) {
 #if !defined(__SANITIZE_THREAD__)
   const pid_t child = fork();
   if (child == 0) {
+    // OpenBLAS set to one thread first: the new pool's creation hook (src/cpu/threads.cpp)
+    // must bring it to the pool's size.
+    using GetThreads = int (*)();
+    using SetThreads = void (*)(int);
+    const auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (get && set) set(1);
     std::atomic<int64_t> seen{0};
-    cpu::parallel_for(1000000, 1000, [&](int64_t b, int64_t e) { seen += e - b; });
-    _exit(seen.load() == 1000000 ? 0 : 1);
+    core::parallel_for(1000000, 1000, [&](int64_t b, int64_t e) { seen += e - b; });
+    if (seen.load() != 1000000) _exit(1);
+    _exit(get && get() != core::num_threads() ? 2 : 0);
   }
   ASSERT_GT(child, 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "parallel_for after fork";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "parallel_for after fork (status 2: OpenBLAS's thread count not the new pool's)";
 #endif
   set_num_threads(saved);
 }

@@ -38,7 +38,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/onednn_loader.hpp"
-#include "cpu/thread_pool.hpp"
+#include "cpu/parallel.hpp"
 #include "ember/error.hpp"
 
 namespace ember::cpu {

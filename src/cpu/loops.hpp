@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "cpu/thread_pool.hpp"
+#include "cpu/parallel.hpp"
 #include "ember/error.hpp"
 #include "kernels/common.hpp"
 

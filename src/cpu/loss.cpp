@@ -16,7 +16,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
-#include "cpu/thread_pool.hpp"
+#include "cpu/parallel.hpp"
 #include "cpu/vec_math.hpp"
 
 namespace ember::cpu {

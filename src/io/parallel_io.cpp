@@ -18,7 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 #include "ember/error.hpp"
 
 namespace ember::io::parallel {
@@ -84,7 +84,7 @@ std::string write_error_text(int err, const std::string& path) {
 void pread_all(int fd, void* dst, uint64_t offset, uint64_t size, const std::string& path) {
   constexpr uint64_t kPiece = uint64_t{8} << 20;
   const int64_t pieces = static_cast<int64_t>(chunk_count(size, kPiece));
-  cpu::parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
+  core::parallel_for(pieces, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const uint64_t at = static_cast<uint64_t>(i) * kPiece;
       pread_exact(fd, static_cast<uint8_t*>(dst) + at, std::min(kPiece, size - at), offset + at,
@@ -98,7 +98,7 @@ uint64_t chunked_file_checksum(int fd, uint64_t offset, uint64_t size, uint64_t 
   const uint64_t n = chunk_count(size, chunk);
   std::vector<uint64_t> digests(n);
   constexpr uint64_t kBuffer = uint64_t{2} << 20;  // a thread's read buffer: stays in cache
-  cpu::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+  core::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
     std::vector<uint8_t> buf(std::min(kBuffer, std::max<uint64_t>(size, 1)));
     Hasher h;
     for (int64_t i = begin; i < end; ++i) {
@@ -157,7 +157,7 @@ uint64_t read_and_checksum(int fd, uint64_t data_offset, uint64_t data_size,
   advise_huge_pages(targets);
   const uint64_t n = chunk_count(data_size, chunk);
   std::vector<uint64_t> digests(n);
-  cpu::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+  core::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
     std::vector<uint8_t> scratch;  // the bytes no target wants, allocated when first needed
     std::vector<std::pair<const uint8_t*, uint64_t>> spans;
     Hasher h;
@@ -239,7 +239,7 @@ uint64_t write_and_checksum(int fd, uint64_t offset, const std::vector<Piece>& p
   }
   const uint64_t n = chunk_count(size, chunk);
   std::vector<uint64_t> digests(n);
-  cpu::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+  core::parallel_for(static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
     Hasher h;
     {
       for (int64_t i = begin; i < end; ++i) {
@@ -392,7 +392,7 @@ void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t d
     for (int slot = 0, k = staging.slots(); slot < k; ++slot) be.wait_pinned_slot(device, slot);
   };
   try {
-    cpu::parallel_for(static_cast<int64_t>(work.size()), 1, run);
+    core::parallel_for(static_cast<int64_t>(work.size()), 1, run);
   } catch (...) {
     wait_all();  // no copy may still write into a target the caller is about to free
     throw;

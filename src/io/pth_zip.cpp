@@ -22,7 +22,7 @@
 #include <cstring>
 #include <memory>
 
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 #include "ember/error.hpp"
 #include "io/parallel_io.hpp"
 #include "io/pth_format.hpp"
@@ -255,7 +255,7 @@ void ZipArchive::read(const ZipEntry& e, void* dst, bool verify_crc) const {
   const uint64_t chunks = std::max<uint64_t>((e.size + kChunk - 1) / kChunk, 1);
   std::vector<uLong> crcs(chunks);
   const auto* bytes = static_cast<const Bytef*>(dst);
-  cpu::parallel_for(static_cast<int64_t>(chunks), 1, [&](int64_t begin, int64_t end) {
+  core::parallel_for(static_cast<int64_t>(chunks), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const uint64_t at = static_cast<uint64_t>(i) * kChunk;
       crcs[static_cast<size_t>(i)] =

@@ -1,8 +1,9 @@
-// src/cpu/thread_pool.hpp — the process-wide CPU thread pool and parallel_for.
+// src/core/thread_pool.hpp — the process-wide CPU thread pool and parallel_for: a process
+// service in core, used by the CPU kernels (src/cpu), io (parallel reads, CRCs) and data.
 //
 // One pool per process, created on first parallel use, sized by EMBER_NUM_THREADS or the
-// core count and kept equal to OpenBLAS's thread count (src/cpu/threads.cpp). The caller
-// takes part in every job, so a pool of size n has n - 1 workers.
+// core count and kept equal to OpenBLAS's thread count (src/cpu/threads.cpp sets the hook). The
+// caller takes part in every job, so a pool of size n has n - 1 workers.
 //
 // Note [Small work runs inline]
 // parallel_for runs `fn(0, n)` on the caller, without touching the pool (no lock, no
@@ -15,14 +16,15 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace ember::cpu {
+namespace ember::core {
 
 /// Threads the pool runs jobs on, the caller included (creates the pool on first use).
 int num_threads();
 /// Resizes the pool (n >= 1); waits for no job, so call it between ops.
 void set_pool_threads(int n);
-/// Called once when the pool is first created, with its size, to keep OpenBLAS in step.
-void on_pool_created(int n);
+/// Sets what the pool calls once, with its size, when it is first created: the CPU backend
+/// keeps OpenBLAS's thread count in step (src/cpu/threads.cpp, at library load). nullptr: none.
+void set_pool_created_hook(void (*hook)(int n));
 /// True inside a parallel_for body (on a worker or on the caller).
 bool in_parallel_region();
 /// Makes idle workers stop spinning and block now: call before handing the cores to
@@ -55,4 +57,4 @@ inline void parallel_for(int64_t n, int64_t grain, F&& fn) {
   detail::parallel_for_impl(n, grain, ref);
 }
 
-}  // namespace ember::cpu
+}  // namespace ember::core

@@ -1,4 +1,4 @@
-// src/cpu/thread_pool.cpp — the process-wide pool behind parallel_for.
+// src/core/thread_pool.cpp — the process-wide pool behind parallel_for.
 //
 // Design: n - 1 workers plus the caller. A job is published by bumping a generation
 // counter (packed with the number of workers that take part, so a worker reads both
@@ -7,7 +7,7 @@
 // (kSpinTime) to catch back-to-back ops, then block on a condition variable: they never
 // spin for long, since OpenBLAS has its own threads and the cores are few; before a BLAS
 // call the spinning stops at once (park_workers).
-#include "cpu/thread_pool.hpp"
+#include "core/thread_pool.hpp"
 
 #include <pthread.h>
 
@@ -23,7 +23,7 @@
 
 #include "ember/error.hpp"
 
-namespace ember::cpu {
+namespace ember::core {
 namespace {
 
 // How long an idle worker (or a caller waiting for workers) spins before blocking: long
@@ -202,6 +202,8 @@ int default_thread_count() {
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
 }
 
+std::atomic<void (*)(int)> g_pool_created_hook{nullptr};
+
 // Creates the pool with `n` threads (or the default when n <= 0) unless it exists.
 ThreadPool& pool(int n = 0) {
   ThreadPool* p = g_pool.load(std::memory_order_acquire);
@@ -211,7 +213,7 @@ ThreadPool& pool(int n = 0) {
   if (!p) {
     const int size = n > 0 ? n : default_thread_count();
     p = new ThreadPool(size);
-    on_pool_created(size);
+    if (void (*hook)(int) = g_pool_created_hook.load(std::memory_order_acquire)) hook(size);
     g_pool.store(p, std::memory_order_release);
     // A forked child (a test's death test, a worker process) has none of the parent's
     // threads: it abandons the inherited pool and builds its own on first use.
@@ -225,6 +227,10 @@ ThreadPool& pool(int n = 0) {
 }
 
 }  // namespace
+
+void set_pool_created_hook(void (*hook)(int n)) {
+  g_pool_created_hook.store(hook, std::memory_order_release);
+}
 
 int num_threads() { return pool().size(); }
 
@@ -257,4 +263,4 @@ void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn) {
 }
 }  // namespace detail
 
-}  // namespace ember::cpu
+}  // namespace ember::core
