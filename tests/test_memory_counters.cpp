@@ -89,14 +89,19 @@ TEST(MemoryCounters, CpuLaunchesNothingAndTransfersNothing) {
   EXPECT_EQ(s.device_to_host_copies, 0);
 }
 
-TEST(MemoryCounters, ProfilerStepCountersOnTheCpuAreZeroPerStep) {
-  MlpTraining train(Device::cpu(), 2, /*adam=*/false, 16);
-  Profiler prof;
-  for (int i = 0; i < 3; ++i) {
+// Runs `steps` training steps under `prof`, one profiler step each, then stops it.
+void run_profiled(MlpTraining& train, Profiler& prof, int steps) {
+  for (int i = 0; i < steps; ++i) {
     train();
     prof.step();
   }
   prof.stop();
+}
+
+TEST(MemoryCounters, ProfilerStepCountersOnTheCpuAreZeroPerStep) {
+  MlpTraining train(Device::cpu(), 2, /*adam=*/false, 16);
+  Profiler prof;
+  run_profiled(train, prof, 3);
   ASSERT_EQ(prof.step_counters().size(), 3u);
   for (const ProfileStepCounters& c : prof.step_counters()) {
     EXPECT_EQ(c.kernel_launches, 0);
@@ -186,11 +191,7 @@ TEST(MemoryCountersCuda, ProfilerShowsConstantLaunchesPerStep) {
   MlpTraining train(Device::cuda(0), 5, /*adam=*/false, 16);
   train();
   Profiler prof;
-  for (int i = 0; i < 3; ++i) {
-    train();
-    prof.step();
-  }
-  prof.stop();
+  run_profiled(train, prof, 3);
   ASSERT_EQ(prof.step_counters().size(), 3u);
   const ProfileStepCounters first = prof.step_counters()[0];
   EXPECT_GT(first.kernel_launches, 5);
