@@ -85,7 +85,7 @@ EMBER_HD inline double normal_f64(const Block& b) {
       static_cast<double>((((static_cast<uint64_t>(b.x[0]) << 32) | b.x[1]) >> 11) + 1u) *
       kTwoPowMinus53;
   const double u2 = uniform_f64(b.x[2], b.x[3]);
-  return sqrt(-2.0 * log(u1)) * cos(kTwoPi * u2);
+  return ::sqrt(-2.0 * ::log(u1)) * ::cos(kTwoPi * u2);
 }
 
 /// Dropout keeps element i when its f32 uniform is >= p (compared exactly, in f64).
