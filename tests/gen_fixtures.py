@@ -809,6 +809,156 @@ for nm, eqn, shapes in [("einsum_matmul", "ij,jk->ik", [(3, 4), (4, 2)]),
          lambda t, eqn=eqn, names=names: torch.einsum(eqn, *[t[k] for k in names]), diff=tuple(names),
          attrs={"equation": eqn}, rtol=1e-5, atol=1e-5)
 
+# ---- linear algebra, issue 32: eigh, LU, triangular and least-squares solves, pinv, ranks,
+# powers and exponentials, Householder products, norms, cond, cross, kron, tensordot, multi_dot.
+# Matrices whose decompositions are smooth at the point (distinct eigenvalues, non-zero
+# pivots, full rank); eigh reads one triangle, so its differentiable cases symmetrise first
+# (as cholesky's above).
+def sym(a):
+    return (a + a.mT) / 2
+
+
+def rank2(m):
+    """A 4 × 3 matrix of rank 2: its third row is the sum of the first two, its fourth 0
+    (small integers, so that the sum is exact in f32 too)."""
+    r = m.randint(-3, 4, 2, 3).to(torch.float64)
+    return torch.cat([r, r.sum(0, keepdim=True), torch.zeros(1, 3, dtype=torch.float64)])
+
+
+LA = dict(rtol=1e-4, atol=1e-5)
+case("eigh_values", lambda m: {"a": m.randn(3, 3)},
+     lambda t: torch.linalg.eigh(sym(t["a"])).eigenvalues, diff=("a",), **LA)
+# Eigenvectors are defined up to sign: v[i, j]·v[0, j] does not depend on column j's sign.
+case("eigh_vectors_batched", lambda m: {"a": m.randn(2, 3, 3)},
+     lambda t: (lambda v: v * v[..., :1, :])(torch.linalg.eigh(sym(t["a"])).eigenvectors),
+     diff=("a",), **LA)
+case("eigh_upper", lambda m: {"a": m.randn(3, 3)},
+     lambda t: torch.linalg.eigh(t["a"], UPLO="U").eigenvalues, **LA)
+case("eigvalsh", lambda m: {"a": m.randn(2, 4, 4)},
+     lambda t: torch.linalg.eigvalsh(sym(t["a"])), diff=("a",), **LA)
+case("slogdet", lambda m: {"a": well_conditioned(m, 2, 3, 3)},
+     lambda t: torch.linalg.slogdet(t["a"]).logabsdet, diff=("a",), **LA)
+case("slogdet_sign", lambda m: {"a": torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [4.0, -3.0, 8.0]], dtype=torch.float64)},
+     lambda t: torch.linalg.slogdet(t["a"]).sign, **LA)
+case("lu_factor", lambda m: {"a": m.randn(2, 3, 3)},
+     lambda t: torch.linalg.lu_factor(t["a"]).LU, diff=("a",), **LA)
+case("lu_factor_pivots", lambda m: {"a": m.randn(3, 4)},
+     lambda t: torch.linalg.lu_factor(t["a"]).pivots.long())
+case("lu_l", lambda m: {"a": m.randn(3, 3)}, lambda t: torch.linalg.lu(t["a"]).L, diff=("a",),
+     **LA)
+case("lu_u", lambda m: {"a": m.randn(3, 3)}, lambda t: torch.linalg.lu(t["a"]).U, diff=("a",),
+     **LA)
+case("lu_p_wide", lambda m: {"a": m.randn(3, 5)}, lambda t: torch.linalg.lu(t["a"]).P)
+
+
+def lu_inputs(m, batch=()):
+    f = torch.linalg.lu_factor(well_conditioned(m, *batch, 3, 3))
+    return {"lu": m._f32(f.LU), "pivots": f.pivots.long(), "b": m.randn(*batch, 3, 2)}
+
+
+case("lu_solve", lambda m: lu_inputs(m),
+     lambda t: torch.linalg.lu_solve(t["lu"], t["pivots"].int(), t["b"]), diff=("lu", "b"), **LA)
+case("lu_solve_adjoint_right", lambda m: dict(lu_inputs(m, (2,)), b=m.randn(2, 4, 3)),
+     lambda t: torch.linalg.lu_solve(t["lu"], t["pivots"].int(), t["b"], left=False,
+                                     adjoint=True), diff=("lu", "b"), **LA)
+case("solve_triangular_lower", lambda m: {"a": well_conditioned(m, 3, 3), "b": m.randn(3, 2)},
+     lambda t: torch.linalg.solve_triangular(t["a"], t["b"], upper=False), diff=("a", "b"), **LA)
+case("solve_triangular_upper_right_unit",
+     lambda m: {"a": m.randn(2, 3, 3), "b": m.randn(4, 3)},
+     lambda t: torch.linalg.solve_triangular(t["a"], t["b"], upper=True, left=False,
+                                             unitriangular=True), diff=("a", "b"), **LA)
+case("triangular_solve_transpose", lambda m: {"b": m.randn(3, 2), "a": well_conditioned(m, 3, 3)},
+     lambda t: torch.triangular_solve(t["b"], t["a"], upper=True, transpose=True).solution,
+     diff=("b", "a"), **LA)
+# cholesky_solve reads the factor's triangle; torch's gradient treats the whole matrix as the
+# factor, so the reference passes it the triangle (the gradient is then that triangle's).
+case("cholesky_solve", lambda m: {"b": m.randn(3, 2), "l": well_conditioned(m, 3, 3)},
+     lambda t: torch.cholesky_solve(t["b"], torch.tril(t["l"])), diff=("b", "l"), **LA)
+case("cholesky_solve_upper", lambda m: {"b": m.randn(2, 3, 2), "l": well_conditioned(m, 3, 3)},
+     lambda t: torch.cholesky_solve(t["b"], torch.triu(t["l"]), upper=True), diff=("b", "l"), **LA)
+case("lstsq_tall", lambda m: {"a": m.randn(5, 3), "b": m.randn(5, 2)},
+     lambda t: torch.linalg.lstsq(t["a"], t["b"]).solution, diff=("a", "b"), **LA)
+case("lstsq_wide_batched", lambda m: {"a": m.randn(2, 2, 4), "b": m.randn(2, 3)},
+     lambda t: torch.linalg.lstsq(t["a"], t["b"].expand(2, 2, 3)).solution, diff=("a", "b"), **LA)
+case("pinv", lambda m: {"a": m.randn(4, 3)}, lambda t: torch.linalg.pinv(t["a"]), diff=("a",),
+     **LA)
+case("pinv_wide_batched", lambda m: {"a": m.randn(2, 2, 3)}, lambda t: torch.linalg.pinv(t["a"]),
+     diff=("a",), **LA)
+case("matrix_rank", lambda m: {"a": rank2(m)}, lambda t: torch.linalg.matrix_rank(t["a"]))
+case("matrix_rank_batched", lambda m: {"a": torch.stack([rank2(m), m.randn(4, 3)])},
+     lambda t: torch.linalg.matrix_rank(t["a"]))
+case("matrix_power_3", lambda m: {"a": m.randn(2, 3, 3)},
+     lambda t: torch.linalg.matrix_power(t["a"], 3), diff=("a",), **LA)
+# torch 1.13's matrix_power(a, -2) backward fails (its inverse is modified in place): the
+# reference is the power of the inverse, whose value is checked against it.
+def inverse_squared(a):
+    out = torch.linalg.inv(a) @ torch.linalg.inv(a)
+    assert torch.allclose(out, torch.linalg.matrix_power(a.detach(), -2))
+    return out
+
+
+case("matrix_power_neg2", lambda m: {"a": well_conditioned(m, 3, 3)},
+     lambda t: inverse_squared(t["a"]), diff=("a",), **LA)
+case("matrix_exp", lambda m: {"a": m.randn(3, 3, scale=0.3)},
+     lambda t: torch.linalg.matrix_exp(t["a"]), diff=("a",), **LA)
+case("matrix_exp_scaled_batched", lambda m: {"a": m.randn(2, 3, 3, scale=1.5)},
+     lambda t: torch.linalg.matrix_exp(t["a"]), diff=("a",), **LA)
+case("householder_product", lambda m: {"a": m.randn(4, 3), "tau": m.uniform(2, lo=0.5, hi=1.5)},
+     lambda t: torch.linalg.householder_product(t["a"], t["tau"]), diff=("a", "tau"), **LA)
+case("householder_product_batched",
+     lambda m: {"a": m.randn(2, 3, 3), "tau": m.uniform(2, 3, lo=0.5, hi=1.5)},
+     lambda t: torch.linalg.householder_product(t["a"], t["tau"]), diff=("a", "tau"), **LA)
+case("vector_norm_2_dim", lambda m: {"x": m.randn(3, 4)},
+     lambda t: torch.linalg.vector_norm(t["x"], 2, dim=1), diff=("x",), **LA)
+case("vector_norm_3_keepdim", lambda m: {"x": m.away_from_zero(2, 3, 4)},
+     lambda t: torch.linalg.vector_norm(t["x"], 3, dim=(0, 2), keepdim=True), diff=("x",), **LA)
+case("matrix_norm_fro", lambda m: {"a": m.randn(2, 3, 4)},
+     lambda t: torch.linalg.matrix_norm(t["a"]), diff=("a",), **LA)
+case("matrix_norm_nuc", lambda m: {"a": m.randn(3, 4)},
+     lambda t: torch.linalg.matrix_norm(t["a"], "nuc"), diff=("a",), **LA)
+case("matrix_norm_2", lambda m: {"a": m.randn(2, 4, 3)},
+     lambda t: torch.linalg.matrix_norm(t["a"], 2), diff=("a",), **LA)
+case("matrix_norm_neg2_dims", lambda m: {"a": m.randn(4, 2, 3)},
+     lambda t: torch.linalg.matrix_norm(t["a"], -2, dim=(0, 2)), diff=("a",), **LA)
+case("matrix_norm_1_keepdim", lambda m: {"a": m.distinct(2, 3, 4)},
+     lambda t: torch.linalg.matrix_norm(t["a"], 1, keepdim=True), diff=("a",), **LA)
+case("matrix_norm_neginf_dims", lambda m: {"a": m.distinct(3, 2, 4)},
+     lambda t: torch.linalg.matrix_norm(t["a"], -float("inf"), dim=(2, 0)), diff=("a",), **LA)
+case("cond", lambda m: {"a": m.randn(2, 3, 3)}, lambda t: torch.linalg.cond(t["a"]), diff=("a",),
+     **LA)
+# torch 1.13's cond backward fails for p other than ±2 (the same in-place inverse): the
+# reference is its definition, checked against torch.linalg.cond.
+def cond_by_norms(a, p):
+    out = torch.linalg.matrix_norm(a, p) * torch.linalg.matrix_norm(torch.linalg.inv(a), p)
+    assert torch.allclose(out, torch.linalg.cond(a.detach(), p))
+    return out
+
+
+case("cond_fro", lambda m: {"a": well_conditioned(m, 3, 3)},
+     lambda t: cond_by_norms(t["a"], "fro"), diff=("a",), **LA)
+case("cond_inf", lambda m: {"a": m.distinct(3, 3) + 3 * torch.eye(3, dtype=torch.float64)},
+     lambda t: cond_by_norms(t["a"], float("inf")), diff=("a",), **LA)
+case("cross", lambda m: {"a": m.randn(4, 3), "b": m.randn(4, 3)},
+     lambda t: torch.linalg.cross(t["a"], t["b"]), diff=("a", "b"), **LA)
+case("cross_dim0_broadcast", lambda m: {"a": m.randn(3, 4), "b": m.randn(3, 1)},
+     lambda t: torch.linalg.cross(t["a"], t["b"], dim=0), diff=("a", "b"), **LA)
+case("kron", lambda m: {"a": m.randn(2, 3), "b": m.randn(3, 2)},
+     lambda t: torch.kron(t["a"], t["b"]), diff=("a", "b"), **LA)
+case("kron_ranks", lambda m: {"a": m.randn(2, 1, 2), "b": m.randn(2, 3)},
+     lambda t: torch.kron(t["a"], t["b"]), diff=("a", "b"), **LA)
+case("tensordot_2", lambda m: {"a": m.randn(2, 3, 4), "b": m.randn(3, 4, 2)},
+     lambda t: torch.tensordot(t["a"], t["b"], 2), diff=("a", "b"), **LA)
+case("tensordot_pairs", lambda m: {"a": m.randn(3, 4, 2), "b": m.randn(2, 3, 5)},
+     lambda t: torch.tensordot(t["a"], t["b"], ([0, 2], [1, 0])), diff=("a", "b"), **LA)
+case("multi_dot", lambda m: {"x0": m.randn(5), "x1": m.randn(5, 3), "x2": m.randn(3, 6),
+                             "x3": m.randn(6, 2), "x4": m.randn(2)},
+     lambda t: torch.linalg.multi_dot([t["x%d" % i] for i in range(5)]),
+     diff=("x0", "x1", "x2", "x3", "x4"), **LA)
+case("multi_dot_matrices", lambda m: {"x0": m.randn(2, 4), "x1": m.randn(4, 3)},
+     lambda t: torch.linalg.multi_dot([t["x0"], t["x1"]]), diff=("x0", "x1"), **LA)
+case("chain_matmul", lambda m: {"x0": m.randn(3, 2), "x1": m.randn(2, 4), "x2": m.randn(4, 3)},
+     lambda t: torch.chain_matmul(t["x0"], t["x1"], t["x2"]), diff=("x0", "x1", "x2"), **LA)
+
 # ---- losses (issue 16)
 T = lambda *v: torch.tensor(v, dtype=torch.float64)
 case("cross_entropy_weight", lambda m: {"logits": m.randn(5, 4, scale=2.0),

@@ -35,5 +35,7 @@ void add_core_cases(OpTable& t);
 /// The cases of issue 16's vocabulary: sorting and scans, rearrangements and indexing,
 /// decompositions and einsum, the other losses, convolution/pooling/upsampling.
 void add_vocabulary_cases(OpTable& t);
+/// The cases of issue 32's linear algebra (tests/test_op_cases_linalg.cpp).
+void add_linalg_cases(OpTable& t);
 
 }  // namespace ember_test

@@ -43,6 +43,7 @@ const std::map<std::string, OpFn>& op_table() {
     std::map<std::string, OpFn> t;
     ember_test::add_core_cases(t);
     ember_test::add_vocabulary_cases(t);
+    ember_test::add_linalg_cases(t);
     return t;
   }();
   return table;
@@ -304,6 +305,9 @@ TEST_P(OpFixture, ErrorsNameTheOp) {
                                                        "ctc_loss",
                                                        "ctc_loss_packed_sum",
                                                        "dropout_moments",
+                                                       "eigh_values",
+                                                       "eigh_vectors_batched",
+                                                       "eigvalsh",
                                                        "isfinite",
                                                        "isinf",
                                                        "isnan",

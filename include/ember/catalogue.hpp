@@ -203,6 +203,29 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(cholesky, linalg, true, kFloat, kFloat, decompose)                                 \
   X(qr, linalg, true, kFloat, kFloat, decompose)                                       \
   X(svd, linalg, true, kFloat, kFloat, decompose)                                      \
+  X(eigh, linalg, true, kFloat, kFloat, decompose)                                     \
+  X(eigvalsh, linalg, true, kFloat, kFloat, composite)                                 \
+  X(slogdet, linalg, true, kFloat, kFloat, decompose)                                  \
+  X(lu_factor, linalg, true, kFloat, kFloat, decompose)                                \
+  X(lu, linalg, true, kFloat, kFloat, composite)                                       \
+  X(lu_solve, linalg, true, kFloat, kFloat, composite)                                 \
+  X(solve_triangular, linalg, true, kFloat, kFloat, decompose)                         \
+  X(triangular_solve, linalg, true, kFloat, kFloat, composite)                         \
+  X(cholesky_solve, linalg, true, kFloat, kFloat, composite)                           \
+  X(lstsq, linalg, true, kFloat, kFloat, composite)                                    \
+  X(pinv, linalg, true, kFloat, kFloat, composite)                                     \
+  X(matrix_rank, linalg, false, kFloat, kFloat, composite)                             \
+  X(matrix_power, linalg, true, kFloat, kFloat, composite)                             \
+  X(matrix_exp, linalg, true, kFloat, kFloat, composite)                               \
+  X(householder_product, linalg, true, kFloat, kFloat, composite)                      \
+  X(vector_norm, linalg, true, kFloat, kFloat, composite)                              \
+  X(matrix_norm, linalg, true, kFloat, kFloat, composite)                              \
+  X(cond, linalg, true, kFloat, kFloat, composite)                                     \
+  X(cross, linalg, true, kFloat, kFloat, composite)                                    \
+  X(kron, linalg, true, kFloat, kFloat, composite)                                     \
+  X(tensordot, linalg, true, kFloat, kFloat, composite)                                \
+  X(multi_dot, linalg, true, kFloat, kFloat, composite)                                \
+  X(chain_matmul, linalg, true, kFloat, kFloat, composite)                             \
   X(einsum, linalg, true, kAnyFloat, kAnyFloat, composite)                             \
   X(reshape, shape, true, kAnyDType, kAnyDType, copy)                                  \
   X(view, shape, true, kAnyDType, kAnyDType, view)                                     \

@@ -296,6 +296,131 @@ struct SVD {
   Tensor Vh{};
 };
 SVD svd(const Tensor& a);
+/// The symmetric eigendecomposition, as torch.linalg.eigh: eigenvalues [..., n] ascending and
+/// eigenvectors [..., n, n] (columns, A = V·diag(L)·Vᵀ). Only one triangle of A is read: the
+/// lower (`uplo` "L") or the upper ("U"), so symmetrise a computed A first. The gradient is
+/// PyTorch's (symmetric; it assumes distinct eigenvalues). eigvalsh: the eigenvalues only.
+///   auto [l, v] = eigh(a);   Tensor l2 = eigvalsh(a);
+struct Eigh {
+  Tensor eigenvalues{};
+  Tensor eigenvectors{};
+};
+Eigh eigh(const Tensor& a, const std::string& uplo = "L");
+Tensor eigvalsh(const Tensor& a, const std::string& uplo = "L");
+/// torch.linalg.eig and eigvals are refused: the eigenvalues of a general real matrix are
+/// complex and ember has no complex dtype. The error says so and points to eigh / eigvalsh,
+/// which cover symmetric matrices.
+struct Eig {
+  Tensor eigenvalues{};
+  Tensor eigenvectors{};
+};
+Eig eig(const Tensor& a);
+Tensor eigvals(const Tensor& a);
+/// sign(det A) and log|det A| through an LU factorisation, as torch.linalg.slogdet: a singular
+/// matrix gives sign 0 and logabsdet -inf. The gradient flows through logabsdet (A⁻ᵀ·g).
+///   auto [sign, logabsdet] = slogdet(a);   // det(a) == sign * exp(logabsdet)
+struct SlogDet {
+  Tensor sign{};
+  Tensor logabsdet{};
+};
+SlogDet slogdet(const Tensor& a);
+/// LU with partial pivoting, as torch.linalg.lu_factor: LU [..., m, n] packs L (unit lower,
+/// diagonal not stored) and U; pivots [..., min(m, n)] i32, 1-based, the rows LAPACK swapped
+/// in turn. A singular matrix is an error (PyTorch's; lu() accepts it). Gradient: square A.
+///   auto [lu_, piv] = lu_factor(a);   Tensor x = lu_solve(lu_, piv, b);
+struct LUFactor {
+  Tensor LU{};
+  Tensor pivots{};
+};
+LUFactor lu_factor(const Tensor& a);
+/// A = P·L·U unpacked, as torch.linalg.lu: P [..., m, m], L [..., m, k], U [..., k, n].
+struct LU {
+  Tensor P{};
+  Tensor L{};
+  Tensor U{};
+};
+LU lu(const Tensor& a);
+/// X with A·X = B (`left`) or X·A = B (Aᵀ in place of A with `adjoint`), A = P·L·U packed by
+/// lu_factor (`packed`, `pivots`), as torch.linalg.lu_solve.
+Tensor lu_solve(const Tensor& packed, const Tensor& pivots, const Tensor& b, bool left = true,
+                bool adjoint = false);
+/// X with A·X = B (`left`) or X·A = B for triangular A, as torch.linalg.solve_triangular: only
+/// the `upper` or lower triangle is read, `unitriangular` takes its diagonal as ones; batch
+/// dims broadcast. A zero on the diagonal is an error naming the batch index.
+///   Tensor x = solve_triangular(l, b, /*upper=*/false);
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                        bool unitriangular = false);
+/// torch.triangular_solve(b, A, upper, transpose, unitriangular): the older argument order;
+/// solution with A·X = B (Aᵀ·X = B with `transpose`) and a copy of A.
+struct TriangularSolve {
+  Tensor solution{};
+  Tensor cloned_coefficient{};
+};
+TriangularSolve triangular_solve(const Tensor& b, const Tensor& a, bool upper = true,
+                                 bool transpose = false, bool unitriangular = false);
+/// X with (L·Lᵀ)·X = B from a Cholesky factor (`upper`: A = Uᵀ·U), as torch.cholesky_solve:
+/// two triangular solves, so only the factor's triangle is read and gets a gradient.
+///   Tensor x = cholesky_solve(b, cholesky(a));
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper = false);
+/// The least-squares solution of A·X = B, as torch.linalg.lstsq for A of full rank: through
+/// QR (m >= n: min ‖AX - B‖; m < n: the minimum-norm solution). residuals: ‖AX - B‖² per
+/// column when m > n, else empty; rank: min(m, n) (i64, full rank assumed); singular_values
+/// empty (as PyTorch's default driver gelsy). B [..., m, k]; batch dims broadcast.
+///   Tensor x = lstsq(a, b).solution;
+struct Lstsq {
+  Tensor solution{};
+  Tensor residuals{};
+  Tensor rank{};
+  Tensor singular_values{};
+};
+Lstsq lstsq(const Tensor& a, const Tensor& b);
+/// The Moore-Penrose pseudo-inverse through the SVD (`hermitian`: through eigh), as
+/// torch.linalg.pinv: singular values at or below max(atol, rtol·σ_max) count as 0; rtol
+/// defaults to max(m, n)·ε of the dtype when neither is given (0 when only atol is).
+///   Tensor p = pinv(a);   Tensor x = matmul(pinv(a), b);
+Tensor pinv(const Tensor& a, std::optional<double> atol = std::nullopt,
+            std::optional<double> rtol = std::nullopt, bool hermitian = false);
+/// The number of singular values above the same tolerance (i64, not differentiable), as
+/// torch.linalg.matrix_rank.
+Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+/// A to the integer power n (n < 0: the inverse's power; n = 0: the identity), by squaring,
+/// as torch.linalg.matrix_power.   Tensor a3 = matrix_power(a, 3);
+Tensor matrix_power(const Tensor& a, int64_t n);
+/// exp(A) = Σ Aᵏ/k! of square matrices, by scaling and squaring (a degree-18 Taylor
+/// polynomial of A/2ˢ, ‖A/2ˢ‖₁ ≤ 1/2, squared s times), as torch.linalg.matrix_exp.
+Tensor matrix_exp(const Tensor& a);
+/// The first n columns of H₁·…·H_k, Hᵢ = I - τᵢ·vᵢ·vᵢᵀ with vᵢ below A's diagonal in column i
+/// (and 1 on it), as torch.linalg.householder_product: A [..., m, n], tau [..., k], k <= n <= m.
+Tensor householder_product(const Tensor& a, const Tensor& tau);
+/// torch.linalg.vector_norm: norm(x, ord, dims, keepdim) under the torch.linalg name.
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const Shape& dims = {}, bool keepdim = false);
+/// torch.linalg.matrix_norm over `dims` (two dims, default the last two): "fro", "nuc", or a
+/// number: ±1 (max/min column sum of |A|), ±inf (max/min row sum), ±2 (largest / smallest
+/// singular value).   Tensor f = matrix_norm(a);   Tensor s = matrix_norm(a, 2.0);
+Tensor matrix_norm(const Tensor& a, const std::string& ord = "fro", const Shape& dims = {-2, -1},
+                   bool keepdim = false);
+Tensor matrix_norm(const Tensor& a, double ord, const Shape& dims = {-2, -1}, bool keepdim = false);
+/// The condition number, as torch.linalg.cond: σ_max/σ_min for p = 2 (the default), σ_min/σ_max
+/// for -2, otherwise matrix_norm(A, p)·matrix_norm(A⁻¹, p) (square A).
+Tensor cond(const Tensor& a, std::optional<double> p = std::nullopt);
+Tensor cond(const Tensor& a, const std::string& p);
+/// The cross product of 3-vectors along `dim` (size 3 in both; other dims broadcast), as
+/// torch.linalg.cross.   Tensor c = cross(a, b);
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+/// The Kronecker product, as torch.kron: result[i·p + k, j·q + l] = a[i, j]·b[k, l] (any rank,
+/// the shorter shape padded with leading 1s; at most 4 dims).
+Tensor kron(const Tensor& a, const Tensor& b);
+/// Sums over the last `dims` dims of a and the first `dims` of b, or over the listed pairs,
+/// as torch.tensordot; one GEMM.   tensordot(a, b, 2);   tensordot(a, b, {1, 0}, {0, 2});
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
+Tensor tensordot(const Tensor& a, const Tensor& b, const Shape& dims_a, const Shape& dims_b);
+/// The product of a chain of matrices in the cheapest order, as torch.linalg.multi_dot (the
+/// first may be a vector [n], read as a row; the last a vector, read as a column; their dims
+/// are dropped from the result). chain_matmul: the same for matrices only (torch.chain_matmul).
+///   Tensor y = multi_dot({a, b, c});
+Tensor multi_dot(const std::vector<Tensor>& tensors);
+Tensor chain_matmul(const std::vector<Tensor>& matrices);
 /// Einstein summation over any subscripts, as torch.einsum: letters, "..." for broadcast dims,
 /// an optional "->output" (implicit: "..." then the letters used once, sorted), repeated
 /// letters in one operand for diagonals. Lowered to permutes, sums and one bmm per pair.

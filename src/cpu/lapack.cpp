@@ -1,12 +1,15 @@
-// src/cpu/lapack.cpp — the decompose slot: inverse, determinant, solve, Cholesky, QR and SVD of
-// each matrix of a batch, through the LAPACK routines OpenBLAS carries (getrf/getri/getrs,
-// potrf, geqrf/orgqr, gesdd; declared here, Fortran calling convention).
+// src/cpu/lapack.cpp — the decompose slot: inverse, determinant, solve, Cholesky, QR, SVD, the
+// symmetric eigendecomposition, LU with partial pivoting and triangular solves of each matrix
+// of a batch, through the LAPACK routines OpenBLAS carries (getrf/getri/getrs, potrf,
+// geqrf/orgqr, gesdd, syevd, trtrs; declared here, Fortran calling convention).
 //
 // LAPACK is column-major and ember row-major: a row-major buffer is the transpose to LAPACK.
 // inverse, det and cholesky use that directly (inv(Aᵀ) = inv(A)ᵀ, det Aᵀ = det A, and the upper
 // factor U of Aᵀ = A is Lᵀ, whose row-major reading is L); solve factors Aᵀ and solves with the
-// transposed system; qr and svd transpose a copy first. Batches run one matrix at a time on
-// this thread (LAPACK calls BLAS, which must not run inside a parallel_for body).
+// transposed system; qr and svd transpose a copy first. eigh reads the row-major lower triangle
+// as LAPACK's upper one; lu transposes a copy (row pivoting needs the real rows); the
+// triangular solves pass Aᵀ with trans = 'T' and the other triangle. Batches run one matrix at a
+// time on this thread (LAPACK calls BLAS, which must not run inside a parallel_for body).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -41,6 +44,18 @@ void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* 
 void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
              double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
              int* iwork, int* info, size_t);
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+             float* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
+             size_t);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t,
+             size_t);
+void strtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs,
+             const float* a, const int* lda, float* b, const int* ldb, int* info, size_t, size_t,
+             size_t);
+void dtrtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs,
+             const double* a, const int* lda, double* b, const int* ldb, int* info, size_t, size_t,
+             size_t);
 }
 
 namespace ember::cpu {
@@ -75,6 +90,16 @@ struct Lapack;
                       T* w, int lw, int* iw, int* info) {                                          \
       p##gesdd_(&j, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, w, &lw, iw, info, 1);                  \
     }                                                                                              \
+    static void syevd(char u, int n, T* a, int lda, T* w, T* work, int lw, int* iw, int liw,       \
+                      int* info) {                                                                 \
+      const char v = 'V';                                                                          \
+      p##syevd_(&v, &u, &n, a, &lda, w, work, &lw, iw, &liw, info, 1, 1);                          \
+    }                                                                                              \
+    static void trtrs(char u, char t, int n, int nrhs, const T* a, int lda, T* b, int ldb,         \
+                      int* info) {                                                                 \
+      const char d = 'N';                                                                          \
+      p##trtrs_(&u, &t, &d, &n, &nrhs, a, &lda, b, &ldb, info, 1, 1, 1);                           \
+    }                                                                                              \
   };
 EMBER_LAPACK_(float, s)
 EMBER_LAPACK_(double, d)
@@ -103,6 +128,7 @@ int64_t run(Decomposition op, const View& a, const View& b, const View& out0, co
   const T* in = static_cast<const T*>(a.data);
   std::vector<T> work_a(static_cast<size_t>(m) * n);
   std::vector<int> ipiv(static_cast<size_t>(std::max(k, 1)));
+  int64_t first_singular = -1;  // lu: the first matrix with a zero pivot
   for (int64_t i = 0; i < batch; ++i) {
     const T* ai = in + i * m * n;
     int info = 0;
@@ -196,9 +222,47 @@ int64_t run(Decomposition op, const View& a, const View& b, const View& out0, co
         transpose_into(static_cast<T*>(out2.data) + i * k * n, vt.data(), n, k);
         break;
       }
+      case Decomposition::eigh: {
+        // Row-major A read as column-major is Aᵀ: its upper triangle is A's lower one.
+        std::memcpy(work_a.data(), ai, sizeof(T) * n * n);
+        T query;
+        int iquery = 0;
+        Lapack<T>::syevd('U', n, work_a.data(), n, static_cast<T*>(out0.data) + i * n, &query, -1,
+                         &iquery, -1, &info);
+        std::vector<T> w(static_cast<size_t>(work_size(query)));
+        std::vector<int> iw(static_cast<size_t>(std::max(1, iquery)));
+        Lapack<T>::syevd('U', n, work_a.data(), n, static_cast<T*>(out0.data) + i * n, w.data(),
+                         static_cast<int>(w.size()), iw.data(), static_cast<int>(iw.size()), &info);
+        if (info != 0) return i;
+        // Column j of Z is eigenvector j; row-major out1[r][j] = Z(r, j).
+        transpose_into(static_cast<T*>(out1.data) + i * n * n, work_a.data(), n, n);
+        break;
+      }
+      case Decomposition::lu: {
+        std::vector<T> col(static_cast<size_t>(m) * n);
+        transpose_into(col.data(), ai, m, n);
+        Lapack<T>::getrf(m, n, col.data(), m, ipiv.data(), &info);
+        if (info > 0 && first_singular < 0) first_singular = i;  // every matrix is still written
+        transpose_into(static_cast<T*>(out0.data) + i * m * n, col.data(), n, m);
+        int32_t* piv = static_cast<int32_t*>(out1.data) + i * k;
+        for (int j = 0; j < k; ++j) piv[j] = ipiv[j];
+        break;
+      }
+      case Decomposition::solve_lower:
+      case Decomposition::solve_upper: {
+        const int rhs = static_cast<int>(b.shape[b.shape.size() - 1]);
+        std::vector<T> x(static_cast<size_t>(n) * rhs);
+        transpose_into(x.data(), static_cast<const T*>(b.data) + i * n * rhs, n, rhs);
+        // The buffer is Aᵀ to LAPACK: A lower is its upper triangle, solved transposed.
+        const char uplo = op == Decomposition::solve_lower ? 'U' : 'L';
+        Lapack<T>::trtrs(uplo, 'T', n, rhs, ai, n, x.data(), n, &info);
+        if (info != 0) return i;
+        transpose_into(static_cast<T*>(out0.data) + i * n * rhs, x.data(), rhs, n);
+        break;
+      }
     }
   }
-  return -1;
+  return first_singular;
 }
 
 }  // namespace

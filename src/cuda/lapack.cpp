@@ -1,6 +1,8 @@
 // src/cuda/lapack.cpp — the decompose slot on CUDA: the documented CPU fallback. The operands
 // are copied to host memory, the CPU backend's LAPACK decomposes them, and the results are
-// copied back (docs/ops.md says so; cuSOLVER would keep them on the device).
+// copied back (docs/ops.md says so; cuSOLVER would keep them on the device). Every
+// Decomposition goes this way, eigh, lu (its i32 pivots too) and the triangular solves
+// included: each operand is copied as its own dtype.
 #include <vector>
 
 #include "cuda/common.cuh"

@@ -6,11 +6,11 @@
 // The decompositions run on the backend's decompose slot (LAPACK on the CPU; on a GPU the
 // documented fallback copies the matrices to the host). Their gradients are composites of
 // matmul, inv and triangle masks, so they run on the tensors' device.
+#include "ops/decompose.hpp"
+
 #include <algorithm>
 #include <map>
 #include <string>
-
-#include "ops/common.hpp"
 
 namespace ember {
 
@@ -18,7 +18,7 @@ using autograd::GradList;
 using autograd::SavedTensor;
 using backend::Decomposition;
 
-namespace {
+namespace ops::linalg {
 
 void check_matrices(Op op, const Tensor& a, bool square) {
   const ops::OpScope op_scope(op, a);
@@ -29,8 +29,6 @@ void check_matrices(Op op, const Tensor& a, bool square) {
   EMBER_CHECK(!square || m == n, op_name(op), ": input shape ", a.shape().to_string(),
               " (expected square matrices [..., n, n])");
 }
-
-Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
 
 Shape with_last(const Shape& batch, std::initializer_list<int64_t> last) {
   Shape s = batch;
@@ -45,21 +43,42 @@ Shape batch_of(const Tensor& a) {
   return s;
 }
 
+Tensor eye(int64_t m, int64_t n, const Tensor& like) {
+  const TensorOptions o{.dtype = like.dtype(), .device = like.device()};
+  return eq(arange(static_cast<double>(m), o).unsqueeze(1), arange(static_cast<double>(n), o))
+      .to(like.dtype());
+}
+Tensor eye(int64_t n, const Tensor& like) { return eye(n, n, like); }
+
+Tensor diagonal(const Tensor& a) { return sum(a * eye(a.shape()[a.dim() - 1], a), {-1}); }
+
+Tensor diag_embed(const Tensor& v) { return v.unsqueeze(-1) * eye(v.shape()[v.dim() - 1], v); }
+
+int64_t run_unchecked(Decomposition kind, const Tensor& a, const Tensor& b, const Tensor& o0,
+                      const Tensor& o1, const Tensor& o2) {
+  // No matrices, or empty ones: nothing to factor (LAPACK refuses n = 0 leading dims). The
+  // callers give empty outputs their values (det: 1); a result is never left unwritten.
+  if (a.numel() == 0 || (b.defined() && b.numel() == 0)) return -1;
+  Tensor ac = a.contiguous(), bc = b.defined() ? b.contiguous() : Tensor();
+  auto view = [](const Tensor& t) { return t.defined() ? ops::view_of(t) : backend::View{}; };
+  return ops::backend_of(a).decompose(kind, view(ac), view(bc), view(o0), view(o1), view(o2));
+}
+
 // Runs the slot on contiguous copies and turns a failed matrix into an error naming it.
 void run(Op op, Decomposition kind, const Tensor& a, const Tensor& b, const Tensor& o0,
          const Tensor& o1, const Tensor& o2, const char* failure) {
-  // No matrices, or empty ones: nothing to factor (LAPACK refuses n = 0 leading dims). The
-  // callers give empty outputs their values (det: 1); a result is never left unwritten.
-  if (a.numel() == 0 || (b.defined() && b.numel() == 0)) return;
-  Tensor ac = a.contiguous(), bc = b.defined() ? b.contiguous() : Tensor();
-  auto view = [](const Tensor& t) { return t.defined() ? ops::view_of(t) : backend::View{}; };
-  const int64_t bad =
-      ops::backend_of(a).decompose(kind, view(ac), view(bc), view(o0), view(o1), view(o2));
+  const int64_t bad = run_unchecked(kind, a, b, o0, o1, o2);
   EMBER_CHECK(bad < 0, op_name(op), ": the matrix at batch index ", bad, " ", failure,
               " (input shape ", a.shape().to_string(), ")");
 }
 
-}  // namespace
+}  // namespace ops::linalg
+
+using ops::linalg::batch_of;
+using ops::linalg::check_matrices;
+using ops::linalg::mT;
+using ops::linalg::run;
+using ops::linalg::with_last;
 
 Tensor inv(const Tensor& a) {
   check_matrices(Op::inv, a, true);
