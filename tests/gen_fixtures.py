@@ -842,6 +842,10 @@ case("slogdet_sign", lambda m: {"a": torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3
      lambda t: torch.linalg.slogdet(t["a"]).sign, **LA)
 case("lu_factor", lambda m: {"a": m.randn(2, 3, 3)},
      lambda t: torch.linalg.lu_factor(t["a"]).LU, diff=("a",), **LA)
+case("lu_factor_wide", lambda m: {"a": m.randn(3, 5)},
+     lambda t: torch.linalg.lu_factor(t["a"]).LU, diff=("a",), **LA)
+case("lu_factor_tall_batched", lambda m: {"a": m.randn(2, 5, 3)},
+     lambda t: torch.linalg.lu_factor(t["a"]).LU, diff=("a",), **LA)
 case("lu_factor_pivots", lambda m: {"a": m.randn(3, 4)},
      lambda t: torch.linalg.lu_factor(t["a"]).pivots.long())
 case("lu_l", lambda m: {"a": m.randn(3, 3)}, lambda t: torch.linalg.lu(t["a"]).L, diff=("a",),

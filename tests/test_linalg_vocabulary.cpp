@@ -174,12 +174,17 @@ TEST(LinalgVocabulary, MismatchedShapesAreRefusedNamingBoth) {
   expect_starts_with(error_of([&] { ember::pinv(a, -1.0); }), "pinv: atol -1");
 }
 
-TEST(LinalgVocabulary, NonSquareLuGradientIsRefusedWhenRecorded) {
-  const Tensor a = random_f64({3, 4}, 22).requires_grad_();
-  expect_starts_with(error_of([&] { ember::lu_factor(a); }),
-                     "lu_factor: the gradient of a non-square factorisation is not implemented");
-  ember::NoGradGuard no_grad;
-  EXPECT_EQ(ember::lu_factor(a).LU.shape(), Shape({3, 4}));
+TEST(LinalgVocabulary, LuFactorGradientOfTallAndWideMatricesMatchesFiniteDifferences) {
+  for (const Shape& shape : {Shape{2, 5, 3}, Shape{3, 5}, Shape{4, 4}}) {
+    const Tensor a = random_f64(shape, 22).requires_grad_();
+    const ember::GradcheckResult r = ember::gradcheck(
+        [](const std::vector<Tensor>& x) {
+          const ember::LU f = ember::lu(x[0]);
+          return ember::cat({f.L.flatten(), f.U.flatten()});
+        },
+        {a}, {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3});
+    EXPECT_TRUE(r.ok) << shape.to_string() << ": " << r.message;
+  }
 }
 
 // ---- edge inputs

@@ -47,7 +47,8 @@ void add_linalg_cases(OpTable& t) {
   // ---- LU and determinants
   t["slogdet"] = [](Fixture& f) { return ember::slogdet(f["a"]).logabsdet; };
   t["slogdet_sign"] = [](Fixture& f) { return ember::slogdet(f["a"]).sign; };
-  t["lu_factor"] = [](Fixture& f) { return ember::lu_factor(f["a"]).LU; };
+  t["lu_factor"] = t["lu_factor_wide"] =
+      t["lu_factor_tall_batched"] = [](Fixture& f) { return ember::lu_factor(f["a"]).LU; };
   t["lu_factor_pivots"] = [](Fixture& f) {
     return ember::lu_factor(f["a"]).pivots.to(ember::DType::i64);
   };

@@ -326,7 +326,7 @@ struct SlogDet {
 SlogDet slogdet(const Tensor& a);
 /// LU with partial pivoting, as torch.linalg.lu_factor: LU [..., m, n] packs L (unit lower,
 /// diagonal not stored) and U; pivots [..., min(m, n)] i32, 1-based, the rows LAPACK swapped
-/// in turn. A singular matrix is an error (PyTorch's; lu() accepts it). Gradient: square A.
+/// in turn. A singular matrix is an error (PyTorch's; lu() accepts it). Differentiable.
 ///   auto [lu_, piv] = lu_factor(a);   Tensor x = lu_solve(lu_, piv, b);
 struct LUFactor {
   Tensor LU{};

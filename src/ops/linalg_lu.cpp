@@ -40,17 +40,36 @@ Tensor permutation(const char* op, const Tensor& pivots, int64_t m, const Tensor
 }
 
 // Note [lu_factor's gradient]
-// For square A = P·L·U, PyTorch's backward splits the packed gradient into gL (strictly lower)
-// and gU (upper) and forms gA = P·L⁻ᵀ·(tril₋₁(Lᵀ·gL) + triu(gU·Uᵀ))·U⁻ᵀ, the two inverses as
-// triangular solves. Tall and wide A need PyTorch's block formulas, not written yet: a
-// gradient through a non-square factorisation is refused when it is recorded.
+// PyTorch's backward, in the packed layout: the gradient g of LU splits into gL (strictly
+// lower) and gU (upper). With P·A = ... written A = P·L·U, k = min(m, n):
+//   square  gA = P·L⁻ᵀ·Φ·U⁻ᵀ,  Φ = tril₋₁(Lᵀ·gL) + triu(gU·Uᵀ);
+//   wide    U = [U₁ | U₂]:  Φ = tril₋₁(Lᵀ·gL - gU₂·U₂ᵀ) + triu(gU₁·U₁ᵀ),
+//           gA = P·L⁻ᵀ·[Φ·U₁⁻ᵀ | gU₂];
+//   tall    L = [L₁; L₂]:  Φ = tril₋₁(L₁ᵀ·gL₁) + triu(gU·Uᵀ - L₂ᵀ·gL₂),
+//           gA = P·[L₁⁻ᵀ·Φ; gL₂]·U⁻ᵀ.
+// (From Pᵀ·dA = dL·U + L·dU: the square block fixes L⁻¹·dL and dU·U⁻¹ as the strictly lower
+// and upper parts of one matrix, and the extra columns or rows follow.) Every inverse is a
+// triangular solve.
 Tensor lu_factor_backward(const Tensor& packed, const Tensor& pivots, const Tensor& g) {
-  const int64_t n = packed.shape()[packed.dim() - 1];
-  const Tensor l = ops::linalg::eye(n, packed) + tril(packed, -1), u = triu(packed);
-  const Tensor phi = tril(matmul(mT(l), tril(g, -1)), -1) + triu(matmul(triu(g), mT(u)));
-  const Tensor x = solve_triangular(mT(l), phi, /*upper=*/true, /*left=*/true, true);
-  return matmul(permutation("lu_factor", pivots, n, packed),
-                solve_triangular(mT(u), x, /*upper=*/false, /*left=*/false));
+  const int64_t m = packed.shape()[packed.dim() - 2], n = packed.shape()[packed.dim() - 1];
+  const Tensor p = permutation("lu_factor", pivots, m, packed);
+  if (m <= n) {
+    const Tensor sq = packed.narrow(-1, 0, m), gsq = g.narrow(-1, 0, m);
+    const Tensor l = ops::linalg::eye(m, packed) + tril(sq, -1), u1 = triu(sq);
+    Tensor lower = matmul(mT(l), tril(gsq, -1));
+    if (m < n) lower = lower - matmul(g.narrow(-1, m, n - m), mT(packed.narrow(-1, m, n - m)));
+    const Tensor phi = tril(lower, -1) + triu(matmul(triu(gsq), mT(u1)));
+    Tensor gx = solve_triangular(mT(u1), phi, /*upper=*/false, /*left=*/false);
+    if (m < n) gx = cat({gx, g.narrow(-1, m, n - m)}, -1);
+    return matmul(p, solve_triangular(mT(l), gx, /*upper=*/true, /*left=*/true, true));
+  }
+  const Tensor sq = packed.narrow(-2, 0, n), gsq = g.narrow(-2, 0, n);
+  const Tensor l1 = ops::linalg::eye(n, packed) + tril(sq, -1), u = triu(sq);
+  const Tensor l2 = packed.narrow(-2, n, m - n), gl2 = g.narrow(-2, n, m - n);
+  const Tensor phi = tril(matmul(mT(l1), tril(gsq, -1)), -1) +
+                     triu(matmul(triu(gsq), mT(u)) - matmul(mT(l2), gl2));
+  const Tensor gx = cat({solve_triangular(mT(l1), phi, /*upper=*/true, true, true), gl2}, -2);
+  return matmul(p, solve_triangular(mT(u), gx, /*upper=*/false, /*left=*/false));
 }
 
 // The factorisation, recorded as Op::lu_factor; a singular matrix is refused when asked.
@@ -70,10 +89,6 @@ LUFactor factor(const Tensor& a, bool refuse_singular) {
               "(input shape ",
               a.shape().to_string(), "; lu() factors it)");
   if (autograd::needs_grad(a)) {
-    EMBER_CHECK(m == n,
-                "lu_factor: the gradient of a non-square factorisation is not "
-                "implemented (input shape ",
-                a.shape().to_string(), ", expected [..., n, n])");
     autograd::record(Op::lu_factor, packed, {&a},
                      [piv = pivots, sp = SavedTensor(packed)](const Tensor& g, GradList& gi) {
                        gi[0] = lu_factor_backward(sp.get(), piv, g);
