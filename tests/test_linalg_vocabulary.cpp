@@ -47,7 +47,7 @@ void expect_contains(const std::string& message, const std::string& part) {
 
 TEST(LinalgVocabulary, EigIsRefusedByNameWithTheReasonAndTheAlternative) {
   const Tensor a = random_f64({3, 3}, 1);
-  for (const std::string& op : {"eig", "eigvals"}) {
+  for (const std::string op : {"eig", "eigvals"}) {
     const std::string m =
         op == "eig" ? error_of([&] { ember::eig(a); }) : error_of([&] { ember::eigvals(a); });
     expect_starts_with(m, op + ": ");
@@ -94,6 +94,11 @@ TEST(LinalgVocabulary, SingularMatricesAreNamedByBatchIndex) {
                        ember::solve_triangular(ember::stack({ember::tril(good), tri}), b, false);
                      }),
                      "solve_triangular: the matrix at batch index 1 has a zero on its diagonal");
+  // cond through the inverse: inf for a singular matrix (PyTorch's), the others as they are.
+  const std::vector<double> c = ember::cond(batch, 1.0).to_vector<double>();
+  EXPECT_NEAR(c[0], ember::cond(good, 1.0).item<double>(), 1e-12);
+  EXPECT_TRUE(std::isinf(c[1]) && c[1] > 0.0);
+  EXPECT_TRUE(std::isinf(ember::cond(bad, "fro").item<double>()));
   // A composite names the op the user called.
   expect_starts_with(error_of([&] { ember::matrix_power(bad, -1); }), "matrix_power: ");
   expect_starts_with(error_of([&] { ember::cholesky_solve(b.select(0, 0), tri); }),

@@ -2,6 +2,7 @@
 // (norm under its torch.linalg name), matrix_norm (Frobenius, nuclear, ±1, ±inf, ±2) and cond.
 // Composites of reductions and the SVD: their gradients come from those.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ops/decompose.hpp"
@@ -75,6 +76,25 @@ Tensor matrix_norm(const Tensor& a, double ord, const Shape& dims, bool keepdim)
   return keepdim ? r : r.squeeze(std::max(d0, d1)).squeeze(std::min(d0, d1));
 }
 
+namespace {
+
+// matrix_norm(A, p)·matrix_norm(A⁻¹, p); a matrix with an exact zero pivot (inv's own test of
+// singularity) gets inf instead of inv's error, as PyTorch's cond (through inv_ex's info).
+template <typename Ord>
+Tensor cond_by_norms(const Tensor& a, const Ord& p) {
+  Tensor singular;
+  {
+    NoGradGuard no_grad;
+    singular = eq(slogdet(a).sign, 0.0);
+  }
+  const Tensor safe =
+      where(singular.unsqueeze(-1).unsqueeze(-1), ops::linalg::eye(a.shape()[a.dim() - 1], a), a);
+  const Tensor r = matrix_norm(a, p) * matrix_norm(inv(safe), p);
+  return where(singular, full_like(r, std::numeric_limits<double>::infinity()), r);
+}
+
+}  // namespace
+
 Tensor cond(const Tensor& a, std::optional<double> p) {
   const ops::UserOp user(Op::cond, {&a});
   const double ord = p ? *p : 2.0;
@@ -84,7 +104,7 @@ Tensor cond(const Tensor& a, std::optional<double> p) {
     const Tensor r = max(s, Shape{-1}) / min(s, Shape{-1});
     return ord > 0 ? r : 1.0 / r;
   }
-  return matrix_norm(a, ord) * matrix_norm(inv(a), ord);
+  return cond_by_norms(a, ord);
 }
 
 Tensor cond(const Tensor& a, const std::string& p) {
@@ -92,7 +112,7 @@ Tensor cond(const Tensor& a, const std::string& p) {
   check_matrices(Op::cond, a, true);
   EMBER_CHECK(p == "fro" || p == "nuc", "cond: p \"", p,
               "\" (expected \"fro\", \"nuc\" or a number: ±1, ±2, ±inf)");
-  return matrix_norm(a, p) * matrix_norm(inv(a), p);
+  return cond_by_norms(a, p);
 }
 
 }  // namespace ember
