@@ -13,9 +13,10 @@
 // Note [oneDNN primitives are built once]
 // Creating a primitive (descriptor, implementation search, JIT) costs tens of microseconds
 // to milliseconds, so each one is built once per (kind, geometry, dtype, bias, ReLU, thread
-// count) and kept for the process, together with its reorders, in `cache()`; a geometry
-// oneDNN declines is remembered too, with its reason. oneDNN's own primitive cache (capacity
-// 1024 by default, reported by conv_library_status) sits below and is not relied on.
+// count) and kept for the process, together with its reorders, in an OnednnCache
+// (onednn_loader.hpp); a geometry oneDNN declines is remembered too, with its reason.
+// oneDNN's own primitive cache (capacity 1024 by default, reported by conv_library_status)
+// sits below and is not relied on.
 //
 // Note [oneDNN's threads are ember's]
 // Debian's oneDNN 2.6 runs its parallel regions on OpenMP (libgomp), a second thread system
@@ -72,25 +73,11 @@ struct Primitive {
   std::string error;  // non-empty: declined
 };
 
-const OnednnApi& api() { return *onednn_api(nullptr); }
+const OnednnApi& api() { return onednn(); }
 
-std::string status_name(dnnl_status_t s) {
-  switch (s) {
-    case dnnl_success: return "success";
-    case dnnl_out_of_memory: return "out of memory";
-    case dnnl_invalid_arguments: return "invalid arguments";
-    case dnnl_unimplemented: return "unimplemented";
-    default: return "status " + std::to_string(static_cast<int>(s));
-  }
-}
-
-// A failed oneDNN call while building: the geometry is declined with this message.
-struct Declined {
-  std::string why;
-};
-void check(dnnl_status_t s, const char* what) {
-  if (s != dnnl_success) throw Declined{std::string(what) + ": " + status_name(s)};
-}
+// A failed oneDNN call while building: the geometry is declined with its message.
+using Declined = OnednnDeclined;
+void check(dnnl_status_t s, const char* what) { onednn_check(s, what); }
 
 dnnl_data_type_t dnnl_type(DType t) {
   switch (t) {
@@ -156,21 +143,8 @@ Descs descs_of(const ConvGeometry& g) {
   return d;
 }
 
-// Owns a primitive descriptor / attributes / post-ops for the scope of a build.
-struct PdGuard {
-  dnnl_primitive_desc_t pd = nullptr;
-  ~PdGuard() {
-    if (pd) api().primitive_desc_destroy(pd);
-  }
-};
-struct AttrGuard {
-  dnnl_primitive_attr_t attr = nullptr;
-  dnnl_post_ops_t ops = nullptr;
-  ~AttrGuard() {
-    if (ops) api().post_ops_destroy(ops);
-    if (attr) api().attr_destroy(attr);
-  }
-};
+using PdGuard = OnednnPd;
+using AttrGuard = OnednnAttr;
 
 // The primitive's layout for `what`, and the reorder from / to ember's layout `user`.
 // index: which of the primitive's descriptors of that kind (the bias is weights' second).
@@ -269,15 +243,6 @@ void build(Primitive& p, Kind kind, const ConvGeometry& g, bool bias, bool relu,
   check(api().primitive_create(&p.prim, pd.pd), "primitive");
 }
 
-struct Cache {
-  std::mutex mutex;
-  std::map<std::vector<int64_t>, std::unique_ptr<Primitive>> primitives;
-};
-Cache& cache() {
-  static Cache* c = new Cache();  // leaked: primitives live until exit
-  return *c;
-}
-
 std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu, bool training,
                             int threads) {
   std::vector<int64_t> k = backend::key_of(g);
@@ -288,10 +253,10 @@ std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool re
 // The cached primitive (built on first use); never null (its error says when declined).
 const Primitive& primitive_for(Kind kind, const ConvGeometry& g, bool bias, bool relu,
                                bool training) {
-  Cache& c = cache();
+  auto& c = OnednnCache<Primitive>::get();
   std::lock_guard<std::mutex> lock(c.mutex);
   std::unique_ptr<Primitive>& slot =
-      c.primitives[key_of(kind, g, bias, relu, training, num_threads())];
+      c.entries[key_of(kind, g, bias, relu, training, num_threads())];
   if (!slot) {
     slot = std::make_unique<Primitive>();
     try {
@@ -314,65 +279,21 @@ std::string precheck(const ConvGeometry& g) {
   return "";
 }
 
-// A buffer from ember's CPU Pass pool for the scope of one call.
-class Buffer {
- public:
-  explicit Buffer(size_t bytes) {
-    if (bytes) ptr_ = allocate(0, bytes, Pool::Pass, &block_);
-  }
-  ~Buffer() {
-    if (ptr_) deallocate(0, ptr_, block_, Pool::Pass);
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t block_ = 0;
-};
+using Buffer = OnednnBuffer;
 
 // A memory object over `data` for one call.
-class Memory {
- public:
-  Memory(const dnnl_memory_desc_t& d, void* data) {
-    if (api().memory_create(&m_, &d, api().engine, data) != dnnl_success)
-      ember::detail::throw_error("conv (oneDNN): dnnl_memory_create failed");
-  }
-  ~Memory() { api().memory_destroy(m_); }
-  Memory(const Memory&) = delete;
-  Memory& operator=(const Memory&) = delete;
-  dnnl_memory_t get() const { return m_; }
-
- private:
-  dnnl_memory_t m_ = nullptr;
+struct Memory : OnednnMemory {
+  Memory(const dnnl_memory_desc_t& d, void* data) : OnednnMemory(d, data, "conv") {}
 };
 
-dnnl_stream_t thread_stream() {
-  thread_local dnnl_stream_t s = [] {
-    dnnl_stream_t st = nullptr;
-    if (api().stream_create(&st, api().engine, dnnl_stream_default_flags) != dnnl_success)
-      ember::detail::throw_error("conv (oneDNN): dnnl_stream_create failed");
-    return st;
-  }();
-  return s;
-}
-
-void run(dnnl_primitive_t prim, std::vector<dnnl_exec_arg_t> args, const char* what) {
-  const dnnl_status_t s =
-      api().primitive_execute(prim, thread_stream(), static_cast<int>(args.size()), args.data());
-  if (s != dnnl_success)
-    ember::detail::throw_error(
-        ember::detail::concat("conv (oneDNN): ", what, " failed: ", status_name(s)));
+void run(dnnl_primitive_t prim, const std::vector<dnnl_exec_arg_t>& args, const char* what) {
+  onednn_execute(prim, args, "conv", what);
 }
 
 // Runs `p` on ember's buffers `data` (one per operand, in p.operands' order), reordering
 // where the layouts differ (Note [oneDNN's threads are ember's] for the thread count).
 void execute(const Primitive& p, const std::vector<void*>& data) {
-  const int threads = num_threads();
-  if (api().omp_set_num_threads && api().omp_get_max_threads() != threads)
-    api().omp_set_num_threads(threads);
-  park_workers();
+  onednn_take_threads();
   std::vector<std::unique_ptr<Buffer>> staged;
   std::vector<std::unique_ptr<Memory>> mems;
   std::vector<dnnl_exec_arg_t> args;
@@ -403,7 +324,7 @@ void execute(const Primitive& p, const std::vector<void*>& data) {
   run(p.prim, args, "convolution");
   for (const auto& [o, m] : outputs)
     run(o->reorder, {{DNNL_ARG_FROM, m.first}, {DNNL_ARG_TO, m.second}}, "reorder");
-  api().stream_wait(thread_stream());
+  api().stream_wait(onednn_thread_stream());
 }
 
 }  // namespace

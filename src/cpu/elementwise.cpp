@@ -2,6 +2,14 @@
 //
 // All three walk their operands with the strided loop of loops.hpp (Note [Strided loops]):
 // contiguous operands collapse to one flat run that is a memcpy / memset-like loop.
+//
+// Note [Vectorised bf16 casts]
+// Autocast casts whole activations between f32 and bf16 (GPT-2's logits: 103M elements a
+// step each way), so the contiguous f32 <-> bf16 runs have loops of their own, compiled for
+// AVX-512 too (EMBER_VECTORIZE_WIDE): the rounding is BFloat16's own (round to nearest even,
+// NaN kept quiet) written branch-free in integer operations, so every clone gives BFloat16's
+// bits. Through BFloat16's constructor in the generic loop the cast ran at 0.7 ns an element.
+#include <bit>
 #include <cstring>
 
 #include "cpu/kernels.hpp"
@@ -28,6 +36,21 @@ void fill(const View& out, double value) {
 }
 
 namespace {
+
+EMBER_VECTORIZE_WIDE void bf16_from_f32(uint16_t* __restrict o, const float* __restrict x,
+                                        int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x40u;
+    o[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+  }
+}
+
+EMBER_VECTORIZE_WIDE void f32_from_bf16(float* __restrict o, const uint16_t* __restrict x,
+                                        int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = std::bit_cast<float>(static_cast<uint32_t>(x[i]) << 16);
+}
 
 constexpr int64_t kTile = 32;  // elements per side of a transpose tile
 
@@ -82,6 +105,10 @@ void copy_typed(const Loop<2>& loop) {
     if (s[0] == kTo && s[1] == kFrom) {
       if constexpr (std::is_same_v<To, From>) {
         std::memcpy(o, x, static_cast<size_t>(n) * sizeof(To));
+      } else if constexpr (std::is_same_v<To, BFloat16> && std::is_same_v<From, float>) {
+        bf16_from_f32(reinterpret_cast<uint16_t*>(o), x, n);
+      } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, BFloat16>) {
+        f32_from_bf16(o, reinterpret_cast<const uint16_t*>(x), n);
       } else {
         for (int64_t i = 0; i < n; ++i) o[i] = cast<To>(x[i]);
       }

@@ -2,7 +2,8 @@
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, for
 // b in [0, batch) with per-operand batch strides (0 broadcasts one matrix), in f32/f64, and in
-// f16/bf16 through f32 (gemm_wide). Transposes go
+// f16/bf16 through oneDNN's matmul where it is loaded (gemm_onednn.cpp, Note [16-bit GEMMs
+// through oneDNN]), else through f32 (gemm_wide). Transposes go
 // to cblas as flags; nothing is copied. The batch loop calls BLAS from this thread only:
 // OpenBLAS threads each call itself with the count kept equal to ember's pool
 // (src/cpu/threads.cpp), and BLAS must never run inside a parallel_for body.
@@ -12,6 +13,7 @@
 #include <climits>
 #include <vector>
 
+#include "cpu/gemm_onednn.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
@@ -129,18 +131,26 @@ void narrow(T* out, const float* in, int64_t rows, int64_t cols, int64_t ld) {
                });
 }
 
-// GemmArgs::bias_grad of a c_f32 product: the m sums over k of op(A), from A widened to f32
-// ([k, m] when trans_a, else [m, k], contiguous), in f64 then rounded once.
-void row_sums(float* out, const std::vector<float>& a, const GemmArgs& g) {
+// GemmArgs::bias_grad of a c_f32 product: the m sums over k of op(A) (A 16-bit, [k, m] when
+// trans_a, else [m, k], leading dimension lda), each in f64 in the order of k, rounded once
+// to f32 (zeros when k = 0).
+template <typename T>
+void row_sums(const GemmArgs& g) {
+  const T* a = static_cast<const T*>(g.a);
+  float* out = static_cast<float*>(g.bias_grad);
   parallel_for(g.m, std::max<int64_t>(1, kGrainCheap / std::max<int64_t>(g.k, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   double s = 0;
+                 std::vector<double> s(static_cast<size_t>(r1 - r0), 0.0);
+                 if (g.trans_a) {  // column sums of [k, m]: row by row, in order
                    for (int64_t j = 0; j < g.k; ++j)
-                     s += g.trans_a ? a[static_cast<size_t>(j * g.m + r)]
-                                    : a[static_cast<size_t>(r * g.k + j)];
-                   out[r] = static_cast<float>(s);
+                     for (int64_t r = r0; r < r1; ++r)
+                       s[r - r0] += static_cast<float>(a[j * g.lda + r]);
+                 } else {
+                   for (int64_t r = r0; r < r1; ++r)
+                     for (int64_t j = 0; j < g.k; ++j)
+                       s[r - r0] += static_cast<float>(a[r * g.lda + j]);
                  }
+                 for (int64_t r = r0; r < r1; ++r) out[r] = static_cast<float>(s[r - r0]);
                });
 }
 
@@ -184,7 +194,6 @@ void gemm_wide(const GemmArgs& g) {
       f.c = static_cast<float*>(g.c) + i * g.batch_stride_c;
       f.ldc = g.ldc;
       gemm_typed<float>(f);
-      if (g.bias_grad && g.k > 0) row_sums(static_cast<float*>(g.bias_grad), a, g);
       continue;
     }
     T* ci = static_cast<T*>(g.c) + i * g.batch_stride_c;
@@ -230,14 +239,17 @@ void gemm(const GemmArgs& args) {
                "gemm: an f32 C is for one plain product of f16/bf16 operands");
   dispatch_any_float(args.dtype, "gemm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsHalfLike<T>)
-      gemm_wide<T>(args);
-    else
+    if constexpr (kIsHalfLike<T>) {
+      if (!gemm_onednn(args)) gemm_wide<T>(args);
+    } else {
       gemm_typed<T>(args);
+    }
   });
   if (args.bias_grad && args.c_f32) {
-    if (args.k == 0)
-      fill(View{args.bias_grad, DType::f32, args.device, Shape{args.m}, Shape{1}}, 0.0);
+    dispatch_any_float(args.dtype, "gemm", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (kIsHalfLike<T>) row_sums<T>(args);
+    });
   } else if (args.bias_grad) {
     const auto [out, in] = backend::gemm_bias_grad_views(args);
     reduce(ReduceOp::sum, out, in);

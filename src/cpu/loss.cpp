@@ -6,10 +6,12 @@
 //   forward:  lse = m + log Σ_c exp(x_c - m)
 //             loss = (1-ε)·(lse - x_t) + (ε/C)·Σ_c (lse - x_c)     (0 when t == ignore_index)
 //   backward: gi_c = s·(exp(x_c - lse) - ε/C - (1-ε)·[c == t])       (0 when t == ignore_index)
-// Rows are split across the thread pool; the total and the count are summed afterwards in row
-// order (deterministic). Labels are checked before any row is computed, so a bad label throws
-// with nothing written.
+// Rows are split across the thread pool; each row's max and Σ exp are softmax's vectorised row
+// reductions (f64 lanes in a fixed order, softmax_rows.hpp), its gradient one vectorised loop;
+// the total and the count are summed afterwards in row order (deterministic). Labels are checked
+// before any row is computed, so a bad label throws with nothing written.
 #pragma GCC optimize("no-trapping-math")  // Note [Vectorising under trapping math]
+#pragma GCC optimize("fp-contract=off")   // Note [Identical clones] (loops.hpp)
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/softmax_rows.hpp"
 #include "cpu/vec_math.hpp"
 
 namespace ember::cpu {
@@ -48,13 +51,11 @@ void forward_typed(const View& loss_rows, const View& lse_out, const View& total
   parallel_for(n, row_grain(c), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * c;
-      T m = -INFINITY;
-      for (int64_t j = 0; j < c; ++j) m = (row[j] > m || row[j] != row[j]) ? row[j] : m;
-      double s = 0.0, sx = 0.0;
-      for (int64_t j = 0; j < c; ++j) {
-        s += static_cast<double>(exp_of(static_cast<T>(row[j] - m)));
-        sx += static_cast<double>(row[j]);
-      }
+      const T m = softmax_row_max(row, c);
+      const double s = softmax_row_exp_sum(row, c, m);
+      double sx = 0.0;
+      if (eps > 0.0)
+        for (int64_t j = 0; j < c; ++j) sx += static_cast<double>(row[j]);
       const double l = static_cast<double>(m) + std::log(s);
       lse[r] = static_cast<T>(l);
       const int64_t label = static_cast<int64_t>(t[r]);
@@ -75,6 +76,13 @@ void forward_typed(const View& loss_rows, const View& lse_out, const View& total
   }
   if (count.data) *static_cast<T*>(count.data) = static_cast<T>(valid);
   if (total.data) *static_cast<T*>(total.data) = static_cast<T>(count.data ? sum / valid : sum);
+}
+
+// out = s·(exp(x - l) - smooth) over one row of c classes.
+template <typename T>
+EMBER_VECTORIZE_WIDE void grad_row(T* __restrict out, const T* __restrict x, int64_t c, T l, T s,
+                                   T smooth) {
+  for (int64_t j = 0; j < c; ++j) out[j] = s * (exp_of(static_cast<T>(x[j] - l)) - smooth);
 }
 
 template <typename T, typename I>
@@ -101,7 +109,7 @@ void backward_typed(const View& grad_logits, const View& grad_loss, const View& 
       const T s = per_row ? g[r] : scale;
       const T* row = x + r * c;
       const T l = lse[r];
-      for (int64_t j = 0; j < c; ++j) out[j] = s * (exp_of(static_cast<T>(row[j] - l)) - smooth);
+      grad_row(out, row, c, l, s, smooth);
       if (label >= 0 && label < c) out[label] -= s * hit;
     }
   });

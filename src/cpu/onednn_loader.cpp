@@ -7,7 +7,8 @@
 // loader's search path (Debian 12: the libdnnl2 package). The library is opened RTLD_LOCAL:
 // its symbols, and those of the OpenMP runtime it brings (libgomp), are looked up through its
 // handle only, so nothing else in the process binds to them by accident. Anything missing is
-// reported by onednn_api(), never thrown: convolutions then take the im2col path.
+// reported by onednn_api(), never thrown: convolutions then take the im2col path, 16-bit
+// GEMMs the widening one.
 #include "cpu/onednn_loader.hpp"
 
 #if defined(EMBER_HAVE_ONEDNN_HEADERS)
@@ -18,6 +19,9 @@
 #include <string>
 
 #include "core/dynamic_library.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/parallel.hpp"
+#include "ember/error.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -82,7 +86,11 @@ Loaded load() {
       !resolve(lib, "dnnl_primitive_create", &a.primitive_create, &r.why) ||
       !resolve(lib, "dnnl_primitive_destroy", &a.primitive_destroy, &r.why) ||
       !resolve(lib, "dnnl_primitive_execute", &a.primitive_execute, &r.why) ||
-      !resolve(lib, "dnnl_get_primitive_cache_capacity", &a.get_primitive_cache_capacity, &r.why))
+      !resolve(lib, "dnnl_get_primitive_cache_capacity", &a.get_primitive_cache_capacity, &r.why) ||
+      !resolve(lib, "dnnl_memory_desc_init_by_strides", &a.memory_desc_init_by_strides, &r.why) ||
+      !resolve(lib, "dnnl_matmul_desc_init", &a.matmul_desc_init, &r.why) ||
+      !resolve(lib, "dnnl_primitive_attr_set_output_scales", &a.attr_set_output_scales, &r.why) ||
+      !resolve(lib, "dnnl_post_ops_append_sum", &a.post_ops_append_sum, &r.why))
     return r;
   const dnnl_version_t* v = a.version();
   if (v->major != 2) {
@@ -117,6 +125,58 @@ Loaded load() {
 }  // namespace
 
 const OnednnApi* onednn_api(std::string* why) { return core::load_once<OnednnApi>(load, why); }
+
+std::string onednn_status_name(dnnl_status_t s) {
+  switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    default: return "status " + std::to_string(static_cast<int>(s));
+  }
+}
+
+void onednn_check(dnnl_status_t s, const char* what) {
+  if (s != dnnl_success) throw OnednnDeclined{std::string(what) + ": " + onednn_status_name(s)};
+}
+
+OnednnBuffer::OnednnBuffer(size_t bytes) {
+  if (bytes) ptr_ = allocate(0, bytes, Pool::Pass, &block_);
+}
+OnednnBuffer::~OnednnBuffer() {
+  if (ptr_) deallocate(0, ptr_, block_, Pool::Pass);
+}
+
+OnednnMemory::OnednnMemory(const dnnl_memory_desc_t& d, void* data, const char* op) {
+  if (onednn().memory_create(&m_, &d, onednn().engine, data) != dnnl_success)
+    ember::detail::throw_error(ember::detail::concat(op, " (oneDNN): dnnl_memory_create failed"));
+}
+
+dnnl_stream_t onednn_thread_stream() {
+  thread_local dnnl_stream_t s = [] {
+    dnnl_stream_t st = nullptr;
+    if (onednn().stream_create(&st, onednn().engine, dnnl_stream_default_flags) != dnnl_success)
+      ember::detail::throw_error("oneDNN: dnnl_stream_create failed");
+    return st;
+  }();
+  return s;
+}
+
+void onednn_take_threads() {
+  const int threads = num_threads();
+  const OnednnApi& a = onednn();
+  if (a.omp_set_num_threads && a.omp_get_max_threads() != threads) a.omp_set_num_threads(threads);
+  park_workers();
+}
+
+void onednn_execute(dnnl_primitive_t prim, const std::vector<dnnl_exec_arg_t>& args, const char* op,
+                    const char* what) {
+  const dnnl_status_t s = onednn().primitive_execute(prim, onednn_thread_stream(),
+                                                     static_cast<int>(args.size()), args.data());
+  if (s != dnnl_success)
+    ember::detail::throw_error(
+        ember::detail::concat(op, " (oneDNN): ", what, " failed: ", onednn_status_name(s)));
+}
 
 }  // namespace ember::cpu
 

@@ -1,13 +1,20 @@
-// src/cpu/onednn_loader.hpp — oneDNN's C API (dnnl.h), opened with dlopen on first use.
+// src/cpu/onednn_loader.hpp — oneDNN's C API (dnnl.h), opened with dlopen on first use, and
+// the pieces every oneDNN call shares (memory objects, the stream, scratch, the thread count).
 //
 // ember does not link oneDNN: the GPU machines and many users' machines do not have it, and
-// the CPU convolutions have their own path (im2col + OpenBLAS). onednn_api() finds and opens
-// libdnnl.so.2 once (Note [Finding oneDNN] in onednn_loader.cpp) and returns its entry
-// points, or null with the reason, in which case convolutions take the im2col path and
-// conv_fallback_reason() says why.
+// the CPU convolutions and 16-bit GEMMs have their own paths (im2col + OpenBLAS; operands
+// widened to f32 for sgemm). onednn_api() finds and opens libdnnl.so.2 once (Note [Finding
+// oneDNN] in onednn_loader.cpp) and returns its entry points, or null with the reason, in
+// which case those paths run and conv_fallback_reason() / gemm_onednn_status() say why.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -52,6 +59,10 @@ struct OnednnApi {
   decltype(&dnnl_primitive_destroy) primitive_destroy = nullptr;
   decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
   decltype(&dnnl_get_primitive_cache_capacity) get_primitive_cache_capacity = nullptr;
+  decltype(&dnnl_memory_desc_init_by_strides) memory_desc_init_by_strides = nullptr;
+  decltype(&dnnl_matmul_desc_init) matmul_desc_init = nullptr;
+  decltype(&dnnl_primitive_attr_set_output_scales) attr_set_output_scales = nullptr;
+  decltype(&dnnl_post_ops_append_sum) post_ops_append_sum = nullptr;
   int (*omp_get_max_threads)() = nullptr;
   void (*omp_set_num_threads)(int) = nullptr;
   dnnl_engine_t engine = nullptr;  // the CPU engine, created once
@@ -60,6 +71,96 @@ struct OnednnApi {
 
 /// The loaded API, or null with *why saying what was missing. Never throws; thread-safe.
 const OnednnApi* onednn_api(std::string* why);
+
+/// The loaded API, for code that has already checked onednn_api() is non-null.
+inline const OnednnApi& onednn() { return *onednn_api(nullptr); }
+
+/// "unimplemented", "invalid arguments", ... for a status.
+std::string onednn_status_name(dnnl_status_t s);
+
+/// A failed oneDNN call while building a primitive: the caller declines the case with `why`
+/// and takes its own path (thrown by onednn_check, caught where the primitive is built).
+struct OnednnDeclined {
+  std::string why;
+};
+/// Throws OnednnDeclined{"what: status"} unless s is dnnl_success.
+void onednn_check(dnnl_status_t s, const char* what);
+
+/// Owns a primitive descriptor for the scope of a build.
+struct OnednnPd {
+  dnnl_primitive_desc_t pd = nullptr;
+  OnednnPd() = default;
+  OnednnPd(const OnednnPd&) = delete;
+  OnednnPd& operator=(const OnednnPd&) = delete;
+  ~OnednnPd() {
+    if (pd) onednn().primitive_desc_destroy(pd);
+  }
+};
+/// Owns primitive attributes and their post-ops for the scope of a build.
+struct OnednnAttr {
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t ops = nullptr;
+  OnednnAttr() = default;
+  OnednnAttr(const OnednnAttr&) = delete;
+  OnednnAttr& operator=(const OnednnAttr&) = delete;
+  ~OnednnAttr() {
+    if (ops) onednn().post_ops_destroy(ops);
+    if (attr) onednn().attr_destroy(attr);
+  }
+};
+
+/// A buffer from ember's CPU Pass pool for the scope of one call (oneDNN's scratchpad, a
+/// reordered operand); no allocation for 0 bytes.
+class OnednnBuffer {
+ public:
+  explicit OnednnBuffer(size_t bytes);
+  ~OnednnBuffer();
+  OnednnBuffer(const OnednnBuffer&) = delete;
+  OnednnBuffer& operator=(const OnednnBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t block_ = 0;
+};
+
+/// A memory object over `data` (not owned) for one call; `op` names the caller in errors.
+class OnednnMemory {
+ public:
+  OnednnMemory(const dnnl_memory_desc_t& d, void* data, const char* op);
+  ~OnednnMemory() { onednn().memory_destroy(m_); }
+  OnednnMemory(const OnednnMemory&) = delete;
+  OnednnMemory& operator=(const OnednnMemory&) = delete;
+  dnnl_memory_t get() const { return m_; }
+
+ private:
+  dnnl_memory_t m_ = nullptr;
+};
+
+/// Built primitives of one kind (P), kept for the process by key (Note [oneDNN primitives are
+/// built once] in conv_onednn.cpp); lock `mutex` around any use of `entries`.
+///   auto& c = OnednnCache<Matmul>::get(); std::lock_guard l(c.mutex); c.entries[key] = ...;
+template <typename P>
+struct OnednnCache {
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::unique_ptr<P>> entries;
+  static OnednnCache& get() {
+    static OnednnCache* c = new OnednnCache();  // leaked: primitives live until exit
+    return *c;
+  }
+};
+
+/// The calling thread's oneDNN stream (created on first use).
+dnnl_stream_t onednn_thread_stream();
+
+/// Before a primitive runs: oneDNN's OpenMP thread count set to ember's and ember's idle
+/// workers parked (Note [oneDNN's threads are ember's] in conv_onednn.cpp).
+void onednn_take_threads();
+
+/// Executes `prim` on the calling thread's stream; a failure throws ember::Error
+/// "op (oneDNN): what failed: status".
+void onednn_execute(dnnl_primitive_t prim, const std::vector<dnnl_exec_arg_t>& args, const char* op,
+                    const char* what);
 #endif
 
 }  // namespace ember::cpu

@@ -17,6 +17,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/softmax_rows.hpp"
 #include "cpu/vec_math.hpp"
 #include "kernels/reduce.hpp"
 
@@ -279,6 +280,15 @@ void for_each_slice(const Layout& l, int64_t grain_elements, Body&& body) {
 }
 
 }  // namespace
+
+float softmax_row_max(const float* x, int64_t n) { return row_max(x, n); }
+double softmax_row_max(const double* x, int64_t n) { return row_max(x, n); }
+double softmax_row_exp_sum(const float* x, int64_t n, float shift) {
+  return row_exp_sum_only(x, n, shift);
+}
+double softmax_row_exp_sum(const double* x, int64_t n, double shift) {
+  return row_exp_sum_only(x, n, shift);
+}
 
 void softmax(const View& out, const View& in, int dim, bool log) {
   const Layout l = layout_of(in, dim, "softmax");
