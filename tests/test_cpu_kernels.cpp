@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "core/thread_pool.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/vec_math.hpp"
@@ -35,6 +36,7 @@ using backend::UnaryOp;
 using backend::View;
 
 const backend::Backend& cpu() { return backend::cpu_backend(); }
+const backend::DeviceRuntime& cpu_runtime() { return backend::cpu_runtime(); }
 
 template <typename T>
 View view_of(std::vector<T>& data, const Shape& shape, const Shape& strides) {
@@ -768,46 +770,46 @@ TEST(CpuKernels, AllocatorCachesAndCounts) {
   }
   const int dev = 0;
   MemoryStats s0;
-  cpu().memory_stats(dev, &s0);
+  cpu_runtime().memory_stats(dev, &s0);
   size_t block = 0;
-  void* p = cpu().allocate(dev, 100000, Pool::Pass, &block);
+  void* p = cpu_runtime().allocate(dev, 100000, Pool::Pass, &block);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
   EXPECT_EQ(block, cpu::size_class(100000));
   std::memset(p, 1, 100000);
   MemoryStats s1;
-  cpu().memory_stats(dev, &s1);
+  cpu_runtime().memory_stats(dev, &s1);
   EXPECT_EQ(s1.pass_in_use - s0.pass_in_use, static_cast<int64_t>(block));
   EXPECT_EQ(s1.alloc_count - s0.alloc_count, 1);
   EXPECT_GE(s1.pass_peak, s1.pass_in_use);
-  cpu().deallocate(dev, p, block, Pool::Pass);
+  cpu_runtime().deallocate(dev, p, block, Pool::Pass);
   MemoryStats s2;
-  cpu().memory_stats(dev, &s2);
+  cpu_runtime().memory_stats(dev, &s2);
   EXPECT_EQ(s2.pass_in_use, s0.pass_in_use);
   EXPECT_EQ(s2.pass_reserved, s1.pass_reserved) << "a freed block stays cached";
   EXPECT_GT(s2.fragmentation, 0.0);
   size_t block2 = 0;
-  void* q = cpu().allocate(dev, 99999, Pool::Pass, &block2);  // same size class
+  void* q = cpu_runtime().allocate(dev, 99999, Pool::Pass, &block2);  // same size class
   EXPECT_EQ(q, p);
   MemoryStats s3;
-  cpu().memory_stats(dev, &s3);
+  cpu_runtime().memory_stats(dev, &s3);
   EXPECT_EQ(s3.cache_hits - s2.cache_hits, 1);
   EXPECT_EQ(s3.system_allocs, s2.system_allocs);
   // persistent blocks are counted apart from pass blocks
   size_t pblock = 0;
-  void* r = cpu().allocate(dev, 0, Pool::Persistent, &pblock);
+  void* r = cpu_runtime().allocate(dev, 0, Pool::Persistent, &pblock);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(pblock, 64u);
   MemoryStats s4;
-  cpu().memory_stats(dev, &s4);
+  cpu_runtime().memory_stats(dev, &s4);
   EXPECT_EQ(s4.persistent_bytes - s3.persistent_bytes, 64);
   EXPECT_EQ(s4.pass_in_use, s3.pass_in_use);
-  cpu().deallocate(dev, r, pblock, Pool::Persistent);
-  cpu().deallocate(dev, q, block2, Pool::Pass);
-  cpu().reset_peak(dev);
-  cpu().empty_cache(dev);
+  cpu_runtime().deallocate(dev, r, pblock, Pool::Persistent);
+  cpu_runtime().deallocate(dev, q, block2, Pool::Pass);
+  cpu_runtime().reset_peak(dev);
+  cpu_runtime().empty_cache(dev);
   MemoryStats s5;
-  cpu().memory_stats(dev, &s5);
+  cpu_runtime().memory_stats(dev, &s5);
   EXPECT_EQ(s5.pass_peak, s5.pass_in_use);
   EXPECT_EQ(s5.pass_reserved, s5.pass_in_use) << "empty_cache frees every cached block";
   EXPECT_EQ(s5.persistent_reserved, s5.persistent_bytes);
@@ -815,15 +817,15 @@ TEST(CpuKernels, AllocatorCachesAndCounts) {
   EXPECT_EQ(s5.device_to_host_bytes, 0);
   // an impossible request throws OutOfMemory naming the size, and the allocator still works
   try {
-    cpu().allocate(dev, size_t{1} << 62, Pool::Pass, &block);
+    cpu_runtime().allocate(dev, size_t{1} << 62, Pool::Pass, &block);
     ADD_FAILURE() << "expected OutOfMemory";
   } catch (const OutOfMemory& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(size_t{1} << 62)), std::string::npos)
         << e.what();
   }
-  void* after = cpu().allocate(dev, 128, Pool::Pass, &block);
+  void* after = cpu_runtime().allocate(dev, 128, Pool::Pass, &block);
   EXPECT_NE(after, nullptr);
-  cpu().deallocate(dev, after, block, Pool::Pass);
+  cpu_runtime().deallocate(dev, after, block, Pool::Pass);
 }
 
 // ---- thread pool ----

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "error_of.hpp"
@@ -56,7 +57,7 @@ Tensor labels(int64_t n, int64_t classes, uint64_t seed, DType dtype = DType::i6
 }
 
 // The host waits for cuda:0 (a synchronisation point: pending device errors throw here).
-void synchronize_gpu() { backend::backend_for(kGpu).synchronize(kGpu.index); }
+void synchronize_gpu() { backend::runtime_for(kGpu).synchronize(kGpu.index); }
 
 TEST(CudaLoss, CrossEntropyMatchesCpuForEveryOption) {
   SKIP_WITHOUT_CUDA();

@@ -5,8 +5,13 @@ The op and kernel layers sit below the rest of the library: src/ops (the ops and
 internals), src/kernels (math both backends share), src/backend (the kernel table) and the
 backends src/cpu and src/cuda. Nothing above them may include their headers: src/core,
 src/autograd, src/nn, src/optim, src/io, src/data, src/train, src/distributed, src/models and
-src/text reach devices through the public API (include/ember/), never through the kernel table,
-ops internals, shared kernels or a backend's own files.
+src/text reach devices through the public API (include/ember/) and the lower layers' two
+interfaces (INTERFACES below): the device runtime (src/backend/device_runtime.hpp: memory,
+copies, pinned staging, streams, timing, graph capture) and the fused optimizer steps
+(src/ops/optim.hpp with its arguments, src/backend/optim_args.hpp) — never through the kernel
+table, ops internals, shared kernels or a backend's own files. An interface itself may include
+nothing of the op and kernel layers but what INTERFACES lists for it: no catalogue, no kernel
+table.
 
 Includes that break the rule today are listed in tools/layering_allowlist.txt, each with the
 reason it still exists ("FILE INCLUDED  # why"). The check fails on a break that is not listed
@@ -27,6 +32,15 @@ UPPER = ("core", "autograd", "nn", "optim", "io", "data", "train", "distributed"
 LOWER = ("ops", "kernels", "backend", "cpu", "cuda")
 SOURCE = (".cpp", ".hpp", ".h", ".cu", ".cuh", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The interfaces of the lower layers that the upper ones may include, each with the only lower
+# headers it may include itself.
+INTERFACES = {
+    # the device runtime: memory, copies, pinned staging, streams, timing, graph capture
+    "backend/device_runtime.hpp": ("backend/runtime_slots.def",),
+    # the fused optimizer steps' entry points and their arguments (src/optim's use of ops)
+    "ops/optim.hpp": ("backend/optim_args.hpp",),
+    "backend/optim_args.hpp": (),
+}
 
 
 def breaks(root):
@@ -42,9 +56,28 @@ def breaks(root):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for inc in INCLUDE.findall(text):
-                    if inc.split("/", 1)[0] in LOWER:
+                    if inc.split("/", 1)[0] in LOWER and inc not in INTERFACES:
                         found.append((os.path.relpath(path, root), inc))
     return sorted(set(found))
+
+
+def interface_problems(root):
+    """An interface of INTERFACES that includes more of the lower layers than its own list."""
+    problems = []
+    for interface, own in sorted(INTERFACES.items()):
+        path = os.path.join(root, "src", interface)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            if inc.split("/", 1)[0] in LOWER and inc not in own:
+                problems.append(f"layers: src/{interface} includes \"{inc}\": the interface the "
+                                f"layers above ops use may include only {', '.join(own)} of the "
+                                f"op and kernel layers")
+            if inc == "ember/catalogue.hpp":
+                problems.append(f"layers: src/{interface} includes the op catalogue")
+    return problems
 
 
 def allowlist(path):
@@ -68,6 +101,7 @@ def allowlist(path):
 
 def check(root, allow_path):
     allowed, problems = allowlist(allow_path)
+    problems += interface_problems(root)
     found = breaks(root)
     for file, inc in found:
         if (file, inc) not in allowed:
@@ -108,7 +142,24 @@ def self_test():
         if not any("which is gone" in p for p in check(root, allow)[2]):
             print("layers self-test: FAILED: a stale allowlist line passed", file=sys.stderr)
             return 1
-    print("layers self-test: a planted break fails, a listed one passes, a stale line fails")
+        os.remove(allow)
+        os.makedirs(os.path.join(root, "src", "backend"))
+        runtime = os.path.join(root, "src", "backend", "device_runtime.hpp")
+        with open(runtime, "w") as f:
+            f.write('#pragma once\n#include "ember/device.hpp"\n')
+        with open(os.path.join(root, "src", "io", "stage.cpp"), "w") as f:
+            f.write('#include "backend/device_runtime.hpp"\n')
+        if check(root, allow)[2]:
+            print("layers self-test: FAILED: the runtime interface was refused", file=sys.stderr)
+            return 1
+        with open(runtime, "a") as f:
+            f.write('#include "backend/backend.hpp"\n')
+        if not any("src/backend/device_runtime.hpp includes" in p for p in check(root, allow)[2]):
+            print("layers self-test: FAILED: a runtime interface including the kernel table "
+                  "passed", file=sys.stderr)
+            return 1
+    print("layers self-test: a planted break fails, a listed one passes, a stale line fails, the "
+          "runtime interface passes and fails when it includes the kernel table")
     return 0
 
 
@@ -126,7 +177,8 @@ def main():
     if problems:
         return 1
     print(f"layers: no include of ops, kernels, the kernel table or a backend from above ops "
-          f"but the {len(allowed)} listed in tools/layering_allowlist.txt")
+          f"(the {len(INTERFACES)} interfaces aside) but the {len(allowed)} listed in "
+          f"tools/layering_allowlist.txt")
     return 0
 
 

@@ -2,9 +2,11 @@
 // when off] in src/core/profiler.hpp). While a Profiler records, backend_for() hands out
 // these tables instead of the backends' own: each slot is a wrapper, generated from
 // slots.def, that records the call as a kernel range of the op that made it, with a device
-// timing mark on each side, and then calls the backend's own slot. Service slots (memory,
-// streams, graphs, the marks themselves) pass straight through.
+// timing mark (the device runtime's) on each side, and then calls the backend's own slot. The
+// kernel table's queries (sdpa_status, conv_library_status) pass straight through; the device
+// services are the runtime's and are not recorded.
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "backend/slot_index.hpp"
 #include "core/profiler.hpp"
 
@@ -23,7 +25,7 @@ const Backend& own_table(DeviceType type) {
 // One kernel-table call as a kernel range with its two device timing marks.
 class KernelRange {
  public:
-  KernelRange(const Backend& own, DeviceType type, int slot) noexcept : own_(own) {
+  KernelRange(DeviceType type, int slot) noexcept : runtime_(runtime_for(type)) {
     const int op_device = core::profiler::current_device();
     device_ = type == DeviceType::cpu ? 0 : (op_device >= 0 ? op_device : 0);
     index_ = core::profiler::open_kernel(kSlotNames[slot], type, device_);
@@ -40,12 +42,12 @@ class KernelRange {
  private:
   int64_t mark() noexcept {
     try {
-      return own_.timing_mark(device_);
+      return runtime_.timing_mark(device_);
     } catch (...) {
       return -1;  // a device that cannot take a mark: the kernel keeps its host time only
     }
   }
-  const Backend& own_;
+  const DeviceRuntime& runtime_;
   int device_ = 0;
   int64_t index_ = -1;
   int64_t begin_ = -1;
@@ -60,7 +62,7 @@ struct Wrapped<Type, Slot, Member, R (*)(A...)> {
     if constexpr (is_service(Slot)) {
       return (own.*Member)(std::forward<A>(args)...);
     } else {
-      const KernelRange range(own, Type, Slot);
+      const KernelRange range(Type, Slot);
       return (own.*Member)(std::forward<A>(args)...);
     }
   }

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <string>
 
-#include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "ember/error.hpp"
 #include "ember/runtime.hpp"
 
@@ -27,15 +27,6 @@ Device Device::parse(const std::string& text) {
       detail::concat("Device::parse: unknown device '", text, "' (expected cpu, cuda or cuda:N)"));
 }
 
-#if !defined(EMBER_WITH_CUDA)  // the CUDA build defines these in src/cuda/runtime.cpp
-bool cuda_available() { return false; }
-int cuda_device_count() { return 0; }
-std::string cuda_device_description(int /*index*/) {
-  backend::backend_for(DeviceType::cuda);  // throws "ember was built without CUDA"
-  return {};
-}
-#endif
-
 namespace {
 std::atomic<uint16_t> g_default_device{0};  // type << 8 | index
 }
@@ -47,7 +38,7 @@ Device default_device() {
 
 Device set_default_device(Device d) {
   if (d.is_cuda()) {
-    backend::backend_for(d);  // throws "built without CUDA" in a CPU-only build
+    backend::runtime_for(d);  // throws "built without CUDA" in a CPU-only build
     EMBER_CHECK(d.index >= 0 && d.index < cuda_device_count(), "set_default_device: ", d.str(),
                 " does not exist (", cuda_device_count(), " CUDA devices)");
   }

@@ -1,8 +1,10 @@
 // src/core/make.hpp — the only constructors of TensorImpl (ARCHITECTURE §1): a new tensor,
-// a view of another's storage, and a tensor over storage made elsewhere (io: a mapped file).
-// Internal to the library; everything above core builds tensors through these.
+// a view of another's storage, and a tensor over storage made elsewhere (io: a mapped file);
+// and the one way to fill a tensor with bytes from host memory. Internal to the library;
+// everything above core builds tensors through these.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "ember/tensor.hpp"
@@ -17,5 +19,10 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 
 /// A contiguous tensor over `storage` (at offset 0), which must hold shape × dtype.
 Tensor wrap_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
+
+/// Writes `bytes` bytes from host memory into contiguous `dst` on its device (a plain copy
+/// on the CPU, one host-to-device copy on a GPU, refused inside a captured step); bumps dst's
+/// version.
+void copy_from_host(const Tensor& dst, const void* src, size_t bytes);
 
 }  // namespace ember::core

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <map>
 
-#include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "ember/error.hpp"
 
 namespace ember {
@@ -101,10 +101,10 @@ void resolve() {
     first.try_emplace({static_cast<int>(e.device_type), e.device}, static_cast<int64_t>(i));
   }
   for (const auto& [key, index] : first)
-    backend::backend_for(static_cast<DeviceType>(key.first)).synchronize(key.second);
+    backend::runtime_for(static_cast<DeviceType>(key.first)).synchronize(key.second);
   for (Event& e : r.events) {
     if (e.kind != ProfileKind::kernel || e.mark_begin < 0) continue;
-    const backend::Backend& be = backend::backend_for(e.device_type);
+    const backend::DeviceRuntime& be = backend::runtime_for(e.device_type);
     const Event& origin = r.events[first.at({static_cast<int>(e.device_type), e.device})];
     e.device_ms = be.timing_elapsed_ms(e.device, e.mark_begin, e.mark_end);
     e.device_begin_ms = static_cast<double>(origin.host_begin_ns) * 1e-6 +
@@ -112,7 +112,7 @@ void resolve() {
     e.mark_begin = e.mark_end = -1;
   }
   for (const auto& [key, index] : first)
-    backend::backend_for(static_cast<DeviceType>(key.first)).timing_release(key.second);
+    backend::runtime_for(static_cast<DeviceType>(key.first)).timing_release(key.second);
 }
 
 int64_t open(ProfileKind kind, const char* name, std::string text, int device) noexcept {

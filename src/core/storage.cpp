@@ -13,8 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "core/alloc_trace.hpp"
+#include "core/capture.hpp"
+#include "core/make.hpp"
 #include "core/profiler.hpp"
 #include "ember/error.hpp"
 #include "ember/tensor.hpp"
@@ -56,7 +58,7 @@ Storage::Storage(size_t bytes, Device device, Pool pool)
     : bytes_(bytes), device_(device), pool_(pool), home_pool_(pool) {
   if (t_observer) [[unlikely]]
     t_observer->allocating(bytes);
-  const backend::Backend& be = backend::backend_for(device);
+  const backend::DeviceRuntime& be = backend::runtime_for(device);
   data_ = be.allocate(device.index, bytes, pool, &block_bytes_);
   register_storage(this, device_);
   if (detail::profiling()) [[unlikely]]
@@ -83,7 +85,7 @@ Storage::~Storage() {
 
 void Storage::release_block() {
   if (!owned_ || !data_) return;
-  const backend::Backend& be = backend::backend_for(device_);
+  const backend::DeviceRuntime& be = backend::runtime_for(device_);
   if (pool_ != home_pool_) be.recharge(device_.index, data_, block_bytes_, pool_, home_pool_);
   be.deallocate(device_.index, data_, block_bytes_, home_pool_);
 }
@@ -91,7 +93,7 @@ void Storage::release_block() {
 void Storage::recharge(Pool pool) {
   if (pool == pool_) return;
   EMBER_ASSERT(owned_, "Storage::recharge: external memory belongs to no pool");
-  backend::backend_for(device_).recharge(device_.index, data_, block_bytes_, pool_, pool);
+  backend::runtime_for(device_).recharge(device_.index, data_, block_bytes_, pool_, pool);
   pool_ = pool;
 }
 
@@ -111,16 +113,16 @@ bool Storage::exchange(Storage& other) {
 
 void Storage::move_to(Device target) {
   if (target == device_) return;
-  const backend::Backend& to = backend::backend_for(target);
+  const backend::DeviceRuntime& to = backend::runtime_for(target);
   size_t new_block = 0;
   void* dst = to.allocate(target.index, bytes_, pool_, &new_block);
   if (device_.is_cpu()) {
     to.memcpy_from_host(target.index, dst, data_, bytes_);
   } else if (target.is_cpu()) {
-    backend::backend_for(device_).memcpy_to_host(device_.index, dst, data_, bytes_);
+    backend::runtime_for(device_).memcpy_to_host(device_.index, dst, data_, bytes_);
   } else {  // device to device through the host
     std::vector<char> staging(bytes_);
-    backend::backend_for(device_).memcpy_to_host(device_.index, staging.data(), data_, bytes_);
+    backend::runtime_for(device_).memcpy_to_host(device_.index, staging.data(), data_, bytes_);
     to.memcpy_from_host(target.index, dst, staging.data(), bytes_);
   }
   release_block();
@@ -151,7 +153,7 @@ core::PlanningDeviceGuard::PlanningDeviceGuard(Device device) : previous_(t_plan
 core::PlanningDeviceGuard::~PlanningDeviceGuard() { t_planning_device = previous_; }
 
 size_t core::block_bytes_for(Device device, size_t bytes) {
-  return backend::backend_for(device).block_bytes_for(device.index, bytes);
+  return backend::runtime_for(device).block_bytes_for(device.index, bytes);
 }
 
 PoolGuard::PoolGuard(Pool pool) : previous_(t_current_pool) { t_current_pool = pool; }
@@ -160,29 +162,29 @@ Pool current_pool() { return t_current_pool; }
 
 MemoryStats memory_stats(Device device) {
   MemoryStats s;
-  backend::backend_for(device).memory_stats(device.index, &s);
+  backend::runtime_for(device).memory_stats(device.index, &s);
   return s;
 }
 
-void reset_peak_stats(Device device) { backend::backend_for(device).reset_peak(device.index); }
+void reset_peak_stats(Device device) { backend::runtime_for(device).reset_peak(device.index); }
 void reset_peak_memory_stats(Device device) {
-  backend::backend_for(device).reset_peaks(device.index);
+  backend::runtime_for(device).reset_peaks(device.index);
 }
-void empty_cache(Device device) { backend::backend_for(device).empty_cache(device.index); }
+void empty_cache(Device device) { backend::runtime_for(device).empty_cache(device.index); }
 void set_memory_limit(Device device, int64_t bytes) {
   EMBER_CHECK(bytes >= 0, "set_memory_limit: ", bytes, " bytes for ", device.str(),
               " (expected a positive byte count, or 0 for no limit)");
-  backend::backend_for(device).set_memory_limit(device.index, bytes);
+  backend::runtime_for(device).set_memory_limit(device.index, bytes);
 }
 int64_t memory_limit(Device device) {
-  return backend::backend_for(device).memory_limit(device.index);
+  return backend::runtime_for(device).memory_limit(device.index);
 }
-void synchronize(Device device) { backend::backend_for(device).synchronize(device.index); }
+void synchronize(Device device) { backend::runtime_for(device).synchronize(device.index); }
 
 void release_device(Device device) {
   EMBER_CHECK(device.is_cuda(), "release_device: only CUDA devices can be released (got ",
               device.str(), ")");
-  const backend::Backend& be = backend::backend_for(device);  // "built without CUDA" if so
+  const backend::DeviceRuntime& be = backend::runtime_for(device);  // "built without CUDA" if so
   DeviceRegistry& r = registry();
   std::lock_guard<std::recursive_mutex> lock(r.mutex);  // no storage dies mid-rescue
   auto it = r.live.find(device.index);
@@ -199,5 +201,24 @@ Pool pool_of(const Tensor& t) {
   EMBER_CHECK(t.defined(), "pool_of: the tensor is undefined");
   return t.storage()->pool();
 }
+
+namespace core {
+
+void copy_from_host(const Tensor& dst, const void* src, size_t bytes) {
+  EMBER_ASSERT(
+      dst.is_contiguous() && bytes == static_cast<size_t>(dst.numel()) * element_size(dst.dtype()),
+      "copy_from_host: needs a contiguous destination of ", bytes, " bytes");
+  detail::StorageAccess::bump_version(*dst.storage());
+  if (bytes == 0) return;
+  if (dst.device().is_cpu()) {
+    std::memcpy(dst.data_ptr(), src, bytes);
+    return;
+  }
+  detail::check_no_host_transfer("copy from host memory");
+  backend::runtime_for(dst.device())
+      .memcpy_from_host(dst.device().index, dst.data_ptr(), src, bytes);
+}
+
+}  // namespace core
 
 }  // namespace ember

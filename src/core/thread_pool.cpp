@@ -202,7 +202,7 @@ int default_thread_count() {
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
 }
 
-std::atomic<void (*)(int)> g_pool_created_hook{nullptr};
+std::atomic<void (*)(int)> g_pool_size_hook{nullptr};
 
 // Creates the pool with `n` threads (or the default when n <= 0) unless it exists.
 ThreadPool& pool(int n = 0) {
@@ -213,7 +213,7 @@ ThreadPool& pool(int n = 0) {
   if (!p) {
     const int size = n > 0 ? n : default_thread_count();
     p = new ThreadPool(size);
-    if (void (*hook)(int) = g_pool_created_hook.load(std::memory_order_acquire)) hook(size);
+    if (void (*hook)(int) = g_pool_size_hook.load(std::memory_order_acquire)) hook(size);
     g_pool.store(p, std::memory_order_release);
     // A forked child (a test's death test, a worker process) has none of the parent's
     // threads: it abandons the inherited pool and builds its own on first use.
@@ -228,8 +228,8 @@ ThreadPool& pool(int n = 0) {
 
 }  // namespace
 
-void set_pool_created_hook(void (*hook)(int n)) {
-  g_pool_created_hook.store(hook, std::memory_order_release);
+void set_pool_size_hook(void (*hook)(int n)) {
+  g_pool_size_hook.store(hook, std::memory_order_release);
 }
 
 int num_threads() { return pool().size(); }
@@ -240,6 +240,7 @@ void set_pool_threads(int n) {
   EMBER_CHECK(!t_in_parallel, "set_num_threads: cannot resize the pool from inside a kernel");
   ThreadPool& p = pool(n);
   if (p.size() != n) p.resize(n);
+  if (void (*hook)(int) = g_pool_size_hook.load(std::memory_order_acquire)) hook(n);
 }
 
 bool in_parallel_region() { return t_in_parallel; }

@@ -22,9 +22,10 @@ namespace ember::core {
 int num_threads();
 /// Resizes the pool (n >= 1); waits for no job, so call it between ops.
 void set_pool_threads(int n);
-/// Sets what the pool calls once, with its size, when it is first created: the CPU backend
-/// keeps OpenBLAS's thread count in step (src/cpu/threads.cpp, at library load). nullptr: none.
-void set_pool_created_hook(void (*hook)(int n));
+/// Sets what the pool calls with its size when it is first created and on every
+/// set_pool_threads: the CPU backend keeps OpenBLAS's thread count in step
+/// (src/cpu/threads.cpp, at library load). nullptr: none.
+void set_pool_size_hook(void (*hook)(int n));
 /// True inside a parallel_for body (on a worker or on the caller).
 bool in_parallel_region();
 /// Makes idle workers stop spinning and block now: call before handing the cores to

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -285,7 +286,7 @@ void synchronize(int /*device*/) {}
 
 }  // namespace ember::cpu
 
-// ---- captured steps: CUDA only (slots.def) ----
+// ---- captured steps: CUDA only (runtime_slots.def) ----
 namespace ember::cpu {
 namespace {
 [[noreturn]] void no_capture() {
@@ -301,5 +302,19 @@ void graph_replay_begin(int, int64_t, uint64_t, uint64_t) { no_capture(); }
 void graph_launch(int, int64_t, bool) { no_capture(); }
 void graph_destroy(int, int64_t) { no_capture(); }
 int64_t graph_kernel_count(int, int64_t) { no_capture(); }
+
+// ---- devices (runtime_slots.def): the CPU is one device, device 0 ----
+int device_count() { return 1; }
+std::string device_description(int device) {
+  EMBER_CHECK(device == 0, "device_description: the CPU is device 0 (got ", device, ")");
+  return detail::concat("CPU (", std::thread::hardware_concurrency(), " hardware threads)");
+}
+
+// ---- streams (runtime_slots.def): CPU work runs on the calling thread, in order ----
+void* compute_stream(int) { return nullptr; }
+void* comm_stream(int) { return nullptr; }
+void comm_wait_for_compute(int) {}
+void compute_wait_for_comm(int) {}
+bool comm_stream_idle(int) { return true; }
 
 }  // namespace ember::cpu

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 
 namespace ember::cpu {
 

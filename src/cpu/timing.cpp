@@ -1,4 +1,4 @@
-// src/cpu/timing.cpp — the profiler's timing marks on the CPU (slots.def): CPU kernels run
+// src/cpu/timing.cpp — the profiler's timing marks on the CPU (runtime_slots.def): CPU kernels run
 // synchronously on the calling thread, so a mark is a reading of the host clock.
 #include <chrono>
 #include <mutex>

@@ -1,6 +1,7 @@
-// src/cuda/backend_cuda.cpp — the CUDA kernel table: every slot of src/backend/slots.def, each
-// slot that queues device work wrapped to count its launch (Note [What kernel_launches counts]
-// in launch_count.cpp).
+// src/cuda/backend_cuda.cpp — the CUDA kernel table (every slot of src/backend/slots.def, each
+// slot that queues device work wrapped to count its launch: Note [What kernel_launches counts]
+// in launch_count.cpp) and device runtime (every slot of src/backend/runtime_slots.def; the
+// allocator counts the host transfers itself).
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -51,10 +52,7 @@ struct Counted;
 template <int Slot, typename R, typename... A, R (*Fn)(A...)>
 struct Counted<Slot, Fn> {
   static R call(A... args) {
-    using backend::kSlot_graph_launch;
-    // graph_launch counts the graph's kernels itself (graph.cu).
-    if constexpr (backend::is_service(Slot) || backend::is_host_transfer(Slot) ||
-                  Slot == kSlot_graph_launch) {
+    if constexpr (backend::is_service(Slot)) {
       return Fn(std::forward<A>(args)...);
     } else {
       static_assert((std::is_same_v<std::tuple_element_t<0, std::tuple<A...>>, int>) ||

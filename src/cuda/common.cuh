@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "kernels/common.hpp"
 
 namespace ember::cuda {

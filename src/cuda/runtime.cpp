@@ -167,8 +167,4 @@ std::string device_description(int device) {
 
 }  // namespace cuda
 
-bool cuda_available() { return cuda::device_count() > 0; }
-int cuda_device_count() { return cuda::device_count(); }
-std::string cuda_device_description(int index) { return cuda::device_description(index); }
-
 }  // namespace ember

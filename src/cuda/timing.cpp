@@ -1,4 +1,4 @@
-// src/cuda/timing.cpp — the profiler's timing marks on a CUDA device (slots.def): events
+// src/cuda/timing.cpp — the profiler's timing marks on a CUDA device (runtime_slots.def): events
 // recorded on the device's stream, kept in a per-device pool and reused after
 // timing_release. No mark is taken while this thread captures a graph.
 #include <array>

@@ -5,7 +5,8 @@
 // another): the library is opened at the first collective on a CUDA tensor, from
 // $EMBER_NCCL_LIBRARY, else "libnccl.so.2" on the loader's path. Only nccl.h's types are used
 // at build time (the CUDA toolkit's copy). Built only with CUDA; otherwise load() says so.
-// CUDA is reached through src/cuda/comm_stream.hpp alone (the two streams of a device).
+// The device is reached through the device runtime alone (the two streams of a device:
+// backend::runtime_for(DeviceType::cuda), Note [The communication stream]).
 //
 // Note [NCCL watchdog]
 // NCCL collectives are enqueued and return at once, so a peer that hangs or dies leaves this
@@ -40,10 +41,14 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/comm_stream.hpp"
+#include "backend/device_runtime.hpp"
 #include "distributed/watchdog_thread.hpp"
 
 namespace ember::distributed::nccl {
+
+namespace {
+const backend::DeviceRuntime& cuda_runtime() { return backend::runtime_for(DeviceType::cuda); }
+}  // namespace
 
 namespace {
 
@@ -192,9 +197,10 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 }
 
 cudaStream_t stream_of(Stream on) {
-  if (on == Stream::compute) return static_cast<cudaStream_t>(cuda::compute_stream(g_device));
-  cuda::comm_wait_for_compute(g_device);
-  return static_cast<cudaStream_t>(cuda::comm_stream(g_device));
+  if (on == Stream::compute)
+    return static_cast<cudaStream_t>(cuda_runtime().compute_stream(g_device));
+  cuda_runtime().comm_wait_for_compute(g_device);
+  return static_cast<cudaStream_t>(cuda_runtime().comm_stream(g_device));
 }
 
 // Enqueues `call(stream)` after checking for an earlier asynchronous error, checks its
@@ -250,7 +256,7 @@ bool create(int rank, int world_size, int device, double timeout_seconds,
   if (rank == 0) rc = g_api.get_unique_id(&id);
   share(&id, sizeof id);  // every rank takes part, even when rank 0 failed (then id is zeros)
   if (rc == ncclSuccess) {
-    cuda::compute_stream(device);  // makes `device` current on this thread
+    cuda_runtime().compute_stream(device);  // makes `device` current on this thread
     if (timeout_seconds > 0) start_watchdog(timeout_seconds, device);
     ncclComm_t comm = nullptr;
     rc = g_api.comm_init_rank(&comm, world_size, id, rank);
@@ -317,10 +323,10 @@ void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, Re
 }
 
 void join_comm_stream() {
-  if (g_comm) cuda::compute_wait_for_comm(g_device);
+  if (g_comm) cuda_runtime().compute_wait_for_comm(g_device);
 }
 
-bool comm_stream_idle() { return !g_comm || cuda::comm_stream_idle(g_device); }
+bool comm_stream_idle() { return !g_comm || cuda_runtime().comm_stream_idle(g_device); }
 
 }  // namespace ember::distributed::nccl
 

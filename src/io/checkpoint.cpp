@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "core/alloc_trace.hpp"
 #include "core/make.hpp"
 #include "ember/autograd.hpp"
@@ -475,30 +475,20 @@ struct CheckpointSnapshot {
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> meta;
   std::vector<int> devices;
+  backend::PinnedStaging* staging = nullptr;  // the pinned arena the GPU tensors went into
 };
-
-// The backend slot of the snapshot's copies (the GPU loader's staging uses the others).
-constexpr int kSnapshotSlot = 255;
 
 // Pinned host memory the GPU tensors of an asynchronous checkpoint are copied into, kept and
 // grown as needed. One snapshot lives at a time (save_checkpoint_async waits for the last
 // write before taking the next), so reusing it is safe.
-struct PinnedArena {
-  void* data = nullptr;
-  size_t capacity = 0;
-  void reserve(size_t bytes) {
-    if (bytes <= capacity) return;
-    const backend::Backend& be = backend::backend_for(DeviceType::cuda);
-    if (data) be.host_free_pinned(data);
-    data = nullptr;
-    capacity = 0;
-    data = be.host_alloc_pinned(bytes);
-    capacity = bytes;
+backend::PinnedStaging& pinned_arena(size_t bytes) {
+  static auto* arena =
+      new backend::PinnedStaging();  // intentionally leaked: the runtime may go first
+  if (arena->size() < bytes) {
+    *arena = backend::PinnedStaging();  // the old buffer first: both need not fit at once
+    *arena = backend::PinnedStaging(DeviceType::cuda, bytes);
   }
-};
-PinnedArena& pinned_arena() {
-  static PinnedArena* a = new PinnedArena();  // intentionally leaked: the runtime may go first
-  return *a;
+  return *arena;
 }
 
 size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -515,8 +505,9 @@ void copy_for_later(CheckpointSnapshot& snap,
     gpu[i] = t.contiguous();
     total += aligned(static_cast<size_t>(gpu[i].numel()) * element_size(t.dtype()));
   }
-  if (total) pinned_arena().reserve(total);
-  char* at = static_cast<char*>(pinned_arena().data);
+  backend::PinnedStaging* arena = total ? &pinned_arena(total) : nullptr;
+  snap.staging = arena;
+  size_t at = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];
     if (!gpu[i].defined()) {
@@ -524,10 +515,10 @@ void copy_for_later(CheckpointSnapshot& snap,
       continue;
     }
     const size_t bytes = static_cast<size_t>(gpu[i].numel()) * element_size(t.dtype());
-    backend::backend_for(DeviceType::cuda)
-        .copy_to_pinned_async(t.device().index, at, gpu[i].data_ptr(), bytes, kSnapshotSlot);
+    arena->copy_from_device(t.device().index, gpu[i].data_ptr(), at, bytes);
+    char* host = static_cast<char*>(arena->data()) + at;
     snap.tensors.emplace_back(
-        name, core::wrap_storage(std::shared_ptr<Storage>(Storage::wrap_external(at, bytes)),
+        name, core::wrap_storage(std::shared_ptr<Storage>(Storage::wrap_external(host, bytes)),
                                  t.shape(), t.dtype()));
     if (std::find(snap.devices.begin(), snap.devices.end(), t.device().index) == snap.devices.end())
       snap.devices.push_back(t.device().index);
@@ -602,7 +593,7 @@ class AsyncWriter {
         [this, path = std::move(path), turn = std::move(turn), snap = std::move(snap)]() mutable {
           try {
             for (int d : snap.devices)  // the snapshot's copies out of device memory
-              backend::backend_for(DeviceType::cuda).wait_pinned_slot(d, kSnapshotSlot);
+              snap.staging->wait(d);
             write_order::write_safetensors_in_turn(*turn, path, snap.tensors, snap.meta);
           } catch (...) {
             std::lock_guard<std::mutex> lock(mutex_);

@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "backend/device_runtime.hpp"
 #include "core/thread_pool.hpp"
 #include "ember/error.hpp"
 
@@ -287,21 +289,20 @@ namespace {
 
 constexpr uint64_t kStagingPiece = uint64_t{4} << 20;
 
-// The process's pinned staging buffers, in pairs leased to one thread at a time. Buffer k
-// is the backend's slot k (its copies are waited for per slot).
+// The process's pinned staging buffers (each with its own copy slot: Note [Pinned slots are
+// leased] in src/backend/device_runtime.cpp), in pairs leased to one thread at a time.
 class Staging {
  public:
   static Staging& get() {
     static Staging* s = new Staging();  // intentionally leaked: the runtime may go first
     return *s;
   }
-  // A free pair (allocated on first need; at most 127 pairs of the backend's 256 slots).
-  int lease(const backend::Backend& be) {
+  // A free pair (made on first need; at most 127 pairs).
+  int lease(DeviceType type) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (free_.empty() && buffers_.size() < 254) {  // slot 255: checkpoints' copies
+    if (free_.empty() && buffers_.size() < 254) {
       const int pair = static_cast<int>(buffers_.size() / 2);
-      for (int k = 0; k < 2; ++k)
-        buffers_.push_back(static_cast<uint8_t*>(be.host_alloc_pinned(kStagingPiece)));
+      for (int k = 0; k < 2; ++k) buffers_.emplace_back(type, kStagingPiece);
       return pair;
     }
     available_.wait(lock, [&] { return !free_.empty(); });
@@ -316,11 +317,11 @@ class Staging {
     }
     available_.notify_one();
   }
-  uint8_t* buffer(int slot) {
+  backend::PinnedStaging& buffer(int k) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return buffers_[static_cast<size_t>(slot)];
+    return buffers_[static_cast<size_t>(k)];
   }
-  int slots() {
+  int size() {
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<int>(buffers_.size());
   }
@@ -328,14 +329,14 @@ class Staging {
  private:
   std::mutex mutex_;
   std::condition_variable available_;
-  std::vector<uint8_t*> buffers_;
+  std::deque<backend::PinnedStaging> buffers_;  // a deque: references stay valid as it grows
   std::vector<int> free_;
 };
 
 struct Lease {
   Staging& staging;
   int pair;
-  Lease(Staging& s, const backend::Backend& be) : staging(s), pair(s.lease(be)) {}
+  Lease(Staging& s, DeviceType type) : staging(s), pair(s.lease(type)) {}
   ~Lease() { staging.release(pair); }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
@@ -343,8 +344,8 @@ struct Lease {
 
 }  // namespace
 
-void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t data_offset,
-                      uint64_t data_size, std::vector<DeviceTarget> targets, uint64_t chunk,
+void stream_to_device(DeviceType type, int device, int fd, uint64_t data_offset, uint64_t data_size,
+                      std::vector<DeviceTarget> targets, uint64_t chunk,
                       std::vector<uint64_t>* digests, const std::string& path) {
   std::sort(targets.begin(), targets.end(),
             [](const DeviceTarget& a, const DeviceTarget& b) { return a.begin < b.begin; });
@@ -360,17 +361,17 @@ void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t d
   }
   Staging& staging = Staging::get();
   auto run = [&](int64_t begin, int64_t end) {
-    Lease lease(staging, be);
+    Lease lease(staging, type);
     int turn = 0;
     for (int64_t w = begin; w < end; ++w) {
       const uint64_t i = work[static_cast<size_t>(w)];
       const uint64_t lo = i * chunk, hi = std::min(data_size, lo + chunk);
       Hasher h;
       for (uint64_t at = lo; at < hi; at += kStagingPiece) {
-        const int slot = 2 * lease.pair + turn;
+        backend::PinnedStaging& staged = staging.buffer(2 * lease.pair + turn);
         turn ^= 1;
-        uint8_t* buf = staging.buffer(slot);
-        be.wait_pinned_slot(device, slot);  // its previous copy has finished
+        auto* buf = static_cast<uint8_t*>(staged.data());
+        staged.wait(device);  // its previous copy has finished
         const uint64_t len = std::min(kStagingPiece, hi - at);
         pread_exact(fd, buf, len, data_offset + at, path);
         if (digests) h.update(buf, len);
@@ -381,15 +382,15 @@ void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t d
         for (; t != targets.end() && t->begin < at + len; ++t) {
           const uint64_t from = std::max(at, t->begin), to = std::min(at + len, t->end);
           if (from >= to) continue;
-          be.copy_from_pinned_async(device, static_cast<uint8_t*>(t->dst) + (from - t->begin),
-                                    buf + (from - at), to - from, slot);
+          staged.copy_to_device(device, static_cast<uint8_t*>(t->dst) + (from - t->begin),
+                                from - at, to - from);
         }
       }
       if (digests) (*digests)[i] = h.digest();
     }
   };
   auto wait_all = [&] {
-    for (int slot = 0, k = staging.slots(); slot < k; ++slot) be.wait_pinned_slot(device, slot);
+    for (int k = 0, n = staging.size(); k < n; ++k) staging.buffer(k).wait(device);
   };
   try {
     core::parallel_for(static_cast<int64_t>(work.size()), 1, run);

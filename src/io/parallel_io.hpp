@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "ember/device.hpp"
 
 namespace ember::io::parallel {
 
@@ -82,8 +82,9 @@ struct DeviceTarget {
 /// pinned staging buffers, the chunks of the data section [data_offset, data_offset +
 /// data_size) of `fd` that the targets need — every chunk when `digests` is given, each
 /// chunk's XXH3-64 then going into it — and queues each piece's copy to its target on
-/// `device` through `be`. Returns when every copy has completed.
-void stream_to_device(const backend::Backend& be, int device, int fd, uint64_t data_offset,
+/// `device` (of type `type`) through the device runtime's pinned staging. Returns when every
+/// copy has completed.
+void stream_to_device(DeviceType type, int device, int fd, uint64_t data_offset,
                       uint64_t data_size, std::vector<DeviceTarget> targets, uint64_t chunk,
                       std::vector<uint64_t>* digests, const std::string& path);
 

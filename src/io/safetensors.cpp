@@ -35,8 +35,6 @@
 #include "ember/autograd.hpp"
 #include "io/parallel_io.hpp"
 #include "io/write_order.hpp"
-#include "ops/common.hpp"
-#include "ops/tensor.hpp"
 
 namespace ember::io {
 
@@ -372,16 +370,15 @@ void SafetensorsFile::stream_onto_device(
                        (scratch.empty() ? streamed[i].second : scratch[i]).data_ptr()});
   std::vector<uint64_t> digests;
   const Tensor& first = streamed[0].second;
-  const backend::Backend& be = backend::backend_for(first.device());
-  io::parallel::stream_to_device(be, first.device().index, fd_, data_offset_, data_size_,
-                                 std::move(targets),
+  io::parallel::stream_to_device(first.device().type, first.device().index, fd_, data_offset_,
+                                 data_size_, std::move(targets),
                                  checksum_chunk_ ? checksum_chunk_ : io::parallel::kChecksumChunk,
                                  stream_verifies ? &digests : nullptr, path_);
   if (stream_verifies) check_digest(io::parallel::combine_digests(digests));
   for (size_t i = 0; i < streamed.size(); ++i) {
     const Tensor& dst = streamed[i].second;
     detail::StorageAccess::bump_version(*dst.storage());
-    if (!scratch.empty()) be.copy(ops::view_of(dst), ops::view_of(scratch[i]));
+    if (!scratch.empty()) Tensor(dst).copy_(scratch[i]);
   }
 }
 
@@ -490,7 +487,7 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   Tensor host = core::make_tensor(e->shape, e->dtype, Device::cpu());
   read_bytes(*e, host.data_ptr());
   if (dst.dtype() == e->dtype && dst.is_contiguous()) {
-    ops::copy_from_host(dst, host.data_ptr(), e->end - e->begin);
+    core::copy_from_host(dst, host.data_ptr(), e->end - e->begin);
     return;
   }
   dst.copy_(host.to(dst.dtype()));

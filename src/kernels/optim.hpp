@@ -205,10 +205,7 @@ struct OptimScalars {
   bool l2, centered, use_momentum, rectified;
 };
 
-/// NAdam's momentum coefficient μ_t = β1 (1 - 0.5 · 0.96^(t · momentum_decay)).
-inline double nadam_mu(double beta1, double momentum_decay, double t) {
-  return beta1 * (1. - 0.5 * std::pow(0.96, t * momentum_decay));
-}
+using backend::nadam_mu;
 
 template <typename T>
 OptimScalars<T> optim_scalars(const backend::OptimArgs& a) {

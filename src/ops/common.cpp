@@ -12,10 +12,6 @@
 namespace ember {
 
 namespace {
-std::atomic<bool> g_sync_errors{[] {
-  const char* v = std::getenv("EMBER_CUDA_SYNC_ERRORS");
-  return v != nullptr && std::string(v) == "1";
-}()};
 // The op whose kernels the next check covers, and the op the user called around it.
 thread_local const char* t_last_op = nullptr;
 thread_local std::string t_last_user_op;
@@ -39,9 +35,6 @@ void check_previous_op(Op op, Device device) {
   t_last_user_op = user ? user : "";
 }
 }  // namespace
-
-void set_sync_errors(bool on) { g_sync_errors.store(on, std::memory_order_relaxed); }
-bool sync_errors() { return g_sync_errors.load(std::memory_order_relaxed); }
 
 }  // namespace ember
 
@@ -124,7 +117,7 @@ void check_supported(Op op, const Tensor& t, const char* what) {
 }
 
 void check_supported(Op op, DType dtype, Device device) {
-  if (device.is_cuda() && g_sync_errors.load(std::memory_order_relaxed)) [[unlikely]]
+  if (device.is_cuda() && sync_errors()) [[unlikely]]
     check_previous_op(op, device);
   if (supports(op, dtype, device)) [[likely]]
     return;

@@ -11,6 +11,7 @@
 
 #include "autograd/node.hpp"
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "core/checks.hpp"
 #include "core/make.hpp"
 #include "ember/autocast.hpp"

@@ -468,21 +468,6 @@ struct LinearNode final : autograd::Node {
   std::shared_ptr<ActLink> input;  // that of the linear that made x, when foldable
 };
 
-// Per device type, set_relu_fold (ember/runtime.hpp): on for the CPU, off for CUDA unless
-// EMBER_RELU_FOLD says otherwise.
-std::atomic<bool>& fold_setting(DeviceType type) {
-  struct Settings {
-    std::atomic<bool> on[kNumDeviceTypes];
-    Settings() {
-      const char* v = std::getenv("EMBER_RELU_FOLD");  // read once
-      on[static_cast<int>(DeviceType::cpu)] = !(v && v[0] == '0');
-      on[static_cast<int>(DeviceType::cuda)] = v && v[0] == '1';
-    }
-  };
-  static Settings settings;
-  return settings.on[static_cast<int>(type)];
-}
-
 // The link of the linear + activation that made `x`, when x is exactly its output (same rows).
 std::shared_ptr<ActLink> input_link(const Tensor& x, int64_t rows) {
   if (!x.requires_grad()) return nullptr;
@@ -537,8 +522,8 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const bool grad = autograd::needs_grad(*to.x, *to.weight, *to.bias);
   const bool relu = act == backend::GemmEpilogue::relu;
   // A mask for the next linear's backward (Note [ReLU backward in the next GEMM]).
-  const bool keep_mask = grad && relu && !targets && rows > 0 && in > 0 && out_f > 0 &&
-                         fold_setting(x.device().type).load(std::memory_order_relaxed);
+  const bool keep_mask =
+      grad && relu && !targets && rows > 0 && in > 0 && out_f > 0 && relu_fold(x.device().type);
   // GELU's pre-activation for its backward (Note [GELU backward in the next GEMM]).
   const bool keep_pre = grad && act == backend::GemmEpilogue::gelu_tanh;
   Tensor y2, mask, pre;
@@ -579,11 +564,6 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 }
 
 }  // namespace
-
-void set_relu_fold(DeviceType type, bool on) {
-  fold_setting(type).store(on, std::memory_order_relaxed);
-}
-bool relu_fold(DeviceType type) { return fold_setting(type).load(std::memory_order_relaxed); }
 
 namespace {
 

@@ -2,6 +2,9 @@
 // generic step of the other elementwise optimizers (RMSprop ... RAdam), and
 // the gradient-norm pair behind clip_grad_norm. src/optim keeps the bookkeeping (groups,
 // state tensors, step counts); these run the kernels, so optim never sees the backend table.
+// This header is the ops layer's interface to src/optim (tools/check_layers.py lets the layers
+// above ops include it): it may include nothing of the op and kernel layers but the step
+// arguments, backend/optim_args.hpp.
 #pragma once
 
 #include <array>
@@ -10,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "backend/optim_args.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::ops {

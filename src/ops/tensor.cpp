@@ -16,20 +16,6 @@
 
 namespace ember {
 
-void ops::copy_from_host(const Tensor& dst, const void* src, size_t bytes) {
-  EMBER_ASSERT(
-      dst.is_contiguous() && bytes == static_cast<size_t>(dst.numel()) * element_size(dst.dtype()),
-      "copy_from_host: needs a contiguous destination of ", bytes, " bytes");
-  detail::StorageAccess::bump_version(*dst.storage());
-  if (bytes == 0) return;
-  if (!dst.device().is_cpu()) detail::check_no_host_transfer("copy from host memory");
-  if (dst.device().is_cpu()) {
-    std::memcpy(dst.data_ptr(), src, bytes);
-  } else {
-    backend_of(dst).memcpy_from_host(dst.device().index, dst.data_ptr(), src, bytes);
-  }
-}
-
 Tensor Tensor::detach() const {
   checked("detach");
   return ops::make_view(*this, shape(), strides(), offset());
@@ -75,11 +61,11 @@ Tensor Tensor::to(Device target) const {
   const size_t bytes = static_cast<size_t>(numel()) * element_size(dtype());
   if (bytes) {
     if (src.device().is_cpu()) {
-      backend::backend_for(target).memcpy_from_host(target.index, out.data_ptr(), src.data_ptr(),
+      backend::runtime_for(target).memcpy_from_host(target.index, out.data_ptr(), src.data_ptr(),
                                                     bytes);
     } else if (target.is_cpu()) {
-      ops::backend_of(src).memcpy_to_host(src.device().index, out.data_ptr(), src.data_ptr(),
-                                          bytes);
+      backend::runtime_for(src.device())
+          .memcpy_to_host(src.device().index, out.data_ptr(), src.data_ptr(), bytes);
     } else {
       Tensor host = src.to(Device::cpu());
       return host.to(target);

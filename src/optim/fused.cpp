@@ -2,7 +2,6 @@
 #include "optim/fused.hpp"
 
 #include "ember/autograd.hpp"
-#include "kernels/optim.hpp"
 
 namespace ember::optim::detail {
 namespace {
@@ -116,7 +115,7 @@ void elementwise_update_many(const std::string& who, const std::vector<ParamRef>
       if (!state.find_scalar("mu_product")) state.scalars.emplace_back("mu_product", 1.0);
       double* product = state.find_scalar("mu_product");
       const double mu =
-          kernels::nadam_mu(args.alpha, args.momentum_decay, static_cast<double>(state.step));
+          backend::nadam_mu(args.alpha, args.momentum_decay, static_cast<double>(state.step));
       *product = static_cast<double>(static_cast<float>(*product) * static_cast<float>(mu));
       item.args.mu_product = *product;
     }

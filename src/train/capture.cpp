@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "core/capture.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
@@ -63,12 +63,12 @@ struct CapturedStep::Impl {
   std::vector<std::unique_ptr<Graph>> graphs;
   int64_t replays = 0, eager = 0, last_kernels = 0;
 
-  const backend::Backend& backend() const { return backend::backend_for(device); }
+  const backend::DeviceRuntime& runtime() const { return backend::runtime_for(device); }
 
   ~Impl() {
     for (const auto& g : graphs) {
       try {
-        backend().graph_destroy(device.index, g->id);
+        runtime().graph_destroy(device.index, g->id);
       } catch (...) {  // a destructor must not throw; the pool goes with the process
       }
     }
@@ -108,7 +108,7 @@ struct CapturedStep::Impl {
     // than reserving a step's worth again beside them (Note [A capture borrows the eager
     // cache] in src/cuda/allocator.cpp).
     const RngState rng = get_rng_state();
-    g->id = backend().graph_capture_begin(device.index, rng.seed, rng.offset);
+    g->id = runtime().graph_capture_begin(device.index, rng.seed, rng.offset);
     detail::CaptureRecorder* previous = detail::set_active_capture(&g->recorder);
     try {
       for (size_t i = 0; i < inputs.size(); ++i)  // allocations only: nothing is recorded
@@ -118,18 +118,18 @@ struct CapturedStep::Impl {
       detail::set_active_capture(previous);
       set_rng_state(rng);  // nothing ran: the draws of the failed capture did not happen
       try {
-        backend().graph_capture_end(device.index, g->id, false);
+        runtime().graph_capture_end(device.index, g->id, false);
       } catch (...) {  // the step's own error is the one to report
       }
       throw;
     }
     detail::set_active_capture(previous);
-    backend().graph_capture_end(device.index, g->id, true);
+    runtime().graph_capture_end(device.index, g->id, true);
     g->rng_advance = get_rng_state().offset - rng.offset;
     g->recorder.finish();
-    g->kernels = backend().graph_kernel_count(device.index, g->id);
+    g->kernels = runtime().graph_kernel_count(device.index, g->id);
     copy_inputs(*g, inputs);
-    backend().graph_launch(device.index, g->id, true);  // with the scalars staged at capture
+    runtime().graph_launch(device.index, g->id, true);  // with the scalars staged at capture
     graphs.push_back(std::move(g));
     return *graphs.back();
   }
@@ -143,15 +143,15 @@ struct CapturedStep::Impl {
   void replay(Graph& g, const std::vector<Tensor>& inputs) {
     copy_inputs(g, inputs);
     const RngState rng = get_rng_state();
-    backend().graph_replay_begin(device.index, g.id, rng.seed, rng.offset);
+    runtime().graph_replay_begin(device.index, g.id, rng.seed, rng.offset);
     try {
       g.recorder.replay_host();
     } catch (...) {
-      backend().graph_launch(device.index, g.id, false);
+      runtime().graph_launch(device.index, g.id, false);
       throw;
     }
     set_rng_state({rng.seed, rng.offset + g.rng_advance});
-    backend().graph_launch(device.index, g.id, true);
+    runtime().graph_launch(device.index, g.id, true);
   }
 };
 
