@@ -36,6 +36,8 @@
 #include <cmath>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
+#include <vector>
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -337,16 +339,38 @@ View flat_view(void* data, DType dtype, int64_t numel) {
   return {data, dtype, 0, Shape{numel}, Shape{1}};
 }
 
+// Note [Blocked gradient norms]
+// grad_norm_multi sums over fixed blocks of kNormBlock elements of each tensor, the blocks in
+// parallel, each in kNormLanes f64 lanes (a single running f64 sum does not vectorise), and
+// then adds the blocks' sums in order: the result depends on neither the thread count nor
+// the schedule. GPT-2 small's 16M gradients: 30 ms a step on one thread before.
+constexpr int64_t kNormBlock = 16384;
+constexpr int kNormLanes = 8;
+
+template <typename T, bool kSquare>
+EMBER_VECTORIZE_WIDE double lane_sum(const T* __restrict g, int64_t n) {
+  double lane[kNormLanes] = {};
+  int64_t i = 0;
+  for (; i + kNormLanes <= n; i += kNormLanes)
+    for (int j = 0; j < kNormLanes; ++j) {
+      const double x = static_cast<double>(g[i + j]);
+      lane[j] += kSquare ? x * x : std::fabs(x);
+    }
+  for (; i < n; ++i) {
+    const double x = static_cast<double>(g[i]);
+    lane[0] += kSquare ? x * x : std::fabs(x);
+  }
+  double acc = 0.0;
+  for (int j = 0; j < kNormLanes; ++j) acc += lane[j];
+  return acc;
+}
+
 template <typename T>
 double norm_power_sum(const T* g, int64_t n, double p) {
+  if (p == 1.0) return lane_sum<T, false>(g, n);
+  if (p == 2.0) return lane_sum<T, true>(g, n);
   double acc = 0.0;
-  if (p == 1.0) {
-    for (int64_t i = 0; i < n; ++i) acc += std::fabs(static_cast<double>(g[i]));
-  } else if (p == 2.0) {
-    for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), p);
-  }
+  for (int64_t i = 0; i < n; ++i) acc += std::pow(std::fabs(static_cast<double>(g[i])), p);
   return acc;
 }
 
@@ -459,16 +483,26 @@ void grad_norm_multi(int /*device*/, DType dtype, void* const* grads, const int6
   EMBER_ASSERT(dtype == DType::f32 || dtype == DType::f64, "grad_norm_multi: unsupported dtype ",
                dtype_name(dtype), " (expected f32 or f64)");
   const bool inf = std::isinf(norm_type);
+  // Note [Blocked gradient norms]: (tensor, first element) of every block, in order.
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t b = 0; b < numels[i]; b += kNormBlock) blocks.push_back({i, b});
+  std::vector<double> parts(blocks.size());
+  parallel_for(static_cast<int64_t>(blocks.size()), 4, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const auto [i, first] = blocks[static_cast<size_t>(b)];
+      const int64_t n = std::min(kNormBlock, numels[i] - first);
+      parts[static_cast<size_t>(b)] =
+          dtype == DType::f32
+              ? (inf ? norm_max(static_cast<const float*>(grads[i]) + first, n)
+                     : norm_power_sum(static_cast<const float*>(grads[i]) + first, n, norm_type))
+              : (inf ? norm_max(static_cast<const double*>(grads[i]) + first, n)
+                     : norm_power_sum(static_cast<const double*>(grads[i]) + first, n, norm_type));
+    }
+  });
   double acc = 0.0;
-  for (int64_t i = 0; i < count; ++i) {
-    const double part =
-        dtype == DType::f32
-            ? (inf ? norm_max(static_cast<const float*>(grads[i]), numels[i])
-                   : norm_power_sum(static_cast<const float*>(grads[i]), numels[i], norm_type))
-            : (inf ? norm_max(static_cast<const double*>(grads[i]), numels[i])
-                   : norm_power_sum(static_cast<const double*>(grads[i]), numels[i], norm_type));
+  for (const double part : parts)
     acc = inf ? ((part > acc || std::isnan(part)) ? part : acc) : acc + part;
-  }
   const double total = inf ? acc
                            : (norm_type == 1.0   ? acc
                               : norm_type == 2.0 ? std::sqrt(acc)
@@ -485,14 +519,16 @@ void clip_grads_by_norm(int /*device*/, DType dtype, void* const* grads, const i
                                            : *static_cast<const double*>(total_norm);
   const double coef = std::min(1.0, max_norm / (total + 1e-6));
   for (int64_t i = 0; i < count; ++i) {
-    if (dtype == DType::f32) {
-      float* g = static_cast<float*>(grads[i]);
-      const float c = static_cast<float>(coef);
-      for (int64_t j = 0; j < numels[i]; ++j) g[j] *= c;
-    } else {
-      double* g = static_cast<double*>(grads[i]);
-      for (int64_t j = 0; j < numels[i]; ++j) g[j] *= coef;
-    }
+    parallel_for(numels[i], kGrainCheap, [&](int64_t begin, int64_t end) {
+      if (dtype == DType::f32) {
+        float* __restrict g = static_cast<float*>(grads[i]);
+        const float c = static_cast<float>(coef);
+        for (int64_t j = begin; j < end; ++j) g[j] *= c;
+      } else {
+        double* __restrict g = static_cast<double*>(grads[i]);
+        for (int64_t j = begin; j < end; ++j) g[j] *= coef;
+      }
+    });
   }
 }
 
