@@ -102,6 +102,20 @@ void module_structs() {
   both(nn::AdaptivePoolOptions{.output_size = 2}, nn::AdaptivePoolOptions{.output_size = 3});
   both(nn::FoldOptions{.output_size = 4}, nn::FoldOptions{.stride = 2});
   both(nn::EmbeddingOptions{.num_embeddings = 10}, nn::EmbeddingOptions{.padding_idx = 0});
+  both(nn::FlattenOptions{.start_dim = 0}, nn::FlattenOptions{.end_dim = 2});
+  both(nn::DropoutOptions{.p = 0.1}, nn::DropoutOptions{.p = 0.2});
+  both(nn::GELUOptions{.approximate = "tanh"}, nn::GELUOptions{.approximate = "none"});
+  both(nn::DimOptions{.dim = 1}, nn::DimOptions{.dim = -1});
+  both(nn::SoftplusOptions{.beta = 2.0}, nn::SoftplusOptions{.threshold = 10.0});
+  both(nn::LeakyReLUOptions{.negative_slope = 0.2}, nn::LeakyReLUOptions{.negative_slope = 0.1});
+  both(nn::ELUOptions{.alpha = 0.5}, nn::ELUOptions{.alpha = 2.0});
+  both(nn::HardtanhOptions{.min_val = 0.0}, nn::HardtanhOptions{.max_val = 6.0});
+  both(nn::PReLUOptions{.num_parameters = 3}, nn::PReLUOptions{.init = 0.1});
+  both(nn::UnflattenOptions{.dim = 1}, nn::UnflattenOptions{.unflattened_size = {2, 5}});
+  both(nn::PixelShuffleOptions{.upscale_factor = 2}, nn::PixelShuffleOptions{.upscale_factor = 3});
+  both(nn::PixelUnshuffleOptions{.downscale_factor = 2},
+       nn::PixelUnshuffleOptions{.downscale_factor = 3});
+  both(nn::AdaptivePool1dOptions{.output_size = 2}, nn::AdaptivePool1dOptions{.output_size = 3});
   both(nn::L1LossOptions{.reduction = Reduction::sum},
        nn::L1LossOptions{.reduction = Reduction::none});
   both(nn::SmoothL1LossOptions{.reduction = Reduction::sum}, nn::SmoothL1LossOptions{.beta = 0.5});

@@ -9,85 +9,82 @@
 
 namespace ember::nn {
 
-using pyrepr::py_float;
+std::string SoftplusImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-std::string SoftplusImpl::extra_repr() const {
-  return "beta=" + py_float(beta_) + ", threshold=" + py_float(threshold_);
+std::string LeakyReLUImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
+
+std::string ELUImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
+
+HardtanhImpl::HardtanhImpl(HardtanhOptions o) : options_(o) {
+  EMBER_CHECK(o.max_val > o.min_val, "Hardtanh: max_val ", o.max_val,
+              " must be greater than min_val ", o.min_val);
 }
 
-std::string LeakyReLUImpl::extra_repr() const { return "negative_slope=" + py_float(slope_); }
+std::string HardtanhImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-std::string ELUImpl::extra_repr() const { return "alpha=" + py_float(alpha_); }
-
-HardtanhImpl::HardtanhImpl(double min_val, double max_val) : min_val_(min_val), max_val_(max_val) {
-  EMBER_CHECK(max_val > min_val, "Hardtanh: max_val ", max_val, " must be greater than min_val ",
-              min_val);
-}
-
-std::string HardtanhImpl::extra_repr() const {
-  return "min_val=" + py_float(min_val_) + ", max_val=" + py_float(max_val_);
-}
-
-PReLUImpl::PReLUImpl(int64_t num_parameters, double init)
-    : num_parameters_(num_parameters), init_(init) {
-  EMBER_CHECK(num_parameters > 0, "PReLU: num_parameters ", num_parameters, " (expected > 0)");
-  weight_ = register_parameter("weight", full({num_parameters}, init));
+PReLUImpl::PReLUImpl(PReLUOptions o) : options_(o) {
+  check_options(o, "PReLU");
+  weight_ = register_parameter("weight", full({o.num_parameters}, o.init));
 }
 
 Tensor PReLUImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined(), "PReLU: input is an undefined tensor");
-  if (num_parameters_ > 1) {
-    EMBER_CHECK(x.dim() >= 2 && x.size(1) == num_parameters_,
-                "PReLU(num_parameters=", num_parameters_, "): input shape ", x.shape().to_string(),
-                " (expected ", num_parameters_,
+  const int64_t num_parameters = options_.num_parameters;
+  if (num_parameters > 1) {
+    EMBER_CHECK(x.dim() >= 2 && x.size(1) == num_parameters,
+                "PReLU(num_parameters=", num_parameters, "): input shape ", x.shape().to_string(),
+                " (expected ", num_parameters,
                 " channels in dim 1 of an input of at least 2 dims)");
   }
   return prelu(x, weight_);
 }
 
 std::string PReLUImpl::extra_repr() const {
-  return "num_parameters=" + std::to_string(num_parameters_);
+  return "num_parameters=" + std::to_string(options_.num_parameters);
 }
 
 Tensor GLUImpl::forward(const Tensor& x) {
+  const int64_t dim = options_.dim;
   EMBER_CHECK(x.defined() && x.dim() > 0, "GLU: input shape ",
               x.defined() ? x.shape().to_string() : "undefined", " (expected at least 1 dim)");
-  const int64_t d = dim_ < 0 ? dim_ + x.dim() : dim_;
-  EMBER_CHECK(d >= 0 && d < x.dim() && x.size(d) % 2 == 0, "GLU(dim=", dim_, "): input shape ",
-              x.shape().to_string(), " (expected dim ", dim_, " to exist and have an even size)");
-  return glu(x, dim_);
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  EMBER_CHECK(d >= 0 && d < x.dim() && x.size(d) % 2 == 0, "GLU(dim=", dim, "): input shape ",
+              x.shape().to_string(), " (expected dim ", dim, " to exist and have an even size)");
+  return glu(x, dim);
 }
 
-UnflattenImpl::UnflattenImpl(int64_t dim, Shape unflattened_size)
-    : dim_(dim), sizes_(std::move(unflattened_size)) {
-  EMBER_CHECK(!sizes_.empty(), "Unflatten: unflattened_size is empty (expected at least one size)");
+UnflattenImpl::UnflattenImpl(UnflattenOptions options) : options_(std::move(options)) {
+  const Shape& sizes = options_.unflattened_size;
+  EMBER_CHECK(!sizes.empty(), "Unflatten: unflattened_size is empty (expected at least one size)");
   int inferred = 0;
-  for (int64_t s : sizes_) {
-    EMBER_CHECK(s > 0 || s == -1, "Unflatten: unflattened_size ", sizes_.to_string(),
+  for (int64_t s : sizes) {
+    EMBER_CHECK(s > 0 || s == -1, "Unflatten: unflattened_size ", sizes.to_string(),
                 " (expected sizes > 0, or one -1)");
     inferred += s == -1;
   }
-  EMBER_CHECK(inferred <= 1, "Unflatten: unflattened_size ", sizes_.to_string(),
+  EMBER_CHECK(inferred <= 1, "Unflatten: unflattened_size ", sizes.to_string(),
               " has more than one -1");
 }
 
 Tensor UnflattenImpl::forward(const Tensor& x) {
+  const int64_t dim = options_.dim;
+  const Shape& sizes = options_.unflattened_size;
   EMBER_CHECK(x.defined() && x.dim() > 0, "Unflatten: input is undefined or 0-d");
-  const int64_t d = dim_ < 0 ? dim_ + x.dim() : dim_;
-  EMBER_CHECK(d >= 0 && d < x.dim(), "Unflatten(dim=", dim_, "): input shape ",
-              x.shape().to_string(), " has no dim ", dim_);
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  EMBER_CHECK(d >= 0 && d < x.dim(), "Unflatten(dim=", dim, "): input shape ",
+              x.shape().to_string(), " has no dim ", dim);
   int64_t known = 1;
   bool infer = false;
-  for (int64_t s : sizes_) {
+  for (int64_t s : sizes) {
     if (s == -1)
       infer = true;
     else
       known *= s;
   }
   const int64_t n = x.size(d);
-  EMBER_CHECK(infer ? n % known == 0 : n == known, "Unflatten(dim=", dim_,
-              ", unflattened_size=", pyrepr::py_tuple(sizes_), "): input shape ",
-              x.shape().to_string(), " has ", n, " elements in dim ", dim_, " (expected ",
+  EMBER_CHECK(infer ? n % known == 0 : n == known, "Unflatten(dim=", dim,
+              ", unflattened_size=", pyrepr::py_tuple(sizes), "): input shape ",
+              x.shape().to_string(), " has ", n, " elements in dim ", dim, " (expected ",
               infer ? "a multiple of " : "", known, ")");
   std::vector<int64_t> shape;
   for (int64_t i = 0; i < x.dim(); ++i) {
@@ -95,19 +92,15 @@ Tensor UnflattenImpl::forward(const Tensor& x) {
       shape.push_back(x.size(i));
       continue;
     }
-    for (int64_t s : sizes_) shape.push_back(s == -1 ? n / known : s);
+    for (int64_t s : sizes) shape.push_back(s == -1 ? n / known : s);
   }
   return x.reshape(Shape(shape));
 }
 
-std::string UnflattenImpl::extra_repr() const {
-  return "dim=" + std::to_string(dim_) + ", unflattened_size=" + pyrepr::py_tuple(sizes_);
-}
+std::string UnflattenImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 BilinearImpl::BilinearImpl(BilinearOptions o) : options_(o) {
-  EMBER_CHECK(o.in1_features > 0 && o.in2_features > 0 && o.out_features > 0,
-              "Bilinear: in1_features ", o.in1_features, ", in2_features ", o.in2_features,
-              ", out_features ", o.out_features, " (expected all > 0)");
+  check_options(o, "Bilinear");
   // PyTorch's reset_parameters: bound = 1/√in1_features for the weight and the bias.
   const double bound = 1.0 / std::sqrt(static_cast<double>(o.in1_features));
   weight_ = register_parameter(
@@ -146,18 +139,8 @@ Tensor BilinearImpl::forward(const Tensor& x1, const Tensor& x2) {
   return y.reshape(Shape(lead));
 }
 
-json BilinearImpl::options() const {
-  return {{"in1_features", options_.in1_features},
-          {"in2_features", options_.in2_features},
-          {"out_features", options_.out_features},
-          {"bias", options_.bias}};
-}
+json BilinearImpl::options() const { return options_json(options_); }
 
-std::string BilinearImpl::extra_repr() const {
-  return "in1_features=" + std::to_string(options_.in1_features) +
-         ", in2_features=" + std::to_string(options_.in2_features) +
-         ", out_features=" + std::to_string(options_.out_features) +
-         ", bias=" + pyrepr::py_bool(options_.bias);
-}
+std::string BilinearImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 }  // namespace ember::nn

@@ -68,13 +68,10 @@ Tensor causal_mask(int64_t size, int64_t source_size, Device device) {
 
 MultiheadAttentionImpl::MultiheadAttentionImpl(MultiheadAttentionOptions o) : options_(o) {
   const int64_t e = o.embed_dim;
-  EMBER_CHECK(e > 0 && o.num_heads > 0, "MultiheadAttention: embed_dim ", e, " and num_heads ",
-              o.num_heads, " (expected both > 0)");
+  check_options(o, "MultiheadAttention");
   EMBER_CHECK(e % o.num_heads == 0, "MultiheadAttention: embed_dim ", e,
               " is not divisible by num_heads ", o.num_heads,
               " (expected embed_dim % num_heads == 0)");
-  EMBER_CHECK(o.dropout >= 0.0 && o.dropout <= 1.0, "MultiheadAttention: dropout ", o.dropout,
-              " (expected 0 <= dropout <= 1)");
   EMBER_CHECK((o.kdim == 0 || o.kdim == e) && (o.vdim == 0 || o.vdim == e),
               "MultiheadAttention: kdim ", o.kdim, " and vdim ", o.vdim,
               " are not supported (expected both equal to embed_dim ", e, ")");
@@ -214,15 +211,7 @@ AttentionOutput MultiheadAttentionImpl::forward(const Tensor& query, const Tenso
   return result;
 }
 
-json MultiheadAttentionImpl::options() const {
-  return {{"embed_dim", options_.embed_dim},
-          {"num_heads", options_.num_heads},
-          {"dropout", options_.dropout},
-          {"bias", options_.bias},
-          {"batch_first", options_.batch_first},
-          {"kdim", options_.kdim},
-          {"vdim", options_.vdim}};
-}
+json MultiheadAttentionImpl::options() const { return options_json(options_); }
 
 std::string MultiheadAttentionImpl::extra_repr() const {
   return "embed_dim=" + std::to_string(options_.embed_dim) +

@@ -18,11 +18,6 @@ std::string preset_name(ConvPadding p);
 
 namespace {
 
-json size_json(Size2d s) {
-  if (s.h == s.w) return s.h;
-  return json::array({s.h, s.w});
-}
-
 void check_size(const char* module, const char* what, Size2d s, int64_t min) {
   EMBER_CHECK(s.h >= min && s.w >= min, module, ": ", what, " ", pyrepr::py_pair(s),
               " (expected every entry >= ", min, ")");
@@ -63,19 +58,7 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
   return conv2d(xp, weight_, bias_, o.stride, Size2d(both[0], both[1]), o.dilation, o.groups);
 }
 
-json Conv2dImpl::options() const {
-  const Conv2dOptions& o = options_;
-  return {
-      {"in_channels", o.in_channels},
-      {"out_channels", o.out_channels},
-      {"kernel_size", size_json(o.kernel_size)},
-      {"stride", size_json(o.stride)},
-      {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : size_json(o.padding)},
-      {"dilation", size_json(o.dilation)},
-      {"groups", o.groups},
-      {"bias", o.bias},
-      {"padding_mode", o.padding_mode}};
-}
+json Conv2dImpl::options() const { return options_json(options_); }
 
 std::string Conv2dImpl::extra_repr() const {
   // torch.nn.Conv2d's repr: defaults other than the stride are left out.
@@ -109,22 +92,9 @@ Tensor MaxPool2dImpl::forward(const Tensor& x) {
   return max_pool2d(x, o.kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
 }
 
-json MaxPool2dImpl::options() const {
-  const MaxPool2dOptions& o = options_;
-  return {{"kernel_size", size_json(o.kernel_size)},
-          {"stride", size_json(*o.stride)},
-          {"padding", size_json(o.padding)},
-          {"dilation", size_json(o.dilation)},
-          {"ceil_mode", o.ceil_mode}};
-}
+json MaxPool2dImpl::options() const { return options_json(options_); }
 
-std::string MaxPool2dImpl::extra_repr() const {
-  const MaxPool2dOptions& o = options_;
-  return "kernel_size=" + pyrepr::py_size(o.kernel_size) +
-         ", stride=" + pyrepr::py_size(*o.stride) + ", padding=" + pyrepr::py_size(o.padding) +
-         ", dilation=" + pyrepr::py_size(o.dilation) +
-         ", ceil_mode=" + pyrepr::py_bool(o.ceil_mode);
-}
+std::string MaxPool2dImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 // ---- AvgPool2d ----
 
@@ -140,14 +110,7 @@ Tensor AvgPool2dImpl::forward(const Tensor& x) {
   return avg_pool2d(x, o.kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad);
 }
 
-json AvgPool2dImpl::options() const {
-  const AvgPool2dOptions& o = options_;
-  return {{"kernel_size", size_json(o.kernel_size)},
-          {"stride", size_json(*o.stride)},
-          {"padding", size_json(o.padding)},
-          {"ceil_mode", o.ceil_mode},
-          {"count_include_pad", o.count_include_pad}};
-}
+json AvgPool2dImpl::options() const { return options_json(options_); }
 
 std::string AvgPool2dImpl::extra_repr() const {
   const AvgPool2dOptions& o = options_;

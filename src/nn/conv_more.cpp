@@ -21,15 +21,6 @@ std::string py_tuple(std::initializer_list<int64_t> v) {
 std::string py_tuple3(Size3d s) { return py_tuple({s.d, s.h, s.w}); }
 std::string py_tuple1(int64_t v) { return py_tuple({v}); }
 
-json size3_json(Size3d s) {
-  if (s.d == s.h && s.h == s.w) return s.d;
-  return json::array({s.d, s.h, s.w});
-}
-json size2_json(Size2d s) {
-  if (s.h == s.w) return s.h;
-  return json::array({s.h, s.w});
-}
-
 void check_positive(const char* module, const char* what, int64_t v, int64_t min) {
   EMBER_CHECK(v >= min, module, ": ", what, " ", v, " (expected >= ", min, ")");
 }
@@ -144,18 +135,7 @@ Tensor Conv1dImpl::forward(const Tensor& x) {
   return conv1d(xp, weight_, bias_, o.stride, both[0], o.dilation, o.groups);
 }
 
-json Conv1dImpl::options() const {
-  const Conv1dOptions& o = options_;
-  return {{"in_channels", o.in_channels},
-          {"out_channels", o.out_channels},
-          {"kernel_size", o.kernel_size},
-          {"stride", o.stride},
-          {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : json(o.padding)},
-          {"dilation", o.dilation},
-          {"groups", o.groups},
-          {"bias", o.bias},
-          {"padding_mode", o.padding_mode}};
-}
+json Conv1dImpl::options() const { return options_json(options_); }
 
 std::string Conv1dImpl::extra_repr() const {
   const Conv1dOptions& o = options_;
@@ -195,19 +175,7 @@ Tensor Conv3dImpl::forward(const Tensor& x) {
                 o.groups);
 }
 
-json Conv3dImpl::options() const {
-  const Conv3dOptions& o = options_;
-  return {
-      {"in_channels", o.in_channels},
-      {"out_channels", o.out_channels},
-      {"kernel_size", size3_json(o.kernel_size)},
-      {"stride", size3_json(o.stride)},
-      {"padding", o.padding_preset ? json(preset_name(*o.padding_preset)) : size3_json(o.padding)},
-      {"dilation", size3_json(o.dilation)},
-      {"groups", o.groups},
-      {"bias", o.bias},
-      {"padding_mode", o.padding_mode}};
-}
+json Conv3dImpl::options() const { return options_json(options_); }
 
 std::string Conv3dImpl::extra_repr() const {
   const Conv3dOptions& o = options_;
@@ -246,18 +214,7 @@ Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
                           o.dilation);
 }
 
-json ConvTranspose2dImpl::options() const {
-  const ConvTranspose2dOptions& o = options_;
-  return {{"in_channels", o.in_channels},
-          {"out_channels", o.out_channels},
-          {"kernel_size", size2_json(o.kernel_size)},
-          {"stride", size2_json(o.stride)},
-          {"padding", size2_json(o.padding)},
-          {"output_padding", size2_json(o.output_padding)},
-          {"groups", o.groups},
-          {"bias", o.bias},
-          {"dilation", size2_json(o.dilation)}};
-}
+json ConvTranspose2dImpl::options() const { return options_json(options_); }
 
 std::string ConvTranspose2dImpl::extra_repr() const {
   const ConvTranspose2dOptions& o = options_;
@@ -293,14 +250,7 @@ Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
                           o.dilation);
 }
 
-json ConvTranspose1dImpl::options() const {
-  const ConvTranspose1dOptions& o = options_;
-  return {{"in_channels", o.in_channels}, {"out_channels", o.out_channels},
-          {"kernel_size", o.kernel_size}, {"stride", o.stride},
-          {"padding", o.padding},         {"output_padding", o.output_padding},
-          {"groups", o.groups},           {"bias", o.bias},
-          {"dilation", o.dilation}};
-}
+json ConvTranspose1dImpl::options() const { return options_json(options_); }
 
 std::string ConvTranspose1dImpl::extra_repr() const {
   const ConvTranspose1dOptions& o = options_;
@@ -313,10 +263,7 @@ std::string ConvTranspose1dImpl::extra_repr() const {
 
 MaxPool1dImpl::MaxPool1dImpl(MaxPool1dOptions o) : options_(o) {
   if (!options_.stride) options_.stride = options_.kernel_size;
-  check_positive("MaxPool1d", "kernel_size", o.kernel_size, 1);
-  check_positive("MaxPool1d", "stride", *options_.stride, 1);
-  check_positive("MaxPool1d", "padding", o.padding, 0);
-  check_positive("MaxPool1d", "dilation", o.dilation, 1);
+  check_options(options_, "MaxPool1d");
 }
 
 Tensor MaxPool1dImpl::forward(const Tensor& x) {
@@ -324,27 +271,13 @@ Tensor MaxPool1dImpl::forward(const Tensor& x) {
   return max_pool1d(x, o.kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
 }
 
-json MaxPool1dImpl::options() const {
-  const MaxPool1dOptions& o = options_;
-  return {{"kernel_size", o.kernel_size},
-          {"stride", *o.stride},
-          {"padding", o.padding},
-          {"dilation", o.dilation},
-          {"ceil_mode", o.ceil_mode}};
-}
+json MaxPool1dImpl::options() const { return options_json(options_); }
 
-std::string MaxPool1dImpl::extra_repr() const {
-  const MaxPool1dOptions& o = options_;
-  return "kernel_size=" + std::to_string(o.kernel_size) + ", stride=" + std::to_string(*o.stride) +
-         ", padding=" + std::to_string(o.padding) + ", dilation=" + std::to_string(o.dilation) +
-         ", ceil_mode=" + pyrepr::py_bool(o.ceil_mode);
-}
+std::string MaxPool1dImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 AvgPool1dImpl::AvgPool1dImpl(AvgPool1dOptions o) : options_(o) {
   if (!options_.stride) options_.stride = options_.kernel_size;
-  check_positive("AvgPool1d", "kernel_size", o.kernel_size, 1);
-  check_positive("AvgPool1d", "stride", *options_.stride, 1);
-  check_positive("AvgPool1d", "padding", o.padding, 0);
+  check_options(options_, "AvgPool1d");
 }
 
 Tensor AvgPool1dImpl::forward(const Tensor& x) {
@@ -352,14 +285,7 @@ Tensor AvgPool1dImpl::forward(const Tensor& x) {
   return avg_pool1d(x, o.kernel_size, o.stride, o.padding, o.ceil_mode, o.count_include_pad);
 }
 
-json AvgPool1dImpl::options() const {
-  const AvgPool1dOptions& o = options_;
-  return {{"kernel_size", o.kernel_size},
-          {"stride", *o.stride},
-          {"padding", o.padding},
-          {"ceil_mode", o.ceil_mode},
-          {"count_include_pad", o.count_include_pad}};
-}
+json AvgPool1dImpl::options() const { return options_json(options_); }
 
 std::string AvgPool1dImpl::extra_repr() const {
   const AvgPool1dOptions& o = options_;
@@ -388,8 +314,8 @@ Tensor AdaptivePoolImpl::forward(const Tensor& x) {
 }
 
 json AdaptivePoolImpl::options() const {
-  const Size2d s = options_.output_size;
-  return {{"output_size", dims_ == 1 ? json(s.w) : size2_json(s)}};
+  return dims_ == 1 ? options_json(AdaptivePool1dOptions{options_.output_size.w})
+                    : options_json(options_);
 }
 
 std::string AdaptivePoolImpl::extra_repr() const {
@@ -407,15 +333,7 @@ UpsampleImpl::UpsampleImpl(InterpolateOptions options) : options_(std::move(opti
 
 Tensor UpsampleImpl::forward(const Tensor& x) { return interpolate(x, options_); }
 
-json UpsampleImpl::options() const {
-  const InterpolateOptions& o = options_;
-  json j = {{"size", o.size.empty() ? json(nullptr) : json(o.size.vec())},
-            {"scale_factor", o.scale_factor.empty() ? json(nullptr) : json(o.scale_factor)},
-            {"mode", o.mode},
-            {"align_corners", o.align_corners ? json(*o.align_corners) : json(nullptr)},
-            {"recompute_scale_factor", o.recompute_scale_factor}};
-  return j;
-}
+json UpsampleImpl::options() const { return options_json(options_); }
 
 std::string UpsampleImpl::extra_repr() const {
   const InterpolateOptions& o = options_;
@@ -445,24 +363,23 @@ std::string UpsampleImpl::extra_repr() const {
 
 // ---- PixelShuffle, PixelUnshuffle ----
 
-PixelShuffleImpl::PixelShuffleImpl(int64_t upscale_factor) : factor_(upscale_factor) {
-  check_positive("PixelShuffle", "upscale_factor", factor_, 1);
+PixelShuffleImpl::PixelShuffleImpl(PixelShuffleOptions o) : options_(o) {
+  check_options(o, "PixelShuffle");
 }
+std::string PixelShuffleImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-PixelUnshuffleImpl::PixelUnshuffleImpl(int64_t downscale_factor) : factor_(downscale_factor) {
-  check_positive("PixelUnshuffle", "downscale_factor", factor_, 1);
+PixelUnshuffleImpl::PixelUnshuffleImpl(PixelUnshuffleOptions o) : options_(o) {
+  check_options(o, "PixelUnshuffle");
 }
+std::string PixelUnshuffleImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 // ---- Unfold, Fold ----
 
 namespace {
 
 json fold_json(const FoldOptions& o, bool with_output) {
-  json j = {{"kernel_size", size2_json(o.kernel_size)},
-            {"dilation", size2_json(o.dilation)},
-            {"padding", size2_json(o.padding)},
-            {"stride", size2_json(o.stride)}};
-  if (with_output) j["output_size"] = size2_json(o.output_size);
+  json j = options_json(o);
+  if (!with_output) j.erase("output_size");  // Unfold has no output size
   return j;
 }
 

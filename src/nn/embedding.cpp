@@ -10,8 +10,7 @@
 namespace ember::nn {
 
 EmbeddingImpl::EmbeddingImpl(EmbeddingOptions o) : options_(o) {
-  EMBER_CHECK(o.num_embeddings > 0 && o.embedding_dim > 0, "Embedding: num_embeddings ",
-              o.num_embeddings, " and embedding_dim ", o.embedding_dim, " (expected both > 0)");
+  check_options(o, "Embedding");
   if (o.padding_idx) {
     const int64_t p = *o.padding_idx;
     EMBER_CHECK(p >= -o.num_embeddings && p < o.num_embeddings, "Embedding: padding_idx ", p,
@@ -35,12 +34,7 @@ void EmbeddingImpl::rebind_parameter(const std::string&, const Tensor& param) {
   weight_ = param;  // its only parameter; tie() checked the name and the shape
 }
 
-json EmbeddingImpl::options() const {
-  const EmbeddingOptions& o = options_;
-  return {{"num_embeddings", o.num_embeddings},
-          {"embedding_dim", o.embedding_dim},
-          {"padding_idx", o.padding_idx ? json(*o.padding_idx) : json(nullptr)}};
-}
+json EmbeddingImpl::options() const { return options_json(options_); }
 
 std::string EmbeddingImpl::extra_repr() const {
   const EmbeddingOptions& o = options_;

@@ -5,12 +5,12 @@
 
 #include "core/profiler.hpp"
 #include "ember/nn/init.hpp"
+#include "nn/py_repr.hpp"
 
 namespace ember::nn {
 
 LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
-  EMBER_CHECK(o.in_features > 0 && o.out_features > 0, "Linear: in_features ", o.in_features,
-              " and out_features ", o.out_features, " (expected both > 0)");
+  check_options(o, "Linear");
   weight_ =
       register_parameter("weight", init::kaiming_uniform_default({o.out_features, o.in_features}));
   if (o.bias) bias_ = register_parameter("bias", init::bias_default(o.out_features, o.in_features));
@@ -31,39 +31,29 @@ void LinearImpl::rebind_parameter(const std::string& name, const Tensor& param) 
   (name == "weight" ? weight_ : bias_) = param;  // tie() checked the name and the shape
 }
 
-json LinearImpl::options() const {
-  return {{"in_features", options_.in_features},
-          {"out_features", options_.out_features},
-          {"bias", options_.bias}};
-}
+json LinearImpl::options() const { return options_json(options_); }
 
-std::string LinearImpl::extra_repr() const {
-  return "in_features=" + std::to_string(options_.in_features) +
-         ", out_features=" + std::to_string(options_.out_features) +
-         ", bias=" + (options_.bias ? "True" : "False");
-}
+std::string LinearImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-std::string FlattenImpl::extra_repr() const {
-  return "start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_);
-}
+std::string FlattenImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-DropoutImpl::DropoutImpl(double p) : p_(p) {
-  EMBER_CHECK(p >= 0.0 && p <= 1.0, "Dropout: p ", p, " (expected 0 <= p <= 1)");
-}
+DropoutImpl::DropoutImpl(DropoutOptions o) : options_(o) { check_options(o, "Dropout"); }
 
 std::string DropoutImpl::extra_repr() const {
-  std::ostringstream s;
-  s << "p=" << p_ << ", inplace=False";
+  std::ostringstream s;  // "p=0.5, inplace=False", p as the stream prints it
+  s << "p=" << options_.p << ", inplace=False";
   return s.str();
 }
 
-GELUImpl::GELUImpl(std::string approximate) : approximate_(std::move(approximate)) {
-  EMBER_CHECK(approximate_ == "none" || approximate_ == "tanh", "GELU: approximate '", approximate_,
+GELUImpl::GELUImpl(GELUOptions o) : options_(std::move(o)) {
+  const std::string& a = options_.approximate;
+  EMBER_CHECK(a == "none" || a == "tanh", "GELU: approximate '", a,
               "' (expected \"none\" or \"tanh\")");
 }
 
 std::string GELUImpl::extra_repr() const {
-  return approximate_ == "none" ? "" : "approximate='" + approximate_ + "'";
+  const std::string& a = options_.approximate;
+  return a == "none" ? "" : "approximate='" + a + "'";
 }
 
 SequentialImpl::SequentialImpl(const std::vector<Module>& modules) {

@@ -10,10 +10,7 @@ namespace ember::nn {
 // ---- BatchNorm ----
 
 BatchNormImpl::BatchNormImpl(BatchNormOptions o, const char* name) : options_(o) {
-  EMBER_CHECK(o.num_features > 0, name, ": num_features ", o.num_features, " (expected > 0)");
-  EMBER_CHECK(o.eps >= 0.0, name, ": eps ", o.eps, " (expected >= 0)");
-  EMBER_CHECK(!o.momentum || (*o.momentum >= 0.0 && *o.momentum <= 1.0), name, ": momentum ",
-              o.momentum.value_or(0.0), " (expected 0 <= momentum <= 1, or none)");
+  check_options(o, name);
   const int64_t c = o.num_features;
   // Registration order = PyTorch's state_dict order.
   if (o.affine) {
@@ -63,14 +60,7 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
                     bias_, use_batch_stats, factor, options_.eps);
 }
 
-json BatchNormImpl::options() const {
-  const BatchNormOptions& o = options_;
-  return {{"num_features", o.num_features},
-          {"eps", o.eps},
-          {"momentum", o.momentum ? json(*o.momentum) : json(nullptr)},
-          {"affine", o.affine},
-          {"track_running_stats", o.track_running_stats}};
-}
+json BatchNormImpl::options() const { return options_json(options_); }
 
 std::string BatchNormImpl::extra_repr() const {
   const BatchNormOptions& o = options_;
@@ -110,13 +100,7 @@ Tensor LayerNormImpl::forward(const Tensor& x) {
   return layer_norm(x, options_.normalized_shape, weight_, bias_, options_.eps);
 }
 
-json LayerNormImpl::options() const {
-  const LayerNormOptions& o = options_;
-  return {{"normalized_shape", o.normalized_shape.vec()},
-          {"eps", o.eps},
-          {"elementwise_affine", o.elementwise_affine},
-          {"bias", o.bias}};
-}
+json LayerNormImpl::options() const { return options_json(options_); }
 
 std::string LayerNormImpl::extra_repr() const {
   const LayerNormOptions& o = options_;

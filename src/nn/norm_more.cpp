@@ -23,12 +23,10 @@ Tensor per_channel(const Tensor& v, int64_t rank) {
 // ---- GroupNorm ----
 
 GroupNormImpl::GroupNormImpl(GroupNormOptions o) : options_(o) {
-  EMBER_CHECK(o.num_groups > 0 && o.num_channels > 0, "GroupNorm: num_groups ", o.num_groups,
-              " and num_channels ", o.num_channels, " (expected both > 0)");
+  check_options(o, "GroupNorm");
   EMBER_CHECK(o.num_channels % o.num_groups == 0, "GroupNorm: num_channels ", o.num_channels,
               " is not divisible by num_groups ", o.num_groups,
               " (expected num_channels % num_groups == 0)");
-  EMBER_CHECK(o.eps >= 0.0, "GroupNorm: eps ", o.eps, " (expected >= 0)");
   if (o.affine) {
     weight_ = register_parameter("weight", ones({o.num_channels}));
     bias_ = register_parameter("bias", zeros({o.num_channels}));
@@ -48,12 +46,7 @@ Tensor GroupNormImpl::forward(const Tensor& x) {
   return y;
 }
 
-json GroupNormImpl::options() const {
-  return {{"num_groups", options_.num_groups},
-          {"num_channels", options_.num_channels},
-          {"eps", options_.eps},
-          {"affine", options_.affine}};
-}
+json GroupNormImpl::options() const { return options_json(options_); }
 
 std::string GroupNormImpl::extra_repr() const {
   return std::to_string(options_.num_groups) + ", " + std::to_string(options_.num_channels) +
@@ -64,10 +57,7 @@ std::string GroupNormImpl::extra_repr() const {
 
 InstanceNormImpl::InstanceNormImpl(InstanceNormOptions o, int spatial_dims, const char* name)
     : options_(o), spatial_dims_(spatial_dims) {
-  EMBER_CHECK(o.num_features > 0, name, ": num_features ", o.num_features, " (expected > 0)");
-  EMBER_CHECK(o.eps >= 0.0, name, ": eps ", o.eps, " (expected >= 0)");
-  EMBER_CHECK(o.momentum >= 0.0 && o.momentum <= 1.0, name, ": momentum ", o.momentum,
-              " (expected 0 <= momentum <= 1)");
+  check_options(o, name);
   const int64_t c = o.num_features;
   if (o.affine) {
     weight_ = register_parameter("weight", ones({c}));
@@ -121,14 +111,7 @@ Tensor InstanceNormImpl::forward(const Tensor& x) {
   return unbatched ? y.squeeze(0) : y;
 }
 
-json InstanceNormImpl::options() const {
-  const InstanceNormOptions& o = options_;
-  return {{"num_features", o.num_features},
-          {"eps", o.eps},
-          {"momentum", o.momentum},
-          {"affine", o.affine},
-          {"track_running_stats", o.track_running_stats}};
-}
+json InstanceNormImpl::options() const { return options_json(options_); }
 
 std::string InstanceNormImpl::extra_repr() const {
   const InstanceNormOptions& o = options_;
@@ -160,11 +143,7 @@ Tensor RMSNormImpl::forward(const Tensor& x) {
   return rms_norm(x, ns, weight_, options_.eps);  // one fused kernel per direction
 }
 
-json RMSNormImpl::options() const {
-  return {{"normalized_shape", options_.normalized_shape.vec()},
-          {"eps", options_.eps ? json(*options_.eps) : json(nullptr)},
-          {"elementwise_affine", options_.elementwise_affine}};
-}
+json RMSNormImpl::options() const { return options_json(options_); }
 
 std::string RMSNormImpl::extra_repr() const {
   return pyrepr::py_tuple(options_.normalized_shape) +

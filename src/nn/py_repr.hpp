@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ember/ops.hpp"
+#include "ember/options_fields.hpp"
 #include "ember/shape.hpp"
 
 namespace ember::nn::pyrepr {
@@ -65,6 +66,39 @@ inline std::string py_tuple(const Shape& s) {
   std::string out = "(";
   for (int i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + (s.size() == 1 ? ",)" : ")");
+}
+
+/// One option's value as Python prints it: 3, 0.1, True, (2, 5), None.
+template <typename M>
+std::string py_value(const M& v) {
+  if constexpr (std::is_same_v<M, bool>)
+    return py_bool(v);
+  else if constexpr (std::is_integral_v<M>)
+    return std::to_string(v);
+  else if constexpr (std::is_floating_point_v<M>)
+    return py_float(v);
+  else if constexpr (std::is_same_v<M, Size2d>)
+    return py_size(v);
+  else if constexpr (std::is_same_v<M, Shape>)
+    return py_tuple(v);
+  else if constexpr (opts::detail::IsOptional<M>::value)
+    return v ? py_value(*v) : "None";
+  else
+    return std::string(v);
+}
+
+/// "key=value, ..." over the fields of O, in their order: the extra_repr of a module whose
+/// PyTorch repr is the plain list of its options ("in_features=4, out_features=2, bias=True").
+template <opts::HasFields O>
+std::string fields_repr(const O& o) {
+  std::string s;
+  opts::detail::for_each_field(
+      [&](const auto& f) {
+        if constexpr (requires { f.member; })
+          s += (s.empty() ? "" : ", ") + std::string(f.key) + "=" + py_value(o.*(f.member));
+      },
+      opts::detail::checked_fields<O>());
+  return s;
 }
 
 }  // namespace ember::nn::pyrepr

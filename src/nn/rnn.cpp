@@ -251,14 +251,13 @@ RNNOutput RNNBaseImpl::forward(const Tensor& input, const RNNState& state, const
 }
 
 json RNNBaseImpl::options() const {
-  const RNNOptions& o = options_;
-  json j = {{"input_size", o.input_size},      {"hidden_size", o.hidden_size},
-            {"num_layers", o.num_layers},      {"bias", o.bias},
-            {"batch_first", o.batch_first},    {"dropout", o.dropout},
-            {"bidirectional", o.bidirectional}};
+  // nonlinearity is RNN's alone, proj_size LSTM's alone: the others' configs leave them out.
+  json j = options_json(options_);
   if (mode_ == RNNMode::rnn_tanh || mode_ == RNNMode::rnn_relu)
     j["nonlinearity"] = mode_ == RNNMode::rnn_relu ? "relu" : "tanh";
-  if (mode_ == RNNMode::lstm) j["proj_size"] = o.proj_size;
+  else
+    j.erase("nonlinearity");
+  if (mode_ != RNNMode::lstm) j.erase("proj_size");
   return j;
 }
 
@@ -328,11 +327,11 @@ RNNState RNNCellBaseImpl::step(const Tensor& input, const RNNState& state) {
 }
 
 json RNNCellBaseImpl::options() const {
-  json j = {{"input_size", options_.input_size},
-            {"hidden_size", options_.hidden_size},
-            {"bias", options_.bias}};
+  json j = options_json(options_);  // nonlinearity is RNNCell's alone
   if (mode_ == RNNMode::rnn_tanh || mode_ == RNNMode::rnn_relu)
     j["nonlinearity"] = mode_ == RNNMode::rnn_relu ? "relu" : "tanh";
+  else
+    j.erase("nonlinearity");
   return j;
 }
 

@@ -67,18 +67,7 @@ Tensor TransformerLayerBase::feed_forward(const Tensor& x) {
   return linear2_->forward(dropout_->forward(h));
 }
 
-json TransformerLayerBase::options() const {
-  const auto& o = options_;
-  return {{"d_model", o.d_model},
-          {"nhead", o.nhead},
-          {"dim_feedforward", o.dim_feedforward},
-          {"dropout", o.dropout},
-          {"activation", o.activation},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"batch_first", o.batch_first},
-          {"norm_first", o.norm_first},
-          {"bias", o.bias}};
-}
+json TransformerLayerBase::options() const { return options_json(options_); }
 
 std::string TransformerLayerBase::extra_repr() const {
   std::ostringstream s;

@@ -170,13 +170,7 @@ Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt,
   return decoder_->forward(tgt, memory, dm);
 }
 
-json TransformerImpl::options() const {
-  // The layers' options (built from options_) and the two depths; json keeps keys sorted.
-  json j = encoder_->layer(0)->options();
-  j["num_encoder_layers"] = options_.num_encoder_layers;
-  j["num_decoder_layers"] = options_.num_decoder_layers;
-  return j;
-}
+json TransformerImpl::options() const { return options_json(options_); }
 
 std::string TransformerImpl::extra_repr() const {
   std::ostringstream s;

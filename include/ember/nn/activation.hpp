@@ -18,57 +18,95 @@
 
 namespace ember::nn {
 
+struct SoftplusOptions {
+  double beta = 1.0;
+  double threshold = 20.0;
+  static constexpr auto fields() {
+    return std::tuple{field("beta", &SoftplusOptions::beta),
+                      field("threshold", &SoftplusOptions::threshold)};
+  }
+};
+
 /// log(1 + exp(beta·x)) / beta, x itself where beta·x > threshold.
 class SoftplusImpl : public ModuleImpl {
  public:
-  explicit SoftplusImpl(double beta = 1.0, double threshold = 20.0)
-      : beta_(beta), threshold_(threshold) {}
-  Tensor forward(const Tensor& x) override { return softplus(x, beta_, threshold_); }
+  explicit SoftplusImpl(SoftplusOptions options) : options_(options) {}
+  explicit SoftplusImpl(double beta = 1.0, double threshold = 20.0) : options_{beta, threshold} {}
+  Tensor forward(const Tensor& x) override {
+    return softplus(x, options_.beta, options_.threshold);
+  }
   std::string type_name() const override { return "Softplus"; }
-  json options() const override { return {{"beta", beta_}, {"threshold", threshold_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  double beta_, threshold_;
+  SoftplusOptions options_;
+};
+
+struct LeakyReLUOptions {
+  double negative_slope = 0.01;
+  static constexpr auto fields() {
+    return std::tuple{field("negative_slope", &LeakyReLUOptions::negative_slope)};
+  }
 };
 
 /// x where x >= 0, negative_slope·x below.
 class LeakyReLUImpl : public ModuleImpl {
  public:
-  explicit LeakyReLUImpl(double negative_slope = 0.01) : slope_(negative_slope) {}
-  Tensor forward(const Tensor& x) override { return leaky_relu(x, slope_); }
+  explicit LeakyReLUImpl(LeakyReLUOptions options) : options_(options) {}
+  explicit LeakyReLUImpl(double negative_slope = 0.01) : options_{negative_slope} {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, options_.negative_slope); }
   std::string type_name() const override { return "LeakyReLU"; }
-  json options() const override { return {{"negative_slope", slope_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  double slope_;
+  LeakyReLUOptions options_;
+};
+
+struct ELUOptions {
+  double alpha = 1.0;
+  static constexpr auto fields() { return std::tuple{field("alpha", &ELUOptions::alpha)}; }
 };
 
 /// x where x > 0, alpha·(eˣ - 1) below.
 class ELUImpl : public ModuleImpl {
  public:
-  explicit ELUImpl(double alpha = 1.0) : alpha_(alpha) {}
-  Tensor forward(const Tensor& x) override { return elu(x, alpha_); }
+  explicit ELUImpl(ELUOptions options) : options_(options) {}
+  explicit ELUImpl(double alpha = 1.0) : options_{alpha} {}
+  Tensor forward(const Tensor& x) override { return elu(x, options_.alpha); }
   std::string type_name() const override { return "ELU"; }
-  json options() const override { return {{"alpha", alpha_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  double alpha_;
+  ELUOptions options_;
+};
+
+struct HardtanhOptions {
+  double min_val = -1.0;
+  double max_val = 1.0;
+  static constexpr auto fields() {
+    return std::tuple{field("min_val", &HardtanhOptions::min_val),
+                      field("max_val", &HardtanhOptions::max_val)};
+  }
 };
 
 /// x clamped to [min_val, max_val] (gradient 1 strictly inside, as PyTorch).
 class HardtanhImpl : public ModuleImpl {
  public:
-  explicit HardtanhImpl(double min_val = -1.0, double max_val = 1.0);
-  Tensor forward(const Tensor& x) override { return hardtanh(x, min_val_, max_val_); }
+  explicit HardtanhImpl(HardtanhOptions options);
+  explicit HardtanhImpl(double min_val = -1.0, double max_val = 1.0)
+      : HardtanhImpl(HardtanhOptions{min_val, max_val}) {}
+  Tensor forward(const Tensor& x) override {
+    return hardtanh(x, options_.min_val, options_.max_val);
+  }
   std::string type_name() const override { return "Hardtanh"; }
-  json options() const override { return {{"min_val", min_val_}, {"max_val", max_val_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  double min_val_, max_val_;
+  HardtanhOptions options_;
 };
 
 /// min(max(x, 0), 6): Hardtanh(0, 6), printed as PyTorch's ReLU6().
@@ -95,49 +133,70 @@ EMBER_SIMPLE_ACTIVATION(Hardsigmoid, hardsigmoid)
 EMBER_SIMPLE_ACTIVATION(LogSigmoid, logsigmoid)
 #undef EMBER_SIMPLE_ACTIVATION
 
+struct PReLUOptions {
+  int64_t num_parameters = 1;
+  double init = 0.25;
+  static constexpr auto fields() {
+    return std::tuple{field("num_parameters", &PReLUOptions::num_parameters, opts::above(0)),
+                      field("init", &PReLUOptions::init)};
+  }
+};
+
 /// PReLU: x where x >= 0, a·x below, with learnable slopes `weight` [num_parameters] (1, or
 /// one per channel = input dim 1), all initialised to `init`.
 class PReLUImpl : public ModuleImpl {
  public:
-  explicit PReLUImpl(int64_t num_parameters = 1, double init = 0.25);
+  explicit PReLUImpl(PReLUOptions options);
+  explicit PReLUImpl(int64_t num_parameters = 1, double init = 0.25)
+      : PReLUImpl(PReLUOptions{num_parameters, init}) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "PReLU"; }
-  json options() const override { return {{"num_parameters", num_parameters_}, {"init", init_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
   Tensor& weight() { return param("weight"); }
 
  private:
-  int64_t num_parameters_;
-  double init_;
+  PReLUOptions options_;
   Tensor weight_;
 };
 
 /// GLU: the first half of `dim` times σ of the second half (the size of dim must be even).
 class GLUImpl : public ModuleImpl {
  public:
-  explicit GLUImpl(int64_t dim = -1) : dim_(dim) {}
+  explicit GLUImpl(DimOptions options) : options_(options) {}
+  explicit GLUImpl(int64_t dim = -1) : options_{dim} {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GLU"; }
-  json options() const override { return {{"dim", dim_}}; }
-  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override { return "dim=" + std::to_string(options_.dim); }
 
  private:
-  int64_t dim_;
+  DimOptions options_;
+};
+
+struct UnflattenOptions {
+  int64_t dim = 1;
+  Shape unflattened_size{};
+  static constexpr auto fields() {
+    return std::tuple{field("dim", &UnflattenOptions::dim),
+                      field("unflattened_size", &UnflattenOptions::unflattened_size)};
+  }
 };
 
 /// Unflatten: dim `dim` of size Πsizes becomes the dims `sizes` (one may be -1, inferred).
 ///   nn::Unflatten(1, {2, 5}) maps [N, 10] to [N, 2, 5].
 class UnflattenImpl : public ModuleImpl {
  public:
-  UnflattenImpl(int64_t dim, Shape unflattened_size);
+  explicit UnflattenImpl(UnflattenOptions options);
+  UnflattenImpl(int64_t dim, Shape unflattened_size)
+      : UnflattenImpl(UnflattenOptions{dim, std::move(unflattened_size)}) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Unflatten"; }
-  json options() const override { return {{"dim", dim_}, {"unflattened_size", sizes_.vec()}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  int64_t dim_;
-  Shape sizes_;
+  UnflattenOptions options_;
 };
 
 struct BilinearOptions {
@@ -145,6 +204,13 @@ struct BilinearOptions {
   int64_t in2_features = 0;
   int64_t out_features = 0;
   bool bias = true;
+  static constexpr auto fields() {
+    using O = BilinearOptions;
+    return std::tuple{field("in1_features", &O::in1_features, opts::above(0)),
+                      field("in2_features", &O::in2_features, opts::above(0)),
+                      field("out_features", &O::out_features, opts::above(0)),
+                      field("bias", &O::bias)};
+  }
 };
 
 /// y = x1ᵀ·A·x2 + b per output feature: x1 [.., in1], x2 [.., in2] (same leading dims) ->

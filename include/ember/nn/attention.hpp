@@ -27,6 +27,16 @@ struct MultiheadAttentionOptions {
   /// Key and value feature sizes; 0 means embed_dim (other sizes are not supported).
   int64_t kdim = 0;
   int64_t vdim = 0;
+  static constexpr auto fields() {
+    using O = MultiheadAttentionOptions;
+    return std::tuple{field("embed_dim", &O::embed_dim, opts::above(0)),
+                      field("num_heads", &O::num_heads, opts::above(0)),
+                      field("dropout", &O::dropout, opts::closed(0, 1)),
+                      field("bias", &O::bias),
+                      field("batch_first", &O::batch_first),
+                      field("kdim", &O::kdim),
+                      field("vdim", &O::vdim)};
+  }
 };
 
 /// Per-call arguments of MultiheadAttention::forward.

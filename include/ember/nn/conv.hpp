@@ -16,6 +16,60 @@
 
 namespace ember::nn {
 
+namespace conv_fields {
+
+// A convolution's "padding" key: its padding (a number or a list) or, when padding_preset is
+// set, "same" / "valid"; one key for the two members.
+template <typename O>
+json conv_padding_json(const O& o) {
+  if (o.padding_preset) return *o.padding_preset == ConvPadding::same ? "same" : "valid";
+  return opts::detail::member_json(o.padding);
+}
+template <typename O>
+void read_conv_padding(const json& v, O& o, const std::string& who) {
+  o.padding_preset = std::nullopt;
+  if (!v.is_string()) {
+    opts::detail::read_member(v, "padding", o.padding, who, opts::UnknownKeys::refuse);
+    return;
+  }
+  const std::string p = v.get<std::string>();
+  EMBER_CHECK(p == "same" || p == "valid", who, " options: padding is '", p,
+              "' (expected a number, a list, \"same\" or \"valid\")");
+  o.padding_preset = p == "same" ? ConvPadding::same : ConvPadding::valid;
+  o.padding = 0;
+}
+template <typename O>
+constexpr auto conv_padding_field() {
+  return opts::custom_field<O>("padding", &conv_padding_json<O>, &read_conv_padding<O>, 2);
+}
+
+// The fields of Conv1d/2d/3dOptions, which differ only in their sizes' type.
+template <typename O>
+constexpr auto conv_fields_of() {
+  return std::tuple{field("in_channels", &O::in_channels),
+                    field("out_channels", &O::out_channels),
+                    field("kernel_size", &O::kernel_size),
+                    field("stride", &O::stride),
+                    conv_padding_field<O>(),
+                    field("dilation", &O::dilation),
+                    field("groups", &O::groups),
+                    field("bias", &O::bias),
+                    field("padding_mode", &O::padding_mode)};
+}
+
+// The fields of ConvTranspose1d/2dOptions.
+template <typename O>
+constexpr auto conv_transpose_fields_of() {
+  return std::tuple{
+      field("in_channels", &O::in_channels), field("out_channels", &O::out_channels),
+      field("kernel_size", &O::kernel_size), field("stride", &O::stride),
+      field("padding", &O::padding),         field("output_padding", &O::output_padding),
+      field("groups", &O::groups),           field("bias", &O::bias),
+      field("dilation", &O::dilation)};
+}
+
+}  // namespace conv_fields
+
 struct Conv2dOptions {
   int64_t in_channels = 0;
   int64_t out_channels = 0;
@@ -28,6 +82,7 @@ struct Conv2dOptions {
   std::string padding_mode = "zeros";  // zeros, reflect, replicate or circular
   /// PyTorch's padding="same" / "valid" (stride 1 for same); `padding` is unused when set.
   std::optional<ConvPadding> padding_preset = std::nullopt;
+  static constexpr auto fields() { return conv_fields::conv_fields_of<Conv2dOptions>(); }
 };
 
 /// 2-D convolution (torch.nn.Conv2d; padding_mode other than zeros pads with ember::pad first).
@@ -65,6 +120,12 @@ struct MaxPool2dOptions {
   Size2d padding = 0;
   Size2d dilation = 1;
   bool ceil_mode = false;
+  static constexpr auto fields() {
+    using O = MaxPool2dOptions;
+    return std::tuple{field("kernel_size", &O::kernel_size), field("stride", &O::stride),
+                      field("padding", &O::padding), field("dilation", &O::dilation),
+                      field("ceil_mode", &O::ceil_mode)};
+  }
 };
 
 /// Max pooling (torch.nn.MaxPool2d): padding counts as -inf; stride defaults to the kernel.
@@ -94,6 +155,12 @@ struct AvgPool2dOptions {
   Size2d padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
+  static constexpr auto fields() {
+    using O = AvgPool2dOptions;
+    return std::tuple{field("kernel_size", &O::kernel_size), field("stride", &O::stride),
+                      field("padding", &O::padding), field("ceil_mode", &O::ceil_mode),
+                      field("count_include_pad", &O::count_include_pad)};
+  }
 };
 
 /// Average pooling (torch.nn.AvgPool2d); count_include_pad counts zero padding in the divisor.
@@ -132,6 +199,7 @@ struct Conv1dOptions {
   std::string padding_mode = "zeros";  // zeros, reflect, replicate or circular
   /// PyTorch's padding="same" / "valid" (stride 1 for same); `padding` is unused when set.
   std::optional<ConvPadding> padding_preset = std::nullopt;
+  static constexpr auto fields() { return conv_fields::conv_fields_of<Conv1dOptions>(); }
 };
 
 /// 1-D convolution (torch.nn.Conv1d): weight [out, in/groups, k], bias [out], PyTorch's init.
@@ -165,6 +233,7 @@ struct Conv3dOptions {
   bool bias = true;
   std::string padding_mode = "zeros";
   std::optional<ConvPadding> padding_preset = std::nullopt;  // padding="same" / "valid"
+  static constexpr auto fields() { return conv_fields::conv_fields_of<Conv3dOptions>(); }
 };
 
 /// 3-D convolution (torch.nn.Conv3d): weight [out, in/groups, kd, kh, kw], bias [out].
@@ -196,6 +265,9 @@ struct ConvTranspose2dOptions {
   int64_t groups = 1;
   bool bias = true;
   Size2d dilation = 1;
+  static constexpr auto fields() {
+    return conv_fields::conv_transpose_fields_of<ConvTranspose2dOptions>();
+  }
 };
 
 /// Transposed 2-D convolution (torch.nn.ConvTranspose2d): weight [in, out/groups, kh, kw] (the
@@ -230,6 +302,9 @@ struct ConvTranspose1dOptions {
   int64_t groups = 1;
   bool bias = true;
   int64_t dilation = 1;
+  static constexpr auto fields() {
+    return conv_fields::conv_transpose_fields_of<ConvTranspose1dOptions>();
+  }
 };
 
 /// Transposed 1-D convolution (torch.nn.ConvTranspose1d): weight [in, out/groups, k].
@@ -257,6 +332,14 @@ struct MaxPool1dOptions {
   int64_t padding = 0;
   int64_t dilation = 1;
   bool ceil_mode = false;
+  static constexpr auto fields() {
+    using O = MaxPool1dOptions;
+    return std::tuple{field("kernel_size", &O::kernel_size, opts::at_least(1)),
+                      field("stride", &O::stride, opts::at_least(1)),
+                      field("padding", &O::padding, opts::at_least(0)),
+                      field("dilation", &O::dilation, opts::at_least(1)),
+                      field("ceil_mode", &O::ceil_mode)};
+  }
 };
 
 /// torch.nn.MaxPool1d over [N, C, L] (or [C, L]).
@@ -282,6 +365,14 @@ struct AvgPool1dOptions {
   int64_t padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
+  static constexpr auto fields() {
+    using O = AvgPool1dOptions;
+    return std::tuple{field("kernel_size", &O::kernel_size, opts::at_least(1)),
+                      field("stride", &O::stride, opts::at_least(1)),
+                      field("padding", &O::padding, opts::at_least(0)),
+                      field("ceil_mode", &O::ceil_mode),
+                      field("count_include_pad", &O::count_include_pad)};
+  }
 };
 
 /// torch.nn.AvgPool1d over [N, C, L] (or [C, L]).
@@ -306,6 +397,16 @@ class AvgPool1d : public ModuleHolder<AvgPool1dImpl> {
 /// are output_size.w). `max` chooses max pooling.
 struct AdaptivePoolOptions {
   Size2d output_size = 1;
+  static constexpr auto fields() {
+    return std::tuple{field("output_size", &AdaptivePoolOptions::output_size)};
+  }
+};
+/// The 1-D adaptive pools' options as config() writes them: the output length.
+struct AdaptivePool1dOptions {
+  int64_t output_size = 1;
+  static constexpr auto fields() {
+    return std::tuple{field("output_size", &AdaptivePool1dOptions::output_size)};
+  }
 };
 class AdaptivePoolImpl : public ModuleImpl {
  public:
@@ -373,17 +474,34 @@ class Upsample : public ModuleHolder<UpsampleImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
+struct PixelShuffleOptions {
+  int64_t upscale_factor = 1;
+  static constexpr auto fields() {
+    return std::tuple{
+        field("upscale_factor", &PixelShuffleOptions::upscale_factor, opts::at_least(1))};
+  }
+};
+struct PixelUnshuffleOptions {
+  int64_t downscale_factor = 1;
+  static constexpr auto fields() {
+    return std::tuple{
+        field("downscale_factor", &PixelUnshuffleOptions::downscale_factor, opts::at_least(1))};
+  }
+};
+
 /// torch.nn.PixelShuffle / PixelUnshuffle: [N, C·r², H, W] <-> [N, C, H·r, W·r].
 class PixelShuffleImpl : public ModuleImpl {
  public:
-  explicit PixelShuffleImpl(int64_t upscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_shuffle(x, factor_); }
+  explicit PixelShuffleImpl(PixelShuffleOptions options);
+  explicit PixelShuffleImpl(int64_t upscale_factor)
+      : PixelShuffleImpl(PixelShuffleOptions{upscale_factor}) {}
+  Tensor forward(const Tensor& x) override { return pixel_shuffle(x, options_.upscale_factor); }
   std::string type_name() const override { return "PixelShuffle"; }
-  json options() const override { return {{"upscale_factor", factor_}}; }
-  std::string extra_repr() const override { return "upscale_factor=" + std::to_string(factor_); }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
 
  private:
-  int64_t factor_;
+  PixelShuffleOptions options_;
 };
 class PixelShuffle : public ModuleHolder<PixelShuffleImpl> {
  public:
@@ -391,14 +509,16 @@ class PixelShuffle : public ModuleHolder<PixelShuffleImpl> {
 };
 class PixelUnshuffleImpl : public ModuleImpl {
  public:
-  explicit PixelUnshuffleImpl(int64_t downscale_factor);
-  Tensor forward(const Tensor& x) override { return pixel_unshuffle(x, factor_); }
+  explicit PixelUnshuffleImpl(PixelUnshuffleOptions options);
+  explicit PixelUnshuffleImpl(int64_t downscale_factor)
+      : PixelUnshuffleImpl(PixelUnshuffleOptions{downscale_factor}) {}
+  Tensor forward(const Tensor& x) override { return pixel_unshuffle(x, options_.downscale_factor); }
   std::string type_name() const override { return "PixelUnshuffle"; }
-  json options() const override { return {{"downscale_factor", factor_}}; }
-  std::string extra_repr() const override { return "downscale_factor=" + std::to_string(factor_); }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
 
  private:
-  int64_t factor_;
+  PixelUnshuffleOptions options_;
 };
 class PixelUnshuffle : public ModuleHolder<PixelUnshuffleImpl> {
  public:
@@ -412,6 +532,12 @@ struct FoldOptions {
   Size2d dilation = 1;
   Size2d padding = 0;
   Size2d stride = 1;
+  static constexpr auto fields() {
+    using O = FoldOptions;
+    return std::tuple{field("output_size", &O::output_size), field("kernel_size", &O::kernel_size),
+                      field("dilation", &O::dilation), field("padding", &O::padding),
+                      field("stride", &O::stride)};
+  }
 };
 class UnfoldImpl : public ModuleImpl {
  public:

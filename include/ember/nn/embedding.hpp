@@ -16,6 +16,12 @@ struct EmbeddingOptions {
   /// A row that stays out of training: initialised to zero and never given a gradient.
   /// Negative values count from the end, as in PyTorch.
   std::optional<int64_t> padding_idx = std::nullopt;
+  static constexpr auto fields() {
+    using O = EmbeddingOptions;
+    return std::tuple{field("num_embeddings", &O::num_embeddings, opts::above(0)),
+                      field("embedding_dim", &O::embedding_dim, opts::above(0)),
+                      field("padding_idx", &O::padding_idx)};
+  }
 };
 
 /// weight [num_embeddings, embedding_dim] ~ N(0, 1), the padding row zeroed. The forward takes

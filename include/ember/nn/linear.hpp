@@ -10,6 +10,12 @@ struct LinearOptions {
   int64_t in_features = 0;
   int64_t out_features = 0;
   bool bias = true;
+  static constexpr auto fields() {
+    using O = LinearOptions;
+    return std::tuple{field("in_features", &O::in_features, opts::above(0)),
+                      field("out_features", &O::out_features, opts::above(0)),
+                      field("bias", &O::bias)};
+  }
 };
 
 /// y = x·Wᵀ + b. weight [out, in] ~ U(±1/√in), bias ~ U(±1/√in) (PyTorch's defaults).
@@ -43,35 +49,55 @@ class Linear : public ModuleHolder<LinearImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
+struct FlattenOptions {
+  int64_t start_dim = 1;
+  int64_t end_dim = -1;
+  static constexpr auto fields() {
+    return std::tuple{field("start_dim", &FlattenOptions::start_dim),
+                      field("end_dim", &FlattenOptions::end_dim)};
+  }
+};
+
 /// Flattens dims start_dim..end_dim (default 1..-1, as PyTorch).
 class FlattenImpl : public ModuleImpl {
  public:
+  explicit FlattenImpl(FlattenOptions options) : options_(options) {}
   explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1)
-      : start_(start_dim), end_(end_dim) {}
-  Tensor forward(const Tensor& x) override { return x.flatten(start_, end_); }
+      : FlattenImpl(FlattenOptions{start_dim, end_dim}) {}
+  Tensor forward(const Tensor& x) override {
+    return x.flatten(options_.start_dim, options_.end_dim);
+  }
   std::string type_name() const override { return "Flatten"; }
-  json options() const override { return {{"start_dim", start_}, {"end_dim", end_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  int64_t start_, end_;
+  FlattenOptions options_;
 };
 class Flatten : public ModuleHolder<FlattenImpl> {
  public:
   using ModuleHolder::ModuleHolder;
 };
 
+struct DropoutOptions {
+  double p = 0.5;
+  static constexpr auto fields() {
+    return std::tuple{field("p", &DropoutOptions::p, opts::closed(0, 1))};
+  }
+};
+
 /// Inverted dropout in training mode, identity in eval mode; seeded by manual_seed.
 class DropoutImpl : public ModuleImpl {
  public:
-  explicit DropoutImpl(double p = 0.5);
-  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
+  explicit DropoutImpl(DropoutOptions options);
+  explicit DropoutImpl(double p = 0.5) : DropoutImpl(DropoutOptions{p}) {}
+  Tensor forward(const Tensor& x) override { return dropout(x, options_.p, is_training()); }
   std::string type_name() const override { return "Dropout"; }
-  json options() const override { return {{"p", p_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  double p_;
+  DropoutOptions options_;
 };
 class Dropout : public ModuleHolder<DropoutImpl> {
  public:
@@ -107,16 +133,25 @@ EMBER_ACTIVATION(Tanh, tanh(x))
 EMBER_ACTIVATION(Identity, x)
 #undef EMBER_ACTIVATION
 
+struct GELUOptions {
+  std::string approximate = "none";  // "none" or "tanh"
+  static constexpr auto fields() {
+    return std::tuple{field("approximate", &GELUOptions::approximate)};
+  }
+};
+
 class GELUImpl : public ModuleImpl {
  public:
-  explicit GELUImpl(std::string approximate = "none");
-  Tensor forward(const Tensor& x) override { return gelu(x, approximate_); }
+  explicit GELUImpl(GELUOptions options);
+  explicit GELUImpl(std::string approximate = "none")
+      : GELUImpl(GELUOptions{std::move(approximate)}) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, options_.approximate); }
   std::string type_name() const override { return "GELU"; }
-  json options() const override { return {{"approximate", approximate_}}; }
+  json options() const override { return options_json(options_); }
   std::string extra_repr() const override;
 
  private:
-  std::string approximate_;
+  GELUOptions options_;
 };
 class GELU : public ModuleHolder<GELUImpl> {
  public:
@@ -125,14 +160,15 @@ class GELU : public ModuleHolder<GELUImpl> {
 
 class SoftmaxImpl : public ModuleImpl {
  public:
-  explicit SoftmaxImpl(int64_t dim = -1) : dim_(dim) {}
-  Tensor forward(const Tensor& x) override { return softmax(x, dim_); }
+  explicit SoftmaxImpl(DimOptions options) : options_(options) {}
+  explicit SoftmaxImpl(int64_t dim = -1) : options_{dim} {}
+  Tensor forward(const Tensor& x) override { return softmax(x, options_.dim); }
   std::string type_name() const override { return "Softmax"; }
-  json options() const override { return {{"dim", dim_}}; }
-  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override { return "dim=" + std::to_string(options_.dim); }
 
  private:
-  int64_t dim_;
+  DimOptions options_;
 };
 class Softmax : public ModuleHolder<SoftmaxImpl> {
  public:
@@ -141,14 +177,15 @@ class Softmax : public ModuleHolder<SoftmaxImpl> {
 
 class LogSoftmaxImpl : public ModuleImpl {
  public:
-  explicit LogSoftmaxImpl(int64_t dim = -1) : dim_(dim) {}
-  Tensor forward(const Tensor& x) override { return log_softmax(x, dim_); }
+  explicit LogSoftmaxImpl(DimOptions options) : options_(options) {}
+  explicit LogSoftmaxImpl(int64_t dim = -1) : options_{dim} {}
+  Tensor forward(const Tensor& x) override { return log_softmax(x, options_.dim); }
   std::string type_name() const override { return "LogSoftmax"; }
-  json options() const override { return {{"dim", dim_}}; }
-  std::string extra_repr() const override { return "dim=" + std::to_string(dim_); }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override { return "dim=" + std::to_string(options_.dim); }
 
  private:
-  int64_t dim_;
+  DimOptions options_;
 };
 class LogSoftmax : public ModuleHolder<LogSoftmaxImpl> {
  public:

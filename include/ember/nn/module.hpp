@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/nn/options.hpp"
 #include "ember/ops.hpp"
 #include "ember/profiler.hpp"
 #include "ember/tensor.hpp"

@@ -13,6 +13,15 @@
 
 namespace ember::nn {
 
+/// The fields of BatchNormOptions and InstanceNormOptions (momentum optional in the first).
+template <typename O>
+constexpr auto running_stats_fields_of() {
+  return std::tuple{
+      field("num_features", &O::num_features, opts::above(0)),
+      field("eps", &O::eps, opts::at_least(0)), field("momentum", &O::momentum, opts::closed(0, 1)),
+      field("affine", &O::affine), field("track_running_stats", &O::track_running_stats)};
+}
+
 struct BatchNormOptions {
   int64_t num_features = 0;
   double eps = 1e-5;
@@ -21,6 +30,7 @@ struct BatchNormOptions {
   std::optional<double> momentum = 0.1;
   bool affine = true;
   bool track_running_stats = true;
+  static constexpr auto fields() { return running_stats_fields_of<BatchNormOptions>(); }
 };
 
 /// Batch normalisation over dim 1 (torch.nn.BatchNorm*d). Training normalises with the batch
@@ -91,6 +101,11 @@ struct LayerNormOptions {
   double eps = 1e-5;
   bool elementwise_affine = true;
   bool bias = true;  // only with elementwise_affine
+  static constexpr auto fields() {
+    using O = LayerNormOptions;
+    return std::tuple{field("normalized_shape", &O::normalized_shape), field("eps", &O::eps),
+                      field("elementwise_affine", &O::elementwise_affine), field("bias", &O::bias)};
+  }
 };
 
 /// Normalises over the trailing `normalized_shape` dims (torch.nn.LayerNorm); weight = 1 and
@@ -124,6 +139,12 @@ struct GroupNormOptions {
   int64_t num_channels = 0;
   double eps = 1e-5;
   bool affine = true;
+  static constexpr auto fields() {
+    using O = GroupNormOptions;
+    return std::tuple{field("num_groups", &O::num_groups, opts::above(0)),
+                      field("num_channels", &O::num_channels, opts::above(0)),
+                      field("eps", &O::eps, opts::at_least(0)), field("affine", &O::affine)};
+  }
 };
 
 /// torch.nn.GroupNorm: the channels of [N, C, *] are split into num_groups groups, each
@@ -154,6 +175,7 @@ struct InstanceNormOptions {
   double momentum = 0.1;
   bool affine = false;
   bool track_running_stats = false;
+  static constexpr auto fields() { return running_stats_fields_of<InstanceNormOptions>(); }
 };
 
 /// torch.nn.InstanceNorm1d/2d: each (sample, channel) normalised over its positions. With
@@ -212,6 +234,11 @@ struct RMSNormOptions {
   /// Unset: the machine epsilon of the input's dtype (torch.finfo(x.dtype).eps), as PyTorch.
   std::optional<double> eps = std::nullopt;
   bool elementwise_affine = true;
+  static constexpr auto fields() {
+    using O = RMSNormOptions;
+    return std::tuple{field("normalized_shape", &O::normalized_shape), field("eps", &O::eps),
+                      field("elementwise_affine", &O::elementwise_affine)};
+  }
 };
 
 /// torch.nn.RMSNorm: x / √(mean(x²) + eps) over the trailing normalized_shape dims, times

@@ -43,6 +43,18 @@ struct RNNOptions {
   bool bidirectional = false;
   /// LSTM only: the hidden state is projected to this size (0 = no projection).
   int64_t proj_size = 0;
+  static constexpr auto fields() {
+    using O = RNNOptions;
+    return std::tuple{field("input_size", &O::input_size),
+                      field("hidden_size", &O::hidden_size),
+                      field("num_layers", &O::num_layers),
+                      field("nonlinearity", &O::nonlinearity),
+                      field("bias", &O::bias),
+                      field("batch_first", &O::batch_first),
+                      field("dropout", &O::dropout),
+                      field("bidirectional", &O::bidirectional),
+                      field("proj_size", &O::proj_size)};
+  }
 };
 
 /// Initial states; undefined means zeros. h: [L·D, N, P]; c: [L·D, N, H] (LSTM only).
@@ -175,6 +187,11 @@ struct RNNCellOptions {
   bool bias = true;
   /// RNNCell only: "tanh" or "relu".
   std::string nonlinearity = "tanh";
+  static constexpr auto fields() {
+    using O = RNNCellOptions;
+    return std::tuple{field("input_size", &O::input_size), field("hidden_size", &O::hidden_size),
+                      field("bias", &O::bias), field("nonlinearity", &O::nonlinearity)};
+  }
 };
 
 /// Parameters weight_ih [G·H, I], weight_hh [G·H, H], bias_ih, bias_hh [G·H] ~ U(±1/√H).

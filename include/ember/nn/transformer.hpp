@@ -24,6 +24,20 @@
 
 namespace ember::nn {
 
+/// The fields of a transformer layer's options (TransformerOptions has them too).
+template <typename O>
+constexpr auto transformer_layer_fields_of() {
+  return std::tuple{field("d_model", &O::d_model),
+                    field("nhead", &O::nhead),
+                    field("dim_feedforward", &O::dim_feedforward),
+                    field("dropout", &O::dropout),
+                    field("activation", &O::activation),
+                    field("layer_norm_eps", &O::layer_norm_eps),
+                    field("batch_first", &O::batch_first),
+                    field("norm_first", &O::norm_first),
+                    field("bias", &O::bias)};
+}
+
 struct TransformerEncoderLayerOptions {
   int64_t d_model = 0;
   int64_t nhead = 1;
@@ -37,6 +51,9 @@ struct TransformerEncoderLayerOptions {
   bool norm_first = false;
   /// Biases of the linear layers, the attention and the LayerNorms.
   bool bias = true;
+  static constexpr auto fields() {
+    return transformer_layer_fields_of<TransformerEncoderLayerOptions>();
+  }
 };
 
 /// Masks for an encoder forward (see AttentionOptions for the conventions).
@@ -115,6 +132,12 @@ struct TransformerStackOptions {
   int64_t num_layers = 1;
   /// A final LayerNorm(d_model, eps = layer.layer_norm_eps) named "norm".
   bool final_norm = false;
+  /// config() writes layer and num_layers; the final norm is the child "norm".
+  static constexpr auto fields() {
+    using O = TransformerStackOptions;
+    return std::tuple{field("layer", &O::layer), field("num_layers", &O::num_layers),
+                      field("final_norm", &O::final_norm)};
+  }
 };
 using TransformerEncoderOptions = TransformerStackOptions;
 
@@ -267,6 +290,12 @@ struct TransformerOptions {
   bool batch_first = false;
   bool norm_first = false;
   bool bias = true;
+  static constexpr auto fields() {
+    using O = TransformerOptions;
+    return std::tuple_cat(transformer_layer_fields_of<O>(),
+                          std::tuple{field("num_encoder_layers", &O::num_encoder_layers),
+                                     field("num_decoder_layers", &O::num_decoder_layers)});
+  }
 };
 
 /// Every mask of a Transformer forward (see EncoderMasks and DecoderMasks).
