@@ -102,8 +102,27 @@ static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge)
 /// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin.
 enum class ScanOp : uint8_t { sum, prod, max, min };
 
-/// The matrix decompositions of the decompose slot (LAPACK on the CPU).
-enum class Decomposition : uint8_t { inverse, det, solve, cholesky, qr, svd };
+/// The matrix decompositions of the decompose slot (LAPACK on the CPU). Beyond the six whose
+/// operands slots.def gives:
+///   eigh  out0 = eigenvalues [.., n] ascending, out1 = eigenvectors [.., n, n] (columns);
+///         only a's lower triangle is read; returns a matrix whose iteration did not converge.
+///   lu    out0 = L and U packed [.., m, n] (L unit lower, its diagonal not stored), out1 =
+///         pivots i32 [.., min(m, n)] (1-based rows swapped in turn, as LAPACK); every matrix
+///         is written; returns the first with a zero pivot (singular).
+///   solve_lower / solve_upper  out0 = a⁻¹·b for triangular a [.., n, n] (only that triangle
+///         read), b [.., n, k]; returns the first a with a zero on its diagonal.
+enum class Decomposition : uint8_t {
+  inverse,
+  det,
+  solve,
+  cholesky,
+  qr,
+  svd,
+  eigh,
+  lu,
+  solve_lower,
+  solve_upper
+};
 
 /// How the scatter slot combines a source element with its target: overwrite (scatter), or
 /// scatter_reduce's sum, prod, amax, amin (NaN propagates through amax/amin).
