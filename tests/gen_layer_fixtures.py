@@ -364,7 +364,7 @@ def build(c):
 # ========================================================================================
 # Issue 16 section (activations, Unflatten/Bilinear, GroupNorm/InstanceNorm/RMSNorm, RNN/LSTM/
 # GRU and cells, transformer decoder): written to tests/data/layer_fixtures_more.json and read
-# by tests/test_layers_more.cpp. Each case names how the module is called ("call"):
+# by tests/test_layers_activation_rnn.cpp. Each case names how the module is called ("call"):
 #   single       out = m(input)
 #   bilinear     out = m(input1, input2)
 #   rnn          output, h_n[, c_n] = m(input[, (h0, c0)]) — with "lengths" through

@@ -7,7 +7,7 @@
 
 namespace ember::nn {
 
-// conv_more.cpp: padding_mode and padding="same" / "valid" for the convolution modules.
+// conv_nd.cpp: padding_mode and padding="same" / "valid" for the convolution modules.
 void check_padding_mode(const char* module, const std::string& mode);
 Shape conv_module_pads(std::optional<ConvPadding> preset, const std::vector<int64_t>& padding,
                        const std::vector<int64_t>& kernel, const std::vector<int64_t>& dilation);

@@ -1,9 +1,8 @@
-// src/nn/linear.cpp — Linear, Flatten, Dropout, GELU and Sequential.
+// src/nn/linear.cpp — Linear and Bilinear (ember/nn/linear.hpp).
 #include "ember/nn/linear.hpp"
 
-#include <sstream>
+#include <cmath>
 
-#include "core/profiler.hpp"
 #include "ember/nn/init.hpp"
 #include "nn/py_repr.hpp"
 
@@ -35,72 +34,48 @@ json LinearImpl::options() const { return options_json(options_); }
 
 std::string LinearImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
-std::string FlattenImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
-
-DropoutImpl::DropoutImpl(DropoutOptions o) : options_(o) { check_options(o, "Dropout"); }
-
-std::string DropoutImpl::extra_repr() const {
-  std::ostringstream s;  // "p=0.5, inplace=False", p as the stream prints it
-  s << "p=" << options_.p << ", inplace=False";
-  return s.str();
+BilinearImpl::BilinearImpl(BilinearOptions o) : options_(o) {
+  check_options(o, "Bilinear");
+  // PyTorch's reset_parameters: bound = 1/√in1_features for the weight and the bias.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(o.in1_features));
+  weight_ = register_parameter(
+      "weight", init::uniform({o.out_features, o.in1_features, o.in2_features}, bound));
+  if (o.bias) bias_ = register_parameter("bias", init::uniform({o.out_features}, bound));
 }
 
-GELUImpl::GELUImpl(GELUOptions o) : options_(std::move(o)) {
-  const std::string& a = options_.approximate;
-  EMBER_CHECK(a == "none" || a == "tanh", "GELU: approximate '", a,
-              "' (expected \"none\" or \"tanh\")");
+Tensor BilinearImpl::forward(const Tensor&) {
+  detail::throw_error(
+      "Bilinear: takes two inputs (call forward(x1, x2) or bilinear(x1, x2), not one tensor)");
 }
 
-std::string GELUImpl::extra_repr() const {
-  const std::string& a = options_.approximate;
-  return a == "none" ? "" : "approximate='" + a + "'";
+Tensor BilinearImpl::forward(const Tensor& x1, const Tensor& x2) {
+  const BilinearOptions& o = options_;
+  EMBER_CHECK(x1.defined() && x2.defined() && x1.dim() >= 1 && x2.dim() == x1.dim() &&
+                  x1.size(-1) == o.in1_features && x2.size(-1) == o.in2_features,
+              "Bilinear(in1_features=", o.in1_features, ", in2_features=", o.in2_features,
+              ", out_features=", o.out_features, "): input shapes ",
+              x1.defined() ? x1.shape().to_string() : "undefined", " and ",
+              x2.defined() ? x2.shape().to_string() : "undefined", " (expected [.., ",
+              o.in1_features, "] and [.., ", o.in2_features, "] with the same leading dims)");
+  for (int64_t i = 0; i + 1 < x1.dim(); ++i)
+    EMBER_CHECK(x1.size(i) == x2.size(i), "Bilinear: input shapes ", x1.shape().to_string(),
+                " and ", x2.shape().to_string(), " differ in their leading dims");
+  // y[n, o] = Σ_ij x1[n, i]·W[o, i, j]·x2[n, j]: one GEMM x1 · W' with W' [in1, out·in2],
+  // then a product with x2 summed over j.
+  std::vector<int64_t> lead;
+  for (int64_t i = 0; i + 1 < x1.dim(); ++i) lead.push_back(x1.size(i));
+  const Tensor a = x1.reshape({-1, o.in1_features});
+  const Tensor b = x2.reshape({-1, 1, o.in2_features});
+  const Tensor w =
+      weight_.permute({1, 0, 2}).reshape({o.in1_features, o.out_features * o.in2_features});
+  Tensor y = sum(mul(matmul(a, w).reshape({-1, o.out_features, o.in2_features}), b), {2});
+  if (bias_.defined()) y = add(y, bias_);
+  lead.push_back(o.out_features);
+  return y.reshape(Shape(lead));
 }
 
-SequentialImpl::SequentialImpl(const std::vector<Module>& modules) {
-  for (const Module& m : modules) push_back(m);
-}
+json BilinearImpl::options() const { return options_json(options_); }
 
-void SequentialImpl::push_back(const Module& m) {
-  EMBER_CHECK(m.defined(), "Sequential: cannot add an undefined module");
-  register_module(std::to_string(size()), m.ptr());
-}
-
-Module SequentialImpl::operator[](size_t i) const {
-  auto kids = named_children();
-  EMBER_CHECK(i < kids.size(), "Sequential: index ", i, " is out of range (size ", kids.size(),
-              ")");
-  return Module(kids[i].second);
-}
-
-Tensor SequentialImpl::forward(const Tensor& x) {
-  // A child that can fuse (Linear) followed by an activation an epilogue applies (ReLU) runs
-  // as one GEMM with that epilogue (same values, same gradients, fewer kernels); everything
-  // else runs child by child.
-  Tensor h = x;
-  const auto& children = named_children();
-  for (size_t i = 0; i < children.size(); ++i) {
-    if (i + 1 < children.size()) {
-      if (const std::optional<Activation> act = children[i + 1].second->as_epilogue()) {
-        ModuleImpl& child = *children[i].second;
-        const core::profiler::ModuleFrame frame(
-            &child, detail::profiling() ? child.type_name() : std::string());
-        Tensor fused = child.forward_with_epilogue(h, *act);
-        if (fused.defined()) {
-          h = fused;
-          ++i;
-          continue;
-        }
-      }
-    }
-    h = run_forward(*children[i].second, h);
-  }
-  return h;
-}
-
-json SequentialImpl::config() const {
-  json children = json::array();
-  for (auto& [name, m] : named_children()) children.push_back(m->config());
-  return {{"type", type_name()}, {"options", json::object()}, {"children", children}};
-}
+std::string BilinearImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 }  // namespace ember::nn

@@ -1,5 +1,5 @@
-// src/nn/norm.cpp — BatchNorm1d/2d and LayerNorm modules over ember::batch_norm and
-// ember::layer_norm (src/ops/nn.cpp), with PyTorch's state and update rules.
+// src/nn/norm.cpp — BatchNorm1d/2d, LayerNorm and RMSNorm modules over ember::batch_norm,
+// ember::layer_norm (src/ops/nn.cpp) and ember::rms_norm, with PyTorch's state and update rules.
 #include "ember/nn/norm.hpp"
 
 #include "ember/autograd.hpp"
@@ -106,6 +106,37 @@ std::string LayerNormImpl::extra_repr() const {
   const LayerNormOptions& o = options_;
   return pyrepr::py_tuple(o.normalized_shape) + ", eps=" + pyrepr::py_float(o.eps) +
          ", elementwise_affine=" + pyrepr::py_bool(o.elementwise_affine);
+}
+
+// ---- RMSNorm ----
+
+RMSNormImpl::RMSNormImpl(RMSNormOptions o) : options_(o) {
+  EMBER_CHECK(!o.normalized_shape.empty(),
+              "RMSNorm: normalized_shape is empty (expected at least one dim)");
+  for (int64_t d : o.normalized_shape)
+    EMBER_CHECK(d > 0, "RMSNorm: normalized_shape ", o.normalized_shape.to_string(),
+                " (expected every size > 0)");
+  EMBER_CHECK(!o.eps || *o.eps >= 0.0, "RMSNorm: eps ", o.eps.value_or(0.0), " (expected >= 0)");
+  if (o.elementwise_affine) weight_ = register_parameter("weight", ones(o.normalized_shape));
+}
+
+Tensor RMSNormImpl::forward(const Tensor& x) {
+  const Shape& ns = options_.normalized_shape;
+  const int64_t k = ns.size();
+  bool fits = x.defined() && x.dim() >= k;
+  for (int64_t i = 0; fits && i < k; ++i) fits = x.size(x.dim() - k + i) == ns[i];
+  EMBER_CHECK(fits, "RMSNorm(", pyrepr::py_tuple(ns), "): input shape ",
+              x.defined() ? x.shape().to_string() : "undefined", " (expected trailing dims ",
+              ns.to_string(), ")");
+  return rms_norm(x, ns, weight_, options_.eps);  // one fused kernel per direction
+}
+
+json RMSNormImpl::options() const { return options_json(options_); }
+
+std::string RMSNormImpl::extra_repr() const {
+  return pyrepr::py_tuple(options_.normalized_shape) +
+         ", eps=" + (options_.eps ? pyrepr::py_float(*options_.eps) : "None") +
+         ", elementwise_affine=" + pyrepr::py_bool(options_.elementwise_affine);
 }
 
 }  // namespace ember::nn

@@ -1,10 +1,11 @@
 // src/nn/registry_layers.cpp — registry factories for the convolution, pooling, resampling,
-// normalisation and embedding modules (called from register_all in registry.cpp). Each reads
-// only the options of a config() JSON, by name; sizes may be one number or a list, optional
-// values null.
+// normalisation, embedding and recurrent modules (called from register_all in registry.cpp).
+// Each reads only the options of a config() JSON, by name; sizes may be one number or a list,
+// optional values null.
 #include "ember/nn/conv.hpp"
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/norm.hpp"
+#include "ember/nn/rnn.hpp"
 #include "nn/registry.hpp"
 
 namespace ember::nn {
@@ -40,7 +41,17 @@ void register_layer_modules() {
   register_with<BatchNorm1dImpl, BatchNormOptions>("BatchNorm1d");
   register_with<BatchNorm2dImpl, BatchNormOptions>("BatchNorm2d");
   register_with<LayerNormImpl, LayerNormOptions>("LayerNorm");
+  register_with<RMSNormImpl, RMSNormOptions>("RMSNorm");
+  register_with<GroupNormImpl, GroupNormOptions>("GroupNorm");
+  register_with<InstanceNorm1dImpl, InstanceNormOptions>("InstanceNorm1d");
+  register_with<InstanceNorm2dImpl, InstanceNormOptions>("InstanceNorm2d");
   register_with<EmbeddingImpl, EmbeddingOptions>("Embedding");
+  register_with<RNNImpl, RNNOptions>("RNN");
+  register_with<LSTMImpl, RNNOptions>("LSTM");
+  register_with<GRUImpl, RNNOptions>("GRU");
+  register_with<RNNCellImpl, RNNCellOptions>("RNNCell");
+  register_with<LSTMCellImpl, RNNCellOptions>("LSTMCell");
+  register_with<GRUCellImpl, RNNCellOptions>("GRUCell");
 }
 
 }  // namespace ember::nn

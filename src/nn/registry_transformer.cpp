@@ -1,13 +1,14 @@
-// src/nn/registry_transformer.cpp — registry factories for ModuleList, MultiheadAttention,
-// TransformerEncoderLayer and TransformerEncoder, and the stack builder the decoder shares
-// (called from src/nn/registry.cpp). Like every factory they read only data from the config,
-// by name.
+// src/nn/registry_transformer.cpp — registry factories for ModuleList, MultiheadAttention and
+// the transformers: the encoder and decoder layers, their stacks and Transformer (called from
+// src/nn/registry.cpp). Like every factory they read only data from the config, by name.
 #include "ember/nn/attention.hpp"
 #include "ember/nn/containers.hpp"
 #include "ember/nn/transformer.hpp"
 #include "nn/registry.hpp"
 
 namespace ember::nn {
+
+namespace {
 
 /// A stack's options: the layer's options (an object, required) and the number of layers; the
 /// final norm, when there is one, is the config's child "norm" (any registered module).
@@ -24,8 +25,7 @@ ModulePtr build_transformer_stack(const json& config, const std::string& type) {
   return std::make_shared<Impl>(prototype, stack.num_layers, norm);
 }
 
-template ModulePtr build_transformer_stack<TransformerDecoderImpl, TransformerDecoderLayer>(
-    const json&, const std::string&);
+}  // namespace
 
 void register_transformer_modules() {
   using namespace registry;
@@ -37,6 +37,13 @@ void register_transformer_modules() {
     return build_transformer_stack<TransformerEncoderImpl, TransformerEncoderLayer>(
         c, "TransformerEncoder");
   });
+  register_with<TransformerDecoderLayerImpl, TransformerDecoderLayerOptions>(
+      "TransformerDecoderLayer");
+  register_module_type("TransformerDecoder", [](const json& c) {
+    return build_transformer_stack<TransformerDecoderImpl, TransformerDecoderLayer>(
+        c, "TransformerDecoder");
+  });
+  register_with<TransformerImpl, TransformerOptions>("Transformer");
 }
 
 }  // namespace ember::nn

@@ -1,5 +1,5 @@
 // src/ops/conv_library.hpp — the library route of conv1d / conv2d / conv3d (oneDNN, cuDNN
-// through the conv_library_* slots), shared by conv.cpp and conv_more.cpp; Note [Which
+// through the conv_library_* slots), shared by conv.cpp and conv_nd.cpp; Note [Which
 // convolution path runs] in conv_library.cpp.
 #pragma once
 

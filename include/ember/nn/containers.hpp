@@ -1,5 +1,5 @@
-// ember/nn/containers.hpp — ModuleList: an indexed list of child modules with no forward of
-// its own (Sequential, which runs its children in order, lives in nn/linear.hpp).
+// ember/nn/containers.hpp — the containers of torch.nn: Sequential, which runs its children in
+// order, and ModuleList, an indexed list of child modules with no forward of its own.
 //
 //   nn::ModuleList blocks({nn::Linear(8, 8), nn::Linear(8, 8)});   // children "0", "1"
 //   Tensor h = x;
@@ -12,6 +12,26 @@
 #include "ember/nn/module.hpp"
 
 namespace ember::nn {
+
+/// Runs children in order; children are named "0", "1", ... as in PyTorch.
+/// Example: nn::Sequential net({nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 10)});
+class SequentialImpl : public ModuleImpl {
+ public:
+  SequentialImpl() = default;
+  explicit SequentialImpl(const std::vector<Module>& modules);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Sequential"; }
+  json config() const override;
+  void push_back(const Module& m);
+  size_t size() const { return named_children().size(); }
+  Module operator[](size_t i) const;
+};
+class Sequential : public ModuleHolder<SequentialImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+  Sequential(std::initializer_list<Module> modules)
+      : ModuleHolder(std::make_shared<SequentialImpl>(std::vector<Module>(modules))) {}
+};
 
 /// Holds modules under the names "0", "1", ... (PyTorch's nn.ModuleList), so their parameters
 /// appear as "layers.0.weight". It is a container only: calling forward throws.

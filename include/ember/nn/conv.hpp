@@ -185,7 +185,7 @@ class AvgPool2d : public ModuleHolder<AvgPool2dImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
-// ---- issue 16: more convolutions (src/nn/conv_more.cpp) ----
+// ---- the other convolutions (src/nn/conv_nd.cpp) and pools (src/nn/pool.cpp) ----
 
 struct Conv1dOptions {
   int64_t in_channels = 0;

@@ -1,9 +1,9 @@
-// tests/test_layers_more.cpp — the issue 16 layers against PyTorch: activations, Identity,
-// Flatten, Unflatten, Bilinear, GroupNorm, InstanceNorm1d/2d, RMSNorm, RNN/LSTM/GRU (with
+// tests/test_layers_activation_rnn.cpp — against PyTorch: the activations, Identity, Flatten,
+// Unflatten, Bilinear, GroupNorm, InstanceNorm1d/2d, RMSNorm, RNN/LSTM/GRU (with
 // initial states, bidirectional, stacked, projected and variable lengths), the cells,
 // TransformerDecoderLayer, TransformerDecoder and Transformer.
 //
-// Tier 1: every case of tests/data/layer_fixtures_more.json (the issue 16 section of
+// Tier 1: every case of tests/data/layer_fixtures_more.json (the "more" section of
 // tests/gen_layer_fixtures.py) builds the module from its config with nn::build, loads
 // PyTorch's state_dict strictly (same names, same order), calls it as the case says, and
 // compares every output, the gradients of Σ sum(out·w) for every float input and parameter,
@@ -173,11 +173,11 @@ Results run_case(const std::string& name, Device device, bool check) {
   return results;
 }
 
-class LayerFixturesMore : public ::testing::TestWithParam<std::string> {};
+class LayerFixturesActivationRnn : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(LayerFixturesMore, MatchesPyTorch) { run_case(GetParam(), Device::cpu(), true); }
+TEST_P(LayerFixturesActivationRnn, MatchesPyTorch) { run_case(GetParam(), Device::cpu(), true); }
 
-TEST_P(LayerFixturesMore, CudaMatchesCpu) {
+TEST_P(LayerFixturesActivationRnn, CudaMatchesCpu) {
   if (!cuda_available())
     GTEST_SKIP() << "no CUDA device: the CUDA-vs-CPU tier of " << GetParam()
                  << " runs on a machine with a GPU";
@@ -188,7 +188,7 @@ TEST_P(LayerFixturesMore, CudaMatchesCpu) {
     ember_test::expect_close(gpu.at(key), want, 1e-4, 1e-5, GetParam() + " CUDA vs CPU " + key);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, LayerFixturesMore, ::testing::ValuesIn(more_case_names()),
+INSTANTIATE_TEST_SUITE_P(All, LayerFixturesActivationRnn, ::testing::ValuesIn(more_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
@@ -199,7 +199,7 @@ using ember::test_util::expect_gradcheck;
 
 Tensor data(const Shape& s) { return randn(s, {.dtype = DType::f64}); }
 
-TEST(LayersMoreGradcheck, RecurrentLayersInF64) {
+TEST(ActivationRnnGradcheck, RecurrentLayersInF64) {
   manual_seed(161);
   nn::LSTM lstm(nn::RNNOptions{.input_size = 2, .hidden_size = 3, .bidirectional = true});
   lstm->to(DType::f64);
@@ -221,7 +221,7 @@ TEST(LayersMoreGradcheck, RecurrentLayersInF64) {
                    {data({4, 1, 2})});
 }
 
-TEST(LayersMoreGradcheck, NormsAndBilinearInF64) {
+TEST(ActivationRnnGradcheck, NormsAndBilinearInF64) {
   manual_seed(162);
   nn::GroupNorm gn(2, 4);
   gn->to(DType::f64);
@@ -279,7 +279,7 @@ namespace {
 
 // The reductions and in-place updates InstanceNorm's running statistics use, each on the GPU
 // against the CPU (a failure here points at the op, not at the module).
-TEST(LayersMoreCuda, InstanceNormStatisticOps) {
+TEST(ActivationRnnCuda, InstanceNormStatisticOps) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA op checks skipped";
   manual_seed(175);
   const Tensor x = randn({2, 3, 6});

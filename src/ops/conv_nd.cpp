@@ -1,4 +1,4 @@
-// src/ops/conv_more.cpp — the rest of the conv family (issue 16): conv1d and conv3d, "same" /
+// src/ops/conv_nd.cpp — the rest of the conv family: conv1d and conv3d, "same" /
 // "valid" paddings, conv_transpose1d, the 1-D pools, adaptive pools, interpolate, and the
 // F.unfold / F.fold pair (im2col, col2im).
 //

@@ -1,4 +1,4 @@
-// tests/test_layers_conv_more.cpp — the issue-16 convolution family beyond Conv2d: Conv1d,
+// tests/test_layers_conv_nd.cpp — the convolution family beyond Conv2d: Conv1d,
 // Conv3d, ConvTranspose1d/2d, the 1-D and adaptive pools, Upsample, PixelShuffle/Unshuffle,
 // Unfold/Fold (modules), and their functional ops' edge cases.
 //
@@ -42,7 +42,7 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
 
 // ---- gradchecks beyond the catalogue cases
 
-TEST(ConvMoreGradcheck, ConvolutionsUnbatchedSameAndModes) {
+TEST(ConvNdGradcheck, ConvolutionsUnbatchedSameAndModes) {
   manual_seed(31);
   expect_gradcheck("conv1d unbatched",
                    [](const Inputs& x) { return conv1d(x[0], x[1], x[2], 2, 1); },
@@ -79,7 +79,7 @@ TEST(ConvMoreGradcheck, ConvolutionsUnbatchedSameAndModes) {
                    {data({1, 2, 6}), w});
 }
 
-TEST(ConvMoreGradcheck, PoolsAndResampling) {
+TEST(ConvNdGradcheck, PoolsAndResampling) {
   manual_seed(32);
   expect_gradcheck("adaptive_avg_pool2d overlapping windows",
                    [](const Inputs& x) {
@@ -129,7 +129,7 @@ TEST(AdaptivePools, MaxIndicesPointAtTheMaximum) {
 
 // ---- modules: initialisation, configs, checkpoints
 
-TEST(ConvMoreModules, DefaultInitAndTransposedWeightLayout) {
+TEST(ConvNdModules, DefaultInitAndTransposedWeightLayout) {
   manual_seed(33);
   nn::ConvTranspose2d up(nn::ConvTranspose2dOptions{
       .in_channels = 8, .out_channels = 6, .kernel_size = 3, .stride = 2, .groups = 2});
@@ -199,11 +199,11 @@ std::vector<nn::Module> every_new_module() {
   };
 }
 
-TEST(ConvMoreModules, ConfigRoundTrip) {
+TEST(ConvNdModules, ConfigRoundTrip) {
   for (const nn::Module& m : every_new_module()) ember::test_util::expect_config_round_trip(m);
 }
 
-TEST(ConvMoreModules, SaveAndLoadModel) {
+TEST(ConvNdModules, SaveAndLoadModel) {
   manual_seed(34);
   nn::Sequential net({nn::Conv1d(nn::Conv1dOptions{.in_channels = 2,
                                                    .out_channels = 4,
@@ -216,7 +216,7 @@ TEST(ConvMoreModules, SaveAndLoadModel) {
                       nn::AdaptiveAvgPool1d(3)});
   net->eval();
   const std::string path =
-      (std::filesystem::temp_directory_path() / "ember_conv_more_model.safetensors").string();
+      (std::filesystem::temp_directory_path() / "ember_conv_nd_model.safetensors").string();
   io::save_model(net, path);
   nn::Module back = io::load_model(path);
   std::filesystem::remove(path);
@@ -226,7 +226,7 @@ TEST(ConvMoreModules, SaveAndLoadModel) {
 
 // ---- errors name the op, what came and what was expected
 
-TEST(ConvMoreErrors, MessagesNameExpectedAndGot) {
+TEST(ConvNdErrors, MessagesNameExpectedAndGot) {
   const Tensor x1 = zeros({2, 4, 9}), x2 = zeros({2, 4, 6, 6});
   expect_error([&] { conv1d(x2, zeros({2, 4, 3})); }, {"conv1d", "[2, 4, 6, 6]", "3-D [N, C, L]"});
   expect_error(
@@ -385,14 +385,14 @@ std::vector<double> train_unet(Device device, int steps) {
   return losses;
 }
 
-TEST(ConvMoreTraining, TinyUNetStepLowersTheLoss) {
+TEST(ConvNdTraining, TinyUNetStepLowersTheLoss) {
   const std::vector<double> losses = train_unet(Device::cpu(), 20);
   for (double l : losses) ASSERT_TRUE(std::isfinite(l));
   EXPECT_LT(losses.back(), 0.9 * losses.front())
       << "loss " << losses.front() << " -> " << losses.back();
 }
 
-TEST(ConvMoreTraining, CudaMatchesCpu) {
+TEST(ConvNdTraining, CudaMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the device tier runs on a GPU machine";
   const std::vector<double> cpu = train_unet(Device::cpu(), 5), gpu = train_unet(Device::cuda(), 5);
   for (size_t i = 0; i < cpu.size(); ++i)

@@ -1,5 +1,6 @@
-// src/nn/norm_more.cpp — GroupNorm and InstanceNorm1d/2d, composed from layer_norm, mean, var
-// and rsqrt (src/ops), so autograd supplies every backward; RMSNorm, the rms_norm op.
+// src/nn/norm_group.cpp — GroupNorm and InstanceNorm1d/2d (instance norm is group norm with one
+// channel per group), composed from layer_norm, mean, var and rsqrt (src/ops), so autograd
+// supplies every backward.
 //
 // GroupNorm and the instance statistics both reduce to one layer_norm over the last dim of a
 // reshaped view: [N, C, *] -> [N, G, C/G·*] (groups) or [N, C, *] (instances).
@@ -118,37 +119,6 @@ std::string InstanceNormImpl::extra_repr() const {
   return std::to_string(o.num_features) + ", eps=" + pyrepr::py_float(o.eps) +
          ", momentum=" + pyrepr::py_float(o.momentum) + ", affine=" + pyrepr::py_bool(o.affine) +
          ", track_running_stats=" + pyrepr::py_bool(o.track_running_stats);
-}
-
-// ---- RMSNorm ----
-
-RMSNormImpl::RMSNormImpl(RMSNormOptions o) : options_(o) {
-  EMBER_CHECK(!o.normalized_shape.empty(),
-              "RMSNorm: normalized_shape is empty (expected at least one dim)");
-  for (int64_t d : o.normalized_shape)
-    EMBER_CHECK(d > 0, "RMSNorm: normalized_shape ", o.normalized_shape.to_string(),
-                " (expected every size > 0)");
-  EMBER_CHECK(!o.eps || *o.eps >= 0.0, "RMSNorm: eps ", o.eps.value_or(0.0), " (expected >= 0)");
-  if (o.elementwise_affine) weight_ = register_parameter("weight", ones(o.normalized_shape));
-}
-
-Tensor RMSNormImpl::forward(const Tensor& x) {
-  const Shape& ns = options_.normalized_shape;
-  const int64_t k = ns.size();
-  bool fits = x.defined() && x.dim() >= k;
-  for (int64_t i = 0; fits && i < k; ++i) fits = x.size(x.dim() - k + i) == ns[i];
-  EMBER_CHECK(fits, "RMSNorm(", pyrepr::py_tuple(ns), "): input shape ",
-              x.defined() ? x.shape().to_string() : "undefined", " (expected trailing dims ",
-              ns.to_string(), ")");
-  return rms_norm(x, ns, weight_, options_.eps);  // one fused kernel per direction
-}
-
-json RMSNormImpl::options() const { return options_json(options_); }
-
-std::string RMSNormImpl::extra_repr() const {
-  return pyrepr::py_tuple(options_.normalized_shape) +
-         ", eps=" + (options_.eps ? pyrepr::py_float(*options_.eps) : "None") +
-         ", elementwise_affine=" + pyrepr::py_bool(options_.elementwise_affine);
 }
 
 }  // namespace ember::nn

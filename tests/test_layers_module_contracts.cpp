@@ -1,5 +1,6 @@
-// tests/test_layers_more_modules.cpp — the module contracts of the issue 16 layers (their
-// values against PyTorch are in test_layers_more.cpp): PyTorch's default initialisation,
+// tests/test_layers_module_contracts.cpp — the module contracts of the activation, shape,
+// normalisation, recurrent and transformer-decoder modules (their values against PyTorch are in
+// test_layers_activation_rnn.cpp): PyTorch's default initialisation,
 // parameter names, nn::build(config()) round trips, the causal mask helper, variable lengths,
 // and errors that name the layer, what came and what was expected.
 #include <gtest/gtest.h>
@@ -36,7 +37,7 @@ void expect_contains(const std::string& msg, const std::vector<std::string>& par
 
 // ---- initialisation and names
 
-TEST(LayersMoreInit, PReLUBilinearAndNorms) {
+TEST(ModuleContractsInit, PReLUBilinearAndNorms) {
   manual_seed(170);
   nn::PReLU prelu(3);
   ember_test::expect_equal(prelu->weight(), full({3}, 0.25), "PReLU weight");
@@ -59,7 +60,7 @@ TEST(LayersMoreInit, PReLUBilinearAndNorms) {
   EXPECT_TRUE(nn::RMSNorm(4, std::nullopt, false)->state_dict().empty());
 }
 
-TEST(LayersMoreInit, RecurrentNamesShapesAndBounds) {
+TEST(ModuleContractsInit, RecurrentNamesShapesAndBounds) {
   manual_seed(171);
   nn::LSTM lstm(nn::RNNOptions{
       .input_size = 3, .hidden_size = 100, .num_layers = 2, .bidirectional = true, .proj_size = 4});
@@ -94,7 +95,7 @@ TEST(LayersMoreInit, RecurrentNamesShapesAndBounds) {
   for (auto& [n, p] : cell->named_parameters()) expect_uniform(p, 0.125, "GRUCell " + n);
 }
 
-TEST(LayersMoreInit, TransformerChildNamesAndXavier) {
+TEST(ModuleContractsInit, TransformerChildNamesAndXavier) {
   manual_seed(172);
   nn::Transformer t(nn::TransformerOptions{.d_model = 16,
                                            .nhead = 2,
@@ -126,7 +127,7 @@ TEST(LayersMoreInit, TransformerChildNamesAndXavier) {
 
 // ---- config round trips
 
-TEST(LayersMoreModules, ConfigRoundTrip) {
+TEST(ModuleContracts, ConfigRoundTrip) {
   const std::vector<nn::Module> modules = {
       nn::Softplus(2.0, 5.0),
       nn::LeakyReLU(0.3),
@@ -180,7 +181,7 @@ TEST(LayersMoreModules, ConfigRoundTrip) {
   for (const nn::Module& m : modules) ember::test_util::expect_config_round_trip(m);
 }
 
-TEST(LayersMoreModules, PrintsAsPyTorch) {
+TEST(ModuleContracts, PrintsAsPyTorch) {
   auto repr = [](const nn::Module& m) { return m->type_name() + "(" + m->extra_repr() + ")"; };
   EXPECT_EQ(
       repr(nn::LSTM(nn::RNNOptions{
@@ -202,7 +203,7 @@ TEST(LayersMoreModules, PrintsAsPyTorch) {
 
 // ---- masks and variable lengths
 
-TEST(LayersMoreModules, SquareSubsequentMask) {
+TEST(ModuleContracts, SquareSubsequentMask) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> want = {0, -inf, -inf, 0, 0, -inf, 0, 0, 0};
   EXPECT_EQ(nn::generate_square_subsequent_mask(3).to_vector<float>(), want);
@@ -218,7 +219,7 @@ TEST(LayersMoreModules, SquareSubsequentMask) {
                            "float causal mask vs tgt_is_causal");
 }
 
-TEST(LayersMoreModules, PaddedStepsKeepStateAndOutputZero) {
+TEST(ModuleContracts, PaddedStepsKeepStateAndOutputZero) {
   manual_seed(174);
   nn::GRU gru(nn::RNNOptions{.input_size = 2, .hidden_size = 3, .batch_first = true});
   Tensor x = randn({2, 5, 2});
@@ -242,7 +243,7 @@ TEST(LayersMoreModules, PaddedStepsKeepStateAndOutputZero) {
 
 // ---- errors name the layer, what came and what was expected
 
-TEST(LayersMoreErrors, MessagesNameLayerGotAndExpected) {
+TEST(ModuleContractsErrors, MessagesNameLayerGotAndExpected) {
   nn::LSTM lstm(nn::RNNOptions{.input_size = 3, .hidden_size = 4, .num_layers = 2});
   expect_contains(error_of([&] {
                     lstm(zeros({5, 2, 4}));
@@ -355,10 +356,11 @@ TEST(LayersMoreErrors, MessagesNameLayerGotAndExpected) {
 
 // ---- checkpoints: save_model / load_model rebuild every new module with its weights
 
-TEST(LayersMoreModules, SaveModelLoadModelRoundTrip) {
+TEST(ModuleContracts, SaveModelLoadModelRoundTrip) {
   manual_seed(176);
   const std::string path =
-      (std::filesystem::temp_directory_path() / "ember_layers_more_roundtrip.safetensors").string();
+      (std::filesystem::temp_directory_path() / "ember_module_contracts_roundtrip.safetensors")
+          .string();
   struct Case {
     nn::Module model;
     Tensor (*run)(const nn::Module&);
@@ -402,7 +404,7 @@ TEST(LayersMoreModules, SaveModelLoadModelRoundTrip) {
   std::remove(path.c_str());
 }
 
-TEST(LayersMoreModules, DropoutBetweenRecurrentLayersOnlyInTraining) {
+TEST(ModuleContracts, DropoutBetweenRecurrentLayersOnlyInTraining) {
   manual_seed(177);
   nn::LSTM lstm(nn::RNNOptions{.input_size = 3, .hidden_size = 8, .num_layers = 2, .dropout = 0.5});
   nn::LSTM plain(nn::RNNOptions{.input_size = 3, .hidden_size = 8, .num_layers = 2});
