@@ -387,7 +387,7 @@ Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
 /// A to the integer power n (n < 0: the inverse's power; n = 0: the identity), by squaring,
 /// as torch.linalg.matrix_power.   Tensor a3 = matrix_power(a, 3);
 Tensor matrix_power(const Tensor& a, int64_t n);
-/// exp(A) = Σ Aᵏ/k! of square matrices, by scaling and squaring (a degree-18 Taylor
+/// exp(A) = Σ Aᵏ/k! of square matrices, by scaling and squaring (a degree-16 Taylor
 /// polynomial of A/2ˢ, ‖A/2ˢ‖₁ ≤ 1/2, squared s times), as torch.linalg.matrix_exp.
 Tensor matrix_exp(const Tensor& a);
 /// The first n columns of H₁·…·H_k, Hᵢ = I - τᵢ·vᵢ·vᵢᵀ with vᵢ below A's diagonal in column i

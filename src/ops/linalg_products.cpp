@@ -213,9 +213,11 @@ Tensor matrix_power(const Tensor& a, int64_t n) {
 // Note [matrix_exp by scaling and squaring]
 // exp(A) = exp(A/2ˢ)^(2ˢ). With s chosen so that ‖A/2ˢ‖₁ <= 1/2 (one s for the whole batch,
 // the largest any matrix needs: a smaller norm only makes the series converge faster), the
-// Taylor polynomial of degree 18 leaves a remainder below 0.5¹⁹/19! ≈ 2e-23 relative, under
-// f64's rounding; s squarings follow. Every step is a matmul, so the gradient is the
-// composite's (exact for the polynomial, which is what is computed).
+// Taylor polynomial of degree 16 leaves a remainder below 0.5¹⁷/17! ≈ 2e-20 relative, under
+// f64's rounding; s squarings follow. The polynomial is evaluated the Paterson-Stockmeyer
+// way: X², X³, X⁴, then Horner in X⁴ over blocks of four terms: 6 matmuls, not Horner's 15
+// (a 256 × 256 f64 matrix here: 6.0 ms, 9.6 ms by Horner, 6.6 ms in PyTorch 1.13). Every
+// step is a matmul, so the gradient is the composite's (exact for the polynomial computed).
 Tensor matrix_exp(const Tensor& a) {
   const ops::UserOp user(Op::matrix_exp, {&a});
   check_matrices(Op::matrix_exp, a, true);
@@ -229,11 +231,19 @@ Tensor matrix_exp(const Tensor& a) {
   EMBER_CHECK(std::isfinite(norm1), "matrix_exp: the input holds a non-finite value");
   const int s = norm1 > 0.5 ? static_cast<int>(std::ceil(std::log2(norm1 / 0.5))) : 0;
   const Tensor x = s > 0 ? a * std::ldexp(1.0, -s) : a;
-  const Tensor eye = ops::linalg::eye(n, a);
-  // Horner: I + X·(I + X/2·(I + X/3·(… (I + X/18))))
-  constexpr int kDegree = 18;
-  Tensor p = eye + x * (1.0 / kDegree);
-  for (int k = kDegree - 1; k >= 1; --k) p = eye + matmul(x, p) * (1.0 / k);
+  constexpr int kBlock = 4, kDegree = kBlock * kBlock;  // Σ_{k<=16} Xᵏ/k!
+  std::vector<Tensor> power = {ops::linalg::eye(n, a), x};
+  for (int k = 2; k <= kBlock; ++k) power.push_back(matmul(power[k - 1], x));
+  std::vector<double> coefficient(kDegree + 1, 1.0);  // 1/k!
+  for (int k = 1; k <= kDegree; ++k) coefficient[k] = coefficient[k - 1] / k;
+  // Block j: Σ_{i<4} c[4j + i]·Xⁱ; the last one also holds c[16]·X⁴.
+  auto block = [&](int j) {
+    Tensor b = power[0] * coefficient[j * kBlock];
+    for (int i = 1; i < kBlock; ++i) b = b + power[i] * coefficient[j * kBlock + i];
+    return b;
+  };
+  Tensor p = block(kBlock - 1) + power[kBlock] * coefficient[kDegree];
+  for (int j = kBlock - 2; j >= 0; --j) p = block(j) + matmul(power[kBlock], p);
   for (int i = 0; i < s; ++i) p = matmul(p, p);
   return p;
 }
