@@ -609,7 +609,7 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Size2d kernel
 Tensor avg_pool2d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride = std::nullopt,
                   Size2d padding = 0, bool ceil_mode = false, bool count_include_pad = true);
 
-// ---- more convolutions, pooling and resampling (issue 16; src/ops/conv.cpp, conv_more.cpp) ----
+// ---- more convolutions, pooling and resampling (issue 16; src/ops/conv.cpp, conv_nd.cpp) ----
 /// A (depth, height, width) triple; one number means all three: conv3d(x, w, b, 2) or {1, 2, 2}.
 struct Size3d {
   int64_t d = 0, h = 0, w = 0;
