@@ -84,8 +84,8 @@ struct DeviceTarget {
 /// chunk's XXH3-64 then going into it — and queues each piece's copy to its target on
 /// `device` (of type `type`) through the device runtime's pinned staging. Returns when every
 /// copy has completed.
-void stream_to_device(DeviceType type, int device, int fd, uint64_t data_offset,
-                      uint64_t data_size, std::vector<DeviceTarget> targets, uint64_t chunk,
+void stream_to_device(DeviceType type, int device, int fd, uint64_t data_offset, uint64_t data_size,
+                      std::vector<DeviceTarget> targets, uint64_t chunk,
                       std::vector<uint64_t>* digests, const std::string& path);
 
 /// 16 lowercase hex digits.
