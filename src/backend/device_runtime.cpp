@@ -61,6 +61,15 @@ class SlotNumbers {
   int next_ = 0;
 };
 
+// A copy of `slot` was just queued on `device`: the destructor waits for the devices in `used`
+// (bit d: device d); a device past 64 is not tracked, so its copy is waited for at once.
+void note_queued(const DeviceRuntime& runtime, int device, int slot, uint64_t& used) {
+  if (device < 64)
+    used |= uint64_t{1} << device;
+  else
+    runtime.wait_pinned_slot(device, slot);
+}
+
 }  // namespace
 
 PinnedStaging::PinnedStaging(DeviceType type, size_t bytes)
@@ -128,19 +137,13 @@ void PinnedStaging::check_range(const char* what, size_t offset, size_t bytes) c
 void PinnedStaging::copy_to_device(int device, void* dst, size_t offset, size_t bytes) {
   check_range("copy_to_device", offset, bytes);
   runtime_->copy_from_pinned_async(device, dst, static_cast<char*>(data_) + offset, bytes, slot_);
-  if (device < 64)
-    devices_used_ |= uint64_t{1} << device;
-  else
-    runtime_->wait_pinned_slot(device, slot_);  // not tracked: done before it returns
+  note_queued(*runtime_, device, slot_, devices_used_);
 }
 
 void PinnedStaging::copy_from_device(int device, const void* src, size_t offset, size_t bytes) {
   check_range("copy_from_device", offset, bytes);
   runtime_->copy_to_pinned_async(device, static_cast<char*>(data_) + offset, src, bytes, slot_);
-  if (device < 64)
-    devices_used_ |= uint64_t{1} << device;
-  else
-    runtime_->wait_pinned_slot(device, slot_);
+  note_queued(*runtime_, device, slot_, devices_used_);
 }
 
 void PinnedStaging::wait(int device) {

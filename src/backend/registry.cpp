@@ -1,5 +1,6 @@
 // src/backend/registry.cpp — maps a device type to its kernel table.
 #include "backend/backend.hpp"
+#include "backend/device_runtime.hpp"
 #include "ember/error.hpp"
 #include "ember/profiler.hpp"
 
@@ -30,9 +31,8 @@ const Backend& backend_for(DeviceType type) {
   return cuda_backend();
 #else
   if (type == DeviceType::cpu) return detail::profiling() ? profiled_backend(type) : cpu_backend();
-  detail::throw_error(
-      "ember was built without CUDA: rebuild with -DEMBER_CUDA=ON on a machine with the CUDA "
-      "toolkit to use cuda devices");
+  (void)runtime_for(type);  // throws "ember was built without CUDA" (the runtime's one message)
+  return cpu_backend();     // not reached
 #endif
 }
 
