@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -73,13 +74,35 @@ struct Fixture {
   double atol() const { return attrs.value("atol", 1e-6); }
 };
 
-/// The whole fixture file, parsed once per process.
+/// op_fixtures.json and every op_fixtures_<group>.json (tests/fixture_cases_<group>.py) as one
+/// document, parsed once per process; a case name in two files is an error.
 inline const nlohmann::ordered_json& fixture_file() {
   static const nlohmann::ordered_json doc = [] {
-    const std::string path = data_dir() + "/op_fixtures.json";
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open " + path + " (run tests/gen_fixtures.py)");
-    return nlohmann::ordered_json::parse(in);
+    std::vector<std::string> paths{data_dir() + "/op_fixtures.json"};
+    std::vector<std::string> groups;
+    for (const auto& entry : std::filesystem::directory_iterator(data_dir())) {
+      const std::string file = entry.path().filename().string();
+      if (file.rfind("op_fixtures_", 0) == 0 && entry.path().extension() == ".json")
+        groups.push_back(entry.path().string());
+    }
+    std::sort(groups.begin(), groups.end());
+    paths.insert(paths.end(), groups.begin(), groups.end());
+    nlohmann::ordered_json merged;
+    for (const std::string& path : paths) {
+      std::ifstream in(path);
+      if (!in) throw std::runtime_error("cannot open " + path + " (run tests/gen_fixtures.py)");
+      nlohmann::ordered_json one = nlohmann::ordered_json::parse(in);
+      if (merged.is_null()) {
+        merged = std::move(one);
+        continue;
+      }
+      for (auto& [key, value] : one.at("cases").items()) {
+        if (merged["cases"].contains(key))
+          throw std::runtime_error("fixture case '" + key + "' is in two files (" + path + ")");
+        merged["cases"][key] = std::move(value);
+      }
+    }
+    return merged;
   }();
   return doc;
 }

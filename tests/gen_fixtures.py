@@ -3,6 +3,11 @@
 
 Run with Debian's interpreter (torch 1.13 lives there):   /usr/bin/python3 tests/gen_fixtures.py
 
+The cases below are the core list. A group of cases may live in its own file,
+tests/fixture_cases_<group>.py (it imports case/unary/binary and the input makers from here),
+written to tests/data/op_fixtures_<group>.json by `gen_fixtures.py <group>`; `gen_fixtures.py
+all` writes every file. The C++ side reads op_fixtures.json and every op_fixtures_*.json.
+
 For every case: the inputs (f32-representable values, stored as f32; indices as i64; masks
 as bool), the output, a fixed random weight `w` of the output's shape, and the gradient of
 every differentiable input for the loss sum(out * w). The reference math runs in float64 on
@@ -17,6 +22,7 @@ meet is caught here, not in C++.
 The output is deterministic: fixed per-case seeds (crc32 of the case name), one thread, and
 a hand-written compact JSON emitter with shortest round-trip f32 formatting.
 """
+import importlib
 import math
 import os
 import sys
@@ -1616,8 +1622,32 @@ def build(c):
     return '"%s":{"attrs":{%s},"tensors":{%s}}' % (c["name"], attr_body, body), worst
 
 
+def group_cases(group):
+    """The cases that tests/fixture_cases_<group>.py declares (with case(), unary(), binary()
+    imported from this file), apart from the core list."""
+    global CASES
+    sys.modules.setdefault("gen_fixtures", sys.modules[__name__])
+    core, CASES = CASES, []
+    try:
+        importlib.import_module("fixture_cases_" + group)
+        return CASES
+    finally:
+        CASES = core
+
+
 def main():
-    write_fixtures(CASES, build, "tests/gen_fixtures.py", OUT_PATH)
+    """No argument or "core": the cases above, into op_fixtures.json. A group name: the cases
+    of tests/fixture_cases_<group>.py, into op_fixtures_<group>.json. "all": every file."""
+    groups = sys.argv[1:] or ["core"]
+    if groups == ["all"]:
+        groups = ["core"] + sorted(f[len("fixture_cases_"):-3] for f in os.listdir(HERE)
+                                   if f.startswith("fixture_cases_") and f.endswith(".py"))
+    for group in groups:
+        if group == "core":
+            write_fixtures(CASES, build, "tests/gen_fixtures.py", OUT_PATH)
+        else:
+            out = os.path.join(HERE, "data", "op_fixtures_%s.json" % group)
+            write_fixtures(group_cases(group), build, "tests/gen_fixtures.py " + group, out)
 
 
 if __name__ == "__main__":

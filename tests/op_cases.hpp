@@ -37,5 +37,14 @@ void add_core_cases(OpTable& t);
 void add_vocabulary_cases(OpTable& t);
 /// The cases of issue 32's linear algebra (tests/test_op_cases_linalg.cpp).
 void add_linalg_cases(OpTable& t);
+/// Issue 32's elementwise math and activations (tests/test_op_cases_special.cpp; fixtures
+/// from tests/fixture_cases_special.py).
+void add_special_cases(OpTable& t);
+/// Issue 32's shape, indexing, reductions and scans (tests/test_op_cases_shape.cpp;
+/// tests/fixture_cases_shape.py).
+void add_shape_cases(OpTable& t);
+/// Issue 32's nn functional ops and losses (tests/test_op_cases_nn.cpp;
+/// tests/fixture_cases_nn.py).
+void add_nn_cases(OpTable& t);
 
 }  // namespace ember_test

@@ -44,6 +44,9 @@ const std::map<std::string, OpFn>& op_table() {
     ember_test::add_core_cases(t);
     ember_test::add_vocabulary_cases(t);
     ember_test::add_linalg_cases(t);
+    ember_test::add_special_cases(t);
+    ember_test::add_shape_cases(t);
+    ember_test::add_nn_cases(t);
     return t;
   }();
   return table;
