@@ -12,6 +12,7 @@
 #include "ember/nn/conv.hpp"
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/linear.hpp"
+#include "ember/nn/norm.hpp"
 #include "ember/optim.hpp"
 #include "error_of.hpp"
 #include "io_test_util.hpp"
@@ -119,12 +120,19 @@ TEST(Tie, BadTiesAreRefusedAndChangeNothing) {
       [&] { net->tie("2.weight", wte->weight().to(DType::f64).detach().requires_grad_()); });
   EXPECT_NE(e.find("f64"), std::string::npos) << e;
   // A module that computes with its own handle and cannot rebind it: refused, untouched.
-  nn::Conv2d a(2, 3, 3), b(2, 3, 3);
-  const Tensor conv_before = b->weight();
-  e = error_of([&] { b->tie("weight", a->weight()); });
-  EXPECT_NE(e.find("Conv2d"), std::string::npos) << e;
+  nn::LayerNorm a(std::vector<int64_t>{3}), b(std::vector<int64_t>{3});
+  const Tensor norm_before = b->param("weight");
+  e = error_of([&] { b->tie("weight", a->param("weight")); });
+  EXPECT_NE(e.find("LayerNorm"), std::string::npos) << e;
   EXPECT_NE(e.find("cannot rebind"), std::string::npos) << e;
-  EXPECT_TRUE(b->weight().is_same(conv_before));
+  EXPECT_TRUE(b->param("weight").is_same(norm_before));
+  // The convolutions rebind: a tied Conv2d computes with the other's weight.
+  nn::Conv2d c(2, 3, 3), d(2, 3, 3);
+  d->tie("weight", c->weight());
+  const Tensor x = randn({1, 2, 5, 5});
+  EXPECT_TRUE(d->weight().is_same(c->weight()));
+  const Tensor gap = (d(x) - d->bias().view({1, 3, 1, 1})) - (c(x) - c->bias().view({1, 3, 1, 1}));
+  EXPECT_LT(abs(gap).max().item<float>(), 1e-5f);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "ember/models/llama.hpp"
 #include "ember/models/pretrained.hpp"
 #include "ember/models/resnet.hpp"
+#include "ember/nn/parametrize.hpp"
 #include "ember/nn/utils.hpp"
 #include "ember/ops.hpp"
 #include "ember/profiler.hpp"

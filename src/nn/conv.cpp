@@ -48,6 +48,7 @@ Conv2dImpl::Conv2dImpl(Conv2dOptions o) : options_(o) {
 }
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
   const Conv2dOptions& o = options_;
   // Zero padding is conv2d's own; other modes (and an odd "same") pad first, as PyTorch.
   const Size2d p = o.padding, k = o.kernel_size, d = o.dilation;

@@ -127,6 +127,7 @@ Conv1dImpl::Conv1dImpl(Conv1dOptions o) : options_(std::move(o)) {
 }
 
 Tensor Conv1dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
   const Conv1dOptions& o = options_;
   std::vector<int64_t> both;
   const Tensor xp = conv_module_input(
@@ -165,6 +166,7 @@ Conv3dImpl::Conv3dImpl(Conv3dOptions o) : options_(std::move(o)) {
 }
 
 Tensor Conv3dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
   const Conv3dOptions& o = options_;
   const Size3d p = o.padding, k = o.kernel_size, d = o.dilation;
   std::vector<int64_t> both;
@@ -209,6 +211,7 @@ ConvTranspose2dImpl::ConvTranspose2dImpl(ConvTranspose2dOptions o) : options_(o)
 }
 
 Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
   const ConvTranspose2dOptions& o = options_;
   return conv_transpose2d(x, weight_, bias_, o.stride, o.padding, o.output_padding, o.groups,
                           o.dilation);
@@ -245,6 +248,7 @@ ConvTranspose1dImpl::ConvTranspose1dImpl(ConvTranspose1dOptions o) : options_(o)
 }
 
 Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
   const ConvTranspose1dOptions& o = options_;
   return conv_transpose1d(x, weight_, bias_, o.stride, o.padding, o.output_padding, o.groups,
                           o.dilation);

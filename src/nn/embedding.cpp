@@ -24,6 +24,7 @@ EmbeddingImpl::EmbeddingImpl(EmbeddingOptions o) : options_(o) {
 }
 
 Tensor EmbeddingImpl::forward(const Tensor& index) {
+  refresh_parametrizations();
   Tensor out = embedding(weight_, index);
   if (!options_.padding_idx || !grad_mode_enabled() || !weight_.requires_grad()) return out;
   Tensor is_pad = eq(index, static_cast<double>(*options_.padding_idx)).unsqueeze(-1);

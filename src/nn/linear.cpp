@@ -18,6 +18,7 @@ LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
 Tensor LinearImpl::forward(const Tensor& x) { return forward(x, Activation::none); }
 
 Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
+  refresh_parametrizations();
   EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features,
               "Linear(in_features=", options_.in_features, ", out_features=", options_.out_features,
               "): input shape ", x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
@@ -49,6 +50,7 @@ Tensor BilinearImpl::forward(const Tensor&) {
 }
 
 Tensor BilinearImpl::forward(const Tensor& x1, const Tensor& x2) {
+  refresh_parametrizations();
   const BilinearOptions& o = options_;
   EMBER_CHECK(x1.defined() && x2.defined() && x1.dim() >= 1 && x2.dim() == x1.dim() &&
                   x1.size(-1) == o.in1_features && x2.size(-1) == o.in2_features,

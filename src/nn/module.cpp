@@ -323,6 +323,7 @@ int64_t ModuleImpl::parameter_count() const {
 
 json ModuleImpl::config() const {
   json j = {{"type", type_name()}, {"options", options()}};
+  if (parametrized_) j["parametrizations"] = ParametrizeAccess::config(*this);
   return j;
 }
 
@@ -371,12 +372,14 @@ void ModuleImpl::tie(const std::string& name, const Tensor& param) {
 
 void ModuleImpl::rebind_parameter(const std::string& name, const Tensor&) {
   detail::throw_error(detail::concat("tie: ", type_name(), " computes with its own handle to '",
-                                     name, "' and cannot rebind it (Linear and Embedding can; ",
-                                     "a custom module overrides rebind_parameter)"));
+                                     name, "' and cannot rebind it (Linear, Bilinear, ",
+                                     "Embedding and the convolutions can; a custom module ",
+                                     "overrides rebind_parameter)"));
 }
 
 Tensor& ModuleImpl::param(const std::string& name) {
   Tensor* t = find(params_, name);
+  if (!t && parametrized_) return ParametrizeAccess::value(*this, name);
   EMBER_CHECK(t, type_name(), ": no parameter named '", name, "'");
   return *t;
 }
@@ -450,7 +453,11 @@ Module build(const json& config) {
     f = it->second;
   }
   try {
-    return Module(f(config));
+    Module m(f(config));
+    // A parametrized module's config names its parametrizations (nn/parametrize.hpp).
+    if (config.contains("parametrizations"))
+      ParametrizeAccess::rebuild(*m, config["parametrizations"]);
+    return m;
   } catch (const nlohmann::json::exception& e) {
     detail::throw_error(detail::concat("nn::build: bad options for '", type, "': ", e.what()));
   }

@@ -108,6 +108,9 @@ class Conv2dImpl : public ModuleImpl {
  private:
   Conv2dOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 class Conv2d : public ModuleHolder<Conv2dImpl> {
  public:
@@ -216,6 +219,9 @@ class Conv1dImpl : public ModuleImpl {
  private:
   Conv1dOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 class Conv1d : public ModuleHolder<Conv1dImpl> {
  public:
@@ -249,6 +255,9 @@ class Conv3dImpl : public ModuleImpl {
  private:
   Conv3dOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 class Conv3d : public ModuleHolder<Conv3dImpl> {
  public:
@@ -286,6 +295,9 @@ class ConvTranspose2dImpl : public ModuleImpl {
  private:
   ConvTranspose2dOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 class ConvTranspose2d : public ModuleHolder<ConvTranspose2dImpl> {
  public:
@@ -320,6 +332,9 @@ class ConvTranspose1dImpl : public ModuleImpl {
  private:
   ConvTranspose1dOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 class ConvTranspose1d : public ModuleHolder<ConvTranspose1dImpl> {
  public:

@@ -99,6 +99,9 @@ class BilinearImpl : public ModuleImpl {
  private:
   BilinearOptions options_;
   Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
 };
 
 class Bilinear : public ModuleHolder<BilinearImpl> {

@@ -43,6 +43,22 @@ struct LoadReport {
 class ModuleImpl;
 using ModulePtr = std::shared_ptr<ModuleImpl>;
 
+/// Internal: what nn/parametrize.hpp keeps on a parametrized module, and the hooks module.cpp calls
+/// into it (src/nn/parametrize.cpp): the value of a parametrized name for param(), the
+/// recomputation before forward, the config entry and its rebuild in nn::build.
+struct ParametrizedState;
+struct ParametrizeAccess {
+  static Tensor& value(ModuleImpl& m, const std::string& name);
+  static void recompute(ModuleImpl& m);
+  static nlohmann::json config(const ModuleImpl& m);
+  static void rebuild(ModuleImpl& m, const nlohmann::json& spec);
+  static ParametrizedState* state(const ModuleImpl& m);
+  static void set_state(ModuleImpl& m, std::shared_ptr<ParametrizedState> state);
+  static NamedTensors& params(ModuleImpl& m);
+  static std::vector<std::pair<std::string, ModulePtr>>& children(ModuleImpl& m);
+  static void rebind(ModuleImpl& m, const std::string& name, const Tensor& value);
+};
+
 /// m.forward(x) as a Profiler sees it: inside a module range that charges the ops to the
 /// module's path (module.cpp). Handles and containers call it; nothing extra when off.
 Tensor run_forward_profiled(ModuleImpl& m, const Tensor& x);
@@ -129,7 +145,8 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// computing with its own tensor.
   void tie(const std::string& name, const Tensor& param);
 
-  /// Parameter / buffer / child by (non-dotted) name; throws when absent.
+  /// Parameter / buffer / child by (non-dotted) name; throws when absent. A parametrized
+  /// name (nn/parametrize.hpp) gives its value, computed now from the originals.
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);
   ModulePtr child(const std::string& name) const;
@@ -147,10 +164,20 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// handle to that parameter points it at `param` here. The default refuses (ember::Error
   /// naming the module type): a module that cannot rebind is never left half tied.
   virtual void rebind_parameter(const std::string& name, const Tensor& param);
+  /// A module that computes with its own handles to parameters (and so can rebind them)
+  /// calls this first in forward: when a parametrization (nn/parametrize.hpp) replaced one,
+  /// it recomputes the value from the originals and rebinds the handle to it. One pointer
+  /// test when nothing is parametrized.
+  void refresh_parametrizations() {
+    if (parametrized_) [[unlikely]]
+      ParametrizeAccess::recompute(*this);
+  }
 
   bool training_ = true;
 
  private:
+  friend struct ParametrizeAccess;
+  std::shared_ptr<ParametrizedState> parametrized_;
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
