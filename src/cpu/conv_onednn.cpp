@@ -79,15 +79,6 @@ const OnednnApi& api() { return onednn(); }
 using Declined = OnednnDeclined;
 void check(dnnl_status_t s, const char* what) { onednn_check(s, what); }
 
-dnnl_data_type_t dnnl_type(DType t) {
-  switch (t) {
-    case DType::f32: return dnnl_f32;
-    case DType::bf16: return dnnl_bf16;
-    case DType::f16: return dnnl_f16;
-    default: return dnnl_data_type_undef;
-  }
-}
-
 dnnl_format_tag_t plain_tag(int ndims) {
   switch (ndims) {
     case 1: return dnnl_a;
@@ -101,7 +92,7 @@ dnnl_format_tag_t plain_tag(int ndims) {
 dnnl_memory_desc_t md(std::vector<int64_t> dims, DType dtype, bool any) {
   dnnl_memory_desc_t d{};
   check(api().memory_desc_init_by_tag(&d, static_cast<int>(dims.size()), dims.data(),
-                                      dnnl_type(dtype),
+                                      onednn_dtype(dtype),
                                       any ? dnnl_format_tag_any : plain_tag(dims.size())),
         "dnnl_memory_desc_init_by_tag");
   return d;
@@ -273,7 +264,7 @@ std::string precheck(const ConvGeometry& g) {
   std::string why;
   if (!onednn_api(&why)) return why;
   if (g.channels_last) return "channels_last tensors are not supported by the oneDNN path yet";
-  if (dnnl_type(g.dtype) == dnnl_data_type_undef)
+  if (onednn_dtype(g.dtype) == dnnl_data_type_undef)
     return "dtype " + std::string(dtype_name(g.dtype)) +
            " (oneDNN convolutions take f32, bf16, f16)";
   return "";

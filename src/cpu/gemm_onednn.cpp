@@ -63,8 +63,6 @@ struct Matmul {
   std::string error;         // non-empty: declined
 };
 
-dnnl_data_type_t dnnl_type(DType t) { return t == DType::bf16 ? dnnl_bf16 : dnnl_f16; }
-
 // A [rows, cols] operand (op(X), with `trans` meaning X is stored [cols, rows]) with leading
 // dimension ld; with batch > 1 a leading batch dimension of stride bs (1 and unused when 0).
 dnnl_memory_desc_t operand_md(int64_t batch, int64_t bs, int64_t rows, int64_t cols, int64_t ld,
@@ -88,7 +86,7 @@ dnnl_memory_desc_t operand_md(int64_t batch, int64_t bs, int64_t rows, int64_t c
 // Builds `p` for g; `batch` is g.batch, or 1 for a per-product primitive.
 void build(Matmul& p, const GemmArgs& g, int64_t batch) {
   const OnednnApi& api = onednn();
-  const dnnl_data_type_t t = dnnl_type(g.dtype);
+  const dnnl_data_type_t t = onednn_dtype(g.dtype);
   p.a = operand_md(batch, g.batch_stride_a, g.m, g.k, g.lda, g.trans_a, t);
   p.b = operand_md(batch, g.batch_stride_b, g.k, g.n, g.ldb, g.trans_b, t);
   p.c = operand_md(batch, g.batch_stride_c, g.m, g.n, g.ldc, false, g.c_f32 ? dnnl_f32 : t);

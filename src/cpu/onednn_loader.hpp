@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "ember/dtype.hpp"
+
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
 #define EMBER_HAVE_ONEDNN_HEADERS 1
@@ -77,6 +79,16 @@ inline const OnednnApi& onednn() { return *onednn_api(nullptr); }
 
 /// "unimplemented", "invalid arguments", ... for a status.
 std::string onednn_status_name(dnnl_status_t s);
+
+/// oneDNN's data type for an ember float dtype (f32, bf16, f16); undef for any other.
+inline dnnl_data_type_t onednn_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl_f32;
+    case DType::bf16: return dnnl_bf16;
+    case DType::f16: return dnnl_f16;
+    default: return dnnl_data_type_undef;
+  }
+}
 
 /// A failed oneDNN call while building a primitive: the caller declines the case with `why`
 /// and takes its own path (thrown by onednn_check, caught where the primitive is built).
