@@ -58,6 +58,7 @@ inline constexpr DTypeSet kComparable = kNumeric | dtypes_of(DType::u8) | dtypes
 inline constexpr DTypeSet kHalfFloats = dtypes_of(DType::f16) | dtypes_of(DType::bf16);
 inline constexpr DTypeSet kAnyFloat = kFloat | kHalfFloats;
 inline constexpr DTypeSet kArithmetic = kNumeric | kHalfFloats;
+inline constexpr DTypeSet kIntegerOrBool = kInteger | dtypes_of(DType::boolean);
 inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1)};
 
 // The catalogue. Each family list is X(name, family, differentiable, cpu dtypes, cuda dtypes)
@@ -111,27 +112,57 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(erf, elementwise, true, kAnyFloat, kAnyFloat)         \
   X(erfc, elementwise, true, kAnyFloat, kAnyFloat)        \
   X(erfinv, elementwise, true, kAnyFloat, kAnyFloat)      \
-  X(clamp, elementwise, true, kArithmetic, kArithmetic)
+  X(clamp, elementwise, true, kArithmetic, kArithmetic)   \
+  /* issue 32, group special */                           \
+  X(asinh, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(acosh, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(atanh, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(lgamma, elementwise, true, kAnyFloat, kAnyFloat)      \
+  X(digamma, elementwise, true, kAnyFloat, kAnyFloat)     \
+  X(polygamma, elementwise, true, kAnyFloat, kAnyFloat)   \
+  X(i0, elementwise, true, kAnyFloat, kAnyFloat)          \
+  X(special_i0e, elementwise, true, kAnyFloat, kAnyFloat) \
+  X(special_i1, elementwise, true, kAnyFloat, kAnyFloat)  \
+  X(special_i1e, elementwise, true, kAnyFloat, kAnyFloat) \
+  X(erfcx, elementwise, true, kAnyFloat, kAnyFloat)       \
+  X(sinc, elementwise, true, kAnyFloat, kAnyFloat)        \
+  X(frexp, elementwise, true, kAnyFloat, kAnyFloat)
 
-#define EMBER_OPS_BINARY(X)                                \
-  X(add, elementwise, true, kArithmetic, kArithmetic)      \
-  X(sub, elementwise, true, kArithmetic, kArithmetic)      \
-  X(mul, elementwise, true, kArithmetic, kArithmetic)      \
-  X(div, elementwise, true, kArithmetic, kArithmetic)      \
-  X(pow, elementwise, true, kAnyFloat, kAnyFloat)          \
-  X(maximum, elementwise, true, kArithmetic, kArithmetic)  \
-  X(minimum, elementwise, true, kArithmetic, kArithmetic)  \
-  X(atan2, elementwise, true, kAnyFloat, kAnyFloat)        \
-  X(fmod, elementwise, true, kAnyFloat, kAnyFloat)         \
-  X(remainder, elementwise, true, kAnyFloat, kAnyFloat)    \
-  X(eq, elementwise, false, kAnyDType, kAnyDType)          \
-  X(ne, elementwise, false, kAnyDType, kAnyDType)          \
-  X(lt, elementwise, false, kAnyDType, kAnyDType)          \
-  X(le, elementwise, false, kAnyDType, kAnyDType)          \
-  X(gt, elementwise, false, kAnyDType, kAnyDType)          \
-  X(ge, elementwise, false, kAnyDType, kAnyDType)          \
-  X(logical_and, elementwise, false, kAnyDType, kAnyDType) \
-  X(logical_or, elementwise, false, kAnyDType, kAnyDType)  \
+#define EMBER_OPS_BINARY(X)                                               \
+  X(add, elementwise, true, kArithmetic, kArithmetic)                     \
+  X(sub, elementwise, true, kArithmetic, kArithmetic)                     \
+  X(mul, elementwise, true, kArithmetic, kArithmetic)                     \
+  X(div, elementwise, true, kArithmetic, kArithmetic)                     \
+  X(pow, elementwise, true, kAnyFloat, kAnyFloat)                         \
+  X(maximum, elementwise, true, kArithmetic, kArithmetic)                 \
+  X(minimum, elementwise, true, kArithmetic, kArithmetic)                 \
+  X(atan2, elementwise, true, kAnyFloat, kAnyFloat)                       \
+  X(fmod, elementwise, true, kAnyFloat, kAnyFloat)                        \
+  X(remainder, elementwise, true, kAnyFloat, kAnyFloat)                   \
+  /* issue 32, group special (before eq: the comparisons end the list) */ \
+  X(xlogy, elementwise, true, kAnyFloat, kAnyFloat)                       \
+  X(special_xlog1py, elementwise, true, kAnyFloat, kAnyFloat)             \
+  X(hypot, elementwise, true, kAnyFloat, kAnyFloat)                       \
+  X(copysign, elementwise, true, kAnyFloat, kAnyFloat)                    \
+  X(nextafter, elementwise, false, kFloat, kFloat)                        \
+  X(logaddexp, elementwise, true, kAnyFloat, kAnyFloat)                   \
+  X(logaddexp2, elementwise, true, kAnyFloat, kAnyFloat)                  \
+  X(special_zeta, elementwise, true, kAnyFloat, kAnyFloat)                \
+  X(gcd, elementwise, false, kInteger, kInteger)                          \
+  X(lcm, elementwise, false, kInteger, kInteger)                          \
+  X(bitwise_and, elementwise, false, kIntegerOrBool, kIntegerOrBool)      \
+  X(bitwise_or, elementwise, false, kIntegerOrBool, kIntegerOrBool)       \
+  X(bitwise_xor, elementwise, false, kIntegerOrBool, kIntegerOrBool)      \
+  X(bitwise_left_shift, elementwise, false, kInteger, kInteger)           \
+  X(bitwise_right_shift, elementwise, false, kInteger, kInteger)          \
+  X(eq, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(ne, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(lt, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(le, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(gt, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(ge, elementwise, false, kAnyDType, kAnyDType)                         \
+  X(logical_and, elementwise, false, kAnyDType, kAnyDType)                \
+  X(logical_or, elementwise, false, kAnyDType, kAnyDType)                 \
   X(logical_xor, elementwise, false, kAnyDType, kAnyDType)
 
 #define EMBER_OPS_REDUCE(X)                          \
@@ -164,6 +195,27 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(lerp, elementwise, true, kAnyFloat, kAnyFloat, composite)                          \
   X(addcmul, elementwise, true, kAnyFloat, kAnyFloat, composite)                       \
   X(addcdiv, elementwise, true, kAnyFloat, kAnyFloat, composite)                       \
+  /* issue 32, group special */                                                        \
+  X(mvlgamma, elementwise, true, kAnyFloat, kAnyFloat, composite)                      \
+  X(logit, elementwise, true, kAnyFloat, kAnyFloat, composite)                         \
+  X(signbit, elementwise, false, kArithmetic, kArithmetic, composite)                  \
+  X(fix, elementwise, true, kAnyFloat, kAnyFloat, composite)                           \
+  X(ldexp, elementwise, true, kAnyFloat, kAnyFloat, composite)                         \
+  X(float_power, elementwise, true, kArithmetic, kArithmetic, composite)               \
+  X(heaviside, elementwise, false, kArithmetic, kArithmetic, composite)                \
+  X(bitwise_not, elementwise, false, kIntegerOrBool, kIntegerOrBool, composite)        \
+  X(isclose, elementwise, false, kArithmetic, kArithmetic, composite)                  \
+  X(celu, elementwise, true, kAnyFloat, kAnyFloat, composite)                          \
+  X(softsign, elementwise, true, kAnyFloat, kAnyFloat, composite)                      \
+  X(hardshrink, elementwise, true, kAnyFloat, kAnyFloat, composite)                    \
+  X(softshrink, elementwise, true, kAnyFloat, kAnyFloat, composite)                    \
+  X(tanhshrink, elementwise, true, kAnyFloat, kAnyFloat, composite)                    \
+  X(threshold, elementwise, true, kAnyFloat, kAnyFloat, composite)                     \
+  X(rrelu, elementwise, true, kAnyFloat, kAnyFloat, composite)                         \
+  X(special_entr, elementwise, true, kAnyFloat, kAnyFloat, composite)                  \
+  X(special_ndtr, elementwise, true, kAnyFloat, kAnyFloat, composite)                  \
+  X(special_ndtri, elementwise, true, kAnyFloat, kAnyFloat, composite)                 \
+  X(special_log_ndtr, elementwise, true, kAnyFloat, kAnyFloat, composite)              \
   X(var, reduce, true, kAnyFloat, kAnyFloat, variance)                                 \
   X(sum_to, reduce, true, kAnyDType, kAnyDType, reduce)                                \
   X(std, reduce, true, kAnyFloat, kAnyFloat, composite)                                \
@@ -258,6 +310,51 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(unfold, shape, true, kAnyDType, kAnyDType, composite)                              \
   X(pixel_shuffle, shape, true, kAnyDType, kAnyDType, composite)                       \
   X(pixel_unshuffle, shape, true, kAnyDType, kAnyDType, composite)                     \
+  /* issue 32, group shape (include/ember/ops_shape.hpp) */                            \
+  X(rot90, shape, true, kAnyDType, kAnyDType, composite)                               \
+  X(atleast_1d, shape, true, kAnyDType, kAnyDType, composite)                          \
+  X(atleast_2d, shape, true, kAnyDType, kAnyDType, composite)                          \
+  X(atleast_3d, shape, true, kAnyDType, kAnyDType, composite)                          \
+  X(hstack, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(vstack, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(dstack, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(column_stack, shape, true, kAnyDType, kAnyDType, composite)                        \
+  X(tensor_split, shape, true, kAnyDType, kAnyDType, composite)                        \
+  X(hsplit, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(vsplit, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(dsplit, shape, true, kAnyDType, kAnyDType, composite)                              \
+  X(unflatten, shape, true, kAnyDType, kAnyDType, composite)                           \
+  X(narrow_copy, shape, true, kAnyDType, kAnyDType, composite)                         \
+  X(broadcast_to, shape, true, kAnyDType, kAnyDType, composite)                        \
+  X(broadcast_tensors, shape, true, kAnyDType, kAnyDType, composite)                   \
+  X(as_strided, shape, true, kAnyDType, kAnyDType, view)                               \
+  X(diagonal, shape, true, kAnyDType, kAnyDType, view)                                 \
+  X(diag_embed, shape, true, kAnyDType, kAnyDType, composite)                          \
+  X(diagflat, shape, true, kAnyDType, kAnyDType, composite)                            \
+  X(trace, shape, true, kArithmetic, kArithmetic, composite)                           \
+  X(block_diag, shape, true, kAnyDType, kAnyDType, composite)                          \
+  X(cartesian_prod, shape, true, kAnyDType, kAnyDType, composite)                      \
+  X(combinations, shape, true, kAnyDType, kAnyDType, composite)                        \
+  X(logcumsumexp, sort, true, kFloat, kFloat, scan)                                    \
+  X(mode, sort, true, kNumeric, kNumeric, composite)                                   \
+  X(aminmax, reduce, true, kArithmetic, kArithmetic, composite)                        \
+  X(var_mean, reduce, true, kAnyFloat, kAnyFloat, composite)                           \
+  X(std_mean, reduce, true, kAnyFloat, kAnyFloat, composite)                           \
+  X(quantile, sort, true, kFloat, kFloat, composite)                                   \
+  X(nanquantile, sort, true, kFloat, kFloat, composite)                                \
+  X(histc, reduce, false, kFloat, kFloat, composite)                                   \
+  X(bincount, reduce, false, kInteger, kInteger, composite)                            \
+  X(unique, sort, false, kComparable, kComparable, composite)                          \
+  X(unique_consecutive, sort, false, kComparable, kComparable, composite)              \
+  X(searchsorted, sort, false, kNumeric, kNumeric, composite)                          \
+  X(bucketize, sort, false, kNumeric, kNumeric, composite)                             \
+  X(trapezoid, reduce, true, kFloat, kFloat, composite)                                \
+  X(cumulative_trapezoid, sort, true, kFloat, kFloat, composite)                       \
+  X(take, index, true, kAnyDType, kAnyDType, composite)                                \
+  X(take_along_dim, index, true, kAnyDType, kAnyDType, composite)                      \
+  X(put, index, true, kNumeric, kNumeric, composite)                                   \
+  X(masked_scatter, index, true, kAnyDType, kAnyDType, composite)                      \
+  X(index_reduce, index, true, kNumeric, kNumeric, composite)                          \
   X(index_select, index, true, kAnyDType, kAnyDType, index_select)                     \
   X(gather, index, true, kAnyDType, kAnyDType, gather)                                 \
   X(scatter_add, index, true, kNumeric, kNumeric, scatter)                             \
@@ -309,6 +406,30 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(cosine_embedding_loss, loss, true, kFloat, kFloat, composite)                      \
   X(poisson_nll_loss, loss, true, kFloat, kFloat, composite)                           \
   X(ctc_loss, loss, true, kFloat, kFloat, composite)                                   \
+  /* issue 32, group nn (include/ember/ops_nn.hpp) */                                  \
+  X(multilabel_margin_loss, loss, true, kFloat, kFloat, composite)                     \
+  X(multilabel_soft_margin_loss, loss, true, kFloat, kFloat, composite)                \
+  X(multi_margin_loss, loss, true, kFloat, kFloat, composite)                          \
+  X(hinge_embedding_loss, loss, true, kFloat, kFloat, composite)                       \
+  X(soft_margin_loss, loss, true, kFloat, kFloat, composite)                           \
+  X(gaussian_nll_loss, loss, true, kFloat, kFloat, composite)                          \
+  X(triplet_margin_with_distance_loss, loss, true, kFloat, kFloat, composite)          \
+  X(cosine_similarity, linalg, true, kFloat, kFloat, composite)                        \
+  X(pairwise_distance, linalg, true, kFloat, kFloat, composite)                        \
+  X(pdist, linalg, true, kFloat, kFloat, composite)                                    \
+  X(max_pool3d, conv, true, kFloat, kFloat, composite)                                 \
+  X(avg_pool3d, conv, true, kFloat, kFloat, composite)                                 \
+  X(adaptive_avg_pool3d, conv, true, kFloat, kFloat, composite)                        \
+  X(adaptive_max_pool3d, conv, true, kFloat, kFloat, composite)                        \
+  X(max_unpool1d, conv, true, kFloat, kFloat, composite)                               \
+  X(max_unpool2d, conv, true, kFloat, kFloat, composite)                               \
+  X(max_unpool3d, conv, true, kFloat, kFloat, composite)                               \
+  X(lp_pool1d, conv, true, kFloat, kFloat, composite)                                  \
+  X(lp_pool2d, conv, true, kFloat, kFloat, composite)                                  \
+  X(lp_pool3d, conv, true, kFloat, kFloat, composite)                                  \
+  X(channel_shuffle, shape, true, kAnyDType, kAnyDType, composite)                     \
+  X(local_response_norm, norm, true, kFloat, kFloat, composite)                        \
+  X(affine_grid, conv, true, kFloat, kFloat, composite)                                \
   X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)                             \
   X(rotary_embedding, attention, true, kAnyFloat, kAnyFloat, rotary_embedding)         \
   X(scaled_dot_product_attention, attention, true, kAnyFloat, kAnyFloat, sdpa_forward) \

@@ -99,8 +99,9 @@ constexpr ReduceOp reduce_kernel(Op op) {
 static_assert(unary_kernel(Op::clamp) == UnaryOp::clamp && binary_kernel(Op::ge) == BinaryOp::ge &&
               reduce_kernel(Op::argmin) == ReduceOp::argmin);
 
-/// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin.
-enum class ScanOp : uint8_t { sum, prod, max, min };
+/// The running reduction of the scan slot: cumsum, cumprod, cummax, cummin, and
+/// logcumsumexp (logaddexp steps; f32/f64 only).
+enum class ScanOp : uint8_t { sum, prod, max, min, logaddexp };
 
 /// The matrix decompositions of the decompose slot (LAPACK on the CPU). Beyond the six whose
 /// operands slots.def gives:

@@ -64,7 +64,7 @@ EMBER_HD inline SortKey<T> sort_key(T v, bool descending) {
   return descending ? ~bits : bits;
 }
 
-// ---- scans (cumsum, cumprod, cummax, cummin) ----
+// ---- scans (cumsum, cumprod, cummax, cummin, logcumsumexp) ----
 
 /// The running state of a scan: its value so far and, for cummax/cummin, the position it
 /// came from. Sums and products of f32 run in f64.
@@ -87,6 +87,17 @@ EMBER_HD inline ScanState<Acc> scan_step(backend::ScanOp op, ScanState<Acc> s, A
   switch (op) {
     case ScanOp::sum: return {s.value + x, i};
     case ScanOp::prod: return {s.value * x, i};
+    case ScanOp::logaddexp:
+      // log(e^a + e^b) = max + log1p(e^(min - max)): never exp of a large value; NaN spreads,
+      // -inf with -inf stays -inf. Floats only (their Acc is double); the op refuses integers.
+      if constexpr (std::is_floating_point_v<Acc>) {
+        if (is_nan_value(s.value) || is_nan_value(x)) return {s.value + x, i};
+        const Acc hi = s.value > x ? s.value : x, lo = s.value > x ? x : s.value;
+        if (lo == hi) return {hi + Acc(0.6931471805599453), i};  // ±inf pairs, equal values
+        return {hi + ::log1p(::exp(lo - hi)), i};
+      } else {
+        return s;
+      }
     case ScanOp::max:
       return (is_nan_value(x) || (!is_nan_value(s.value) && x >= s.value)) ? ScanState<Acc>{x, i}
                                                                            : s;
