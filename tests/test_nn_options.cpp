@@ -180,6 +180,11 @@ std::map<std::string, nn::Module> one_of_each() {
   m["BatchNorm2d"] = BatchNorm2d(4, 1e-3, 0.2, false);
   m["LayerNorm"] = LayerNorm(Shape{2, 3}, 1e-6, true, false);
   m["Embedding"] = Embedding(10, 4, -1);
+  m["EmbeddingBag"] = EmbeddingBag(EmbeddingBagOptions{.num_embeddings = 10,
+                                                       .embedding_dim = 4,
+                                                       .mode = "max",
+                                                       .include_last_offset = true,
+                                                       .padding_idx = 3});
   m["Softplus"] = Softplus(2.0, 10.0);
   m["LeakyReLU"] = LeakyReLU(0.2);
   m["ELU"] = ELU(0.5);

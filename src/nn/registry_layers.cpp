@@ -46,6 +46,7 @@ void register_layer_modules() {
   register_with<InstanceNorm1dImpl, InstanceNormOptions>("InstanceNorm1d");
   register_with<InstanceNorm2dImpl, InstanceNormOptions>("InstanceNorm2d");
   register_with<EmbeddingImpl, EmbeddingOptions>("Embedding");
+  register_with<EmbeddingBagImpl, EmbeddingBagOptions>("EmbeddingBag");
   register_with<RNNImpl, RNNOptions>("RNN");
   register_with<LSTMImpl, RNNOptions>("LSTM");
   register_with<GRUImpl, RNNOptions>("GRU");
