@@ -19,7 +19,7 @@ namespace {
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-6) {
+bool close_all(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-6) {
   const Tensor x = a.to(DType::f64), y = b.to(DType::f64);
   if (x.shape() != y.shape()) return false;
   return abs(x - y).max().item<double>() <= atol + rtol * abs(y).max().item<double>();
@@ -81,7 +81,7 @@ TEST(ModuleSharing, ASharedModuleIsListedOnceAndTrainsWithEveryOptimizer) {
   // One gradient, the sum of both uses; one step.
   const Tensor g = shared->weight().grad().clone();
   sgd.step();
-  EXPECT_TRUE(allclose(shared->weight(), before - 0.1 * g, 1e-6, 1e-6));
+  EXPECT_TRUE(close_all(shared->weight(), before - 0.1 * g, 1e-6, 1e-6));
 }
 
 TEST(ModuleSharing, ASharedParameterIsSavedOnceAndLoadsUnderEitherName) {
@@ -98,13 +98,13 @@ TEST(ModuleSharing, ASharedParameterIsSavedOnceAndLoadsUnderEitherName) {
   for (auto& [n, t] : sd)
     if (n != "1.weight") one.emplace_back(n, t.clone() + 1.0);
   net->load_state_dict(one);
-  EXPECT_TRUE(allclose(b->weight(), one[0].second));
+  EXPECT_TRUE(close_all(b->weight(), one[0].second));
   // Saved once, loaded back tied.
   ember_test::ScratchDir dir;
   io::save_model(net, dir.file("tied.safetensors"));
   nn::Module back = io::load_model(dir.file("tied.safetensors"));
   const auto params = back->named_parameters();
-  EXPECT_TRUE(allclose(back->state_dict()[0].second, a->weight()));
+  EXPECT_TRUE(close_all(back->state_dict()[0].second, a->weight()));
   // to() moves the shared tensor once: both names still refer to one tensor.
   net->to(DType::f64);
   EXPECT_TRUE(b->weight().is_same(a->weight()));

@@ -18,6 +18,7 @@
 
 #include "backend/backend.hpp"
 #include "kernels/common.hpp"
+#include "kernels/special_math.hpp"
 
 namespace ember::kernels {
 
@@ -255,6 +256,8 @@ EMBER_HD inline T unary_apply(T x, T a, T b) {
     return s * (T(1) + x * (T(1) - s));
   } else if constexpr (Op == UnaryOp::clamp_mask)
     return (a <= x && x <= b) ? T(1) : T(0);
+  else if constexpr (special::is_special_unary(Op))  // src/kernels/special_math.hpp
+    return special::special_unary<T, Op>(x, a);
   else
     static_assert(Op == UnaryOp::neg, "unhandled UnaryOp");
 }
@@ -363,14 +366,19 @@ EMBER_HD inline BinaryResult<T, Op> binary_apply(T a, T b) {
     return a * unary_apply<M, T, UnaryOp::gelu_erf_grad>(b, T(0), T(0));
   else if constexpr (Op == BinaryOp::silu_backward)
     return a * unary_apply<M, T, UnaryOp::silu_grad>(b, T(0), T(0));
+  else if constexpr (special::is_special_binary(Op))  // src/kernels/special_math.hpp
+    return special::special_binary<T, Op>(a, b);
   else
     static_assert(Op == BinaryOp::add, "unhandled BinaryOp");
 }
 
 /// Whether BinaryOp `op` applies to T: the arithmetic ops for numeric T (pow, atan2, fmod and
-/// remainder for floating T only), the comparisons and logical ops for every T.
+/// remainder for floating T only; gcd, lcm and the bitwise ops for i32 and i64 only), the
+/// comparisons and logical ops for every T.
 template <typename T>
 constexpr bool binary_applies(BinaryOp op) {
+  if (special::is_integer_binary(op)) return std::is_integral_v<T> && std::is_signed_v<T>;
+  if (special::is_float_binary(op)) return !std::is_integral_v<T>;
   const bool float_only = op == BinaryOp::pow || op == BinaryOp::atan2 || op == BinaryOp::fmod ||
                           op == BinaryOp::remainder || op == BinaryOp::gelu_tanh_backward ||
                           op == BinaryOp::gelu_erf_backward || op == BinaryOp::silu_backward;

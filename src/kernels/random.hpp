@@ -114,7 +114,7 @@ struct UniformF64 {
   EMBER_HD UniformF64(double lo_in, double hi_in)
       : lo(lo_in),
         span(hi_in - lo_in),
-        below_hi(hi_in > lo_in ? nextafter(hi_in, lo_in) : INFINITY) {}
+        below_hi(hi_in > lo_in ? ::nextafter(hi_in, lo_in) : INFINITY) {}
   EMBER_HD double operator()(const Block& b) const {
     const double v = lo + span * uniform_f64(b.x[0], b.x[1]);
     return v < below_hi ? v : below_hi;

@@ -52,6 +52,29 @@ std::string GELUImpl::extra_repr() const {
   return a == "none" ? "" : "approximate='" + a + "'";
 }
 
+CELUImpl::CELUImpl(CELUOptions o) : options_(o) {
+  EMBER_CHECK(o.alpha != 0.0, "CELU: alpha is 0 (expected a non-zero alpha)");
+}
+
+std::string CELUImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
+
+std::string HardshrinkImpl::extra_repr() const { return pyrepr::py_float(options_.lambd); }
+
+SoftshrinkImpl::SoftshrinkImpl(ShrinkOptions o) : options_(o) {
+  EMBER_CHECK(o.lambd >= 0.0, "Softshrink: lambd ", o.lambd, " (expected >= 0)");
+}
+
+std::string SoftshrinkImpl::extra_repr() const { return pyrepr::py_float(options_.lambd); }
+
+std::string ThresholdImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
+
+RReLUImpl::RReLUImpl(RReLUOptions o) : options_(o) {
+  EMBER_CHECK(o.lower <= o.upper, "RReLU: lower bound ", o.lower, " is above upper bound ",
+              o.upper);
+}
+
+std::string RReLUImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
+
 Tensor GLUImpl::forward(const Tensor& x) {
   const int64_t dim = options_.dim;
   EMBER_CHECK(x.defined() && x.dim() > 0, "GLU: input shape ",

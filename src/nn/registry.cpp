@@ -39,6 +39,13 @@ void register_activations() {
   register_plain<HardswishImpl>("Hardswish");
   register_plain<HardsigmoidImpl>("Hardsigmoid");
   register_with<SoftplusImpl, SoftplusOptions>("Softplus");
+  register_with<CELUImpl, CELUOptions>("CELU");
+  register_plain<SoftsignImpl>("Softsign");
+  register_plain<TanhshrinkImpl>("Tanhshrink");
+  register_with<HardshrinkImpl, ShrinkOptions>("Hardshrink");
+  register_with<SoftshrinkImpl, ShrinkOptions>("Softshrink");
+  register_with<ThresholdImpl, ThresholdOptions>("Threshold");
+  register_with<RReLUImpl, RReLUOptions>("RReLU");
   register_with<GLUImpl, DimOptions>("GLU");
   register_with<SoftmaxImpl, DimOptions>("Softmax");
   register_with<LogSoftmaxImpl, DimOptions>("LogSoftmax");

@@ -1,7 +1,8 @@
 // ember/nn/activation.hpp — the activation modules of torch.nn, grouped as PyTorch's docs
 // group them: the rectifiers (ReLU, ReLU6, LeakyReLU, PReLU, ELU, SELU, GELU, SiLU, Mish), the
-// sigmoids (Sigmoid, LogSigmoid, Tanh, Hardtanh, Hardswish, Hardsigmoid, Softplus), GLU, and
-// the normalising ones (Softmax, LogSoftmax).
+// sigmoids (Sigmoid, LogSigmoid, Tanh, Hardtanh, Hardswish, Hardsigmoid, Softplus), the
+// shrinkage and threshold ones (CELU, Softsign, Tanhshrink, Hardshrink, Softshrink, Threshold,
+// RReLU), GLU, and the normalising ones (Softmax, LogSoftmax).
 //
 // Each module has PyTorch's constructor arguments and defaults, prints as PyTorch prints it,
 // and is registered for nn::build; those with arguments keep them in an options struct
@@ -17,6 +18,7 @@
 
 #include "ember/nn/module.hpp"
 #include "ember/ops.hpp"
+#include "ember/ops_math.hpp"
 
 namespace ember::nn {
 
@@ -305,6 +307,154 @@ class SoftplusImpl : public ModuleImpl {
   SoftplusOptions options_;
 };
 class Softplus : public ModuleHolder<SoftplusImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+// ---- shrinkage and thresholds (issue 32)
+
+struct CELUOptions {
+  double alpha = 1.0;
+  static constexpr auto fields() { return std::tuple{field("alpha", &CELUOptions::alpha)}; }
+};
+
+/// max(0, x) + min(0, alpha·(e^(x/alpha) - 1)) (alpha ≠ 0).
+class CELUImpl : public ModuleImpl {
+ public:
+  explicit CELUImpl(CELUOptions options);
+  explicit CELUImpl(double alpha = 1.0) : CELUImpl(CELUOptions{alpha}) {}
+  Tensor forward(const Tensor& x) override { return celu(x, options_.alpha); }
+  std::string type_name() const override { return "CELU"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  CELUOptions options_;
+};
+class CELU : public ModuleHolder<CELUImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// x / (1 + |x|).
+struct SoftsignFn {
+  static constexpr const char* kName = "Softsign";
+  static Tensor apply(const Tensor& x) { return softsign(x); }
+};
+using SoftsignImpl = StatelessActivationImpl<SoftsignFn>;
+class Softsign : public ModuleHolder<SoftsignImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// x - tanh(x).
+struct TanhshrinkFn {
+  static constexpr const char* kName = "Tanhshrink";
+  static Tensor apply(const Tensor& x) { return tanhshrink(x); }
+};
+using TanhshrinkImpl = StatelessActivationImpl<TanhshrinkFn>;
+class Tanhshrink : public ModuleHolder<TanhshrinkImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// Hardshrink's and Softshrink's one option (PyTorch's `lambd`).
+struct ShrinkOptions {
+  double lambd = 0.5;
+  static constexpr auto fields() { return std::tuple{field("lambd", &ShrinkOptions::lambd)}; }
+};
+
+/// x where |x| > lambd, 0 elsewhere; printed as PyTorch prints it, Hardshrink(0.5).
+class HardshrinkImpl : public ModuleImpl {
+ public:
+  explicit HardshrinkImpl(ShrinkOptions options) : options_(options) {}
+  explicit HardshrinkImpl(double lambd = 0.5) : options_{lambd} {}
+  Tensor forward(const Tensor& x) override { return hardshrink(x, options_.lambd); }
+  std::string type_name() const override { return "Hardshrink"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  ShrinkOptions options_;
+};
+class Hardshrink : public ModuleHolder<HardshrinkImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// x ∓ lambd beyond ±lambd, 0 between (lambd ≥ 0); printed as Softshrink(0.5).
+class SoftshrinkImpl : public ModuleImpl {
+ public:
+  explicit SoftshrinkImpl(ShrinkOptions options);
+  explicit SoftshrinkImpl(double lambd = 0.5) : SoftshrinkImpl(ShrinkOptions{lambd}) {}
+  Tensor forward(const Tensor& x) override { return softshrink(x, options_.lambd); }
+  std::string type_name() const override { return "Softshrink"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  ShrinkOptions options_;
+};
+class Softshrink : public ModuleHolder<SoftshrinkImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct ThresholdOptions {
+  double threshold = 0.0;
+  double value = 0.0;
+  static constexpr auto fields() {
+    return std::tuple{field("threshold", &ThresholdOptions::threshold),
+                      field("value", &ThresholdOptions::value)};
+  }
+};
+
+/// x where x > threshold, value elsewhere (PyTorch's Threshold has no defaults: give both).
+class ThresholdImpl : public ModuleImpl {
+ public:
+  explicit ThresholdImpl(ThresholdOptions options) : options_(options) {}
+  ThresholdImpl(double threshold, double value) : options_{threshold, value} {}
+  Tensor forward(const Tensor& x) override {
+    return ember::threshold(x, options_.threshold, options_.value);
+  }
+  std::string type_name() const override { return "Threshold"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  ThresholdOptions options_;
+};
+class Threshold : public ModuleHolder<ThresholdImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+struct RReLUOptions {
+  double lower = 1.0 / 8;
+  double upper = 1.0 / 3;
+  static constexpr auto fields() {
+    return std::tuple{field("lower", &RReLUOptions::lower), field("upper", &RReLUOptions::upper)};
+  }
+};
+
+/// Randomized leaky ReLU: in training, x·a below 0 with a drawn per element from
+/// U(lower, upper) by ember's generator; in evaluation a = (lower + upper)/2.
+class RReLUImpl : public ModuleImpl {
+ public:
+  explicit RReLUImpl(RReLUOptions options);
+  explicit RReLUImpl(double lower = 1.0 / 8, double upper = 1.0 / 3)
+      : RReLUImpl(RReLUOptions{lower, upper}) {}
+  Tensor forward(const Tensor& x) override {
+    return rrelu(x, options_.lower, options_.upper, is_training());
+  }
+  std::string type_name() const override { return "RReLU"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  RReLUOptions options_;
+};
+class RReLU : public ModuleHolder<RReLUImpl> {
  public:
   using ModuleHolder::ModuleHolder;
 };

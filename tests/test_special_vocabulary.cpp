@@ -1,0 +1,220 @@
+// tests/test_special_vocabulary.cpp — issue 32's elementwise math, special functions and
+// activations beyond the op driver's fixtures (tests/test_op_cases_special.cpp): values at the
+// edges (poles, infinities, signed zeros, tails where the naive formula underflows; references
+// from torch 1.13 in f64), bad input with the op named in the error, rrelu's draws, and the
+// modules (PyTorch's repr, config round trips).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ember/ember.hpp"
+#include "ember/nn/activation.hpp"
+#include "ember/ops_math.hpp"
+#include "error_of.hpp"
+#include "layer_test_util.hpp"
+
+namespace {
+
+using namespace ember;  // NOLINT: test file
+using ember::test_util::error_of;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Tensor f64(std::vector<double> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return from_vector<double>(v, Shape{n});
+}
+Tensor ints(std::vector<int64_t> v, DType dtype = DType::i64) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return from_vector<int64_t>(v, Shape{n}).to(dtype);
+}
+std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
+
+// got[i] against want[i]: equal infinities and NaNs, else within rtol.
+void expect_values(const Tensor& got, const std::vector<double>& want, double rtol,
+                   const std::string& what) {
+  const std::vector<double> g = values(got);
+  ASSERT_EQ(g.size(), want.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(g[i])) << what << "[" << i << "] = " << g[i] << " (expected NaN)";
+    } else if (std::isinf(want[i])) {
+      EXPECT_EQ(g[i], want[i]) << what << "[" << i << "]";
+    } else {
+      EXPECT_NEAR(g[i], want[i], rtol * std::max(1.0, std::abs(want[i])))
+          << what << "[" << i << "]";
+    }
+  }
+}
+
+// ---- values at the edges (torch 1.13, f64)
+
+TEST(SpecialMath, GammaFamilyAtPolesAndReflection) {
+  expect_values(digamma(f64({0.0, -0.0, -1.0, -100.25, 1.0})),
+                {-kInf, kInf, kNaN, 7.754238959208646, -0.5772156649015329}, 1e-12, "digamma");
+  expect_values(lgamma(f64({0.0, -1.0, -2.5, 0.5})),
+                {kInf, kInf, -0.05624371649767405, 0.5723649429247001}, 1e-12, "lgamma");
+  expect_values(polygamma(3, f64({-1.5})), {194.59427621918758}, 1e-10, "polygamma(3)");
+  expect_values(polygamma(1, f64({0.0})), {kInf}, 0.0, "polygamma(1, 0)");
+  expect_values(special::zeta(f64({3.0, 1.0, 0.5}), f64({-2.5, 1.0, 1.0})),
+                {0.0541020258208641, kInf, kNaN}, 1e-10, "zeta");
+}
+
+TEST(SpecialMath, BesselAndErfcxTails) {
+  expect_values(special::i0e(f64({1000.0, kInf, -kInf, 0.0})), {0.012617240455891257, 0, 0, 1},
+                1e-12, "i0e");
+  expect_values(special::i1(f64({100.0, -kInf})), {1.0683693903381625e+42, -kInf}, 1e-12, "i1");
+  expect_values(i0(f64({700.0})), {1.5295933476718735e+302}, 1e-11, "i0");
+  expect_values(special::erfcx(f64({-30.0, 0.0, 30.0, 1e10})),
+                {kInf, 1.0, 0.018795888861416754, 5.641895835477563e-11}, 1e-12, "erfcx");
+  expect_values(special::log_ndtr(f64({-40.0})), {-804.6084420137539}, 1e-12, "log_ndtr");
+  expect_values(special::ndtri(f64({1e-10, 0.0, 1.0, 0.5})), {-6.361340902404056, -kInf, kInf, 0},
+                1e-10, "ndtri");
+  expect_values(special::entr(f64({-1.0, 0.0, kNaN})), {-kInf, 0.0, kNaN}, 0.0, "entr");
+}
+
+TEST(SpecialMath, FloatBitsAndSigns) {
+  expect_values(sinc(f64({0.0})), {1.0}, 0.0, "sinc(0)");
+  expect_values(xlogy(f64({0.0, 0.0, 1.0}), f64({0.0, kNaN, 0.0})), {0.0, kNaN, -kInf}, 0.0,
+                "xlogy");
+  expect_values(logaddexp(f64({kInf, -kInf}), f64({kInf, -kInf})), {kInf, -kInf}, 0.0, "logaddexp");
+  expect_values(logaddexp2(f64({-kInf, 1.0}), f64({-kInf, 1.0})), {-kInf, 2.0}, 1e-15,
+                "logaddexp2");
+  const std::vector<double> sign = values(signbit(f64({-0.0, 0.0, -kNaN, kNaN, -2.0})));
+  EXPECT_EQ(sign, (std::vector<double>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(signbit(f64({1.0})).dtype(), DType::boolean);
+  const Tensor one32 = ones({1});
+  EXPECT_EQ(nextafter(one32, full({1}, 2.0)).item<float>(),
+            1.0f + std::numeric_limits<float>::epsilon());
+  EXPECT_EQ(nextafter(f64({1.0}), f64({0.0})).item<double>(), std::nextafter(1.0, 0.0));
+}
+
+TEST(SpecialMath, FrexpSplitsExactly) {
+  const std::vector<double> x = {0.0, kInf, 8.0, -0.75, 1e-310, 3.0e300};
+  const auto [m, e] = frexp(f64(x));
+  EXPECT_EQ(e.dtype(), DType::i32);
+  const std::vector<double> mv = values(m), ev = values(e);
+  for (size_t i = 0; i < x.size(); ++i) {
+    int want_e = 0;
+    const double want_m = std::isinf(x[i]) ? x[i] : std::frexp(x[i], &want_e);
+    EXPECT_EQ(mv[i], want_m) << "mantissa of " << x[i];
+    EXPECT_EQ(ev[i], std::isinf(x[i]) ? 0 : want_e) << "exponent of " << x[i];
+  }
+}
+
+TEST(SpecialMath, IntegerOpsAtTheirEdges) {
+  EXPECT_EQ(gcd(ints({0, -4, 6}), ints({0, 6, -9})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(lcm(ints({0, -4, 6}), ints({3, 6, -9})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 12, 18}));
+  // PyTorch 2.x: a shift by a negative count or by the width or more gives 0 (left) or the
+  // sign (right); torch 1.13 left it to the hardware.
+  EXPECT_EQ(bitwise_left_shift(ints({1, 5, -8}, DType::i32), ints({32, 1, -1}, DType::i32))
+                .to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 10, 0}));
+  EXPECT_EQ(bitwise_right_shift(ints({-8, 8, 9}, DType::i32), ints({40, 40, 1}, DType::i32))
+                .to_vector<int32_t>(),
+            (std::vector<int32_t>{-1, 0, 4}));
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(bitwise_not(ints({kMin, -1, 12})).to_vector<int64_t>(),
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 0, -13}));
+  EXPECT_EQ(heaviside(f64({kNaN, 0.0, -1.0}), f64({5.0})).to_vector<double>(),
+            (std::vector<double>{0.0, 5.0, 0.0}));
+  EXPECT_TRUE(allclose(f64({1.0, kNaN}), f64({1.0 + 1e-9, kNaN}), 1e-5, 1e-8, true));
+  EXPECT_FALSE(allclose(f64({1.0, kNaN}), f64({1.0, kNaN})));
+  EXPECT_EQ(float_power(ints({2}), 0.5).dtype(), DType::f64);
+}
+
+// ---- bad input names the op
+
+TEST(SpecialMath, BadInputNamesTheOp) {
+  const Tensor x = randn({3});
+  const Tensor i = ints({1, 2, 3});
+  EXPECT_NE(error_of([&] { lgamma(i); }).find("lgamma"), std::string::npos);
+  EXPECT_NE(error_of([&] { polygamma(-1, x); }).find("polygamma: order n = -1"), std::string::npos);
+  EXPECT_NE(error_of([&] { mvlgamma(full({2}, 0.5), 3); }).find("mvlgamma: every element"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { mvlgamma(x, 0); }).find("mvlgamma: p = 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { gcd(x, x); }).find("gcd"), std::string::npos);
+  EXPECT_NE(error_of([&] { bitwise_and(x, x); }).find("bitwise_and"), std::string::npos);
+  EXPECT_NE(error_of([&] { bitwise_not(x); }).find("bitwise_not"), std::string::npos);
+  EXPECT_NE(error_of([&] { nextafter(x.to(DType::f16), x.to(DType::f16)); }).find("nextafter"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { heaviside(x, i); }).find("heaviside: values dtype"), std::string::npos);
+  EXPECT_NE(error_of([&] { isclose(x, x, -1.0); }).find("isclose: rtol"), std::string::npos);
+  EXPECT_NE(error_of([&] { isclose(x, x.to(DType::f64)); }).find("isclose"), std::string::npos);
+  EXPECT_NE(error_of([&] { hypot(x, randn({4})); }).find("hypot"), std::string::npos);
+  EXPECT_NE(error_of([&] { softshrink(x, -1.0); }).find("softshrink: lambd"), std::string::npos);
+  EXPECT_NE(error_of([&] { celu(x, 0.0); }).find("celu: alpha is 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { rrelu(x, 0.5, 0.1, true); }).find("rrelu: lower bound"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { threshold(i, 0.0, 1.0); }).find("threshold"), std::string::npos);
+  const Tensor s = full({1}, 2.0).requires_grad_();
+  EXPECT_NE(error_of([&] { special::zeta(s, ones({1})); }).find("special_zeta: the gradient"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { logit(Tensor()); }).find("logit"), std::string::npos);
+}
+
+// ---- rrelu: one slope per element from the generator
+
+TEST(SpecialMath, RReLUTrainingDrawsRepeatableSlopes) {
+  const Tensor x = from_vector<double>({-1.0, -2.0, 3.0, -0.5, 0.0, -4.0}, Shape{6});
+  manual_seed(7);
+  const Tensor a = rrelu(x, 0.1, 0.3, true);
+  manual_seed(7);
+  const Tensor xg = x.clone().requires_grad_();
+  const Tensor b = rrelu(xg, 0.1, 0.3, true);
+  EXPECT_EQ(values(a), values(b)) << "the same seed draws the same slopes";
+  b.sum().backward();
+  const std::vector<double> xs = values(x), ys = values(a), gs = values(xg.grad());
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (xs[k] > 0) {
+      EXPECT_EQ(ys[k], xs[k]);
+      EXPECT_EQ(gs[k], 1.0);
+    } else {
+      EXPECT_GE(gs[k], 0.1);  // the drawn slope is the gradient
+      EXPECT_LE(gs[k], 0.3);
+      EXPECT_DOUBLE_EQ(ys[k], xs[k] * gs[k]);
+    }
+  }
+  manual_seed(8);
+  EXPECT_NE(values(rrelu(x, 0.1, 0.3, true)), values(a)) << "another seed, other slopes";
+  expect_values(rrelu(x, 0.1, 0.3, false), {-0.2, -0.4, 3.0, -0.1, 0.0, -0.8}, 1e-15, "eval");
+}
+
+// ---- the modules
+
+TEST(SpecialModules, PrintAsPyTorch) {
+  auto repr = [](const nn::Module& m) { return m->type_name() + "(" + m->extra_repr() + ")"; };
+  EXPECT_EQ(repr(nn::CELU()), "CELU(alpha=1.0)");
+  EXPECT_EQ(repr(nn::Softsign()), "Softsign()");
+  EXPECT_EQ(repr(nn::Tanhshrink()), "Tanhshrink()");
+  EXPECT_EQ(repr(nn::Hardshrink()), "Hardshrink(0.5)");
+  EXPECT_EQ(repr(nn::Softshrink(0.25)), "Softshrink(0.25)");
+  EXPECT_EQ(repr(nn::Threshold(0.1, 20.0)), "Threshold(threshold=0.1, value=20.0)");
+  EXPECT_EQ(repr(nn::RReLU()), "RReLU(lower=0.125, upper=0.3333333333333333)");
+}
+
+TEST(SpecialModules, ConfigRoundTripsAndForward) {
+  const std::vector<nn::Module> modules = {
+      nn::CELU(1.5),       nn::Softsign(),           nn::Tanhshrink(),   nn::Hardshrink(0.3),
+      nn::Softshrink(0.2), nn::Threshold(0.1, 20.0), nn::RReLU(0.1, 0.2)};
+  for (const nn::Module& m : modules) ember::test_util::expect_config_round_trip(m);
+  const Tensor x = from_vector<double>({-2.0, -0.25, 0.05, 1.0}, Shape{4});
+  expect_values(nn::CELU(1.5)(x), values(celu(x, 1.5)), 0.0, "CELU");
+  expect_values(nn::Threshold(0.1, 20.0)(x), {20.0, 20.0, 20.0, 1.0}, 0.0, "Threshold");
+  expect_values(nn::Hardshrink(0.3)(x), {-2.0, 0.0, 0.0, 1.0}, 0.0, "Hardshrink");
+  expect_values(nn::Softshrink(0.2)(x), {-1.8, -0.05, 0.0, 0.8}, 1e-15, "Softshrink");
+  nn::RReLU r(0.1, 0.2);
+  r->eval();
+  expect_values(r(x), {-0.3, -0.0375, 0.05, 1.0}, 1e-15, "RReLU in eval");
+  EXPECT_NE(error_of([] { nn::Softshrink(-0.5); }).find("Softshrink: lambd"), std::string::npos);
+  EXPECT_NE(error_of([] { nn::CELU(0.0); }).find("CELU: alpha is 0"), std::string::npos);
+  EXPECT_NE(error_of([] { nn::RReLU(0.5, 0.1); }).find("RReLU: lower bound"), std::string::npos);
+}
+
+}  // namespace
