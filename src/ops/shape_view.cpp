@@ -15,31 +15,32 @@ using autograd::GradList;
 namespace {
 
 // The storage position of every element of a (shape, strides, offset) view, in row-major
-// order of the view.
-std::vector<int64_t> element_positions(const Shape& shape, const Shape& strides, int64_t offset) {
-  std::vector<int64_t> out;
-  const int64_t n = shape.numel();
-  out.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t at = offset, rest = i;
-    for (int d = shape.size() - 1; d >= 0; --d) {
-      at += (rest % shape[d]) * strides[d];
-      rest /= shape[d];
-    }
-    out.push_back(at);
+// order of the view: an i64 tensor on `device` built from arange (no host buffer, so a
+// backward inside a captured step may run it).
+Tensor element_positions(const Shape& shape, const Shape& strides, int64_t offset, Device device) {
+  const TensorOptions i64{.dtype = DType::i64, .device = device};
+  Tensor at = full(Shape{}, static_cast<double>(offset), i64);
+  for (int d = 0; d < shape.size(); ++d) {
+    Shape along = Shape::filled(shape.size(), 1);
+    along[d] = shape[d];
+    Tensor steps = arange(0, static_cast<double>(shape[d]), 1, i64);
+    at = at + (steps * static_cast<double>(strides[d])).reshape(along);
   }
-  return out;
+  return at.expand(shape).reshape({shape.numel()});
 }
 
-Tensor index_list(const std::vector<int64_t>& v, Device device) {
-  return from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())}).to(device);
+// The last storage position a (shape, strides, offset) view with non-negative strides reaches.
+int64_t last_position(const Shape& shape, const Shape& strides, int64_t offset) {
+  int64_t last = offset;
+  for (int d = 0; d < shape.size(); ++d) last += shape[d] > 0 ? (shape[d] - 1) * strides[d] : 0;
+  return last;
 }
 
-// A zero gradient of `size` elements with g's values added at `at` (repeats add up).
-Tensor scatter_grad(const Tensor& g, int64_t size, const std::vector<int64_t>& at) {
+// A zero gradient of `size` elements with g's values added at positions `at` (repeats add up).
+Tensor scatter_grad(const Tensor& g, int64_t size, const Tensor& at) {
   Tensor base = zeros({size}, {.dtype = g.dtype(), .device = g.device()});
-  if (at.empty()) return base;
-  return index_add(base, 0, index_list(at, g.device()), g.reshape({g.numel()}));
+  if (at.numel() == 0) return base;
+  return index_add(base, 0, at, g.reshape({g.numel()}));
 }
 
 }  // namespace
@@ -155,12 +156,10 @@ Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride,
   EMBER_CHECK(offset >= 0, "as_strided: storage_offset ", offset, " (expected >= 0)");
   const int64_t capacity =
       x.storage() ? static_cast<int64_t>(x.storage()->bytes() / element_size(x.dtype())) : 0;
-  int64_t last = offset;
-  for (int i = 0; i < size.size(); ++i) {
+  for (int i = 0; i < size.size(); ++i)
     EMBER_CHECK(size[i] >= 0 && stride[i] >= 0, "as_strided: size ", size.to_string(),
                 " and stride ", stride.to_string(), " (expected sizes and strides >= 0)");
-    last += size[i] > 0 ? (size[i] - 1) * stride[i] : 0;
-  }
+  const int64_t last = last_position(size, stride, offset);
   EMBER_CHECK(size.numel() == 0 || last < capacity, "as_strided: size ", size.to_string(),
               ", stride ", stride.to_string(), " and offset ", offset, " reach element ", last,
               " of a storage of ", capacity,
@@ -173,24 +172,19 @@ Tensor as_strided(const Tensor& x, const Shape& size, const Shape& stride,
         Op::as_strided, out, {&x},
         [xs = x.shape(), xst = x.strides(), xo = x.offset(), size, stride, offset](const Tensor& g,
                                                                                    GradList& gi) {
-          std::vector<int64_t> out_at = element_positions(size, stride, offset);
-          std::vector<int64_t> in_at = element_positions(xs, xst, xo);
-          int64_t lo = offset, hi = offset;
-          for (int64_t p : out_at) lo = std::min(lo, p), hi = std::max(hi, p);
-          for (int64_t p : in_at) lo = std::min(lo, p), hi = std::max(hi, p);
-          for (int64_t& p : out_at) p -= lo;
-          std::vector<int64_t> reads(static_cast<size_t>(hi - lo + 1), 0);
-          for (int64_t& p : in_at) ++reads[p -= lo];
-          Tensor flat = scatter_grad(g, hi - lo + 1, out_at);
-          Tensor back = index_select(flat, 0, index_list(in_at, g.device()));
-          const bool shared =
-              std::any_of(reads.begin(), reads.end(), [](int64_t r) { return r > 1; });
-          if (shared) {
-            std::vector<double> scale;
-            for (int64_t p : in_at) scale.push_back(1.0 / reads[p]);
-            back = back * from_vector<double>(scale, back.shape()).to(g.dtype()).to(g.device());
+          if (xs.numel() == 0 || size.numel() == 0) {
+            gi[0] = zeros(xs, {.dtype = g.dtype(), .device = g.device()});
+            return;
           }
-          gi[0] = back.reshape(xs);
+          const int64_t lo = std::min(offset, xo);
+          const int64_t span =
+              std::max(last_position(size, stride, offset), last_position(xs, xst, xo)) - lo + 1;
+          Tensor out_at = element_positions(size, stride, offset - lo, g.device());
+          Tensor in_at = element_positions(xs, xst, xo - lo, g.device());
+          Tensor flat = scatter_grad(g, span, out_at);
+          Tensor reads = scatter_grad(
+              ones({xs.numel()}, {.dtype = g.dtype(), .device = g.device()}), span, in_at);
+          gi[0] = (index_select(flat, 0, in_at) / index_select(reads, 0, in_at)).reshape(xs);
         });
   }
   return out;
@@ -225,11 +219,11 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   if (autograd::needs_grad(x)) {
     Shape gs, gst;
     const int64_t g_at = geometry(contiguous_strides(x.shape()), 0, &gs, &gst);
-    autograd::record(
-        Op::diagonal, out, {&x},
-        [xs = x.shape(), places = element_positions(gs, gst, g_at)](const Tensor& g, GradList& gi) {
-          gi[0] = scatter_grad(g, xs.numel(), places).reshape(xs);
-        });
+    autograd::record(Op::diagonal, out, {&x},
+                     [xs = x.shape(), gs, gst, g_at](const Tensor& g, GradList& gi) {
+                       Tensor places = element_positions(gs, gst, g_at, g.device());
+                       gi[0] = scatter_grad(g, xs.numel(), places).reshape(xs);
+                     });
   }
   return out;
 }
