@@ -186,6 +186,25 @@ TEST(SpecialMath, RReLUTrainingDrawsRepeatableSlopes) {
   expect_values(rrelu(x, 0.1, 0.3, false), {-0.2, -0.4, 3.0, -0.1, 0.0, -0.8}, 1e-15, "eval");
 }
 
+// On a GPU: rand draws the same numbers on every device for one seed (a counter-based
+// generator), so training rrelu picks the CPU's slopes; and the special functions agree with
+// the CPU's f64 run through their tails.
+TEST(CudaSpecialMath, RReLUSlopesAndTailsMatchTheCPU) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Tensor x = randn({64}, {.dtype = DType::f64});
+  manual_seed(11);
+  const Tensor cpu = rrelu(x, 0.1, 0.3, true);
+  manual_seed(11);
+  const Tensor gpu = rrelu(x.to(Device::cuda()), 0.1, 0.3, true);
+  expect_values(gpu.to(Device::cpu()), values(cpu), 1e-15, "rrelu on the GPU");
+  const Tensor t = f64({-40.0, -3.0, 0.5, 27.0, 31.0, 700.0});
+  const Tensor g = t.to(Device::cuda());
+  expect_values(special::erfcx(g), values(special::erfcx(t)), 1e-13, "erfcx");
+  expect_values(special::i1e(g), values(special::i1e(t)), 1e-13, "i1e");
+  expect_values(digamma(g), values(digamma(t)), 1e-13, "digamma");
+  expect_values(special::log_ndtr(g), values(special::log_ndtr(t)), 1e-13, "log_ndtr");
+}
+
 // ---- the modules
 
 TEST(SpecialModules, PrintAsPyTorch) {
