@@ -254,6 +254,13 @@ TEST(ShapeVocabulary, DataDependentSizes) {
   EXPECT_EQ(pos.dtype(), DType::i32);
   expect_values(pos, {3, 3}, "searchsorted right");
   expect_values(ember::searchsorted(seq, f64({4}, {})), {4}, "searchsorted 0-d value");
+  // NaN as PyTorch: a NaN value goes after everything, a NaN at the sequence's end is passed.
+  expect_values(ember::searchsorted(f64({1, 2, 3}, {3}), f64({kNaN, 2}, {2})), {3, 1},
+                "searchsorted NaN value");
+  expect_values(ember::searchsorted(f64({1, 2, kNaN}, {3}), f64({5, kNaN}, {2})), {3, 3},
+                "searchsorted NaN in the sequence");
+  // NaN is in no bin (torch 1.13's CPU kernel counts it in bin 0; NumPy leaves it out).
+  expect_values(ember::histc(f64({kNaN, 1, 2}, {3}), 2, 0, 2), {0, 2}, "histc skips NaN");
   expect_values(ember::searchsorted(f64({}, {0}), f64({4}, {1})), {0}, "searchsorted empty");
   expect_error(error_of([&] { ember::searchsorted(seq, seq, {.right = true, .side = "left"}); }),
                "searchsorted", "agree");

@@ -116,7 +116,7 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values,
   }
   s = ops::cast_to(s, common);
   v = ops::cast_to(v, common);
-  // Binary lifting: pos counts the elements before each value (< it, or <= it when right);
+  // Binary lifting: pos counts the elements before each value (not >= it; not > it when right);
   // step halves from the largest power of two <= n, so log2(n) + 1 gathers find it.
   Tensor pos = zeros(v.shape(), {.dtype = DType::i64, .device = v.device()});
   int64_t step = 1;
@@ -125,7 +125,8 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values,
     Tensor cand = pos + static_cast<double>(step);
     Tensor probe = clamp(cand - 1.0, 0.0, static_cast<double>(n - 1));
     Tensor at = gather(s, 1, probe);
-    Tensor before = right ? le(at, v) : lt(at, v);
+    // PyTorch's tests, NaN included: a NaN value goes last, a NaN in the sequence is "before"
+    Tensor before = logical_not(right ? gt(at, v) : ge(at, v));
     pos = where(logical_and(le(cand, static_cast<double>(n)), before), cand, pos);
   }
   Tensor out = pos.reshape(values.shape());
