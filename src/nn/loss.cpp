@@ -77,6 +77,31 @@ Tensor cosine_embedding(const Tensor& a, const Tensor& b, const Tensor& y,
                         const CosineEmbeddingLossOptions& o) {
   return cosine_embedding_loss(a, b, y, o.margin, o.reduction);
 }
+Tensor multilabel_margin(const Tensor& a, const Tensor& b, const MultiLabelMarginLossOptions& o) {
+  return multilabel_margin_loss(a, b, o.reduction);
+}
+Tensor multilabel_soft_margin(const Tensor& a, const Tensor& b,
+                              const MultiLabelSoftMarginLossOptions& o) {
+  return multilabel_soft_margin_loss(a, b, o.weight, o.reduction);
+}
+Tensor multi_margin(const Tensor& a, const Tensor& b, const MultiMarginLossOptions& o) {
+  return multi_margin_loss(a, b, o.p, o.margin, o.weight, o.reduction);
+}
+Tensor hinge_embedding(const Tensor& a, const Tensor& b, const HingeEmbeddingLossOptions& o) {
+  return hinge_embedding_loss(a, b, o.margin, o.reduction);
+}
+Tensor soft_margin(const Tensor& a, const Tensor& b, const SoftMarginLossOptions& o) {
+  return soft_margin_loss(a, b, o.reduction);
+}
+Tensor gaussian_nll(const Tensor& input, const Tensor& target, const Tensor& var,
+                    const GaussianNLLLossOptions& o) {
+  return gaussian_nll_loss(input, target, var, o.full, o.eps, o.reduction);
+}
+Tensor triplet_margin_with_distance(const Tensor& a, const Tensor& p, const Tensor& n,
+                                    const TripletMarginWithDistanceLossOptions& o) {
+  return triplet_margin_with_distance_loss(a, p, n, o.distance_function, o.margin, o.swap,
+                                           o.reduction);
+}
 }  // namespace loss_fns
 
 }  // namespace ember::nn

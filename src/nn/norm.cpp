@@ -3,6 +3,7 @@
 #include "ember/nn/norm.hpp"
 
 #include "ember/autograd.hpp"
+#include "ember/ops_nn.hpp"
 #include "nn/py_repr.hpp"
 
 namespace ember::nn {
@@ -137,6 +138,23 @@ std::string RMSNormImpl::extra_repr() const {
   return pyrepr::py_tuple(options_.normalized_shape) +
          ", eps=" + (options_.eps ? pyrepr::py_float(*options_.eps) : "None") +
          ", elementwise_affine=" + pyrepr::py_bool(options_.elementwise_affine);
+}
+
+// ---- LocalResponseNorm ----
+
+LocalResponseNormImpl::LocalResponseNormImpl(LocalResponseNormOptions o) : options_(o) {
+  check_options(o, "LocalResponseNorm");
+}
+
+Tensor LocalResponseNormImpl::forward(const Tensor& x) {
+  const LocalResponseNormOptions& o = options_;
+  return local_response_norm(x, o.size, o.alpha, o.beta, o.k);
+}
+
+std::string LocalResponseNormImpl::extra_repr() const {  // "3, alpha=0.0001, beta=0.75, k=1.0"
+  const LocalResponseNormOptions& o = options_;
+  return std::to_string(o.size) + ", alpha=" + pyrepr::py_float(o.alpha) +
+         ", beta=" + pyrepr::py_float(o.beta) + ", k=" + pyrepr::py_float(o.k);
 }
 
 }  // namespace ember::nn

@@ -2,6 +2,7 @@
 // PixelShuffle / PixelUnshuffle and Unfold / Fold, over the functional ops of
 // src/ops/conv_nd.cpp. extra_repr() follows PyTorch 1.13.
 #include "ember/nn/conv.hpp"
+#include "ember/ops_nn.hpp"
 #include "nn/py_repr.hpp"
 
 namespace ember::nn {
@@ -89,5 +90,13 @@ json FoldImpl::options() const { return fold_json(options_, true); }
 std::string FoldImpl::extra_repr() const {
   return "output_size=" + pyrepr::py_size(options_.output_size) + ", " + fold_repr(options_);
 }
+
+// ---- ChannelShuffle ----
+
+ChannelShuffleImpl::ChannelShuffleImpl(ChannelShuffleOptions o) : options_(o) {
+  check_options(o, "ChannelShuffle");
+}
+Tensor ChannelShuffleImpl::forward(const Tensor& x) { return channel_shuffle(x, options_.groups); }
+std::string ChannelShuffleImpl::extra_repr() const { return pyrepr::fields_repr(options_); }
 
 }  // namespace ember::nn

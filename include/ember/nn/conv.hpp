@@ -540,6 +540,32 @@ class PixelUnshuffle : public ModuleHolder<PixelUnshuffleImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
+struct ChannelShuffleOptions {
+  int64_t groups = 1;
+  static constexpr auto fields() {
+    return std::tuple{field("groups", &ChannelShuffleOptions::groups, opts::at_least(1))};
+  }
+};
+
+/// torch.nn.ChannelShuffle (channel_shuffle of ember/ops_nn.hpp): [N, g·k, *] regrouped so
+/// the channels of the g groups interleave.  nn::ChannelShuffle shuffle(2);
+class ChannelShuffleImpl : public ModuleImpl {
+ public:
+  explicit ChannelShuffleImpl(ChannelShuffleOptions options);
+  explicit ChannelShuffleImpl(int64_t groups) : ChannelShuffleImpl(ChannelShuffleOptions{groups}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ChannelShuffle"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  ChannelShuffleOptions options_;
+};
+class ChannelShuffle : public ModuleHolder<ChannelShuffleImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
 /// torch.nn.Unfold (im2col: [N, C, H, W] -> [N, C·kh·kw, L]) and torch.nn.Fold (col2im).
 struct FoldOptions {
   Size2d output_size = 1;  // Fold only

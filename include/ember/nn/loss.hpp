@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ember/ops.hpp"
+#include "ember/ops_nn.hpp"
 #include "ember/tensor.hpp"
 
 namespace ember::nn {
@@ -131,6 +132,41 @@ struct CTCLossOptions {
   bool zero_infinity = false;
 };
 
+// Issue 32's losses (ember/ops_nn.hpp has the formulas).
+struct MultiLabelMarginLossOptions {
+  Reduction reduction = Reduction::mean;
+};
+struct MultiLabelSoftMarginLossOptions {
+  Tensor weight = Tensor();
+  Reduction reduction = Reduction::mean;
+};
+struct MultiMarginLossOptions {
+  int64_t p = 1;
+  double margin = 1.0;
+  Tensor weight = Tensor();
+  Reduction reduction = Reduction::mean;
+};
+struct HingeEmbeddingLossOptions {
+  double margin = 1.0;
+  Reduction reduction = Reduction::mean;
+};
+struct SoftMarginLossOptions {
+  Reduction reduction = Reduction::mean;
+};
+/// GaussianNLLLoss is called as loss(input, target, var).
+struct GaussianNLLLossOptions {
+  bool full = false;
+  double eps = 1e-6;
+  Reduction reduction = Reduction::mean;
+};
+/// distance_function: pairwise_distance when empty.
+struct TripletMarginWithDistanceLossOptions {
+  DistanceFunction distance_function = nullptr;
+  double margin = 1.0;
+  bool swap = false;
+  Reduction reduction = Reduction::mean;
+};
+
 /// A loss module of two operands (input, target).
 template <typename Options, Tensor (*Fn)(const Tensor&, const Tensor&, const Options&)>
 class PairLoss {
@@ -172,6 +208,16 @@ Tensor triplet_margin(const Tensor& a, const Tensor& p, const Tensor& n,
                       const TripletMarginLossOptions& o);
 Tensor cosine_embedding(const Tensor& a, const Tensor& b, const Tensor& y,
                         const CosineEmbeddingLossOptions& o);
+Tensor multilabel_margin(const Tensor& a, const Tensor& b, const MultiLabelMarginLossOptions& o);
+Tensor multilabel_soft_margin(const Tensor& a, const Tensor& b,
+                              const MultiLabelSoftMarginLossOptions& o);
+Tensor multi_margin(const Tensor& a, const Tensor& b, const MultiMarginLossOptions& o);
+Tensor hinge_embedding(const Tensor& a, const Tensor& b, const HingeEmbeddingLossOptions& o);
+Tensor soft_margin(const Tensor& a, const Tensor& b, const SoftMarginLossOptions& o);
+Tensor gaussian_nll(const Tensor& input, const Tensor& target, const Tensor& var,
+                    const GaussianNLLLossOptions& o);
+Tensor triplet_margin_with_distance(const Tensor& a, const Tensor& p, const Tensor& n,
+                                    const TripletMarginWithDistanceLossOptions& o);
 }  // namespace loss_fns
 
 using L1Loss = PairLoss<L1LossOptions, loss_fns::l1>;
@@ -183,6 +229,15 @@ using PoissonNLLLoss = PairLoss<PoissonNLLLossOptions, loss_fns::poisson_nll>;
 using MarginRankingLoss = TripleLoss<MarginRankingLossOptions, loss_fns::margin_ranking>;
 using TripletMarginLoss = TripleLoss<TripletMarginLossOptions, loss_fns::triplet_margin>;
 using CosineEmbeddingLoss = TripleLoss<CosineEmbeddingLossOptions, loss_fns::cosine_embedding>;
+using MultiLabelMarginLoss = PairLoss<MultiLabelMarginLossOptions, loss_fns::multilabel_margin>;
+using MultiLabelSoftMarginLoss =
+    PairLoss<MultiLabelSoftMarginLossOptions, loss_fns::multilabel_soft_margin>;
+using MultiMarginLoss = PairLoss<MultiMarginLossOptions, loss_fns::multi_margin>;
+using HingeEmbeddingLoss = PairLoss<HingeEmbeddingLossOptions, loss_fns::hinge_embedding>;
+using SoftMarginLoss = PairLoss<SoftMarginLossOptions, loss_fns::soft_margin>;
+using GaussianNLLLoss = TripleLoss<GaussianNLLLossOptions, loss_fns::gaussian_nll>;
+using TripletMarginWithDistanceLoss =
+    TripleLoss<TripletMarginWithDistanceLossOptions, loss_fns::triplet_margin_with_distance>;
 
 /// CTC over log_probs [T, N, C] with targets and the two length tensors (ctc_loss).
 class CTCLoss {

@@ -266,4 +266,37 @@ class RMSNorm : public ModuleHolder<RMSNormImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
+struct LocalResponseNormOptions {
+  int64_t size = 1;
+  double alpha = 1e-4;
+  double beta = 0.75;
+  double k = 1.0;
+  static constexpr auto fields() {
+    using O = LocalResponseNormOptions;
+    return std::tuple{field("size", &O::size, opts::at_least(1)), field("alpha", &O::alpha),
+                      field("beta", &O::beta), field("k", &O::k)};
+  }
+};
+
+/// torch.nn.LocalResponseNorm (local_response_norm of ember/ops_nn.hpp): x over
+/// (k + alpha/size · Σ x² of `size` neighbouring channels)^beta.  nn::LocalResponseNorm lrn(5);
+class LocalResponseNormImpl : public ModuleImpl {
+ public:
+  explicit LocalResponseNormImpl(LocalResponseNormOptions options);
+  explicit LocalResponseNormImpl(int64_t size, double alpha = 1e-4, double beta = 0.75,
+                                 double k = 1.0)
+      : LocalResponseNormImpl(LocalResponseNormOptions{size, alpha, beta, k}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "LocalResponseNorm"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+
+ private:
+  LocalResponseNormOptions options_;
+};
+class LocalResponseNorm : public ModuleHolder<LocalResponseNormImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
 }  // namespace ember::nn
