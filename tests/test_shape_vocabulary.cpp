@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cuda_skip.hpp"
 #include "ember/ops_shape.hpp"
+#include "ember/train/capture.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
 
@@ -320,6 +324,31 @@ TEST(ShapeVocabulary, IntegralsAndIndexing) {
                  ember::masked_scatter(ember::zeros({3}), ember::ones({3}), ember::ones({3}));
                }),
                "masked_scatter", "expected bool");
+}
+
+// The ops whose output size depends on the data read the device, as nonzero does: inside a
+// captured step that read is refused, naming the op the user called, and nothing is captured.
+TEST(ShapeVocabularyCuda, DataDependentOpsAreRefusedInsideACapturedStep) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<std::pair<std::string, std::function<void(const Tensor&)>>> ops = {
+      {"unique", [](const Tensor& x) { (void)ember::unique(x); }},
+      {"bincount", [](const Tensor& x) { (void)ember::bincount(x.to(DType::i64)); }},
+      {"mode", [](const Tensor& x) { (void)ember::mode(x); }},
+      {"histc", [](const Tensor& x) { (void)ember::histc(x, 4); }},
+      {"masked_scatter",
+       [](const Tensor& x) { (void)ember::masked_scatter(x, ember::gt(x, 1.0), x); }}};
+  for (const auto& [op, run] : ops) {
+    ember::train::CapturedStep step(
+        [&](const std::vector<Tensor>& in) {
+          run(in[0]);
+          return std::vector<Tensor>{in[0] * 2.0};
+        },
+        {.warmup = 0});
+    const std::string m = error_of([&] { step({ember::arange(4)}); }, op);
+    EXPECT_EQ(m.rfind(op + ":", 0), 0u) << m;
+    EXPECT_NE(m.find("inside a captured step"), std::string::npos) << m;
+    EXPECT_EQ(step.graph_count(), 0) << op;
+  }
 }
 
 }  // namespace
