@@ -93,6 +93,47 @@ TEST(SpecialMath, FloatBitsAndSigns) {
   EXPECT_EQ(nextafter(f64({1.0}), f64({0.0})).item<double>(), std::nextafter(1.0, 0.0));
 }
 
+// NaN, ±inf and ±0 through every unary function, against torch 1.13 (f64). Two deliberate
+// differences: i0/i1 at ±inf are ±inf here (torch's Cephes code gives NaN), and softshrink
+// passes NaN on (torch 1.13 gives 0). polygamma(1, 0.5) is π²/2 exactly (torch's trigamma is
+// 3e-10 off).
+TEST(SpecialMath, NonFiniteInputsAsPyTorch) {
+  const Tensor x = f64({kNaN, kInf, -kInf, 0.0, -0.0, 0.5});
+  struct Row {
+    const char* name;
+    Tensor got;
+    std::vector<double> want;
+  };
+  const std::vector<Row> rows = {
+      {"celu", celu(x, 1.5), {kNaN, kInf, -1.5, 0, 0, 0.5}},
+      {"softsign", softsign(x), {kNaN, kNaN, kNaN, 0, 0, 1.0 / 3}},
+      {"hardshrink", hardshrink(x), {kNaN, kInf, -kInf, 0, 0, 0}},
+      {"softshrink", softshrink(x), {kNaN, kInf, -kInf, 0, 0, 0}},
+      {"tanhshrink", tanhshrink(x), {kNaN, kInf, -kInf, 0, 0, 0.03788284273999026}},
+      {"threshold", threshold(x, 0.1, 20.0), {kNaN, kInf, 20, 20, 20, 0.5}},
+      {"rrelu", rrelu(x, 0.1, 0.3, false), {kNaN, kInf, -kInf, 0, 0, 0.5}},
+      {"entr", special::entr(x), {kNaN, -kInf, -kInf, 0, 0, 0.34657359027997264}},
+      {"ndtr", special::ndtr(x), {kNaN, 1, 0, 0.5, 0.5, 0.6914624612740131}},
+      {"log_ndtr",
+       special::log_ndtr(x),
+       {kNaN, 0, -kInf, -0.6931471805599453, -0.6931471805599453, -0.36894641528865635}},
+      {"logit", logit(x), {kNaN, kNaN, kNaN, -kInf, -kInf, 0}},
+      {"sinc", sinc(x), {kNaN, kNaN, kNaN, 1, 1, 0.6366197723675814}},
+      {"erfcx", special::erfcx(x), {kNaN, 0, kInf, 1, 1, 0.6156903441929258}},
+      {"i0e", special::i0e(x), {kNaN, 0, 0, 1, 1, 0.6450352704491501}},
+      {"i1e", special::i1e(x), {kNaN, 0, 0, 0, 0, 0.15642080318487173}},
+      {"i0", i0(x), {kNaN, kInf, kInf, 1, 1, 1.0634833707413236}},
+      {"i1", special::i1(x), {kNaN, kInf, -kInf, 0, 0, 0.25789430539089636}},
+      {"asinh", asinh(x), {kNaN, kInf, -kInf, 0, 0, 0.48121182505960347}},
+      {"acosh", acosh(x), {kNaN, kInf, kNaN, kNaN, kNaN, kNaN}},
+      {"atanh", atanh(x), {kNaN, kNaN, kNaN, 0, 0, 0.5493061443340548}},
+      {"lgamma", lgamma(x), {kNaN, kInf, kInf, kInf, kInf, 0.5723649429247001}},
+      {"digamma", digamma(x), {kNaN, kInf, kNaN, -kInf, kInf, -1.9635100260214229}},
+      {"ndtri", special::ndtri(x), {kNaN, kNaN, kNaN, -kInf, -kInf, 0}},
+      {"polygamma(1)", polygamma(1, x), {kNaN, 0, kNaN, kInf, kInf, 4.934802200544679}}};
+  for (const Row& r : rows) expect_values(r.got, r.want, 1e-14, r.name);
+}
+
 TEST(SpecialMath, FrexpSplitsExactly) {
   const std::vector<double> x = {0.0, kInf, 8.0, -0.75, 1e-310, 3.0e300};
   const auto [m, e] = frexp(f64(x));

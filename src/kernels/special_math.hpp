@@ -72,7 +72,7 @@ EMBER_HD inline double digamma(double x) {
 /// s(s+1)…(s+2j-2) · a^(-s-2j+1) (twelve terms). As PyTorch (Cephes' domain): s = 1 gives inf,
 /// s < 1 NaN; q a non-positive integer inf, a negative q with a fractional s NaN.
 EMBER_HD inline double zeta(double s, double q) {
-  if (is_nan(s) || is_nan(q)) return kNaN;
+  if (is_nan(s) || is_nan(q) || q == -kInf) return kNaN;
   if (s == 1.0) return kInf;
   if (s < 1.0) return kNaN;
   if (q <= 0.0) {

@@ -390,8 +390,8 @@ Tensor hardshrink(const Tensor& x, double lambd) {
   const ops::UserOp user(Op::hardshrink, {&x});
   check_activation(Op::hardshrink, x);
   const Tensor v = x.detach();
-  // x where x < -lambd or x > lambd: NaN passes, as PyTorch's.
-  return where(logical_or(lt(v, -lambd), gt(v, lambd)), x, zeros_like(v));
+  // 0 where -lambd <= x <= lambd, else x: NaN passes, as PyTorch's.
+  return where(logical_and(ge(v, -lambd), le(v, lambd)), zeros_like(v), x);
 }
 
 Tensor softshrink(const Tensor& x, double lambd) {
