@@ -200,7 +200,7 @@ AttentionOutput MultiheadAttentionImpl::forward(const Tensor& query, const Tenso
   // ---- heads merged back, output projection
   out = bf ? out.permute({0, 2, 1, 3}).reshape({n, l, e})
            : out.permute({2, 0, 1, 3}).reshape({l, n, e});
-  out = out_proj_->forward(out);
+  out = run_forward(*out_proj_, out);
 
   AttentionOutput result;
   result.output = unbatched ? out.squeeze(bdim) : out;

@@ -29,7 +29,10 @@ Tensor SequentialImpl::forward(const Tensor& x) {
   const auto& children = named_children();
   for (size_t i = 0; i < children.size(); ++i) {
     if (i + 1 < children.size()) {
-      if (const std::optional<Activation> act = children[i + 1].second->as_epilogue()) {
+      // (not when either has forward hooks: each must see its own input and output)
+      const std::optional<Activation> act = children[i + 1].second->as_epilogue();
+      if (act && !children[i].second->has_forward_hooks() &&
+          !children[i + 1].second->has_forward_hooks()) {
         ModuleImpl& child = *children[i].second;
         const core::profiler::ModuleFrame frame(
             &child, detail::profiling() ? child.type_name() : std::string());

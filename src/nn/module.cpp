@@ -16,9 +16,44 @@
 
 namespace ember::nn {
 
-Tensor run_forward_profiled(ModuleImpl& m, const Tensor& x) {
-  const core::profiler::ModuleFrame frame(&m, m.type_name());
-  return m.forward(x);
+Tensor call_forward(ModuleImpl& m, const Tensor& x) {
+  const core::profiler::ModuleFrame frame(&m, detail::profiling() ? m.type_name() : std::string());
+  if (!m.has_forward_hooks()) return m.forward(x);
+  // A copy: a hook may remove itself (or register another) while it runs.
+  const ModuleHooks hooks = *m.hooks_;
+  Tensor input = x;
+  for (const auto& [id, pre] : hooks.pre)
+    if (std::optional<Tensor> replaced = pre(m, input)) input = std::move(*replaced);
+  Tensor output = m.forward(input);
+  for (const auto& [id, post] : hooks.post)
+    if (std::optional<Tensor> replaced = post(m, input, output)) output = std::move(*replaced);
+  return output;
+}
+
+void ModuleHookHandle::remove() {
+  const std::shared_ptr<ModuleHooks> hooks = hooks_.lock();
+  if (!hooks) return;
+  std::erase_if(hooks->pre, [&](auto& e) { return e.first == id_; });
+  std::erase_if(hooks->post, [&](auto& e) { return e.first == id_; });
+  hooks_.reset();
+}
+
+ModuleHookHandle ModuleImpl::register_forward_pre_hook(ForwardPreHook hook, bool prepend) {
+  EMBER_CHECK(hook != nullptr, type_name(), ".register_forward_pre_hook: the hook is empty ",
+              "(expected a callable)");
+  if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->pre.emplace(prepend ? hooks_->pre.begin() : hooks_->pre.end(), id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
+}
+
+ModuleHookHandle ModuleImpl::register_forward_hook(ForwardHook hook, bool prepend) {
+  EMBER_CHECK(hook != nullptr, type_name(), ".register_forward_hook: the hook is empty ",
+              "(expected a callable)");
+  if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->post.emplace(prepend ? hooks_->post.begin() : hooks_->post.end(), id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
 }
 
 void throw_empty_module_handle(const char* handle) {

@@ -51,8 +51,10 @@ TransformerLayerBase::TransformerLayerBase(const char* name, TransformerEncoderL
 
 Tensor TransformerLayerBase::residual(size_t i, const Tensor& x,
                                       const std::function<Tensor(const Tensor&)>& block) {
-  if (options_.norm_first) return add(x, dropouts_[i]->forward(block(norms_[i]->forward(x))));
-  return norms_[i]->forward(add(x, dropouts_[i]->forward(block(x))));
+  // Children run through run_forward, so their forward hooks fire (as PyTorch's __call__).
+  if (options_.norm_first)
+    return add(x, run_forward(*dropouts_[i], block(run_forward(*norms_[i], x))));
+  return run_forward(*norms_[i], add(x, run_forward(*dropouts_[i], block(x))));
 }
 
 Tensor TransformerLayerBase::attend(size_t i, const Tensor& x, const Tensor& kv,
@@ -62,9 +64,9 @@ Tensor TransformerLayerBase::attend(size_t i, const Tensor& x, const Tensor& kv,
 }
 
 Tensor TransformerLayerBase::feed_forward(const Tensor& x) {
-  Tensor h = linear1_->forward(x);
+  Tensor h = run_forward(*linear1_, x);
   h = options_.activation == "gelu" ? gelu(h) : relu(h);
-  return linear2_->forward(dropout_->forward(h));
+  return run_forward(*linear2_, run_forward(*dropout_, h));
 }
 
 json TransformerLayerBase::options() const { return options_json(options_); }
@@ -165,7 +167,7 @@ const std::shared_ptr<TransformerEncoderLayerImpl>& TransformerEncoderImpl::laye
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const EncoderMasks& masks) {
   Tensor x = src;
   for (auto& layer : layers_) x = layer->forward(x, masks);
-  return norm_ ? norm_->forward(x) : x;
+  return norm_ ? run_forward(*norm_, x) : x;
 }
 
 }  // namespace ember::nn

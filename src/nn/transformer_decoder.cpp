@@ -104,7 +104,7 @@ Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory,
                                        const DecoderMasks& masks) {
   Tensor x = tgt;
   for (auto& layer : layers_) x = layer->forward(x, memory, masks);
-  return norm_ ? norm_->forward(x) : x;
+  return norm_ ? run_forward(*norm_, x) : x;
 }
 
 // ---- Transformer ----

@@ -49,7 +49,7 @@ Tensor ParallelImpl::forward_inputs(const std::vector<Tensor>& inputs) {
   outputs.reserve(inputs.size());
   const auto& branches = named_children();
   for (size_t i = 0; i < inputs.size(); ++i)
-    outputs.push_back(branches[i].second->forward(inputs[i]));
+    outputs.push_back(nn::run_forward(*branches[i].second, inputs[i]));
   return outputs.size() == 1 ? outputs[0] : cat(outputs, dim_);
 }
 
@@ -70,7 +70,7 @@ Tensor MultiInputSequentialImpl::forward_inputs(const std::vector<Tensor>& input
   const auto& children = named_children();
   EMBER_CHECK(!children.empty(), "MultiInputSequential: no modules (expected at least one)");
   Tensor h = train::forward(nn::Module(children[0].second), inputs);
-  for (size_t i = 1; i < children.size(); ++i) h = children[i].second->forward(h);
+  for (size_t i = 1; i < children.size(); ++i) h = nn::run_forward(*children[i].second, h);
   return h;
 }
 

@@ -59,9 +59,41 @@ struct ParametrizeAccess {
   static void rebind(ModuleImpl& m, const std::string& name, const Tensor& value);
 };
 
-/// m.forward(x) as a Profiler sees it: inside a module range that charges the ops to the
-/// module's path (module.cpp). Handles and containers call it; nothing extra when off.
-Tensor run_forward_profiled(ModuleImpl& m, const Tensor& x);
+/// m.forward(x) the slow way, when a Profiler records or `m` has forward hooks: inside a
+/// module range that charges the ops to the module's path, with the pre-hooks before and the
+/// hooks after (module.cpp). Handles and containers call it; nothing of it runs otherwise.
+Tensor call_forward(ModuleImpl& m, const Tensor& x);
+
+/// A forward pre-hook (PyTorch's register_forward_pre_hook): runs before forward with the
+/// module and its input; a returned tensor replaces the input.
+using ForwardPreHook = std::function<std::optional<Tensor>(ModuleImpl& module, const Tensor& input)>;
+/// A forward hook (register_forward_hook): runs after forward with the module, the input (as
+/// the pre-hooks left it) and the output; a returned tensor replaces the output.
+using ForwardHook = std::function<std::optional<Tensor>(ModuleImpl& module, const Tensor& input,
+                                                        const Tensor& output)>;
+
+/// A module's forward hooks, in running order, each with the id its handle removes.
+struct ModuleHooks {
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<uint64_t, ForwardHook>> post;
+  uint64_t next_id = 1;
+  bool empty() const { return pre.empty() && post.empty(); }
+};
+
+/// What register_forward_(pre_)hook returns: remove() unregisters the hook (again: nothing).
+/// Dropping the handle leaves the hook in place, as PyTorch's RemovableHandle.
+class ModuleHookHandle {
+ public:
+  ModuleHookHandle() = default;
+  void remove();
+
+ private:
+  friend class ModuleImpl;
+  ModuleHookHandle(std::weak_ptr<ModuleHooks> hooks, uint64_t id)
+      : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<ModuleHooks> hooks_;
+  uint64_t id_ = 0;
+};
 
 /// Internal to the handles below: throws ember::Error saying a module handle of type
 /// `handle` (a typeid name) is empty (default-constructed or moved-from).
@@ -145,6 +177,23 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   /// computing with its own tensor.
   void tie(const std::string& name, const Tensor& param);
 
+  /// Registers a hook that runs before every forward called through a handle or a container
+  /// (not `->forward(x)` itself, as PyTorch's `forward` skips `__call__`'s hooks); prepend
+  /// runs it before the ones already there. Modules' own children are called through
+  /// containers, so a hook on `encoder_layer->linear1` fires. Register and remove hooks
+  /// while no other thread runs this module. Guide: docs/modules.md, "Forward hooks".
+  ///   auto h = conv->register_forward_pre_hook([](nn::ModuleImpl&, const Tensor& x) {
+  ///     return std::optional<Tensor>(x * 0.5); });
+  ModuleHookHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  /// Registers a hook that runs after every forward (as above): it sees the input and the
+  /// output, and may replace the output. Feature extraction:
+  ///   std::vector<Tensor> seen;
+  ///   fc->register_forward_hook([&](nn::ModuleImpl&, const Tensor&, const Tensor& y) {
+  ///     seen.push_back(y.detach()); return std::optional<Tensor>(); });
+  ModuleHookHandle register_forward_hook(ForwardHook hook, bool prepend = false);
+  /// Whether a forward hook or pre-hook is registered on this module (not its children).
+  bool has_forward_hooks() const { return hooks_ && !hooks_->empty(); }
+
   /// Parameter / buffer / child by (non-dotted) name; throws when absent. A parametrized
   /// name (nn/parametrize.hpp) gives its value, computed now from the originals.
   Tensor& param(const std::string& name);
@@ -177,7 +226,9 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
 
  private:
   friend struct ParametrizeAccess;
+  friend Tensor call_forward(ModuleImpl& m, const Tensor& x);
   std::shared_ptr<ParametrizedState> parametrized_;
+  std::shared_ptr<ModuleHooks> hooks_;
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
@@ -212,16 +263,17 @@ class Module {
 std::ostream& operator<<(std::ostream& out, const Module& m);
 
 inline Tensor Module::operator()(const Tensor& x) const {
-  if (detail::profiling()) [[unlikely]]
-    return run_forward_profiled(checked(), x);
-  return checked().forward(x);
+  ModuleImpl& m = checked();
+  if (detail::profiling() || m.has_forward_hooks()) [[unlikely]]
+    return call_forward(m, x);
+  return m.forward(x);
 }
 
-/// m.forward(x), inside a module range while a Profiler records: what containers call for
-/// their children.
+/// m.forward(x) with its hooks, inside a module range while a Profiler records: what
+/// containers and modules call for their children.
 inline Tensor run_forward(ModuleImpl& m, const Tensor& x) {
-  if (detail::profiling()) [[unlikely]]
-    return run_forward_profiled(m, x);
+  if (detail::profiling() || m.has_forward_hooks()) [[unlikely]]
+    return call_forward(m, x);
   return m.forward(x);
 }
 
@@ -238,9 +290,10 @@ class ModuleHolder {
       : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   /// forward, ->, * on an empty handle (a moved-from holder) throw ember::Error.
   Tensor operator()(const Tensor& x) const {
-    if (detail::profiling()) [[unlikely]]
-      return run_forward_profiled(checked(), x);
-    return checked().forward(x);
+    Impl& m = checked();
+    if (detail::profiling() || m.has_forward_hooks()) [[unlikely]]
+      return call_forward(m, x);
+    return m.forward(x);
   }
   Impl* operator->() const { return &checked(); }
   Impl& operator*() const { return checked(); }
