@@ -40,6 +40,17 @@ EMBER_HD inline double dlog(double x) { return EMBER_SPECIAL_STD_(log)(x); }
 EMBER_HD inline double dpow(double x, double y) { return EMBER_SPECIAL_STD_(pow)(x, y); }
 EMBER_HD inline double dsqrt(double x) { return EMBER_SPECIAL_STD_(sqrt)(x); }
 
+/// log|Γ(x)|. glibc's lgamma writes the sign to the global `signgam`, a data race between the
+/// CPU's threads: the host takes the reentrant lgamma_r where the C library has it.
+EMBER_HD inline double log_gamma(double x) {
+#if !defined(__CUDA_ARCH__) && defined(__GLIBC__)
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+#else
+  return EMBER_SPECIAL_STD_(lgamma)(x);
+#endif
+}
+
 /// ψ(x), the digamma function: reflection ψ(x) = ψ(1 - x) - π/tan(πx) below 0, the
 /// recurrence ψ(x) = ψ(x + 1) - 1/x up to x ≥ 10, then the asymptotic expansion
 /// ln x - 1/(2x) - Σ B₂ₖ/(2k x²ᵏ) (seven terms: below 1e-17 relative at x = 10). As PyTorch:
@@ -201,7 +212,7 @@ EMBER_HD inline T special_unary(T x_in, T a) {
   else if constexpr (Op == U::atanh)
     y = EMBER_SPECIAL_STD_(atanh)(x);
   else if constexpr (Op == U::lgamma)
-    y = EMBER_SPECIAL_STD_(lgamma)(x);
+    y = log_gamma(x);
   else if constexpr (Op == U::digamma)
     y = digamma(x);
   else if constexpr (Op == U::polygamma)
