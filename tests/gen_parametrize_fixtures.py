@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/data/parametrize_fixtures.json: PyTorch's parametrizations (weight_norm,
-spectral_norm) on Linear and convolution layers, for tests/test_parametrize.cpp.
+spectral_norm, orthogonal) on Linear and convolution layers, for tests/test_parametrize.cpp.
 
 Run with Debian's interpreter (torch 1.13):   /usr/bin/python3 tests/gen_parametrize_fixtures.py
 
@@ -17,7 +17,7 @@ import sys
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
-from torch.nn.utils.parametrizations import spectral_norm
+from torch.nn.utils.parametrizations import orthogonal, spectral_norm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fixture_json import encode_tensor  # noqa: E402
@@ -48,6 +48,11 @@ def run(name, module, x_shape, register, train_steps=1, eval_after=False, seed=0
     torch.manual_seed(seed)
     m = module.double()
     register(m)
+    if name.startswith("orthogonal"):
+        with torch.no_grad():
+            noise = 0.2 * torch.randn_like(m.parametrizations.weight.original)
+            noise.fill_diagonal_(0)  # householder reads the diagonal's signs (PyTorch's .int())
+            m.parametrizations.weight.original.add_(noise)
     m.train()
     state = {k: v.detach().clone() for k, v in m.state_dict().items()}
     x = torch.randn(*x_shape, dtype=torch.float64)
@@ -76,6 +81,9 @@ def main():
     def sn(**kw):
         return lambda m: spectral_norm(m, **kw)
 
+    def orth(**kw):
+        return lambda m: orthogonal(m, **kw)
+
     cases = [
         run("weight_norm_linear", nn.Linear(5, 3), (4, 5), wn(0), seed=1),
         run("weight_norm_linear_dim1", nn.Linear(5, 3), (4, 5), wn(1), seed=2),
@@ -87,6 +95,15 @@ def main():
             sn(n_power_iterations=3), eval_after=True, seed=6),
         run("spectral_norm_conv_transpose2d", nn.ConvTranspose2d(4, 3, 2), (2, 4, 3, 3), sn(),
             seed=7),
+        # orthogonal: square -> matrix_exp, otherwise householder (n < k transposes), and cayley;
+        # the original is -I and base the orthogonalised weight, so the case also moves the
+        # original off -I (a fixed step) to exercise each map away from the identity.
+        run("orthogonal_square", nn.Linear(4, 4), (3, 4), orth(), seed=9),
+        run("orthogonal_wide_householder", nn.Linear(5, 3), (2, 5), orth(), seed=10),
+        run("orthogonal_tall_householder", nn.Linear(3, 5), (2, 3), orth(), seed=11),
+        run("orthogonal_cayley", nn.Linear(3, 6), (2, 3), orth(orthogonal_map="cayley"), seed=12),
+        run("orthogonal_tall_matrix_exp", nn.Linear(3, 5), (2, 3),
+            orth(orthogonal_map="matrix_exp"), seed=13),
     ]
     text = '{"format":1,"generator":"tests/gen_parametrize_fixtures.py","cases":{%s}}\n' % (
         ",\n".join(cases))

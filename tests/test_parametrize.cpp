@@ -105,6 +105,48 @@ TEST(Parametrize, SpectralNormMatchesPyTorch) {
              nn::ConvTranspose2d(nn::ConvTranspose2dOptions{4, 3, 2}), spectral_norm_with(1));
 }
 
+TEST(Parametrize, OrthogonalMatchesPyTorch) {
+  auto orth = [](std::optional<std::string> map) {
+    return [map](const nn::Module& m) { pzs::orthogonal(m, "weight", map); };
+  };
+  check_case("orthogonal_square", nn::Linear(4, 4), orth(std::nullopt));
+  check_case("orthogonal_wide_householder", nn::Linear(5, 3), orth(std::nullopt));
+  check_case("orthogonal_tall_householder", nn::Linear(3, 5), orth(std::nullopt));
+  check_case("orthogonal_cayley", nn::Linear(3, 6), orth("cayley"));
+  check_case("orthogonal_tall_matrix_exp", nn::Linear(3, 5), orth("matrix_exp"));
+}
+
+TEST(Parametrize, OrthogonalStartsOrthogonalAndStaysSoWhileTraining) {
+  manual_seed(12);
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{4, 4}, {6, 3}, {3, 6}}) {
+    nn::Linear fc(in, out);
+    fc->to(DType::f64);
+    pzs::orthogonal(fc);
+    // the original starts at -I (PyTorch's trivialization)
+    const Tensor original = fc->named_parameters()[1].second;
+    ASSERT_EQ(fc->named_parameters()[1].first, "parametrizations.weight.original");
+    const int64_t k = std::min(out, in);
+    expect_close(diagonal(original), full({k}, -1.0, {.dtype = DType::f64}), 0, 0, "-I's diagonal");
+    EXPECT_EQ(abs(original).sum().item<double>(), static_cast<double>(k));
+    optim::SGD opt(fc->parameters(), {.lr = 0.05});
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      square(fc(randn({5, in}, {.dtype = DType::f64}))).sum().backward();
+      opt.step();
+      const Tensor w = fc->weight();
+      const Tensor gram = out >= in ? matmul(w.t(), w) : matmul(w, w.t());
+      expect_close(gram, diag(ones({k}, {.dtype = DType::f64})), 1e-10, 1e-10,
+                   "orthonormal after a step");
+    }
+  }
+  nn::Linear fc(3, 3);
+  EXPECT_NE(error_of([&] { pzs::orthogonal(fc, "weight", "qr"); })
+                .find("orthogonal_map 'qr' (expected matrix_exp, cayley or householder)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { pzs::orthogonal(fc, "bias"); }).find("at least 2 dims"),
+            std::string::npos);
+}
+
 TEST(Parametrize, RegistrationKeepsTheValueAndTheOptimizerTrainsTheOriginals) {
   manual_seed(11);
   nn::Linear fc(4, 3);
@@ -217,9 +259,11 @@ TEST(Parametrize, RemoveLeavesThePlainParameter) {
 TEST(Parametrize, ConfigRebuildsTheParametrizations) {
   manual_seed(8);
   nn::Sequential net({nn::Module(nn::Linear(4, 6)), nn::Module(nn::ReLU()),
+                      nn::Module(nn::Linear(6, 6)), nn::Module(nn::ReLU()),
                       nn::Module(nn::Linear(6, 2))});
   pzs::weight_norm(net->children()[0]);
-  pzs::spectral_norm(net->children()[2], "weight", 2);
+  pzs::orthogonal(net->children()[2], "weight", "cayley");
+  pzs::spectral_norm(net->children()[4], "weight", 2);
   const nn::json config = net->config();
   nn::Module back = nn::build(config);
   EXPECT_EQ(names_of(back->state_dict()), names_of(net->state_dict()));

@@ -10,6 +10,7 @@
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/ops.hpp"
+#include "ember/ops_shape.hpp"
 
 namespace ember::nn {
 
@@ -148,6 +149,8 @@ void ParametrizeAccess::rebuild(ModuleImpl& m, const nlohmann::json& spec) {
             o.contains("dim") && !o["dim"].is_null() ? std::optional(o["dim"].get<int64_t>())
                                                      : std::nullopt;
         utils::parametrizations::weight_norm(handle, name, dim);
+      } else if (type == "_Orthogonal") {
+        utils::parametrizations::orthogonal(handle, name, o.at("orthogonal_map").get<std::string>());
       } else if (type == "_SpectralNorm") {
         utils::parametrizations::spectral_norm(handle, name, o.at("n_power_iterations"),
                                                o.at("eps"), o.at("dim").get<int64_t>());
@@ -267,6 +270,97 @@ Tensor SpectralNormImpl::forward(const Tensor& weight) {
 
 json SpectralNormImpl::options() const {
   return {{"n_power_iterations", n_power_iterations_}, {"dim", dim_}, {"eps", eps_}};
+}
+
+// ---- orthogonal ----
+
+namespace {
+
+// The identity [n, n] in `like`'s dtype and device.
+Tensor identity_like(int64_t n, const Tensor& like) {
+  return diag(ones({n}, {.dtype = like.dtype(), .device = like.device()}));
+}
+
+// The last two dims swapped (PyTorch's mT).
+Tensor mT(const Tensor& x) { return x.transpose(-2, -1); }
+
+// Q of a QR of the square matrices A with R's diagonal made positive (PyTorch's
+// _make_orthogonal through geqrf and householder_product gives the same Q).
+Tensor make_orthogonal(const Tensor& a) {
+  const QR f = qr(a);
+  return f.Q * sign(diagonal(f.R, 0, -2, -1)).unsqueeze(-2);
+}
+
+bool is_orthogonal(const Tensor& q) {
+  const int64_t n = q.shape()[q.dim() - 2], k = q.shape()[q.dim() - 1];
+  const double eps = q.dtype() == DType::f64 ? 2.220446049250313e-16 : 1.1920928955078125e-7;
+  const Tensor gap = abs(matmul(mT(q), q) - identity_like(k, q));
+  return max(gap).item<double>() <= 10.0 * static_cast<double>(n) * eps;
+}
+
+}  // namespace
+
+Tensor OrthogonalImpl::forward(const Tensor& original) {
+  EMBER_CHECK(original.dim() >= 2, "orthogonal: the weight is ", original.shape().to_string(),
+              " (expected at least 2 dims: matrices in its last two)");
+  Tensor x = original;
+  int64_t n = x.shape()[x.dim() - 2], k = x.shape()[x.dim() - 1];
+  const bool transposed = n < k;
+  if (transposed) {
+    x = mT(x);
+    std::swap(n, k);
+  }
+  Tensor q;
+  if (map_ == "matrix_exp" || map_ == "cayley") {
+    x = tril(x);
+    if (n != k) {
+      Shape pad = x.shape();
+      pad[pad.size() - 1] = n - k;
+      x = cat({x, zeros(pad, {.dtype = x.dtype(), .device = x.device()})}, -1);
+    }
+    const Tensor a = x - mT(x);
+    if (map_ == "matrix_exp") {
+      q = matrix_exp(a);
+    } else {
+      const Tensor id = identity_like(n, a);
+      q = solve(id - a * 0.5, id + a * 0.5);
+    }
+    if (n != k) q = q.narrow(-1, 0, k);
+  } else {
+    const Tensor a = tril(x, -1);
+    const Tensor tau = 2.0 / (sum(a * a, Shape{-2}) + 1.0);
+    q = householder_product(a, tau);
+    // the signs of the original's diagonal, truncated as PyTorch's .int() (no gradient)
+    q = q * trunc(diagonal(x, 0, -2, -1)).detach().unsqueeze(-2);
+  }
+  if (has_base_) q = matmul(buffer("base"), q);
+  return transposed ? mT(q) : q;
+}
+
+std::vector<Tensor> OrthogonalImpl::right_inverse(const Tensor& value) {
+  EMBER_CHECK(value.dim() >= 2, "orthogonal: the weight is ", value.shape().to_string(),
+              " (expected at least 2 dims: matrices in its last two)");
+  NoGradGuard no_grad;
+  Tensor q = value.detach();
+  int64_t n = q.shape()[q.dim() - 2], k = q.shape()[q.dim() - 1];
+  if (n < k) {
+    q = mT(q);
+    std::swap(n, k);
+  }
+  Tensor base;
+  if (n == k) {
+    base = is_orthogonal(q) ? q.clone() : make_orthogonal(q);
+  } else {  // completed to a full [n, n] orthogonal matrix with random columns
+    Shape rest = q.shape();
+    rest[rest.size() - 1] = n - k;
+    base = make_orthogonal(cat({q, randn(rest, {.dtype = q.dtype(), .device = q.device()})}, -1));
+  }
+  register_buffer("base", base);
+  has_base_ = true;
+  // -I in the value's shape: every map gives I there, so the value starts as base's columns.
+  Tensor neg = zeros(value.shape(), {.dtype = value.dtype(), .device = value.device()});
+  diagonal(neg, 0, -2, -1).fill_(-1.0);  // a view: writes neg's diagonal
+  return {neg};
 }
 
 // ---- registration ----
@@ -423,6 +517,22 @@ Module spectral_norm(const Module& module, const std::string& name, int64_t n_po
   const Tensor w = module->param(name);
   auto p = std::make_shared<SpectralNormImpl>(chained ? w.detach() : w, n_power_iterations, d, eps);
   parametrize::register_parametrization(module, name, Module(p));
+  return module;
+}
+
+Module orthogonal(const Module& module, const std::string& name,
+                  std::optional<std::string> orthogonal_map) {
+  EMBER_CHECK(module.defined(), "orthogonal: the module handle is empty (expected a ",
+              "constructed module, e.g. nn::Linear fc(4, 3))");
+  const Tensor w = module->param(name);
+  EMBER_CHECK(w.dim() >= 2 && is_floating(w.dtype()), "orthogonal: '", name, "' is ",
+              w.shape().to_string(), " ", dtype_name(w.dtype()),
+              " (expected a floating tensor of at least 2 dims)");
+  const bool square = w.shape()[w.dim() - 2] == w.shape()[w.dim() - 1];
+  const std::string map = orthogonal_map.value_or(square ? "matrix_exp" : "householder");
+  EMBER_CHECK(map == "matrix_exp" || map == "cayley" || map == "householder",
+              "orthogonal: orthogonal_map '", map, "' (expected matrix_exp, cayley or householder)");
+  parametrize::register_parametrization(module, name, Module(std::make_shared<OrthogonalImpl>(map)));
   return module;
 }
 

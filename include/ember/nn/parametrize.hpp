@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/nn/module.hpp"
@@ -79,6 +80,25 @@ class SpectralNormImpl : public ParametrizationImpl {
   Shape weight_shape_;
 };
 
+/// torch.nn.utils.parametrizations.orthogonal's parametrization, with its trivialization: the
+/// weight (as [.., n, k] matrices, transposed when n < k) is base · Q(original), base the
+/// weight's orthogonalised value at registration (buffer "base") and Q the map of the
+/// original: "matrix_exp" (exp of the skew part of its lower triangle), "cayley"
+/// ((I - A/2)⁻¹(I + A/2)) or "householder" (the product of its Householder reflectors). The
+/// original starts as -I, where every map gives I, so the value starts orthogonal.
+class OrthogonalImpl : public ParametrizationImpl {
+ public:
+  explicit OrthogonalImpl(std::string orthogonal_map) : map_(std::move(orthogonal_map)) {}
+  Tensor forward(const Tensor& original) override;
+  std::vector<Tensor> right_inverse(const Tensor& value) override;
+  std::string type_name() const override { return "_Orthogonal"; }
+  json options() const override { return {{"orthogonal_map", map_}}; }
+
+ private:
+  std::string map_;
+  bool has_base_ = false;
+};
+
 namespace utils::parametrize {
 
 /// Replaces `module`'s parameter `name` by `parametrization`(originals), as
@@ -117,6 +137,15 @@ Module weight_norm(const Module& module, const std::string& name = "weight",
 Module spectral_norm(const Module& module, const std::string& name = "weight",
                      int64_t n_power_iterations = 1, double eps = 1e-12,
                      std::optional<int64_t> dim = std::nullopt);
+
+/// torch.nn.utils.parametrizations.orthogonal: keeps `name` an orthogonal matrix (orthonormal
+/// columns or rows) while training its original freely. orthogonal_map: "matrix_exp",
+/// "cayley" or "householder"; by default matrix_exp for a square weight, householder otherwise
+/// (as PyTorch). The weight is made orthogonal at registration (QR, R's diagonal positive;
+/// a non-square one completed with random columns first). Returns the module.
+///   nn::utils::parametrizations::orthogonal(rnn_input_layer);
+Module orthogonal(const Module& module, const std::string& name = "weight",
+                  std::optional<std::string> orthogonal_map = std::nullopt);
 
 }  // namespace utils::parametrizations
 
