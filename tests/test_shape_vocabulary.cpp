@@ -326,6 +326,26 @@ TEST(ShapeVocabulary, IntegralsAndIndexing) {
                "masked_scatter", "expected bool");
 }
 
+// Results that are counts, positions or bins carry no gradient even from an input that
+// requires one (PyTorch's are not differentiable either); mode's values do, its indices not.
+TEST(ShapeVocabulary, NonDifferentiableResults) {
+  Tensor x = f64({0.5, 2, 2, -1, 3, 0.5}, {2, 3}).requires_grad_();
+  EXPECT_FALSE(ember::histc(x, 4).requires_grad());
+  EXPECT_FALSE(ember::searchsorted(f64({0, 1, 2}, {3}), x).requires_grad());
+  EXPECT_FALSE(ember::bucketize(x, f64({0, 1, 2}, {3})).requires_grad());
+  EXPECT_FALSE(
+      ember::bincount(i64({0, 1}, {2}), f64({1, 2}, {2}).requires_grad_()).requires_grad());
+  ember::Unique u = ember::unique_consecutive(x, 1);
+  EXPECT_FALSE(u.values.requires_grad() || u.inverse.requires_grad() || u.counts.requires_grad());
+  ember::ValuesIndices m = ember::mode(x, 1);
+  EXPECT_TRUE(m.values.requires_grad());
+  EXPECT_FALSE(m.indices.requires_grad());
+  EXPECT_FALSE(ember::tril_indices(3, 3, 0, {.requires_grad = false}).requires_grad());
+  // Along a dim, unique compares whole slices: columns [0.5, -1], [2, 3], [2, 0.5].
+  expect_values(ember::unique(x.detach(), 1).values, {0.5, 2, 2, -1, 0.5, 3}, "unique dim 1");
+  expect_values(u.counts, {1, 1, 1}, "unique_consecutive dim 1 counts");
+}
+
 // The ops whose output size depends on the data read the device, as nonzero does: inside a
 // captured step that read is refused, naming the op the user called, and nothing is captured.
 TEST(ShapeVocabularyCuda, DataDependentOpsAreRefusedInsideACapturedStep) {
