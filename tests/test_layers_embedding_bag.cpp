@@ -82,8 +82,9 @@ TEST(EmbeddingBagModule, ReprAndConfigRoundTrip) {
 }
 
 TEST(EmbeddingBagModule, RefusesBadInput) {
-  EXPECT_NE(error_of([] { nn::EmbeddingBag(4, 2, "median"); })
-                .find("EmbeddingBag: mode 'median' (expected sum, mean or max)"),
+  EXPECT_NE(error_of([] {
+              nn::EmbeddingBag(4, 2, "median");
+            }).find("EmbeddingBag: mode 'median' (expected sum, mean or max)"),
             std::string::npos);
   EXPECT_NE(error_of([] {
               nn::EmbeddingBag(nn::EmbeddingBagOptions{
@@ -91,6 +92,8 @@ TEST(EmbeddingBagModule, RefusesBadInput) {
             }).find("padding_idx 4 is out of range"),
             std::string::npos);
   nn::EmbeddingBag bag(4, 2);
-  EXPECT_NE(error_of([&] { bag(from_vector<int64_t>({0, 1}, {2})); }).find("needs offsets"),
+  EXPECT_NE(error_of([&] {
+              bag(from_vector<int64_t>({0, 1}, {2}));
+            }).find("needs offsets"),
             std::string::npos);
 }

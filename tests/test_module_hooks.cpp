@@ -120,7 +120,8 @@ TEST(ModuleHooks, HookErrorsPropagateAndEmptyHooksAreRefused) {
     detail::throw_error("my hook: refused");
   });
   EXPECT_NE(error_of([&] { fc(ones({1, 2})); }).find("my hook: refused"), std::string::npos);
-  EXPECT_NE(error_of([&] { fc->register_forward_hook(nullptr); })
-                .find("Linear.register_forward_hook: the hook is empty"),
+  EXPECT_NE(error_of([&] {
+              fc->register_forward_hook(nullptr);
+            }).find("Linear.register_forward_hook: the hook is empty"),
             std::string::npos);
 }

@@ -9,12 +9,12 @@
 #include <functional>
 
 #include "ember/ember.hpp"
+#include "ember/io/checkpoint.hpp"
 #include "ember/nn/containers.hpp"
 #include "ember/nn/conv.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/nn/norm.hpp"
 #include "ember/nn/parametrize.hpp"
-#include "ember/io/checkpoint.hpp"
 #include "ember/optim.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
@@ -140,8 +140,9 @@ TEST(Parametrize, OrthogonalStartsOrthogonalAndStaysSoWhileTraining) {
     }
   }
   nn::Linear fc(3, 3);
-  EXPECT_NE(error_of([&] { pzs::orthogonal(fc, "weight", "qr"); })
-                .find("orthogonal_map 'qr' (expected matrix_exp, cayley or householder)"),
+  EXPECT_NE(error_of([&] {
+              pzs::orthogonal(fc, "weight", "qr");
+            }).find("orthogonal_map 'qr' (expected matrix_exp, cayley or householder)"),
             std::string::npos);
   EXPECT_NE(error_of([&] { pzs::orthogonal(fc, "bias"); }).find("at least 2 dims"),
             std::string::npos);
@@ -283,8 +284,7 @@ TEST(Parametrize, ConfigRebuildsTheParametrizations) {
 
 TEST(Parametrize, RefusesBadInput) {
   nn::Linear fc(3, 2);
-  EXPECT_NE(error_of([&] { pzs::weight_norm(nn::Module()); }).find("empty"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { pzs::weight_norm(nn::Module()); }).find("empty"), std::string::npos);
   const std::string absent = error_of([&] { pzs::weight_norm(fc, "kernel"); });
   EXPECT_NE(absent.find("Linear has no parameter named 'kernel' (parameters: weight, bias)"),
             std::string::npos)
@@ -297,8 +297,9 @@ TEST(Parametrize, RefusesBadInput) {
             std::string::npos);
   EXPECT_NE(error_of([&] { pzs::spectral_norm(fc, "weight", 0); }).find("n_power_iterations"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { pz::remove_parametrizations(fc, "weight"); })
-                .find("'weight' of Linear is not parametrized"),
+  EXPECT_NE(error_of([&] {
+              pz::remove_parametrizations(fc, "weight");
+            }).find("'weight' of Linear is not parametrized"),
             std::string::npos);
   // A parametrization that changes the shape is refused unless unsafe, and nothing changes.
   class TransposeImpl : public nn::ParametrizationImpl {

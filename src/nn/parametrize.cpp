@@ -145,12 +145,13 @@ void ParametrizeAccess::rebuild(ModuleImpl& m, const nlohmann::json& spec) {
       const std::string type = p.value("type", "");
       const nlohmann::json o = p.value("options", nlohmann::json::object());
       if (type == "_WeightNorm") {
-        const std::optional<int64_t> dim =
-            o.contains("dim") && !o["dim"].is_null() ? std::optional(o["dim"].get<int64_t>())
-                                                     : std::nullopt;
+        const std::optional<int64_t> dim = o.contains("dim") && !o["dim"].is_null()
+                                               ? std::optional(o["dim"].get<int64_t>())
+                                               : std::nullopt;
         utils::parametrizations::weight_norm(handle, name, dim);
       } else if (type == "_Orthogonal") {
-        utils::parametrizations::orthogonal(handle, name, o.at("orthogonal_map").get<std::string>());
+        utils::parametrizations::orthogonal(handle, name,
+                                            o.at("orthogonal_map").get<std::string>());
       } else if (type == "_SpectralNorm") {
         utils::parametrizations::spectral_norm(handle, name, o.at("n_power_iterations"),
                                                o.at("eps"), o.at("dim").get<int64_t>());
@@ -170,8 +171,9 @@ Tensor ParametrizationImpl::compute(const std::vector<Tensor>& originals) {
 }
 
 Tensor ParametrizationImpl::forward(const Tensor&) {
-  ember::detail::throw_error(ember::detail::concat(type_name(), ": has no one-input forward (it computes from ",
-                                     "its originals; override forward or compute)"));
+  ember::detail::throw_error(ember::detail::concat(type_name(),
+                                                   ": has no one-input forward (it computes from ",
+                                                   "its originals; override forward or compute)"));
 }
 
 namespace {
@@ -211,9 +213,7 @@ std::vector<Tensor> WeightNormImpl::right_inverse(const Tensor& value) {
   return {norm_except_dim(value, dim_), value.clone()};
 }
 
-json WeightNormImpl::options() const {
-  return {{"dim", dim_ ? json(*dim_) : json(nullptr)}};
-}
+json WeightNormImpl::options() const { return {{"dim", dim_ ? json(*dim_) : json(nullptr)}}; }
 
 SpectralNormImpl::SpectralNormImpl(const Tensor& weight, int64_t n_power_iterations, int64_t dim,
                                    double eps)
@@ -384,8 +384,9 @@ void check_same(const Tensor& value, const Tensor& want, const ModuleImpl& p,
                 const std::string& name) {
   EMBER_CHECK(value.defined() && value.shape() == want.shape() && value.dtype() == want.dtype(),
               "register_parametrization: ", p.type_name(), " gives '", name, "' ",
-              value.defined() ? value.shape().to_string() + " " + std::string(dtype_name(value.dtype()))
-                              : std::string("an undefined tensor"),
+              value.defined()
+                  ? value.shape().to_string() + " " + std::string(dtype_name(value.dtype()))
+                  : std::string("an undefined tensor"),
               " but the parameter is ", want.shape().to_string(), " ", dtype_name(want.dtype()),
               " (expected the same shape and dtype; pass unsafe = true to allow a change)");
 }
@@ -415,9 +416,9 @@ void register_parametrization(const Module& module, const std::string& name,
   }
   NamedTensors& params = ParametrizeAccess::params(m);
   auto it = std::find_if(params.begin(), params.end(), [&](auto& e) { return e.first == name; });
-  EMBER_CHECK(it != params.end() && it->second.defined(), "register_parametrization: ",
-              m.type_name(), " has no parameter named '", name, "' (parameters: ", names_of(params),
-              ")");
+  EMBER_CHECK(it != params.end() && it->second.defined(),
+              "register_parametrization: ", m.type_name(), " has no parameter named '", name,
+              "' (parameters: ", names_of(params), ")");
   const Tensor w = it->second;
   try {
     ParametrizeAccess::rebind(m, name, w);  // a probe: the same tensor, nothing changes
@@ -503,7 +504,8 @@ bool is_parametrized(const Module& module, const std::string& name) {
 namespace utils::parametrizations {
 
 Module weight_norm(const Module& module, const std::string& name, std::optional<int64_t> dim) {
-  parametrize::register_parametrization(module, name, Module(std::make_shared<WeightNormImpl>(dim)));
+  parametrize::register_parametrization(module, name,
+                                        Module(std::make_shared<WeightNormImpl>(dim)));
   return module;
 }
 
@@ -531,8 +533,10 @@ Module orthogonal(const Module& module, const std::string& name,
   const bool square = w.shape()[w.dim() - 2] == w.shape()[w.dim() - 1];
   const std::string map = orthogonal_map.value_or(square ? "matrix_exp" : "householder");
   EMBER_CHECK(map == "matrix_exp" || map == "cayley" || map == "householder",
-              "orthogonal: orthogonal_map '", map, "' (expected matrix_exp, cayley or householder)");
-  parametrize::register_parametrization(module, name, Module(std::make_shared<OrthogonalImpl>(map)));
+              "orthogonal: orthogonal_map '", map,
+              "' (expected matrix_exp, cayley or householder)");
+  parametrize::register_parametrization(module, name,
+                                        Module(std::make_shared<OrthogonalImpl>(map)));
   return module;
 }
 

@@ -66,7 +66,8 @@ Tensor call_forward(ModuleImpl& m, const Tensor& x);
 
 /// A forward pre-hook (PyTorch's register_forward_pre_hook): runs before forward with the
 /// module and its input; a returned tensor replaces the input.
-using ForwardPreHook = std::function<std::optional<Tensor>(ModuleImpl& module, const Tensor& input)>;
+using ForwardPreHook =
+    std::function<std::optional<Tensor>(ModuleImpl& module, const Tensor& input)>;
 /// A forward hook (register_forward_hook): runs after forward with the module, the input (as
 /// the pre-hooks left it) and the output; a returned tensor replaces the output.
 using ForwardHook = std::function<std::optional<Tensor>(ModuleImpl& module, const Tensor& input,
