@@ -202,3 +202,65 @@ case("affine_grid", lambda m: {"theta": m.randn(2, 2, 3)},
 case("affine_grid_3d_align", lambda m: {"theta": m.randn(1, 3, 4)},
      lambda t: F.affine_grid(t["theta"], [1, 1, 2, 3, 2], align_corners=True), diff=("theta",),
      attrs={"size": [1, 1, 2, 3, 2], "align_corners": True})
+
+# ---- fractional max pooling (the samples given, as PyTorch's _random_samples)
+case("fractional_max_pool2d",
+     lambda m: {"x": m.distinct(2, 2, 7, 7), "samples": m.uniform(2, 2, 2)},
+     lambda t: F.fractional_max_pool2d(t["x"], (2, 3), output_size=(4, 3),
+                                       _random_samples=t["samples"]),
+     diff=("x",))
+case("fractional_max_pool2d_ratio_indices",
+     lambda m: {"x": m.distinct(1, 3, 8, 7), "samples": m.uniform(1, 3, 2)},
+     lambda t: F.fractional_max_pool2d(t["x"], 2, output_ratio=(0.5, 0.6), return_indices=True,
+                                       _random_samples=t["samples"])[1])
+case("fractional_max_pool3d",
+     lambda m: {"x": m.distinct(1, 2, 5, 5, 4), "samples": m.uniform(1, 2, 3)},
+     lambda t: F.fractional_max_pool3d(t["x"], (2, 3, 2), output_size=(3, 2, 2),
+                                       _random_samples=t["samples"]),
+     diff=("x",))
+
+# ---- grid_sample (grid points off the pixel lattice, so every weight is differentiable)
+for nm, mode, padding, align, shape in [
+        ("grid_sample", "bilinear", "zeros", False, (2, 3, 4, 5)),
+        ("grid_sample_border_align", "bilinear", "border", True, (1, 2, 5, 4)),
+        ("grid_sample_reflection", "bilinear", "reflection", False, (1, 2, 4, 4)),
+        ("grid_sample_reflection_align", "bilinear", "reflection", True, (1, 1, 3, 5)),
+        ("grid_sample_3d", "bilinear", "zeros", False, (1, 2, 3, 4, 3))]:
+    spatial = len(shape) - 2
+    case(nm, lambda m, shape=shape, spatial=spatial: {
+            "input": m.randn(*shape),
+            "grid": m.uniform(shape[0], *([3] * spatial), spatial, lo=-1.3, hi=1.3)},
+         lambda t, mode=mode, padding=padding, align=align: F.grid_sample(
+             t["input"], t["grid"], mode=mode, padding_mode=padding, align_corners=align),
+         diff=("input", "grid"), attrs={"mode": mode, "padding_mode": padding,
+                                        "align_corners": align})
+case("grid_sample_nearest", lambda m: {"input": m.randn(1, 2, 4, 5),
+                                       "grid": m.uniform(1, 3, 4, 2, lo=-1.2, hi=1.2)},
+     lambda t: F.grid_sample(t["input"], t["grid"], mode="nearest", padding_mode="zeros",
+                             align_corners=False),
+     diff=("input",), attrs={"mode": "nearest", "padding_mode": "zeros", "align_corners": False})
+
+# ---- conv_transpose3d
+case("conv_transpose3d",
+     lambda m: {"x": m.randn(1, 2, 2, 3, 2), "weight": m.randn(2, 3, 2, 2, 2),
+                "bias": m.randn(3)},
+     lambda t: F.conv_transpose3d(t["x"], t["weight"], t["bias"], stride=2, padding=1,
+                                  output_padding=1),
+     diff=("x", "weight", "bias"))
+case("conv_transpose3d_groups_dilation",
+     lambda m: {"x": m.randn(1, 4, 2, 2, 2), "weight": m.randn(4, 1, 2, 2, 1)},
+     lambda t: F.conv_transpose3d(t["x"], t["weight"], None, stride=(1, 2, 1), padding=(0, 1, 0),
+                                  groups=2, dilation=(2, 1, 1)),
+     diff=("x", "weight"))
+case("conv_transpose3d_unbatched",
+     lambda m: {"x": m.randn(2, 2, 2, 2), "weight": m.randn(2, 2, 3, 1, 2)},
+     lambda t: F.conv_transpose3d(t["x"], t["weight"], stride=(2, 1, 1)),
+     diff=("x", "weight"))
+
+# ---- bicubic interpolation (Keys' cubic convolution, A = -0.75)
+unary("interpolate_bicubic", lambda m: m.randn(1, 2, 4, 5),
+      lambda x: F.interpolate(x, size=(7, 3), mode="bicubic", align_corners=False), atol=1e-5)
+unary("interpolate_bicubic_align", lambda m: m.randn(2, 1, 3, 4),
+      lambda x: F.interpolate(x, size=(5, 6), mode="bicubic", align_corners=True), atol=1e-5)
+unary("interpolate_bicubic_scale", lambda m: m.randn(1, 1, 4, 3),
+      lambda x: F.interpolate(x, scale_factor=(1.5, 2.25), mode="bicubic"), atol=1e-5)

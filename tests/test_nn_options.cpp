@@ -17,9 +17,11 @@
 #include "ember/nn/attention.hpp"
 #include "ember/nn/containers.hpp"
 #include "ember/nn/conv.hpp"
+#include "ember/nn/distance.hpp"
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/nn/norm.hpp"
+#include "ember/nn/pool3d.hpp"
 #include "ember/nn/rnn.hpp"
 #include "ember/nn/transformer.hpp"
 #include "error_of.hpp"
@@ -214,6 +216,36 @@ std::map<std::string, nn::Module> one_of_each() {
   m["RNNCell"] = RNNCell(RNNCellOptions{.input_size = 3, .hidden_size = 2, .nonlinearity = "relu"});
   m["LSTMCell"] = LSTMCell(3, 2);
   m["GRUCell"] = GRUCell(3, 2, false);
+  // issue 32, group nn
+  m["MaxPool3d"] = MaxPool3d(MaxPool3dOptions{.kernel_size = {1, 2, 2}, .padding = {0, 1, 1}});
+  m["AvgPool3d"] =
+      AvgPool3d(AvgPool3dOptions{.kernel_size = 3, .stride = 2, .divisor_override = 4});
+  m["AdaptiveAvgPool3d"] = AdaptiveAvgPool3d(Size3d(1, 2, 3));
+  m["AdaptiveMaxPool3d"] = AdaptiveMaxPool3d(Size3d(2));
+  m["MaxUnpool1d"] = MaxUnpool1d(MaxUnpool1dOptions{.kernel_size = 2, .padding = 1});
+  m["MaxUnpool2d"] = MaxUnpool2d(MaxUnpool2dOptions{.kernel_size = {2, 3}, .stride = 1});
+  m["MaxUnpool3d"] = MaxUnpool3d(MaxUnpool3dOptions{.kernel_size = 2});
+  m["LPPool1d"] = LPPool1d(LPPool1dOptions{.norm_type = 3.0, .kernel_size = 2});
+  m["LPPool2d"] = LPPool2d(LPPool2dOptions{.kernel_size = {2, 3}, .stride = 1, .ceil_mode = true});
+  m["LPPool3d"] = LPPool3d(LPPool3dOptions{.norm_type = 1.5, .kernel_size = 2});
+  m["ChannelShuffle"] = ChannelShuffle(3);
+  m["LocalResponseNorm"] = LocalResponseNorm(5, 0.01, 0.5, 2.0);
+  m["CosineSimilarity"] = CosineSimilarity(CosineSimilarityOptions{.dim = -1, .eps = 1e-6});
+  m["PairwiseDistance"] = PairwiseDistance(PairwiseDistanceOptions{.p = 1.0, .keepdim = true});
+  m["FractionalMaxPool2d"] = FractionalMaxPool2d(
+      FractionalMaxPool2dOptions{.kernel_size = 2, .output_size = Size2d(3, 4)});
+  m["FractionalMaxPool3d"] =
+      FractionalMaxPool3d(FractionalMaxPool3dOptions{.kernel_size = 2, .output_ratio = {0.5}});
+  m["ConvTranspose3d"] = ConvTranspose3d(ConvTranspose3dOptions{
+      .in_channels = 4, .out_channels = 2, .kernel_size = {2, 1, 2}, .groups = 2, .bias = false});
+  // issue 32, group special
+  m["CELU"] = CELU(1.5);
+  m["Softsign"] = Softsign();
+  m["Tanhshrink"] = Tanhshrink();
+  m["Hardshrink"] = Hardshrink(0.3);
+  m["Softshrink"] = Softshrink(0.2);
+  m["Threshold"] = Threshold(0.1, 20.0);
+  m["RReLU"] = RReLU(0.1, 0.2);
   return m;
 }
 

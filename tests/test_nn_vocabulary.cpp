@@ -198,6 +198,22 @@ TEST(NnVocabulary, LossEdgeCases) {
               0.25 + 0.75, 1e-12);
 }
 
+// The existing losses the issue asks about: cross_entropy with probability targets, label
+// smoothing (and class weights) and reduction none, as torch 1.13.
+TEST(NnVocabulary, CrossEntropySoftTargetsWithSmoothing) {
+  const Tensor x = f64({0.5, -1.0, 2.0, 0.1, 0.2, -0.3}, {2, 3});
+  const Tensor t = f64({0.2, 0.3, 0.5, 1.0, 0.0, 0.0}, {2, 3});
+  std::vector<double> got =
+      values(ember::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.1}));
+  EXPECT_NEAR(got[0], 1.471311296657157, 1e-12);
+  EXPECT_NEAR(got[1], 1.0308276555532594, 1e-12);
+  got = values(ember::cross_entropy(
+      x, t,
+      {.reduction = Reduction::none, .label_smoothing = 0.2, .weight = f64({1.0, 2.0, 0.5}, {3})}));
+  EXPECT_NEAR(got[0], 2.439007458412015, 1e-12);
+  EXPECT_NEAR(got[1], 1.0548552440717012, 1e-12);
+}
+
 TEST(NnVocabulary, DistanceEdgeCases) {
   // A zero vector: the clamped norm gives 0, never NaN.
   EXPECT_EQ(values(ember::cosine_similarity(ember::zeros({3}, {.dtype = DType::f64}),
@@ -333,6 +349,133 @@ TEST(NnVocabulary, LossModules) {
   EXPECT_EQ(
       ml(x, i64({0, 1, -1, 0, 0, 2, -1, 0, 0, 0, 4, 3, 2, 1, 0, -1, 0, 0, 0, 0}, {4, 5})).shape(),
       Shape{});
+}
+
+// ---- second batch: grid_sample, fractional pools, conv_transpose3d, bicubic
+
+TEST(NnVocabulary, SamplingAndTransposedConvRefuseBadInput) {
+  const Tensor x = ember::randn({1, 2, 4, 5}, {.dtype = DType::f64});
+  const Tensor grid = ember::rand({1, 3, 3, 2}, {.dtype = DType::f64});
+  expect_error(error_of([&] { ember::grid_sample(x, grid, "bicubic"); }), "grid_sample",
+               "mode 'bicubic' (expected \"bilinear\" or \"nearest\")");
+  expect_error(error_of([&] { ember::grid_sample(x, grid, "bilinear", "mirror"); }), "grid_sample",
+               "padding_mode 'mirror'");
+  expect_error(error_of([&] { ember::grid_sample(x, grid.narrow(3, 0, 1)); }), "grid_sample",
+               "grid shape [1, 3, 3, 1] for input shape [1, 2, 4, 5]");
+  expect_error(error_of([&] {
+                 ember::grid_sample(x.reshape({2, 4, 5}), grid);
+               }),
+               "grid_sample", "expected 4-D [N, C, H, W] or 5-D");
+  expect_error(error_of([&] {
+                 ember::fractional_max_pool2d(x, 2,
+                                              {.output_size = std::vector<int64_t>{2, 2},
+                                               .output_ratio = std::vector<double>{0.5, 0.5}});
+               }),
+               "fractional_max_pool2d", "exactly one of output_size and output_ratio");
+  expect_error(error_of([&] {
+                 ember::fractional_max_pool2d(x, 2, {.output_size = std::vector<int64_t>{4, 4}});
+               }),
+               "fractional_max_pool2d", "output + kernel - 1 <= input");
+  expect_error(error_of([&] {
+                 ember::fractional_max_pool2d(
+                     x, 2,
+                     {.output_size = std::vector<int64_t>{2, 2},
+                      .random_samples = ember::rand({1, 2, 3}, {.dtype = DType::f64})});
+               }),
+               "fractional_max_pool2d", "random_samples shape [1, 2, 3] (expected [1, 2, 2])");
+  const Tensor v = ember::randn({1, 2, 3, 3, 3}, {.dtype = DType::f64});
+  expect_error(error_of([&] {
+                 ember::fractional_max_pool3d(v, 2, {.output_size = std::vector<int64_t>{2, 2, 2}});
+               }),
+               "fractional_max_pool3d", "output + kernel - 1 < input");
+  const Tensor w = ember::randn({2, 3, 2, 2, 2}, {.dtype = DType::f64});
+  expect_error(error_of([&] { ember::conv_transpose3d(v, w.narrow(0, 0, 1)); }), "conv_transpose3d",
+               "weight shape [1, 3, 2, 2, 2]");
+  expect_error(error_of([&] { ember::conv_transpose3d(v, w, Tensor(), 1, 0, Size3d(1, 0, 0)); }),
+               "conv_transpose3d", "output_padding (1, 0, 0)");
+  expect_error(
+      error_of([&] { ember::conv_transpose3d(v, w, ember::zeros({2}, {.dtype = DType::f64})); }),
+      "conv_transpose3d", "bias shape [2] (expected [3])");
+  expect_error(error_of([&] {
+                 ember::interpolate(v, {.size = {4, 4, 4}, .mode = "bicubic"});
+               }),
+               "interpolate", "mode 'bicubic' needs 4-D input");
+}
+
+TEST(NnVocabulary, SamplingEdgeCases) {
+  // The identity grid with align_corners samples every pixel centre: grid_sample returns its
+  // input, in both modes and for 2-D and 3-D inputs.
+  const Tensor x = ember::randn({2, 3, 4, 5}, {.dtype = DType::f64});
+  const Tensor eye = f64({1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0}, {2, 2, 3});
+  const Tensor g = ember::affine_grid(eye, x.shape(), true);
+  for (const char* mode : {"bilinear", "nearest"}) {
+    const std::vector<double> got = values(ember::grid_sample(x, g, mode, "zeros", true));
+    const std::vector<double> want = values(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << mode << i;
+  }
+  const Tensor v = ember::randn({1, 2, 3, 4, 2}, {.dtype = DType::f64});
+  const Tensor eye3 = f64({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {1, 3, 4});
+  const std::vector<double> got = values(
+      ember::grid_sample(v, ember::affine_grid(eye3, v.shape(), true), "bilinear", "border", true));
+  const std::vector<double> want = values(v);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+  // Points far outside: zeros padding reads 0, border the edge pixel.
+  const Tensor far = f64({5.0, 5.0}, {1, 1, 1, 2});
+  const Tensor img = f64({1, 2, 3, 4}, {1, 1, 2, 2});
+  EXPECT_EQ(values(ember::grid_sample(img, far)), std::vector<double>{0.0});
+  EXPECT_EQ(values(ember::grid_sample(img, far, "bilinear", "border")), std::vector<double>{4.0});
+  // Fractional pooling draws its offsets from ember's generator: the same seed, the same result;
+  // the indices point at the values.
+  const Tensor p = ember::randn({2, 3, 9, 8}, {.dtype = DType::f64});
+  ember::manual_seed(7);
+  auto [a, ia] =
+      ember::fractional_max_pool2d(p, 2, {.output_ratio = std::vector<double>{0.5, 0.5}});
+  ember::manual_seed(7);
+  auto [b, ib] =
+      ember::fractional_max_pool2d(p, 2, {.output_ratio = std::vector<double>{0.5, 0.5}});
+  EXPECT_EQ(a.shape(), (Shape{2, 3, 4, 4}));
+  EXPECT_EQ(values(a), values(b));
+  EXPECT_EQ(values(a), values(ember::gather(p.reshape({2, 3, 72}), 2, ia.reshape({2, 3, 16}))));
+  // Bicubic to the same size is a copy; an unbatched conv_transpose3d is the batched one's row.
+  EXPECT_EQ(values(ember::interpolate(x, {.size = {4, 5}, .mode = "bicubic"})), values(x));
+  const Tensor w = ember::randn({2, 3, 2, 2, 2}, {.dtype = DType::f64});
+  EXPECT_EQ(values(ember::conv_transpose3d(v.select(0, 0), w, Tensor(), 2)),
+            values(ember::conv_transpose3d(v, w, Tensor(), 2).select(0, 0)));
+}
+
+TEST(NnVocabulary, SecondBatchModules) {
+  EXPECT_EQ(nn::ConvTranspose3d(nn::ConvTranspose3dOptions{.in_channels = 2,
+                                                           .out_channels = 4,
+                                                           .kernel_size = 2,
+                                                           .stride = 2,
+                                                           .padding = 1,
+                                                           .output_padding = 1})
+                ->extra_repr(),
+            "2, 4, kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(1, 1, 1), "
+            "output_padding=(1, 1, 1)");
+  nn::ConvTranspose3d up(nn::ConvTranspose3dOptions{.in_channels = 4,
+                                                    .out_channels = 2,
+                                                    .kernel_size = {2, 1, 2},
+                                                    .groups = 2,
+                                                    .bias = false,
+                                                    .dilation = {2, 1, 1}});
+  EXPECT_EQ(up->extra_repr(),
+            "4, 2, kernel_size=(2, 1, 2), stride=(1, 1, 1), dilation=(2, 1, 1), groups=2, "
+            "bias=False");
+  EXPECT_EQ(up->named_parameters().size(), 1u);
+  EXPECT_EQ(up->named_parameters()[0].second.shape(), (Shape{4, 1, 2, 1, 2}));
+  const Tensor x = ember::randn({1, 4, 2, 3, 2});
+  EXPECT_EQ(up(x).shape(), (Shape{1, 2, 4, 3, 3}));
+  nn::FractionalMaxPool2d frac(
+      nn::FractionalMaxPool2dOptions{.kernel_size = 2, .output_size = Size2d(3, 2)});
+  EXPECT_EQ(frac->extra_repr(), "");
+  EXPECT_EQ(frac(ember::randn({2, 5, 5})).shape(), (Shape{2, 3, 2}));
+  nn::FractionalMaxPool3d frac3(
+      nn::FractionalMaxPool3dOptions{.kernel_size = 2, .output_ratio = {0.5}});
+  EXPECT_EQ(frac3(ember::randn({1, 1, 6, 6, 8})).shape(), (Shape{1, 1, 3, 3, 4}));
+  expect_error(error_of([] { nn::FractionalMaxPool2d(nn::FractionalMaxPool2dOptions{}); }),
+               "FractionalMaxPool2d", "exactly one of output_size and output_ratio");
 }
 
 }  // namespace

@@ -95,6 +95,43 @@ void add_nn_cases(OpTable& t) {
     return ember::lp_pool2d(f["x"], 3.0, Size2d(2, 3), Size2d(2), true);
   };
   t["lp_pool3d"] = [](Fixture& f) { return ember::lp_pool3d(f["x"], 1.5, 2, Size3d(2), true); };
+  t["fractional_max_pool2d"] = [](Fixture& f) {
+    return ember::fractional_max_pool2d(
+               f["x"], Size2d(2, 3),
+               {.output_size = std::vector<int64_t>{4, 3}, .random_samples = f["samples"]})
+        .first;
+  };
+  t["fractional_max_pool2d_ratio_indices"] = [](Fixture& f) {
+    return ember::fractional_max_pool2d(
+               f["x"], 2,
+               {.output_ratio = std::vector<double>{0.5, 0.6}, .random_samples = f["samples"]})
+        .second;
+  };
+  t["fractional_max_pool3d"] = [](Fixture& f) {
+    return ember::fractional_max_pool3d(
+               f["x"], Size3d(2, 3, 2),
+               {.output_size = std::vector<int64_t>{3, 2, 2}, .random_samples = f["samples"]})
+        .first;
+  };
+  t["conv_transpose3d"] = [](Fixture& f) {
+    return ember::conv_transpose3d(f["x"], f["weight"], f["bias"], 2, 1, 1);
+  };
+  t["conv_transpose3d_groups_dilation"] = [](Fixture& f) {
+    return ember::conv_transpose3d(f["x"], f["weight"], Tensor(), Size3d(1, 2, 1), Size3d(0, 1, 0),
+                                   0, 2, Size3d(2, 1, 1));
+  };
+  t["conv_transpose3d_unbatched"] = [](Fixture& f) {
+    return ember::conv_transpose3d(f["x"], f["weight"], Tensor(), Size3d(2, 1, 1));
+  };
+  t["interpolate_bicubic"] = [](Fixture& f) {
+    return ember::interpolate(f["x"], {.size = {7, 3}, .mode = "bicubic", .align_corners = false});
+  };
+  t["interpolate_bicubic_align"] = [](Fixture& f) {
+    return ember::interpolate(f["x"], {.size = {5, 6}, .mode = "bicubic", .align_corners = true});
+  };
+  t["interpolate_bicubic_scale"] = [](Fixture& f) {
+    return ember::interpolate(f["x"], {.scale_factor = {1.5, 2.25}, .mode = "bicubic"});
+  };
   // ---- channels and grids
   t["channel_shuffle"] = t["channel_shuffle_4d"] = [](Fixture& f) {
     return ember::channel_shuffle(f["x"], f.attr_int("groups"));
@@ -103,6 +140,12 @@ void add_nn_cases(OpTable& t) {
     return ember::local_response_norm(f["x"], f.attr_int("size"), f.attr_double("alpha"),
                                       f.attr_double("beta"), f.attr_double("k"));
   };
+  t["grid_sample"] = t["grid_sample_border_align"] = t["grid_sample_reflection"] =
+      t["grid_sample_reflection_align"] = t["grid_sample_3d"] =
+          t["grid_sample_nearest"] = [](Fixture& f) {
+            return ember::grid_sample(f["input"], f["grid"], f.attr_string("mode"),
+                                      f.attr_string("padding_mode"), f.attr_bool("align_corners"));
+          };
   t["affine_grid"] = t["affine_grid_3d_align"] = [](Fixture& f) {
     return ember::affine_grid(f["theta"], f.attr_shape("size"), f.attr_bool("align_corners"));
   };

@@ -430,6 +430,10 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(channel_shuffle, shape, true, kAnyDType, kAnyDType, composite)                     \
   X(local_response_norm, norm, true, kFloat, kFloat, composite)                        \
   X(affine_grid, conv, true, kFloat, kFloat, composite)                                \
+  X(grid_sample, conv, true, kFloat, kFloat, composite)                                \
+  X(fractional_max_pool2d, conv, true, kFloat, kFloat, composite)                      \
+  X(fractional_max_pool3d, conv, true, kFloat, kFloat, composite)                      \
+  X(conv_transpose3d, conv, true, kFloat, kFloat, composite)                           \
   X(lstm_recurrence, rnn, true, kFloat, kFloat, lstm_step)                             \
   X(rotary_embedding, attention, true, kAnyFloat, kAnyFloat, rotary_embedding)         \
   X(scaled_dot_product_attention, attention, true, kAnyFloat, kAnyFloat, sdpa_forward) \

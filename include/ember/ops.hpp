@@ -667,8 +667,9 @@ Tensor adaptive_max_pool2d(const Tensor& x, Size2d output_size);
 std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2d output_size);
 /// F.interpolate's arguments: the output's spatial size or the scale factor (exactly one;
 /// one entry stands for every spatial dim), the mode ("nearest", "nearest-exact", "linear"
-/// for 3-D input, "bilinear" for 4-D, "trilinear" for 5-D) and align_corners (linear modes
-/// only; false when unset). recompute_scale_factor: compute the scale from the sizes.
+/// for 3-D input, "bilinear" or "bicubic" for 4-D, "trilinear" for 5-D) and align_corners
+/// (linear and cubic modes only; false when unset). recompute_scale_factor: compute the scale
+/// from the sizes.
 struct InterpolateOptions {
   Shape size = {};
   std::vector<double> scale_factor = {};

@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "ember/ops.hpp"
 #include "ember/tensor.hpp"
@@ -121,6 +123,31 @@ Tensor lp_pool2d(const Tensor& x, double norm_type, Size2d kernel,
 Tensor lp_pool3d(const Tensor& x, double norm_type, Size3d kernel,
                  std::optional<Size3d> stride = std::nullopt, bool ceil_mode = false);
 
+/// Fractional max pooling (Graham, 2014) as F.fractional_max_pool2d / 3d: each plane's windows
+/// of `kernel` start at pseudo-random, increasing offsets that cover the input in exactly
+/// output_size steps (or input·output_ratio, rounded down). The offsets come from
+/// random_samples ([N, C, 2] / [N, C, 3] in [0, 1), PyTorch's _random_samples: per plane,
+/// width first for 2-D, depth first for 3-D), or are drawn from ember's generator when it is
+/// undefined. Returns the values and their indices (as max_pool2d/3d's).
+///   auto [y, idx] = fractional_max_pool2d(x, 2, Size2d(5, 5));
+struct FractionalMaxPoolOptions {
+  std::optional<std::vector<int64_t>> output_size = std::nullopt;  // 2 or 3 sizes
+  std::optional<std::vector<double>> output_ratio = std::nullopt;  // each in (0, 1)
+  Tensor random_samples = Tensor();
+};
+std::pair<Tensor, Tensor> fractional_max_pool2d(const Tensor& x, Size2d kernel,
+                                                const FractionalMaxPoolOptions& options);
+std::pair<Tensor, Tensor> fractional_max_pool3d(const Tensor& x, Size3d kernel,
+                                                const FractionalMaxPoolOptions& options);
+
+/// Transposed 3-D convolution as F.conv_transpose3d: x [N, C, D, H, W] (or [C, D, H, W]),
+/// weight [C, O/groups, kd, kh, kw], bias [O]; out [N, O, (D - 1)·stride - 2·pad +
+/// dilation·(kd - 1) + output_padding + 1, ...]. A composite: one conv_transpose2d per kernel
+/// depth.  conv_transpose3d(x, w, b, 2)   // doubles D, H, W for a 2x2x2 kernel
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        Size3d stride = 1, Size3d padding = 0, Size3d output_padding = 0,
+                        int64_t groups = 1, Size3d dilation = 1);
+
 // ---- channels and grids (src/ops/grid.cpp) ----
 
 /// [N, C, *] with C = g·k channels -> channel c·... regrouped as ShuffleNet's shuffle: the
@@ -134,5 +161,11 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 /// {N, C, H, W} give [N, H, W, 2] (x, y in [-1, 1]); theta [N, 3, 4] and {N, C, D, H, W} give
 /// [N, D, H, W, 3].  affine_grid(theta, {1, 3, 8, 8}, false)
 Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners = false);
+/// Samples input [N, C, H, W] (or [N, C, D, H, W]) at grid [N, H_out, W_out, 2] (or [N, D_out,
+/// H_out, W_out, 3]; x, y[, z] in [-1, 1], x along W) as F.grid_sample: mode "bilinear" or
+/// "nearest", padding_mode "zeros", "border" or "reflection". Gradients reach the input and
+/// (bilinear) the grid.  grid_sample(img, affine_grid(theta, img.shape()), "bilinear")
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
+                   const std::string& padding_mode = "zeros", bool align_corners = false);
 
 }  // namespace ember

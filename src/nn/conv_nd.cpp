@@ -5,6 +5,7 @@
 // [in, out/groups, k...]).
 #include "ember/nn/conv.hpp"
 #include "ember/nn/init.hpp"
+#include "ember/ops_nn.hpp"
 #include "nn/py_repr.hpp"
 
 namespace ember::nn {
@@ -261,6 +262,43 @@ std::string ConvTranspose1dImpl::extra_repr() const {
   return conv_repr(o.in_channels, o.out_channels, py_tuple1(o.kernel_size), py_tuple1(o.stride),
                    py_tuple1(o.padding), o.padding == 0, py_tuple1(o.dilation), o.dilation == 1,
                    py_tuple1(o.output_padding), o.output_padding == 0, o.groups, o.bias, "zeros");
+}
+
+// ---- ConvTranspose3d ----
+
+ConvTranspose3dImpl::ConvTranspose3dImpl(ConvTranspose3dOptions o) : options_(o) {
+  check_channels("ConvTranspose3d", o.in_channels, o.out_channels, o.groups);
+  const Size3d k = o.kernel_size, st = o.stride, pd = o.padding, dl = o.dilation;
+  EMBER_CHECK(k.d >= 1 && k.h >= 1 && k.w >= 1 && st.d >= 1 && st.h >= 1 && st.w >= 1 &&
+                  pd.d >= 0 && pd.h >= 0 && pd.w >= 0 && dl.d >= 1 && dl.h >= 1 && dl.w >= 1,
+              "ConvTranspose3d: kernel_size ", py_tuple3(k), ", stride ", py_tuple3(st),
+              ", padding ", py_tuple3(pd), ", dilation ", py_tuple3(dl),
+              " (expected kernel_size, stride, dilation >= 1 and padding >= 0)");
+  const Size3d op = o.output_padding;
+  EMBER_CHECK(op.d >= 0 && op.h >= 0 && op.w >= 0 && (op.d < st.d || op.d < dl.d) &&
+                  (op.h < st.h || op.h < dl.h) && (op.w < st.w || op.w < dl.w),
+              "ConvTranspose3d: output_padding ", py_tuple3(op),
+              " (expected >= 0 and smaller than the stride ", py_tuple3(st), " or the dilation ",
+              py_tuple3(dl), ")");
+  const Shape shape{o.in_channels, o.out_channels / o.groups, k.d, k.h, k.w};
+  weight_ = register_parameter("weight", init::kaiming_uniform_default(shape));
+  if (o.bias)
+    bias_ = register_parameter("bias", init::bias_default(o.out_channels, init::fans(shape).first));
+}
+
+Tensor ConvTranspose3dImpl::forward(const Tensor& x) {
+  refresh_parametrizations();
+  const ConvTranspose3dOptions& o = options_;
+  return conv_transpose3d(x, weight_, bias_, o.stride, o.padding, o.output_padding, o.groups,
+                          o.dilation);
+}
+
+std::string ConvTranspose3dImpl::extra_repr() const {
+  const ConvTranspose3dOptions& o = options_;
+  return conv_repr(o.in_channels, o.out_channels, py_tuple3(o.kernel_size), py_tuple3(o.stride),
+                   py_tuple3(o.padding), o.padding == Size3d(0), py_tuple3(o.dilation),
+                   o.dilation == Size3d(1), py_tuple3(o.output_padding),
+                   o.output_padding == Size3d(0), o.groups, o.bias, "zeros");
 }
 
 }  // namespace ember::nn

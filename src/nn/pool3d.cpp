@@ -189,4 +189,47 @@ template class LPPoolImpl<int64_t>;
 template class LPPoolImpl<Size2d>;
 template class LPPoolImpl<Size3d>;
 
+// ---- FractionalMaxPool2d/3d ----
+
+template <typename Size>
+FractionalMaxPoolImpl<Size>::FractionalMaxPoolImpl(FractionalMaxPoolModuleOptions<Size> o)
+    : options_(std::move(o)) {
+  const auto& k = options_.kernel_size;
+  EMBER_CHECK(positive(k), type_name(), ": kernel_size ", py_given(k),
+              " (expected every entry >= 1)");
+  EMBER_CHECK(options_.output_size.has_value() != !options_.output_ratio.empty(), type_name(),
+              ": give exactly one of output_size and output_ratio");
+  for (double r : options_.output_ratio)
+    EMBER_CHECK(r > 0.0 && r < 1.0, type_name(), ": output_ratio ", r, " (expected 0 < ratio < 1)");
+}
+
+template <typename Size>
+std::string FractionalMaxPoolImpl<Size>::type_name() const {
+  return std::string("FractionalMaxPool") + dims_suffix<Size>();
+}
+
+template <typename Size>
+std::pair<Tensor, Tensor> FractionalMaxPoolImpl<Size>::forward_with_indices(const Tensor& x) {
+  constexpr size_t dims = std::is_same_v<Size, Size2d> ? 2 : 3;
+  FractionalMaxPoolOptions o;
+  if (options_.output_size) {
+    const Size s = *options_.output_size;
+    if constexpr (dims == 2)
+      o.output_size = std::vector<int64_t>{s.h, s.w};
+    else
+      o.output_size = std::vector<int64_t>{s.d, s.h, s.w};
+  } else {
+    std::vector<double> r = options_.output_ratio;
+    if (r.size() == 1) r.assign(dims, r[0]);
+    o.output_ratio = r;
+  }
+  if constexpr (dims == 2)
+    return fractional_max_pool2d(x, options_.kernel_size, o);
+  else
+    return fractional_max_pool3d(x, options_.kernel_size, o);
+}
+
+template class FractionalMaxPoolImpl<Size2d>;
+template class FractionalMaxPoolImpl<Size3d>;
+
 }  // namespace ember::nn

@@ -3,8 +3,10 @@
 // Each reads only the options of a config() JSON, by name; sizes may be one number or a list,
 // optional values null.
 #include "ember/nn/conv.hpp"
+#include "ember/nn/distance.hpp"
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/norm.hpp"
+#include "ember/nn/pool3d.hpp"
 #include "ember/nn/rnn.hpp"
 #include "nn/registry.hpp"
 
@@ -38,6 +40,24 @@ void register_layer_modules() {
   register_with<PixelUnshuffleImpl, PixelUnshuffleOptions>("PixelUnshuffle");
   register_with<UnfoldImpl, FoldOptions>("Unfold");
   register_with<FoldImpl, FoldOptions>("Fold");
+  // issue 32, group nn
+  register_with<MaxPool3dImpl, MaxPool3dOptions>("MaxPool3d");
+  register_with<AvgPool3dImpl, AvgPool3dOptions>("AvgPool3d");
+  register_with<AdaptiveAvgPool3dImpl, AdaptivePool3dOptions>("AdaptiveAvgPool3d");
+  register_with<AdaptiveMaxPool3dImpl, AdaptivePool3dOptions>("AdaptiveMaxPool3d");
+  register_with<MaxUnpool1dImpl, MaxUnpool1dOptions>("MaxUnpool1d");
+  register_with<MaxUnpool2dImpl, MaxUnpool2dOptions>("MaxUnpool2d");
+  register_with<MaxUnpool3dImpl, MaxUnpool3dOptions>("MaxUnpool3d");
+  register_with<LPPool1dImpl, LPPool1dOptions>("LPPool1d");
+  register_with<LPPool2dImpl, LPPool2dOptions>("LPPool2d");
+  register_with<LPPool3dImpl, LPPool3dOptions>("LPPool3d");
+  register_with<ChannelShuffleImpl, ChannelShuffleOptions>("ChannelShuffle");
+  register_with<LocalResponseNormImpl, LocalResponseNormOptions>("LocalResponseNorm");
+  register_with<CosineSimilarityImpl, CosineSimilarityOptions>("CosineSimilarity");
+  register_with<PairwiseDistanceImpl, PairwiseDistanceOptions>("PairwiseDistance");
+  register_with<FractionalMaxPool2dImpl, FractionalMaxPool2dOptions>("FractionalMaxPool2d");
+  register_with<FractionalMaxPool3dImpl, FractionalMaxPool3dOptions>("FractionalMaxPool3d");
+  register_with<ConvTranspose3dImpl, ConvTranspose3dOptions>("ConvTranspose3d");
   register_with<BatchNorm1dImpl, BatchNormOptions>("BatchNorm1d");
   register_with<BatchNorm2dImpl, BatchNormOptions>("BatchNorm2d");
   register_with<LayerNormImpl, LayerNormOptions>("LayerNorm");

@@ -17,6 +17,7 @@
 // im2col and col2im are primitives over the im2col / col2im slots, each the other's gradient.
 //
 // Shape letters: N batch, C channels, L length, D×H×W input, oD×oh×ow output, k kernel.
+#include <array>
 #include <cmath>
 
 #include "ops/conv_library.hpp"
@@ -376,9 +377,9 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride
 
 namespace {
 
-// PyTorch's adaptive windows: cell i of `out` covers [start(i), end(i)) of `in`.
-int64_t window_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+using ops::adaptive_average_matrix;
+using ops::adaptive_end;
+using ops::adaptive_start;
 
 void check_adaptive(Op pool, const Tensor& x, int64_t spatial, Size2d output_size) {
   const char* op = op_name(pool);
@@ -393,25 +394,15 @@ void check_adaptive(Op pool, const Tensor& x, int64_t spatial, Size2d output_siz
                 " (expected non-empty spatial dims)");
 }
 
-// A [out, in] matrix of x's dtype on x's device whose row i averages window i.
-Tensor averaging_matrix(int64_t in, int64_t out, const Tensor& like) {
-  std::vector<double> a(static_cast<size_t>(out * in), 0.0);
-  for (int64_t i = 0; i < out; ++i) {
-    const int64_t s = window_start(i, in, out), e = window_end(i, in, out);
-    for (int64_t j = s; j < e; ++j) a[static_cast<size_t>(i * in + j)] = 1.0 / double(e - s);
-  }
-  return from_vector<double>(a, {out, in}).to(like.dtype()).to(like.device());
-}
-
 // Each window's cells [out·k] (k the longest window; short windows repeat their last cell)
 // as an i64 table on `device`.
 std::vector<int64_t> window_cells(int64_t in, int64_t out, int64_t& k) {
   k = 0;
   for (int64_t i = 0; i < out; ++i)
-    k = std::max(k, window_end(i, in, out) - window_start(i, in, out));
+    k = std::max(k, adaptive_end(i, in, out) - adaptive_start(i, in, out));
   std::vector<int64_t> cells(static_cast<size_t>(out * k));
   for (int64_t i = 0; i < out; ++i) {
-    const int64_t s = window_start(i, in, out), e = window_end(i, in, out);
+    const int64_t s = adaptive_start(i, in, out), e = adaptive_end(i, in, out);
     for (int64_t j = 0; j < k; ++j) cells[static_cast<size_t>(i * k + j)] = std::min(s + j, e - 1);
   }
   return cells;
@@ -456,8 +447,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2d output_size) {
   const int64_t r = x.dim(), h = x.shape()[r - 2], w = x.shape()[r - 1];
   if (output_size == Size2d(h, w)) return x.clone();
   Tensor y = x;
-  if (output_size.h != h) y = matmul(averaging_matrix(h, output_size.h, x), y);
-  if (output_size.w != w) y = matmul(y, averaging_matrix(w, output_size.w, x).t());
+  if (output_size.h != h) y = matmul(adaptive_average_matrix(h, output_size.h, x), y);
+  if (output_size.w != w) y = matmul(y, adaptive_average_matrix(w, output_size.w, x).t());
   return y;
 }
 
@@ -465,7 +456,7 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
   check_adaptive(Op::adaptive_avg_pool1d, x, 1, Size2d(1, output_size));
   const int64_t l = x.shape()[x.dim() - 1];
   if (output_size == l) return x.clone();
-  return matmul(x, averaging_matrix(l, output_size, x).t());
+  return matmul(x, adaptive_average_matrix(l, output_size, x).t());
 }
 
 std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2d output_size) {
@@ -496,6 +487,9 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
 //   linear         src = align_corners ? o · (in - 1)/(out - 1) : max(s·(o + 0.5) - 0.5, 0),
 //                  i0 = floor(src), i1 = min(i0 + 1, in - 1), λ = src - i0, out = (1-λ)·x[i0] +
 //                  λ·x[i1]
+//   bicubic        src as linear's but never clamped at 0, i0 = floor(src), t = src - i0,
+//                  out = Σ_k w_k(t)·x[clamp(i0 - 1 + k, 0, in - 1)], k = 0..3, Keys' cubic
+//                  convolution with A = -0.75 (input and output of one size: a copy)
 // (with out == in the dim is copied, unless a nearest mode was given a scale factor). The
 // float arithmetic of the nearest modes is PyTorch's, so a source row is never off by one
 // where o·s lands on an integer (checked against torch 1.13 for every size up to 12 -> 29).
@@ -516,16 +510,17 @@ InterpDims plan_interpolate(const Tensor& x, const InterpolateOptions& o) {
   ops::check_supported(Op::interpolate, x);
   const int64_t spatial = x.dim() - 2;
   const std::string& m = o.mode;
-  const bool linear = m == "linear" || m == "bilinear" || m == "trilinear";
+  const bool linear = m == "linear" || m == "bilinear" || m == "trilinear" || m == "bicubic";
   EMBER_CHECK(linear || m == "nearest" || m == "nearest-exact", op, ": mode '", m,
-              "' (expected nearest, nearest-exact, linear, bilinear or trilinear)");
+              "' (expected nearest, nearest-exact, linear, bilinear, bicubic or trilinear)");
   if (linear) {
-    const int64_t want = m == "linear" ? 1 : m == "bilinear" ? 2 : 3;
+    const int64_t want = m == "linear" ? 1 : (m == "bilinear" || m == "bicubic") ? 2 : 3;
     EMBER_CHECK(spatial == want, op, ": mode '", m, "' needs ", want + 2, "-D input (got ", x.dim(),
                 "-D input ", x.shape().to_string(), ")");
   }
   EMBER_CHECK(!o.align_corners.has_value() || linear, op,
-              ": align_corners can only be set with the modes linear, bilinear and trilinear "
+              ": align_corners can only be set with the modes linear, bilinear, bicubic and "
+              "trilinear "
               "(got mode '",
               m, "')");
   const bool has_size = !o.size.empty(), has_scale = !o.scale_factor.empty();
@@ -567,6 +562,54 @@ float nearest_scale(int64_t in, int64_t out, std::optional<double> scale) {
                                : static_cast<float>(in) / static_cast<float>(out);
 }
 
+// Keys' cubic convolution weights of the four taps i0 - 1 .. i0 + 2 at fraction t (PyTorch's
+// A = -0.75).
+std::array<double, 4> cubic_weights(double t) {
+  constexpr double a = -0.75;
+  auto near = [](double v) { return ((a + 2.0) * v - (a + 3.0)) * v * v + 1.0; };
+  auto far = [](double v) { return ((a * v - 5.0 * a) * v + 8.0 * a) * v - 4.0 * a; };
+  return {far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)};
+}
+
+// interpolate's bicubic mode (Note [interpolate's source index]): per spatial dim, four
+// index_selects weighted by the cubic convolution; a copy when no size changes.
+Tensor interpolate_bicubic(const Tensor& x, const InterpDims& p, bool align) {
+  if (p.in == p.out) return x.clone();
+  const Device dev = x.device();
+  Tensor y = x;
+  for (size_t i = 0; i < p.in.size(); ++i) {
+    const int64_t in = p.in[i], out = p.out[i], dim = 2 + static_cast<int64_t>(i);
+    std::array<std::vector<int64_t>, 4> taps;
+    std::array<std::vector<double>, 4> weights;
+    for (int64_t o = 0; o < out; ++o) {
+      double src = 0.0;
+      if (align) {
+        src = out > 1 ? static_cast<double>(o) * double(in - 1) / double(out - 1) : 0.0;
+      } else {
+        const double s = p.scale[i] && *p.scale[i] > 0.0 ? 1.0 / *p.scale[i] : double(in) / out;
+        src = s * (static_cast<double>(o) + 0.5) - 0.5;
+      }
+      const double lo = std::floor(src);
+      const std::array<double, 4> w = cubic_weights(src - lo);
+      for (int k = 0; k < 4; ++k) {
+        const int64_t at = static_cast<int64_t>(lo) - 1 + k;
+        taps[k].push_back(std::clamp<int64_t>(at, 0, in - 1));
+        weights[k].push_back(w[k]);
+      }
+    }
+    Shape wshape{out};
+    for (int64_t d = dim + 1; d < y.dim(); ++d) wshape.push_back(1);
+    Tensor sum;
+    for (int k = 0; k < 4; ++k) {
+      const Tensor w = from_vector<double>(weights[k], wshape).to(x.dtype()).to(dev);
+      Tensor term = index_select(y, dim, from_vector<int64_t>(taps[k], {out}).to(dev)) * w;
+      sum = sum.defined() ? sum + term : term;
+    }
+    y = sum;
+  }
+  return y.contiguous();
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
@@ -575,6 +618,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
   const bool nearest = options.mode == "nearest", exact = options.mode == "nearest-exact";
   const bool align = options.align_corners.value_or(false);
   const Device dev = x.device();
+  if (options.mode == "bicubic") return interpolate_bicubic(x, p, align);
   Tensor y = x;
   for (size_t i = 0; i < p.in.size(); ++i) {
     const int64_t in = p.in[i], out = p.out[i], dim = 2 + static_cast<int64_t>(i);

@@ -1,5 +1,7 @@
 // src/ops/grid.cpp — issue 32's channel and sampling-grid ops (include/ember/ops_nn.hpp):
-// channel_shuffle, local_response_norm and affine_grid, composites of ember's primitives.
+// channel_shuffle, local_response_norm, affine_grid and grid_sample (Note [grid_sample as
+// gathers]), composites of ember's primitives.
+#include <string>
 #include <vector>
 
 #include "ember/ops_nn.hpp"
@@ -93,6 +95,135 @@ Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners) {
   for (int d = 2; d < size.size(); ++d) out.push_back(size[d]);
   out.push_back(spatial);
   return grid.reshape(out);
+}
+
+// ---- grid_sample ----
+//
+// Note [grid_sample as gathers]
+// Each output point's grid coordinate (x, y[, z] in [-1, 1], x along the last input dim) is
+// unnormalised to a pixel coordinate (align_corners: -1 and 1 are the corner pixels' centres;
+// otherwise their outer edges), then folded into the input by the padding mode (border: a
+// clamp; reflection: mirrored about the edges, then clamped; zeros: left as it is). Bilinear
+// sampling gathers the 2^S neighbours of every point from the input flattened over its
+// spatial dims and sums them weighted by (1 - f) or f per dim, where f is the coordinate's
+// fractional part; a neighbour outside the input counts 0. Nearest gathers the rounded
+// coordinate (half to even, as PyTorch's nearbyint). The gradient to the input is the
+// gathers' (a scatter-add), the gradient to the grid flows through the weights (and the
+// clamp / reflection), as PyTorch's; nearest gives the grid none.
+
+namespace {
+
+// PyTorch's reflect_coordinates: x mirrored into [twice_low/2, twice_high/2].
+Tensor reflect(const Tensor& x, double twice_low, double twice_high) {
+  if (twice_low == twice_high) return zeros_like(x);
+  const double lo = twice_low / 2.0, span = (twice_high - twice_low) / 2.0;
+  Tensor d = abs(x - lo);
+  Tensor extra = fmod(d, span);
+  Tensor flips = floor(d / span).detach();
+  Tensor even = eq(fmod(flips, 2.0), 0.0);
+  return where(even, extra + lo, (span - extra) + lo);
+}
+
+// The pixel coordinate of grid values g along a dim of `size` cells.
+Tensor source_coordinate(const Tensor& g, int64_t size, const std::string& padding,
+                         bool align_corners) {
+  const double n = static_cast<double>(size);
+  Tensor c = align_corners ? (g + 1.0) * (0.5 * (n - 1.0)) : ((g + 1.0) * n - 1.0) * 0.5;
+  if (padding == "border") return clamp(c, 0.0, n - 1.0);
+  if (padding == "reflection") {
+    c = align_corners ? reflect(c, 0.0, 2.0 * (n - 1.0)) : reflect(c, -1.0, 2.0 * n - 1.0);
+    return clamp(c, 0.0, n - 1.0);
+  }
+  return c;
+}
+
+}  // namespace
+
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode,
+                   const std::string& padding_mode, bool align_corners) {
+  const ops::UserOp user(Op::grid_sample, {&input, &grid});
+  ops::check_supported(Op::grid_sample, input);
+  ops::check_defined("grid_sample", grid, "grid");
+  ops::check_same_dtype("grid_sample", input, grid);
+  ops::check_same_device("grid_sample", input, grid);
+  EMBER_CHECK(input.dim() == 4 || input.dim() == 5, "grid_sample: input shape ",
+              input.shape().to_string(), " (expected 4-D [N, C, H, W] or 5-D [N, C, D, H, W])");
+  const int spatial = input.dim() - 2;
+  EMBER_CHECK(
+      grid.dim() == input.dim() && grid.shape()[0] == input.shape()[0] && grid.size(-1) == spatial,
+      "grid_sample: grid shape ", grid.shape().to_string(), " for input shape ",
+      input.shape().to_string(), " (expected [N, ",
+      spatial == 2 ? "H_out, W_out" : "D_out, H_out, W_out", ", ", spatial,
+      "] with the input's N)");
+  EMBER_CHECK(mode == "bilinear" || mode == "nearest", "grid_sample: mode '", mode,
+              "' (expected \"bilinear\" or \"nearest\")");
+  EMBER_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection",
+              "grid_sample: padding_mode '", padding_mode,
+              "' (expected \"zeros\", \"border\" or \"reflection\")");
+  for (int d = 2; d < input.dim(); ++d)
+    EMBER_CHECK(input.shape()[d] >= 1, "grid_sample: input shape ", input.shape().to_string(),
+                " (expected non-empty spatial dims)");
+  const int64_t n = input.shape()[0], c = input.shape()[1];
+  int64_t volume = 1;
+  for (int d = 2; d < input.dim(); ++d) volume *= input.shape()[d];
+  const Tensor flat = input.reshape({n, c, volume});
+  const int64_t points = grid.numel() / (n * spatial);
+  // coords[d]: the pixel coordinate along input spatial dim d ([N, points]); grid component
+  // k addresses dim spatial - 1 - k.
+  std::vector<Tensor> coords(static_cast<size_t>(spatial));
+  std::vector<int64_t> sizes(static_cast<size_t>(spatial)), strides(static_cast<size_t>(spatial));
+  int64_t stride = 1;
+  for (int d = spatial - 1; d >= 0; --d) {
+    sizes[d] = input.shape()[2 + d];
+    strides[d] = stride;
+    stride *= sizes[d];
+    const Tensor g = grid.select(-1, spatial - 1 - d).reshape({n, points});
+    coords[d] = source_coordinate(g, sizes[d], padding_mode, align_corners);
+  }
+  const TensorOptions idx{.dtype = DType::i64, .device = input.device()};
+  Tensor zero = zeros(Shape{}, {.dtype = input.dtype(), .device = input.device()});
+  // One neighbour: its flat index (clamped into the input) and whether it lies inside.
+  auto pick = [&](const std::vector<Tensor>& cell, const Tensor& weight) {
+    Tensor inside = ones(Shape{}, {.dtype = DType::boolean, .device = input.device()});
+    Tensor index = zeros(Shape{}, idx);
+    for (int d = 0; d < spatial; ++d) {
+      const double top = static_cast<double>(sizes[d] - 1);
+      inside = logical_and(inside, logical_and(ge(cell[d], 0.0), le(cell[d], top)));
+      index = index + clamp(cell[d], 0.0, top).to(DType::i64) *
+                          full(Shape{}, static_cast<double>(strides[d]), idx);
+    }
+    Tensor values = gather(flat, 2, index.reshape({n, 1, points}).expand({n, c, points}));
+    return values * where(inside, weight, zero).reshape({n, 1, points});
+  };
+  Tensor out;
+  if (mode == "nearest") {
+    std::vector<Tensor> cell;
+    for (int d = 0; d < spatial; ++d) cell.push_back(round(coords[d]).detach());
+    out = pick(cell, ones(Shape{}, {.dtype = input.dtype(), .device = input.device()}));
+  } else {
+    std::vector<Tensor> lower, frac;
+    for (int d = 0; d < spatial; ++d) {
+      lower.push_back(floor(coords[d]).detach());
+      frac.push_back(coords[d] - lower.back());
+    }
+    for (int corner = 0; corner < (1 << spatial); ++corner) {
+      std::vector<Tensor> cell;
+      Tensor weight;
+      for (int d = 0; d < spatial; ++d) {
+        const bool up = (corner >> d) & 1;
+        cell.push_back(up ? lower[d] + 1.0 : lower[d]);
+        Tensor w = up ? frac[d] : 1.0 - frac[d];
+        weight = weight.defined() ? weight * w : w;
+      }
+      Tensor term = pick(cell, weight);
+      out = out.defined() ? out + term : term;
+    }
+  }
+  Shape shape;
+  shape.push_back(n);
+  shape.push_back(c);
+  for (int d = 1; d < grid.dim() - 1; ++d) shape.push_back(grid.shape()[d]);
+  return out.reshape(shape);
 }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 // src/ops/pool3d.cpp — issue 32's pools (include/ember/ops_nn.hpp): max_pool3d, avg_pool3d,
 // the adaptive 3-D pools, max_unpool1d/2d/3d and lp_pool1d/2d/3d, over one generic N-d
-// window gather instead of a copy per rank.
+// window gather instead of a copy per rank; and fractional_max_pool2d/3d, whose windows differ
+// per plane (one gather of every plane's own window cells).
 //
 // Note [Pools as gathered windows]
 // A pool over S spatial dims gathers every window's cells into a new last dim: the input is
@@ -31,9 +32,8 @@ struct Axis {
   int64_t in = 0, k = 1, out = 1, pad_before = 0, pad_after = 0;
 };
 
-// PyTorch's adaptive windows: cell i of `out` covers [start(i), end(i)) of `in`.
-int64_t window_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+using ops::adaptive_end;
+using ops::adaptive_start;
 
 // A strided window axis (stride, dilation, padding, ceil_mode as the pools).
 Axis strided_axis(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation,
@@ -58,9 +58,9 @@ Axis adaptive_axis(int64_t in, int64_t out) {
   a.out = out;
   a.k = 0;
   for (int64_t i = 0; i < out; ++i)
-    a.k = std::max(a.k, window_end(i, in, out) - window_start(i, in, out));
+    a.k = std::max(a.k, adaptive_end(i, in, out) - adaptive_start(i, in, out));
   for (int64_t i = 0; i < out; ++i) {
-    const int64_t s = window_start(i, in, out), e = window_end(i, in, out);
+    const int64_t s = adaptive_start(i, in, out), e = adaptive_end(i, in, out);
     for (int64_t j = 0; j < a.k; ++j) a.cells.push_back(std::min(s + j, e - 1));
   }
   return a;
@@ -279,16 +279,6 @@ void check_adaptive3d(Op op, const Tensor& x, Size3d os) {
               list_string(v3(os)), " (expected every entry >= 1)");
 }
 
-// A [out, in] matrix whose row i averages adaptive window i.
-Tensor adaptive_mean_rows(int64_t in, int64_t out, const Tensor& like) {
-  std::vector<double> a(static_cast<size_t>(out * in), 0.0);
-  for (int64_t i = 0; i < out; ++i) {
-    const int64_t s = window_start(i, in, out), e = window_end(i, in, out);
-    for (int64_t j = s; j < e; ++j) a[static_cast<size_t>(i * in + j)] = 1.0 / double(e - s);
-  }
-  return from_vector<double>(a, {out, in}).to(like.dtype()).to(like.device());
-}
-
 }  // namespace
 
 Tensor adaptive_avg_pool3d(const Tensor& x, Size3d output_size) {
@@ -302,7 +292,7 @@ Tensor adaptive_avg_pool3d(const Tensor& x, Size3d output_size) {
     const int64_t in = x.size(d);
     if (os[i] == in) continue;
     // Averaging along dim d: move it last, multiply by the window matrix, move it back.
-    y = movedim(matmul(movedim(y, d, -1), adaptive_mean_rows(in, os[i], x).t()), -1, d);
+    y = movedim(matmul(movedim(y, d, -1), ops::adaptive_average_matrix(in, os[i], x).t()), -1, d);
     changed = true;
   }
   return changed ? y : x.clone();
@@ -438,6 +428,116 @@ Tensor lp_pool3d(const Tensor& x, double norm_type, Size3d kernel, std::optional
                  bool ceil_mode) {
   const ops::UserOp user(Op::lp_pool3d, {&x});
   return lp_pool(Op::lp_pool3d, x, norm_type, v3(kernel), v3(stride.value_or(kernel)), ceil_mode);
+}
+
+// ---- fractional max pooling ----
+
+namespace {
+
+// PyTorch's window starts along one dim for every plane: u [N, C] samples in [0, 1) give
+// start_i = floor((i + u)·α) - floor(u·α) with α = (in - k)/(out - 1), the last window ending
+// at the input's end. i64 [N, C, out].
+Tensor fractional_starts(const Tensor& u, int64_t in, int64_t out, int64_t k) {
+  const int64_t n = u.shape()[0], c = u.shape()[1];
+  const TensorOptions idx{.dtype = DType::i64, .device = u.device()};
+  if (out == 1) return full({n, c, 1}, static_cast<double>(in - k), idx);
+  const double alpha = static_cast<double>(in - k) / static_cast<double>(out - 1);
+  Tensor us = u.unsqueeze(-1);
+  Tensor steps = arange(static_cast<double>(out - 1), {.dtype = u.dtype(), .device = u.device()});
+  Tensor starts = floor((steps.reshape({1, 1, out - 1}) + us) * alpha) - floor(us * alpha);
+  return cat({starts.to(DType::i64), full({n, c, 1}, static_cast<double>(in - k), idx)}, 2);
+}
+
+std::pair<Tensor, Tensor> fractional_max_pool(Op op, const Tensor& x_in,
+                                              const std::vector<int64_t>& kernel,
+                                              const FractionalMaxPoolOptions& o) {
+  const char* name = op_name(op);
+  const int s = static_cast<int>(kernel.size());
+  check_pool_input(op, x_in, s);
+  const Tensor x = x_in.dim() == s + 2 ? x_in : x_in.unsqueeze(0);
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  EMBER_CHECK(o.output_size.has_value() != o.output_ratio.has_value(), name,
+              ": give exactly one of output_size and output_ratio");
+  std::vector<int64_t> in(static_cast<size_t>(s)), out(static_cast<size_t>(s));
+  for (int d = 0; d < s; ++d) {
+    in[d] = x.shape()[2 + d];
+    EMBER_CHECK(kernel[d] >= 1, name, ": kernel size ", list_string(kernel),
+                " (expected every entry >= 1)");
+    if (o.output_size) {
+      EMBER_CHECK(static_cast<int>(o.output_size->size()) == s, name, ": output_size ",
+                  list_string(*o.output_size), " (expected ", s, " sizes)");
+      out[d] = (*o.output_size)[d];
+    } else {
+      EMBER_CHECK(static_cast<int>(o.output_ratio->size()) == s, name, ": output_ratio has ",
+                  o.output_ratio->size(), " entries (expected ", s, ")");
+      const double r = (*o.output_ratio)[d];
+      EMBER_CHECK(r > 0.0 && r < 1.0, name, ": output_ratio ", r, " (expected 0 < ratio < 1)");
+      out[d] = static_cast<int64_t>(static_cast<double>(in[d]) * r);
+    }
+    // PyTorch's bound: output + kernel - 1 <= input in 2-D, < input in 3-D.
+    const int64_t reach = out[d] + kernel[d] - 1 + (s == 3 ? 1 : 0);
+    EMBER_CHECK(out[d] >= 1 && reach <= in[d], name, ": output size ", list_string(out),
+                " with kernel size ", list_string(kernel), " for input shape ",
+                x_in.shape().to_string(), " (expected 1 <= output and output + kernel - 1 ",
+                s == 3 ? "<" : "<=", " input in each dim)");
+  }
+  Tensor u = o.random_samples;
+  if (u.defined()) {
+    ops::check_same_dtype(name, x, u);
+    ops::check_same_device(name, x, u);
+    EMBER_CHECK(u.dim() == 3 && u.shape()[0] == n && u.shape()[1] == c && u.shape()[2] == s, name,
+                ": random_samples shape ", u.shape().to_string(), " (expected [", n, ", ", c, ", ",
+                s, "])");
+  } else {
+    u = rand({n, c, s}, {.dtype = x.dtype(), .device = x.device()});
+  }
+  u = u.detach();
+  // Which sample drives which dim: 2-D uses [0] for the width and [1] for the height; 3-D
+  // [0], [1], [2] for depth, height and width (PyTorch's kernels).
+  const TensorOptions idx{.dtype = DType::i64, .device = x.device()};
+  Shape full_shape{n, c};
+  for (int d = 0; d < s; ++d) full_shape.push_back(out[d]);
+  for (int d = 0; d < s; ++d) full_shape.push_back(kernel[d]);
+  Tensor flat;
+  int64_t volume = 1, window = 1;
+  for (int d = 0; d < s; ++d) {
+    const int64_t sample = s == 2 ? 1 - d : d;
+    Tensor starts = fractional_starts(u.select(2, sample), in[d], out[d], kernel[d]);
+    Shape start_shape = Shape::filled(2 + 2 * s, 1), step_shape = Shape::filled(2 + 2 * s, 1);
+    start_shape[0] = n;
+    start_shape[1] = c;
+    start_shape[2 + d] = out[d];
+    step_shape[2 + s + d] = kernel[d];
+    Tensor cell = starts.reshape(start_shape) +
+                  arange(static_cast<double>(kernel[d]), idx).reshape(step_shape);
+    flat = flat.defined() ? flat * full(Shape{}, static_cast<double>(in[d]), idx) + cell : cell;
+    volume *= in[d];
+    window *= kernel[d];
+  }
+  flat = flat.expand(full_shape).contiguous();
+  Shape windows{n, c};
+  for (int d = 0; d < s; ++d) windows.push_back(out[d]);
+  windows.push_back(window);
+  flat = flat.reshape(windows);
+  Tensor values = gather(x.reshape({n, c, volume}), 2, flat.reshape({n, c, -1})).reshape(windows);
+  ValuesIndices m = max(values, -1);
+  Tensor indices = gather(flat, -1, m.indices.unsqueeze(-1)).squeeze(-1);
+  if (x_in.dim() == s + 2) return {m.values, indices};
+  return {m.values.squeeze(0), indices.squeeze(0)};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> fractional_max_pool2d(const Tensor& x, Size2d kernel,
+                                                const FractionalMaxPoolOptions& options) {
+  const ops::UserOp user(Op::fractional_max_pool2d, {&x, &options.random_samples});
+  return fractional_max_pool(Op::fractional_max_pool2d, x, v2(kernel), options);
+}
+
+std::pair<Tensor, Tensor> fractional_max_pool3d(const Tensor& x, Size3d kernel,
+                                                const FractionalMaxPoolOptions& options) {
+  const ops::UserOp user(Op::fractional_max_pool3d, {&x, &options.random_samples});
+  return fractional_max_pool(Op::fractional_max_pool3d, x, v3(kernel), options);
 }
 
 }  // namespace ember

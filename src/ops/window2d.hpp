@@ -1,10 +1,12 @@
 // src/ops/window2d.hpp — helpers shared by conv2d (conv.cpp) and the 2-D pools (pool.cpp):
 // "(h, w)" formatting for errors, the window geometry, the batch-chunk view of a contiguous
-// NCHW tensor, and the unbatched-input wrapper ([C, H, W] runs as a batch of one, as PyTorch).
+// NCHW tensor, the unbatched-input wrapper ([C, H, W] runs as a batch of one, as PyTorch), and
+// the adaptive pools' windows (conv_nd.cpp, pool3d.cpp).
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ops/common.hpp"
 
@@ -78,6 +80,23 @@ inline int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride,
   int64_t out = floor_div + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
   return out;
+}
+
+/// PyTorch's adaptive windows: cell i of `out` covers [adaptive_start(i), adaptive_end(i)) of
+/// `in` (the adaptive pools of conv_nd.cpp and pool3d.cpp).
+inline int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+/// A [out, in] matrix of like's dtype on like's device whose row i averages adaptive window i.
+inline Tensor adaptive_average_matrix(int64_t in, int64_t out, const Tensor& like) {
+  std::vector<double> a(static_cast<size_t>(out * in), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    const int64_t s = adaptive_start(i, in, out), e = adaptive_end(i, in, out);
+    for (int64_t j = s; j < e; ++j) a[static_cast<size_t>(i * in + j)] = 1.0 / double(e - s);
+  }
+  return from_vector<double>(a, {out, in}).to(like.dtype()).to(like.device());
 }
 
 }  // namespace ember::ops

@@ -341,6 +341,44 @@ class ConvTranspose1d : public ModuleHolder<ConvTranspose1dImpl> {
   using ModuleHolder::ModuleHolder;
 };
 
+struct ConvTranspose3dOptions {
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;
+  Size3d kernel_size = 1;
+  Size3d stride = 1;
+  Size3d padding = 0;
+  Size3d output_padding = 0;
+  int64_t groups = 1;
+  bool bias = true;
+  Size3d dilation = 1;
+  static constexpr auto fields() {
+    return conv_fields::conv_transpose_fields_of<ConvTranspose3dOptions>();
+  }
+};
+
+/// Transposed 3-D convolution (torch.nn.ConvTranspose3d, conv_transpose3d of
+/// ember/ops_nn.hpp): weight [in, out/groups, kd, kh, kw], bias [out].
+class ConvTranspose3dImpl : public ModuleImpl {
+ public:
+  explicit ConvTranspose3dImpl(ConvTranspose3dOptions options);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ConvTranspose3d"; }
+  json options() const override { return options_json(options_); }
+  std::string extra_repr() const override;
+  const ConvTranspose3dOptions& conv_options() const { return options_; }
+
+ private:
+  ConvTranspose3dOptions options_;
+  Tensor weight_, bias_;
+  void rebind_parameter(const std::string& name, const Tensor& param) override {
+    (name == "weight" ? weight_ : bias_) = param;  // tie() or a parametrization checked it
+  }
+};
+class ConvTranspose3d : public ModuleHolder<ConvTranspose3dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
 struct MaxPool1dOptions {
   int64_t kernel_size = 1;
   std::optional<int64_t> stride = std::nullopt;  // the kernel size when unset

@@ -1,5 +1,6 @@
 // ember/nn/pool3d.hpp — issue 32's pooling modules (torch.nn.MaxPool3d, AvgPool3d,
-// AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool1d/2d/3d, LPPool1d/2d/3d) over the functional
+// AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool1d/2d/3d, LPPool1d/2d/3d,
+// FractionalMaxPool2d/3d) over the functional
 // pools of ember/ops_nn.hpp, with PyTorch's options, config() and printed form.
 //
 //   nn::MaxPool3d pool(nn::MaxPool3dOptions{.kernel_size = 2});
@@ -10,6 +11,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ember/nn/module.hpp"
 #include "ember/ops_nn.hpp"
@@ -220,6 +223,47 @@ class LPPool2d : public ModuleHolder<LPPool2dImpl> {
   using ModuleHolder::ModuleHolder;
 };
 class LPPool3d : public ModuleHolder<LPPool3dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+
+/// The options of FractionalMaxPool2d/3d: Size is Size2d or Size3d; exactly one of
+/// output_size and output_ratio (one ratio for every dim, or one per dim).
+template <typename Size>
+struct FractionalMaxPoolModuleOptions {
+  Size kernel_size = 1;
+  std::optional<Size> output_size = std::nullopt;
+  std::vector<double> output_ratio = {};
+  static constexpr auto fields() {
+    using O = FractionalMaxPoolModuleOptions;
+    return std::tuple{field("kernel_size", &O::kernel_size), field("output_size", &O::output_size),
+                      field("output_ratio", &O::output_ratio)};
+  }
+};
+using FractionalMaxPool2dOptions = FractionalMaxPoolModuleOptions<Size2d>;
+using FractionalMaxPool3dOptions = FractionalMaxPoolModuleOptions<Size3d>;
+
+/// torch.nn.FractionalMaxPool2d/3d (fractional_max_pool2d/3d): each forward draws its window
+/// offsets from ember's generator; forward_with_indices also returns the indices.
+template <typename Size>
+class FractionalMaxPoolImpl : public ModuleImpl {
+ public:
+  explicit FractionalMaxPoolImpl(FractionalMaxPoolModuleOptions<Size> options);
+  Tensor forward(const Tensor& x) override { return forward_with_indices(x).first; }
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
+  std::string type_name() const override;
+  json options() const override { return options_json(options_); }
+
+ private:
+  FractionalMaxPoolModuleOptions<Size> options_;
+};
+using FractionalMaxPool2dImpl = FractionalMaxPoolImpl<Size2d>;
+using FractionalMaxPool3dImpl = FractionalMaxPoolImpl<Size3d>;
+class FractionalMaxPool2d : public ModuleHolder<FractionalMaxPool2dImpl> {
+ public:
+  using ModuleHolder::ModuleHolder;
+};
+class FractionalMaxPool3d : public ModuleHolder<FractionalMaxPool3dImpl> {
  public:
   using ModuleHolder::ModuleHolder;
 };
