@@ -365,7 +365,7 @@ TEST(ShapeVocabularyCuda, DataDependentOpsAreRefusedInsideACapturedStep) {
         },
         {.warmup = 0});
     const std::string m = error_of([&] { step({ember::arange(4)}); }, op);
-    EXPECT_EQ(m.rfind(op + ":", 0), 0u) << m;
+    EXPECT_NE(m.find(op + ":"), std::string::npos) << m;  // the step may add its own context
     EXPECT_NE(m.find("inside a captured step"), std::string::npos) << m;
     EXPECT_EQ(step.graph_count(), 0) << op;
   }
