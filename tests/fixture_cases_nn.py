@@ -225,15 +225,20 @@ for nm, mode, padding, align, shape in [
         ("grid_sample_border_align", "bilinear", "border", True, (1, 2, 5, 4)),
         ("grid_sample_reflection", "bilinear", "reflection", False, (1, 2, 4, 4)),
         ("grid_sample_reflection_align", "bilinear", "reflection", True, (1, 1, 3, 5)),
-        ("grid_sample_3d", "bilinear", "zeros", False, (1, 2, 3, 4, 3))]:
+        ("grid_sample_3d", "bilinear", "zeros", False, (1, 2, 3, 4, 3)),
+        ("grid_sample_bicubic", "bicubic", "zeros", False, (1, 2, 4, 5)),
+        ("grid_sample_bicubic_border_align", "bicubic", "border", True, (1, 1, 5, 4)),
+        ("grid_sample_bicubic_reflection", "bicubic", "reflection", False, (1, 2, 4, 4))]:
     spatial = len(shape) - 2
+    # bicubic's f32 weights (cubic polynomials of the fraction) round more than bilinear's
+    tol = {"atol": 1e-5} if mode == "bicubic" else {}
     case(nm, lambda m, shape=shape, spatial=spatial: {
             "input": m.randn(*shape),
             "grid": m.uniform(shape[0], *([3] * spatial), spatial, lo=-1.3, hi=1.3)},
          lambda t, mode=mode, padding=padding, align=align: F.grid_sample(
              t["input"], t["grid"], mode=mode, padding_mode=padding, align_corners=align),
          diff=("input", "grid"), attrs={"mode": mode, "padding_mode": padding,
-                                        "align_corners": align})
+                                        "align_corners": align}, **tol)
 case("grid_sample_nearest", lambda m: {"input": m.randn(1, 2, 4, 5),
                                        "grid": m.uniform(1, 3, 4, 2, lo=-1.2, hi=1.2)},
      lambda t: F.grid_sample(t["input"], t["grid"], mode="nearest", padding_mode="zeros",

@@ -356,8 +356,13 @@ TEST(NnVocabulary, LossModules) {
 TEST(NnVocabulary, SamplingAndTransposedConvRefuseBadInput) {
   const Tensor x = ember::randn({1, 2, 4, 5}, {.dtype = DType::f64});
   const Tensor grid = ember::rand({1, 3, 3, 2}, {.dtype = DType::f64});
-  expect_error(error_of([&] { ember::grid_sample(x, grid, "bicubic"); }), "grid_sample",
-               "mode 'bicubic' (expected \"bilinear\" or \"nearest\")");
+  expect_error(error_of([&] { ember::grid_sample(x, grid, "area"); }), "grid_sample",
+               "mode 'area' (expected \"bilinear\", \"nearest\" or \"bicubic\")");
+  expect_error(error_of([&] {
+                 ember::grid_sample(x.unsqueeze(2),
+                                    ember::rand({1, 2, 2, 2, 3}, {.dtype = DType::f64}), "bicubic");
+               }),
+               "grid_sample", "mode 'bicubic' needs 4-D input");
   expect_error(error_of([&] { ember::grid_sample(x, grid, "bilinear", "mirror"); }), "grid_sample",
                "padding_mode 'mirror'");
   expect_error(error_of([&] { ember::grid_sample(x, grid.narrow(3, 0, 1)); }), "grid_sample",

@@ -141,11 +141,13 @@ void add_nn_cases(OpTable& t) {
                                       f.attr_double("beta"), f.attr_double("k"));
   };
   t["grid_sample"] = t["grid_sample_border_align"] = t["grid_sample_reflection"] =
-      t["grid_sample_reflection_align"] = t["grid_sample_3d"] =
-          t["grid_sample_nearest"] = [](Fixture& f) {
-            return ember::grid_sample(f["input"], f["grid"], f.attr_string("mode"),
-                                      f.attr_string("padding_mode"), f.attr_bool("align_corners"));
-          };
+      t["grid_sample_reflection_align"] = t["grid_sample_3d"] = t["grid_sample_nearest"] =
+          t["grid_sample_bicubic"] = t["grid_sample_bicubic_border_align"] =
+              t["grid_sample_bicubic_reflection"] = [](Fixture& f) {
+                return ember::grid_sample(f["input"], f["grid"], f.attr_string("mode"),
+                                          f.attr_string("padding_mode"),
+                                          f.attr_bool("align_corners"));
+              };
   t["affine_grid"] = t["affine_grid_3d_align"] = [](Fixture& f) {
     return ember::affine_grid(f["theta"], f.attr_shape("size"), f.attr_bool("align_corners"));
   };

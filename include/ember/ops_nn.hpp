@@ -162,9 +162,10 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 /// [N, D, H, W, 3].  affine_grid(theta, {1, 3, 8, 8}, false)
 Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners = false);
 /// Samples input [N, C, H, W] (or [N, C, D, H, W]) at grid [N, H_out, W_out, 2] (or [N, D_out,
-/// H_out, W_out, 3]; x, y[, z] in [-1, 1], x along W) as F.grid_sample: mode "bilinear" or
-/// "nearest", padding_mode "zeros", "border" or "reflection". Gradients reach the input and
-/// (bilinear) the grid.  grid_sample(img, affine_grid(theta, img.shape()), "bilinear")
+/// H_out, W_out, 3]; x, y[, z] in [-1, 1], x along W) as F.grid_sample: mode "bilinear",
+/// "nearest" or "bicubic" (4-D input), padding_mode "zeros", "border" or "reflection".
+/// Gradients reach the input and (bilinear, bicubic) the grid.
+///   grid_sample(img, affine_grid(theta, img.shape()), "bilinear")
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
                    const std::string& padding_mode = "zeros", bool align_corners = false);
 

@@ -1,6 +1,7 @@
 // src/ops/grid.cpp — issue 32's channel and sampling-grid ops (include/ember/ops_nn.hpp):
 // channel_shuffle, local_response_norm, affine_grid and grid_sample (Note [grid_sample as
 // gathers]), composites of ember's primitives.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -107,9 +108,11 @@ Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners) {
 // sampling gathers the 2^S neighbours of every point from the input flattened over its
 // spatial dims and sums them weighted by (1 - f) or f per dim, where f is the coordinate's
 // fractional part; a neighbour outside the input counts 0. Nearest gathers the rounded
-// coordinate (half to even, as PyTorch's nearbyint). The gradient to the input is the
-// gathers' (a scatter-add), the gradient to the grid flows through the weights (and the
-// clamp / reflection), as PyTorch's; nearest gives the grid none.
+// coordinate (half to even, as PyTorch's nearbyint). Bicubic (4-D input only, as PyTorch)
+// gathers the 4x4 taps around the unpadded coordinate, each tap folded by the padding mode on
+// its own, weighted by Keys' cubic convolution (A = -0.75) of the fractions. The gradient to
+// the input is the gathers' (a scatter-add), the gradient to the grid flows through the
+// weights (and the clamp / reflection), as PyTorch's; nearest gives the grid none.
 
 namespace {
 
@@ -124,17 +127,31 @@ Tensor reflect(const Tensor& x, double twice_low, double twice_high) {
   return where(even, extra + lo, (span - extra) + lo);
 }
 
-// The pixel coordinate of grid values g along a dim of `size` cells.
-Tensor source_coordinate(const Tensor& g, int64_t size, const std::string& padding,
-                         bool align_corners) {
+// Grid values g in [-1, 1] as pixel coordinates along a dim of `size` cells.
+Tensor unnormalize(const Tensor& g, int64_t size, bool align_corners) {
   const double n = static_cast<double>(size);
-  Tensor c = align_corners ? (g + 1.0) * (0.5 * (n - 1.0)) : ((g + 1.0) * n - 1.0) * 0.5;
+  return align_corners ? (g + 1.0) * (0.5 * (n - 1.0)) : ((g + 1.0) * n - 1.0) * 0.5;
+}
+
+// A pixel coordinate folded into the input by the padding mode (PyTorch's
+// compute_coordinates): border clamps, reflection mirrors then clamps, zeros leaves it.
+Tensor pad_coordinate(const Tensor& c, int64_t size, const std::string& padding,
+                      bool align_corners) {
+  const double n = static_cast<double>(size);
   if (padding == "border") return clamp(c, 0.0, n - 1.0);
   if (padding == "reflection") {
-    c = align_corners ? reflect(c, 0.0, 2.0 * (n - 1.0)) : reflect(c, -1.0, 2.0 * n - 1.0);
-    return clamp(c, 0.0, n - 1.0);
+    Tensor r = align_corners ? reflect(c, 0.0, 2.0 * (n - 1.0)) : reflect(c, -1.0, 2.0 * n - 1.0);
+    return clamp(r, 0.0, n - 1.0);
   }
   return c;
+}
+
+// Keys' cubic convolution weights (A = -0.75) of the taps at -1, 0, 1, 2 for fractions t.
+std::array<Tensor, 4> cubic_weights(const Tensor& t) {
+  constexpr double a = -0.75;
+  auto near = [](const Tensor& v) { return ((a + 2.0) * v - (a + 3.0)) * v * v + 1.0; };
+  auto far = [](const Tensor& v) { return ((a * v - 5.0 * a) * v + 8.0 * a) * v - 4.0 * a; };
+  return {far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)};
 }
 
 }  // namespace
@@ -155,8 +172,10 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
       input.shape().to_string(), " (expected [N, ",
       spatial == 2 ? "H_out, W_out" : "D_out, H_out, W_out", ", ", spatial,
       "] with the input's N)");
-  EMBER_CHECK(mode == "bilinear" || mode == "nearest", "grid_sample: mode '", mode,
-              "' (expected \"bilinear\" or \"nearest\")");
+  EMBER_CHECK(mode == "bilinear" || mode == "nearest" || mode == "bicubic", "grid_sample: mode '",
+              mode, "' (expected \"bilinear\", \"nearest\" or \"bicubic\")");
+  EMBER_CHECK(mode != "bicubic" || input.dim() == 4, "grid_sample: mode 'bicubic' needs 4-D input ",
+              "(got ", input.shape().to_string(), ")");
   EMBER_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection",
               "grid_sample: padding_mode '", padding_mode,
               "' (expected \"zeros\", \"border\" or \"reflection\")");
@@ -178,7 +197,10 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
     strides[d] = stride;
     stride *= sizes[d];
     const Tensor g = grid.select(-1, spatial - 1 - d).reshape({n, points});
-    coords[d] = source_coordinate(g, sizes[d], padding_mode, align_corners);
+    coords[d] = unnormalize(g, sizes[d], align_corners);
+    // bicubic folds each tap instead (PyTorch's get_value_bounded).
+    if (mode != "bicubic")
+      coords[d] = pad_coordinate(coords[d], sizes[d], padding_mode, align_corners);
   }
   const TensorOptions idx{.dtype = DType::i64, .device = input.device()};
   Tensor zero = zeros(Shape{}, {.dtype = input.dtype(), .device = input.device()});
@@ -196,7 +218,27 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
     return values * where(inside, weight, zero).reshape({n, 1, points});
   };
   Tensor out;
-  if (mode == "nearest") {
+  if (mode == "bicubic") {
+    // 16 taps around floor(coordinate), each folded by the padding mode; the weights are the
+    // cubic convolution of the fractions, through which the grid's gradient flows.
+    std::vector<Tensor> lower;
+    std::vector<std::array<Tensor, 4>> weights;
+    for (int d = 0; d < spatial; ++d) {
+      lower.push_back(floor(coords[d]).detach());
+      weights.push_back(cubic_weights(coords[d] - lower.back()));
+    }
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        std::vector<Tensor> cell;
+        for (int d = 0; d < spatial; ++d) {
+          const int tap = d == 0 ? i : j;
+          cell.push_back(
+              pad_coordinate(lower[d] + (tap - 1.0), sizes[d], padding_mode, align_corners));
+        }
+        Tensor term = pick(cell, weights[0][i] * weights[1][j]);
+        out = out.defined() ? out + term : term;
+      }
+  } else if (mode == "nearest") {
     std::vector<Tensor> cell;
     for (int d = 0; d < spatial; ++d) cell.push_back(round(coords[d]).detach());
     out = pick(cell, ones(Shape{}, {.dtype = input.dtype(), .device = input.device()}));
