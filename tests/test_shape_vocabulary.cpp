@@ -151,6 +151,13 @@ TEST(ShapeVocabulary, FactoriesAndAliases) {
   EXPECT_EQ(ember::combinations(ember::arange(3), 0).shape(), Shape({0}));
   EXPECT_EQ(ember::combinations(ember::arange(2), 3).shape(), Shape({0, 3}));
   EXPECT_EQ(ember::combinations(ember::arange(2), 3, true).shape(), Shape({4, 3}));
+  expect_values(ember::eye(3), {1, 0, 0, 0, 1, 0, 0, 0, 1}, "eye(3)");
+  expect_values(ember::eye(2, 4, {.dtype = DType::i64}), {1, 0, 0, 0, 0, 1, 0, 0}, "eye(2, 4)");
+  expect_values(ember::eye(3, 2, {.dtype = DType::f64}), {1, 0, 0, 1, 0, 0}, "eye(3, 2)");
+  EXPECT_EQ(ember::eye(2, {.dtype = DType::f64}).dtype(), DType::f64);
+  EXPECT_EQ(ember::eye(0, 3).shape(), Shape({0, 3}));
+  EXPECT_EQ(ember::trace(ember::eye(3)).item<float>(), 3.0f);
+  expect_error(error_of([] { ember::eye(-1); }), "eye", "expected sizes >= 0");
 }
 
 TEST(ShapeVocabulary, StridedViewsAndDiagonals) {

@@ -99,6 +99,12 @@ Tensor diagflat(const Tensor& x, int64_t offset = 0);
 /// The sum of a matrix's main diagonal (integers sum into i64, as PyTorch).
 ///   trace(eye(3))  // 3
 Tensor trace(const Tensor& x);
+/// The identity (torch.eye): ones on the main diagonal of an n x n (or n x m) matrix, zeros
+/// elsewhere, in `options`' dtype and device.
+///   eye(3).sum()                  // 3
+///   eye(2, 4, {.dtype = DType::i64})
+Tensor eye(int64_t n, TensorOptions options = {});
+Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
 /// The [2, N] i64 coordinates of the lower (upper) triangle of a row x col matrix, row by row;
 /// `offset` moves the diagonal that bounds it.
 ///   tril_indices(3, 3)  // [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]

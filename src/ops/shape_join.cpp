@@ -197,6 +197,14 @@ std::vector<Tensor> dsplit(const Tensor& x, const std::vector<int64_t>& indices)
   return named_split(Op::dsplit, x, indices);
 }
 
+Tensor eye(int64_t n, TensorOptions options) { return eye(n, n, options); }
+Tensor eye(int64_t n, int64_t m, TensorOptions options) {
+  EMBER_CHECK(n >= 0 && m >= 0, "eye: size ", n, " x ", m, " (expected sizes >= 0)");
+  Tensor out = zeros({n, m}, options);
+  if (n > 0 && m > 0) diagonal(out).fill_(1.0);  // a view: writes out's diagonal
+  return out;
+}
+
 Tensor tril_indices(int64_t row, int64_t col, int64_t offset, TensorOptions options) {
   return triangle_indices("tril_indices", row, col, offset, true, options);
 }
