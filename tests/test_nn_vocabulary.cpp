@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/autocast.hpp"
 #include "ember/nn/conv.hpp"
 #include "ember/nn/distance.hpp"
 #include "ember/nn/loss.hpp"
@@ -481,6 +482,21 @@ TEST(NnVocabulary, SecondBatchModules) {
   EXPECT_EQ(frac3(ember::randn({1, 1, 6, 6, 8})).shape(), (Shape{1, 1, 3, 3, 4}));
   expect_error(error_of([] { nn::FractionalMaxPool2d(nn::FractionalMaxPool2dOptions{}); }),
                "FractionalMaxPool2d", "exactly one of output_size and output_ratio");
+}
+
+// Under autocast the losses and distances run in f32 (the policy table, docs/mixed_precision.md):
+// bf16 inputs are widened, so an f32-only composite takes them, as PyTorch's autocast does.
+TEST(NnVocabulary, LossesRunInF32UnderAutocast) {
+  const Tensor x = ember::randn({4, 5}).to(DType::bf16);
+  const Tensor y = ember::randn({4, 5}).to(DType::bf16);
+  const Tensor labels = i64({0, 3, 4, 1}, {4});
+  ember::AutocastGuard autocast(DType::bf16);
+  EXPECT_EQ(ember::multi_margin_loss(x, labels).dtype(), DType::f32);
+  EXPECT_EQ(ember::soft_margin_loss(x, ember::sign(y)).dtype(), DType::f32);
+  EXPECT_EQ(ember::gaussian_nll_loss(x, y, ember::abs(y) + 0.5).dtype(), DType::f32);
+  EXPECT_EQ(ember::cosine_similarity(x, y).dtype(), DType::f32);
+  EXPECT_EQ(ember::pdist(x).dtype(), DType::f32);
+  EXPECT_EQ(ember::triplet_margin_with_distance_loss(x, y, x * 0.5).dtype(), DType::f32);
 }
 
 }  // namespace

@@ -121,7 +121,17 @@ AutocastPolicy autocast_policy(Op op) {
     case Op::triplet_margin_loss:
     case Op::cosine_embedding_loss:
     case Op::poisson_nll_loss:
-    case Op::ctc_loss: return AutocastPolicy::f32;
+    case Op::ctc_loss:
+    case Op::multilabel_margin_loss:
+    case Op::multilabel_soft_margin_loss:
+    case Op::multi_margin_loss:
+    case Op::hinge_embedding_loss:
+    case Op::soft_margin_loss:
+    case Op::gaussian_nll_loss:
+    case Op::triplet_margin_with_distance_loss:
+    case Op::cosine_similarity:
+    case Op::pairwise_distance:
+    case Op::pdist: return AutocastPolicy::f32;
     // Several inputs that must agree: the widest.
     case Op::cat:
     case Op::stack: return AutocastPolicy::promote;

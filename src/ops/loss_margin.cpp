@@ -73,6 +73,8 @@ void check_class_weight(Op op, const Tensor& weight, const Tensor& input, int64_
 }  // namespace
 
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::multilabel_margin_loss, {&input}))
+    return multilabel_margin_loss(c[0], target, reduction);
   const ops::UserOp user(Op::multilabel_margin_loss, {&input, &target});
   check_loss(Op::multilabel_margin_loss, input, target, "target", reduction);
   ops::check_index_dtype("multilabel_margin_loss", target);
@@ -108,6 +110,8 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
 
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                                    Reduction reduction) {
+  if (const auto c = ops::autocast(Op::multilabel_soft_margin_loss, {&input, &target, &weight}))
+    return multilabel_soft_margin_loss(c[0], c[1], c[2], reduction);
   const ops::UserOp user(Op::multilabel_soft_margin_loss, {&input, &target, &weight});
   check_loss(Op::multilabel_soft_margin_loss, input, target, "target", reduction);
   ops::check_same_dtype("multilabel_soft_margin_loss", input, target);
@@ -128,6 +132,8 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
 
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin,
                          const Tensor& weight, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::multi_margin_loss, {&input, &weight}))
+    return multi_margin_loss(c[0], target, p, margin, c[1], reduction);
   const ops::UserOp user(Op::multi_margin_loss, {&input, &target, &weight});
   check_loss(Op::multi_margin_loss, input, target, "target", reduction);
   EMBER_CHECK(p == 1 || p == 2, "multi_margin_loss: p ", p, " (expected 1 or 2)");
@@ -156,6 +162,8 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
 
 Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin,
                             Reduction reduction) {
+  if (const auto c = ops::autocast(Op::hinge_embedding_loss, {&input, &target}))
+    return hinge_embedding_loss(c[0], c[1], margin, reduction);
   const ops::UserOp user(Op::hinge_embedding_loss, {&input, &target});
   check_loss(Op::hinge_embedding_loss, input, target, "target", reduction);
   broadcast_shapes(input.shape(), target.shape(), "hinge_embedding_loss");
@@ -167,6 +175,8 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double ma
 }
 
 Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::soft_margin_loss, {&input, &target}))
+    return soft_margin_loss(c[0], c[1], reduction);
   const ops::UserOp user(Op::soft_margin_loss, {&input, &target});
   check_loss(Op::soft_margin_loss, input, target, "target", reduction);
   ops::check_same_dtype("soft_margin_loss", input, target);
@@ -177,6 +187,8 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction red
 
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var_in, bool full,
                          double eps, Reduction reduction) {
+  if (const auto c = ops::autocast(Op::gaussian_nll_loss, {&input, &target, &var_in}))
+    return gaussian_nll_loss(c[0], c[1], c[2], full, eps, reduction);
   const ops::UserOp user(Op::gaussian_nll_loss, {&input, &target, &var_in});
   check_loss(Op::gaussian_nll_loss, input, target, "target", reduction);
   ops::check_same_dtype("gaussian_nll_loss", input, target);
@@ -215,6 +227,10 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
                                          const Tensor& negative,
                                          const DistanceFunction& distance_function, double margin,
                                          bool swap, Reduction reduction) {
+  if (const auto c =
+          ops::autocast(Op::triplet_margin_with_distance_loss, {&anchor, &positive, &negative}))
+    return triplet_margin_with_distance_loss(c[0], c[1], c[2], distance_function, margin, swap,
+                                             reduction);
   const ops::UserOp user(Op::triplet_margin_with_distance_loss, {&anchor, &positive, &negative});
   const Op op = Op::triplet_margin_with_distance_loss;
   check_loss(op, anchor, positive, "positive", reduction);
@@ -234,6 +250,8 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  if (const auto c = ops::autocast(Op::cosine_similarity, {&x1, &x2}))
+    return cosine_similarity(c[0], c[1], dim, eps);
   const ops::UserOp user(Op::cosine_similarity, {&x1, &x2});
   ops::check_supported(Op::cosine_similarity, x1);
   ops::check_defined("cosine_similarity", x2, "x2");
@@ -256,6 +274,8 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  if (const auto c = ops::autocast(Op::pairwise_distance, {&x1, &x2}))
+    return pairwise_distance(c[0], c[1], p, eps, keepdim);
   const ops::UserOp user(Op::pairwise_distance, {&x1, &x2});
   ops::check_supported(Op::pairwise_distance, x1);
   ops::check_defined("pairwise_distance", x2, "x2");
@@ -270,6 +290,7 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double ep
 }
 
 Tensor pdist(const Tensor& input, double p) {
+  if (const auto c = ops::autocast(Op::pdist, {&input})) return pdist(c[0], p);
   const ops::UserOp user(Op::pdist, {&input});
   ops::check_supported(Op::pdist, input);
   EMBER_CHECK(input.dim() == 2, "pdist: input shape ", input.shape().to_string(),
