@@ -8,10 +8,11 @@
 // padded (with -inf for max, 0 otherwise), each spatial dim is index_select'ed with the table
 // of its windows' cells (out·k entries: o·stride + j·dilation in padded coordinates, or the
 // adaptive cells), and the result [..., o1, k1, ..., oS, kS] is permuted to
-// [..., o1, ..., oS, k1·...·kS]. max / sum over that dim is the pool, and their gradients
-// (index_select's is an index_add) are the pool's. The memory is the kernel's volume times the
-// output (as im2col's); the 2-D pools keep their fused kernels. An argmax maps back to the
-// input's flat index through a host table of the same layout.
+// [..., o1, ..., oS, k1·...·kS]. max over that dim is the pool, and its gradient (index_select's
+// is an index_add) is the pool's; that copy holds the kernel's volume times the output (as
+// im2col's). Sums are separable: average and power pools gather and sum one dim at a time. The
+// 2-D pools keep their fused kernels. An argmax maps back to the input's flat index through a
+// host table of the same layout.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -231,10 +232,34 @@ Tensor window_counts(const std::vector<Axis>& axes, const std::vector<int64_t>& 
 }
 
 // Σ of each window (zero padding) divided by window_counts (or divisor_override).
+// A sum is separable: each spatial dim's windows are gathered and summed in turn, so the
+// gathered copy holds k·out of one dim at a time, never the kernel's whole volume.
 Tensor average_pool(const Tensor& x, const std::vector<Axis>& axes,
                     const std::vector<int64_t>& stride, bool count_include_pad,
                     std::optional<int64_t> divisor_override) {
-  Tensor total = sum(gather_windows(x, axes, 0.0), {-1});
+  const int s = static_cast<int>(axes.size()), first = x.dim() - s;
+  Shape pads;  // from the last dim backwards
+  for (int i = s - 1; i >= 0; --i) {
+    pads.push_back(axes[i].pad_before);
+    pads.push_back(axes[i].pad_after);
+  }
+  Tensor total = pad(x, pads);
+  for (int i = 0; i < s; ++i) {
+    const Axis& a = axes[i];
+    const int dim = first + i;
+    Tensor cells = from_vector<int64_t>(a.cells, {a.out * a.k}).to(x.device());
+    Tensor t = index_select(total, dim, cells);
+    Shape split;
+    for (int d = 0; d < t.dim(); ++d) {
+      if (d != dim) {
+        split.push_back(t.shape()[d]);
+        continue;
+      }
+      split.push_back(a.out);
+      split.push_back(a.k);
+    }
+    total = sum(t.reshape(split), {dim + 1});
+  }
   if (divisor_override) return total / static_cast<double>(*divisor_override);
   return total / window_counts(axes, stride, count_include_pad, x);
 }
