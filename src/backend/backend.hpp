@@ -83,6 +83,13 @@ enum class BinaryOp : uint8_t {
   EMBER_OPS_BINARY(EMBER_KERNEL_ENTRY_) EMBER_BINARY_KERNEL_ONLY(EMBER_KERNEL_ENTRY_) count
 };
 
+/// The comparisons and the logical ops, eq .. logical_xor in the catalogue: they read any T and
+/// write bool; every other binary kernel (one listed after logical_xor too) writes its
+/// operands' dtype. The ops that allocate the output and both backends' kernels ask this.
+constexpr bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::eq && op <= BinaryOp::logical_xor;
+}
+
 enum class ReduceOp : uint8_t { EMBER_OPS_REDUCE(EMBER_KERNEL_ENTRY_) count };
 
 // The kernel entry of a catalogue op of the unary, binary or reduce list: the lists open the

@@ -281,11 +281,8 @@ bool visit_unary(UnaryOp op, F&& f) {
 
 // ---- binary ----
 
-/// The comparisons and the logical ops: they read any T and write bool (the catalogue lists
-/// them last among the binary ops, from eq on).
-constexpr bool is_comparison(BinaryOp op) {
-  return op >= BinaryOp::eq && op <= BinaryOp::logical_xor;
-}
+/// The comparisons and the logical ops read any T and write bool (backend.hpp).
+using backend::is_comparison;
 
 /// What Op(T, T) writes: bool for comparisons and logical ops, T otherwise.
 template <typename T, BinaryOp Op>

@@ -41,7 +41,7 @@ Tensor binary_forward(Op op, const Tensor& a, const Tensor& b) {
   check_same_device(name, a, b);
   const ops::OpScope op_scope(op, a);
   check_supported(op, a);
-  const bool comparison = backend::binary_kernel(op) >= BinaryOp::eq;
+  const bool comparison = backend::is_comparison(backend::binary_kernel(op));
   const Shape shape =
       a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device());
