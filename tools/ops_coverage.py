@@ -63,38 +63,27 @@ ALIASES = {
     "multi_head_attention_forward": "nn::MultiheadAttention", "group_norm": "nn::GroupNorm",
     "instance_norm": "nn::InstanceNorm1d/2d", "dropout_": "dropout (out of place)",
     
-    "cosine_similarity": "sum(x1 * x2, dim) / (norm(x1) * norm(x2)) (module and function planned: "
-    "issue 32)",
+    "cosine_similarity": "sum(x1 * x2, dim) / (norm(x1) * norm(x2))",
     "pairwise_distance": "norm(x1 - x2 + eps, p, dim)", "unsafe_chunk": "chunk",
     "unsafe_split": "split", "unsafe_split_with_sizes": "split",
     "split_with_sizes": "split(x, sizes, dim)", "ravel": "flatten", "ldexp": "x * exp2(e)",
     "rsub": "sub(other, x)", "inner": "matmul/dot over the last dim", "mv": "matmul",
     "addmv": "addmm / matmul + add", "addbmm": "baddbmm(...).sum(0)", "addr": "outer + add",
     "fill": "Tensor::fill_", "randint_like": "randint with x's shape", "rand_like":
-    "rand(x.shape())", "randn_like": "randn(x.shape())", "linalg.diagonal": "diagonal (planned: issue 32)",
-    "floor_divide": "floor(div(a, b))", "sinc": "sin(pi x)/(pi x) (planned: issue 32)",
+    "rand(x.shape())", "randn_like": "randn(x.shape())", "linalg.diagonal": "diagonal(x, offset, -2, -1)",
+    "floor_divide": "floor(div(a, b))", "sinc": "sin(pi x)/(pi x)",
     "special.log1p": "log1p", "special.expm1": "expm1", "special.exp2": "exp2",
     "normalize": "div(x, clamp_min(norm(x, p, dim, keepdim), eps))",
     "deg2rad": "x * (pi / 180)", "rad2deg": "x * (180 / pi)",
+    "fold": "col2im (F.fold; nn::Fold)", "native_channel_shuffle": "channel_shuffle",
+    "fractional_max_pool2d_with_indices": "fractional_max_pool2d (it returns values and indices)",
+    "fractional_max_pool3d_with_indices": "fractional_max_pool3d (it returns values and indices)",
+    "as_strided_": "as_strided (a view; in place on the handle: x = as_strided(x, ...))",
 }
 
-# ---- issue 32's list, not built yet: planned ----
-PLANNED = set("""asinh acosh atanh lgamma digamma polygamma mvlgamma i0 i0e i1 i1e erfcx sinc logit
-xlogy hypot copysign nextafter ldexp frexp float_power logaddexp logaddexp2 heaviside gcd lcm
-bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift isclose
-allclose signbit logcumsumexp mode aminmax var_mean std_mean quantile nanquantile histc
-bincount unique unique_consecutive searchsorted bucketize trapezoid cumulative_trapezoid rot90
-masked_scatter take take_along_dim put index_reduce diagonal diag_embed diagflat tril_indices
-triu_indices block_diag cartesian_prod combinations atleast_1d atleast_2d atleast_3d hstack
-vstack dstack column_stack unflatten narrow_copy as_strided tensor_split hsplit vsplit dsplit
-broadcast_tensors max_pool3d adaptive_avg_pool3d adaptive_max_pool3d
-adaptive_max_pool3d_with_indices avg_pool3d fractional_max_pool2d fractional_max_pool3d
-fractional_max_pool2d_with_indices fractional_max_pool3d_with_indices lp_pool1d lp_pool2d
-max_unpool1d max_unpool2d max_unpool3d grid_sample affine_grid channel_shuffle fold celu
-softsign rrelu hardshrink softshrink tanhshrink threshold local_response_norm
-multilabel_margin_loss multilabel_soft_margin_loss multi_margin_loss hinge_embedding_loss
-triplet_margin_with_distance_loss gaussian_nll_loss max_pool3d_with_indices conv_transpose3d
-native_channel_shuffle""".split())
+# ---- issue 32's list, not built yet: planned (all of it is built now; a name added here is
+# listed as planned while ember lacks it) ----
+PLANNED = set()
 
 # ---- reasons written for one name ----
 REASONS = {
@@ -122,7 +111,7 @@ REASONS = {
     "equal": "not yet: all(eq(a, b)) and a shape check do it",
     "from_numpy": "no NumPy in C++: from_vector", "from_dlpack": "not yet: DLPack "
     "interop is not implemented", "to_dlpack": "not yet: DLPack interop is not implemented",
-    "frombuffer": "from_vector over the bytes (a copy)", "empty_strided": "empty + as_strided (planned)",
+    "frombuffer": "from_vector over the bytes (a copy)", "empty_strided": "as_strided(empty(n), ...)",
     # windows and signal processing
     "bartlett_window": "signal windows are not implemented yet (no user request)",
     "blackman_window": "signal windows are not implemented yet (no user request)",
@@ -133,14 +122,14 @@ REASONS = {
     "argwhere": "nonzero(x) gives the same indices", "cdist": "not yet: composite of norms "
     "(torch.cdist); candidate for the next vocabulary round",
     "pdist": "not yet: composite of norms; candidate for the next vocabulary round",
-    "cholesky_inverse": "inv(L Lᵀ) via cholesky_solve(eye, L) (planned with issue 32's linalg)",
+    "cholesky_inverse": "not yet: cholesky_solve(eye(n), L) computes it",
     "corrcoef": "not yet: a composite of cov; candidate for the next vocabulary round",
     "cov": "not yet: composite (mean, matmul); candidate for the next vocabulary round",
     "dist": "norm(a - b, p)", "fmax": "not yet: maximum that ignores NaN; next vocabulary round",
     "fmin": "not yet: minimum that ignores NaN; next vocabulary round",
     "fliplr": "flip(x, {1})", "flipud": "flip(x, {0})", "gradient": "not yet: torch.gradient "
     "(finite differences); candidate for the next vocabulary round",
-    "histogram": "histc (planned) covers the uniform-bin case", "histogramdd": "not planned: "
+    "histogram": "histc covers the uniform-bin case (bin edges: linspace(min, max, bins + 1))", "histogramdd": "not planned: "
     "multi-dimensional histograms", "igamma": "not yet: regularized incomplete gamma (special)",
     "igammac": "not yet: regularized incomplete gamma (special)", "isin": "not yet: "
     "candidate for the next vocabulary round", "isneginf": "logical_and(isinf(x), lt(x, 0))",
@@ -149,13 +138,11 @@ REASONS = {
     "randomized low-rank methods (svd covers dense use)", "svd_lowrank": "not planned: "
     "randomized low-rank methods (svd covers dense use)", "logspace": "exp(linspace * log(base))",
     "lu_unpack": "lu returns P, L, U unpacked already", "geqrf": "qr covers it (Householder "
-    "form not exposed)", "orgqr": "householder_product (planned, issue 32)", "ormqr": "not "
+    "form not exposed)", "orgqr": "householder_product", "ormqr": "not "
     "planned: Householder-form products (use householder_product then matmul)",
     "renorm": "not yet: candidate for the next vocabulary round", "sgn": "sign (real tensors)",
-    "std_mean": "std and mean (planned as one op: issue 32)", "trace": "not yet: sum(diagonal) "
-    "(diagonal planned in issue 32)", "vander": "not yet: candidate for the next vocabulary round",
-    "vdot": "dot (real tensors; vdot's conjugation needs complex numbers)", "eye": "not yet: "
-    "diag(ones(n)) (a factory for the next vocabulary round)", "poisson": "not yet: Poisson "
+    "std_mean": "std and mean", "trace": "sum(diagonal(x))", "vander": "not yet: candidate for the next vocabulary round",
+    "vdot": "dot (real tensors; vdot's conjugation needs complex numbers)", "poisson": "not yet: Poisson "
     "sampling (sampling.hpp has categorical, multinomial, Bernoulli, normal)",
     "binomial": "not yet: binomial sampling (sampling.hpp has Bernoulli)",
     "randperm": "not yet: argsort(rand(n)) does it", "segment_reduce": "not planned: "
