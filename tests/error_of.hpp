@@ -28,4 +28,12 @@ std::string error_of(Fn&& fn, const std::string& what = "") {
   return "";
 }
 
+/// Expects an op's error `message` to start with "op:" (every op names itself first) and to
+/// contain `part`.
+inline void expect_op_error(const std::string& message, const std::string& op,
+                            const std::string& part) {
+  EXPECT_EQ(message.rfind(op + ":", 0), 0u) << message;
+  EXPECT_NE(message.find(part), std::string::npos) << message;
+}
+
 }  // namespace ember::test_util

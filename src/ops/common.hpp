@@ -4,6 +4,7 @@
 
 #include <array>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -155,5 +156,15 @@ inline Tensor finish(Tensor t, const TensorOptions& o) {
 Shape reduced_shape(const Shape& in, const Shape& dims, const char* op);
 /// Drop the size-1 reduced dims (for keepdim = false).
 Shape squeeze_dims(const Shape& keep, const Shape& in, const Shape& dims);
+
+/// A 0-d tensor holding `v` in `like`'s dtype and device: the scalar operand of an op on it.
+inline Tensor scalar_like(const Tensor& like, double v) {
+  return full(Shape{}, v, {.dtype = like.dtype(), .device = like.device()});
+}
+
+/// Constants the ops' formulas and gradients share.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kLn2 = 0.69314718055994530942;
+inline constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2/√π: erf's derivative
 
 }  // namespace ember::ops

@@ -505,8 +505,9 @@ Tensor step_op(Op op, const Tensor& x) {
 
 Tensor one_minus_square(const Tensor& x) { return affine(square(x), -1.0, 1.0, Op::sub); }
 
-constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390, kSqrtPiOverTwo = 0.88622692545275801365;
+using ops::kLn2;
+using ops::kTwoOverSqrtPi;
+constexpr double kLn10 = 2.30258509299404568402, kSqrtPiOverTwo = 0.88622692545275801365;
 }  // namespace
 
 Tensor sin(const Tensor& x) {
@@ -725,9 +726,7 @@ Tensor le(const Tensor& a, const Tensor& b) { return compare(Op::le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(Op::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(Op::ge, a, b); }
 namespace {
-Tensor scalar_like(const Tensor& a, double v) {
-  return full(Shape{}, v, {.dtype = a.dtype(), .device = a.device()});
-}
+using ops::scalar_like;
 // The scalar a comparison with `v` reads: in a's dtype when v is exactly a value of it;
 // otherwise (an integer or bool tensor against 2.5, or against a number outside its range)
 // an f64 0-d tensor, so the comparison promotes to f64 and is exact (x < 2.5 on i64 is
@@ -856,7 +855,7 @@ Tensor clamp_one(Op op, const Tensor& x, double lo, double hi) {
                      });
   return out;
 }
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using ops::kInf;
 }  // namespace
 
 Tensor clamp_min(const Tensor& x, double lo) { return clamp_one(Op::clamp_min, x, lo, kInf); }

@@ -27,15 +27,12 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kLogPi = 1.14472988584940017414;
-constexpr double kLn2 = 0.69314718055994530942;
-constexpr double kSqrt1_2 = 0.70710678118654752440;        // 1/√2
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2/√π
-constexpr double kSqrt2Pi = 2.50662827463100050242;        // √(2π)
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Tensor scalar_like(const Tensor& like, double v) {
-  return full(Shape{}, v, {.dtype = like.dtype(), .device = like.device()});
-}
+using ops::kLn2;
+constexpr double kSqrt1_2 = 0.70710678118654752440;  // 1/√2
+using ops::kTwoOverSqrtPi;
+constexpr double kSqrt2Pi = 2.50662827463100050242;  // √(2π)
+using ops::kInf;
+using ops::scalar_like;
 
 // A unary op of a kernel entry: its gradient is g · derivative(x, y) from the saved input and
 // output. `a` is the kernel's scalar (polygamma's order).

@@ -51,9 +51,7 @@ void check_class_weight(Op op, const Tensor& weight, const Tensor& scores, int64
               weight.shape().to_string(), " (expected one weight per class: [", classes, "])");
 }
 
-Tensor scalar_like(const Tensor& t, double v) {
-  return full(Shape{}, v, {.dtype = t.dtype(), .device = t.device()});
-}
+using ops::scalar_like;
 
 // Validates class-index targets for [N, C] scores: dtype, device and shape.
 void check_target_shape(const char* op, const Tensor& scores, const Tensor& target) {

@@ -25,9 +25,7 @@ Tensor reduced(const Tensor& per, Reduction r) {
   return per;
 }
 
-Tensor scalar_like(const Tensor& t, double v) {
-  return full(Shape{}, v, {.dtype = t.dtype(), .device = t.device()});
-}
+using ops::scalar_like;
 
 // The checks every loss here opens with: input's dtype, a defined second operand on its
 // device, and a reduction other than batchmean.

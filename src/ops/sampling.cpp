@@ -39,7 +39,7 @@
 namespace ember {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using ops::kInf;
 
 // Whether checks may read the device (Note [Sampling checks under capture]).
 bool may_read_device() { return detail::active_capture() == nullptr; }
