@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "cuda_skip.hpp"
 #include "ember/conv_backend.hpp"
 #include "ember/ember.hpp"
+#include "ember/models/resnet.hpp"
 #include "ember/nn/conv.hpp"
 #include "ember/optim.hpp"
 #include "ember/train/capture.hpp"
@@ -494,6 +496,119 @@ TEST(CudaConvLibrary, CapturedStepEqualsEager) {
   for (size_t i = 0; i < losses[0].size(); ++i)
     EXPECT_EQ(losses[1][i], losses[0][i]) << "step " << i;
   EXPECT_NE(losses[0].front(), losses[0].back()) << "the model did not train";
+}
+
+// Every parameter's gradient of a whole network, cuDNN against im2col on the same GPU (both
+// f32, no TF32), and im2col on the GPU against the CPU for scale: relative 2-norms, the worst
+// listed on failure. `smooth` swaps ReLU and max-pooling for GELU and average pooling, whose
+// results move with rounding instead of jumping (a max-pool's argmax or a ReLU near zero can
+// flip between two correct summation orders).
+struct NetGrads {
+  std::map<std::string, Tensor> grads;
+  Tensor out;
+};
+
+NetGrads net_grads(const std::function<nn::Module()>& make, const Tensor& x, Device device,
+                   bool library) {
+  set_conv_library(library);
+  manual_seed(21);
+  nn::Module net = make();
+  net->to(device);
+  net->train();
+  const Tensor out = net(x.to(device));
+  manual_seed(22);
+  (out * randn(out.shape()).to(device)).sum().backward();
+  NetGrads r;
+  r.out = out.detach().to(Device::cpu());
+  for (const auto& [name, p] : net->named_parameters())
+    if (p.grad().defined()) r.grads[name] = p.grad().to(Device::cpu());
+  set_conv_library(true);
+  return r;
+}
+
+// The worst relative 2-norm between two runs' gradients, and a table of the ten worst.
+std::pair<double, std::string> worst_gradients(const NetGrads& got, const NetGrads& want) {
+  // A gradient near zero (a convolution's bias before a training-mode BatchNorm is zero in exact
+  // arithmetic) is rounding noise in both runs: each norm is floored at 1e-4 of the largest.
+  double largest = 0;
+  for (const auto& [name, g] : want.grads) largest = std::max<double>(largest, norm(g).item<float>());
+  std::vector<std::pair<double, std::string>> errs;
+  for (const auto& [name, g] : want.grads) {
+    const auto it = got.grads.find(name);
+    if (it == got.grads.end()) {
+      errs.push_back({1e9, name + " (missing)"});
+      continue;
+    }
+    const double n = norm(g).item<float>();
+    const double e = norm(it->second - g).item<float>();
+    errs.push_back({e / std::max(n, 1e-4 * largest), name});
+  }
+  std::sort(errs.rbegin(), errs.rend());
+  std::string table;
+  for (size_t i = 0; i < std::min<size_t>(10, errs.size()); ++i)
+    table += "  " + errs[i].second + ": " + std::to_string(errs[i].first) + "\n";
+  return {errs.empty() ? 0.0 : errs.front().first, table};
+}
+
+nn::Module residual_net(bool smooth) {
+  auto act = [smooth]() -> nn::Module {
+    if (smooth) return nn::GELU();
+    return nn::ReLU();
+  };
+  auto block = [&](int64_t c) {
+    return nn::Sequential({nn::Conv2d(c, c, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(c), act(),
+                           nn::Conv2d(c, c, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(c)});
+  };
+  nn::Module pool = smooth ? nn::Module(nn::AvgPool2d(2)) : nn::Module(nn::MaxPool2d(2));
+  return nn::Sequential({nn::Conv2d(3, 16, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(16), act(), pool, block(16),
+                         act(), nn::Conv2d(16, 32, 3, 2, 1, 1, 1, false), nn::BatchNorm2d(32),
+                         act(), block(32), nn::AdaptiveAvgPool2d(1), nn::Flatten(),
+                         nn::Linear(32, 10)});
+}
+
+TEST(ConvLibrary, SmoothResidualNetGradientsMatchIm2col) {
+  const ConvRun probe = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({1, 2, 4, 4}, 1),
+                                 rand_t({2, 2, 3, 3}, 2), Tensor(), true);
+  if (probe.backend != ConvBackend::onednn) GTEST_SKIP() << "no oneDNN here: " << probe.reason;
+  manual_seed(3);
+  const auto make = [] { return residual_net(true); };
+  const Tensor x = randn({8, 3, 16, 16});
+  const auto [e, t] = worst_gradients(net_grads(make, x, Device::cpu(), true),
+                                      net_grads(make, x, Device::cpu(), false));
+  EXPECT_LE(e, 1e-4) << "oneDNN against im2col, worst parameters:\n" << t;
+}
+
+void expect_cudnn_gradients_match(const std::function<nn::Module()>& make, const Tensor& x,
+                                  double tolerance) {
+  const CudnnConvolutionsOn cudnn_on;
+  const NetGrads cpu = net_grads(make, x, Device::cpu(), false);
+  const NetGrads im2col = net_grads(make, x, kGpu, false);
+  const NetGrads cudnn = net_grads(make, x, kGpu, true);
+  const auto [e_ref, t_ref] = worst_gradients(im2col, cpu);
+  const auto [e, t] = worst_gradients(cudnn, im2col);
+  EXPECT_LE(e, tolerance) << "cuDNN against im2col on the GPU, worst parameters:\n"
+                          << t << "im2col on the GPU against the CPU, worst parameters:\n"
+                          << t_ref;
+  EXPECT_LE(e_ref, tolerance) << "im2col on the GPU against the CPU:\n" << t_ref;
+}
+
+TEST(CudaConvLibrary, SmoothResidualNetGradientsMatchIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  manual_seed(3);
+  expect_cudnn_gradients_match([] { return residual_net(true); }, randn({8, 3, 16, 16}), 1e-4);
+}
+
+TEST(CudaConvLibrary, ResidualNetGradientsMatchIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  manual_seed(3);
+  expect_cudnn_gradients_match([] { return residual_net(false); }, randn({8, 3, 16, 16}), 1e-3);
+}
+
+TEST(CudaConvLibrary, ResNet18GradientsMatchIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  manual_seed(3);
+  expect_cudnn_gradients_match([] { return nn::Module(models::resnet18({.num_classes = 10})); },
+                               randn({4, 3, 64, 64}), 1e-3);
 }
 
 // With EMBER_CONV_AUTOTUNE=1 (read once per process, so in a fresh one) the plans are the
