@@ -37,6 +37,13 @@ namespace detail {
 struct TensorAccess;
 }
 
+/// How a 4-d or 5-d tensor's elements lie in memory (torch.memory_format). `contiguous`:
+/// row-major over the logical [N, C, H, W] (NCHW); `channels_last`: [N, C, H, W] with the
+/// channels innermost (NHWC in memory, strides [H·W·C, 1, W·C, C]); `channels_last_3d`: the same
+/// for [N, C, D, H, W] (NDHWC); `preserve` (for clone and to): keep the input's format. The
+/// logical shape and indexing never change, only the strides (docs/tensors.md, "Memory format").
+enum class MemoryFormat { contiguous, preserve, channels_last, channels_last_3d };
+
 /// Options for factories. Example: zeros({2, 3}, {.dtype = DType::f64});
 struct TensorOptions {
   std::optional<DType> dtype = std::nullopt;    // default_dtype() when unset (from_vector: T's)
@@ -78,6 +85,13 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  /// Whether the strides are `format`'s for this shape (dims of size 1 may have any stride);
+  /// channels_last needs 4 dims and channels_last_3d 5 (others: false). preserve is refused.
+  bool is_contiguous(MemoryFormat format) const;
+  /// channels_last (or channels_last_3d) when the strides are that format's and not plain
+  /// row-major, else contiguous: the format ops give their outputs (torch's
+  /// suggest_memory_format).
+  MemoryFormat suggest_memory_format() const;
   /// Address of the first element (storage data + offset).
   void* data_ptr() const;
   template <typename T>
@@ -105,11 +119,20 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;
+  /// This tensor when its strides already are `format`'s (is_contiguous(format)), else a copy
+  /// in it (differentiable). Example: x.contiguous(MemoryFormat::channels_last).
+  Tensor contiguous(MemoryFormat format) const;
 
   // ---- conversion and copies ----
+  /// Dtype and device conversions keep a channels_last tensor channels_last.
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
-  Tensor clone() const;
+  /// This tensor when suggest_memory_format() is `format`, else a copy with exactly
+  /// `format`'s strides (torch's x.to(memory_format=...); differentiable).
+  Tensor to(MemoryFormat format) const;
+  /// A copy; by default channels_last stays channels_last and anything else comes back
+  /// contiguous (torch keeps any dense strides; ember keeps the memory formats only).
+  Tensor clone(MemoryFormat format = MemoryFormat::preserve) const;
   template <typename T>
   std::vector<T> to_vector() const;
   template <typename T>

@@ -11,6 +11,7 @@
 #include "autograd/hooks.hpp"
 #include "autograd/node.hpp"
 #include "core/capture.hpp"
+#include "core/make.hpp"
 #include "core/profiler.hpp"
 #include "ember/anomaly.hpp"
 #include "ember/autocast.hpp"
@@ -101,15 +102,24 @@ static void accumulate_into(const std::shared_ptr<TensorImpl>& leaf, const Tenso
   if (g.dtype() != leaf->dtype) g = g.to(leaf->dtype);
   const Pool pool = leaf->storage->pool();
   if (!leaf->grad) {
+    // The gradient is laid out as its parameter (a channels_last weight gets a channels_last
+    // gradient, as in torch): the optimizers walk both buffers in one flat order.
+    const MemoryFormat format =
+        leaf->shape.size() == 4 || leaf->shape.size() == 5
+            ? detail::TensorAccess::wrap(leaf).suggest_memory_format()
+            : MemoryFormat::contiguous;
+    const bool laid_out = format == MemoryFormat::contiguous
+                              ? g.is_contiguous()
+                              : g.strides() == core::format_strides(leaf->shape, format);
     const bool stealable = detail::TensorAccess::impl_ptr(g).use_count() <= 2 &&
-                           g.storage().use_count() == 1 && g.is_contiguous() &&
+                           g.storage().use_count() == 1 && laid_out &&
                            g.device() == leaf->storage->device();
     if (stealable) {
       detail::StorageAccess::recharge(*g.storage(), pool);
       leaf->grad = detail::TensorAccess::impl_ptr(g);
     } else {
       PoolGuard guard(pool);
-      Tensor owned = empty(leaf->shape, {.dtype = leaf->dtype, .device = leaf->storage->device()});
+      Tensor owned = core::make_tensor(leaf->shape, leaf->dtype, leaf->storage->device(), format);
       owned.copy_(g);
       leaf->grad = detail::TensorAccess::impl_ptr(owned);
     }

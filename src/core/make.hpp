@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include "ember/tensor.hpp"
 
@@ -13,6 +14,19 @@ namespace ember::core {
 
 /// A new contiguous tensor from the current pool (Pass unless a PoolGuard says otherwise).
 Tensor make_tensor(const Shape& shape, DType dtype, Device device);
+
+/// A new tensor in memory format `format` (contiguous or preserve: row-major; channels_last
+/// and channels_last_3d: channels innermost, Note [Memory formats] in src/core/tensor.cpp).
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format);
+
+/// `format`'s strides for `shape` (channels_last: 4 dims, channels_last_3d: 5, else refused).
+Shape format_strides(const Shape& shape, MemoryFormat format);
+
+/// A channels_last format's dims from outermost to innermost in memory ({0, 2, 3, 1} and
+/// {0, 2, 3, 4, 1}); empty for contiguous and preserve.
+std::span<const int> memory_order(MemoryFormat format);
+
+const char* memory_format_name(MemoryFormat format);
 
 /// An alias of `base`'s storage with new geometry (no autograd).
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);

@@ -4,6 +4,7 @@
 #include "ember/tensor.hpp"
 
 #include <cstdint>
+#include <span>
 
 #include "core/checks.hpp"
 #include "core/make.hpp"
@@ -37,6 +38,93 @@ bool Tensor::is_contiguous() const {
     expected *= s;
   }
   return true;
+}
+
+namespace core {
+
+// Note [Memory formats]
+// channels_last is a stride pattern, not a new shape: a [N, C, H, W] tensor whose channels are
+// innermost (NHWC in memory). Its dims from innermost to outermost are C, W, H, N (3-d: C, W,
+// H, D, N); memory_order() gives them outermost first. Ops that know the format (the library
+// convolutions, BatchNorm, the 2-d pools) read and write it directly; elementwise ops give
+// their output the input's format and walk every operand in memory order, so their kernels
+// see contiguous runs (ops::in_memory_order). Everything else reads any strides correctly
+// and returns contiguous tensors. Dims of size 1 may have any stride in both formats, so a
+// tensor can be both (C = 1, or H = W = 1); suggest_memory_format() then says channels_last
+// only for the exact strides make_tensor(..., channels_last) gives, so a [N, 1, H, W] input
+// made channels_last stays so.
+std::span<const int> memory_order(MemoryFormat format) {
+  static constexpr int k2d[] = {0, 2, 3, 1};
+  static constexpr int k3d[] = {0, 2, 3, 4, 1};
+  if (format == MemoryFormat::channels_last) return k2d;
+  if (format == MemoryFormat::channels_last_3d) return k3d;
+  return {};
+}
+
+Shape format_strides(const Shape& shape, MemoryFormat format) {
+  const std::span<const int> order = memory_order(format);
+  if (order.empty()) return contiguous_strides(shape);
+  EMBER_CHECK(shape.size() == static_cast<int>(order.size()), "memory format ",
+              memory_format_name(format), ": expected a tensor of ", order.size(),
+              " dims (got shape ", shape.to_string(), ")");
+  Shape st = Shape::filled(shape.size(), 1);
+  int64_t acc = 1;
+  for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
+    st[order[i]] = acc;
+    acc *= shape[order[i]] > 0 ? shape[order[i]] : 1;
+  }
+  return st;
+}
+
+const char* memory_format_name(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::contiguous: return "contiguous";
+    case MemoryFormat::preserve: return "preserve";
+    case MemoryFormat::channels_last: return "channels_last";
+    case MemoryFormat::channels_last_3d: return "channels_last_3d";
+  }
+  return "?";
+}
+
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Tensor t = make_tensor(shape, dtype, device);
+  if (format == MemoryFormat::channels_last || format == MemoryFormat::channels_last_3d)
+    detail::TensorAccess::impl(t)->strides = format_strides(shape, format);
+  return t;
+}
+
+}  // namespace core
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  const TensorImpl& impl = checked("is_contiguous");
+  EMBER_CHECK(format != MemoryFormat::preserve,
+              "is_contiguous: MemoryFormat::preserve names no layout (expected contiguous, "
+              "channels_last or channels_last_3d)");
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  const std::span<const int> order = core::memory_order(format);
+  if (impl.shape.size() != static_cast<int>(order.size())) return false;
+  if (impl.shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
+    const int64_t s = impl.shape[order[i]];
+    if (s == 1) continue;
+    if (impl.strides[order[i]] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  const TensorImpl& impl = checked("suggest_memory_format");
+  const int rank = impl.shape.size();
+  if (rank != 4 && rank != 5) return MemoryFormat::contiguous;
+  const MemoryFormat last =
+      rank == 4 ? MemoryFormat::channels_last : MemoryFormat::channels_last_3d;
+  if (impl.strides == core::format_strides(impl.shape, last) &&
+      impl.strides != contiguous_strides(impl.shape))
+    return last;
+  if (is_contiguous()) return MemoryFormat::contiguous;
+  return is_contiguous(last) ? last : MemoryFormat::contiguous;
 }
 
 void Tensor::set_data_(const Tensor& src) {

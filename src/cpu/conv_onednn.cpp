@@ -89,11 +89,22 @@ dnnl_format_tag_t plain_tag(int ndims) {
   }
 }
 
-dnnl_memory_desc_t md(std::vector<int64_t> dims, DType dtype, bool any) {
+// Channels innermost: activations [N, C, spatial...] as NWC / NHWC / NDHWC, weights
+// [O, I, k...] as OWI / OHWI / ODHWI and grouped [G, O/G, I/G, k...] with I/G innermost.
+dnnl_format_tag_t channels_last_tag(int ndims, bool grouped) {
+  if (grouped) return ndims == 5 ? dnnl_abdec : ndims == 6 ? dnnl_abdefc : dnnl_abdc;
+  return ndims == 3 ? dnnl_acb : ndims == 4 ? dnnl_acdb : dnnl_acdeb;
+}
+
+// ember's layout of an operand (`any`: the primitive's choice).
+dnnl_memory_desc_t md(std::vector<int64_t> dims, DType dtype, bool any, bool channels_last = false,
+                      bool grouped = false) {
   dnnl_memory_desc_t d{};
-  check(api().memory_desc_init_by_tag(&d, static_cast<int>(dims.size()), dims.data(),
-                                      onednn_dtype(dtype),
-                                      any ? dnnl_format_tag_any : plain_tag(dims.size())),
+  const int n = static_cast<int>(dims.size());
+  const dnnl_format_tag_t tag = any             ? dnnl_format_tag_any
+                                : channels_last ? channels_last_tag(n, grouped)
+                                                : plain_tag(n);
+  check(api().memory_desc_init_by_tag(&d, n, dims.data(), onednn_dtype(dtype), tag),
         "dnnl_memory_desc_init_by_tag");
   return d;
 }
@@ -128,9 +139,9 @@ Descs descs_of(const ConvGeometry& g) {
   d.weights = md(w, g.dtype, true);
   d.dst = md(dst, g.dtype, true);
   d.bias = md({g.out_channels}, g.dtype, false);
-  d.src_user = md(src, g.dtype, false);
-  d.weights_user = md(w, g.dtype, false);
-  d.dst_user = md(dst, g.dtype, false);
+  d.src_user = md(src, g.dtype, false, g.channels_last);
+  d.weights_user = md(w, g.dtype, false, g.channels_last, g.groups > 1);
+  d.dst_user = md(dst, g.dtype, false, g.channels_last);
   return d;
 }
 
@@ -263,7 +274,6 @@ const Primitive& primitive_for(Kind kind, const ConvGeometry& g, bool bias, bool
 std::string precheck(const ConvGeometry& g) {
   std::string why;
   if (!onednn_api(&why)) return why;
-  if (g.channels_last) return "channels_last tensors are not supported by the oneDNN path yet";
   if (onednn_dtype(g.dtype) == dnnl_data_type_undef)
     return "dtype " + std::string(dtype_name(g.dtype)) +
            " (oneDNN convolutions take f32, bf16, f16)";

@@ -78,8 +78,51 @@ double run_dot_dev(const T* __restrict g, const T* __restrict x, int64_t s, doub
   });
 }
 
+// Note [Batch norm with the channels innermost] (src/cuda/norm.cu): S = 1 ([rows, C] row-major:
+// a channels_last tensor, or BatchNorm1d's [N, C]) walks rows, not channels. Blocks of rows
+// add their f64 column sums apart (row(acc, r) adds row r's kSums terms into acc[k·C + j]) and
+// the blocks are added in order: the same result for every thread count.
+template <int kSums, typename Row>
+std::vector<double> column_sums(int64_t rows, int64_t c, Row&& row) {
+  const int64_t blocks =
+      std::clamp<int64_t>(rows * c / kGrainCheap, 1, std::min<int64_t>(std::max<int64_t>(rows, 1), 64));
+  const int64_t per_block = (rows + blocks - 1) / blocks;
+  std::vector<double> partial(static_cast<size_t>(blocks * kSums * c), 0.0);
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t r = b * per_block; r < std::min(rows, (b + 1) * per_block); ++r)
+        row(partial.data() + b * kSums * c, r);
+  });
+  std::vector<double> total(static_cast<size_t>(kSums * c), 0.0);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t i = 0; i < kSums * c; ++i) total[i] += partial[b * kSums * c + i];
+  return total;
+}
+
+// The statistics of [rows, C]: the f64 mean, then the f64 sum of squared deviations.
+template <typename T>
+void stats_columns(T* mean, T* var, const T* in, int64_t rows, int64_t c) {
+  std::vector<double> mu = column_sums<1>(rows, c, [&](double* acc, int64_t r) {
+    const T* x = in + r * c;
+    for (int64_t j = 0; j < c; ++j) acc[j] += static_cast<double>(x[j]);
+  });
+  for (double& m : mu) m /= static_cast<double>(rows);
+  const std::vector<double> m2 = column_sums<1>(rows, c, [&](double* acc, int64_t r) {
+    const T* x = in + r * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const double d = static_cast<double>(x[j]) - mu[j];
+      acc[j] += d * d;
+    }
+  });
+  for (int64_t j = 0; j < c; ++j) {
+    mean[j] = static_cast<T>(mu[j]);
+    var[j] = static_cast<T>(m2[j] / static_cast<double>(rows));
+  }
+}
+
 template <typename T>
 void stats_typed(T* mean, T* var, const T* in, Nc3 d) {
+  if (d.s == 1 && d.c > 1 && d.n > 0) return stats_columns(mean, var, in, d.n, d.c);
   parallel_for(d.c, grain_for(d.n * d.s), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       double count = 0.0, mu = 0.0, m2 = 0.0;  // Note [Merged per-run statistics]
@@ -101,6 +144,23 @@ void stats_typed(T* mean, T* var, const T* in, Nc3 d) {
 
 template <typename T>
 void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T* mean, Nc3 d) {
+  if (d.s == 1 && d.c > 1 && d.n > 0) {  // Note [Batch norm with the channels innermost]
+    const int64_t c = d.c;
+    const std::vector<double> sums = column_sums<2>(d.n, c, [&](double* acc, int64_t r) {
+      const T* gr = g + r * c;
+      const T* xr = x + r * c;
+      for (int64_t j = 0; j < c; ++j) {
+        const double gi = static_cast<double>(gr[j]);
+        acc[j] += gi;
+        acc[c + j] += gi * (static_cast<double>(xr[j]) - static_cast<double>(mean[j]));
+      }
+    });
+    for (int64_t j = 0; j < c; ++j) {
+      sum_g[j] = static_cast<T>(sums[j]);
+      sum_gx[j] = static_cast<T>(sums[c + j]);
+    }
+    return;
+  }
   parallel_for(d.c, grain_for(d.n * d.s), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const double mu = static_cast<double>(mean[c]);
@@ -128,9 +188,28 @@ EMBER_VECTORIZE void affine2_run(T* __restrict out, const T* __restrict a, T sa,
   for (int64_t i = 0; i < s; ++i) out[i] = a[i] * sa + b[i] * sb + shift;
 }
 
+// S = 1 ([rows, C]): a row at a time, the per-channel factors read along it.
+template <typename T>
+EMBER_VECTORIZE void affine_row(T* __restrict out, const T* __restrict a, const T* __restrict sa,
+                                const T* __restrict b, const T* __restrict sb,
+                                const T* __restrict shift, int64_t c) {
+  for (int64_t j = 0; j < c; ++j) {
+    T v = a[j] * sa[j];
+    if (b) v = v + b[j] * sb[j];
+    out[j] = v + (shift ? shift[j] : T(0));
+  }
+}
+
 template <typename T>
 void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* sb, const T* shift,
                           Nc3 d) {
+  if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
+    parallel_for(d.n, grain_for(d.c), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        affine_row(out + r * d.c, a + r * d.c, sa, b ? b + r * d.c : nullptr, sb, shift, d.c);
+    });
+    return;
+  }
   parallel_for(d.n * d.c, grain_for(d.s), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r % d.c, off = r * d.s;

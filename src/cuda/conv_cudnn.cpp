@@ -4,7 +4,8 @@
 // descriptors of cudnn_loader.hpp and cudnn_backend.hpp, as the fused attention uses).
 //
 // Geometry and layouts are ConvGeometry's (src/backend/conv_library.hpp): x [N, C, in...],
-// weight [O, C/G, k...], out [N, O, out...], contiguous. cuDNN infers the groups from the
+// weight [O, C/G, k...], out [N, O, out...], contiguous, or all channels_last (NHWC, NDHWC:
+// cuDNN takes the strides as they are). cuDNN infers the groups from the
 // channel counts of x and the weight. Its convolutions have 2 or 3 spatial dims, so a 1-D one
 // runs as 2-D over a unit height.
 //
@@ -102,9 +103,21 @@ Layout layout_of(const ConvGeometry& g) {
   return l;
 }
 
-std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
+// Row-major strides of [N, C, spatial...], or with channels_last the channels innermost
+// (NHWC / NDHWC: C, then the spatial dims from the last, then N).
+std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims, bool channels_last) {
+  const int n = static_cast<int>(dims.size());
   std::vector<int64_t> s(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  if (!channels_last) {
+    for (int i = n - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+    return s;
+  }
+  int64_t acc = dims[1];  // C has stride 1
+  for (int i = n - 1; i >= 2; --i) {
+    s[i] = acc;
+    acc *= dims[i];
+  }
+  s[0] = acc;
   return s;
 }
 
@@ -117,12 +130,13 @@ cudnnDataType_t io_type(DType t) {
 // Builds one operation graph; owns every descriptor it makes.
 class Graph {
  public:
-  explicit Graph(int64_t alignment) : alignment_(alignment) {}
+  Graph(int64_t alignment, bool channels_last)
+      : alignment_(alignment), channels_last_(channels_last) {}
 
   cudnnBackendDescriptor_t tensor(int64_t uid, cudnnDataType_t type,
                                   const std::vector<int64_t>& dims, bool is_virtual = false) {
     auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const std::vector<int64_t> strides = packed_strides(dims);
+    const std::vector<int64_t> strides = packed_strides(dims, channels_last_);
     const auto n = static_cast<int64_t>(dims.size());
     set(t->get(), CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "tensor dtype");
     set(t->get(), CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, n, dims.data(), "tensor dims");
@@ -236,6 +250,7 @@ class Graph {
     return owned_.back()->get();
   }
   int64_t alignment_;
+  bool channels_last_;  // every tensor of the graph NHWC (ConvGeometry::channels_last)
   std::vector<std::unique_ptr<Desc>> owned_, ops_;
   int64_t next_virtual_ = kFirstVirtual;
 };
@@ -382,7 +397,7 @@ Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t a
   if (!slot) {
     slot = std::make_unique<Plan>();
     try {
-      Graph gr(alignment);
+      Graph gr(alignment, g.channels_last);
       build(gr, kind, g, bias, relu);
       make_plan(*slot, gr, handle(g.device), g.dtype, det);
     } catch (const BuildError& e) {
@@ -467,20 +482,20 @@ void execute(const ConvGeometry& g, Plan& p, const std::vector<int64_t>& uids,
 std::string precheck(const ConvGeometry& g) {
   std::string why;
   if (!cudnn_api(&why)) return why;
-  if (g.channels_last) return "channels_last tensors are not supported by the cuDNN path yet";
   if (g.dtype != DType::f32 && g.dtype != DType::f16 && g.dtype != DType::bf16)
     return "dtype " + std::string(dtype_name(g.dtype)) +
            " (cuDNN convolutions here take f32, f16 and bf16)";
   return "";
 }
 
-// y [N, O, out...] as [N, O, S], and bias [O] broadcast to that shape (for ember's add and
-// sum kernels).
+// y [N, O, out...] as [N, O, S] (channels_last: O innermost), and bias [O] broadcast to that
+// shape (for ember's add and sum kernels).
 backend::View activations(void* data, const ConvGeometry& g) {
   int64_t s = 1;
   for (int i = 0; i < g.spatial; ++i) s *= g.output[i];
-  return {data, g.dtype, g.device, Shape{g.batch, g.out_channels, s},
-          Shape{g.out_channels * s, s, 1}};
+  const int64_t o = g.out_channels;
+  return {data, g.dtype, g.device, Shape{g.batch, o, s},
+          g.channels_last ? Shape{o * s, 1, o} : Shape{o * s, s, 1}};
 }
 backend::View broadcast_bias(const void* bias, const backend::View& y) {
   return {const_cast<void*>(bias), y.dtype, y.device, y.shape, Shape{0, 1, 0}};

@@ -5,7 +5,8 @@
 // layer norm without the mean]: one set of kernels, templated on the kind).
 //
 // Shape letters (as src/cpu/norm.cpp): N batch, C channels, S = the product of the
-// dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C].
+// dims after C. Data is a contiguous [N, C, S]; per-channel operands are contiguous [C]. A
+// channels_last tensor comes as [N·S, C, 1] (Note [Batch norm with the channels innermost]).
 //
 // The reductions give each channel one block (kReduceThreads threads). A thread walks the
 // channel's N·S elements as a flat index k = n·S + s with stride blockDim, so neighbouring
@@ -125,6 +126,92 @@ __global__ void affine_kernel(T* __restrict out, const T* __restrict a, const T*
     if (b) v = add_rn(v, mul_rn(b[e], sb[ch]));
     out[e] = add_rn(v, t);
   }
+}
+
+// ---- channels innermost: S = 1 ----
+// Note [Batch norm with the channels innermost]
+// A channels_last tensor reaches the batch-norm slots as [N·H·W, C, 1] (BatchNorm1d's [N, C]
+// is the same walk): a channel's elements lie C apart, so a block per channel would read one
+// element per 32-byte sector. Instead a block of kColX × kColY threads takes kColX adjacent
+// channels (coalesced rows) of one part of the rows, each thread summing in f64 every kColY-th
+// row of its part; the block adds its thread rows, and a merge kernel adds the parts in order
+// (deterministic, no atomics). The statistics come from Σx and Σx² in f64 (one pass: the f64
+// sums keep E[x²] - E[x]² accurate far beyond f32 data's precision); the backward's sums are
+// Σg and Σg·(x - mean), as the [N, C, S] kernels'.
+constexpr int kColX = 32, kColY = 8;
+
+enum class ColumnSums { stats, backward };
+
+template <typename T, ColumnSums kKind>
+__global__ void __launch_bounds__(kColX* kColY)
+    columns_kernel(double* __restrict partial, const T* __restrict a, const T* __restrict x,
+                   const T* __restrict mean, int64_t rows, int64_t c, int64_t per_part) {
+  __shared__ double sums[2][kColY][kColX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColX + tx;
+  const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
+  double s0 = 0.0, s1 = 0.0;
+  if (j < c) {
+    const double mu = kKind == ColumnSums::backward ? static_cast<double>(mean[j]) : 0.0;
+    for (int64_t r = r0 + ty; r < r1; r += kColY) {
+      const double v = static_cast<double>(a[r * c + j]);
+      s0 += v;
+      if constexpr (kKind == ColumnSums::stats)
+        s1 += v * v;
+      else
+        s1 += v * (static_cast<double>(x[r * c + j]) - mu);
+    }
+  }
+  sums[0][ty][tx] = s0;
+  sums[1][ty][tx] = s1;
+  __syncthreads();
+  if (ty != 0 || j >= c) return;
+  for (int y = 1; y < kColY; ++y) {
+    s0 += sums[0][y][tx];
+    s1 += sums[1][y][tx];
+  }
+  partial[(p * 2) * c + j] = s0;
+  partial[(p * 2 + 1) * c + j] = s1;
+}
+
+// stats: out0 = mean, out1 = biased variance; backward: out0 = Σg, out1 = Σg·(x - mean).
+template <typename T, ColumnSums kKind>
+__global__ void columns_merge_kernel(T* __restrict out0, T* __restrict out1,
+                                     const double* __restrict partial, int64_t parts, int64_t c,
+                                     int64_t rows) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  double s0 = 0.0, s1 = 0.0;
+  for (int64_t p = 0; p < parts; ++p) {
+    s0 += partial[(p * 2) * c + j];
+    s1 += partial[(p * 2 + 1) * c + j];
+  }
+  if constexpr (kKind == ColumnSums::stats) {
+    const double n = static_cast<double>(rows), mu = rows > 0 ? s0 / n : 0.0;
+    out0[j] = static_cast<T>(mu);
+    out1[j] = static_cast<T>(rows > 0 ? fmax(s1 / n - mu * mu, 0.0) : 0.0);
+  } else {
+    out0[j] = static_cast<T>(s0);
+    out1[j] = static_cast<T>(s1);
+  }
+}
+
+// Both kernels over [rows, c] (row-major) into out0, out1 [c].
+template <typename T, ColumnSums kKind>
+void column_sums(int device, T* out0, T* out1, const T* a, const T* x, const T* mean, int64_t rows,
+                 int64_t c) {
+  const cudaStream_t st = stream(device);
+  const int64_t col_blocks = (c + kColX - 1) / kColX;
+  const int64_t parts = std::clamp<int64_t>(rows / 512, 1, std::max<int64_t>(1, 512 / col_blocks));
+  const int64_t per_part = (rows + parts - 1) / parts;
+  Scratch partial(device, static_cast<size_t>(parts * 2 * c) * sizeof(double));
+  auto* part = static_cast<double*>(partial.get());
+  columns_kernel<T, kKind><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)),
+                             dim3(kColX, kColY), 0, st>>>(part, a, x, mean, rows, c, per_part);
+  EMBER_CUDA_LAUNCH_CHECK();
+  columns_merge_kernel<T, kKind><<<static_cast<unsigned>((c + 255) / 256), 256, 0, st>>>(
+      out0, out1, part, parts, c, rows);
+  EMBER_CUDA_LAUNCH_CHECK();
 }
 
 struct Nc3 {
@@ -524,6 +611,15 @@ void batch_norm_stats(const View& mean, const View& var, const View& in) {
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
   const cudaStream_t st = stream(mean.device);
+  if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
+    dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      column_sums<T, ColumnSums::stats>(mean.device, static_cast<T*>(mean.data),
+                                        static_cast<T*>(var.data), static_cast<const T*>(in.data),
+                                        nullptr, nullptr, d.n, d.c);
+    });
+    return;
+  }
   const ChannelWalk w = walk_of(d, "batch_norm_stats");
   dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -539,6 +635,16 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
   const cudaStream_t st = stream(sum_g.device);
+  if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
+    dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      column_sums<T, ColumnSums::backward>(
+          sum_g.device, static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
+          static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
+          static_cast<const T*>(mean.data), d.n, d.c);
+    });
+    return;
+  }
   const ChannelWalk w = walk_of(d, "batch_norm_backward_reduce");
   dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;

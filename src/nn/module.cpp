@@ -97,8 +97,13 @@ std::string with_commas(int64_t n) {
 void retarget(Tensor& t, const Tensor& replacement) {
   const Tensor grad = t.grad();
   t.set_data_(replacement);
-  if (grad.defined())
-    t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).contiguous());
+  if (grad.defined()) {
+    // The gradient is laid out as its parameter (Note [Memory formats] in src/core/tensor.cpp).
+    const MemoryFormat format = replacement.dim() == 4 || replacement.dim() == 5
+                                    ? replacement.suggest_memory_format()
+                                    : MemoryFormat::contiguous;
+    t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).to(format));
+  }
 }
 
 // Calls fn(module, path) for every module of the tree at `root` (paths under `prefix`),
@@ -271,6 +276,31 @@ void ModuleImpl::to(DType dtype) {
       if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
       PoolGuard pool(t.storage()->pool());
       retarget(t, t.to(dtype));
+    }
+  };
+  for_each_module(*this, [&](ModuleImpl& m, const std::string&) {  // each module once
+    convert(m.params_);
+    convert(m.buffers_);
+  });
+}
+
+void ModuleImpl::to(MemoryFormat format) {
+  EMBER_CHECK(format != MemoryFormat::preserve, type_name(),
+              ".to: MemoryFormat::preserve names no layout (expected contiguous, channels_last or "
+              "channels_last_3d)");
+  // As torch's Module.to(memory_format=...): the parameters and buffers of the format's rank
+  // (4 for channels_last, 5 for channels_last_3d; every 4-d and 5-d one for contiguous).
+  const auto takes = [format](const Tensor& t) {
+    if (format == MemoryFormat::channels_last) return t.dim() == 4;
+    if (format == MemoryFormat::channels_last_3d) return t.dim() == 5;
+    return t.dim() == 4 || t.dim() == 5;
+  };
+  NoGradGuard g;
+  auto convert = [&](NamedTensors& list) {
+    for (auto& [n, t] : list) {
+      if (!t.defined() || !takes(t) || t.suggest_memory_format() == format) continue;
+      PoolGuard pool(t.storage()->pool());
+      retarget(t, t.to(format));
     }
   };
   for_each_module(*this, [&](ModuleImpl& m, const std::string&) {  // each module once

@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -31,11 +32,41 @@ inline backend::View view_of(const Tensor& t) {
   return {t.data_ptr(), t.dtype(), t.device().index, t.shape(), t.strides()};
 }
 
+/// The memory format an op gives the output it makes like `t`: t's suggested format for a
+/// 4-d or 5-d tensor, else contiguous (Note [Memory formats] in src/core/tensor.cpp).
+inline MemoryFormat format_of(const Tensor& t) {
+  return t.dim() == 4 || t.dim() == 5 ? t.suggest_memory_format() : MemoryFormat::contiguous;
+}
+
+/// Reorders the dims of `views` (operands of one shape, the output first) into `format`'s
+/// memory order, outermost first, so that an elementwise kernel walking them row-major walks
+/// a channels_last output contiguously (views of another rank are left alone; elementwise
+/// results do not depend on the order). Nothing for contiguous.
+inline void in_memory_order(MemoryFormat format, std::initializer_list<backend::View*> views) {
+  const std::span<const int> order = core::memory_order(format);
+  if (order.empty()) return;
+  for (backend::View* v : views) {
+    if (v->shape.size() != static_cast<int>(order.size())) continue;
+    const Shape shape = v->shape, strides = v->strides;
+    for (size_t i = 0; i < order.size(); ++i) {
+      v->shape[static_cast<int>(i)] = shape[order[i]];
+      v->strides[static_cast<int>(i)] = strides[order[i]];
+    }
+  }
+}
+
 /// `t` seen with `shape` (t's shape must broadcast to it): stride 0 on broadcast dims.
 backend::View broadcast_view(const Tensor& t, const Shape& shape);
 
 inline const backend::Backend& backend_of(const Tensor& t) {
   return backend::backend_for(t.device().type);
+}
+
+/// dst = src (same shape, any strides, cast to dst's dtype), walking dst in its memory order.
+inline void copy_in_memory_order(const Tensor& dst, const Tensor& src) {
+  backend::View d = view_of(dst), s = view_of(src);
+  in_memory_order(format_of(dst), {&d, &s});
+  backend_of(dst).copy(d, s);
 }
 
 // The ops' undefined-input check is core's (src/core/checks.hpp), which autograd uses too.

@@ -390,15 +390,20 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
                  Size2d padding, Size2d dilation, int64_t groups) {
   const ConvPlan p = plan_conv(x, weight, bias, stride, padding, dilation, groups);
   const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  // Note [Memory formats]: a channels_last input or weight runs the library NHWC; im2col
+  // reads NCHW and its output is made channels_last after.
+  const MemoryFormat format = ops::conv_memory_format(x, weight);
   Tensor xc, wc, out;
   {
-    NoGradGuard no_grad;  // the contiguous copies are data for the kernels, not graph
-    xc = x.contiguous();
-    wc = weight.contiguous();
+    NoGradGuard no_grad;  // the copies are data for the kernels, not graph
+    xc = x.contiguous(format);
+    wc = weight.contiguous(format);
   }
+  backend::ConvGeometry geo = geometry_of(p, x);
+  geo.channels_last = format != MemoryFormat::contiguous;
   Tensor library = ops::conv_through_library(
       {.op = Op::conv2d,
-       .geo = geometry_of(p, x),
+       .geo = geo,
        .x = &x,
        .weight = &weight,
        .bias = &bias,
@@ -410,6 +415,11 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
         return ops::ConvGradients{r.input, r.weight};
       });
   if (library.defined()) return library;
+  if (format != MemoryFormat::contiguous) {
+    NoGradGuard no_grad;
+    xc = xc.contiguous();
+    wc = wc.contiguous();
+  }
   {
     NoGradGuard no_grad;
     out = conv_forward(p, xc, wc, bias);
@@ -425,7 +435,7 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size
                        if (need_b) gi[2] = sum(g, {0, 2, 3});
                      });
   }
-  return out;
+  return out.contiguous(format);
 }
 
 // Note [Transposed convolution as conv2d's input gradient]
@@ -607,7 +617,9 @@ std::pair<Tensor, Tensor> max_pool2d_4d(const Tensor& x, Size2d kernel,
           }
           gi[0] = grad;
         });
-  return {out, indices};
+  // Note [Memory formats]: the pools read NCHW; a channels_last input gets its format back.
+  const MemoryFormat format = ops::format_of(x);
+  return {out.contiguous(format), indices.contiguous(format)};
 }
 
 Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride, Size2d padding,
@@ -634,7 +646,7 @@ Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> strid
           }
           gi[0] = grad;
         });
-  return out;
+  return out.contiguous(ops::format_of(x));  // Note [Memory formats], as max_pool2d
 }
 
 }  // namespace

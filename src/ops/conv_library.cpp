@@ -88,7 +88,11 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
   }
   const Tensor& weight = *c.weight;
   const Tensor& bias = *c.bias;
-  Tensor out = make_tensor(c.out_shape, x.dtype(), x.device());
+  // Note [Memory formats]: a channels_last geometry reads and writes every buffer NHWC.
+  const MemoryFormat format = !c.geo.channels_last    ? MemoryFormat::contiguous
+                              : c.out_shape.size() == 5 ? MemoryFormat::channels_last_3d
+                                                        : MemoryFormat::channels_last;
+  Tensor out = make_tensor(c.out_shape, x.dtype(), x.device(), format);
   if (out.numel() == 0 || x.numel() == 0) {
     note(ConvBackend::im2col, "an empty input or output (nothing for a library to compute)");
     return Tensor();
@@ -119,15 +123,15 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
   EMBER_CHECK(!c.relu, op_name(c.op), ": the fused ReLU has no backward here (internal)");
   autograd::record(
       c.op, out, {c.x, c.weight, c.bias},
-      [geo = c.geo, need_x, need_w, need_b, fallback = std::move(fallback), xshape = x.shape(),
-       wshape = weight.shape(), sx = SavedTensor(need_w ? c.xc : Tensor()),
+      [geo = c.geo, format, need_x, need_w, need_b, fallback = std::move(fallback),
+       xshape = x.shape(), wshape = weight.shape(), sx = SavedTensor(need_w ? c.xc : Tensor()),
        sw = SavedTensor(need_x ? c.wc : Tensor())](const Tensor& g, GradList& gi) {
-        const Tensor gc = g.contiguous();
+        const Tensor gc = g.contiguous(format);
         const backend::Backend& be = backend_of(gc);
         const Tensor xs = sx.get(), ws = sw.get();
         bool fallback_x = false, fallback_w = false;
         if (need_x) {
-          Tensor gx = make_tensor(xshape, gc.dtype(), gc.device());
+          Tensor gx = make_tensor(xshape, gc.dtype(), gc.device(), format);
           backend::ConvBackwardArgs b = backward_args(geo, gc);
           b.weight = ws.data_ptr();
           b.grad_input = gx.data_ptr();
@@ -135,7 +139,7 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
           if (!fallback_x) gi[0] = gx;
         }
         if (need_w) {
-          Tensor gw = make_tensor(wshape, gc.dtype(), gc.device());
+          Tensor gw = make_tensor(wshape, gc.dtype(), gc.device(), format);
           Tensor gb = need_b ? make_tensor({geo.out_channels}, gc.dtype(), gc.device()) : Tensor();
           backend::ConvBackwardArgs b = backward_args(geo, gc);
           b.x = xs.data_ptr();
@@ -148,7 +152,9 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
           }
         }
         if (fallback_x || fallback_w) {
-          ConvGradients r = fallback(gc, xs, ws, fallback_x, fallback_w);
+          // The fallback (im2col) reads contiguous tensors.
+          const auto plain = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
+          ConvGradients r = fallback(gc.contiguous(), plain(xs), plain(ws), fallback_x, fallback_w);
           if (fallback_x) gi[0] = r.input;
           if (fallback_w) gi[1] = r.weight;
         }
@@ -159,6 +165,16 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
         }
       });
   return out;
+}
+
+MemoryFormat conv_memory_format(const Tensor& x, const Tensor& weight) {
+  const MemoryFormat last = x.dim() == 4   ? MemoryFormat::channels_last
+                            : x.dim() == 5 ? MemoryFormat::channels_last_3d
+                                           : MemoryFormat::contiguous;
+  if (last == MemoryFormat::contiguous || weight.dim() != x.dim()) return MemoryFormat::contiguous;
+  return x.suggest_memory_format() == last || weight.suggest_memory_format() == last
+             ? last
+             : MemoryFormat::contiguous;
 }
 
 }  // namespace ops

@@ -21,14 +21,15 @@ using ConvFallback =
     std::function<ConvGradients(const Tensor&, const Tensor&, const Tensor&, bool, bool)>;
 
 /// One convolution for the library: the geometry (dtype and device included), the user's
-/// tensors (the autograd edges) and their contiguous copies (what the slots read).
+/// tensors (the autograd edges) and their copies in the geometry's layout (what the slots
+/// read: contiguous, or channels_last when geo.channels_last).
 struct ConvLibraryCall {
   Op op = Op::conv2d;
   backend::ConvGeometry geo;
   const Tensor* x = nullptr;
   const Tensor* weight = nullptr;
   const Tensor* bias = nullptr;  // may be undefined
-  Tensor xc, wc;                 // x, weight contiguous
+  Tensor xc, wc;                 // x, weight in the geometry's layout
   Shape out_shape;               // the op's output shape (conv1d's has its unit height)
   bool relu = false;
 };
@@ -38,5 +39,10 @@ struct ConvLibraryCall {
 /// is off or declines the forward (conv_fallback_reason() then says why). Records the path
 /// for conv_last_backend() either way.
 Tensor conv_through_library(const ConvLibraryCall& call, ConvFallback fallback);
+
+/// The layout a convolution of x [N, C, ...] with `weight` runs in: channels_last (4-d) or
+/// channels_last_3d (5-d) when either operand's suggested format is that (as torch), else
+/// contiguous. The output and the gradients follow it.
+MemoryFormat conv_memory_format(const Tensor& x, const Tensor& weight);
 
 }  // namespace ember::ops

@@ -228,11 +228,14 @@ Tensor conv3d_library(const Tensor& x, const Tensor& weight, const Tensor& bias,
     g.output[i] = (padded - span) / s[i] + 1;
   }
   if (!same || g.output[0] != od) return Tensor();
+  // Note [Memory formats]: channels_last_3d operands run the library NDHWC.
+  const MemoryFormat format = ops::conv_memory_format(x, weight);
+  g.channels_last = format != MemoryFormat::contiguous;
   Tensor xc, wc;
   {
     NoGradGuard no_grad;
-    xc = x.contiguous();
-    wc = weight.contiguous();
+    xc = x.contiguous(format);
+    wc = weight.contiguous(format);
   }
   return ops::conv_through_library(
       {.op = Op::conv3d,
@@ -446,6 +449,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2d output_size) {
   check_adaptive(Op::adaptive_avg_pool2d, x, 2, output_size);
   const int64_t r = x.dim(), h = x.shape()[r - 2], w = x.shape()[r - 1];
   if (output_size == Size2d(h, w)) return x.clone();
+  // Global pooling (ResNet's head): a mean over the plane, which reads any layout in place.
+  if (output_size == Size2d(1, 1)) return mean(x, Shape{r - 2, r - 1}, true);
   Tensor y = x;
   if (output_size.h != h) y = matmul(adaptive_average_matrix(h, output_size.h, x), y);
   if (output_size.w != w) y = matmul(y, adaptive_average_matrix(w, output_size.w, x).t());

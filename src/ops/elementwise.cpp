@@ -24,8 +24,11 @@ namespace ops {
 Tensor unary_forward(Op op, UnaryOp kernel, const Tensor& x, double a = 0.0, double b = 0.0) {
   const ops::OpScope op_scope(op, x);
   check_supported(op, x);
-  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
-  backend_of(x).unary(kernel, view_of(out), view_of(x), a, b);
+  const MemoryFormat format = format_of(x);  // Note [Memory formats]
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device(), format);
+  backend::View o = view_of(out), i = view_of(x);
+  in_memory_order(format, {&o, &i});
+  backend_of(x).unary(kernel, o, i, a, b);
   return out;
 }
 Tensor unary_forward(Op op, const Tensor& x) {
@@ -44,9 +47,14 @@ Tensor binary_forward(Op op, const Tensor& a, const Tensor& b) {
   const bool comparison = backend::is_comparison(backend::binary_kernel(op));
   const Shape shape =
       a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device());
-  backend_of(a).binary(backend::binary_kernel(op), view_of(out), broadcast_view(a, shape),
-                       broadcast_view(b, shape));
+  // The output takes the format of an operand of its shape (Note [Memory formats]).
+  const MemoryFormat format = a.shape() == shape   ? format_of(a)
+                              : b.shape() == shape ? format_of(b)
+                                                   : MemoryFormat::contiguous;
+  Tensor out = make_tensor(shape, comparison ? DType::boolean : a.dtype(), a.device(), format);
+  backend::View o = view_of(out), va = broadcast_view(a, shape), vb = broadcast_view(b, shape);
+  in_memory_order(format, {&o, &va, &vb});
+  backend_of(a).binary(backend::binary_kernel(op), o, va, vb);
   return out;
 }
 
@@ -767,9 +775,16 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   ops::check_same_device("where", cond, a);
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = ops::make_tensor(shape, a.dtype(), a.device());
-  ops::backend_of(a).where(ops::view_of(out), ops::broadcast_view(cond, shape),
-                           ops::broadcast_view(a, shape), ops::broadcast_view(b, shape));
+  // Note [Memory formats]: the format of an operand of the output's shape, walked in its order.
+  const MemoryFormat format = a.shape() == shape      ? ops::format_of(a)
+                              : b.shape() == shape    ? ops::format_of(b)
+                              : cond.shape() == shape ? ops::format_of(cond)
+                                                      : MemoryFormat::contiguous;
+  Tensor out = ops::make_tensor(shape, a.dtype(), a.device(), format);
+  backend::View o = ops::view_of(out), vc = ops::broadcast_view(cond, shape),
+                va = ops::broadcast_view(a, shape), vb = ops::broadcast_view(b, shape);
+  ops::in_memory_order(format, {&o, &vc, &va, &vb});
+  ops::backend_of(a).where(o, vc, va, vb);
   if (autograd::needs_grad(a, b))
     autograd::record(Op::where, out, {&a, &b},
                      [sc = SavedTensor(cond)](const Tensor& g, GradList& gi) {

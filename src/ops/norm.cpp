@@ -28,10 +28,14 @@ using autograd::SavedTensor;
 
 namespace {
 
-// The [N, C, S] view of a contiguous tensor with at least 2 dims.
-backend::View nc3(const Tensor& t) {
+// The [N, C, S] view of a contiguous tensor with at least 2 dims; a channels_last one is
+// [N·S, C, 1] (Note [Batch norm with the channels innermost] in src/cuda/norm.cu): the same
+// per-channel walk with the channels innermost.
+backend::View nc3(const Tensor& t, MemoryFormat format = MemoryFormat::contiguous) {
   const int64_t n = t.shape()[0], c = t.shape()[1];
   const int64_t s = n * c == 0 ? 0 : t.numel() / (n * c);
+  if (format != MemoryFormat::contiguous)
+    return {t.data_ptr(), t.dtype(), t.device().index, Shape{n * s, c, 1}, Shape{c, 1, 1}};
   return {t.data_ptr(), t.dtype(), t.device().index, Shape{n, c, s}, Shape{c * s, s, 1}};
 }
 
@@ -72,14 +76,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                 ": eval mode needs running_mean and running_var (got undefined tensors)");
   }
   const backend::Backend& be = ops::backend_of(x);
+  // Note [Memory formats]: a channels_last input is normalised as it lies, and so is its output.
+  const MemoryFormat format = ops::format_of(x);
   Tensor xc, mean, invstd, out;
   {
     NoGradGuard no_grad;  // everything below is data for the kernels, not graph
-    xc = x.contiguous();
+    xc = x.contiguous(format);
     if (training) {
       mean = ops::make_tensor({c}, x.dtype(), x.device());
       Tensor var = ops::make_tensor({c}, x.dtype(), x.device());
-      be.batch_norm_stats(ops::view_of(mean), ops::view_of(var), nc3(xc));
+      be.batch_norm_stats(ops::view_of(mean), ops::view_of(var), nc3(xc, format));
       invstd = rsqrt(add(var, eps));
       if (running_mean.defined() && running_var.defined()) {
         const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
@@ -97,26 +103,26 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (bias.defined()) shift = add(shift, bias);
     scale = scale.contiguous();
     shift = shift.contiguous();
-    out = ops::make_tensor(x.shape(), x.dtype(), x.device());
+    out = ops::make_tensor(x.shape(), x.dtype(), x.device(), format);
     if (out.numel() > 0)
-      be.channel_affine(nc3(out), nc3(xc), ops::view_of(scale), kNone, kNone, ops::view_of(shift));
+      be.channel_affine(nc3(out, format), nc3(xc, format), ops::view_of(scale), kNone, kNone, ops::view_of(shift));
   }
   if (autograd::needs_grad(x, weight, bias)) {
     const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
     const bool nb = bias.defined() && bias.requires_grad();
     autograd::record(
         Op::batch_norm, out, {&x, &weight, &bias},
-        [nx, nw, nb, training, m, sx = SavedTensor(xc), smean = SavedTensor(mean),
+        [nx, nw, nb, training, m, format, sx = SavedTensor(xc), smean = SavedTensor(mean),
          sr = SavedTensor(invstd), sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
-          const Tensor gc = g.contiguous(), xs = sx.get(), mu = smean.get(), r = sr.get(),
-                       w = sw.get();
+          const Tensor gc = g.contiguous(format),
+                       xs = sx.get(), mu = smean.get(), r = sr.get(), w = sw.get();
           const backend::Backend& b = ops::backend_of(gc);
           const int64_t channels = mu.numel();
           Tensor sum_g = ops::make_tensor({channels}, gc.dtype(), gc.device());
           Tensor sum_gx = ops::make_tensor({channels}, gc.dtype(), gc.device());
           if (gc.numel() > 0) {
-            b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc),
-                                         nc3(xs), ops::view_of(mu));
+            b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc, format),
+                                         nc3(xs, format), ops::view_of(mu));
           } else {
             b.fill(ops::view_of(sum_g), 0.0);
             b.fill(ops::view_of(sum_gx), 0.0);
@@ -125,7 +131,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           if (nb) gi[2] = sum_g;
           if (!nx) return;
           const Tensor wr = (w.defined() ? mul(w, r) : r).contiguous();  // A
-          Tensor dx = ops::make_tensor(gc.shape(), gc.dtype(), gc.device());
+          Tensor dx = ops::make_tensor(gc.shape(), gc.dtype(), gc.device(), format);
           if (dx.numel() == 0) {
             gi[0] = dx;
             return;
@@ -136,10 +142,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                 neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
             const Tensor shift =
                 sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
-            b.channel_affine(nc3(dx), nc3(gc), ops::view_of(wr), nc3(xs), ops::view_of(coef_x),
+            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), nc3(xs, format), ops::view_of(coef_x),
                              ops::view_of(shift));
           } else {
-            b.channel_affine(nc3(dx), nc3(gc), ops::view_of(wr), kNone, kNone, kNone);
+            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), kNone, kNone, kNone);
           }
           gi[0] = dx;
         });

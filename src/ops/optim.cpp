@@ -3,8 +3,9 @@
 //
 // Items are sorted into buckets of one (device, dtype, step, first_step); each bucket is one
 // backend call (on a GPU one launch, chunked as PyTorch's multi_tensor_apply). The steady
-// state allocates nothing; only a non-contiguous parameter or gradient (rare: optimizers see
-// contiguous leaves) goes through contiguous temporaries, copied back into its own buffer.
+// state allocates nothing; only a parameter or gradient that is neither contiguous nor
+// channels_last (rare: optimizers see dense leaves) goes through contiguous temporaries,
+// copied back into its own buffer.
 #include "ops/optim.hpp"
 
 #include <array>
@@ -45,22 +46,33 @@ struct WriteBack {
 
 // The slot of one item; a non-contiguous parameter or gradient gets contiguous copies (the
 // parameter's is written back by `finish`). The state buffers are contiguous: optim makes them.
+// A channels_last parameter (Note [Memory formats]) is walked as its flat buffer like a
+// contiguous one: its gradient and state share its format (autograd and optim make them so),
+// so element i of every buffer is the same logical element.
 backend::OptimSlot slot_of(const Tensor& param, const Tensor& grad,
                            const std::array<const Tensor*, 3>& state,
                            std::vector<WriteBack>& write_back, std::vector<Tensor>& keep) {
   backend::OptimSlot s;
+  const MemoryFormat format = format_of(param);
   Tensor p = param;
-  if (!param.is_contiguous()) {
+  if (!param.is_contiguous(format)) {
     p = param.detach().contiguous();
     write_back.push_back({&param, p});
   }
-  Tensor g = grad.is_contiguous() ? grad : grad.contiguous();
+  // The layout every other buffer must have: p's strides (size-1 dims aside).
+  const auto same_layout = [&](const Tensor& t) {
+    for (int d = 0; d < p.dim(); ++d)
+      if (p.size(d) != 1 && t.stride(d) != p.stride(d)) return false;
+    return true;
+  };
+  Tensor g = same_layout(grad) ? grad : grad.contiguous(format_of(p));
+  EMBER_ASSERT(same_layout(g), "optimizer: the gradient's layout differs from its parameter's");
   keep.push_back(g);
   s.param = p.data_ptr();
   s.grad = g.data_ptr();
   int i = 0;
   for (const Tensor* t : state) {
-    EMBER_ASSERT(!t || t->is_contiguous(), "optimizer state must be contiguous");
+    EMBER_ASSERT(!t || same_layout(*t), "optimizer state must be laid out as its parameter");
     s.state[i++] = t ? t->data_ptr() : nullptr;
   }
   s.numel = param.numel();

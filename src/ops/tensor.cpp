@@ -26,13 +26,29 @@ Tensor Tensor::detach() const {
 Tensor Tensor::contiguous() const {
   checked("contiguous");
   if (is_contiguous()) return *this;
-  return clone();
+  return clone(MemoryFormat::contiguous);
 }
 
-Tensor Tensor::clone() const {
+// As torch: contiguous(format) keeps a tensor whose strides already satisfy `format` (dims of
+// size 1 may have any stride), to(format) keeps only one whose suggested format is `format`,
+// so x.to(channels_last) of a [N, 1, H, W] x gives the exact channels_last strides.
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  checked("contiguous");
+  if (format == MemoryFormat::preserve || is_contiguous(format)) return *this;
+  return clone(format);
+}
+
+Tensor Tensor::to(MemoryFormat format) const {
+  checked("to");
+  if (format == MemoryFormat::preserve || suggest_memory_format() == format) return *this;
+  return clone(format);
+}
+
+Tensor Tensor::clone(MemoryFormat format) const {
   checked("clone");
-  Tensor out = ops::make_tensor(shape(), dtype(), device());
-  ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
+  if (format == MemoryFormat::preserve) format = suggest_memory_format();
+  Tensor out = ops::make_tensor(shape(), dtype(), device(), format);
+  ops::copy_in_memory_order(out, *this);
   if (autograd::needs_grad(*this))
     autograd::record(Op::clone, out, {this},
                      [](const Tensor& g, autograd::GradList& gi) { gi[0] = g; });
@@ -42,8 +58,8 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   checked("to");
   if (target == dtype()) return *this;
-  Tensor out = ops::make_tensor(shape(), target, device());
-  ops::backend_of(*this).copy(ops::view_of(out), ops::view_of(*this));
+  Tensor out = ops::make_tensor(shape(), target, device(), suggest_memory_format());
+  ops::copy_in_memory_order(out, *this);
   if (autograd::needs_grad(*this) && is_floating(target)) {
     const DType from = dtype();
     autograd::record(Op::to, out, {this},
@@ -56,8 +72,10 @@ Tensor Tensor::to(Device target) const {
   checked("to");
   if (target == device()) return *this;
   detail::check_no_host_transfer(target.is_cpu() ? "to(cpu)" : "to(cuda)");
-  Tensor src = contiguous();
-  Tensor out = ops::make_tensor(shape(), dtype(), target);
+  // The bytes move as they lie: a channels_last tensor arrives channels_last.
+  const MemoryFormat format = suggest_memory_format();
+  Tensor src = contiguous(format);
+  Tensor out = ops::make_tensor(shape(), dtype(), target, format);
   const size_t bytes = static_cast<size_t>(numel()) * element_size(dtype());
   if (bytes) {
     if (src.device().is_cpu()) {
@@ -186,7 +204,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
               " (expected each source dim equal to the target's or 1)");
   Tensor s = src;
   if (s.device() != device()) s = s.to(device());
-  ops::backend_of(*this).copy(ops::view_of(*this), ops::broadcast_view(s, shape()));
+  backend::View d = ops::view_of(*this), v = ops::broadcast_view(s, shape());
+  ops::in_memory_order(ops::format_of(*this), {&d, &v});
+  ops::backend_of(*this).copy(d, v);
   return *this;
 }
 
@@ -202,7 +222,9 @@ Tensor& Tensor::fill_(double value) {
   checked("fill_");
   ops::check_scalar_fits("fill_", value, dtype());
   ops::check_inplace("fill_", *this);
-  ops::backend_of(*this).fill(ops::view_of(*this), value);
+  backend::View v = ops::view_of(*this);
+  ops::in_memory_order(ops::format_of(*this), {&v});
+  ops::backend_of(*this).fill(v, value);
   return *this;
 }
 
@@ -261,9 +283,10 @@ Tensor& binary_inplace(Tensor& self, const Tensor& other, Op op, const char* nam
   EMBER_CHECK(b == self.shape(), name, ": shape ", other.shape().to_string(),
               " does not broadcast to the in-place target ", self.shape().to_string());
   ops::check_inplace(name, self);
-  backend::View out = ops::view_of(self);
-  ops::backend_of(self).binary(backend::binary_kernel(op), out, out,
-                               ops::broadcast_view(other, self.shape()));
+  backend::View out = ops::view_of(self), in = ops::view_of(self),
+                other_view = ops::broadcast_view(other, self.shape());
+  ops::in_memory_order(ops::format_of(self), {&out, &in, &other_view});
+  ops::backend_of(self).binary(backend::binary_kernel(op), out, in, other_view);
   return self;
 }
 
@@ -285,8 +308,9 @@ Tensor& affine_inplace(Tensor& self, double s, double t, Op op, const char* name
     return s != 1.0 ? binary_inplace(self, full(Shape{}, s, o), Op::mul, name)
                     : binary_inplace(self, full(Shape{}, t, o), Op::add, name);
   }
-  backend::View v = ops::view_of(self);
-  ops::backend_of(self).unary(backend::UnaryOp::affine, v, v, s, t);
+  backend::View v = ops::view_of(self), in = ops::view_of(self);
+  ops::in_memory_order(ops::format_of(self), {&v, &in});
+  ops::backend_of(self).unary(backend::UnaryOp::affine, v, in, s, t);
   return self;
 }
 }  // namespace

@@ -152,6 +152,10 @@ class ModuleImpl : public std::enable_shared_from_this<ModuleImpl> {
   void to(Device device);
   /// Converts floating parameters and buffers to `dtype` in place.
   void to(DType dtype);
+  /// Lays 4-d parameters and buffers out channels_last (5-d: channels_last_3d; contiguous:
+  /// both back) in place, as torch's model.to(memory_format=...); convolutions then run NHWC
+  /// when their input is channels_last too (docs/vision.md, "Memory format").
+  void to(MemoryFormat format);
   /// Drops (or zeroes) the gradients of all parameters.
   void zero_grad(bool set_to_none = true);
 
