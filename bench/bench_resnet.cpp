@@ -6,6 +6,7 @@
 //                [--precision f32|bf16] [--lr 0.1] [--momentum 0.9] [--weight-decay 1e-4]
 //                [--threads 1,2] [--steps N] [--warmup N] [--torch on|off]
 //                [--torch-mode eager|compile|both] [--torch-channels-last on|off]
+//                [--channels-last on|off] [--cudnn on|off]   (ember's layout and GPU convolutions)
 //   defaults: the GPU when there is one: resnet50,resnet18, batch 128 of 224×224, bf16
 //             autocast, PyTorch eager and torch.compile with channels_last (the issue's
 //             targets); else the CPU: resnet18, batch 32 of 64×64, f32, 1 and 2 threads.
@@ -62,6 +63,8 @@ struct Config {
   bool torch = true;
   std::string torch_mode;
   bool torch_channels_last = false;
+  bool channels_last = false;  // ember's model and input channels_last (NHWC)
+  bool cudnn = false;          // ember's GPU convolutions through cuDNN
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -69,7 +72,7 @@ struct Config {
                "bench_resnet: %s\nusage: bench_resnet [--device cpu|cuda] [--model "
                "resnet18[,resnet50]] [--batch N] [--size S] [--precision f32|bf16] [--lr X] "
                "[--momentum X] [--weight-decay X] [--threads 1,2] [--steps N] [--warmup N] "
-               "[--torch on|off] [--torch-mode eager|compile|both] [--torch-channels-last "
+               "[--torch on|off] [--torch-mode eager|compile|both] [--channels-last on|off] [--cudnn on|off] [--torch-channels-last "
                "on|off]\n",
                why.c_str());
   std::exit(2);
@@ -134,6 +137,10 @@ Config parse(int argc, char** argv) {
       c.torch_mode = v;
     else if (f == "--torch-channels-last" && (v == "on" || v == "off"))
       c.torch_channels_last = v == "on";
+    else if (f == "--channels-last" && (v == "on" || v == "off"))
+      c.channels_last = v == "on";
+    else if (f == "--cudnn" && (v == "on" || v == "off"))
+      c.cudnn = v == "on";
     else
       usage("unknown flag or value: " + f + " " + v);
   }
@@ -201,16 +208,20 @@ bool run_model(const Config& c, const std::string& model, const std::filesystem:
   ember::io::write_safetensors(init, net->state_dict(), {});
   ember::io::write_safetensors(batch, {{"x", x}, {"y", y}}, {});
   net->to(device);
+  if (c.channels_last) net->to(ember::MemoryFormat::channels_last);
+  ember::set_cudnn_convolutions(c.cudnn);
   net->train();
   EmberStep step{
       net,
       ember::optim::SGD(net->parameters(),
                         {.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay}),
-      x.to(device), y.to(device), c.bf16};
-  std::fprintf(stderr, "bench_resnet: %s, batch %lld of %lldx%lld, %s, %s\n", model.c_str(),
-               static_cast<long long>(c.batch), static_cast<long long>(c.size),
+      c.channels_last ? x.to(device).to(ember::MemoryFormat::channels_last) : x.to(device),
+      y.to(device), c.bf16};
+  std::fprintf(stderr, "bench_resnet: %s, batch %lld of %lldx%lld, %s, %s, ember %s%s\n",
+               model.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.size),
                static_cast<long long>(c.size), c.bf16 ? "bf16 autocast" : "f32",
-               c.cuda ? "cuda:0" : "CPU");
+               c.cuda ? "cuda:0" : "CPU", c.channels_last ? "channels_last" : "NCHW",
+               c.cuda ? (c.cudnn ? ", cuDNN" : ", im2col") : "");
 
   // ---- validate: the first steps' losses from the same weights on the same batch
   std::vector<double> ember_losses;

@@ -258,6 +258,16 @@ TEST(MemoryFormat, BatchNormNhwcEqualsNchw) {
                  rand_t({4, 6, 5, 3}, 30) * 2.0f + 1.0f, {rand_t({6}, 31), rand_t({6}, 32)}, 1e-5);
 }
 
+TEST(MemoryFormat, MaxPoolIndicesAreThePlanesAlsoNhwc) {
+  // Indices count within each (n, c) plane, as torch's, whatever the layout.
+  const Tensor x = rand_t({2, 3, 7, 6}, 39);
+  const auto [y, i] = max_pool2d_with_indices(x, 3, 2, 1);
+  const auto [yl, il] = max_pool2d_with_indices(x.to(kLast), 3, 2, 1);
+  EXPECT_EQ(il.suggest_memory_format(), kLast);
+  expect_equal(yl, y, "values");
+  expect_equal(il, i, "indices");
+}
+
 TEST(MemoryFormat, PoolsNhwcEqualNchw) {
   check_format("max_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
     return max_pool2d(x, 3, 2, 1);
@@ -373,6 +383,9 @@ TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
   check_format("max_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
     return max_pool2d(x, 3, 2, 1);
   }, rand_t({2, 5, 9, 8}, 33), {}, 0.0, kGpu);
+  check_format("avg_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
+    return avg_pool2d(x, 3, 2, 1);
+  }, rand_t({2, 5, 9, 8}, 34), {}, 1e-6, kGpu);
   check_format("adaptive_avg_pool2d (1, 1)", [](const Tensor& x, const std::vector<Tensor>&) {
     return adaptive_avg_pool2d(x, Size2d(1, 1));
   }, rand_t({2, 5, 7, 7}, 35), {}, 1e-5, kGpu);

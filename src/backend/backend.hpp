@@ -240,6 +240,9 @@ struct Window2d {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
+  // The pools' input and output (and max_pool2d's indices) NHWC: element (n, c, y, x) at
+  // ((n·H + y)·W + x)·C + c (Note [Memory formats] in src/core/tensor.cpp). im2col: false.
+  bool channels_last = false;
 };
 
 /// One step of the fused LSTM recurrence (Note [Fused LSTM] in src/ops/rnn.cpp): N rows of H

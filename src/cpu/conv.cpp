@@ -188,8 +188,67 @@ void max_pool_plane(const Window2d& w, const T* src, T* out, int64_t* idx) {
   }
 }
 
+// ---- pools over NHWC (Window2d::channels_last) ----
+// The same windows, ties and summation orders as the plane kernels, visited a pixel at a time
+// with the channels innermost, so the results are the NCHW kernels' bit for bit.
+
+template <typename T>
+void max_pool2d_nhwc(const Window2d& w, T* out, int64_t* indices, const T* in) {
+  const int64_t c = w.channels;
+  parallel_for(w.batch * w.out_h, grain_for(w.out_w * c * w.kernel_h * w.kernel_w),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / w.out_h, oy = r % w.out_h;
+      for (int64_t ox = 0; ox < w.out_w; ++ox) {
+        T* best = out + ((n * w.out_h + oy) * w.out_w + ox) * c;
+        int64_t* at = indices + ((n * w.out_h + oy) * w.out_w + ox) * c;
+        int64_t h0 = oy * w.stride_h - w.pad_h;
+        const int64_t h1 = std::min(h0 + (w.kernel_h - 1) * w.dilation_h + 1, w.height);
+        while (h0 < 0) h0 += w.dilation_h;
+        int64_t w0 = ox * w.stride_w - w.pad_w;
+        const int64_t w1 = std::min(w0 + (w.kernel_w - 1) * w.dilation_w + 1, w.width);
+        while (w0 < 0) w0 += w.dilation_w;
+        for (int64_t j = 0; j < c; ++j) {
+          best[j] = -std::numeric_limits<T>::infinity();
+          at[j] = h0 * w.width + w0;
+        }
+        for (int64_t y = h0; y < h1; y += w.dilation_h)
+          for (int64_t x = w0; x < w1; x += w.dilation_w) {
+            const T* src = in + ((n * w.height + y) * w.width + x) * c;
+            for (int64_t j = 0; j < c; ++j) {
+              const T v = src[j];
+              if (v > best[j] || v != v) {
+                best[j] = v;
+                at[j] = y * w.width + x;
+              }
+            }
+          }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward_nhwc(const Window2d& w, T* grad_in, const T* grad_out,
+                              const int64_t* indices) {
+  const int64_t c = w.channels, plane = w.height * w.width, out_plane = w.out_h * w.out_w;
+  parallel_for(w.batch, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      T* dst = grad_in + n * plane * c;
+      std::fill(dst, dst + plane * c, T(0));
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const T* g = grad_out + (n * out_plane + o) * c;
+        const int64_t* idx = indices + (n * out_plane + o) * c;
+        for (int64_t j = 0; j < c; ++j)
+          if (idx[j] >= 0 && idx[j] < plane) dst[idx[j] * c + j] += g[j];
+      }
+    }
+  });
+}
+
 template <typename T>
 void max_pool2d_typed(const Window2d& w, T* out, int64_t* indices, const T* in) {
+  if (w.channels_last) return max_pool2d_nhwc(w, out, indices, in);
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   const bool is_2x2 = w.kernel_h == 2 && w.kernel_w == 2 && w.stride_h == 2 && w.stride_w == 2 &&
                       w.pad_h == 0 && w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
@@ -208,6 +267,7 @@ void max_pool2d_typed(const Window2d& w, T* out, int64_t* indices, const T* in) 
 template <typename T>
 void max_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out,
                                const int64_t* indices) {
+  if (w.channels_last) return max_pool2d_backward_nhwc(w, grad_in, grad_out, indices);
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -245,7 +305,56 @@ inline AvgWindow avg_window(const Window2d& w, int64_t oy, int64_t ox, bool coun
 }
 
 template <typename T>
+void avg_pool2d_nhwc(const Window2d& w, T* out, const T* in, bool count_include_pad) {
+  const int64_t c = w.channels;
+  parallel_for(w.batch * w.out_h, grain_for(w.out_w * c * w.kernel_h * w.kernel_w),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t n = r / w.out_h, oy = r % w.out_h;
+      for (int64_t ox = 0; ox < w.out_w; ++ox) {
+        T* dst = out + ((n * w.out_h + oy) * w.out_w + ox) * c;
+        std::fill(dst, dst + c, T(0));
+        const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
+        if (a.divisor == 0) continue;
+        for (int64_t y = a.h0; y < a.h1; ++y)
+          for (int64_t x = a.w0; x < a.w1; ++x) {
+            const T* src = in + ((n * w.height + y) * w.width + x) * c;
+            for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
+          }
+        for (int64_t j = 0; j < c; ++j) dst[j] = dst[j] / static_cast<T>(a.divisor);
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_backward_nhwc(const Window2d& w, T* grad_in, const T* grad_out,
+                              bool count_include_pad) {
+  const int64_t c = w.channels, plane = w.height * w.width;
+  parallel_for(w.batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> share(static_cast<size_t>(c));
+    for (int64_t n = begin; n < end; ++n) {
+      T* dst = grad_in + n * plane * c;
+      std::fill(dst, dst + plane * c, T(0));
+      for (int64_t oy = 0; oy < w.out_h; ++oy)
+        for (int64_t ox = 0; ox < w.out_w; ++ox) {
+          const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
+          if (a.divisor == 0) continue;
+          const T* g = grad_out + ((n * w.out_h + oy) * w.out_w + ox) * c;
+          for (int64_t j = 0; j < c; ++j) share[j] = g[j] / static_cast<T>(a.divisor);
+          for (int64_t y = a.h0; y < a.h1; ++y)
+            for (int64_t x = a.w0; x < a.w1; ++x) {
+              T* d = dst + (y * w.width + x) * c;
+              for (int64_t j = 0; j < c; ++j) d[j] += share[j];
+            }
+        }
+    }
+  });
+}
+
+template <typename T>
 void avg_pool2d_typed(const Window2d& w, T* out, const T* in, bool count_include_pad) {
+  if (w.channels_last) return avg_pool2d_nhwc(w, out, in, count_include_pad);
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -271,6 +380,7 @@ void avg_pool2d_typed(const Window2d& w, T* out, const T* in, bool count_include
 template <typename T>
 void avg_pool2d_backward_typed(const Window2d& w, T* grad_in, const T* grad_out,
                                bool count_include_pad) {
+  if (w.channels_last) return avg_pool2d_backward_nhwc(w, grad_in, grad_out, count_include_pad);
   const int64_t plane = w.height * w.width, out_plane = w.out_h * w.out_w;
   parallel_for(w.batch * w.channels, grain_for(plane), [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {

@@ -46,7 +46,33 @@ template <typename Idx>
 struct Geom {
   Idx batch, channels, height, width, out_h, out_w, kernel_h, kernel_w;
   Idx stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  bool channels_last;  // the pools' tensors NHWC (Window2d::channels_last)
 };
+
+// The pools' layouts: element e of an [N, C, h, w] tensor is pixel (y, x) of plane (n, c);
+// NCHW e = ((n·C + c)·h + y)·w + x, NHWC e = ((n·h + y)·w + x)·C + c. A plane's pixel (y, x)
+// lies at base + (y·w + x)·step.
+template <typename Idx>
+struct Pixel {
+  Idx n, c, y, x;
+};
+template <typename Idx>
+__device__ inline Pixel<Idx> pixel_of(const Geom<Idx>& g, Idx e, Idx h, Idx w) {
+  if (g.channels_last) {
+    const Idx c = e % g.channels, p = e / g.channels;
+    return {p / (w * h), c, (p / w) % h, p % w};
+  }
+  const Idx nc = e / (w * h);
+  return {nc / g.channels, nc % g.channels, (e / w) % h, e % w};
+}
+template <typename Idx>
+__device__ inline Idx plane_base(const Geom<Idx>& g, Idx n, Idx c, Idx h, Idx w) {
+  return g.channels_last ? n * h * w * g.channels + c : (n * g.channels + c) * h * w;
+}
+template <typename Idx>
+__device__ inline Idx pixel_step(const Geom<Idx>& g) {
+  return g.channels_last ? g.channels : Idx(1);
+}
 
 template <typename Idx>
 Geom<Idx> geom_of(const Window2d& w) {
@@ -55,7 +81,7 @@ Geom<Idx> geom_of(const Window2d& w) {
       static_cast<Idx>(w.width),      static_cast<Idx>(w.out_h),     static_cast<Idx>(w.out_w),
       static_cast<Idx>(w.kernel_h),   static_cast<Idx>(w.kernel_w),  static_cast<Idx>(w.stride_h),
       static_cast<Idx>(w.stride_w),   static_cast<Idx>(w.pad_h),     static_cast<Idx>(w.pad_w),
-      static_cast<Idx>(w.dilation_h), static_cast<Idx>(w.dilation_w)};
+      static_cast<Idx>(w.dilation_h), static_cast<Idx>(w.dilation_w), w.channels_last};
 }
 
 #define EMBER_GRID_LOOP(e, total)                                                    \
@@ -127,9 +153,9 @@ __global__ void max_pool_kernel(Geom<Idx> g, T* __restrict out, int64_t* __restr
                                 const T* __restrict in) {
   const Idx total = g.batch * g.channels * g.out_h * g.out_w;
   EMBER_GRID_LOOP(e, total) {
-    const Idx ox = e % g.out_w, oy = (e / g.out_w) % g.out_h;
-    const Idx plane = e / (g.out_w * g.out_h);
-    const T* src = in + plane * g.height * g.width;
+    const Pixel<Idx> px = pixel_of(g, e, g.out_h, g.out_w);
+    const Idx ox = px.x, oy = px.y, step = pixel_step(g);
+    const T* src = in + plane_base(g, px.n, px.c, g.height, g.width);
     Idx h0 = oy * g.stride_h - g.pad_h;
     const Idx h1 = min(h0 + (g.kernel_h - 1) * g.dilation_h + 1, g.height);
     while (h0 < 0) h0 += g.dilation_h;
@@ -141,7 +167,7 @@ __global__ void max_pool_kernel(Geom<Idx> g, T* __restrict out, int64_t* __restr
     Idx at = h0 * g.width + w0;
     for (Idx y = h0; y < h1; y += g.dilation_h) {
       for (Idx x = w0; x < w1; x += g.dilation_w) {
-        const C v = cast<C>(src[y * g.width + x]);
+        const C v = cast<C>(src[(y * g.width + x) * step]);
         if (v > best || v != v) {
           best = v;
           at = y * g.width + x;
@@ -161,8 +187,8 @@ __global__ void max_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
                                          const int64_t* __restrict indices) {
   const Idx total = g.batch * g.channels * g.height * g.width;
   EMBER_GRID_LOOP(e, total) {
-    const Idx x = e % g.width, y = (e / g.width) % g.height;
-    const Idx plane = e / (g.width * g.height);
+    const Pixel<Idx> px = pixel_of(g, e, g.height, g.width);
+    const Idx x = px.x, y = px.y, step = pixel_step(g);
     const int64_t here = static_cast<int64_t>(y) * g.width + x;
     // Windows oy with oy·stride - pad <= y <= oy·stride - pad + (kh-1)·dilation.
     const Idx oy0 = max(
@@ -171,11 +197,11 @@ __global__ void max_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
     const Idx ox0 = max(
         Idx(0), ceil_div_signed<Idx>(x + g.pad_w - (g.kernel_w - 1) * g.dilation_w, g.stride_w));
     const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
-    const Idx base = plane * g.out_h * g.out_w;
+    const Idx base = plane_base(g, px.n, px.c, g.out_h, g.out_w);
     Compute<T> sum = 0;
     for (Idx oy = oy0; oy <= oy1; ++oy)
       for (Idx ox = ox0; ox <= ox1; ++ox) {
-        const Idx o = base + oy * g.out_w + ox;
+        const Idx o = base + (oy * g.out_w + ox) * step;
         if (indices[o] == here) sum += cast<Compute<T>>(grad_out[o]);
       }
     grad_in[e] = cast<T>(sum);
@@ -211,9 +237,9 @@ __global__ void avg_pool_kernel(Geom<Idx> g, T* __restrict out, const T* __restr
                                 bool count_include_pad) {
   const Idx total = g.batch * g.channels * g.out_h * g.out_w;
   EMBER_GRID_LOOP(e, total) {
-    const Idx ox = e % g.out_w, oy = (e / g.out_w) % g.out_h;
-    const Idx plane = e / (g.out_w * g.out_h);
-    const T* src = in + plane * g.height * g.width;
+    const Pixel<Idx> px = pixel_of(g, e, g.out_h, g.out_w);
+    const Idx ox = px.x, oy = px.y, step = pixel_step(g);
+    const T* src = in + plane_base(g, px.n, px.c, g.height, g.width);
     const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
     using C = Compute<T>;
     if (a.divisor == 0) {
@@ -222,7 +248,7 @@ __global__ void avg_pool_kernel(Geom<Idx> g, T* __restrict out, const T* __restr
     }
     C sum = 0;
     for (Idx y = a.h0; y < a.h1; ++y)
-      for (Idx x = a.w0; x < a.w1; ++x) sum += cast<C>(src[y * g.width + x]);
+      for (Idx x = a.w0; x < a.w1; ++x) sum += cast<C>(src[(y * g.width + x) * step]);
     out[e] = cast<T>(sum / static_cast<C>(a.divisor));
   }
 }
@@ -234,21 +260,21 @@ __global__ void avg_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
                                          const T* __restrict grad_out, bool count_include_pad) {
   const Idx total = g.batch * g.channels * g.height * g.width;
   EMBER_GRID_LOOP(e, total) {
-    const Idx x = e % g.width, y = (e / g.width) % g.height;
-    const Idx plane = e / (g.width * g.height);
+    const Pixel<Idx> px = pixel_of(g, e, g.height, g.width);
+    const Idx x = px.x, y = px.y, step = pixel_step(g);
     // Unclipped windows start at o·stride - pad and span kernel cells.
     const Idx oy0 = max(Idx(0), ceil_div_signed<Idx>(y + g.pad_h - g.kernel_h + 1, g.stride_h));
     const Idx oy1 = min(g.out_h - 1, floor_div_signed<Idx>(y + g.pad_h, g.stride_h));
     const Idx ox0 = max(Idx(0), ceil_div_signed<Idx>(x + g.pad_w - g.kernel_w + 1, g.stride_w));
     const Idx ox1 = min(g.out_w - 1, floor_div_signed<Idx>(x + g.pad_w, g.stride_w));
     using C = Compute<T>;
-    const T* go = grad_out + plane * g.out_h * g.out_w;
+    const T* go = grad_out + plane_base(g, px.n, px.c, g.out_h, g.out_w);
     C sum = 0;
     for (Idx oy = oy0; oy <= oy1; ++oy)
       for (Idx ox = ox0; ox <= ox1; ++ox) {
         const AvgWindow<Idx> a = avg_window(g, oy, ox, count_include_pad);
         if (a.divisor == 0 || y < a.h0 || y >= a.h1 || x < a.w0 || x >= a.w1) continue;
-        sum += cast<C>(go[oy * g.out_w + ox]) / static_cast<C>(a.divisor);
+        sum += cast<C>(go[(oy * g.out_w + ox) * step]) / static_cast<C>(a.divisor);
       }
     grad_in[e] = cast<T>(sum);
   }

@@ -592,23 +592,28 @@ backend::Window2d plan_pool(Op pool, const Tensor& x, Size2d kernel,
 std::pair<Tensor, Tensor> max_pool2d_4d(const Tensor& x, Size2d kernel,
                                         std::optional<Size2d> stride, Size2d padding,
                                         Size2d dilation, bool ceil_mode) {
-  const backend::Window2d w =
+  // Note [Memory formats]: a channels_last input is pooled as it lies (NHWC kernels), and its
+  // output, indices and gradient are channels_last.
+  const MemoryFormat format = ops::format_of(x);
+  backend::Window2d w =
       plan_pool(Op::max_pool2d, x, kernel, stride, padding, dilation, ceil_mode);
+  w.channels_last = format != MemoryFormat::contiguous;
   const Shape out_shape{w.batch, w.channels, w.out_h, w.out_w};
-  Tensor out = ops::make_tensor(out_shape, x.dtype(), x.device());
-  Tensor indices = ops::make_tensor(out_shape, DType::i64, x.device());
+  Tensor out = ops::make_tensor(out_shape, x.dtype(), x.device(), format);
+  Tensor indices = ops::make_tensor(out_shape, DType::i64, x.device(), format);
   {
     NoGradGuard no_grad;
-    Tensor xc = x.contiguous();
+    Tensor xc = x.contiguous(format);
     if (out.numel() > 0)
       ops::backend_of(x).max_pool2d(w, ops::view_of(out), ops::view_of(indices), ops::view_of(xc));
   }
   if (autograd::needs_grad(x))
     autograd::record(
-        Op::max_pool2d, out, {&x}, [w, si = SavedTensor(indices)](const Tensor& g, GradList& gi) {
-          Tensor gc = g.contiguous();
-          Tensor grad =
-              ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(), g.device());
+        Op::max_pool2d, out, {&x},
+        [w, format, si = SavedTensor(indices)](const Tensor& g, GradList& gi) {
+          Tensor gc = g.contiguous(format);
+          Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(),
+                                         g.device(), format);
           if (gc.numel() > 0) {
             ops::backend_of(g).max_pool2d_backward(w, ops::view_of(grad), ops::view_of(gc),
                                                    ops::view_of(si.get()));
@@ -617,27 +622,28 @@ std::pair<Tensor, Tensor> max_pool2d_4d(const Tensor& x, Size2d kernel,
           }
           gi[0] = grad;
         });
-  // Note [Memory formats]: the pools read NCHW; a channels_last input gets its format back.
-  const MemoryFormat format = ops::format_of(x);
-  return {out.contiguous(format), indices.contiguous(format)};
+  return {out, indices};
 }
 
 Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> stride, Size2d padding,
                      bool ceil_mode, bool count_include_pad) {
-  const backend::Window2d w = plan_pool(Op::avg_pool2d, x, kernel, stride, padding, 1, ceil_mode);
-  Tensor out = ops::make_tensor({w.batch, w.channels, w.out_h, w.out_w}, x.dtype(), x.device());
+  const MemoryFormat format = ops::format_of(x);  // as max_pool2d
+  backend::Window2d w = plan_pool(Op::avg_pool2d, x, kernel, stride, padding, 1, ceil_mode);
+  w.channels_last = format != MemoryFormat::contiguous;
+  Tensor out = ops::make_tensor({w.batch, w.channels, w.out_h, w.out_w}, x.dtype(), x.device(),
+                                format);
   {
     NoGradGuard no_grad;
-    Tensor xc = x.contiguous();
+    Tensor xc = x.contiguous(format);
     if (out.numel() > 0)
       ops::backend_of(x).avg_pool2d(w, ops::view_of(out), ops::view_of(xc), count_include_pad);
   }
   if (autograd::needs_grad(x))
     autograd::record(
-        Op::avg_pool2d, out, {&x}, [w, count_include_pad](const Tensor& g, GradList& gi) {
-          Tensor gc = g.contiguous();
-          Tensor grad =
-              ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(), g.device());
+        Op::avg_pool2d, out, {&x}, [w, format, count_include_pad](const Tensor& g, GradList& gi) {
+          Tensor gc = g.contiguous(format);
+          Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(),
+                                         g.device(), format);
           if (gc.numel() > 0) {
             ops::backend_of(g).avg_pool2d_backward(w, ops::view_of(grad), ops::view_of(gc),
                                                    count_include_pad);
@@ -646,7 +652,7 @@ Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> strid
           }
           gi[0] = grad;
         });
-  return out.contiguous(ops::format_of(x));  // Note [Memory formats], as max_pool2d
+  return out;
 }
 
 }  // namespace
