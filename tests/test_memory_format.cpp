@@ -222,7 +222,7 @@ TEST(MemoryFormat, Conv2dNhwcEqualsNchw) {
   const Tensor x = rand_t({2, 8, 9, 7}, 11).to(kLast), w = rand_t({16, 8, 3, 3}, 12).to(kLast);
   const Tensor y = conv2d(x, w, Tensor(), 1, 1);
   EXPECT_EQ(y.suggest_memory_format(), kLast);
-  if (conv_library_status(Device::cpu()).rfind("oneDNN", 0) == 0)
+  if (conv_library_status(Device::cpu()).find("not found") == std::string::npos)
     EXPECT_EQ(conv_last_backend(), ConvBackend::onednn) << conv_fallback_reason();
 }
 
@@ -341,9 +341,13 @@ void resnet_steps(Device device, double tolerance) {
   }
   EXPECT_NEAR(losses[1], losses[0], 1e-5 * (1.0 + std::fabs(losses[0])));
   const auto plain = nets[0]->named_parameters(), last = nets[1]->named_parameters();
+  // The first step's gradients within f32 rounding; the weights two steps later within 1e-2:
+  // a train-mode BatchNorm over 16 values per channel (layer4) amplifies one step's rounding
+  // into the next step's gradients (NHWC and NCHW sum the statistics in different orders). A
+  // layout bug in the optimizer (a permuted update) would be off by O(1).
   for (size_t i = 0; i < plain.size(); ++i) {
     EXPECT_LE(relative_error(grads[1][i], grads[0][i]), tolerance) << plain[i].first << "'s gradient";
-    EXPECT_LE(relative_error(last[i].second, plain[i].second), tolerance) << plain[i].first;
+    EXPECT_LE(relative_error(last[i].second, plain[i].second), 1e-2) << plain[i].first;
   }
   // Checkpoint: written in logical order, loaded into a contiguous model.
   const std::string path = (std::filesystem::temp_directory_path() /

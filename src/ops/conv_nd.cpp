@@ -290,7 +290,9 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d 
     return y;
   Tensor out = conv3d_composite(x, weight, stride, padding, dilation, groups, od);
   if (bias.defined()) out = out + bias.reshape({1, o, 1, 1, 1});
-  return out.contiguous();
+  // Note [Memory formats]: a channels_last_3d convolution's output is channels_last_3d.
+  const MemoryFormat format = ops::conv_memory_format(x, weight);
+  return format == MemoryFormat::contiguous ? out.contiguous() : out.contiguous(format);
 }
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
