@@ -531,7 +531,8 @@ std::pair<double, std::string> worst_gradients(const NetGrads& got, const NetGra
   // A gradient near zero (a convolution's bias before a training-mode BatchNorm is zero in exact
   // arithmetic) is rounding noise in both runs: each norm is floored at 1e-4 of the largest.
   double largest = 0;
-  for (const auto& [name, g] : want.grads) largest = std::max<double>(largest, norm(g).item<float>());
+  for (const auto& [name, g] : want.grads)
+    largest = std::max<double>(largest, norm(g).item<float>());
   std::vector<std::pair<double, std::string>> errs;
   for (const auto& [name, g] : want.grads) {
     const auto it = got.grads.find(name);
@@ -560,10 +561,10 @@ nn::Module residual_net(bool smooth) {
                            nn::Conv2d(c, c, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(c)});
   };
   nn::Module pool = smooth ? nn::Module(nn::AvgPool2d(2)) : nn::Module(nn::MaxPool2d(2));
-  return nn::Sequential({nn::Conv2d(3, 16, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(16), act(), pool, block(16),
-                         act(), nn::Conv2d(16, 32, 3, 2, 1, 1, 1, false), nn::BatchNorm2d(32),
-                         act(), block(32), nn::AdaptiveAvgPool2d(1), nn::Flatten(),
-                         nn::Linear(32, 10)});
+  return nn::Sequential({nn::Conv2d(3, 16, 3, 1, 1, 1, 1, false), nn::BatchNorm2d(16), act(), pool,
+                         block(16), act(), nn::Conv2d(16, 32, 3, 2, 1, 1, 1, false),
+                         nn::BatchNorm2d(32), act(), block(32), nn::AdaptiveAvgPool2d(1),
+                         nn::Flatten(), nn::Linear(32, 10)});
 }
 
 TEST(ConvLibrary, SmoothResidualNetGradientsMatchIm2col) {

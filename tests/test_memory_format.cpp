@@ -5,7 +5,6 @@
 // training step that must equal the NCHW one. Every comparison is against the same
 // computation in NCHW; the GPU cases (skipped without one) against the CPU too.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,11 +91,13 @@ TEST(MemoryFormat, ChannelsLast3d) {
 
 TEST(MemoryFormat, BadRequestsNameWhatWasExpected) {
   const Tensor x = rand_t({3, 4, 5}, 4);
-  EXPECT_NE(error_of([&] { (void)x.to(kLast); }).find("memory format channels_last: expected a "
-                                                      "tensor of 4 dims (got shape [3, 4, 5])"),
+  EXPECT_NE(error_of([&] { (void)x.to(kLast); })
+                .find("memory format channels_last: expected a "
+                      "tensor of 4 dims (got shape [3, 4, 5])"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { (void)x.is_contiguous(MemoryFormat::preserve); })
-                .find("MemoryFormat::preserve names no layout"),
+  EXPECT_NE(error_of([&] {
+              (void)x.is_contiguous(MemoryFormat::preserve);
+            }).find("MemoryFormat::preserve names no layout"),
             std::string::npos);
   nn::Conv2d conv(2, 3, 3);
   EXPECT_NE(error_of([&] { conv->to(MemoryFormat::preserve); }).find("Conv2d.to"),
@@ -153,10 +154,12 @@ struct Outcome {
 
 // f(x) with `params`, its gradients for sum(y · weights); inputs cast to `format` first.
 Outcome run(const std::function<Tensor(const Tensor&, const std::vector<Tensor>&)>& f,
-            const Tensor& x, const std::vector<Tensor>& params, MemoryFormat format, Device device) {
+            const Tensor& x, const std::vector<Tensor>& params, MemoryFormat format,
+            Device device) {
   auto leaf = [&](const Tensor& t) {
     Tensor l = t.to(device).detach();
-    if (l.dim() == 4 || l.dim() == 5) l = l.to(format == kPlain ? kPlain : (l.dim() == 4 ? kLast : kLast3d)).detach();
+    if (l.dim() == 4 || l.dim() == 5)
+      l = l.to(format == kPlain ? kPlain : (l.dim() == 4 ? kLast : kLast3d)).detach();
     l.requires_grad_(true);
     return l;
   };
@@ -193,7 +196,9 @@ void check_format(const std::string& what,
   const Outcome plain = run(f, x, params, kPlain, device);
   const Outcome last = run(f, x, params, kLast, device);
   expect_same(last, plain, rtol, what + " (NHWC against NCHW)");
-  if (device.is_cuda()) expect_same(last, run(f, x, params, kPlain, Device::cpu()), rtol, what + " (GPU NHWC against CPU)");
+  if (device.is_cuda())
+    expect_same(last, run(f, x, params, kPlain, Device::cpu()), rtol,
+                what + " (GPU NHWC against CPU)");
 }
 
 auto conv_fn(Size2d stride, Size2d padding, Size2d dilation, int64_t groups) {
@@ -269,15 +274,19 @@ TEST(MemoryFormat, MaxPoolIndicesAreThePlanesAlsoNhwc) {
 }
 
 TEST(MemoryFormat, PoolsNhwcEqualNchw) {
-  check_format("max_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
-    return max_pool2d(x, 3, 2, 1);
-  }, rand_t({2, 5, 9, 8}, 33), {}, 0.0);
-  check_format("avg_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
-    return avg_pool2d(x, 2);
-  }, rand_t({2, 5, 8, 8}, 34), {}, 1e-6);
-  check_format("adaptive_avg_pool2d (1, 1)", [](const Tensor& x, const std::vector<Tensor>&) {
-    return adaptive_avg_pool2d(x, Size2d(1, 1));
-  }, rand_t({2, 5, 7, 7}, 35), {}, 1e-6);
+  check_format(
+      "max_pool2d",
+      [](const Tensor& x, const std::vector<Tensor>&) { return max_pool2d(x, 3, 2, 1); },
+      rand_t({2, 5, 9, 8}, 33), {}, 0.0);
+  check_format(
+      "avg_pool2d", [](const Tensor& x, const std::vector<Tensor>&) { return avg_pool2d(x, 2); },
+      rand_t({2, 5, 8, 8}, 34), {}, 1e-6);
+  check_format(
+      "adaptive_avg_pool2d (1, 1)",
+      [](const Tensor& x, const std::vector<Tensor>&) {
+        return adaptive_avg_pool2d(x, Size2d(1, 1));
+      },
+      rand_t({2, 5, 7, 7}, 35), {}, 1e-6);
 }
 
 // ---- models, optimizers, checkpoints ----
@@ -346,7 +355,8 @@ void resnet_steps(Device device, double tolerance) {
   // into the next step's gradients (NHWC and NCHW sum the statistics in different orders). A
   // layout bug in the optimizer (a permuted update) would be off by O(1).
   for (size_t i = 0; i < plain.size(); ++i) {
-    EXPECT_LE(relative_error(grads[1][i], grads[0][i]), tolerance) << plain[i].first << "'s gradient";
+    EXPECT_LE(relative_error(grads[1][i], grads[0][i]), tolerance)
+        << plain[i].first << "'s gradient";
     EXPECT_LE(relative_error(last[i].second, plain[i].second), 1e-2) << plain[i].first;
   }
   // Checkpoint: written in logical order, loaded into a contiguous model.
@@ -384,15 +394,20 @@ TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
   for (bool training : {true, false})
     check_format("batch_norm", batch_norm_fn(training), rand_t({4, 40, 5, 3}, 36) * 2.0f + 1.0f,
                  {rand_t({40}, 37), rand_t({40}, 38)}, 1e-5, kGpu);
-  check_format("max_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
-    return max_pool2d(x, 3, 2, 1);
-  }, rand_t({2, 5, 9, 8}, 33), {}, 0.0, kGpu);
-  check_format("avg_pool2d", [](const Tensor& x, const std::vector<Tensor>&) {
-    return avg_pool2d(x, 3, 2, 1);
-  }, rand_t({2, 5, 9, 8}, 34), {}, 1e-6, kGpu);
-  check_format("adaptive_avg_pool2d (1, 1)", [](const Tensor& x, const std::vector<Tensor>&) {
-    return adaptive_avg_pool2d(x, Size2d(1, 1));
-  }, rand_t({2, 5, 7, 7}, 35), {}, 1e-5, kGpu);
+  check_format(
+      "max_pool2d",
+      [](const Tensor& x, const std::vector<Tensor>&) { return max_pool2d(x, 3, 2, 1); },
+      rand_t({2, 5, 9, 8}, 33), {}, 0.0, kGpu);
+  check_format(
+      "avg_pool2d",
+      [](const Tensor& x, const std::vector<Tensor>&) { return avg_pool2d(x, 3, 2, 1); },
+      rand_t({2, 5, 9, 8}, 34), {}, 1e-6, kGpu);
+  check_format(
+      "adaptive_avg_pool2d (1, 1)",
+      [](const Tensor& x, const std::vector<Tensor>&) {
+        return adaptive_avg_pool2d(x, Size2d(1, 1));
+      },
+      rand_t({2, 5, 7, 7}, 35), {}, 1e-5, kGpu);
 }
 
 TEST(MemoryFormatCuda, ResNet18StepsNhwcEqualNchw) {

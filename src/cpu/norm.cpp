@@ -84,8 +84,8 @@ double run_dot_dev(const T* __restrict g, const T* __restrict x, int64_t s, doub
 // the blocks are added in order: the same result for every thread count.
 template <int kSums, typename Row>
 std::vector<double> column_sums(int64_t rows, int64_t c, Row&& row) {
-  const int64_t blocks =
-      std::clamp<int64_t>(rows * c / kGrainCheap, 1, std::min<int64_t>(std::max<int64_t>(rows, 1), 64));
+  const int64_t blocks = std::clamp<int64_t>(rows * c / kGrainCheap, 1,
+                                             std::min<int64_t>(std::max<int64_t>(rows, 1), 64));
   const int64_t per_block = (rows + blocks - 1) / blocks;
   std::vector<double> partial(static_cast<size_t>(blocks * kSums * c), 0.0);
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {

@@ -77,10 +77,10 @@ __device__ inline Idx pixel_step(const Geom<Idx>& g) {
 template <typename Idx>
 Geom<Idx> geom_of(const Window2d& w) {
   return {
-      static_cast<Idx>(w.batch),      static_cast<Idx>(w.channels),  static_cast<Idx>(w.height),
-      static_cast<Idx>(w.width),      static_cast<Idx>(w.out_h),     static_cast<Idx>(w.out_w),
-      static_cast<Idx>(w.kernel_h),   static_cast<Idx>(w.kernel_w),  static_cast<Idx>(w.stride_h),
-      static_cast<Idx>(w.stride_w),   static_cast<Idx>(w.pad_h),     static_cast<Idx>(w.pad_w),
+      static_cast<Idx>(w.batch),      static_cast<Idx>(w.channels),   static_cast<Idx>(w.height),
+      static_cast<Idx>(w.width),      static_cast<Idx>(w.out_h),      static_cast<Idx>(w.out_w),
+      static_cast<Idx>(w.kernel_h),   static_cast<Idx>(w.kernel_w),   static_cast<Idx>(w.stride_h),
+      static_cast<Idx>(w.stride_w),   static_cast<Idx>(w.pad_h),      static_cast<Idx>(w.pad_w),
       static_cast<Idx>(w.dilation_h), static_cast<Idx>(w.dilation_w), w.channels_last};
 }
 

@@ -595,8 +595,7 @@ std::pair<Tensor, Tensor> max_pool2d_4d(const Tensor& x, Size2d kernel,
   // Note [Memory formats]: a channels_last input is pooled as it lies (NHWC kernels), and its
   // output, indices and gradient are channels_last.
   const MemoryFormat format = ops::format_of(x);
-  backend::Window2d w =
-      plan_pool(Op::max_pool2d, x, kernel, stride, padding, dilation, ceil_mode);
+  backend::Window2d w = plan_pool(Op::max_pool2d, x, kernel, stride, padding, dilation, ceil_mode);
   w.channels_last = format != MemoryFormat::contiguous;
   const Shape out_shape{w.batch, w.channels, w.out_h, w.out_w};
   Tensor out = ops::make_tensor(out_shape, x.dtype(), x.device(), format);
@@ -608,20 +607,19 @@ std::pair<Tensor, Tensor> max_pool2d_4d(const Tensor& x, Size2d kernel,
       ops::backend_of(x).max_pool2d(w, ops::view_of(out), ops::view_of(indices), ops::view_of(xc));
   }
   if (autograd::needs_grad(x))
-    autograd::record(
-        Op::max_pool2d, out, {&x},
-        [w, format, si = SavedTensor(indices)](const Tensor& g, GradList& gi) {
-          Tensor gc = g.contiguous(format);
-          Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(),
-                                         g.device(), format);
-          if (gc.numel() > 0) {
-            ops::backend_of(g).max_pool2d_backward(w, ops::view_of(grad), ops::view_of(gc),
-                                                   ops::view_of(si.get()));
-          } else {
-            ops::backend_of(g).fill(ops::view_of(grad), 0.0);
-          }
-          gi[0] = grad;
-        });
+    autograd::record(Op::max_pool2d, out, {&x},
+                     [w, format, si = SavedTensor(indices)](const Tensor& g, GradList& gi) {
+                       Tensor gc = g.contiguous(format);
+                       Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width},
+                                                      g.dtype(), g.device(), format);
+                       if (gc.numel() > 0) {
+                         ops::backend_of(g).max_pool2d_backward(
+                             w, ops::view_of(grad), ops::view_of(gc), ops::view_of(si.get()));
+                       } else {
+                         ops::backend_of(g).fill(ops::view_of(grad), 0.0);
+                       }
+                       gi[0] = grad;
+                     });
   return {out, indices};
 }
 
@@ -630,8 +628,8 @@ Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> strid
   const MemoryFormat format = ops::format_of(x);  // as max_pool2d
   backend::Window2d w = plan_pool(Op::avg_pool2d, x, kernel, stride, padding, 1, ceil_mode);
   w.channels_last = format != MemoryFormat::contiguous;
-  Tensor out = ops::make_tensor({w.batch, w.channels, w.out_h, w.out_w}, x.dtype(), x.device(),
-                                format);
+  Tensor out =
+      ops::make_tensor({w.batch, w.channels, w.out_h, w.out_w}, x.dtype(), x.device(), format);
   {
     NoGradGuard no_grad;
     Tensor xc = x.contiguous(format);
@@ -639,19 +637,19 @@ Tensor avg_pool2d_4d(const Tensor& x, Size2d kernel, std::optional<Size2d> strid
       ops::backend_of(x).avg_pool2d(w, ops::view_of(out), ops::view_of(xc), count_include_pad);
   }
   if (autograd::needs_grad(x))
-    autograd::record(
-        Op::avg_pool2d, out, {&x}, [w, format, count_include_pad](const Tensor& g, GradList& gi) {
-          Tensor gc = g.contiguous(format);
-          Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width}, g.dtype(),
-                                         g.device(), format);
-          if (gc.numel() > 0) {
-            ops::backend_of(g).avg_pool2d_backward(w, ops::view_of(grad), ops::view_of(gc),
-                                                   count_include_pad);
-          } else {
-            ops::backend_of(g).fill(ops::view_of(grad), 0.0);
-          }
-          gi[0] = grad;
-        });
+    autograd::record(Op::avg_pool2d, out, {&x},
+                     [w, format, count_include_pad](const Tensor& g, GradList& gi) {
+                       Tensor gc = g.contiguous(format);
+                       Tensor grad = ops::make_tensor({w.batch, w.channels, w.height, w.width},
+                                                      g.dtype(), g.device(), format);
+                       if (gc.numel() > 0) {
+                         ops::backend_of(g).avg_pool2d_backward(
+                             w, ops::view_of(grad), ops::view_of(gc), count_include_pad);
+                       } else {
+                         ops::backend_of(g).fill(ops::view_of(grad), 0.0);
+                       }
+                       gi[0] = grad;
+                     });
   return out;
 }
 

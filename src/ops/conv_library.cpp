@@ -89,7 +89,7 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
   const Tensor& weight = *c.weight;
   const Tensor& bias = *c.bias;
   // Note [Memory formats]: a channels_last geometry reads and writes every buffer NHWC.
-  const MemoryFormat format = !c.geo.channels_last    ? MemoryFormat::contiguous
+  const MemoryFormat format = !c.geo.channels_last      ? MemoryFormat::contiguous
                               : c.out_shape.size() == 5 ? MemoryFormat::channels_last_3d
                                                         : MemoryFormat::channels_last;
   Tensor out = make_tensor(c.out_shape, x.dtype(), x.device(), format);

@@ -33,9 +33,8 @@ Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, b
       *t = t->to(param.dtype()).to(param.device()).contiguous();
     }
     // A parameter made channels_last after a step (Module::to) takes its state along.
-    const MemoryFormat format = param.dim() == 4 || param.dim() == 5
-                                    ? param.suggest_memory_format()
-                                    : MemoryFormat::contiguous;
+    const MemoryFormat format = param.dim() == 4 || param.dim() == 5 ? param.suggest_memory_format()
+                                                                     : MemoryFormat::contiguous;
     if (format != MemoryFormat::contiguous && !t->is_contiguous(format)) {
       NoGradGuard no_grad;
       PoolGuard persistent(Pool::Persistent);
