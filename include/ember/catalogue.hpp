@@ -373,7 +373,7 @@ inline constexpr DTypeSet kAnyDType{static_cast<uint16_t>((1u << kNumDTypes) - 1
   X(dropout, random, true, kAnyFloat, kAnyFloat, dropout)                              \
   X(layer_norm, norm, true, kAnyFloat, kAnyFloat, layer_norm_forward)                  \
   X(rms_norm, norm, true, kAnyFloat, kAnyFloat, rms_norm_forward)                      \
-  X(batch_norm, norm, true, kFloat, kFloat, batch_norm_stats)                          \
+  X(batch_norm, norm, true, kAnyFloat, kAnyFloat, batch_norm_stats)                    \
   X(conv2d, conv, true, kAnyFloat, kAnyFloat, im2col)                                  \
   X(max_pool2d, conv, true, kAnyFloat, kAnyFloat, max_pool2d)                          \
   X(max_pool2d_with_indices, conv, true, kAnyFloat, kAnyFloat, max_pool2d)             \

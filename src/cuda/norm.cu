@@ -62,32 +62,39 @@ struct ChannelWalk {
   }
 };
 
+// A data element in f64 (T: the data's dtype; 16-bit ones through f32, exactly).
 template <typename T>
+__device__ inline double wide(T v) {
+  return static_cast<double>(cast<Compute<T>>(v));
+}
+
+// T: the data's dtype; P: the per-channel values' (f32 for f16/bf16 data, Note [16-bit batch
+// norm] in src/ops/norm.cpp; else T).
+template <typename T, typename P>
 __global__ void __launch_bounds__(kReduceThreads)
-    stats_kernel(T* __restrict mean, T* __restrict var, const T* __restrict in, ChannelWalk w,
+    stats_kernel(P* __restrict mean, P* __restrict var, const T* __restrict in, ChannelWalk w,
                  uint32_t count) {
   __shared__ double shared[kWarps + 1];
   const uint32_t c = blockIdx.x;
   double sum = 0.0;
-  for (uint32_t k = threadIdx.x; k < count; k += blockDim.x)
-    sum += static_cast<double>(in[w.offset(k, c)]);
+  for (uint32_t k = threadIdx.x; k < count; k += blockDim.x) sum += wide(in[w.offset(k, c)]);
   const double mu = block_sum(sum, shared) / static_cast<double>(count);
   double m2 = 0.0;
   for (uint32_t k = threadIdx.x; k < count; k += blockDim.x) {
-    const double d = static_cast<double>(in[w.offset(k, c)]) - mu;
+    const double d = wide(in[w.offset(k, c)]) - mu;
     m2 += d * d;
   }
   m2 = block_sum(m2, shared);
   if (threadIdx.x == 0) {
-    mean[c] = static_cast<T>(mu);
-    var[c] = static_cast<T>(count > 0 ? m2 / static_cast<double>(count) : 0.0);
+    mean[c] = static_cast<P>(mu);
+    var[c] = static_cast<P>(count > 0 ? m2 / static_cast<double>(count) : 0.0);
   }
 }
 
-template <typename T>
+template <typename T, typename P>
 __global__ void __launch_bounds__(kReduceThreads)
-    backward_reduce_kernel(T* __restrict sum_g, T* __restrict sum_gx, const T* __restrict g,
-                           const T* __restrict x, const T* __restrict mean, ChannelWalk w,
+    backward_reduce_kernel(P* __restrict sum_g, P* __restrict sum_gx, const T* __restrict g,
+                           const T* __restrict x, const P* __restrict mean, ChannelWalk w,
                            uint32_t count) {
   __shared__ double shared[kWarps + 1];
   const uint32_t c = blockIdx.x;
@@ -95,15 +102,15 @@ __global__ void __launch_bounds__(kReduceThreads)
   double sg = 0.0, sgx = 0.0;
   for (uint32_t k = threadIdx.x; k < count; k += blockDim.x) {
     const uint64_t at = w.offset(k, c);
-    const double gi = static_cast<double>(g[at]);
+    const double gi = wide(g[at]);
     sg += gi;
-    sgx += gi * (static_cast<double>(x[at]) - mu);
+    sgx += gi * (wide(x[at]) - mu);
   }
   sg = block_sum(sg, shared);
   sgx = block_sum(sgx, shared);
   if (threadIdx.x == 0) {
-    sum_g[c] = static_cast<T>(sg);
-    sum_gx[c] = static_cast<T>(sgx);
+    sum_g[c] = static_cast<P>(sg);
+    sum_gx[c] = static_cast<P>(sgx);
   }
 }
 
@@ -114,17 +121,18 @@ __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
-template <typename T>
-__global__ void affine_kernel(T* __restrict out, const T* __restrict a, const T* __restrict sa,
-                              const T* __restrict b, const T* __restrict sb,
-                              const T* __restrict shift, int64_t total, int64_t s, int64_t c) {
+// Computed in P (16-bit data widened exactly), the output rounded once to T.
+template <typename T, typename P>
+__global__ void affine_kernel(T* __restrict out, const T* __restrict a, const P* __restrict sa,
+                              const T* __restrict b, const P* __restrict sb,
+                              const P* __restrict shift, int64_t total, int64_t s, int64_t c) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ch = (e / s) % c;
-    const T t = shift ? shift[ch] : T(0);
-    T v = mul_rn(a[e], sa[ch]);
-    if (b) v = add_rn(v, mul_rn(b[e], sb[ch]));
-    out[e] = add_rn(v, t);
+    const P t = shift ? shift[ch] : P(0);
+    P v = mul_rn(cast<P>(a[e]), sa[ch]);
+    if (b) v = add_rn(v, mul_rn(cast<P>(b[e]), sb[ch]));
+    out[e] = cast<T>(add_rn(v, t));
   }
 }
 
@@ -134,83 +142,119 @@ __global__ void affine_kernel(T* __restrict out, const T* __restrict a, const T*
 // is the same walk): a channel's elements lie C apart, so a block per channel would read one
 // element per 32-byte sector. Instead a block of kColX × kColY threads takes kColX adjacent
 // channels (coalesced rows) of one part of the rows, each thread summing in f64 every kColY-th
-// row of its part; the block adds its thread rows, and a merge kernel adds the parts in order
-// (deterministic, no atomics). The statistics come from Σx and Σx² in f64 (one pass: the f64
-// sums keep E[x²] - E[x]² accurate far beyond f32 data's precision); the backward's sums are
-// Σg and Σg·(x - mean), as the [N, C, S] kernels'.
-constexpr int kColX = 32, kColY = 8;
+// row of its part (kColUnroll rows in flight); the block adds its thread rows, and a merge
+// kernel adds the parts (32 thread rows per column, then in order: deterministic, no atomics). The
+// statistics come from Σx and Σx² in f64 (one pass: the f64 sums keep E[x²] - E[x]² accurate far
+// beyond f32 data's precision); the backward's sums are Σg and Σg·(x - mean), as the [N, C, S]
+// kernels'.
+constexpr int kColX = 32, kColY = 16, kColUnroll = 4, kMergeY = 32;
 
 enum class ColumnSums { stats, backward };
 
+// The terms of one element: (x, x²) for the statistics, (g, g·(x - mean)) for the backward.
 template <typename T, ColumnSums kKind>
+__device__ inline void column_terms(double& s0, double& s1, const T* a, const T* x, int64_t at,
+                                    double mu) {
+  const double v = wide(a[at]);
+  s0 += v;
+  if constexpr (kKind == ColumnSums::stats)
+    s1 += v * v;
+  else
+    s1 += v * (wide(x[at]) - mu);
+}
+
+// Rows of a part are dealt to the kColY thread rows kColUnroll at a time (independent loads in
+// flight); the block adds its thread rows in order into partial[p][2][c].
+template <typename T, typename P, ColumnSums kKind>
 __global__ void __launch_bounds__(kColX* kColY)
     columns_kernel(double* __restrict partial, const T* __restrict a, const T* __restrict x,
-                   const T* __restrict mean, int64_t rows, int64_t c, int64_t per_part) {
+                   const P* __restrict mean, int64_t rows, int64_t c, int64_t per_part) {
   __shared__ double sums[2][kColY][kColX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColX + tx;
   const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
-  double s0 = 0.0, s1 = 0.0;
+  double s0[kColUnroll] = {}, s1[kColUnroll] = {};
   if (j < c) {
     const double mu = kKind == ColumnSums::backward ? static_cast<double>(mean[j]) : 0.0;
-    for (int64_t r = r0 + ty; r < r1; r += kColY) {
-      const double v = static_cast<double>(a[r * c + j]);
-      s0 += v;
-      if constexpr (kKind == ColumnSums::stats)
-        s1 += v * v;
-      else
-        s1 += v * (static_cast<double>(x[r * c + j]) - mu);
+    int64_t r = r0 + ty;
+    for (; r + (kColUnroll - 1) * kColY < r1; r += kColUnroll * kColY) {
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u)
+        column_terms<T, kKind>(s0[u], s1[u], a, x, (r + u * kColY) * c + j, mu);
     }
+    for (; r < r1; r += kColY) column_terms<T, kKind>(s0[0], s1[0], a, x, r * c + j, mu);
   }
+  double t0 = 0.0, t1 = 0.0;
+#pragma unroll
+  for (int u = 0; u < kColUnroll; ++u) {
+    t0 += s0[u];
+    t1 += s1[u];
+  }
+  sums[0][ty][tx] = t0;
+  sums[1][ty][tx] = t1;
+  __syncthreads();
+  if (ty != 0 || j >= c) return;
+  for (int y = 1; y < kColY; ++y) {
+    t0 += sums[0][y][tx];
+    t1 += sums[1][y][tx];
+  }
+  partial[(p * 2) * c + j] = t0;
+  partial[(p * 2 + 1) * c + j] = t1;
+}
+
+// The parts' sums per column, kMergeY thread rows taking every kMergeY-th part and thread row 0
+// adding theirs in order; stats: out0 = mean, out1 = biased variance; backward: out0 = Σg,
+// out1 = Σg·(x - mean).
+template <typename P, ColumnSums kKind>
+__global__ void __launch_bounds__(kColX* kMergeY)
+    columns_merge_kernel(P* __restrict out0, P* __restrict out1, const double* __restrict partial,
+                         int64_t parts, int64_t c, int64_t rows) {
+  __shared__ double sums[2][kMergeY][kColX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColX + tx;
+  double s0 = 0.0, s1 = 0.0;
+  if (j < c)
+    for (int64_t p = ty; p < parts; p += kMergeY) {
+      s0 += partial[(p * 2) * c + j];
+      s1 += partial[(p * 2 + 1) * c + j];
+    }
   sums[0][ty][tx] = s0;
   sums[1][ty][tx] = s1;
   __syncthreads();
   if (ty != 0 || j >= c) return;
-  for (int y = 1; y < kColY; ++y) {
+  for (int y = 1; y < kMergeY; ++y) {
     s0 += sums[0][y][tx];
     s1 += sums[1][y][tx];
   }
-  partial[(p * 2) * c + j] = s0;
-  partial[(p * 2 + 1) * c + j] = s1;
-}
-
-// stats: out0 = mean, out1 = biased variance; backward: out0 = Σg, out1 = Σg·(x - mean).
-template <typename T, ColumnSums kKind>
-__global__ void columns_merge_kernel(T* __restrict out0, T* __restrict out1,
-                                     const double* __restrict partial, int64_t parts, int64_t c,
-                                     int64_t rows) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= c) return;
-  double s0 = 0.0, s1 = 0.0;
-  for (int64_t p = 0; p < parts; ++p) {
-    s0 += partial[(p * 2) * c + j];
-    s1 += partial[(p * 2 + 1) * c + j];
-  }
   if constexpr (kKind == ColumnSums::stats) {
     const double n = static_cast<double>(rows), mu = rows > 0 ? s0 / n : 0.0;
-    out0[j] = static_cast<T>(mu);
-    out1[j] = static_cast<T>(rows > 0 ? fmax(s1 / n - mu * mu, 0.0) : 0.0);
+    out0[j] = static_cast<P>(mu);
+    out1[j] = static_cast<P>(rows > 0 ? fmax(s1 / n - mu * mu, 0.0) : 0.0);
   } else {
-    out0[j] = static_cast<T>(s0);
-    out1[j] = static_cast<T>(s1);
+    out0[j] = static_cast<P>(s0);
+    out1[j] = static_cast<P>(s1);
   }
 }
 
-// Both kernels over [rows, c] (row-major) into out0, out1 [c].
-template <typename T, ColumnSums kKind>
-void column_sums(int device, T* out0, T* out1, const T* a, const T* x, const T* mean, int64_t rows,
+// Both kernels over [rows, c] (row-major) into out0, out1 [c]. The parts: enough blocks to fill
+// the device several times over (at most 2048 in all), at least kColY·kColUnroll rows each.
+template <typename T, typename P, ColumnSums kKind>
+void column_sums(int device, P* out0, P* out1, const T* a, const T* x, const P* mean, int64_t rows,
                  int64_t c) {
   const cudaStream_t st = stream(device);
   const int64_t col_blocks = (c + kColX - 1) / kColX;
-  const int64_t parts = std::clamp<int64_t>(rows / 512, 1, std::max<int64_t>(1, 512 / col_blocks));
+  const int64_t parts =
+      std::clamp<int64_t>(rows / (kColY * kColUnroll), 1, std::max<int64_t>(1, 2048 / col_blocks));
   const int64_t per_part = (rows + parts - 1) / parts;
   Scratch partial(device, static_cast<size_t>(parts * 2 * c) * sizeof(double));
   auto* part = static_cast<double*>(partial.get());
-  columns_kernel<T, kKind><<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)),
-                             dim3(kColX, kColY), 0, st>>>(part, a, x, mean, rows, c, per_part);
+  columns_kernel<T, P, kKind>
+      <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)), dim3(kColX, kColY),
+         0, st>>>(part, a, x, mean, rows, c, per_part);
   EMBER_CUDA_LAUNCH_CHECK();
-  columns_merge_kernel<T, kKind><<<static_cast<unsigned>((c + 255) / 256), 256, 0, st>>>(
-      out0, out1, part, parts, c, rows);
+  columns_merge_kernel<P, kKind>
+      <<<static_cast<unsigned>(col_blocks), dim3(kColX, kMergeY), 0, st>>>(out0, out1, part, parts,
+                                                                           c, rows);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -607,24 +651,36 @@ __global__ void __launch_bounds__(kWarp* kMergeRows)
 
 }  // namespace
 
+// T: the data's dtype, P: the per-channel views' (Note [16-bit batch norm] in
+// src/ops/norm.cpp: f32 for f16/bf16 data, else T).
+template <typename F>
+void dispatch_norm(DType data, const View& per_channel, const char* op, F&& f) {
+  dispatch_any_float(data, op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using P = Compute<T>;
+    EMBER_CHECK(per_channel.dtype == dtype_of<P>(), op, ": per-channel values of dtype ",
+                dtype_name(per_channel.dtype), " for ", dtype_name(data), " data (expected ",
+                dtype_name(dtype_of<P>()), ")");
+    f(T{}, P{});
+  });
+}
+
 void batch_norm_stats(const View& mean, const View& var, const View& in) {
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
   const cudaStream_t st = stream(mean.device);
-  if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
-    dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      column_sums<T, ColumnSums::stats>(mean.device, static_cast<T*>(mean.data),
-                                        static_cast<T*>(var.data), static_cast<const T*>(in.data),
-                                        nullptr, nullptr, d.n, d.c);
-    });
-    return;
-  }
-  const ChannelWalk w = walk_of(d, "batch_norm_stats");
-  dispatch_float(in.dtype, "batch_norm_stats", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    stats_kernel<T><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
-        static_cast<T*>(mean.data), static_cast<T*>(var.data), static_cast<const T*>(in.data), w,
+  dispatch_norm(in.dtype, mean, "batch_norm_stats", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
+      column_sums<T, P, ColumnSums::stats>(
+          mean.device, static_cast<P*>(mean.data), static_cast<P*>(var.data),
+          static_cast<const T*>(in.data), nullptr, nullptr, d.n, d.c);
+      return;
+    }
+    const ChannelWalk w = walk_of(d, "batch_norm_stats");
+    stats_kernel<T, P><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
+        static_cast<P*>(mean.data), static_cast<P*>(var.data), static_cast<const T*>(in.data), w,
         static_cast<uint32_t>(d.n * d.s));
     EMBER_CUDA_LAUNCH_CHECK();
   });
@@ -635,23 +691,21 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
   const Nc3 d = dims_of(in);
   if (d.c == 0) return;
   const cudaStream_t st = stream(sum_g.device);
-  if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
-    dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      column_sums<T, ColumnSums::backward>(
-          sum_g.device, static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
+  dispatch_norm(in.dtype, mean, "batch_norm_backward_reduce", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    if (d.s == 1 && d.c > 1) {  // Note [Batch norm with the channels innermost]
+      column_sums<T, P, ColumnSums::backward>(
+          sum_g.device, static_cast<P*>(sum_g.data), static_cast<P*>(sum_gx.data),
           static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
-          static_cast<const T*>(mean.data), d.n, d.c);
-    });
-    return;
-  }
-  const ChannelWalk w = walk_of(d, "batch_norm_backward_reduce");
-  dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    backward_reduce_kernel<T><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
-        static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
+          static_cast<const P*>(mean.data), d.n, d.c);
+      return;
+    }
+    const ChannelWalk w = walk_of(d, "batch_norm_backward_reduce");
+    backward_reduce_kernel<T, P><<<static_cast<unsigned>(d.c), kReduceThreads, 0, st>>>(
+        static_cast<P*>(sum_g.data), static_cast<P*>(sum_gx.data),
         static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
-        static_cast<const T*>(mean.data), w, static_cast<uint32_t>(d.n * d.s));
+        static_cast<const P*>(mean.data), w, static_cast<uint32_t>(d.n * d.s));
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }
@@ -662,12 +716,13 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   const int64_t total = d.n * d.c * d.s;
   if (total == 0) return;
   const cudaStream_t st = stream(out.device);
-  dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    affine_kernel<T><<<grid_for(total), kBlock, 0, st>>>(
+  dispatch_norm(out.dtype, scale_a, "channel_affine", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    affine_kernel<T, P><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(out.data), static_cast<const T*>(a.data),
-        static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
-        static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data), total, d.s, d.c);
+        static_cast<const P*>(scale_a.data), static_cast<const T*>(b.data),
+        static_cast<const P*>(scale_b.data), static_cast<const P*>(shift.data), total, d.s, d.c);
     EMBER_CUDA_LAUNCH_CHECK();
   });
 }

@@ -105,7 +105,6 @@ AutocastPolicy autocast_policy(Op op) {
     case Op::log_softmax:
     case Op::layer_norm:
     case Op::rms_norm:
-    case Op::batch_norm:
     case Op::interpolate:
     case Op::mse_loss:
     case Op::cross_entropy_probs:

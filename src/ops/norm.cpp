@@ -54,12 +54,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   EMBER_CHECK(x.dim() >= 2, op_name(Op::batch_norm), ": input shape ", x.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
   const int64_t c = x.shape()[1];
+  const bool half = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
   auto check_param = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
     EMBER_CHECK(t.dim() == 1 && t.shape()[0] == c, op_name(Op::batch_norm), ": ", what, " shape ",
                 t.shape().to_string(), " (expected [", c, "] for input shape ",
                 x.shape().to_string(), ")");
-    ops::check_same_dtype("batch_norm", x, t);
+    // A 16-bit input takes f32 parameters and statistics too (autocast gives it f32 ones).
+    if (!(half && t.dtype() == DType::f32)) ops::check_same_dtype("batch_norm", x, t);
     ops::check_same_device("batch_norm", x, t);
   };
   check_param(running_mean, "running_mean");
@@ -75,6 +77,38 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     EMBER_CHECK(running_mean.defined() && running_var.defined(), op_name(Op::batch_norm),
                 ": eval mode needs running_mean and running_var (got undefined tensors)");
   }
+  // Note [16-bit batch norm]: an f16/bf16 input is normalised with f32 statistics and
+  // parameters, its output rounded once to its dtype (torch's autocast runs batch_norm so, and
+  // keeps the activations 16-bit). On a GPU the kernels read the 16-bit data and the f32
+  // per-channel values as they are; 16-bit parameters or running statistics are widened first
+  // (the running ones written back after the update). The CPU computes it all in f32 copies.
+  if (half) {
+    const auto wide = [](const Tensor& t) {
+      return t.defined() && t.dtype() != DType::f32 ? t.to(DType::f32) : t;
+    };
+    const bool narrow_params = (weight.defined() && weight.dtype() != DType::f32) ||
+                               (bias.defined() && bias.dtype() != DType::f32);
+    const bool narrow_stats = running_mean.defined() && running_mean.dtype() != DType::f32;
+    const bool narrow_var = running_var.defined() && running_var.dtype() != DType::f32;
+    if (x.device().is_cpu() || narrow_params || narrow_stats || narrow_var) {
+      Tensor rm, rv;
+      {
+        NoGradGuard no_grad;
+        rm = narrow_stats ? running_mean.to(DType::f32) : running_mean;
+        rv = narrow_var ? running_var.to(DType::f32) : running_var;
+      }
+      const bool cpu = x.device().is_cpu();
+      Tensor y = batch_norm(cpu ? x.to(DType::f32) : x, rm, rv, wide(weight), wide(bias), training,
+                            momentum, eps);
+      if (training) {
+        NoGradGuard no_grad;
+        if (narrow_stats) Tensor(running_mean).copy_(rm);
+        if (narrow_var) Tensor(running_var).copy_(rv);
+      }
+      return cpu ? y.to(x.dtype()) : y;
+    }
+  }
+  const DType stat_dtype = half ? DType::f32 : x.dtype();  // of the per-channel values
   const backend::Backend& be = ops::backend_of(x);
   // Note [Memory formats]: a channels_last input is normalised as it lies, and so is its output.
   const MemoryFormat format = ops::format_of(x);
@@ -83,8 +117,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     NoGradGuard no_grad;  // everything below is data for the kernels, not graph
     xc = x.contiguous(format);
     if (training) {
-      mean = ops::make_tensor({c}, x.dtype(), x.device());
-      Tensor var = ops::make_tensor({c}, x.dtype(), x.device());
+      mean = ops::make_tensor({c}, stat_dtype, x.device());
+      Tensor var = ops::make_tensor({c}, stat_dtype, x.device());
       be.batch_norm_stats(ops::view_of(mean), ops::view_of(var), nc3(xc, format));
       invstd = rsqrt(add(var, eps));
       if (running_mean.defined() && running_var.defined()) {
@@ -105,7 +139,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     shift = shift.contiguous();
     out = ops::make_tensor(x.shape(), x.dtype(), x.device(), format);
     if (out.numel() > 0)
-      be.channel_affine(nc3(out, format), nc3(xc, format), ops::view_of(scale), kNone, kNone, ops::view_of(shift));
+      be.channel_affine(nc3(out, format), nc3(xc, format), ops::view_of(scale), kNone, kNone,
+                        ops::view_of(shift));
   }
   if (autograd::needs_grad(x, weight, bias)) {
     const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
@@ -114,12 +149,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         Op::batch_norm, out, {&x, &weight, &bias},
         [nx, nw, nb, training, m, format, sx = SavedTensor(xc), smean = SavedTensor(mean),
          sr = SavedTensor(invstd), sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
-          const Tensor gc = g.contiguous(format),
-                       xs = sx.get(), mu = smean.get(), r = sr.get(), w = sw.get();
+          const Tensor gc = g.to(sx.get().dtype()).contiguous(format), xs = sx.get(),
+                       mu = smean.get(), r = sr.get(), w = sw.get();
           const backend::Backend& b = ops::backend_of(gc);
           const int64_t channels = mu.numel();
-          Tensor sum_g = ops::make_tensor({channels}, gc.dtype(), gc.device());
-          Tensor sum_gx = ops::make_tensor({channels}, gc.dtype(), gc.device());
+          Tensor sum_g = ops::make_tensor({channels}, mu.dtype(), gc.device());
+          Tensor sum_gx = ops::make_tensor({channels}, mu.dtype(), gc.device());
           if (gc.numel() > 0) {
             b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc, format),
                                          nc3(xs, format), ops::view_of(mu));
@@ -142,10 +177,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                 neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
             const Tensor shift =
                 sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
-            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), nc3(xs, format), ops::view_of(coef_x),
-                             ops::view_of(shift));
+            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), nc3(xs, format),
+                             ops::view_of(coef_x), ops::view_of(shift));
           } else {
-            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), kNone, kNone, kNone);
+            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), kNone, kNone,
+                             kNone);
           }
           gi[0] = dx;
         });
