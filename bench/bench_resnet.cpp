@@ -7,6 +7,7 @@
 //                [--threads 1,2] [--steps N] [--warmup N] [--torch on|off]
 //                [--torch-mode eager|compile|both] [--torch-channels-last on|off]
 //                [--channels-last on|off] [--cudnn on|off]   (ember's layout and GPU convolutions)
+//                [--profile on|off]   (then 3 steps under ember's Profiler: the per-op table)
 //   defaults: the GPU when there is one: resnet50,resnet18, batch 128 of 224×224, bf16
 //             autocast, PyTorch eager and torch.compile with channels_last (the issue's
 //             targets); else the CPU: resnet18, batch 32 of 64×64, f32, 1 and 2 threads.
@@ -65,6 +66,7 @@ struct Config {
   bool torch_channels_last = false;
   bool channels_last = false;  // ember's model and input channels_last (NHWC)
   bool cudnn = false;          // ember's GPU convolutions through cuDNN
+  bool profile = false;        // 3 steps under ember's Profiler after the timing
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -72,7 +74,8 @@ struct Config {
                "bench_resnet: %s\nusage: bench_resnet [--device cpu|cuda] [--model "
                "resnet18[,resnet50]] [--batch N] [--size S] [--precision f32|bf16] [--lr X] "
                "[--momentum X] [--weight-decay X] [--threads 1,2] [--steps N] [--warmup N] "
-               "[--torch on|off] [--torch-mode eager|compile|both] [--channels-last on|off] [--cudnn on|off] [--torch-channels-last "
+               "[--torch on|off] [--torch-mode eager|compile|both] [--channels-last on|off] "
+               "[--cudnn on|off] [--torch-channels-last "
                "on|off]\n",
                why.c_str());
   std::exit(2);
@@ -141,6 +144,8 @@ Config parse(int argc, char** argv) {
       c.channels_last = v == "on";
     else if (f == "--cudnn" && (v == "on" || v == "off"))
       c.cudnn = v == "on";
+    else if (f == "--profile" && (v == "on" || v == "off"))
+      c.profile = v == "on";
     else
       usage("unknown flag or value: " + f + " " + v);
   }
@@ -240,6 +245,20 @@ bool run_model(const Config& c, const std::string& model, const std::filesystem:
   for (int threads : c.threads) {
     if (!c.cuda) ember::set_num_threads(threads);
     const Timed e = time_steps(step, c, device);
+    if (c.profile) {
+      ember::synchronize(device);
+      ember::Profiler prof;
+      prof.name_modules(net);
+      for (int i = 0; i < 3; ++i) {
+        step();
+        ember::synchronize(device);
+        prof.step();
+      }
+      prof.stop();
+      std::fprintf(
+          stderr, "%s: profile of 3 steps (per op):\n%s\n", name.c_str(),
+          prof.table({.row_limit = 30, .group_by_module = false, .kernels_shown = 3}).c_str());
+    }
     const double images = static_cast<double>(c.batch) * 1e3;
     std::fprintf(stderr, "%s: ember %.1f ms/step (best %.1f), %.0f images/s, peak %.3f GB%s\n",
                  name.c_str(), e.ms, e.best_ms, images / e.ms, e.peak_bytes / 1e9,
