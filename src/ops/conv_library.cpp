@@ -44,16 +44,15 @@ std::atomic<bool>& library_on() {
 // Note [cuDNN convolutions are opt-in for now]: on the H200 the engines cuDNN's heuristic
 // ranks first made the Fashion CNN's captured step differ from its eager step in the last bits
 // (engines with atomics; now skipped, and the captured CNN matches), and a ResNet-18's f32
-// gradients still differ from the CPU's by up to 2.6e-2 (relative 2-norm, several BatchNorm
-// and convolution parameters), where im2col + cuBLASLt agrees within 1e-3, though each of the
-// CudaConvLibrary tests' single convolutions agrees with im2col. On 2026-12-05 the
+// gradients differed from the CPU's by up to 2.6e-2 (relative 2-norm, several BatchNorm and
+// convolution parameters), where im2col + cuBLASLt agreed within 1e-3. On 2026-12-05 the
 // network-level tests (CudaConvLibrary.*GradientsMatchIm2col: every parameter's gradient of a
 // residual conv/BatchNorm net and of a ResNet-18, cuDNN against im2col on the same GPU, norms
 // floored at 1e-4 of the largest) passed within 1e-4 (GELU, average pooling) and 1e-3 (ReLU,
-// max pooling, ResNet-18 at batch 4 of 64x64): the figure above compared near-zero gradients
-// (a convolution's bias before a training-mode BatchNorm is zero in exact arithmetic) or
-// BatchNorm statistics over 8 values per channel, both rounding noise magnified. cuDNN stays
-// opt-in until the whole GPU suite has run with it on (CudaResNet.* against the CPU included).
+// max pooling, ResNet-18 at batch 4 of 64x64): the 2.6e-2 most likely compared near-zero
+// gradients (a convolution's bias before a training-mode BatchNorm is zero in exact
+// arithmetic) or BatchNorm statistics over 8 values per channel, rounding noise magnified.
+// cuDNN stays opt-in until the whole GPU suite has run with it on (CudaResNet.* included).
 std::atomic<bool>& cudnn_on() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("EMBER_CONV_CUDNN");
