@@ -125,6 +125,33 @@ TEST(DeviceRuntimeCuda, PinnedBufferCopiesOnTheGpu) {
 // io's streamed load (Note [Streaming onto the GPU]) through leased pinned buffers, run on the
 // CPU runtime: the targets get exactly their bytes, across staging pieces (4 MiB) and checksum
 // chunks, and the chunk digests give the checksum the writer computed.
+TEST(DeviceRuntimeCuda, StreamedLoadOntoTheGpuAfterOneOnTheCpu) {
+  // The staging pools are per device type: a CPU load first leases pinned buffers of the CPU
+  // runtime, which a GPU load must not copy through (they memcpy; on the H200 this was a
+  // segmentation fault in IoForeign.LoadsOntoAGpuModuleInPlace when CPU loads ran before it).
+  SKIP_WITHOUT_CUDA();
+  const std::string path = ::testing::TempDir() + "ember_stream_cpu_then_gpu.bin";
+  const uint64_t header = 64, size = (uint64_t{5} << 20) + 77, chunk = uint64_t{1} << 20;
+  std::vector<uint8_t> data(size);
+  for (uint64_t i = 0; i < size; ++i) data[i] = static_cast<uint8_t>((i * 40503u) >> 7);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> zeros(header, 0);
+  ASSERT_EQ(::pwrite(fd, zeros.data(), header, 0), static_cast<ssize_t>(header));
+  (void)io::parallel::write_and_checksum(fd, header, {{data.data(), size}}, chunk, path);
+  std::vector<uint8_t> host(size, 0);
+  io::parallel::stream_to_device(DeviceType::cpu, 0, fd, header, size, {{0, size, host.data()}},
+                                 chunk, nullptr, path);
+  EXPECT_TRUE(host == data) << "the CPU load";
+  Tensor gpu = empty({static_cast<int64_t>(size)}, {.dtype = DType::u8, .device = Device::cuda(0)});
+  io::parallel::stream_to_device(DeviceType::cuda, 0, fd, header, size, {{0, size, gpu.data_ptr()}},
+                                 chunk, nullptr, path);
+  ::close(fd);
+  std::remove(path.c_str());
+  const std::vector<uint8_t> back = gpu.to(Device::cpu()).to_vector<uint8_t>();
+  EXPECT_TRUE(back == data) << "the GPU load after the CPU one";
+}
+
 TEST(DeviceRuntime, StreamedLoadThroughLeasedBuffersDeliversEveryByte) {
   const std::string path = ::testing::TempDir() + "ember_stream_to_device.bin";
   const uint64_t header = 100, size = (uint64_t{9} << 20) + 12345, chunk = uint64_t{1} << 20;

@@ -289,20 +289,29 @@ namespace {
 
 constexpr uint64_t kStagingPiece = uint64_t{4} << 20;
 
-// The process's pinned staging buffers (each with its own copy slot: Note [Pinned slots are
-// leased] in src/backend/device_runtime.cpp), in pairs leased to one thread at a time.
+// The process's pinned staging buffers of one device type (each with its own copy slot: Note
+// [Pinned slots are leased] in src/backend/device_runtime.cpp), in pairs leased to one thread
+// at a time. One pool per device type: a buffer copies through the runtime it was made by, so
+// a CPU load's buffers (plain memory, copies by memcpy) must never serve a GPU load, which they
+// did while the pool was shared (a segmentation fault on the H200 when a CPU stream preceded a
+// GPU one in the same process).
 class Staging {
  public:
-  static Staging& get() {
-    static Staging* s = new Staging();  // intentionally leaked: the runtime may go first
-    return *s;
+  static Staging& get(DeviceType type) {
+    static Staging* pools[kNumDeviceTypes] = {};  // intentionally leaked: the runtime may go first
+    static std::mutex made;
+    const auto t = static_cast<size_t>(type);
+    EMBER_ASSERT(t < static_cast<size_t>(kNumDeviceTypes), "Staging: device type out of range");
+    std::lock_guard<std::mutex> lock(made);
+    if (!pools[t]) pools[t] = new Staging(type);
+    return *pools[t];
   }
   // A free pair (made on first need; at most 127 pairs).
-  int lease(DeviceType type) {
+  int lease() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (free_.empty() && buffers_.size() < 254) {
       const int pair = static_cast<int>(buffers_.size() / 2);
-      for (int k = 0; k < 2; ++k) buffers_.emplace_back(type, kStagingPiece);
+      for (int k = 0; k < 2; ++k) buffers_.emplace_back(type_, kStagingPiece);
       return pair;
     }
     available_.wait(lock, [&] { return !free_.empty(); });
@@ -327,6 +336,8 @@ class Staging {
   }
 
  private:
+  explicit Staging(DeviceType type) : type_(type) {}
+  DeviceType type_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::deque<backend::PinnedStaging> buffers_;  // a deque: references stay valid as it grows
@@ -336,7 +347,7 @@ class Staging {
 struct Lease {
   Staging& staging;
   int pair;
-  Lease(Staging& s, DeviceType type) : staging(s), pair(s.lease(type)) {}
+  explicit Lease(Staging& s) : staging(s), pair(s.lease()) {}
   ~Lease() { staging.release(pair); }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
@@ -359,9 +370,9 @@ void stream_to_device(DeviceType type, int device, int fd, uint64_t data_offset,
       for (uint64_t i = t.begin / chunk; t.end > t.begin && i * chunk < t.end; ++i)
         if (work.empty() || work.back() < i) work.push_back(i);
   }
-  Staging& staging = Staging::get();
+  Staging& staging = Staging::get(type);
   auto run = [&](int64_t begin, int64_t end) {
-    Lease lease(staging, type);
+    Lease lease(staging);
     int turn = 0;
     for (int64_t w = begin; w < end; ++w) {
       const uint64_t i = work[static_cast<size_t>(w)];
