@@ -758,7 +758,11 @@ Plan* plan_for(const SdpaArgs& a, bool backward) {
           build_backward(g, a, padding, dropout, flavor, /*accumulate_dq=*/!det);
         else
           build_forward(g, a, padding, dropout, flavor);
-        make_plan(*slot, g, handle(a.device));
+        {
+          // Note [One cuDNN handle, one thread at a time]
+          std::lock_guard<std::mutex> lock(cudnn::handle_mutex(a.device));
+          make_plan(*slot, g, handle(a.device));
+        }
         slot->flavor = flavor;
         break;
       } catch (const BuildError& e) {

@@ -399,6 +399,8 @@ Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t a
     try {
       Graph gr(alignment, g.channels_last);
       build(gr, kind, g, bias, relu);
+      // Note [One cuDNN handle, one thread at a time]
+      std::lock_guard<std::mutex> lock(cudnn::handle_mutex(g.device));
       make_plan(*slot, gr, handle(g.device), g.dtype, det);
     } catch (const BuildError& e) {
       static constexpr const char* kNames[] = {"forward", "backward data", "backward filter"};

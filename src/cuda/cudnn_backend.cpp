@@ -33,9 +33,17 @@ cudnnHandle_t handle(int device) {
   return h;
 }
 
+std::mutex& handle_mutex(int device) {
+  static std::array<std::mutex, 64> mutexes;
+  return mutexes[static_cast<size_t>(device % 64)];
+}
+
 void execute(int device, cudnnBackendDescriptor_t plan, const std::vector<int64_t>& uids,
              const std::vector<void*>& ptrs, void* workspace, const std::string& what) {
   cudnnHandle_t h = handle(device);
+  // Note [One cuDNN handle, one thread at a time]: 8 threads running one eval-mode model on a
+  // GPU (ThreadsCuda.*) shared this handle's stream binding and executions unguarded.
+  std::lock_guard<std::mutex> lock(handle_mutex(device));
   if (api().set_stream(h, stream(device)) != CUDNN_STATUS_SUCCESS)
     ember::detail::throw_error(what + ": cudnnSetStream failed");
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -99,6 +100,11 @@ inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
 // cudnn_backend.cpp: shared by every graph builder.
 /// The cuDNN handle of `device` (created on first use, kept for the process).
 cudnnHandle_t handle(int device);
+/// Note [One cuDNN handle, one thread at a time]: cuDNN forbids using one handle from several
+/// threads at once, and ember keeps one per device. execute() holds this lock for the
+/// stream binding and the execution; the plan builders hold it while they finalize plans on the
+/// handle. Taken after a plan cache's own lock, never before it.
+std::mutex& handle_mutex(int device);
 /// Runs the finalized execution plan `plan` on the device's stream (the capture stream while
 /// capturing) with the tensors `uids` at `ptrs` and `workspace`; a refusal throws ember::Error
 /// "<what> execution failed: <cuDNN's message>".
