@@ -20,6 +20,7 @@
 #include "ember/io/checkpoint.hpp"
 #include "ember/models/resnet.hpp"
 #include "ember/nn/conv.hpp"
+#include "ember/optim/clip.hpp"
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
@@ -303,6 +304,29 @@ TEST(MemoryFormat, ModuleToChannelsLastConvertsFourDimParameters) {
   expect_equal(w, before, "values kept");
   net->to(kPlain);
   EXPECT_TRUE(w.is_contiguous());
+}
+
+TEST(MemoryFormat, GradientNormAndClipTakeChannelsLastGradients) {
+  // The multi-tensor norm and clip (and the loss scaler's unscale) read each gradient as a flat
+  // list: a channels_last gradient goes in as it lies and gives what its contiguous copy gives.
+  std::vector<Tensor> plain, last;
+  for (int i = 0; i < 3; ++i) {
+    Tensor p = rand_t({2, 3 + i, 4, 5}, 60 + i);
+    p.requires_grad_(true);
+    Tensor q = p.detach().to(kLast);
+    q.requires_grad_(true);
+    p.set_grad(rand_t({2, 3 + i, 4, 5}, 70 + i));
+    q.set_grad(p.grad().to(kLast));
+    plain.push_back(p);
+    last.push_back(q);
+  }
+  const Tensor n0 = optim::clip_grad_norm_tensor(plain, 0.5),
+               n1 = optim::clip_grad_norm_tensor(last, 0.5);
+  expect_close(n1, n0, 1e-6, 1e-6, "total norm");
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(last[i].grad().strides(), last[i].strides()) << "clipped in place";
+    expect_close(last[i].grad(), plain[i].grad(), 1e-6, 1e-6, "clipped gradient");
+  }
 }
 
 // ResNet-18 (train mode) with the model and its input channels_last against NCHW: the loss

@@ -38,6 +38,15 @@ inline MemoryFormat format_of(const Tensor& t) {
   return t.dim() == 4 || t.dim() == 5 ? t.suggest_memory_format() : MemoryFormat::contiguous;
 }
 
+/// Whether `t`'s elements fill one run of numel() elements from data_ptr(), in any order:
+/// contiguous, or channels_last (channels_last_3d) with that format's strides. Kernels that
+/// treat a buffer as a flat list (norms, clipping, loss scaling) take such tensors as they are.
+inline bool is_dense(const Tensor& t) {
+  if (t.is_contiguous()) return true;
+  if (t.dim() == 4) return t.is_contiguous(MemoryFormat::channels_last);
+  return t.dim() == 5 && t.is_contiguous(MemoryFormat::channels_last_3d);
+}
+
 /// Reorders the dims of `views` (operands of one shape, the output first) into `format`'s
 /// memory order, outermost first, so that an elementwise kernel walking them row-major walks
 /// a channels_last output contiguously (views of another rank are left alone; elementwise

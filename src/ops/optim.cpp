@@ -185,10 +185,11 @@ Tensor one_norm(const Tensor& g, double norm_type) {
   return pow(sum(pow(x, norm_type)), 1.0 / norm_type);
 }
 
-// All contiguous, one device, one dtype: the two multi-tensor kernels apply.
+// All dense (contiguous or channels_last: the kernels read each buffer as a flat list), one
+// device, one dtype: the two multi-tensor kernels apply.
 bool fusable(const std::vector<Tensor>& grads) {
   for (const Tensor& g : grads)
-    if (!g.is_contiguous() || g.device() != grads[0].device() || g.dtype() != grads[0].dtype())
+    if (!is_dense(g) || g.device() != grads[0].device() || g.dtype() != grads[0].dtype())
       return false;
   return true;
 }
@@ -256,7 +257,7 @@ void amp_unscale_(const std::vector<Tensor>& grads, const Tensor& scale, const T
     for (const Tensor& g : grads) {
       if (g.dtype() != dtype) continue;
       EMBER_ASSERT(g.device() == scale.device(), "amp_unscale_: a gradient on another device");
-      if (g.is_contiguous()) {
+      if (is_dense(g)) {  // scaled element by element: any order will do
         work.push_back(g);
       } else {
         work.push_back(g.contiguous());
