@@ -192,41 +192,48 @@ void max_pool_plane(const Window2d& w, const T* src, T* out, int64_t* idx) {
 // The same windows, ties and summation orders as the plane kernels, visited a pixel at a time
 // with the channels innermost, so the results are the NCHW kernels' bit for bit.
 
-template <typename T>
-void max_pool2d_nhwc(const Window2d& w, T* out, int64_t* indices, const T* in) {
-  const int64_t c = w.channels;
-  parallel_for(w.batch * w.out_h, grain_for(w.out_w * c * w.kernel_h * w.kernel_w),
+// Calls fn(n, oy, ox, o) for every output pixel of an NHWC pool, o its first element's offset
+// ((n·out_h + oy)·out_w + ox)·C; the (n, oy) rows are spread over the pool's threads.
+template <typename Fn>
+void for_each_output_pixel(const Window2d& w, Fn&& fn) {
+  parallel_for(w.batch * w.out_h, grain_for(w.out_w * w.channels * w.kernel_h * w.kernel_w),
                [&](int64_t begin, int64_t end) {
                  for (int64_t r = begin; r < end; ++r) {
                    const int64_t n = r / w.out_h, oy = r % w.out_h;
-                   for (int64_t ox = 0; ox < w.out_w; ++ox) {
-                     T* best = out + ((n * w.out_h + oy) * w.out_w + ox) * c;
-                     int64_t* at = indices + ((n * w.out_h + oy) * w.out_w + ox) * c;
-                     int64_t h0 = oy * w.stride_h - w.pad_h;
-                     const int64_t h1 =
-                         std::min(h0 + (w.kernel_h - 1) * w.dilation_h + 1, w.height);
-                     while (h0 < 0) h0 += w.dilation_h;
-                     int64_t w0 = ox * w.stride_w - w.pad_w;
-                     const int64_t w1 = std::min(w0 + (w.kernel_w - 1) * w.dilation_w + 1, w.width);
-                     while (w0 < 0) w0 += w.dilation_w;
-                     for (int64_t j = 0; j < c; ++j) {
-                       best[j] = -std::numeric_limits<T>::infinity();
-                       at[j] = h0 * w.width + w0;
-                     }
-                     for (int64_t y = h0; y < h1; y += w.dilation_h)
-                       for (int64_t x = w0; x < w1; x += w.dilation_w) {
-                         const T* src = in + ((n * w.height + y) * w.width + x) * c;
-                         for (int64_t j = 0; j < c; ++j) {
-                           const T v = src[j];
-                           if (v > best[j] || v != v) {
-                             best[j] = v;
-                             at[j] = y * w.width + x;
-                           }
-                         }
-                       }
-                   }
+                   for (int64_t ox = 0; ox < w.out_w; ++ox)
+                     fn(n, oy, ox, ((n * w.out_h + oy) * w.out_w + ox) * w.channels);
                  }
                });
+}
+
+template <typename T>
+void max_pool2d_nhwc(const Window2d& w, T* out, int64_t* indices, const T* in) {
+  const int64_t c = w.channels;
+  for_each_output_pixel(w, [&](int64_t n, int64_t oy, int64_t ox, int64_t o) {
+    T* best = out + o;
+    int64_t* at = indices + o;
+    int64_t h0 = oy * w.stride_h - w.pad_h;
+    const int64_t h1 = std::min(h0 + (w.kernel_h - 1) * w.dilation_h + 1, w.height);
+    while (h0 < 0) h0 += w.dilation_h;
+    int64_t w0 = ox * w.stride_w - w.pad_w;
+    const int64_t w1 = std::min(w0 + (w.kernel_w - 1) * w.dilation_w + 1, w.width);
+    while (w0 < 0) w0 += w.dilation_w;
+    for (int64_t j = 0; j < c; ++j) {
+      best[j] = -std::numeric_limits<T>::infinity();
+      at[j] = h0 * w.width + w0;
+    }
+    for (int64_t y = h0; y < h1; y += w.dilation_h)
+      for (int64_t x = w0; x < w1; x += w.dilation_w) {
+        const T* src = in + ((n * w.height + y) * w.width + x) * c;
+        for (int64_t j = 0; j < c; ++j) {
+          const T v = src[j];
+          if (v > best[j] || v != v) {
+            best[j] = v;
+            at[j] = y * w.width + x;
+          }
+        }
+      }
+  });
 }
 
 template <typename T>
@@ -308,24 +315,18 @@ inline AvgWindow avg_window(const Window2d& w, int64_t oy, int64_t ox, bool coun
 template <typename T>
 void avg_pool2d_nhwc(const Window2d& w, T* out, const T* in, bool count_include_pad) {
   const int64_t c = w.channels;
-  parallel_for(w.batch * w.out_h, grain_for(w.out_w * c * w.kernel_h * w.kernel_w),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t r = begin; r < end; ++r) {
-                   const int64_t n = r / w.out_h, oy = r % w.out_h;
-                   for (int64_t ox = 0; ox < w.out_w; ++ox) {
-                     T* dst = out + ((n * w.out_h + oy) * w.out_w + ox) * c;
-                     std::fill(dst, dst + c, T(0));
-                     const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
-                     if (a.divisor == 0) continue;
-                     for (int64_t y = a.h0; y < a.h1; ++y)
-                       for (int64_t x = a.w0; x < a.w1; ++x) {
-                         const T* src = in + ((n * w.height + y) * w.width + x) * c;
-                         for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
-                       }
-                     for (int64_t j = 0; j < c; ++j) dst[j] = dst[j] / static_cast<T>(a.divisor);
-                   }
-                 }
-               });
+  for_each_output_pixel(w, [&](int64_t n, int64_t oy, int64_t ox, int64_t o) {
+    T* dst = out + o;
+    std::fill(dst, dst + c, T(0));
+    const AvgWindow a = avg_window(w, oy, ox, count_include_pad);
+    if (a.divisor == 0) return;
+    for (int64_t y = a.h0; y < a.h1; ++y)
+      for (int64_t x = a.w0; x < a.w1; ++x) {
+        const T* src = in + ((n * w.height + y) * w.width + x) * c;
+        for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
+      }
+    for (int64_t j = 0; j < c; ++j) dst[j] = dst[j] / static_cast<T>(a.divisor);
+  });
 }
 
 template <typename T>
