@@ -146,6 +146,25 @@ TEST(MemoryFormat, ElementwiseOpsKeepTheFormat) {
   expect_equal(filled, b, "copy_ into channels_last");
 }
 
+TEST(MemoryFormat, ActivationGradientsKeepTheFormat) {
+  // relu's and gelu's backward kernels write the forward input's format, walking every operand
+  // in memory order (not a strided NCHW walk).
+  for (const bool use_gelu : {false, true}) {
+    Tensor x = rand_t({2, 6, 5, 4}, 80).to(kLast);
+    x.requires_grad_(true);
+    const Tensor h = x * 2.0f;  // a non-leaf: its gradient is the activation's backward output
+    const Tensor y = use_gelu ? gelu(h, "tanh") : relu(h);
+    const Tensor w = rand_t({2, 6, 5, 4}, 81);
+    const Tensor gh = grad({y}, {h}, {w.to(kLast)})[0];
+    EXPECT_EQ(gh.suggest_memory_format(), kLast) << (use_gelu ? "gelu" : "relu");
+    const Tensor hp = h.detach().contiguous();
+    Tensor hq = hp.clone();
+    hq.requires_grad_(true);
+    const Tensor yq = use_gelu ? gelu(hq, "tanh") : relu(hq);
+    expect_equal(gh, grad({yq}, {hq}, {w})[0], use_gelu ? "gelu backward" : "relu backward");
+  }
+}
+
 // ---- convolutions, BatchNorm, pools: NHWC equals NCHW ----
 
 struct Outcome {

@@ -303,8 +303,14 @@ Tensor ops::relu_backward(const Tensor& grad, const Tensor& x) {
   const bool fused = grad.shape() == x.shape() && grad.dtype() == t &&
                      grad.device() == x.device() && t != DType::u8 && t != DType::boolean;
   if (!fused) return mul(grad, unary_forward(Op::relu, UnaryOp::relu_grad, x));
-  Tensor out = make_tensor(x.shape(), t, x.device());
-  backend_of(x).binary(BinaryOp::relu_backward, view_of(out), view_of(grad), view_of(x));
+  // Note [Memory formats]: the forward input's format (the gradients of a channels_last
+  // network stay channels_last), every operand walked in its memory order (a channels_last
+  // ReLU's backward took 6x the NCHW one's time on this CPU before, walking strided).
+  const MemoryFormat format = format_of(x);
+  Tensor out = make_tensor(x.shape(), t, x.device(), format);
+  backend::View o = view_of(out), vg = view_of(grad), vx = view_of(x);
+  in_memory_order(format, {&o, &vg, &vx});
+  backend_of(x).binary(BinaryOp::relu_backward, o, vg, vx);
   return out;
 }
 
@@ -331,8 +337,11 @@ Tensor activation_backward(Op op, UnaryOp grad_kernel, const Tensor& g, const Te
                           g.dtype() == x.dtype() && g.device() == x.device() &&
                           is_floating(x.dtype());
   if (!one_kernel) return mul(g, ops::unary_forward(op, grad_kernel, x));
-  Tensor out = ops::make_tensor(x.shape(), x.dtype(), x.device());
-  ops::backend_of(x).binary(fused, ops::view_of(out), ops::view_of(g), ops::view_of(x));
+  const MemoryFormat format = ops::format_of(x);  // as relu_backward
+  Tensor out = ops::make_tensor(x.shape(), x.dtype(), x.device(), format);
+  backend::View o = ops::view_of(out), vg = ops::view_of(g), vx = ops::view_of(x);
+  ops::in_memory_order(format, {&o, &vg, &vx});
+  ops::backend_of(x).binary(fused, o, vg, vx);
   return out;
 }
 
