@@ -838,52 +838,27 @@ void execute(const SdpaArgs& a, const Candidate& p, bool backward, bool accumula
       std::string("scaled_dot_product_attention: cuDNN ") + (backward ? "backward" : "forward"));
 }
 
-// Note [Measured attention engines]: times each candidate on the call's tensors (one warm-up
-// run, then the best of three) and keeps the fastest. The call itself runs after, so what
-// the timing runs wrote is overwritten.
+// Keeps the fastest candidate on the call's tensors (Note [Measured attention engines], timed by
+// cudnn::fastest: Note [Measured engines]).
 void tune(const SdpaArgs& a, Plan& p, bool backward) {
   p.tuned = true;
   if (p.candidates.size() < 2) return;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream(a.device), &capture));
-  if (capture != cudaStreamCaptureStatusNone) {
+  const std::optional<size_t> best = cudnn::fastest(
+      a.device, p.candidates.size(),
+      [&](size_t i) { execute(a, p.candidates[i], backward, !p.deterministic); },
+      [&](size_t i, float ms) {
+        if (autotune_level() == 2)
+          std::fprintf(stderr, "sdpa autotune: %s b%lld h%lld l%lld s%lld d%lld%s: %s %.4f ms\n",
+                       backward ? "backward" : "forward", static_cast<long long>(a.batch),
+                       static_cast<long long>(a.heads), static_cast<long long>(a.len_q),
+                       static_cast<long long>(a.len_kv), static_cast<long long>(a.head_dim),
+                       a.causal ? " causal" : "", p.candidates[i].label.c_str(), ms);
+      });
+  if (!best) {
     p.tuned = false;  // tuned by the first eager call
     return;
   }
-  const cudaStream_t st = stream(a.device);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EMBER_CUDA_CHECK(cudaEventCreate(&start));
-  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = std::numeric_limits<float>::max();
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    float ms = std::numeric_limits<float>::max();
-    try {
-      execute(a, p.candidates[i], backward, !p.deterministic);
-      for (int r = 0; r < 3; ++r) {
-        EMBER_CUDA_CHECK(cudaEventRecord(start, st));
-        execute(a, p.candidates[i], backward, !p.deterministic);
-        EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
-        EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
-        float t = 0.0f;
-        EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-        ms = std::min(ms, t);
-      }
-    } catch (const Error&) {
-      continue;  // a configuration that fails to execute is not chosen
-    }
-    if (autotune_level() == 2)
-      std::fprintf(stderr, "sdpa autotune: %s b%lld h%lld l%lld s%lld d%lld%s: %s %.4f ms\n",
-                   backward ? "backward" : "forward", static_cast<long long>(a.batch),
-                   static_cast<long long>(a.heads), static_cast<long long>(a.len_q),
-                   static_cast<long long>(a.len_kv), static_cast<long long>(a.head_dim),
-                   a.causal ? " causal" : "", p.candidates[i].label.c_str(), ms);
-    if (ms < best_ms) {
-      best_ms = ms;
-      p.chosen = i;
-    }
-  }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
+  p.chosen = *best;
 }
 
 void run(const SdpaArgs& a, Plan& p, bool backward) {

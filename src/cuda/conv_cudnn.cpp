@@ -430,45 +430,21 @@ void run_candidate(const ConvGeometry& g, const Candidate& c, const std::vector<
   cudnn::execute(g.device, c.plan->get(), uids, ptrs, scratch.get(), "conv (cuDNN)");
 }
 
-// Note [Measured convolution engines]: times each candidate on the call's tensors and keeps
-// the fastest; the call itself runs after, so what the timing runs wrote is overwritten.
+// Keeps the fastest candidate on the call's tensors (Note [Measured convolution engines], timed
+// by cudnn::fastest: Note [Measured engines]).
 void tune(const ConvGeometry& g, Plan& p, const std::vector<int64_t>& uids,
           const std::vector<void*>& ptrs) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream(g.device), &capture));
-  if (capture != cudaStreamCaptureStatusNone) return;  // tuned by the next eager call
+  const std::optional<size_t> best = cudnn::fastest(
+      g.device, p.candidates.size(),
+      [&](size_t i) { run_candidate(g, p.candidates[i], uids, ptrs); },
+      [&](size_t i, float ms) {
+        if (autotune_level() == 2)
+          std::fprintf(stderr, "conv autotune: candidate %zu of %zu: %.4f ms\n", i,
+                       p.candidates.size(), ms);
+      });
+  if (!best) return;  // tuned by the next eager call
   p.tuned = true;
-  const cudaStream_t st = stream(g.device);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  EMBER_CUDA_CHECK(cudaEventCreate(&start));
-  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = std::numeric_limits<float>::max();
-  for (size_t i = 0; i < p.candidates.size(); ++i) {
-    float ms = std::numeric_limits<float>::max();
-    try {
-      run_candidate(g, p.candidates[i], uids, ptrs);
-      for (int r = 0; r < 3; ++r) {
-        EMBER_CUDA_CHECK(cudaEventRecord(start, st));
-        run_candidate(g, p.candidates[i], uids, ptrs);
-        EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
-        EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
-        float t = 0.0f;
-        EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-        ms = std::min(ms, t);
-      }
-    } catch (const std::exception&) {
-      continue;  // a configuration that fails to execute is not chosen
-    }
-    if (autotune_level() == 2)
-      std::fprintf(stderr, "conv autotune: candidate %zu of %zu: %.4f ms\n", i, p.candidates.size(),
-                   ms);
-    if (ms < best_ms) {
-      best_ms = ms;
-      p.chosen = i;
-    }
-  }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
+  p.chosen = *best;
 }
 
 void execute(const ConvGeometry& g, Plan& p, const std::vector<int64_t>& uids,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,44 @@ cudnnHandle_t handle(int device) {
 std::mutex& handle_mutex(int device) {
   static std::array<std::mutex, 64> mutexes;
   return mutexes[static_cast<size_t>(device % 64)];
+}
+
+std::optional<size_t> fastest(int device, size_t count, const std::function<void(size_t)>& run,
+                              const std::function<void(size_t, float)>& report) {
+  const cudaStream_t st = stream(device);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(st, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreate(&start));
+  EMBER_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = std::numeric_limits<float>::max();
+  size_t best = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float ms = std::numeric_limits<float>::max();
+    try {
+      run(i);
+      for (int r = 0; r < 3; ++r) {
+        EMBER_CUDA_CHECK(cudaEventRecord(start, st));
+        run(i);
+        EMBER_CUDA_CHECK(cudaEventRecord(stop, st));
+        EMBER_CUDA_CHECK(cudaEventSynchronize(stop));
+        float t = 0.0f;
+        EMBER_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+        ms = std::min(ms, t);
+      }
+    } catch (const std::exception&) {
+      continue;  // a configuration that fails to execute is not chosen
+    }
+    report(i, ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return best;
 }
 
 void execute(int device, cudnnBackendDescriptor_t plan, const std::vector<int64_t>& uids,

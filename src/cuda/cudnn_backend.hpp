@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,6 +102,14 @@ inline bool nondeterministic_engine(cudnnBackendDescriptor_t config) {
 // cudnn_backend.cpp: shared by every graph builder.
 /// The cuDNN handle of `device` (created on first use, kept for the process).
 cudnnHandle_t handle(int device);
+/// Note [Measured engines]: the index of the fastest of `count` candidate plans, each run once
+/// by run(i) on `device`'s stream to warm up and then timed three times with CUDA events (its
+/// best time counts); a candidate whose run throws is not chosen, report(i, ms) sees each time,
+/// and 0 is returned when none ran. nullopt while the stream is being captured: the caller
+/// tunes at its next eager call. The timing runs write the call's outputs, which the call
+/// itself overwrites after. Shared by the attention and convolution plans.
+std::optional<size_t> fastest(int device, size_t count, const std::function<void(size_t)>& run,
+                              const std::function<void(size_t, float)>& report);
 /// Note [One cuDNN handle, one thread at a time]: cuDNN forbids using one handle from several
 /// threads at once, and ember keeps one per device. execute() holds this lock for the
 /// stream binding and the execution; the plan builders hold it while they finalize plans on the
