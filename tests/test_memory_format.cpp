@@ -283,6 +283,16 @@ TEST(MemoryFormat, BatchNormNhwcEqualsNchw) {
                  rand_t({4, 6, 5, 3}, 30) * 2.0f + 1.0f, {rand_t({6}, 31), rand_t({6}, 32)}, 1e-5);
 }
 
+TEST(MemoryFormat, BatchNorm3dChannelsLast3d) {
+  const auto f = [](const Tensor& x, const std::vector<Tensor>& p) {
+    return batch_norm(x, Tensor(), Tensor(), p[0], p[1], true, 0.1, 1e-5);
+  };
+  const Tensor x = rand_t({3, 5, 2, 3, 4}, 90);
+  const std::vector<Tensor> p = {rand_t({5}, 91), rand_t({5}, 92)};
+  expect_same(run(f, x, p, kLast3d, Device::cpu()), run(f, x, p, kPlain, Device::cpu()), 1e-5,
+              "batch_norm NDHWC");
+}
+
 TEST(MemoryFormat, MaxPoolIndicesAreThePlanesAlsoNhwc) {
   // Indices count within each (n, c) plane, as torch's, whatever the layout.
   const Tensor x = rand_t({2, 3, 7, 6}, 39);
