@@ -317,6 +317,12 @@ TEST(MemoryFormat, PoolsNhwcEqualNchw) {
         return adaptive_avg_pool2d(x, Size2d(1, 1));
       },
       rand_t({2, 5, 7, 7}, 35), {}, 1e-6);
+  check_format(
+      "adaptive_avg_pool2d (4, 2) of 8x6",
+      [](const Tensor& x, const std::vector<Tensor>&) {
+        return adaptive_avg_pool2d(x, Size2d(4, 2));
+      },
+      rand_t({2, 5, 8, 6}, 36), {}, 1e-6);
 }
 
 // ---- models, optimizers, checkpoints ----

@@ -453,6 +453,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2d output_size) {
   if (output_size == Size2d(h, w)) return x.clone();
   // Global pooling (ResNet's head): a mean over the plane, which reads any layout in place.
   if (output_size == Size2d(1, 1)) return mean(x, Shape{r - 2, r - 1}, true);
+  // A channels_last input whose plane the output divides: the windows are avg_pool2d's with
+  // kernel = stride = the ratio, whose NHWC kernel keeps the format (Note [Memory formats]).
+  if (ops::format_of(x) != MemoryFormat::contiguous && h % output_size.h == 0 &&
+      w % output_size.w == 0) {
+    const Size2d k(h / output_size.h, w / output_size.w);
+    return avg_pool2d(x, k, k);
+  }
   Tensor y = x;
   if (output_size.h != h) y = matmul(adaptive_average_matrix(h, output_size.h, x), y);
   if (output_size.w != w) y = matmul(y, adaptive_average_matrix(w, output_size.w, x).t());
