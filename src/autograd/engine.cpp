@@ -104,9 +104,7 @@ static void accumulate_into(const std::shared_ptr<TensorImpl>& leaf, const Tenso
   if (!leaf->grad) {
     // The gradient is laid out as its parameter (a channels_last weight gets a channels_last
     // gradient, as in torch): the optimizers walk both buffers in one flat order.
-    const MemoryFormat format = leaf->shape.size() == 4 || leaf->shape.size() == 5
-                                    ? detail::TensorAccess::wrap(leaf).suggest_memory_format()
-                                    : MemoryFormat::contiguous;
+    const MemoryFormat format = detail::TensorAccess::wrap(leaf).suggest_memory_format();
     const bool laid_out = format == MemoryFormat::contiguous
                               ? g.is_contiguous()
                               : g.strides() == core::format_strides(leaf->shape, format);

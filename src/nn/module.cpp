@@ -99,10 +99,9 @@ void retarget(Tensor& t, const Tensor& replacement) {
   t.set_data_(replacement);
   if (grad.defined()) {
     // The gradient is laid out as its parameter (Note [Memory formats] in src/core/tensor.cpp).
-    const MemoryFormat format = replacement.dim() == 4 || replacement.dim() == 5
-                                    ? replacement.suggest_memory_format()
-                                    : MemoryFormat::contiguous;
-    t.set_grad(grad.to(replacement.dtype()).to(replacement.device()).to(format));
+    t.set_grad(grad.to(replacement.dtype())
+                   .to(replacement.device())
+                   .to(replacement.suggest_memory_format()));
   }
 }
 

@@ -32,11 +32,9 @@ inline backend::View view_of(const Tensor& t) {
   return {t.data_ptr(), t.dtype(), t.device().index, t.shape(), t.strides()};
 }
 
-/// The memory format an op gives the output it makes like `t`: t's suggested format for a
-/// 4-d or 5-d tensor, else contiguous (Note [Memory formats] in src/core/tensor.cpp).
-inline MemoryFormat format_of(const Tensor& t) {
-  return t.dim() == 4 || t.dim() == 5 ? t.suggest_memory_format() : MemoryFormat::contiguous;
-}
+/// The memory format an op gives the output it makes like `t`: its suggested one (contiguous
+/// for any rank but 4 and 5; Note [Memory formats] in src/core/tensor.cpp).
+inline MemoryFormat format_of(const Tensor& t) { return t.suggest_memory_format(); }
 
 /// Whether `t`'s elements fill one run of numel() elements from data_ptr(), in any order:
 /// contiguous, or channels_last (channels_last_3d) with that format's strides. Kernels that

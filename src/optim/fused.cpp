@@ -33,16 +33,11 @@ Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, b
       *t = t->to(param.dtype()).to(param.device()).contiguous();
     }
     // A parameter made channels_last after a step (Module::to) takes its state along.
-    const MemoryFormat format = param.dim() == 4 || param.dim() == 5 ? param.suggest_memory_format()
-                                                                     : MemoryFormat::contiguous;
-    if (format != MemoryFormat::contiguous && !t->is_contiguous(format)) {
+    const MemoryFormat format = param.suggest_memory_format();
+    if (!t->is_contiguous(format)) {
       NoGradGuard no_grad;
       PoolGuard persistent(Pool::Persistent);
       *t = t->contiguous(format);
-    } else if (format == MemoryFormat::contiguous && !t->is_contiguous()) {
-      NoGradGuard no_grad;
-      PoolGuard persistent(Pool::Persistent);
-      *t = t->contiguous();
     }
     return *t;
   }
@@ -50,8 +45,7 @@ Tensor& state_tensor(ParamState& state, const Tensor& param, const char* name, b
   // Laid out as its parameter (Note [Memory formats]): the kernels walk both flat.
   state.tensors.emplace_back(
       name, zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()})
-                .to(param.dim() == 4 || param.dim() == 5 ? param.suggest_memory_format()
-                                                         : MemoryFormat::contiguous));
+                .to(param.suggest_memory_format()));
   *created = true;
   return state.tensors.back().second;
 }
