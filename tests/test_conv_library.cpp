@@ -354,6 +354,100 @@ TEST(ConvLibraryDeathTest, MissingOneDnnFallsBackWithTheReason) {
   EXPECT_EXIT(convolve_without_onednn(), ::testing::ExitedWithCode(0), "");
 }
 
+// ---- transposed convolutions (Note [Transposed convolutions in the library]) ----
+
+ConvFn conv_transpose2d_fn(Size2d stride, Size2d padding, Size2d output_padding, int64_t groups,
+                           Size2d dilation) {
+  return [=](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation);
+  };
+}
+
+ConvFn conv_transpose3d_fn(Size3d stride, Size3d padding, Size3d output_padding, int64_t groups,
+                           Size3d dilation) {
+  return [=](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation);
+  };
+}
+
+TEST(ConvLibrary, ConvTranspose2dStridedOutputPaddingWithBias) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), rand_t({2, 4, 6, 5}, 301),
+                       rand_t({4, 3, 3, 3}, 302), rand_t({3}, 303), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, ConvTranspose2dGroupsDilationUneven) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(
+      conv_transpose2d_fn(Size2d(1, 3), Size2d(2, 0), Size2d(0, 2), 2, Size2d(2, 1)),
+      rand_t({3, 4, 7, 4}, 304), rand_t({4, 3, 3, 2}, 305), Tensor(), ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, ConvTranspose1dStridedWithBias) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col([](const Tensor& x, const Tensor& w,
+                          const Tensor& b) { return conv_transpose1d(x, w, b, 3, 1, 2, 1, 1); },
+                       rand_t({2, 3, 9}, 306), rand_t({3, 5, 4}, 307), rand_t({5}, 308),
+                       ConvBackend::onednn, kF32);
+}
+
+TEST(ConvLibrary, ConvTranspose3dStridedGroupedWithBias) {
+  SKIP_WITHOUT_ONEDNN();
+  check_against_im2col(conv_transpose3d_fn(Size3d(2, 1, 2), 1, Size3d(1, 0, 1), 2, 1),
+                       rand_t({2, 4, 3, 4, 3}, 309), rand_t({4, 2, 3, 2, 3}, 310), rand_t({4}, 311),
+                       ConvBackend::onednn, kF32);
+}
+
+// NHWC operands run the library NHWC and give channels_last outputs and input gradients.
+TEST(ConvLibrary, ConvTransposeChannelsLastKeepsTheFormat) {
+  SKIP_WITHOUT_ONEDNN();
+  const Tensor x = rand_t({2, 4, 5, 6}, 312).contiguous(MemoryFormat::channels_last);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 313),
+                       rand_t({3}, 314), ConvBackend::onednn, kF32);
+  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 313),
+                               rand_t({3}, 314), true);
+  EXPECT_TRUE(lib.y.is_contiguous(MemoryFormat::channels_last));
+  EXPECT_TRUE(lib.gx.is_contiguous(MemoryFormat::channels_last));
+  const Tensor x3 = rand_t({1, 2, 3, 4, 3}, 315).contiguous(MemoryFormat::channels_last_3d);
+  check_against_im2col(conv_transpose3d_fn(2, 0, 1, 1, 1), x3, rand_t({2, 3, 2, 2, 2}, 316),
+                       Tensor(), ConvBackend::onednn, kF32);
+  const ConvRun lib3 = run_conv(conv_transpose3d_fn(2, 0, 1, 1, 1), x3,
+                                rand_t({2, 3, 2, 2, 2}, 316), Tensor(), true);
+  EXPECT_TRUE(lib3.y.is_contiguous(MemoryFormat::channels_last_3d));
+}
+
+// The im2col path keeps the format too (it transposes its NCHW result).
+TEST(ConvLibrary, ConvTransposeIm2colKeepsChannelsLast) {
+  const Tensor x = rand_t({2, 4, 5, 6}, 317).contiguous(MemoryFormat::channels_last);
+  const ConvRun ref = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x.contiguous(),
+                               rand_t({4, 3, 3, 3}, 318), Tensor(), false);
+  const ConvRun nhwc =
+      run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 318), Tensor(), false);
+  ASSERT_EQ(nhwc.backend, ConvBackend::im2col);
+  expect_close(nhwc.y, ref.y, 0.0, "output");
+  expect_close(nhwc.gx, ref.gx, 0.0, "grad input");
+  expect_close(nhwc.gw, ref.gw, 1e-6, "grad weight");
+  set_conv_library(false);
+  const Tensor y = conv_transpose2d(x, rand_t({4, 3, 3, 3}, 318), Tensor(), 2, 1, 1);
+  set_conv_library(true);
+  EXPECT_TRUE(y.is_contiguous(MemoryFormat::channels_last));
+}
+
+// An output_padding of at least the stride (allowed below the dilation) is no convolution's
+// input gradient: the op's own path runs, and says why.
+TEST(ConvLibrary, ConvTransposeOutputPaddingPastTheStrideFallsBack) {
+  SKIP_WITHOUT_ONEDNN();
+  const ConvFn f = conv_transpose2d_fn(1, 0, 1, 1, 2);
+  const ConvRun lib =
+      run_conv(f, rand_t({1, 2, 4, 4}, 319), rand_t({2, 3, 2, 2}, 320), rand_t({3}, 321), true);
+  EXPECT_EQ(lib.backend, ConvBackend::im2col);
+  EXPECT_NE(lib.reason.find("output_padding"), std::string::npos) << lib.reason;
+  const ConvRun ref =
+      run_conv(f, rand_t({1, 2, 4, 4}, 319), rand_t({2, 3, 2, 2}, 320), rand_t({3}, 321), false);
+  expect_close(lib.y, ref.y, 0.0, "output");
+  EXPECT_EQ(lib.y.shape(), Shape({1, 3, 7, 7}));  // (4 - 1)·1 + 2·(2 - 1) + 1 + 1
+}
+
 // ---- cuDNN (the GPU machine runs these; they skip without a CUDA device) ----
 
 const Device kGpu = Device::cuda(0);
@@ -435,6 +529,26 @@ TEST(CudaConvLibrary, Conv2dF16AndBf16) {
                        DType::f16);
   check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::cudnn, kCudnnBf16, kGpu,
                        DType::bf16);
+}
+
+TEST(CudaConvLibrary, ConvTranspose2dAnd3dF32) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), rand_t({2, 4, 6, 5}, 331),
+                       rand_t({4, 3, 3, 3}, 332), rand_t({3}, 333), ConvBackend::cudnn, kCudnnF32,
+                       kGpu);
+  check_against_im2col(
+      conv_transpose2d_fn(Size2d(1, 3), Size2d(2, 0), Size2d(0, 2), 2, Size2d(2, 1)),
+      rand_t({3, 4, 7, 4}, 334), rand_t({4, 3, 3, 2}, 335), Tensor(), ConvBackend::cudnn, kCudnnF32,
+      kGpu);
+  check_against_im2col(conv_transpose3d_fn(Size3d(2, 1, 2), 1, Size3d(1, 0, 1), 2, 1),
+                       rand_t({2, 4, 3, 4, 3}, 336), rand_t({4, 2, 3, 2, 3}, 337), rand_t({4}, 338),
+                       ConvBackend::cudnn, kCudnnF32, kGpu);
+  const Tensor x = rand_t({2, 4, 5, 6}, 339).contiguous(MemoryFormat::channels_last);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 340),
+                       rand_t({3}, 341), ConvBackend::cudnn, kCudnnF32, kGpu);
+  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 340),
+                               rand_t({3}, 341), true, kGpu);
+  EXPECT_TRUE(lib.y.is_contiguous(MemoryFormat::channels_last));
 }
 
 TEST(CudaConvLibrary, F64FallsBackWithTheReason) {

@@ -496,12 +496,39 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
   p.out_channels = c;
   p.groups = groups;
   choose_chunk(p, core::planning_device(x.device()));
-  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  // Note [Transposed convolutions in the library]: the plan's window is the convolution whose
+  // input gradient this is, so geometry_of gives the library its geometry. Note [Memory
+  // formats]: a channels_last operand runs the library NHWC; the own path below reads NCHW and
+  // makes its output channels_last after.
+  const MemoryFormat format = ops::conv_memory_format(x, weight);
   Tensor xc, wc, out;
   {
+    NoGradGuard no_grad;  // data for the kernels, not graph
+    xc = x.contiguous(format);
+    wc = weight.contiguous(format);
+  }
+  backend::ConvGeometry geo = geometry_of(p, x);
+  geo.channels_last = format != MemoryFormat::contiguous;
+  Tensor library = ops::conv_transpose_through_library(
+      {.op = Op::conv_transpose2d,
+       .geo = geo,
+       .x = &x,
+       .weight = &weight,
+       .xc = xc,
+       .wc = wc,
+       .out_shape = {x.shape()[0], ws[1] * groups, out_h, out_w}},
+      [p](const Tensor& g, const Tensor& xs, const Tensor& wsaved, bool nx, bool nw) {
+        ops::ConvGradients r;
+        if (nx) r.input = conv_forward(p, g, wsaved, Tensor());
+        if (nw) r.weight = conv_backward(p, xs, g, Tensor(), false, true).weight;
+        return r;
+      });
+  if (library.defined()) return library;
+  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  {
     NoGradGuard no_grad;
-    xc = x.contiguous();
-    wc = weight.contiguous();
+    xc = xc.contiguous();
+    wc = wc.contiguous();
     out = conv_backward(p, xc, Tensor(), wc, true, false).input;
   }
   if (autograd::needs_grad(x, weight)) {
@@ -514,7 +541,7 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& weight, Size2d stride,
                          gi[1] = conv_backward(p, sx.get(), gc, Tensor(), false, true).weight;
                      });
   }
-  return out;
+  return out.contiguous(format);
 }
 
 }  // namespace

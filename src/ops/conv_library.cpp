@@ -73,35 +73,125 @@ backend::ConvBackwardArgs backward_args(const backend::ConvGeometry& g, const Te
   return a;
 }
 
+// Whether a convolution may go to the library at all (switched on, cuDNN opted into, operands
+// not empty); when not, the reason is noted for conv_fallback_reason().
+bool offered(const ops::ConvLibraryCall& c) {
+  if (!library_on().load(std::memory_order_relaxed)) {
+    note(ConvBackend::im2col,
+         "the library path is switched off (set_conv_library(false) or EMBER_CONV_IM2COL=1)");
+    return false;
+  }
+  // core::planning_device: a memory estimate's CPU dry run for a GPU takes the GPU's path.
+  if (core::planning_device(c.x->device()).is_cuda() &&
+      !cudnn_on().load(std::memory_order_relaxed)) {
+    note(ConvBackend::im2col,
+         "cuDNN convolutions are opt-in for now (set_cudnn_convolutions(true) or "
+         "EMBER_CONV_CUDNN=1; Note [cuDNN convolutions are opt-in for now])");
+    return false;
+  }
+  if (c.out_shape.numel() == 0 || c.x->numel() == 0) {
+    note(ConvBackend::im2col, "an empty input or output (nothing for a library to compute)");
+    return false;
+  }
+  return true;
+}
+
+// Note [Memory formats]: a channels_last geometry reads and writes every buffer NHWC (NDHWC).
+MemoryFormat format_of_call(const ops::ConvLibraryCall& c) {
+  return !c.geo.channels_last      ? MemoryFormat::contiguous
+         : c.out_shape.size() == 5 ? MemoryFormat::channels_last_3d
+                                   : MemoryFormat::channels_last;
+}
+
+// The gradients a library backward left undefined, from the op's own path (which reads
+// contiguous tensors).
+void fill_from_fallback(const ops::ConvFallback& fallback, const Tensor& grad_out, const Tensor& x,
+                        const Tensor& weight, bool need_x, bool need_w, GradList& gi) {
+  if (!need_x && !need_w) return;
+  const auto plain = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
+  ops::ConvGradients r = fallback(grad_out.contiguous(), plain(x), plain(weight), need_x, need_w);
+  if (need_x) gi[0] = r.input;
+  if (need_w) gi[1] = r.weight;
+}
+
 }  // namespace
 
 namespace ops {
 
-Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
-  if (!library_on().load(std::memory_order_relaxed)) {
-    note(ConvBackend::im2col,
-         "the library path is switched off (set_conv_library(false) or EMBER_CONV_IM2COL=1)");
-    return Tensor();
-  }
+namespace {
+
+// The autograd node of a convolution the library ran (transposed: a transposed one, Note
+// [Transposed convolutions in the library]): the input's and the weight's gradients from the
+// library's slots in the direction's roles, the bias's (a plain convolution's own) with the
+// weight's, and `fallback` for a part a slot declines.
+void record_library_backward(const ConvLibraryCall& c, Tensor& out, ConvFallback fallback,
+                             bool transposed) {
   const Tensor& x = *c.x;
-  // core::planning_device: a memory estimate's CPU dry run for a GPU takes the GPU's path.
-  if (core::planning_device(x.device()).is_cuda() && !cudnn_on().load(std::memory_order_relaxed)) {
-    note(ConvBackend::im2col,
-         "cuDNN convolutions are opt-in for now (set_cudnn_convolutions(true) or "
-         "EMBER_CONV_CUDNN=1; Note [cuDNN convolutions are opt-in for now])");
-    return Tensor();
-  }
+  const Tensor& weight = *c.weight;
+  const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
+  const bool need_b = !transposed && c.bias->defined() && autograd::needs_grad(*c.bias);
+  const std::vector<const Tensor*> inputs =
+      transposed ? std::vector<const Tensor*>{c.x, c.weight} : std::vector{c.x, c.weight, c.bias};
+  autograd::record(c.op, out, inputs,
+                   [geo = c.geo, format = format_of_call(c), transposed, need_x, need_w, need_b,
+                    fallback = std::move(fallback), xshape = x.shape(), wshape = weight.shape(),
+                    sx = SavedTensor(need_w ? c.xc : Tensor()),
+                    sw = SavedTensor(need_x ? c.wc : Tensor())](const Tensor& g, GradList& gi) {
+                     const Tensor gc = g.contiguous(format);
+                     const backend::Backend& be = backend_of(gc);
+                     const Tensor xs = sx.get(), ws = sw.get();
+                     bool fallback_x = false, fallback_w = false;
+                     if (need_x) {
+                       Tensor gx = make_tensor(xshape, gc.dtype(), gc.device(), format);
+                       if (transposed) {  // the convolution's forward of grad_out
+                         backend::ConvForwardArgs f;
+                         f.geo = geo;
+                         f.x = gc.data_ptr();
+                         f.weight = ws.data_ptr();
+                         f.out = gx.data_ptr();
+                         fallback_x = !be.conv_library_forward(f).handled;
+                       } else {
+                         backend::ConvBackwardArgs b = backward_args(geo, gc);
+                         b.weight = ws.data_ptr();
+                         b.grad_input = gx.data_ptr();
+                         fallback_x = !be.conv_library_backward_data(b).handled;
+                       }
+                       if (!fallback_x) gi[0] = gx;
+                     }
+                     if (need_w) {
+                       Tensor gw = make_tensor(wshape, gc.dtype(), gc.device(), format);
+                       Tensor gb = need_b ? make_tensor({geo.out_channels}, gc.dtype(), gc.device())
+                                          : Tensor();
+                       // Transposed, grad_out and x swap roles: the convolution's input is the op's
+                       // output.
+                       backend::ConvBackwardArgs b = backward_args(geo, transposed ? xs : gc);
+                       b.x = transposed ? gc.data_ptr() : xs.data_ptr();
+                       b.grad_weight = gw.data_ptr();
+                       b.grad_bias = need_b ? gb.data_ptr() : nullptr;
+                       fallback_w = !be.conv_library_backward_filter(b).handled;
+                       if (!fallback_w) {
+                         gi[1] = gw;
+                         if (need_b) gi[2] = gb;
+                       }
+                     }
+                     fill_from_fallback(fallback, gc, xs, ws, fallback_x, fallback_w, gi);
+                     if (need_b && !gi[2].defined()) {
+                       Shape dims{0};
+                       for (int d = 2; d < gc.dim(); ++d) dims.push_back(d);
+                       gi[2] = sum(gc, dims);
+                     }
+                   });
+}
+
+}  // namespace
+
+Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
+  const Tensor& x = *c.x;
+  const MemoryFormat format = format_of_call(c);
+  Tensor out = offered(c) ? make_tensor(c.out_shape, x.dtype(), x.device(), format) : Tensor();
+  if (!out.defined()) return out;
   const Tensor& weight = *c.weight;
   const Tensor& bias = *c.bias;
-  // Note [Memory formats]: a channels_last geometry reads and writes every buffer NHWC.
-  const MemoryFormat format = !c.geo.channels_last      ? MemoryFormat::contiguous
-                              : c.out_shape.size() == 5 ? MemoryFormat::channels_last_3d
-                                                        : MemoryFormat::channels_last;
-  Tensor out = make_tensor(c.out_shape, x.dtype(), x.device(), format);
-  if (out.numel() == 0 || x.numel() == 0) {
-    note(ConvBackend::im2col, "an empty input or output (nothing for a library to compute)");
-    return Tensor();
-  }
   const bool need_x = autograd::needs_grad(x), need_w = autograd::needs_grad(weight);
   const bool need_b = bias.defined() && autograd::needs_grad(bias);
   backend::ConvForwardArgs a;
@@ -126,50 +216,71 @@ Tensor conv_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
   note(x.device().is_cuda() ? ConvBackend::cudnn : ConvBackend::onednn, "");
   if (!(need_x || need_w || need_b)) return out;
   EMBER_CHECK(!c.relu, op_name(c.op), ": the fused ReLU has no backward here (internal)");
-  autograd::record(
-      c.op, out, {c.x, c.weight, c.bias},
-      [geo = c.geo, format, need_x, need_w, need_b, fallback = std::move(fallback),
-       xshape = x.shape(), wshape = weight.shape(), sx = SavedTensor(need_w ? c.xc : Tensor()),
-       sw = SavedTensor(need_x ? c.wc : Tensor())](const Tensor& g, GradList& gi) {
-        const Tensor gc = g.contiguous(format);
-        const backend::Backend& be = backend_of(gc);
-        const Tensor xs = sx.get(), ws = sw.get();
-        bool fallback_x = false, fallback_w = false;
-        if (need_x) {
-          Tensor gx = make_tensor(xshape, gc.dtype(), gc.device(), format);
-          backend::ConvBackwardArgs b = backward_args(geo, gc);
-          b.weight = ws.data_ptr();
-          b.grad_input = gx.data_ptr();
-          fallback_x = !be.conv_library_backward_data(b).handled;
-          if (!fallback_x) gi[0] = gx;
-        }
-        if (need_w) {
-          Tensor gw = make_tensor(wshape, gc.dtype(), gc.device(), format);
-          Tensor gb = need_b ? make_tensor({geo.out_channels}, gc.dtype(), gc.device()) : Tensor();
-          backend::ConvBackwardArgs b = backward_args(geo, gc);
-          b.x = xs.data_ptr();
-          b.grad_weight = gw.data_ptr();
-          b.grad_bias = need_b ? gb.data_ptr() : nullptr;
-          fallback_w = !be.conv_library_backward_filter(b).handled;
-          if (!fallback_w) {
-            gi[1] = gw;
-            if (need_b) gi[2] = gb;
-          }
-        }
-        if (fallback_x || fallback_w) {
-          // The fallback (im2col) reads contiguous tensors.
-          const auto plain = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
-          ConvGradients r = fallback(gc.contiguous(), plain(xs), plain(ws), fallback_x, fallback_w);
-          if (fallback_x) gi[0] = r.input;
-          if (fallback_w) gi[1] = r.weight;
-        }
-        if (need_b && !gi[2].defined()) {
-          Shape dims{0};
-          for (int d = 2; d < gc.dim(); ++d) dims.push_back(d);
-          gi[2] = sum(gc, dims);
-        }
-      });
+  record_library_backward(c, out, std::move(fallback), false);
   return out;
+}
+
+// Note [Transposed convolutions in the library]
+// conv_transpose{1,2,3}d(x, W) is the input gradient of the convolution conv(y, W) whose input
+// y has the transposed op's output shape and whose output has x's (Note [Transposed convolution
+// as conv2d's input gradient] in conv.cpp). So the library runs it with the three convolution
+// slots in other roles, on that convolution's geometry:
+//   forward       y      = backward_data(grad_out = x, weight = W)
+//   grad_x               = forward(x = grad_y, weight = W)
+//   grad_W               = backward_filter(x = grad_y, grad_out = x)
+// The geometry exists only where the convolution formula maps y's size back to x's: an
+// output_padding of at least the stride (allowed when it is below the dilation) adds rows no
+// input feeds, and the op's own path runs. The bias is the op's (one broadcast add).
+Tensor conv_transpose_through_library(const ConvLibraryCall& c, ConvFallback fallback) {
+  const Tensor& x = *c.x;
+  const backend::ConvGeometry& geo = c.geo;
+  for (int i = 0; i < geo.spatial; ++i) {
+    const int64_t span = geo.dilation[i] * (geo.kernel[i] - 1) + 1;
+    const int64_t padded = geo.input[i] + 2 * geo.padding[i];
+    if (span > padded || (padded - span) / geo.stride[i] + 1 != geo.output[i]) {
+      note(ConvBackend::im2col,
+           "an output_padding at least the stride (rows no input feeds: no convolution's input "
+           "gradient has that shape)");
+      return Tensor();
+    }
+  }
+  const MemoryFormat format = format_of_call(c);
+  Tensor out = offered(c) ? make_tensor(c.out_shape, x.dtype(), x.device(), format) : Tensor();
+  if (!out.defined()) return out;
+  const Tensor& weight = *c.weight;
+  backend::ConvBackwardArgs a = backward_args(geo, c.xc);
+  a.weight = c.wc.data_ptr();
+  a.grad_input = out.data_ptr();
+  const backend::ConvLibraryStatus st = backend_of(x).conv_library_backward_data(a);
+  if (!st.handled) {
+    note(ConvBackend::im2col, st.reason);
+    return Tensor();
+  }
+  note(x.device().is_cuda() ? ConvBackend::cudnn : ConvBackend::onednn, "");
+  if (autograd::needs_grad(x, weight)) record_library_backward(c, out, std::move(fallback), true);
+  return out;
+}
+
+ConvGradients composite_conv_grads(
+    const Tensor& grad_out, const Tensor& x, const Shape& x_shape, const Tensor& weight,
+    const Shape& w_shape, bool need_x, bool need_w,
+    const std::function<Tensor(const Tensor&, const Tensor&)>& composite) {
+  struct GradMode {
+    bool previous = grad_mode_enabled();
+    GradMode() { set_grad_mode(true); }
+    ~GradMode() { set_grad_mode(previous); }
+  } grad_mode;
+  const TensorOptions o{.dtype = grad_out.dtype(), .device = grad_out.device()};
+  Tensor xd = x.defined() ? x.detach() : zeros(x_shape, o);
+  Tensor wd = weight.defined() ? weight.detach() : zeros(w_shape, o);
+  xd.requires_grad_(need_x);
+  wd.requires_grad_(need_w);
+  const Tensor y = composite(xd, wd);
+  std::vector<Tensor> inputs;
+  if (need_x) inputs.push_back(xd);
+  if (need_w) inputs.push_back(wd);
+  const std::vector<Tensor> g = grad({y}, inputs, {grad_out});
+  return {need_x ? g[0] : Tensor(), need_w ? g.back() : Tensor()};
 }
 
 MemoryFormat conv_memory_format(const Tensor& x, const Tensor& weight) {

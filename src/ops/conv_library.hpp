@@ -40,6 +40,26 @@ struct ConvLibraryCall {
 /// for conv_last_backend() either way.
 Tensor conv_through_library(const ConvLibraryCall& call, ConvFallback fallback);
 
+/// A transposed convolution through the device's library (Note [Transposed convolutions in
+/// the library] in conv_library.cpp). `call.geo` is the convolution whose input gradient the
+/// transposed one is: its input is the op's output (`call.out_shape`), its output the op's input
+/// `*call.x`, its weight the op's weight. No bias (the op adds it). The node's backward asks the
+/// library for the convolution forward (the input's gradient) and backward_filter (the
+/// weight's), and runs `fallback` (the op's gradients for grad_out, x, weight) for a part it
+/// declines. Undefined when the library is off or declines the forward (conv_fallback_reason()
+/// then says why).
+Tensor conv_transpose_through_library(const ConvLibraryCall& call, ConvFallback fallback);
+
+/// The gradients of `composite` (a differentiable form of a convolution: (x, weight) -> output)
+/// at (x, weight) for grad_out, by differentiating it: a library path's fallback when its
+/// backward declines a part. x or weight may be undefined where its gradient is not needed
+/// (zeros of its shape stand in: a bilinear op's gradient does not read the other operand's
+/// own values).
+ConvGradients composite_conv_grads(
+    const Tensor& grad_out, const Tensor& x, const Shape& x_shape, const Tensor& weight,
+    const Shape& w_shape, bool need_x, bool need_w,
+    const std::function<Tensor(const Tensor&, const Tensor&)>& composite);
+
 /// The layout a convolution of x [N, C, ...] with `weight` runs in: channels_last (4-d) or
 /// channels_last_3d (5-d) when either operand's suggested format is that (as torch), else
 /// contiguous. The output and the gradients follow it.

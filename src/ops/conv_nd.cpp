@@ -179,28 +179,6 @@ Tensor conv3d_composite(const Tensor& x, const Tensor& weight, Size3d stride, Si
   return acc.reshape({n, od, o, acc.shape()[2], acc.shape()[3]}).permute({0, 2, 1, 3, 4});
 }
 
-// The gradients of conv3d_composite at (x, weight) for grad_out, by differentiating it: the
-// library path's fallback when its backward declines a part.
-ops::ConvGradients conv3d_composite_grads(const Tensor& grad_out, const Tensor& x,
-                                          const Tensor& weight, bool need_x, bool need_w,
-                                          Size3d stride, Size3d padding, Size3d dilation,
-                                          int64_t groups) {
-  struct GradMode {
-    bool previous = grad_mode_enabled();
-    GradMode() { set_grad_mode(true); }
-    ~GradMode() { set_grad_mode(previous); }
-  } grad_mode;
-  Tensor xd = x.detach(), wd = weight.detach();
-  xd.requires_grad_(need_x);
-  wd.requires_grad_(need_w);
-  const Tensor y = conv3d_composite(xd, wd, stride, padding, dilation, groups, grad_out.shape()[2]);
-  std::vector<Tensor> inputs;
-  if (need_x) inputs.push_back(xd);
-  if (need_w) inputs.push_back(wd);
-  const std::vector<Tensor> g = grad({y}, inputs, {grad_out});
-  return {need_x ? g[0] : Tensor(), need_w ? g.back() : Tensor()};
-}
-
 // conv3d through the device's library (Note [Which convolution path runs]); undefined when it
 // declines, or when an argument is one the composite path reports (dtypes, devices, sizes).
 Tensor conv3d_library(const Tensor& x, const Tensor& weight, const Tensor& bias, Size3d stride,
@@ -248,12 +226,11 @@ Tensor conv3d_library(const Tensor& x, const Tensor& weight, const Tensor& bias,
        .out_shape = {g.batch, g.out_channels, g.output[0], g.output[1], g.output[2]}},
       [=, xshape = x.shape(), wshape = weight.shape()](const Tensor& gr, const Tensor& xs,
                                                        const Tensor& ws, bool nx, bool nw) {
-        // The node keeps x only for the weight's gradient and the weight only for x's; the
-        // other one's values do not enter a bilinear op's gradient, so zeros stand in.
-        const TensorOptions o{.dtype = gr.dtype(), .device = gr.device()};
-        return conv3d_composite_grads(gr, xs.defined() ? xs : zeros(xshape, o),
-                                      ws.defined() ? ws : zeros(wshape, o), nx, nw, stride, padding,
-                                      dilation, groups);
+        // The node keeps x only for the weight's gradient and the weight only for x's.
+        return ops::composite_conv_grads(
+            gr, xs, xshape, ws, wshape, nx, nw, [&](const Tensor& xd, const Tensor& wd) {
+              return conv3d_composite(xd, wd, stride, padding, dilation, groups, gr.shape()[2]);
+            });
       });
 }
 
