@@ -19,6 +19,14 @@ Tensor per_channel(const Tensor& v, int64_t rank) {
   return v.reshape(Shape(s));
 }
 
+// A channels_last (3d) input's result in its format (Note [Memory formats] in
+// src/core/tensor.cpp): the statistics run on the grouped rows, and the normalised result is
+// transposed back once so the format carries to the next layer (the affine keeps it).
+Tensor in_format_of(const Tensor& x, const Tensor& y) {
+  const MemoryFormat format = x.suggest_memory_format();
+  return format == MemoryFormat::contiguous ? y : y.contiguous(format);
+}
+
 }  // namespace
 
 // ---- GroupNorm ----
@@ -43,6 +51,7 @@ Tensor GroupNormImpl::forward(const Tensor& x) {
   const int64_t n = x.size(0);
   const Tensor grouped = x.reshape({n, o.num_groups, -1});
   Tensor y = layer_norm(grouped, {grouped.size(2)}, Tensor(), Tensor(), o.eps).reshape(x.shape());
+  y = in_format_of(x, y);
   if (o.affine) y = add(mul(y, per_channel(weight_, x.dim())), per_channel(bias_, x.dim()));
   return y;
 }
@@ -108,6 +117,7 @@ Tensor InstanceNormImpl::forward(const Tensor& x) {
     const Tensor rv = per_channel(running_var_, rank).to(xb.dtype());
     y = mul(sub(xb, rm), rsqrt(add(rv, o.eps)));
   }
+  y = in_format_of(xb, y);
   if (o.affine) y = add(mul(y, per_channel(weight_, y.dim())), per_channel(bias_, y.dim()));
   return unbatched ? y.squeeze(0) : y;
 }

@@ -432,10 +432,23 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2d output_size) {
   if (output_size == Size2d(1, 1)) return mean(x, Shape{r - 2, r - 1}, true);
   // A channels_last input whose plane the output divides: the windows are avg_pool2d's with
   // kernel = stride = the ratio, whose NHWC kernel keeps the format (Note [Memory formats]).
-  if (ops::format_of(x) != MemoryFormat::contiguous && h % output_size.h == 0 &&
-      w % output_size.w == 0) {
-    const Size2d k(h / output_size.h, w / output_size.w);
-    return avg_pool2d(x, k, k);
+  if (ops::format_of(x) != MemoryFormat::contiguous) {
+    if (h % output_size.h == 0 && w % output_size.w == 0) {
+      const Size2d k(h / output_size.h, w / output_size.w);
+      return avg_pool2d(x, k, k);
+    }
+    // Other sizes: the window matrices applied to the channels-last view [N, H, W, C] as it
+    // lies (rows of W·C, then of C), and the channels moved back: channels_last, no transpose.
+    const Tensor v = movedim(x, 1, -1);
+    const int64_t n = v.size(0), c = v.size(3);
+    Tensor y = v;
+    if (output_size.h != h)
+      y = matmul(adaptive_average_matrix(h, output_size.h, x), y.reshape({n, h, w * c}));
+    y = y.reshape({n, output_size.h, w, c});
+    if (output_size.w != w)
+      y = matmul(adaptive_average_matrix(w, output_size.w, x), y.reshape({n * output_size.h, w, c}))
+              .reshape({n, output_size.h, output_size.w, c});
+    return movedim(y, -1, 1);
   }
   Tensor y = x;
   if (output_size.h != h) y = matmul(adaptive_average_matrix(h, output_size.h, x), y);
@@ -452,7 +465,12 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
 
 std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size2d output_size) {
   check_adaptive(Op::adaptive_max_pool2d, x, 2, output_size);
-  return adaptive_max_last2(x, output_size);
+  // Note [Memory formats]: a channels_last input's values and indices are channels_last (the
+  // window gather reads it as it lies; its result is transposed once).
+  auto [values, indices] = adaptive_max_last2(x, output_size);
+  const MemoryFormat format = ops::format_of(x);
+  if (format == MemoryFormat::contiguous) return {values, indices};
+  return {values.contiguous(format), indices.contiguous(format)};
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, Size2d output_size) {
@@ -490,6 +508,7 @@ namespace {
 struct InterpDims {
   std::vector<int64_t> in, out;
   std::vector<std::optional<double>> scale;  // the user's factor, passed to the index formulas
+  int64_t first = 2;                         // the first spatial dim of the tensor the passes walk
 };
 
 InterpDims plan_interpolate(const Tensor& x, const InterpolateOptions& o) {
@@ -565,11 +584,10 @@ std::array<double, 4> cubic_weights(double t) {
 // interpolate's bicubic mode (Note [interpolate's source index]): per spatial dim, four
 // index_selects weighted by the cubic convolution; a copy when no size changes.
 Tensor interpolate_bicubic(const Tensor& x, const InterpDims& p, bool align) {
-  if (p.in == p.out) return x.clone();
   const Device dev = x.device();
   Tensor y = x;
   for (size_t i = 0; i < p.in.size(); ++i) {
-    const int64_t in = p.in[i], out = p.out[i], dim = 2 + static_cast<int64_t>(i);
+    const int64_t in = p.in[i], out = p.out[i], dim = p.first + static_cast<int64_t>(i);
     std::array<std::vector<int64_t>, 4> taps;
     std::array<std::vector<double>, 4> weights;
     for (int64_t o = 0; o < out; ++o) {
@@ -598,21 +616,18 @@ Tensor interpolate_bicubic(const Tensor& x, const InterpDims& p, bool align) {
     }
     y = sum;
   }
-  return y.contiguous();
+  return y;
 }
 
-}  // namespace
-
-Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
-  if (const auto c = ops::autocast(Op::interpolate, {&x})) return interpolate(c[0], options);
-  const InterpDims p = plan_interpolate(x, options);
+// interpolate's passes over x's spatial dims p.first...: one per dim whose size changes.
+Tensor interpolate_passes(const Tensor& x, const InterpDims& p, const InterpolateOptions& options) {
   const bool nearest = options.mode == "nearest", exact = options.mode == "nearest-exact";
   const bool align = options.align_corners.value_or(false);
   const Device dev = x.device();
-  if (options.mode == "bicubic") return interpolate_bicubic(x, p, align);
+  if (options.mode == "bicubic") return p.in == p.out ? x : interpolate_bicubic(x, p, align);
   Tensor y = x;
   for (size_t i = 0; i < p.in.size(); ++i) {
-    const int64_t in = p.in[i], out = p.out[i], dim = 2 + static_cast<int64_t>(i);
+    const int64_t in = p.in[i], out = p.out[i], dim = p.first + static_cast<int64_t>(i);
     // An unchanged size is a copy, except for the nearest modes with a given scale factor
     // (PyTorch applies that factor's formula even then: size 4 at 1.2 reads 0, 0, 1, 2).
     if (in == out && !((nearest || exact) && p.scale[i])) continue;
@@ -653,7 +668,25 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
     Tensor x1 = index_select(y, dim, from_vector<int64_t>(i1, {out}).to(dev));
     y = x0 * l0 + x1 * l1;
   }
-  return y.is_same(x) ? x.clone() : y.contiguous();
+  return y;
+}
+
+}  // namespace
+
+// Note [Memory formats]: a channels_last input is resampled as it lies. Its channels-last view
+// (x.movedim(1, -1): [N, H, W, C], contiguous) is walked with the spatial dims from 1, so every
+// index_select and weighted sum reads and writes rows of C, and moving the channels back gives
+// a channels_last result with no transpose.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options) {
+  if (const auto c = ops::autocast(Op::interpolate, {&x})) return interpolate(c[0], options);
+  InterpDims p = plan_interpolate(x, options);
+  const MemoryFormat format = ops::format_of(x);
+  const bool last = format != MemoryFormat::contiguous;
+  if (last) p.first = 1;
+  const Tensor walked = last ? movedim(x, 1, -1) : x;
+  Tensor y = interpolate_passes(walked, p, options);
+  if (y.is_same(walked)) return x.clone();
+  return last ? movedim(y, -1, 1) : y.contiguous();
 }
 
 // ---- im2col / col2im (F.unfold / F.fold) ----

@@ -72,6 +72,16 @@ Shape lead_of(const Tensor& x, size_t spatial) {
   return Shape(std::vector<int64_t>(x.shape().begin(), x.shape().end() - spatial));
 }
 
+// Note [Memory formats]: the 3-D pools gather windows from any layout; a channels_last_3d
+// input's result (values and indices) is made channels_last_3d once at the end.
+Tensor in_format_of(const Tensor& x, const Tensor& result) {
+  const MemoryFormat format = ops::format_of(x);
+  return format == MemoryFormat::contiguous ? result : result.contiguous(format);
+}
+std::pair<Tensor, Tensor> in_format_of(const Tensor& x, std::pair<Tensor, Tensor> result) {
+  return {in_format_of(x, result.first), in_format_of(x, result.second)};
+}
+
 // Note [Pools as gathered windows]: x [..., i1, ..., iS] -> [..., o1, ..., oS, K].
 Tensor gather_windows(const Tensor& x, const std::vector<Axis>& axes, double pad_value) {
   const int s = static_cast<int>(axes.size()), r = x.dim(), first = r - s;
@@ -274,7 +284,7 @@ std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, Size3d kernel
   const std::vector<Axis> axes =
       pool_axes(Op::max_pool3d, x, v3(kernel), v3(stride.value_or(kernel)), v3(padding),
                 v3(dilation), ceil_mode);
-  return max_over_windows(x, axes);
+  return in_format_of(x, max_over_windows(x, axes));
 }
 
 Tensor max_pool3d(const Tensor& x, Size3d kernel, std::optional<Size3d> stride, Size3d padding,
@@ -291,7 +301,7 @@ Tensor avg_pool3d(const Tensor& x, Size3d kernel, std::optional<Size3d> stride, 
   const std::vector<int64_t> st = v3(stride.value_or(kernel));
   const std::vector<Axis> axes =
       pool_axes(Op::avg_pool3d, x, v3(kernel), st, v3(padding), {1, 1, 1}, ceil_mode);
-  return average_pool(x, axes, st, count_include_pad, divisor_override);
+  return in_format_of(x, average_pool(x, axes, st, count_include_pad, divisor_override));
 }
 
 // ---- adaptive 3-D pools ----
@@ -320,7 +330,7 @@ Tensor adaptive_avg_pool3d(const Tensor& x, Size3d output_size) {
     y = movedim(matmul(movedim(y, d, -1), ops::adaptive_average_matrix(in, os[i], x).t()), -1, d);
     changed = true;
   }
-  return changed ? y : x.clone();
+  return changed ? in_format_of(x, y) : x.clone();
 }
 
 std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Size3d output_size) {
@@ -329,7 +339,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, Size
   const std::vector<int64_t> os = v3(output_size);
   std::vector<Axis> axes;
   for (int i = 0; i < 3; ++i) axes.push_back(adaptive_axis(x.size(x.dim() - 3 + i), os[i]));
-  return max_over_windows(x, axes);
+  return in_format_of(x, max_over_windows(x, axes));
 }
 
 Tensor adaptive_max_pool3d(const Tensor& x, Size3d output_size) {
