@@ -82,9 +82,4 @@ inline CliRun expect_cli_error(const std::string& args, const std::string& says,
   return r;
 }
 
-/// Writes `text` to `path` as it is (binary).
-inline void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
 }  // namespace ember_test

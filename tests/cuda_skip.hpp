@@ -1,5 +1,6 @@
 // tests/cuda_skip.hpp — SKIP_WITHOUT_CUDA(): a GPU test skips, saying why, where no CUDA device
-// is visible (CI has none; the GPU machine runs every such test).
+// is visible (CI has none; the GPU machine runs every such test). And DeterministicScope, which
+// the GPU tests that compare two runs bit for bit hold (docs/cuda.md, "Deterministic mode").
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +17,21 @@ constexpr bool cuda_built() {
   return false;
 #endif
 }
+
+/// Sets deterministic mode for the scope, restoring the previous setting at its end:
+///   const DeterministicScope deterministic_mode;  // on until the scope ends
+class DeterministicScope {
+ public:
+  explicit DeterministicScope(bool on = true) : previous_(ember::deterministic()) {
+    ember::set_deterministic(on);
+  }
+  ~DeterministicScope() { ember::set_deterministic(previous_); }
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace ember_test
 

@@ -15,8 +15,12 @@
 
 #include "ember/ember.hpp"
 #include "ember/nn/module.hpp"
+#include "error_of.hpp"
 
 namespace ember_test {
+
+// The checkpoint tests name it ember_test::expect_error (tests/error_of.hpp).
+using ember::test_util::expect_error;
 
 /// A fresh folder under $TMPDIR (or /tmp), removed with everything in it at scope exit.
 struct ScratchDir {
@@ -47,6 +51,11 @@ struct ScratchDir {
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Writes `text` to `path` as it is (binary).
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
 inline void write_bytes(const std::string& path, const void* data, size_t size) {
@@ -100,22 +109,6 @@ inline void expect_same_state(const ember::nn::Module& want, const ember::nn::Mo
         << "values differ from the original after the "
         << (storage ? ember::dtype_name(*storage) : "f32") << " round trip";
   }
-}
-
-/// Asserts `fn` throws ember::Error whose message contains every one of `parts`.
-template <typename Fn>
-std::string expect_error(Fn&& fn, const std::vector<std::string>& parts,
-                         const std::string& what = "") {
-  try {
-    fn();
-  } catch (const ember::Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << what << ": '" << p << "' not in: " << msg;
-    return msg;
-  }
-  ADD_FAILURE() << what << ": no ember::Error thrown";
-  return "";
 }
 
 }  // namespace ember_test

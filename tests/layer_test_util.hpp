@@ -35,6 +35,11 @@ inline std::vector<std::string> fixture_case_names(const nlohmann::ordered_json&
   return names;
 }
 
+/// Random f64 values of `shape` (normal, mean 0, standard deviation `std`): gradcheck inputs.
+inline Tensor data(const Shape& shape, double std = 1.0) {
+  return randn(shape, {.dtype = DType::f64}, 0.0, std);
+}
+
 /// Expects gradcheck(fn, in) to pass; a throw is a failure too. `what` names the case.
 inline void expect_gradcheck(const std::string& what,
                              const std::function<Tensor(const std::vector<Tensor>&)>& fn,

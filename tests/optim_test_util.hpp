@@ -1,6 +1,7 @@
-// tests/optim_test_util.hpp — what the optimizer fixture tests share (tests/test_optim_more.cpp,
-// tests/test_optim_swa.cpp): a JSON fixture of tests/data, tensors from its flat lists, error
-// checks, and one optimizer case of a generator's `optimizers` section (parameters from "init",
+// tests/optim_test_util.hpp — what the optimizer fixture tests share (tests/test_optim.cpp,
+// tests/test_optim_more.cpp, tests/test_optim_swa.cpp): a JSON fixture of tests/data, tensors
+// from its flat lists, error checks, a state through a checkpoint, two SGD groups, and one
+// optimizer case of a generator's `optimizers` section (parameters from "init",
 // a gradient per step and parameter from "grads", null: none) stepped through an optimizer.
 #pragma once
 
@@ -36,6 +37,11 @@ inline const json& json_fixture(const std::string& file, const std::string& gene
   return cache.emplace(file, json::parse(in)).first->second;
 }
 
+/// tests/data/optim_fixtures.json (tests/gen_optim_fixtures.py).
+inline const json& optim_fixtures() {
+  return json_fixture("optim_fixtures.json", "tests/gen_optim_fixtures.py");
+}
+
 /// The case names of a fixture section, for INSTANTIATE_TEST_SUITE_P.
 inline std::vector<std::string> keys_of(const json& section) {
   std::vector<std::string> names;
@@ -49,13 +55,24 @@ inline ember::Tensor from_json(const json& data, const ember::Shape& shape, embe
   return dtype == ember::DType::f64 ? t : t.to(dtype);
 }
 
-/// `fn` must throw an ember::Error whose message contains every one of `parts`.
-inline void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  const std::string msg = ember::test_util::error_of(fn, parts.front());
-  if (msg.empty()) return;
-  for (const std::string& part : parts)
-    EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
+// `fn` must throw an ember::Error whose message contains every one of `parts`.
+using ember::test_util::expect_error;
+
+/// `s` as a checkpoint would give it back: the metadata through its JSON text, the tensors cloned.
+inline ember::optim::OptimizerState through_checkpoint(const ember::optim::OptimizerState& s) {
+  ember::optim::OptimizerState out;
+  out.meta = json::parse(s.meta.dump());
+  for (const auto& [name, t] : s.tensors) out.tensors.emplace_back(name, t.clone());
+  return out;
 }
+
+/// SGD over two parameter groups with learning rates 0.1 and 0.02, as the generators use.
+struct TwoGroups {
+  ember::Tensor a = ember::parameter(ember::zeros({2}));
+  ember::Tensor b = ember::parameter(ember::zeros({3}));
+  ember::optim::SGD opt{
+      std::vector<ember::optim::SGD::Group>{{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.02}}}};
+};
 
 struct OptimCase {
   json spec;

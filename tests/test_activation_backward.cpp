@@ -8,16 +8,14 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
+using ember_test::doubles;
 
-std::vector<double> doubles(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to(Device::cpu()).to_vector<double>();
-}
-
-struct Case {
+struct ActivationCase {
   const char* name;
   std::function<Tensor(const Tensor&)> f;
 };
@@ -25,7 +23,7 @@ struct Case {
 // d f / dx for each case, in f64 from the same ops' autograd on f64 inputs (their backward
 // runs in f64: the reference).
 void check(Device device, DType dtype, double tol_ulps) {
-  const std::vector<Case> cases = {
+  const std::vector<ActivationCase> cases = {
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }},
       {"gelu_erf", [](const Tensor& x) { return gelu(x); }},
       {"silu", [](const Tensor& x) { return silu(x); }},
@@ -33,7 +31,7 @@ void check(Device device, DType dtype, double tol_ulps) {
   manual_seed(11);
   const Tensor x64 = randn({4096}, {.dtype = DType::f64}) * 3.0;
   const Tensor g64 = randn({4096}, {.dtype = DType::f64});
-  for (const Case& c : cases) {
+  for (const ActivationCase& c : cases) {
     Tensor xr = x64.to(dtype).to(DType::f64).requires_grad_(true);  // the same inputs, exactly
     (c.f(xr) * g64.to(dtype).to(DType::f64)).sum().backward();
     const std::vector<double> want = doubles(xr.grad());

@@ -6,14 +6,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<float> floats(const Tensor& t) {
-  return t.to(DType::f32).contiguous().to(Device::cpu()).to_vector<float>();
-}
+using ember_test::floats;
 
 void check(Device device, DType low, const Shape& shape, bool wide_first) {
   manual_seed(17);

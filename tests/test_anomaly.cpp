@@ -22,24 +22,15 @@
 #include "ember/train/anomaly.hpp"
 #include "ember/train/capture.hpp"
 #include "ember/train/fit.hpp"
+#include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// The message of the ember::Error `fn` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ember::test_util::error_of;
+using ember_test::kFloatInf;
+using ember_test::kFloatNaN;
 
 // A parameter of `values` with gradient `grad` (undefined: none).
 Tensor param_with_grad(const std::vector<float>& values, const std::vector<float>& grad,
@@ -52,10 +43,10 @@ Tensor param_with_grad(const std::vector<float>& values, const std::vector<float
 
 NamedGradTensors mixed_params(Device d) {
   return {{"a", param_with_grad({1, 2, 3}, {1, -3, 2}, d)},
-          {"b", param_with_grad({0, 0, 0, 0, 0}, {kNaN, 1, kInf, -kInf, -5}, d)},
+          {"b", param_with_grad({0, 0, 0, 0, 0}, {kFloatNaN, 1, kFloatInf, -kFloatInf, -5}, d)},
           {"c", param_with_grad({1, 1}, {}, d)},
-          {"d", param_with_grad({1, 1}, {kInf, kInf}, d)},
-          {"e", param_with_grad({1, 1}, {kNaN, 0.25f}, d)}};
+          {"d", param_with_grad({1, 1}, {kFloatInf, kFloatInf}, d)},
+          {"e", param_with_grad({1, 1}, {kFloatNaN, 0.25f}, d)}};
 }
 
 void expect_mixed_report(const GradAnomalyReport& r) {
@@ -103,7 +94,8 @@ TEST(GradAnomaly, AllFiniteIsOk) {
 TEST(GradAnomaly, HalfAndDoubleGradients) {
   for (const DType dt : {DType::f16, DType::bf16, DType::f64}) {
     const GradAnomalyReport r = check_grad_anomaly(
-        NamedGradTensors{{"h", param_with_grad({1, 2, 3}, {kNaN, -2, 0.5f}, Device::cpu(), dt)}},
+        NamedGradTensors{
+            {"h", param_with_grad({1, 2, 3}, {kFloatNaN, -2, 0.5f}, Device::cpu(), dt)}},
         AnomalyAction::silent);
     EXPECT_EQ(r.params[0].status, GradStatus::nan) << dtype_name(dt);
     EXPECT_EQ(r.params[0].nan_count, 1) << dtype_name(dt);
@@ -113,7 +105,7 @@ TEST(GradAnomaly, HalfAndDoubleGradients) {
 
 TEST(GradAnomaly, LargeOverMaxAbs) {
   const NamedGradTensors p{{"w", param_with_grad({1, 2}, {0.5f, -40.0f})},
-                           {"v", param_with_grad({1}, {kNaN})}};
+                           {"v", param_with_grad({1}, {kFloatNaN})}};
   const GradAnomalyReport r =
       check_grad_anomaly(p, GradAnomalyOptions{.action = AnomalyAction::silent, .max_abs = 10.0});
   EXPECT_EQ(r.params[0].status, GradStatus::large);
@@ -165,7 +157,7 @@ TEST(GradAnomaly, WarnWritesOneLinePerBadParameter) {
 
 TEST(GradAnomaly, UnnamedParametersAndModules) {
   const GradAnomalyReport r = check_grad_anomaly(
-      std::vector<Tensor>{param_with_grad({1}, {1}), param_with_grad({1}, {kNaN})},
+      std::vector<Tensor>{param_with_grad({1}, {1}), param_with_grad({1}, {kFloatNaN})},
       AnomalyAction::silent);
   EXPECT_EQ(r.params[0].name, "#0");
   EXPECT_EQ(r.params[1].name, "#1");
@@ -173,7 +165,7 @@ TEST(GradAnomaly, UnnamedParametersAndModules) {
   // A module's named parameters, after a backward whose loss is NaN.
   manual_seed(3);
   nn::Module net = nn::Sequential({nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2)});
-  Tensor x = tensor({1, 2, kNaN}, {1, 3});
+  Tensor x = tensor({1, 2, kFloatNaN}, {1, 3});
   net(x).sum().backward();
   const std::string err =
       error_of([&] { check_grad_anomaly(net->named_parameters(), AnomalyAction::error); });
@@ -209,7 +201,7 @@ TEST(CudaGradAnomaly, OneReadOnTheDevice) {
   expect_mixed_report(r);
   for (const DType dt : {DType::f16, DType::bf16}) {
     const GradAnomalyReport h = check_grad_anomaly(
-        NamedGradTensors{{"h", param_with_grad({1, 2, 3}, {kInf, -2, 0.5f}, d, dt)}},
+        NamedGradTensors{{"h", param_with_grad({1, 2, 3}, {kFloatInf, -2, 0.5f}, d, dt)}},
         AnomalyAction::silent);
     EXPECT_EQ(h.params[0].status, GradStatus::inf) << dtype_name(dt);
     EXPECT_EQ(h.params[0].max_abs, 2.0) << dtype_name(dt);
@@ -224,7 +216,7 @@ std::shared_ptr<data::TensorDataset> poisoned_set() {
   manual_seed(11);
   Tensor x = randn({32, 8});
   std::vector<float> xs = x.to_vector<float>();
-  xs[13 * 8 + 5] = kNaN;
+  xs[13 * 8 + 5] = kFloatNaN;
   return std::make_shared<data::TensorDataset>(from_vector(xs, {32, 8}), randint(0, 4, {32}));
 }
 
@@ -334,7 +326,7 @@ TEST(CudaAnomalyGuard, BackwardInfNamesTheOp) {
 }
 
 TEST(AnomalyGuard, AnomalyFromALeafOrTheSeed) {
-  Tensor x = tensor({1.0f, kNaN}).requires_grad_();
+  Tensor x = tensor({1.0f, kFloatNaN}).requires_grad_();
   {
     AnomalyGuard guard;
     EXPECT_EQ(error_of([&] { (void)exp(x); }),
@@ -346,7 +338,7 @@ TEST(AnomalyGuard, AnomalyFromALeafOrTheSeed) {
   Tensor y = exp(w);
   AnomalyGuard guard;
   EXPECT_EQ(error_of([&] {
-              y.backward(tensor({kInf, 1.0f}));
+              y.backward(tensor({kFloatInf, 1.0f}));
             }),
             "AnomalyGuard: the backward of exp produced 0 NaN and 1 Inf in the gradient of its "
             "input 0 [2] (f32, cpu), a leaf; the gradient coming in to exp [2] already held 0 "

@@ -31,24 +31,24 @@ using ember::Tensor;
 using ember_test::check_close;
 using ember_test::expect_close;
 namespace nn = ember::nn;
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 // ---- attention_fixtures.json ----
 
-const json& attention_file() {
-  static const json doc = [] {
+const ordered_json& attention_file() {
+  static const ordered_json doc = [] {
     const std::string path = ember_test::data_dir() + "/attention_fixtures.json";
     std::ifstream in(path);
     if (!in)
       throw std::runtime_error("cannot open " + path + " (run tests/gen_attention_fixtures.py)");
-    return json::parse(in);
+    return ordered_json::parse(in);
   }();
   return doc;
 }
 
 struct ModuleCase {
   std::string name;
-  json attrs;
+  ordered_json attrs;
   nn::StateDict state;
   std::map<std::string, Tensor> tensors;
   std::map<std::string, Tensor> grads;
@@ -59,8 +59,8 @@ struct ModuleCase {
   double atol() const { return attrs.at("atol").get<double>(); }
 };
 
-ModuleCase load_case(const std::string& name) {
-  const json& c = attention_file().at("cases").at(name);
+ModuleCase load_attention_case(const std::string& name) {
+  const ordered_json& c = attention_file().at("cases").at(name);
   ModuleCase m;
   m.name = name;
   m.attrs = c.at("attrs");
@@ -79,7 +79,7 @@ std::vector<std::string> case_names() {
   return names;
 }
 
-nn::TransformerEncoderLayerOptions layer_options(const json& a) {
+nn::TransformerEncoderLayerOptions layer_options(const ordered_json& a) {
   nn::TransformerEncoderLayerOptions o;
   o.d_model = a.at("d_model").get<int64_t>();
   o.nhead = a.at("nhead").get<int64_t>();
@@ -140,7 +140,7 @@ nn::AttentionOutput run_case(const ModuleCase& c, nn::Module& module,
 class AttentionFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AttentionFixture, MatchesPyTorch) {
-  const ModuleCase c = load_case(GetParam());
+  const ModuleCase c = load_attention_case(GetParam());
   nn::Module module;
   std::map<std::string, Tensor> inputs;
   nn::AttentionOutput r;

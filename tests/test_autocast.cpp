@@ -19,6 +19,7 @@
 #include "ember/optim.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
@@ -28,14 +29,9 @@ using ember::Device;
 using ember::DType;
 using ember::Op;
 using ember::Tensor;
+using ember_test::devices;
 namespace nn = ember::nn;
 namespace optim = ember::optim;
-
-std::vector<Device> devices() {
-  std::vector<Device> d{Device::cpu()};
-  if (ember::cuda_available()) d.push_back(Device::cuda());
-  return d;
-}
 
 TEST(Autocast, DocsListTheTable) {
   std::ifstream in(std::string(EMBER_TEST_DATA_DIR) + "/../../docs/mixed_precision.md");

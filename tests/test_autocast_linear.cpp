@@ -9,14 +9,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<double> doubles(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to(Device::cpu()).to_vector<double>();
-}
+using ember_test::doubles;
 
 // max |a - b| / max |b|.
 double rel_error(const std::vector<double>& a, const std::vector<double>& b) {

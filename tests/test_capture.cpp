@@ -25,13 +25,13 @@
 #include "ember/train/capture.hpp"
 #include "ember/train/fit.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::kGpu;
 using test_util::error_of;
-
-const Device kGpu = Device::cuda(0);
 
 // Every value of every parameter and buffer, as bytes (a bitwise comparison).
 std::vector<float> state_of(const nn::Module& m) {
@@ -58,7 +58,7 @@ void expect_bitwise(const std::vector<float>& a, const std::vector<float>& b,
 using ModelMaker = std::function<nn::Module()>;
 using BatchMaker = std::function<std::vector<Tensor>(int64_t step)>;
 
-struct TrainRun {
+struct CaptureRun {
   std::vector<float> losses;
   std::vector<float> state;
   int64_t kernels = 0;
@@ -66,8 +66,8 @@ struct TrainRun {
 
 // 20 steps of Adam (cosine schedule, gradient clipping) or SGD with momentum, eagerly or
 // captured; the model and every batch are made from fixed seeds.
-TrainRun run_steps(const ModelMaker& make, const BatchMaker& batches, bool captured,
-                   bool sgd = false, int64_t steps = 20) {
+CaptureRun run_steps(const ModelMaker& make, const BatchMaker& batches, bool captured,
+                     bool sgd = false, int64_t steps = 20) {
   manual_seed(7);
   nn::Module net = make();
   net->to(kGpu);
@@ -93,7 +93,7 @@ TrainRun run_steps(const ModelMaker& make, const BatchMaker& batches, bool captu
   manual_seed(11);
   for (int64_t s = 0; s < steps; ++s) data.push_back(batches(s));
   manual_seed(3);  // the dropout stream
-  TrainRun run;
+  CaptureRun run;
   std::unique_ptr<train::CapturedStep> graph;
   if (captured) graph = std::make_unique<train::CapturedStep>(step);
   for (int64_t s = 0; s < steps; ++s) {
@@ -112,8 +112,8 @@ TrainRun run_steps(const ModelMaker& make, const BatchMaker& batches, bool captu
 
 void expect_captured_equals_eager(const ModelMaker& make, const BatchMaker& batches,
                                   const std::string& what, bool sgd = false) {
-  const TrainRun eager = run_steps(make, batches, false, sgd);
-  const TrainRun graph = run_steps(make, batches, true, sgd);
+  const CaptureRun eager = run_steps(make, batches, false, sgd);
+  const CaptureRun graph = run_steps(make, batches, true, sgd);
   expect_bitwise(eager.losses, graph.losses, what + " losses");
   expect_bitwise(eager.state, graph.state, what + " parameters and buffers");
   EXPECT_GT(graph.kernels, 10) << what;
@@ -278,7 +278,7 @@ TEST(CaptureCuda, RecapturedShapesStillEqualEager) {
     return std::vector<Tensor>{randn({n, 64}, {.device = kGpu}),
                                randint(0, 10, {n}, {.device = kGpu})};
   };
-  const TrainRun eager = run_steps(mlp, batches, false);
+  const CaptureRun eager = run_steps(mlp, batches, false);
   manual_seed(7);
   // run_steps() expects one graph; this run counts its own.
   nn::Module net = mlp();

@@ -23,10 +23,13 @@
 #include "ember/optim.hpp"
 #include "ember/train/capture.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::DeterministicScope;
+using ember_test::kGpu;
 using test_util::error_of;
 
 const Device kCpu = Device::cpu();
@@ -461,21 +464,9 @@ TEST(Checkpoint, WrongUseIsAnErrorNamingCheckpoint) {
 
 // ---- CUDA twins ----
 
-const Device kGpu = Device::cuda(0);
-
 // On CUDA the fused attention's default backward adds dQ with atomics, so even two plain runs
 // may differ in the last bits (docs/cuda.md, "Deterministic mode"): the CUDA twins compare
-// under deterministic mode, set before the forward as that section asks.
-class DeterministicScope {
- public:
-  DeterministicScope() : previous_(deterministic()) { set_deterministic(true); }
-  ~DeterministicScope() { set_deterministic(previous_); }
-  DeterministicScope(const DeterministicScope&) = delete;
-  DeterministicScope& operator=(const DeterministicScope&) = delete;
-
- private:
-  bool previous_;
-};
+// under deterministic mode (DeterministicScope), set before the forward as that section asks.
 
 TEST(CheckpointCuda, MlpSegmentGradientsAreBitwiseThePlainOnes) {
   SKIP_WITHOUT_CUDA();

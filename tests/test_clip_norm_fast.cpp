@@ -19,12 +19,12 @@
 
 #include "ember/ember.hpp"
 #include "ember/optim/clip.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-constexpr Device kGpu = Device::cuda(0);
+using ember_test::kGpu;
 
 // Gradient values: a tensor of `numel` elements, seen from element `offset` of a buffer one
 // `offset` longer (offset 0: the buffer itself). f32 offsets 1-3 and the f64 offset 1 start

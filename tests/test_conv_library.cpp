@@ -26,11 +26,15 @@
 #include "ember/optim.hpp"
 #include "ember/train/capture.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace ember {
 namespace {
 
+using ember_test::kGpu;
+
 using ConvFn = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+using ember_test::seeded_randn;
 
 // A convolution's output, its gradients for sum(y · weights) and the path that ran.
 struct ConvRun {
@@ -110,11 +114,6 @@ constexpr double kF32 = 2e-5;  // f32 against f32: summation order only
       GTEST_SKIP() << "no oneDNN here: " << status;                                       \
   } while (0)
 
-Tensor rand_t(const Shape& s, uint64_t seed) {
-  manual_seed(seed);
-  return randn(s);
-}
-
 ConvFn conv2d_fn(Size2d stride, Size2d padding, Size2d dilation, int64_t groups) {
   return [=](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv2d(x, w, b, stride, padding, dilation, groups);
@@ -131,14 +130,15 @@ TEST(ConvLibrary, StatusNamesOneDnnAndItsCache) {
 
 TEST(ConvLibrary, Conv2dPaddedWithBias) {
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 9, 8}, 1), rand_t({5, 3, 3, 3}, 2),
-                       rand_t({5}, 3), ConvBackend::onednn, kF32);
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), seeded_randn({2, 3, 9, 8}, 1),
+                       seeded_randn({5, 3, 3, 3}, 2), seeded_randn({5}, 3), ConvBackend::onednn,
+                       kF32);
 }
 
 TEST(ConvLibrary, Conv2dStrideDilationNoBias) {
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv2d_fn(2, 2, 2, 1), rand_t({3, 4, 11, 10}, 4), rand_t({6, 4, 3, 3}, 5),
-                       Tensor(), ConvBackend::onednn, kF32);
+  check_against_im2col(conv2d_fn(2, 2, 2, 1), seeded_randn({3, 4, 11, 10}, 4),
+                       seeded_randn({6, 4, 3, 3}, 5), Tensor(), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv2dUnevenGeometry) {
@@ -146,16 +146,17 @@ TEST(ConvLibrary, Conv2dUnevenGeometry) {
   // rectangular kernel, per-dim stride, padding and dilation.
   SKIP_WITHOUT_ONEDNN();
   check_against_im2col(conv2d_fn(Size2d(2, 3), Size2d(1, 0), Size2d(1, 2), 1),
-                       rand_t({2, 3, 10, 13}, 6), rand_t({4, 3, 3, 2}, 7), rand_t({4}, 8),
-                       ConvBackend::onednn, kF32);
+                       seeded_randn({2, 3, 10, 13}, 6), seeded_randn({4, 3, 3, 2}, 7),
+                       seeded_randn({4}, 8), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv2dStrideLargerThanKernel) {
   // A 1×1 kernel at stride 3 skips two of every three rows and columns: oneDNN's right
   // padding is negative here (-2).
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv2d_fn(3, 0, 1, 1), rand_t({2, 3, 9, 9}, 60), rand_t({4, 3, 1, 1}, 61),
-                       rand_t({4}, 62), ConvBackend::onednn, kF32);
+  check_against_im2col(conv2d_fn(3, 0, 1, 1), seeded_randn({2, 3, 9, 9}, 60),
+                       seeded_randn({4, 3, 1, 1}, 61), seeded_randn({4}, 62), ConvBackend::onednn,
+                       kF32);
 }
 
 TEST(ConvLibrary, Conv2dNonContiguousInput) {
@@ -165,20 +166,22 @@ TEST(ConvLibrary, Conv2dNonContiguousInput) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv2d(x.permute({0, 3, 1, 2}), w, b, 1, 1);
   };
-  check_against_im2col(f, rand_t({2, 9, 8, 3}, 63), rand_t({5, 3, 3, 3}, 64), rand_t({5}, 65),
-                       ConvBackend::onednn, kF32);
+  check_against_im2col(f, seeded_randn({2, 9, 8, 3}, 63), seeded_randn({5, 3, 3, 3}, 64),
+                       seeded_randn({5}, 65), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv2dGroups) {
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv2d_fn(1, 1, 1, 2), rand_t({2, 4, 7, 7}, 9), rand_t({6, 2, 3, 3}, 10),
-                       rand_t({6}, 11), ConvBackend::onednn, kF32);
+  check_against_im2col(conv2d_fn(1, 1, 1, 2), seeded_randn({2, 4, 7, 7}, 9),
+                       seeded_randn({6, 2, 3, 3}, 10), seeded_randn({6}, 11), ConvBackend::onednn,
+                       kF32);
 }
 
 TEST(ConvLibrary, Conv2dDepthwise) {
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv2d_fn(2, 1, 1, 8), rand_t({2, 8, 9, 9}, 12), rand_t({8, 1, 3, 3}, 13),
-                       rand_t({8}, 14), ConvBackend::onednn, kF32);
+  check_against_im2col(conv2d_fn(2, 1, 1, 8), seeded_randn({2, 8, 9, 9}, 12),
+                       seeded_randn({8, 1, 3, 3}, 13), seeded_randn({8}, 14), ConvBackend::onednn,
+                       kF32);
 }
 
 TEST(ConvLibrary, Conv1dStridedDilatedGrouped) {
@@ -186,8 +189,8 @@ TEST(ConvLibrary, Conv1dStridedDilatedGrouped) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv1d(x, w, b, 2, 2, 2, 3);
   };
-  check_against_im2col(f, rand_t({2, 6, 23}, 15), rand_t({9, 2, 3}, 16), rand_t({9}, 17),
-                       ConvBackend::onednn, kF32);
+  check_against_im2col(f, seeded_randn({2, 6, 23}, 15), seeded_randn({9, 2, 3}, 16),
+                       seeded_randn({9}, 17), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv1dUnbatched) {
@@ -195,8 +198,8 @@ TEST(ConvLibrary, Conv1dUnbatched) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv1d(x, w, b, 1, 1);
   };
-  check_against_im2col(f, rand_t({3, 12}, 18), rand_t({4, 3, 5}, 19), rand_t({4}, 20),
-                       ConvBackend::onednn, kF32);
+  check_against_im2col(f, seeded_randn({3, 12}, 18), seeded_randn({4, 3, 5}, 19),
+                       seeded_randn({4}, 20), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv3dPaddedStridedWithBias) {
@@ -204,8 +207,8 @@ TEST(ConvLibrary, Conv3dPaddedStridedWithBias) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv3d(x, w, b, Size3d(1, 2, 2), 1);
   };
-  check_against_im2col(f, rand_t({2, 3, 5, 7, 6}, 21), rand_t({4, 3, 3, 3, 3}, 22), rand_t({4}, 23),
-                       ConvBackend::onednn, kF32);
+  check_against_im2col(f, seeded_randn({2, 3, 5, 7, 6}, 21), seeded_randn({4, 3, 3, 3, 3}, 22),
+                       seeded_randn({4}, 23), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, Conv3dGroupsDilation) {
@@ -213,15 +216,16 @@ TEST(ConvLibrary, Conv3dGroupsDilation) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv3d(x, w, b, 1, Size3d(0, 1, 2), Size3d(1, 2, 2), 2);
   };
-  check_against_im2col(f, rand_t({1, 4, 4, 8, 8}, 24), rand_t({6, 2, 2, 3, 3}, 25), Tensor(),
-                       ConvBackend::onednn, kF32);
+  check_against_im2col(f, seeded_randn({1, 4, 4, 8, 8}, 24), seeded_randn({6, 2, 2, 3, 3}, 25),
+                       Tensor(), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, OnlyWeightNeedsGrad) {
   // The first layer of a network: x needs no gradient, so the forward promises only the
   // filter backward.
   SKIP_WITHOUT_ONEDNN();
-  Tensor x = rand_t({2, 1, 12, 12}, 26), w = rand_t({4, 1, 3, 3}, 27), b = rand_t({4}, 28);
+  Tensor x = seeded_randn({2, 1, 12, 12}, 26), w = seeded_randn({4, 1, 3, 3}, 27),
+         b = seeded_randn({4}, 28);
   Tensor grads[2][2];
   for (bool library : {false, true}) {
     set_conv_library(library);
@@ -241,7 +245,8 @@ TEST(ConvLibrary, OnlyWeightNeedsGrad) {
 
 TEST(ConvLibrary, InferenceWithoutGrad) {
   SKIP_WITHOUT_ONEDNN();
-  const Tensor x = rand_t({4, 3, 16, 16}, 29), w = rand_t({8, 3, 5, 5}, 30), b = rand_t({8}, 31);
+  const Tensor x = seeded_randn({4, 3, 16, 16}, 29), w = seeded_randn({8, 3, 5, 5}, 30),
+               b = seeded_randn({8}, 31);
   NoGradGuard no_grad;
   set_conv_library(false);
   const Tensor ref = conv2d(x, w, b, 1, 2);
@@ -257,8 +262,8 @@ TEST(ConvLibrary, OneAndTwoThreadsAgree) {
   std::vector<ConvRun> runs;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    runs.push_back(run_conv(conv2d_fn(1, 1, 1, 1), rand_t({8, 16, 14, 14}, 32),
-                            rand_t({32, 16, 3, 3}, 33), rand_t({32}, 34), true));
+    runs.push_back(run_conv(conv2d_fn(1, 1, 1, 1), seeded_randn({8, 16, 14, 14}, 32),
+                            seeded_randn({32, 16, 3, 3}, 33), seeded_randn({32}, 34), true));
     EXPECT_EQ(runs.back().backend, ConvBackend::onednn) << runs.back().reason;
   }
   set_num_threads(before);
@@ -270,10 +275,10 @@ TEST(ConvLibrary, OneAndTwoThreadsAgree) {
 TEST(ConvLibrary, RepeatedCallsGiveTheSameResult) {
   // The second call runs the cached primitive.
   SKIP_WITHOUT_ONEDNN();
-  const ConvRun a = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 8, 8}, 35),
-                             rand_t({4, 3, 3, 3}, 36), rand_t({4}, 37), true);
-  const ConvRun b = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({2, 3, 8, 8}, 35),
-                             rand_t({4, 3, 3, 3}, 36), rand_t({4}, 37), true);
+  const ConvRun a = run_conv(conv2d_fn(1, 1, 1, 1), seeded_randn({2, 3, 8, 8}, 35),
+                             seeded_randn({4, 3, 3, 3}, 36), seeded_randn({4}, 37), true);
+  const ConvRun b = run_conv(conv2d_fn(1, 1, 1, 1), seeded_randn({2, 3, 8, 8}, 35),
+                             seeded_randn({4, 3, 3, 3}, 36), seeded_randn({4}, 37), true);
   expect_close(b.y, a.y, 0.0, "output");
   expect_close(b.gw, a.gw, 0.0, "grad weight");
 }
@@ -283,7 +288,8 @@ TEST(ConvLibrary, Bf16AgainstF32Im2col) {
   // the largest value of the f32 reference. A CPU whose oneDNN has no bf16 convolution declines
   // with a reason and the im2col path runs.
   SKIP_WITHOUT_ONEDNN();
-  const Tensor x = rand_t({2, 4, 10, 10}, 38), w = rand_t({6, 4, 3, 3}, 39), b = rand_t({6}, 40);
+  const Tensor x = seeded_randn({2, 4, 10, 10}, 38), w = seeded_randn({6, 4, 3, 3}, 39),
+               b = seeded_randn({6}, 40);
   const ConvRun probe = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, Device::cpu(), DType::bf16);
   if (probe.backend != ConvBackend::onednn)
     GTEST_SKIP() << "oneDNN declines bf16 on this CPU: " << probe.reason;
@@ -293,8 +299,8 @@ TEST(ConvLibrary, Bf16AgainstF32Im2col) {
 
 TEST(ConvLibrary, F64FallsBackWithTheReason) {
   SKIP_WITHOUT_ONEDNN();  // without it the reason is "oneDNN not found"
-  const Tensor x = rand_t({1, 2, 5, 5}, 41).to(DType::f64),
-               w = rand_t({3, 2, 3, 3}, 42).to(DType::f64);
+  const Tensor x = seeded_randn({1, 2, 5, 5}, 41).to(DType::f64),
+               w = seeded_randn({3, 2, 3, 3}, 42).to(DType::f64);
   const Tensor y = conv2d(x, w);
   EXPECT_EQ(conv_last_backend(), ConvBackend::im2col);
   EXPECT_NE(conv_fallback_reason().find("f64"), std::string::npos) << conv_fallback_reason();
@@ -307,17 +313,17 @@ TEST(ConvLibrary, F64FallsBackWithTheReason) {
 TEST(ConvLibrary, GradcheckThroughTheLibraryRouteInF64Falls) {
   // f64 (gradcheck's dtype) never reaches the library, so the im2col path's gradcheck holds;
   // the f32 library path is checked against it above.
-  const Tensor x = rand_t({1, 2, 5, 5}, 43), w = rand_t({3, 2, 3, 3}, 44);
+  const Tensor x = seeded_randn({1, 2, 5, 5}, 43), w = seeded_randn({3, 2, 3, 3}, 44);
   EXPECT_TRUE(gradcheck(
       [](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor(), 1, 1); }, {x, w}));
 }
 
 TEST(ConvLibrary, ErrorsStillNameTheOp) {
-  const Tensor x = rand_t({1, 3, 5, 5}, 45);
-  const std::string e = test_util::error_of([&] { conv2d(x, rand_t({4, 2, 3, 3}, 46)); });
+  const Tensor x = seeded_randn({1, 3, 5, 5}, 45);
+  const std::string e = test_util::error_of([&] { conv2d(x, seeded_randn({4, 2, 3, 3}, 46)); });
   EXPECT_NE(e.find("conv2d: input has 3 channels, expected 2"), std::string::npos) << e;
   const std::string e3 = test_util::error_of([&] {
-    conv3d(rand_t({1, 2, 3, 3, 3}, 47), rand_t({4, 2, 5, 1, 1}, 48));
+    conv3d(seeded_randn({1, 2, 3, 3, 3}, 47), seeded_randn({4, 2, 5, 1, 1}, 48));
   });
   EXPECT_NE(e3.find("conv3d: kernel depth 5"), std::string::npos) << e3;
 }
@@ -325,7 +331,7 @@ TEST(ConvLibrary, ErrorsStillNameTheOp) {
 TEST(ConvLibrary, Conv2dModuleRunsOnOneDnn) {
   SKIP_WITHOUT_ONEDNN();
   nn::Conv2d conv(3, 8, 3, 1, 1);
-  const Tensor y = conv(rand_t({2, 3, 6, 6}, 49));
+  const Tensor y = conv(seeded_randn({2, 3, 6, 6}, 49));
   EXPECT_EQ(conv_last_backend(), ConvBackend::onednn) << conv_fallback_reason();
   y.sum().backward();
   EXPECT_TRUE(conv->weight().grad().defined());
@@ -338,7 +344,7 @@ TEST(ConvLibrary, Conv2dModuleRunsOnOneDnn) {
 // The child of the test below: exits 0 when the im2col path ran with the loader's reason.
 [[noreturn]] void convolve_without_onednn() {
   setenv("EMBER_ONEDNN_LIBRARY", "/nonexistent/libdnnl.so.2", 1);
-  const Tensor x = rand_t({1, 2, 5, 5}, 50), w = rand_t({3, 2, 3, 3}, 51);
+  const Tensor x = seeded_randn({1, 2, 5, 5}, 50), w = seeded_randn({3, 2, 3, 3}, 51);
   const Tensor y = conv2d(x, w);
   const std::string why = conv_fallback_reason();
   const bool ok = conv_last_backend() == ConvBackend::im2col &&
@@ -372,63 +378,65 @@ ConvFn conv_transpose3d_fn(Size3d stride, Size3d padding, Size3d output_padding,
 
 TEST(ConvLibrary, ConvTranspose2dStridedOutputPaddingWithBias) {
   SKIP_WITHOUT_ONEDNN();
-  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), rand_t({2, 4, 6, 5}, 301),
-                       rand_t({4, 3, 3, 3}, 302), rand_t({3}, 303), ConvBackend::onednn, kF32);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), seeded_randn({2, 4, 6, 5}, 301),
+                       seeded_randn({4, 3, 3, 3}, 302), seeded_randn({3}, 303), ConvBackend::onednn,
+                       kF32);
 }
 
 TEST(ConvLibrary, ConvTranspose2dGroupsDilationUneven) {
   SKIP_WITHOUT_ONEDNN();
   check_against_im2col(
       conv_transpose2d_fn(Size2d(1, 3), Size2d(2, 0), Size2d(0, 2), 2, Size2d(2, 1)),
-      rand_t({3, 4, 7, 4}, 304), rand_t({4, 3, 3, 2}, 305), Tensor(), ConvBackend::onednn, kF32);
+      seeded_randn({3, 4, 7, 4}, 304), seeded_randn({4, 3, 3, 2}, 305), Tensor(),
+      ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, ConvTranspose1dStridedWithBias) {
   SKIP_WITHOUT_ONEDNN();
   check_against_im2col([](const Tensor& x, const Tensor& w,
                           const Tensor& b) { return conv_transpose1d(x, w, b, 3, 1, 2, 1, 1); },
-                       rand_t({2, 3, 9}, 306), rand_t({3, 5, 4}, 307), rand_t({5}, 308),
-                       ConvBackend::onednn, kF32);
+                       seeded_randn({2, 3, 9}, 306), seeded_randn({3, 5, 4}, 307),
+                       seeded_randn({5}, 308), ConvBackend::onednn, kF32);
 }
 
 TEST(ConvLibrary, ConvTranspose3dStridedGroupedWithBias) {
   SKIP_WITHOUT_ONEDNN();
   check_against_im2col(conv_transpose3d_fn(Size3d(2, 1, 2), 1, Size3d(1, 0, 1), 2, 1),
-                       rand_t({2, 4, 3, 4, 3}, 309), rand_t({4, 2, 3, 2, 3}, 310), rand_t({4}, 311),
-                       ConvBackend::onednn, kF32);
+                       seeded_randn({2, 4, 3, 4, 3}, 309), seeded_randn({4, 2, 3, 2, 3}, 310),
+                       seeded_randn({4}, 311), ConvBackend::onednn, kF32);
 }
 
 // NHWC operands run the library NHWC and give channels_last outputs and input gradients.
 TEST(ConvLibrary, ConvTransposeChannelsLastKeepsTheFormat) {
   SKIP_WITHOUT_ONEDNN();
-  const Tensor x = rand_t({2, 4, 5, 6}, 312).contiguous(MemoryFormat::channels_last);
-  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 313),
-                       rand_t({3}, 314), ConvBackend::onednn, kF32);
-  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 313),
-                               rand_t({3}, 314), true);
+  const Tensor x = seeded_randn({2, 4, 5, 6}, 312).contiguous(MemoryFormat::channels_last);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, seeded_randn({4, 3, 3, 3}, 313),
+                       seeded_randn({3}, 314), ConvBackend::onednn, kF32);
+  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x,
+                               seeded_randn({4, 3, 3, 3}, 313), seeded_randn({3}, 314), true);
   EXPECT_TRUE(lib.y.is_contiguous(MemoryFormat::channels_last));
   EXPECT_TRUE(lib.gx.is_contiguous(MemoryFormat::channels_last));
-  const Tensor x3 = rand_t({1, 2, 3, 4, 3}, 315).contiguous(MemoryFormat::channels_last_3d);
-  check_against_im2col(conv_transpose3d_fn(2, 0, 1, 1, 1), x3, rand_t({2, 3, 2, 2, 2}, 316),
+  const Tensor x3 = seeded_randn({1, 2, 3, 4, 3}, 315).contiguous(MemoryFormat::channels_last_3d);
+  check_against_im2col(conv_transpose3d_fn(2, 0, 1, 1, 1), x3, seeded_randn({2, 3, 2, 2, 2}, 316),
                        Tensor(), ConvBackend::onednn, kF32);
   const ConvRun lib3 = run_conv(conv_transpose3d_fn(2, 0, 1, 1, 1), x3,
-                                rand_t({2, 3, 2, 2, 2}, 316), Tensor(), true);
+                                seeded_randn({2, 3, 2, 2, 2}, 316), Tensor(), true);
   EXPECT_TRUE(lib3.y.is_contiguous(MemoryFormat::channels_last_3d));
 }
 
 // The im2col path keeps the format too (it transposes its NCHW result).
 TEST(ConvLibrary, ConvTransposeIm2colKeepsChannelsLast) {
-  const Tensor x = rand_t({2, 4, 5, 6}, 317).contiguous(MemoryFormat::channels_last);
+  const Tensor x = seeded_randn({2, 4, 5, 6}, 317).contiguous(MemoryFormat::channels_last);
   const ConvRun ref = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x.contiguous(),
-                               rand_t({4, 3, 3, 3}, 318), Tensor(), false);
-  const ConvRun nhwc =
-      run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 318), Tensor(), false);
+                               seeded_randn({4, 3, 3, 3}, 318), Tensor(), false);
+  const ConvRun nhwc = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x,
+                                seeded_randn({4, 3, 3, 3}, 318), Tensor(), false);
   ASSERT_EQ(nhwc.backend, ConvBackend::im2col);
   expect_close(nhwc.y, ref.y, 0.0, "output");
   expect_close(nhwc.gx, ref.gx, 0.0, "grad input");
   expect_close(nhwc.gw, ref.gw, 1e-6, "grad weight");
   set_conv_library(false);
-  const Tensor y = conv_transpose2d(x, rand_t({4, 3, 3, 3}, 318), Tensor(), 2, 1, 1);
+  const Tensor y = conv_transpose2d(x, seeded_randn({4, 3, 3, 3}, 318), Tensor(), 2, 1, 1);
   set_conv_library(true);
   EXPECT_TRUE(y.is_contiguous(MemoryFormat::channels_last));
 }
@@ -438,19 +446,17 @@ TEST(ConvLibrary, ConvTransposeIm2colKeepsChannelsLast) {
 TEST(ConvLibrary, ConvTransposeOutputPaddingPastTheStrideFallsBack) {
   SKIP_WITHOUT_ONEDNN();
   const ConvFn f = conv_transpose2d_fn(1, 0, 1, 1, 2);
-  const ConvRun lib =
-      run_conv(f, rand_t({1, 2, 4, 4}, 319), rand_t({2, 3, 2, 2}, 320), rand_t({3}, 321), true);
+  const ConvRun lib = run_conv(f, seeded_randn({1, 2, 4, 4}, 319), seeded_randn({2, 3, 2, 2}, 320),
+                               seeded_randn({3}, 321), true);
   EXPECT_EQ(lib.backend, ConvBackend::im2col);
   EXPECT_NE(lib.reason.find("output_padding"), std::string::npos) << lib.reason;
-  const ConvRun ref =
-      run_conv(f, rand_t({1, 2, 4, 4}, 319), rand_t({2, 3, 2, 2}, 320), rand_t({3}, 321), false);
+  const ConvRun ref = run_conv(f, seeded_randn({1, 2, 4, 4}, 319), seeded_randn({2, 3, 2, 2}, 320),
+                               seeded_randn({3}, 321), false);
   expect_close(lib.y, ref.y, 0.0, "output");
   EXPECT_EQ(lib.y.shape(), Shape({1, 3, 7, 7}));  // (4 - 1)·1 + 2·(2 - 1) + 1 + 1
 }
 
 // ---- cuDNN (the GPU machine runs these; they skip without a CUDA device) ----
-
-const Device kGpu = Device::cuda(0);
 
 // cuDNN convolutions on for one test (they are opt-in: Note [cuDNN convolutions are opt-in
 // for now] in src/ops/conv_library.cpp).
@@ -477,24 +483,26 @@ TEST(CudaConvLibrary, StatusNamesCudnn) {
 
 TEST(CudaConvLibrary, Conv2dPaddedWithBiasF32) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
-  check_against_im2col(conv2d_fn(1, 1, 1, 1), rand_t({4, 3, 17, 16}, 101),
-                       rand_t({8, 3, 3, 3}, 102), rand_t({8}, 103), ConvBackend::cudnn, kCudnnF32,
-                       kGpu);
+  check_against_im2col(conv2d_fn(1, 1, 1, 1), seeded_randn({4, 3, 17, 16}, 101),
+                       seeded_randn({8, 3, 3, 3}, 102), seeded_randn({8}, 103), ConvBackend::cudnn,
+                       kCudnnF32, kGpu);
 }
 
 TEST(CudaConvLibrary, Conv2dStrideDilationUnevenF32) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   check_against_im2col(conv2d_fn(Size2d(2, 3), Size2d(1, 0), Size2d(1, 2), 1),
-                       rand_t({2, 3, 10, 13}, 104), rand_t({4, 3, 3, 2}, 105), rand_t({4}, 106),
-                       ConvBackend::cudnn, kCudnnF32, kGpu);
+                       seeded_randn({2, 3, 10, 13}, 104), seeded_randn({4, 3, 3, 2}, 105),
+                       seeded_randn({4}, 106), ConvBackend::cudnn, kCudnnF32, kGpu);
 }
 
 TEST(CudaConvLibrary, Conv2dGroupsAndDepthwiseF32) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
-  check_against_im2col(conv2d_fn(1, 1, 1, 2), rand_t({2, 4, 7, 7}, 107), rand_t({6, 2, 3, 3}, 108),
-                       rand_t({6}, 109), ConvBackend::cudnn, kCudnnF32, kGpu);
-  check_against_im2col(conv2d_fn(2, 1, 1, 8), rand_t({2, 8, 9, 9}, 110), rand_t({8, 1, 3, 3}, 111),
-                       Tensor(), ConvBackend::cudnn, kCudnnF32, kGpu);
+  check_against_im2col(conv2d_fn(1, 1, 1, 2), seeded_randn({2, 4, 7, 7}, 107),
+                       seeded_randn({6, 2, 3, 3}, 108), seeded_randn({6}, 109), ConvBackend::cudnn,
+                       kCudnnF32, kGpu);
+  check_against_im2col(conv2d_fn(2, 1, 1, 8), seeded_randn({2, 8, 9, 9}, 110),
+                       seeded_randn({8, 1, 3, 3}, 111), Tensor(), ConvBackend::cudnn, kCudnnF32,
+                       kGpu);
 }
 
 TEST(CudaConvLibrary, Conv1dF32) {
@@ -502,8 +510,8 @@ TEST(CudaConvLibrary, Conv1dF32) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv1d(x, w, b, 2, 2, 2, 3);
   };
-  check_against_im2col(f, rand_t({2, 6, 23}, 112), rand_t({9, 2, 3}, 113), rand_t({9}, 114),
-                       ConvBackend::cudnn, kCudnnF32, kGpu);
+  check_against_im2col(f, seeded_randn({2, 6, 23}, 112), seeded_randn({9, 2, 3}, 113),
+                       seeded_randn({9}, 114), ConvBackend::cudnn, kCudnnF32, kGpu);
 }
 
 TEST(CudaConvLibrary, Conv3dF32) {
@@ -511,20 +519,20 @@ TEST(CudaConvLibrary, Conv3dF32) {
   const ConvFn f = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv3d(x, w, b, Size3d(1, 2, 2), 1);
   };
-  check_against_im2col(f, rand_t({2, 3, 5, 7, 6}, 115), rand_t({4, 3, 3, 3, 3}, 116),
-                       rand_t({4}, 117), ConvBackend::cudnn, kCudnnF32, kGpu);
+  check_against_im2col(f, seeded_randn({2, 3, 5, 7, 6}, 115), seeded_randn({4, 3, 3, 3, 3}, 116),
+                       seeded_randn({4}, 117), ConvBackend::cudnn, kCudnnF32, kGpu);
   const ConvFn g = [](const Tensor& x, const Tensor& w, const Tensor& b) {
     return conv3d(x, w, b, 1, Size3d(0, 1, 2), Size3d(1, 2, 2), 2);
   };
-  check_against_im2col(g, rand_t({1, 4, 4, 8, 8}, 118), rand_t({6, 2, 2, 3, 3}, 119), Tensor(),
-                       ConvBackend::cudnn, kCudnnF32, kGpu);
+  check_against_im2col(g, seeded_randn({1, 4, 4, 8, 8}, 118), seeded_randn({6, 2, 2, 3, 3}, 119),
+                       Tensor(), ConvBackend::cudnn, kCudnnF32, kGpu);
 }
 
 TEST(CudaConvLibrary, Conv2dF16AndBf16) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   // Channel counts that are multiples of 8, as tensor-core engines like them.
-  const Tensor x = rand_t({4, 16, 12, 12}, 120), w = rand_t({32, 16, 3, 3}, 121),
-               b = rand_t({32}, 122);
+  const Tensor x = seeded_randn({4, 16, 12, 12}, 120), w = seeded_randn({32, 16, 3, 3}, 121),
+               b = seeded_randn({32}, 122);
   check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::cudnn, kCudnnF16, kGpu,
                        DType::f16);
   check_against_im2col(conv2d_fn(1, 1, 1, 1), x, w, b, ConvBackend::cudnn, kCudnnBf16, kGpu,
@@ -533,28 +541,28 @@ TEST(CudaConvLibrary, Conv2dF16AndBf16) {
 
 TEST(CudaConvLibrary, ConvTranspose2dAnd3dF32) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
-  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), rand_t({2, 4, 6, 5}, 331),
-                       rand_t({4, 3, 3, 3}, 332), rand_t({3}, 333), ConvBackend::cudnn, kCudnnF32,
-                       kGpu);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), seeded_randn({2, 4, 6, 5}, 331),
+                       seeded_randn({4, 3, 3, 3}, 332), seeded_randn({3}, 333), ConvBackend::cudnn,
+                       kCudnnF32, kGpu);
   check_against_im2col(
       conv_transpose2d_fn(Size2d(1, 3), Size2d(2, 0), Size2d(0, 2), 2, Size2d(2, 1)),
-      rand_t({3, 4, 7, 4}, 334), rand_t({4, 3, 3, 2}, 335), Tensor(), ConvBackend::cudnn, kCudnnF32,
-      kGpu);
+      seeded_randn({3, 4, 7, 4}, 334), seeded_randn({4, 3, 3, 2}, 335), Tensor(),
+      ConvBackend::cudnn, kCudnnF32, kGpu);
   check_against_im2col(conv_transpose3d_fn(Size3d(2, 1, 2), 1, Size3d(1, 0, 1), 2, 1),
-                       rand_t({2, 4, 3, 4, 3}, 336), rand_t({4, 2, 3, 2, 3}, 337), rand_t({4}, 338),
-                       ConvBackend::cudnn, kCudnnF32, kGpu);
-  const Tensor x = rand_t({2, 4, 5, 6}, 339).contiguous(MemoryFormat::channels_last);
-  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 340),
-                       rand_t({3}, 341), ConvBackend::cudnn, kCudnnF32, kGpu);
-  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x, rand_t({4, 3, 3, 3}, 340),
-                               rand_t({3}, 341), true, kGpu);
+                       seeded_randn({2, 4, 3, 4, 3}, 336), seeded_randn({4, 2, 3, 2, 3}, 337),
+                       seeded_randn({4}, 338), ConvBackend::cudnn, kCudnnF32, kGpu);
+  const Tensor x = seeded_randn({2, 4, 5, 6}, 339).contiguous(MemoryFormat::channels_last);
+  check_against_im2col(conv_transpose2d_fn(2, 1, 1, 1, 1), x, seeded_randn({4, 3, 3, 3}, 340),
+                       seeded_randn({3}, 341), ConvBackend::cudnn, kCudnnF32, kGpu);
+  const ConvRun lib = run_conv(conv_transpose2d_fn(2, 1, 1, 1, 1), x,
+                               seeded_randn({4, 3, 3, 3}, 340), seeded_randn({3}, 341), true, kGpu);
   EXPECT_TRUE(lib.y.is_contiguous(MemoryFormat::channels_last));
 }
 
 TEST(CudaConvLibrary, F64FallsBackWithTheReason) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
-  const Tensor x = rand_t({1, 2, 5, 5}, 123).to(kGpu).to(DType::f64);
-  const Tensor w = rand_t({3, 2, 3, 3}, 124).to(kGpu).to(DType::f64);
+  const Tensor x = seeded_randn({1, 2, 5, 5}, 123).to(kGpu).to(DType::f64);
+  const Tensor w = seeded_randn({3, 2, 3, 3}, 124).to(kGpu).to(DType::f64);
   conv2d(x, w);
   EXPECT_EQ(conv_last_backend(), ConvBackend::im2col);
   EXPECT_NE(conv_fallback_reason().find("f64"), std::string::npos) << conv_fallback_reason();
@@ -565,8 +573,8 @@ TEST(CudaConvLibrary, DeterministicModeRepeatsBitwise) {
   // give the same bits (or the convolution runs im2col, which is deterministic too).
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   set_deterministic(true);
-  const Tensor x = rand_t({16, 32, 24, 24}, 140), w = rand_t({64, 32, 3, 3}, 141),
-               b = rand_t({64}, 142);
+  const Tensor x = seeded_randn({16, 32, 24, 24}, 140), w = seeded_randn({64, 32, 3, 3}, 141),
+               b = seeded_randn({64}, 142);
   const ConvRun a = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, kGpu);
   const ConvRun c = run_conv(conv2d_fn(1, 1, 1, 1), x, w, b, true, kGpu);
   set_deterministic(false);
@@ -682,8 +690,8 @@ nn::Module residual_net(bool smooth) {
 }
 
 TEST(ConvLibrary, SmoothResidualNetGradientsMatchIm2col) {
-  const ConvRun probe = run_conv(conv2d_fn(1, 1, 1, 1), rand_t({1, 2, 4, 4}, 1),
-                                 rand_t({2, 2, 3, 3}, 2), Tensor(), true);
+  const ConvRun probe = run_conv(conv2d_fn(1, 1, 1, 1), seeded_randn({1, 2, 4, 4}, 1),
+                                 seeded_randn({2, 2, 3, 3}, 2), Tensor(), true);
   if (probe.backend != ConvBackend::onednn) GTEST_SKIP() << "no oneDNN here: " << probe.reason;
   manual_seed(3);
   const auto make = [] { return residual_net(true); };
@@ -731,8 +739,8 @@ TEST(CudaConvLibrary, ResNet18GradientsMatchIm2col) {
 [[noreturn]] void convolve_autotuned() {
   setenv("EMBER_CONV_AUTOTUNE", "1", 1);
   const ConvFn f = conv2d_fn(1, 1, 1, 1);
-  const Tensor x = rand_t({8, 16, 20, 20}, 130), w = rand_t({32, 16, 3, 3}, 131),
-               b = rand_t({32}, 132);
+  const Tensor x = seeded_randn({8, 16, 20, 20}, 130), w = seeded_randn({32, 16, 3, 3}, 131),
+               b = seeded_randn({32}, 132);
   const ConvRun ref = run_conv(f, x, w, b, false);
   bool ok = true;
   for (int call = 0; call < 2; ++call) {  // the first call tunes, the second runs the pick

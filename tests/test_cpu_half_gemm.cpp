@@ -48,7 +48,7 @@ std::string onednn_missing() {
   return s.rfind("oneDNN ", 0) == 0 && s.size() > 7 && std::isdigit(s[7]) ? "" : s;
 }
 
-#define SKIP_WITHOUT_ONEDNN()                                                         \
+#define SKIP_WITHOUT_ONEDNN_GEMM()                                                    \
   do {                                                                                \
     if (const std::string why = onednn_missing(); !why.empty())                       \
       GTEST_SKIP() << "no oneDNN here, the widening path alone was checked: " << why; \
@@ -248,7 +248,7 @@ void run_and_check(Product<T>& r, const std::string& path) {
   }
 }
 
-std::vector<Spec> specs() {
+std::vector<Spec> gemm_specs() {
   std::vector<Spec> v;
   for (int64_t m : {1, 7, 129})
     for (int64_t n : {1, 7, 129})
@@ -296,7 +296,7 @@ std::vector<Spec> specs() {
 template <typename T>
 void check_all(const char* dtype) {
   uint64_t seed = 1;
-  for (const Spec& s : specs()) {
+  for (const Spec& s : gemm_specs()) {
     Product<T> on(s, seed), off(s, seed);
     ++seed;
     run_and_check(on, std::string(dtype) + " default path");
@@ -322,8 +322,8 @@ TEST(CpuHalfGemm, Bf16AgainstF64BothPaths) { check_all<BFloat16>("bf16"); }
 TEST(CpuHalfGemm, F16AgainstF64BothPaths) { check_all<Half>("f16"); }
 
 TEST(CpuHalfGemm, Bf16GoesThroughOneDnn) {
-  SKIP_WITHOUT_ONEDNN();
-  for (const Spec& s : specs()) {
+  SKIP_WITHOUT_ONEDNN_GEMM();
+  for (const Spec& s : gemm_specs()) {
     if (s.k == 0) continue;  // beta·C + bias: nothing for oneDNN to multiply
     Product<BFloat16> r(s, 99);
     cpu::gemm(r.args());
@@ -336,7 +336,7 @@ TEST(CpuHalfGemm, Bf16GoesThroughOneDnn) {
 // f16 runs where oneDNN takes it; either way the reason is named (the values are checked
 // above). oneDNN 2.6 declines f16 matmuls on CPUs where it has no f16 kernels.
 TEST(CpuHalfGemm, F16PathIsNamed) {
-  SKIP_WITHOUT_ONEDNN();
+  SKIP_WITHOUT_ONEDNN_GEMM();
   Spec s;
   s.m = 7, s.n = 7, s.k = 7;
   Product<Half> r(s, 5);
@@ -361,7 +361,7 @@ TEST(CpuHalfGemm, EmptyDimsWriteNothing) {
 }
 
 TEST(CpuHalfGemm, SameBitsEveryCall) {
-  SKIP_WITHOUT_ONEDNN();
+  SKIP_WITHOUT_ONEDNN_GEMM();
   Spec s;
   s.m = 1031, s.n = 257, s.k = 1031, s.tb = true, s.bias = true, s.act = GemmEpilogue::gelu_tanh;
   Product<BFloat16> first(s, 11);

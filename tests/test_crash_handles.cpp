@@ -24,13 +24,13 @@ using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 using ::testing::HasSubstr;
 
-struct Case {
+struct MemberCase {
   const char* name;
   std::function<void(Tensor&)> call;
 };
 
 // Every Tensor member that reads the handle (tensor.hpp), in declaration order.
-std::vector<Case> tensor_members() {
+std::vector<MemberCase> tensor_members() {
   Tensor x = ones({2, 2});
   return {
       {"shape", [](Tensor& t) { (void)t.shape(); }},
@@ -120,14 +120,14 @@ void expect_empty_message(const std::string& msg, const std::string& what) {
 }
 
 TEST(EmptyHandles, EveryTensorMemberOnAnUndefinedTensorThrows) {
-  for (const Case& c : tensor_members()) {
+  for (const MemberCase& c : tensor_members()) {
     Tensor t;  // default-constructed
     expect_empty_message(error_of([&] { c.call(t); }, c.name), c.name);
   }
 }
 
 TEST(EmptyHandles, EveryTensorMemberOnAMovedFromTensorThrows) {
-  for (const Case& c : tensor_members()) {
+  for (const MemberCase& c : tensor_members()) {
     Tensor source = ones({2, 2});
     Tensor taken = std::move(source);
     expect_empty_message(error_of([&] { c.call(source); }, c.name),

@@ -26,17 +26,17 @@
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 
-const Device kGpu = Device::cuda(0);
-
 using Edit = std::function<void(std::vector<float>& logits, int64_t n, int64_t c)>;
+using ember_test::kGpu;
 
-struct Case {
+struct LogitsCase {
   int64_t n = 8;
   int64_t c = 50304;
   DType dtype = DType::bf16;
@@ -62,14 +62,14 @@ Tolerance tolerance(DType t) {
   }
 }
 
-std::string name_of(const Case& k, double smoothing) {
+std::string name_of(const LogitsCase& k, double smoothing) {
   return "cross_entropy [" + std::to_string(k.n) + ", " + std::to_string(k.c) + "] " +
          std::string(dtype_name(k.dtype)) + " offset " + std::to_string(k.offset) + " smoothing " +
          std::to_string(smoothing);
 }
 
 // The logits' buffer (CPU, in k.dtype): k.offset zeros, then n·c values of randn·4, edited.
-Tensor stored_logits(const Case& k) {
+Tensor stored_logits(const LogitsCase& k) {
   manual_seed(static_cast<uint64_t>(k.c * 131 + k.n));
   std::vector<float> v = (randn({k.n * k.c}) * 4.0).to_vector<float>();
   if (k.edit) k.edit(v, k.n, k.c);
@@ -79,20 +79,20 @@ Tensor stored_logits(const Case& k) {
 }
 
 // Labels in [0, c); rows 0 and n - 1 ignored (ignore_index -100).
-Tensor labels_of(const Case& k) {
+Tensor labels_of(const LogitsCase& k) {
   manual_seed(static_cast<uint64_t>(k.c + 17));
   const Tensor t = randint(0, k.c, {k.n});
   return index_fill(t, 0, from_vector(std::vector<int64_t>{0, k.n - 1}, {2}), -100.0);
 }
 
 // [n, c] logits from the buffer: a view at k.offset.
-Tensor rows_of(const Tensor& buffer, const Case& k) {
+Tensor rows_of(const Tensor& buffer, const LogitsCase& k) {
   return buffer.narrow(0, k.offset, k.n * k.c).reshape({k.n, k.c});
 }
 
 // Forward (per row, mean, sum) and backward of per-row losses weighted by w, on the GPU (16-bit
 // logits under autocast, read as they are) against the CPU on the logits' exact values.
-void expect_matches_cpu(const Case& k, double smoothing) {
+void expect_matches_cpu(const LogitsCase& k, double smoothing) {
   const std::string what = name_of(k, smoothing);
   const Tolerance tol = tolerance(k.dtype);
   const Tensor stored = stored_logits(k);
@@ -136,7 +136,7 @@ void expect_matches_cpu(const Case& k, double smoothing) {
       ember_test::check_close(grad, xc.grad(), tol.grad_rtol, tol.grad_atol, what + " grad"));
 }
 
-void expect_matches_cpu(const Case& k) {
+void expect_matches_cpu(const LogitsCase& k) {
   for (double smoothing : {0.0, 0.1}) expect_matches_cpu(k, smoothing);
 }
 
@@ -182,7 +182,7 @@ TEST(CrossEntropyFast, NanLogitMakesItsRowNan) {
   };
   for (DType t : kDTypes)
     for (int64_t c : {50304, 50257, 7}) {
-      const Case k{.n = 8, .c = c, .dtype = t, .edit = nan_in_row_1};
+      const LogitsCase k{.n = 8, .c = c, .dtype = t, .edit = nan_in_row_1};
       expect_matches_cpu(k);
       AutocastGuard autocast(is_half(t) ? t : DType::bf16, is_half(t));
       const std::vector<float> loss =
@@ -218,7 +218,7 @@ TEST(CrossEntropyFast, Bf16IsTheCastPathBitwiseOnEveryPath) {
   SKIP_WITHOUT_CUDA();
   for (int64_t c : {50304, 50257, 7})
     for (int64_t offset : {0, 1}) {
-      const Case k{.n = 8, .c = c, .dtype = DType::bf16, .offset = offset};
+      const LogitsCase k{.n = 8, .c = c, .dtype = DType::bf16, .offset = offset};
       const std::string what = name_of(k, 0.1);
       const Tensor tg = labels_of(k).to(kGpu);
       const CrossEntropyOptions o{.reduction = Reduction::none, .label_smoothing = 0.1};

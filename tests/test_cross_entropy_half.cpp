@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<float> floats(const Tensor& t) {
-  return t.to(DType::f32).contiguous().to(Device::cpu()).to_vector<float>();
-}
+using ember_test::floats;
 
 void check(DType half, Reduction reduction, double smoothing) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the 16-bit path is the GPU's";

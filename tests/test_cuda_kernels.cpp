@@ -16,18 +16,16 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/optim.hpp"
 #include "ember/optim/clip.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-#define EMBER_SKIP_WITHOUT_CUDA() \
-  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA kernel tests skipped"
-
-constexpr Device kGpu = Device::cuda(0);
+using ember_test::kGpu;
 
 Tensor gpu_leaf(const Tensor& cpu, bool grad) {
   Tensor t = cpu.to(kGpu).detach();
@@ -81,7 +79,7 @@ struct ConvCase {
 };
 
 TEST(CudaConvKernels, Conv2dForwardBackwardMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(1);
   const ConvCase cases[] = {
       {2, 3, 8, 7, 4, 3, 3, 1, 1, 1, 1, DType::f32},
@@ -134,7 +132,7 @@ const PoolCase kPoolCases[] = {
 };
 
 TEST(CudaPoolKernels, MaxPoolIndicesAndGradientMatchCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(2);
   for (DType dtype : {DType::f32, DType::f64}) {
     for (const PoolCase& k : kPoolCases) {
@@ -163,7 +161,7 @@ TEST(CudaPoolKernels, MaxPoolIndicesAndGradientMatchCpu) {
 }
 
 TEST(CudaPoolKernels, AvgPoolMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(3);
   for (DType dtype : {DType::f32, DType::f64}) {
     for (bool include_pad : {true, false}) {
@@ -190,7 +188,7 @@ TEST(CudaPoolKernels, AvgPoolMatchesCpu) {
 // ---- indexing ----
 
 TEST(CudaIndexKernels, IndexSelectAndBackwardMatchCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(4);
   for (DType index_dtype : {DType::i64, DType::i32}) {
     for (int64_t dim : {0, 1, 2}) {
@@ -213,7 +211,7 @@ TEST(CudaIndexKernels, IndexSelectAndBackwardMatchCpu) {
 // f16/bf16: index_select's backward (index_add with atomics on the GPU) against the CPU; the
 // order duplicates add in differs, so the two may round apart by a 16-bit step.
 TEST(CudaIndexKernels, SixteenBitIndexSelectBackwardMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(6);
   for (DType dt : {DType::f16, DType::bf16}) {
     const std::string name = "index_select backward " + std::string(dtype_name(dt));
@@ -231,7 +229,7 @@ TEST(CudaIndexKernels, SixteenBitIndexSelectBackwardMatchesCpu) {
 }
 
 TEST(CudaIndexKernels, EmbeddingForwardBackwardMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(5);
   for (DType dtype : {DType::f32, DType::f64}) {
     const Tensor w0 = randn({50, 16}, {.dtype = dtype});
@@ -248,7 +246,7 @@ TEST(CudaIndexKernels, EmbeddingForwardBackwardMatchesCpu) {
 }
 
 TEST(CudaIndexKernels, GatherScatterAddMatchCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(6);
   for (DType index_dtype : {DType::i64, DType::i32}) {
     for (int64_t dim : {0, 1}) {
@@ -282,7 +280,7 @@ TEST(CudaIndexKernels, GatherScatterAddMatchCpu) {
 }
 
 TEST(CudaIndexKernels, OutOfRangeIndexThrowsAndDeviceStaysUsable) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   // On a GPU an index error is reported at the next synchronisation (Note [Deferred device
   // errors]): the call returns, the read that follows throws.
   const Tensor x = randn({4, 3}).to(kGpu);
@@ -303,7 +301,7 @@ TEST(CudaIndexKernels, OutOfRangeIndexThrowsAndDeviceStaysUsable) {
 // ---- batch norm ----
 
 TEST(CudaNormKernels, BatchNormTrainForwardBackwardMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(7);
   const std::vector<Shape> shapes = {{8, 4, 5, 6}, {16, 3}, {2, 5, 7}, {64, 2, 33, 17}};
   for (DType dtype : {DType::f32, DType::f64}) {
@@ -369,7 +367,7 @@ void expect_optimizer_matches(const std::string& name, Make make, DType dtype = 
 }
 
 TEST(CudaOptimKernels, AdamAdamWMatchCpuOverThreeSteps) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(8);
   const optim::AdamOptions adams[] = {
       {.lr = 1e-2},
@@ -401,7 +399,7 @@ TEST(CudaOptimKernels, AdamAdamWMatchCpuOverThreeSteps) {
 }
 
 TEST(CudaOptimKernels, SgdMatchesCpuOverThreeSteps) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(9);
   const optim::SGDOptions sgds[] = {
       {.lr = 1e-2},
@@ -424,7 +422,7 @@ TEST(CudaOptimKernels, SgdMatchesCpuOverThreeSteps) {
 }
 
 TEST(CudaOptimKernels, LargeAdamStepSpansSeveralLaunches) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(10);
   // 34M elements: more (tensor, chunk) blocks than one launch holds, so a tensor continues
   // from one launch into the next (Note [Multi-tensor apply]).
@@ -445,7 +443,7 @@ TEST(CudaOptimKernels, LargeAdamStepSpansSeveralLaunches) {
 
 // The multi-tensor entry points against per-tensor CPU steps, over 150 tensors (two launches).
 TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(11);
   const int count = 150;
   std::vector<Tensor> pc, gc, mc, vc, pg, gg, mg, vg;
@@ -499,7 +497,7 @@ TEST(CudaOptimKernels, MultiTensorAdamAndSgdMatchPerTensorCpu) {
 }
 
 TEST(CudaOptimKernels, DeviceClipGradNormMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   manual_seed(12);
   for (double norm_type : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
     for (double max_norm : {0.5, 1e6}) {

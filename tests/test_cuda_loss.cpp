@@ -20,20 +20,20 @@
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 
-const Device kGpu = Device::cuda(0);
-
-using Fn = std::function<Tensor(const Tensor& logits, const Tensor& target)>;
+using LossFn = std::function<Tensor(const Tensor& logits, const Tensor& target)>;
+using ember_test::kGpu;
 
 // Runs fn on CPU and cuda:0 copies of (logits, target); compares the result and the logits'
 // gradient of sum(result · w).
-void expect_same(const std::string& what, const Fn& fn, const Tensor& logits, const Tensor& target,
-                 double tol = 1e-5) {
+void expect_same(const std::string& what, const LossFn& fn, const Tensor& logits,
+                 const Tensor& target, double tol = 1e-5) {
   Tensor xc = logits.detach().clone().requires_grad_();
   Tensor xg = logits.detach().to(kGpu).requires_grad_();
   const Tensor tg = target.to(kGpu);

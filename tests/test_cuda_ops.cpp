@@ -15,14 +15,14 @@
 #include "ember/ember.hpp"
 #include "ember/train/capture.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 
-const Device kGpu = Device::cuda(0);
-
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using ember_test::kGpu;
 
 // Runs fn on the CPU inputs and on copies on cuda:0, compares the results (and, with
 // `grads`, the inputs' gradients of sum(result · weights)).

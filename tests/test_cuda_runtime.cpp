@@ -16,12 +16,12 @@
 #include "ember/nn/linear.hpp"
 #include "ember/optim.hpp"
 #include "ember/runtime.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-const Device kGpu = Device::cuda(0);
+using ember_test::kGpu;
 
 std::vector<float> host_values(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
 

@@ -21,11 +21,16 @@
 #include "ember/data/fashion_mnist.hpp"
 #include "ember/data/readers.hpp"
 #include "ember/ember.hpp"
+#include "error_of.hpp"
+#include "io_test_util.hpp"
 
 namespace {
 
 using namespace ember;        // NOLINT: test file
 using namespace ember::data;  // NOLINT: test file
+using ember::test_util::error_of;
+using ember_test::write_bytes;
+using ember_test::write_text;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -52,35 +57,9 @@ class TempDir {
   fs::path path_;
 };
 
-/// Runs `fn`, expecting an ember::Error; returns its message ("" and a failure otherwise).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-ember exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
 }
 
 // ---- IDX ----

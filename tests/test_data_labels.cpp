@@ -18,12 +18,9 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::write_text;
 using test_util::error_of;
 using ::testing::HasSubstr;
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
 
 }  // namespace
 

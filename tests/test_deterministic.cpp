@@ -32,20 +32,7 @@ using ember::SdpaBackend;
 using ember::Shape;
 using ember::Tensor;
 using ember_test::check_close;
-
-// Sets deterministic mode for a scope, then puts back what was there.
-class DeterministicScope {
- public:
-  explicit DeterministicScope(bool on) : previous_(ember::deterministic()) {
-    ember::set_deterministic(on);
-  }
-  ~DeterministicScope() { ember::set_deterministic(previous_); }
-  DeterministicScope(const DeterministicScope&) = delete;
-  DeterministicScope& operator=(const DeterministicScope&) = delete;
-
- private:
-  bool previous_;
-};
+using ember_test::DeterministicScope;
 
 // a and b hold the same bytes (same shape and dtype); the failure names `what`, the count of
 // differing elements and the first of them.
@@ -77,7 +64,7 @@ class DeterministicScope {
 
 // Tolerance for comparing a GPU result with the CPU's (the same order of additions: equal up
 // to the rounding of 16-bit types).
-double tolerance(DType t) {
+double gpu_tolerance(DType t) {
   switch (t) {
     case DType::f64: return 1e-12;
     case DType::f32: return 1e-5;
@@ -207,7 +194,7 @@ TEST(DeterministicCuda, IndexAddRepeatsBitwiseAndMatchesCpu) {
       const Tensor a = ember::index_add(xg, dim, ig, sg);
       const Tensor b = ember::index_add(xg, dim, ig, sg);
       EXPECT_TRUE(bitwise_equal(a, b, name + " (two runs)"));
-      EXPECT_TRUE(check_close(a.to(Device::cpu()), want, tolerance(dtype), tolerance(dtype),
+      EXPECT_TRUE(check_close(a.to(Device::cpu()), want, gpu_tolerance(dtype), gpu_tolerance(dtype),
                               name + " vs CPU"));
     }
   }
@@ -281,8 +268,8 @@ TEST(DeterministicCuda, EmbeddingAndGatherBackwardRepeatBitwise) {
     const std::string name = "embedding backward " + std::string(ember::dtype_name(dtype));
     const Tensor a = embedding_grad(gpu), b = embedding_grad(gpu);
     EXPECT_TRUE(bitwise_equal(a, b, name + " (two runs)"));
-    EXPECT_TRUE(check_close(a.to(Device::cpu()), embedding_grad(Device::cpu()), tolerance(dtype),
-                            tolerance(dtype), name + " vs CPU"));
+    EXPECT_TRUE(check_close(a.to(Device::cpu()), embedding_grad(Device::cpu()),
+                            gpu_tolerance(dtype), gpu_tolerance(dtype), name + " vs CPU"));
   }
   const Tensor x = ember::randn({300, 10});
   const Tensor index = crowded_index(5000 * 10, 300, {5000, 10});

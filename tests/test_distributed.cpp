@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_util.hpp"
 #include "cuda_skip.hpp"
 #include "ember/data/distributed_sampler.hpp"
 #include "ember/distributed.hpp"
@@ -31,11 +32,8 @@ namespace {
 
 using namespace ember;  // NOLINT: test file
 namespace dist = ember::distributed;
+using ember::test_util::contains;
 using test_util::error_of;
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // ---- the post-accumulate-grad hook ----
 
@@ -148,7 +146,7 @@ TEST_F(DistributedLocal, NamesBadArguments) {
 
 // ---- DistributedDataParallel in one process ----
 
-nn::Sequential small_net() {
+nn::Sequential tanh_net() {
   nn::Sequential net;
   net->push_back(nn::Linear(4, 8));
   net->push_back(nn::Tanh());
@@ -172,8 +170,8 @@ void train_side_by_side(nn::Sequential& a, dist::DistributedDataParallel& ddp, c
 
 TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
   manual_seed(1);
-  nn::Sequential a = small_net();
-  nn::Sequential b = small_net();
+  nn::Sequential a = tanh_net();
+  nn::Sequential b = tanh_net();
   b->load_state_dict(a->state_dict());
   dist::DistributedDataParallel ddp(b, {.bucket_cap_mb = 1e-5});  // 10 bytes: 4 buckets
   const auto buckets = ddp->bucket_parameter_names();
@@ -197,8 +195,8 @@ TEST_F(DistributedLocal, DataParallelTrainsLikeTheBareModule) {
 // identity on the CPU): the same training, with one reduction per bucket per step.
 TEST_F(DistributedLocal, DataParallelCanReduceInAWorldOfOne) {
   manual_seed(2);
-  nn::Sequential a = small_net();
-  nn::Sequential b = small_net();
+  nn::Sequential a = tanh_net();
+  nn::Sequential b = tanh_net();
   b->load_state_dict(a->state_dict());
   dist::DistributedDataParallel ddp(b, {.bucket_cap_mb = 1e-5, .reduce_in_world_of_one = true});
   Tensor x = randn({6, 4}), y = randn({6, 2});
@@ -365,9 +363,7 @@ TEST(DistributedMpi, AResumedRunEqualsAnUninterruptedOne) {
 
 TEST(DistributedMpi, TheTrainCommandRunsDataParallelAndResumes) {
   SKIP_WITHOUT_MPIRUN();
-#if !defined(EMBER_CLI_PATH)
-  GTEST_SKIP() << "built without the ember command (EMBER_BUILD_TOOLS=OFF)";
-#else
+  SKIP_WITHOUT_CLI();
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / ("ember_dist_cli_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -397,7 +393,6 @@ TEST(DistributedMpi, TheTrainCommandRunsDataParallelAndResumes) {
   EXPECT_NE(bad.status, 0) << bad.output;
   EXPECT_TRUE(contains(bad.output, "of 2: error: read_csv")) << bad.output;
   std::filesystem::remove_all(dir);
-#endif
 }
 
 // ---- the GPU (tests/distributed_worker.cpp's nccl and cuda_ddp modes) ----

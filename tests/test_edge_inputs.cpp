@@ -13,19 +13,17 @@
 
 #include "ember/ember.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
+using ember_test::f32;
+using ember_test::f64;
 
-Tensor f32(const std::vector<float>& v, const Shape& shape) { return from_vector<float>(v, shape); }
-Tensor f64(const std::vector<double>& v, const Shape& shape) {
-  return from_vector<double>(v, shape);
-}
-
-void expect_near(const Tensor& t, const std::vector<double>& want, double tol,
-                 const std::string& what) {
+void expect_near_f64(const Tensor& t, const std::vector<double>& want, double tol,
+                     const std::string& what) {
   const std::vector<double> got = t.to(DType::f64).to_vector<double>();
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -40,15 +38,15 @@ void expect_near(const Tensor& t, const std::vector<double>& want, double tol,
 
 // A case of an input class: runs `fn`, which must give a result or throw ember::Error (a
 // crash ends the test binary, which is the failure these sweeps exist to catch).
-struct Case {
+struct InputCase {
   std::string name;
   std::function<void()> fn;
 };
 
 // Runs every case; returns how many gave a result (the rest threw ember::Error).
-int run_cases(const std::vector<Case>& cases) {
+int run_cases(const std::vector<InputCase>& cases) {
   int results = 0;
-  for (const Case& c : cases) {
+  for (const InputCase& c : cases) {
     try {
       c.fn();
       ++results;
@@ -86,13 +84,13 @@ TEST(EdgeInputs, FlipOfAZeroDimTensorReturnsItAndRepeatInterleaveWithADimRefuses
   EXPECT_NE(m.find("repeat_interleave"), std::string::npos) << m;
   EXPECT_NE(m.find("0-d"), std::string::npos) << m;
   // Without a dim it flattens first (PyTorch: [2.5, 2.5]).
-  expect_near(repeat_interleave(s, 2), {2.5, 2.5}, 0, "repeat_interleave(0-d, 2)");
+  expect_near_f64(repeat_interleave(s, 2), {2.5, 2.5}, 0, "repeat_interleave(0-d, 2)");
 }
 
 // Every op that takes a dim, on a 0-d tensor with dim 0 and -1: a result or an ember::Error.
 TEST(EdgeInputs, EveryDimOpTakesAZeroDimTensorWithoutCrashing) {
   const Tensor s = full({}, 2.5).requires_grad_();
-  std::vector<Case> cases;
+  std::vector<InputCase> cases;
   for (int64_t d : {0, -1}) {
     const std::string at = "(0-d, dim " + std::to_string(d) + ")";
     auto add = [&](const std::string& n, std::function<void()> fn) {
@@ -167,14 +165,14 @@ TEST(EdgeInputs, ChunkOfASizeZeroDimGivesOneEmptyPiecePerChunk) {
 // PyTorch refuses (max/argmax of nothing).
 TEST(EdgeInputs, ReductionsOverASizeZeroDimGivePyTorchsIdentities) {
   const Tensor e = zeros({2, 0});
-  expect_near(sum(e, {1}), {0, 0}, 0, "sum");
-  expect_near(prod(e, {1}), {1, 1}, 0, "prod");
-  expect_near(logsumexp(e, {1}), {-INFINITY, -INFINITY}, 0, "logsumexp");
-  expect_near(norm(e, 2.0, {1}), {0, 0}, 0, "norm 2");
-  expect_near(norm(e, 1.0, {1}), {0, 0}, 0, "norm 1");
-  expect_near(norm(e, 3.0, {1}), {0, 0}, 0, "norm 3");
-  expect_near(nansum(e, {1}), {0, 0}, 0, "nansum");
-  expect_near(count_nonzero(e, {1}), {0, 0}, 0, "count_nonzero");
+  expect_near_f64(sum(e, {1}), {0, 0}, 0, "sum");
+  expect_near_f64(prod(e, {1}), {1, 1}, 0, "prod");
+  expect_near_f64(logsumexp(e, {1}), {-INFINITY, -INFINITY}, 0, "logsumexp");
+  expect_near_f64(norm(e, 2.0, {1}), {0, 0}, 0, "norm 2");
+  expect_near_f64(norm(e, 1.0, {1}), {0, 0}, 0, "norm 1");
+  expect_near_f64(norm(e, 3.0, {1}), {0, 0}, 0, "norm 3");
+  expect_near_f64(nansum(e, {1}), {0, 0}, 0, "nansum");
+  expect_near_f64(count_nonzero(e, {1}), {0, 0}, 0, "count_nonzero");
   for (const Tensor& t : {mean(e, {1}), nanmean(e, {1}), mean(e)})
     for (double v : t.to(DType::f64).to_vector<double>()) EXPECT_TRUE(std::isnan(v));
   // Reducing a kept empty dim gives an empty result, for every reduction.
@@ -200,10 +198,10 @@ TEST(EdgeInputs, ReductionsOverASizeZeroDimGivePyTorchsIdentities) {
 TEST(EdgeInputs, DeterminantOfZeroByZeroMatricesIsOne) {
   const Tensor a = zeros({2, 0, 0}).requires_grad_();
   const Tensor d = det(a);
-  expect_near(d, {1.0, 1.0}, 0, "det");
+  expect_near_f64(d, {1.0, 1.0}, 0, "det");
   d.sum().backward();
   EXPECT_EQ(a.grad().shape(), Shape({2, 0, 0}));
-  expect_near(det(zeros({0, 0})), {1.0}, 0, "det of one 0x0 matrix");
+  expect_near_f64(det(zeros({0, 0})), {1.0}, 0, "det of one 0x0 matrix");
   EXPECT_EQ(det(zeros({0, 3, 3})).shape(), Shape({0}));
 }
 
@@ -228,10 +226,11 @@ TEST(EdgeInputs, StdOfAConstantSliceHasAZeroGradient) {
   for (DType dt : {DType::f32, DType::f64}) {
     const Tensor x = f64({0.1, 0.1, 0.1, 1.0, 2.0, 4.0}, {2, 3}).to(dt).detach().requires_grad_();
     const Tensor s = ember::std(x, Shape{1});
-    expect_near(s, {0.0, 1.5275252316519468}, 1e-6, "std");
+    expect_near_f64(s, {0.0, 1.5275252316519468}, 1e-6, "std");
     s.sum().backward();
-    expect_near(x.grad(), {0, 0, 0, -0.43643578047198484, -0.10910894511799625, 0.5455447255899809},
-                1e-6, std::string(dtype_name(dt)));
+    expect_near_f64(x.grad(),
+                    {0, 0, 0, -0.43643578047198484, -0.10910894511799625, 0.5455447255899809}, 1e-6,
+                    std::string(dtype_name(dt)));
   }
 }
 
@@ -268,15 +267,15 @@ TEST(EdgeInputs, BinaryCrossEntropyAtZeroAndOneHasAFiniteGradient) {
   const Tensor loss = binary_cross_entropy(p, t);
   EXPECT_NEAR(loss.item<float>(), 40.277259826660156, 1e-4);
   loss.backward();
-  expect_near(p.grad(), {0.0, 0.0, -199999995904.0, 199999995904.0, -0.800000011920929}, 1e-6,
-              "bce grad");
+  expect_near_f64(p.grad(), {0.0, 0.0, -199999995904.0, 199999995904.0, -0.800000011920929}, 1e-6,
+                  "bce grad");
   // A weight scales the gradient; the target's gradient is -logit(p), infinite at 0 and 1
   // (PyTorch: [inf, -inf] and [-999999995904, 1500000026624]).
   const Tensor t2 = f32({0.5, 0.5}, {2}).requires_grad_();
   const Tensor p2 = f32({0, 1}, {2}).requires_grad_();
   binary_cross_entropy(p2, t2, Reduction::sum, f32({2, 3}, {2})).backward();
-  expect_near(t2.grad(), {INFINITY, -INFINITY}, 0, "bce target grad");
-  expect_near(p2.grad(), {-999999995904.0, 1500000026624.0}, 1e-6, "bce weighted grad");
+  expect_near_f64(t2.grad(), {INFINITY, -INFINITY}, 0, "bce target grad");
+  expect_near_f64(p2.grad(), {-999999995904.0, 1500000026624.0}, 1e-6, "bce weighted grad");
 }
 
 // The loss family at saturated or degenerate inputs: finite losses and gradients where PyTorch
@@ -381,7 +380,7 @@ TEST(EdgeInputs, LossesAtSaturatedOrDegenerateInputsMatchPyTorch) {
     for (size_t i = 0; i < x.size(); ++i) {
       const std::vector<double> g = x[i].grad().to(DType::f64).to_vector<double>();
       for (double v : g) EXPECT_TRUE(std::isfinite(v)) << c.name << " grad " << i;
-      if (!c.grads.empty()) expect_near(x[i].grad(), c.grads[i], 1e-5, c.name + " grad");
+      if (!c.grads.empty()) expect_near_f64(x[i].grad(), c.grads[i], 1e-5, c.name + " grad");
     }
   }
 }
@@ -394,7 +393,7 @@ TEST(EdgeInputs, NormWithPZeroIsDifferentiableWithAZeroGradient) {
   EXPECT_EQ(n.item<float>(), 2.0f);
   ASSERT_TRUE(n.requires_grad());
   n.backward();
-  expect_near(x.grad(), {0, 0, 0}, 0, "norm p=0 grad");
+  expect_near_f64(x.grad(), {0, 0, 0}, 0, "norm p=0 grad");
 }
 
 // ---- item 15: reduced QR of a wide matrix, differentiated ----
@@ -402,19 +401,19 @@ TEST(EdgeInputs, NormWithPZeroIsDifferentiableWithAZeroGradient) {
 TEST(EdgeInputs, QrOfAWideMatrixIsDifferentiable) {
   const Tensor a = f64({2.0, -1.0, 0.5, 3.0, 1.0, 4.0, -2.0, 0.25}, {2, 4}).requires_grad_();
   const QR f = qr(a);
-  expect_near(f.Q,
-              {-0.8944271909999157, -0.4472135954999579, -0.4472135954999579, 0.8944271909999159},
-              1e-12, "Q");
-  expect_near(f.R,
-              {-2.23606797749979, -0.8944271909999159, 0.4472135954999579, -2.7950849718747364, 0.0,
-               4.024922359499621, -2.0124611797498106, -1.1180339887498947},
-              1e-12, "R");
+  expect_near_f64(
+      f.Q, {-0.8944271909999157, -0.4472135954999579, -0.4472135954999579, 0.8944271909999159},
+      1e-12, "Q");
+  expect_near_f64(f.R,
+                  {-2.23606797749979, -0.8944271909999159, 0.4472135954999579, -2.7950849718747364,
+                   0.0, 4.024922359499621, -2.0124611797498106, -1.1180339887498947},
+                  1e-12, "R");
   const Tensor w = arange(0, 8, 1, {.dtype = DType::f64}).reshape({2, 4});
   (f.Q.sum() * 0.5 + (f.R * w).sum()).backward();
-  expect_near(a.grad(),
-              {3.778954881974644, -3.1304951684997055, -4.472135954999579, -5.813776741499453,
-               -7.557909763949288, 4.024922359499621, 4.47213595499958, 4.919349550499537},
-              1e-10, "qr wide grad");
+  expect_near_f64(a.grad(),
+                  {3.778954881974644, -3.1304951684997055, -4.472135954999579, -5.813776741499453,
+                   -7.557909763949288, 4.024922359499621, 4.47213595499958, 4.919349550499537},
+                  1e-10, "qr wide grad");
   // Against finite differences, batched, both shapes.
   for (const Shape& shape : {Shape{2, 3, 5}, Shape{2, 5, 3}, Shape{3, 3}}) {
     const Tensor x = randn(shape, {.dtype = DType::f64});

@@ -9,17 +9,15 @@
 
 #include "ember/ember.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
+using ember_test::i64;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
-
-Tensor ints(const std::vector<int64_t>& v) {
-  return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())});
-}
 
 TEST(Errors, MatmulShapeMismatch) {
   Tensor a = randn({2, 3}), b = randn({4, 5});
@@ -74,13 +72,13 @@ TEST(Errors, DtypeMismatchIsPromotedOrRefused) {
 
 TEST(Errors, IndexSelectOutOfRange) {
   Tensor x = randn({4, 3});
-  Tensor idx = ints({0, 7});
+  Tensor idx = i64({0, 7});
   EXPECT_THROW(index_select(x, 0, idx), Error);
   const std::string msg = error_of([&] { index_select(x, 0, idx); });
   EXPECT_THAT(msg, HasSubstr("index_select"));
   EXPECT_THAT(msg, HasSubstr("7"));
   EXPECT_THAT(msg, HasSubstr("4"));
-  const std::string neg = error_of([&] { index_select(x, 0, ints({-5})); });
+  const std::string neg = error_of([&] { index_select(x, 0, i64({-5})); });
   EXPECT_THAT(neg, HasSubstr("-5"));
 }
 
@@ -90,7 +88,7 @@ TEST(Errors, GatherAndEmbeddingOutOfRange) {
   });
   EXPECT_THAT(g, HasSubstr("gather"));
   EXPECT_THAT(g, HasSubstr("3"));
-  const std::string e = error_of([] { embedding(randn({5, 2}), ints({1, 9})); });
+  const std::string e = error_of([] { embedding(randn({5, 2}), i64({1, 9})); });
   EXPECT_THAT(e, HasSubstr("9"));
   EXPECT_THAT(e, HasSubstr("5"));
 }
@@ -236,7 +234,7 @@ TEST(Errors, InPlaceOnParameterWhileRecording) {
 }
 
 TEST(Errors, RequiresGradOnIntegerOrNonLeaf) {
-  EXPECT_THROW(ints({1, 2}).requires_grad_(), Error);
+  EXPECT_THROW(i64({1, 2}).requires_grad_(), Error);
   Tensor x = randn({2}, {.requires_grad = true});
   Tensor y = x * 2.0;
   EXPECT_THROW(y.requires_grad_(), Error);
@@ -244,19 +242,19 @@ TEST(Errors, RequiresGradOnIntegerOrNonLeaf) {
 
 TEST(Errors, CrossEntropyLabelOutOfRange) {
   Tensor logits = randn({2, 3});
-  Tensor labels = ints({0, 5});
+  Tensor labels = i64({0, 5});
   EXPECT_THROW(cross_entropy(logits, labels), Error);
   const std::string msg = error_of([&] { cross_entropy(logits, labels); });
   EXPECT_THAT(msg, HasSubstr("cross_entropy"));
   EXPECT_THAT(msg, HasSubstr("5"));
   EXPECT_THAT(msg, HasSubstr("3"));
   // A negative label that is not the ignore_index is out of range too.
-  EXPECT_THROW(cross_entropy(logits, ints({0, -1})), Error);
-  EXPECT_THROW(nll_loss(log_softmax(logits, 1), ints({3, 0})), Error);
+  EXPECT_THROW(cross_entropy(logits, i64({0, -1})), Error);
+  EXPECT_THROW(nll_loss(log_softmax(logits, 1), i64({3, 0})), Error);
 }
 
 TEST(Errors, CrossEntropyTargetShape) {
-  const std::string msg = error_of([] { cross_entropy(randn({4, 3}), ints({0, 1, 2})); });
+  const std::string msg = error_of([] { cross_entropy(randn({4, 3}), i64({0, 1, 2})); });
   EXPECT_THAT(msg, HasSubstr("cross_entropy"));
   EXPECT_THAT(msg, HasSubstr("[4, 3]"));
   EXPECT_THAT(msg, HasSubstr("[3]"));

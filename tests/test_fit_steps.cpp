@@ -591,13 +591,13 @@ struct StepCase {
   bool per_batch_scheduler = false;
 };
 
-struct StepRun {
+struct FitStepRun {
   std::vector<float> params;
   std::vector<double> losses;  // per epoch
   double scale = 0.0;
 };
 
-StepRun run_step_case(const StepCase& c, bool by_hand) {
+FitStepRun run_step_case(const StepCase& c, bool by_hand) {
   constexpr int64_t kRows = 42, kBatch = 8;  // batches 8 8 8 8 8 2
   auto ds = regression_set(kRows, 13);
   data::DataLoader loader(ds, {.batch_size = kBatch, .shuffle = true, .seed = 5});
@@ -610,7 +610,7 @@ StepRun run_step_case(const StepCase& c, bool by_hand) {
   if (c.scaler)
     scaler.emplace(optim::GradScalerOptions{.init_scale = 3000.0, .growth_interval = 3});
   if (!c.scaler && by_hand && c.autocast == DType::f16) scaler.emplace();
-  StepRun r;
+  FitStepRun r;
   if (!by_hand) {
     const train::History h = train::fit(net, loader, opt, train::cross_entropy_loss(),
                                         {.epochs = 2,
@@ -688,7 +688,7 @@ TEST(FitSteps, EagerStepEqualsAHandWrittenLoopBitwise) {
   };
   for (const StepCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const StepRun fitted = run_step_case(c, false), hand = run_step_case(c, true);
+    const FitStepRun fitted = run_step_case(c, false), hand = run_step_case(c, true);
     EXPECT_EQ(fitted.params, hand.params);
     EXPECT_EQ(fitted.losses, hand.losses);
     EXPECT_EQ(fitted.scale, hand.scale);

@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<double> doubles(const Tensor& t) {
-  return t.to(DType::f64).contiguous().to(Device::cpu()).to_vector<double>();
-}
+using ember_test::doubles;
 
 // max |a - b| / max |b|.
 double rel_error(const Tensor& a, const Tensor& b) {
@@ -31,11 +29,11 @@ double rel_error(const Tensor& a, const Tensor& b) {
   return err / scale;
 }
 
-struct Mlp {
+struct GeluMlp {
   Tensor x, w1, b1, w2, b2, r;
 };
 
-Mlp make(Device device, DType dtype, int64_t rows, int64_t d, int64_t hidden) {
+GeluMlp make(Device device, DType dtype, int64_t rows, int64_t d, int64_t hidden) {
   manual_seed(21);
   const auto p = [&](Tensor t) { return t.to(dtype).to(device).requires_grad_(true); };
   return {p(randn({rows, d})),          p(randn({hidden, d}) * 0.1), p(randn({hidden}) * 0.1),
@@ -48,7 +46,7 @@ struct Out {
 
 // loss = Σ r·(c_proj(gelu(c_fc(x)))) [+ Σ h (a second consumer of h)], with the GELU in the
 // first linear (`folded`) or as its own op.
-Out run(const Mlp& m, bool folded, bool second_use = false, bool autocast = false) {
+Out run(const GeluMlp& m, bool folded, bool second_use = false, bool autocast = false) {
   for (const Tensor* t : {&m.x, &m.w1, &m.b1, &m.w2, &m.b2}) t->zero_grad();
   Tensor h, y;
   {
@@ -81,26 +79,26 @@ void expect_within(const Out& got, const Out& want, double tol) {
 }
 
 TEST(GeluLinear, CpuF32IsTheUnfusedPath) {
-  const Mlp m = make(Device::cpu(), DType::f32, 24, 16, 64);
+  const GeluMlp m = make(Device::cpu(), DType::f32, 24, 16, 64);
   const Out a = run(m, true), b = run(m, false);
   expect_bitwise(a, b);
 }
 
 TEST(GeluLinear, CpuF64OddSizes) {
-  const Mlp m = make(Device::cpu(), DType::f64, 7, 5, 13);
+  const GeluMlp m = make(Device::cpu(), DType::f64, 7, 5, 13);
   expect_bitwise(run(m, true), run(m, false));
 }
 
 // h also feeds the loss directly: the second linear must not apply GELU's backward to its
 // share (the derivative would be applied to part of the sum only, or twice).
 TEST(GeluLinear, ASecondConsumerOfTheActivationIsNotFolded) {
-  const Mlp m = make(Device::cpu(), DType::f32, 24, 16, 64);
+  const GeluMlp m = make(Device::cpu(), DType::f32, 24, 16, 64);
   expect_bitwise(run(m, true, true), run(m, false, true));
 }
 
 // autograd::grad asking for h's gradient gets dL/dh, not the pre-activation's gradient.
 TEST(GeluLinear, AnObservedActivationGradientIsTheActivations) {
-  const Mlp m = make(Device::cpu(), DType::f32, 12, 8, 32);
+  const GeluMlp m = make(Device::cpu(), DType::f32, 12, 8, 32);
   Tensor h = linear(m.x * 1.0, m.w1, m.b1, Activation::gelu_tanh);
   Tensor loss = (linear(h, m.w2, m.b2) * m.r).sum();
   const std::vector<Tensor> g = grad({loss}, {h, m.w1});
@@ -113,7 +111,7 @@ TEST(GeluLinear, AnObservedActivationGradientIsTheActivations) {
 
 // Recomputed in the backward (activation checkpointing): the same gradients.
 TEST(GeluLinear, UnderCheckpointTheGradientsAreThePlainOnes) {
-  const Mlp m = make(Device::cpu(), DType::f32, 16, 8, 32);
+  const GeluMlp m = make(Device::cpu(), DType::f32, 16, 8, 32);
   const Out plain = run(m, true);
   const std::vector<double> dx = doubles(plain.dx), dw1 = doubles(plain.dw1);
   m.x.zero_grad();
@@ -130,8 +128,8 @@ TEST(GeluLinear, UnderCheckpointTheGradientsAreThePlainOnes) {
 
 TEST(GeluLinear, CudaF32MatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const Mlp c = make(Device::cpu(), DType::f32, 64, 96, 384);
-  const Mlp g = make(Device::cuda(0), DType::f32, 64, 96, 384);
+  const GeluMlp c = make(Device::cpu(), DType::f32, 64, 96, 384);
+  const GeluMlp g = make(Device::cuda(0), DType::f32, 64, 96, 384);
   expect_within(run(g, true), run(c, true), 2e-5);
 }
 
@@ -139,7 +137,7 @@ TEST(GeluLinear, CudaF32MatchesTheCpu) {
 // path, within bf16 rounding (the pre-activation and the folded gradient are rounded once).
 TEST(GeluLinear, CudaBf16AutocastWithinARoundingOfTheUnfusedPath) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  const Mlp m = make(Device::cuda(0), DType::f32, 256, 768, 3072);
+  const GeluMlp m = make(Device::cuda(0), DType::f32, 256, 768, 3072);
   const Out a = run(m, true, false, true);
   expect_within(a, run(m, false, false, true), 1.5e-2);
   EXPECT_EQ(a.dw1.dtype(), DType::f32);

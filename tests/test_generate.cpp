@@ -21,7 +21,7 @@ using namespace ember;
 using ember::test_util::error_of;
 
 using ember_test::lm_dir;
-nn::json expected() { return ember_test::lm_expected(); }
+using ember_test::lm_expected;
 
 std::vector<int64_t> row_ids(const std::string& model, int row) {
   return ember_test::lm_prompt(model, row);
@@ -31,7 +31,7 @@ TEST(Generate, GreedyEqualsTransformers) {
   for (const std::string name : {"gpt2", "llama", "llama_tied"}) {
     SCOPED_TRACE(name);
     nn::CausalLM model = models::from_pretrained(lm_dir() + "/" + name);
-    const nn::json rows = expected()[name];
+    const nn::json rows = lm_expected()[name];
     for (const auto& row : rows) {
       const auto out =
           models::generate(model, {row["ids"].get<std::vector<int64_t>>()}, {.max_new_tokens = 12});
@@ -56,7 +56,7 @@ TEST(Generate, LeftPaddedBatchEqualsSingleRows) {
 
 TEST(Generate, StopTokensAndStreaming) {
   nn::CausalLM model = models::from_pretrained(lm_dir() + "/gpt2");
-  const auto greedy = expected()["gpt2"][0]["greedy"].get<std::vector<int64_t>>();
+  const auto greedy = lm_expected()["gpt2"][0]["greedy"].get<std::vector<int64_t>>();
   std::vector<int64_t> streamed;
   const auto out = models::generate(
       model, {row_ids("gpt2", 0)},
@@ -72,7 +72,7 @@ TEST(Generate, StopTokensAndStreaming) {
 TEST(Generate, SamplingControls) {
   nn::CausalLM model = models::from_pretrained(lm_dir() + "/llama");
   const auto prompt = row_ids("llama", 0);
-  const auto greedy = expected()["llama"][0]["greedy"].get<std::vector<int64_t>>();
+  const auto greedy = lm_expected()["llama"][0]["greedy"].get<std::vector<int64_t>>();
   // top_k = 1 and a vanishing top_p leave only the most likely token: greedy
   EXPECT_EQ(models::generate(model, {prompt},
                              {.max_new_tokens = 12, .do_sample = true, .top_k = 1, .seed = 3})[0],
@@ -136,7 +136,7 @@ TEST(Generate, CudaGreedyBatchAndBf16) {
     SCOPED_TRACE(name);
     nn::CausalLM model =
         models::from_pretrained(lm_dir() + "/" + name, {.device = Device::cuda(0)});
-    const auto row = expected()[name][0];
+    const auto row = lm_expected()[name][0];
     EXPECT_EQ(models::generate(model, {row["ids"].get<std::vector<int64_t>>()},
                                {.max_new_tokens = 12})[0],
               row["greedy"].get<std::vector<int64_t>>());

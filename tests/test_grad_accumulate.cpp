@@ -7,10 +7,12 @@
 
 #include "autograd/node.hpp"
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
+using ember_test::floats;
 
 // f(a) = 3a whose backward opts in to accumulation and reports whether it was handed a
 // pending gradient.
@@ -28,8 +30,6 @@ Tensor times_three(const Tensor& a, bool* handed) {
   node.accumulates = 1u;
   return out;
 }
-
-std::vector<float> floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }
 
 // z = a + 2·f(a): by the time f's backward runs, a's pending gradient (the add's) is held by
 // nothing else, so f adds into it; the result is the plain sum 7r.

@@ -54,11 +54,11 @@ bool same(const Tensor& a, const Tensor& b) {
 }
 
 // The fixture's 4-8-3 tanh MLP: parameters w1 [8,4], b1 [8], w2 [3,8], b2 [3].
-struct Mlp {
+struct TanhMlp {
   std::vector<std::string> names = {"w1", "b1", "w2", "b2"};
   std::vector<Tensor> params;
   Tensor x, y;
-  Mlp(const json& fx, Device device) {
+  TanhMlp(const json& fx, Device device) {
     const std::vector<ember::Shape> shapes = {{8, 4}, {8}, {3, 8}, {3}};
     for (size_t i = 0; i < names.size(); ++i) {
       Tensor p = vec(fx["initial"][names[i]], shapes[i], device);
@@ -98,7 +98,7 @@ double parse_bad(const std::string& text) {
 template <typename MakeOpt>
 void run_against_torch(const std::string& name, Device device, MakeOpt&& make_opt) {
   const json& fx = scaler_fixture()[name];
-  Mlp net(fx, device);
+  TanhMlp net(fx, device);
   auto opt = make_opt(net.params);
   optim::GradScaler scaler({.init_scale = fx["init_scale"].get<double>(),
                             .growth_factor = fx["growth_factor"].get<double>(),
@@ -488,7 +488,7 @@ TEST(CudaGradScaler, CapturedScaledAdamStepReplaysBitwise) {
   SKIP_WITHOUT_CUDA();
   const json& fx = scaler_fixture()["adam"];
   struct Run {
-    Mlp net;
+    TanhMlp net;
     optim::Adam opt;
     optim::GradScaler scaler;
     explicit Run(const json& f)

@@ -4,7 +4,7 @@
 // gradcheck tier runs in tests/test_catalogue.cpp, from its fixture cases.
 //
 // Inputs stay away from points where an op is not differentiable (relu/abs at 0, clamp at
-// its bounds): see away_from_zero() and positive().
+// its bounds): see away_from_zero() and positive_leaf().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +32,7 @@ Tensor leaf(Tensor t) {
 }
 Tensor normal(const Shape& s, double std = 1.0) { return leaf(randn(s, {}, 0.0, std)); }
 /// |randn| + 0.5: for log, sqrt, rsqrt, fractional powers, probabilities.
-Tensor positive(const Shape& s) { return leaf(abs(randn(s)) + 0.5); }
+Tensor positive_leaf(const Shape& s) { return leaf(abs(randn(s)) + 0.5); }
 /// randn pushed at least `gap` away from zero (relu, abs, sign, denominators).
 Tensor away_from_zero(const Shape& s, double gap = 0.2) {
   Tensor x = randn(s);
@@ -64,7 +64,7 @@ TEST(Gradcheck, DetectsAWrongGradient) {
   manual_seed(1);
   // d/dx (stopgrad(x) * x) = x analytically, but 2x numerically.
   GradcheckResult r =
-      gradcheck([](const Inputs& x) { return x[0].detach() * x[0]; }, {positive({3})});
+      gradcheck([](const Inputs& x) { return x[0].detach() * x[0]; }, {positive_leaf({3})});
   EXPECT_FALSE(r.ok);
   EXPECT_FALSE(r.message.empty());
 }
@@ -100,9 +100,9 @@ TEST(Gradcheck, ScalarOps) {
   check("-x", [](const Inputs& x) { return -x[0]; }, {normal(s)});
   check("pow(x, 3)", [](const Inputs& x) { return pow(x[0], 3.0); }, {normal(s)});
   check("pow(x, 2)", [](const Inputs& x) { return pow(x[0], 2.0); }, {normal(s)});
-  check("pow(x, 0.5)", [](const Inputs& x) { return pow(x[0], 0.5); }, {positive(s)});
-  check("pow(x, -1.5)", [](const Inputs& x) { return pow(x[0], -1.5); }, {positive(s)});
-  check("x.pow(1.7)", [](const Inputs& x) { return x[0].pow(1.7); }, {positive(s)});
+  check("pow(x, 0.5)", [](const Inputs& x) { return pow(x[0], 0.5); }, {positive_leaf(s)});
+  check("pow(x, -1.5)", [](const Inputs& x) { return pow(x[0], -1.5); }, {positive_leaf(s)});
+  check("x.pow(1.7)", [](const Inputs& x) { return x[0].pow(1.7); }, {positive_leaf(s)});
 }
 
 // ---- a small network: the chain rule across many ops

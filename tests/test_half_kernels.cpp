@@ -31,10 +31,12 @@
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::floats;
 
 const DType kHalves[] = {DType::bf16, DType::f16};
 
@@ -46,9 +48,6 @@ std::vector<uint16_t> bits16(const Tensor& t) {
   std::vector<uint16_t> v(static_cast<size_t>(c.numel()));
   if (!v.empty()) std::memcpy(v.data(), c.data_ptr(), v.size() * sizeof(uint16_t));
   return v;
-}
-std::vector<float> floats(const Tensor& t) {
-  return t.to(Device::cpu()).to(DType::f32).contiguous().to_vector<float>();
 }
 std::vector<uint32_t> bits32(const Tensor& t) {
   const std::vector<float> f = t.to(Device::cpu()).contiguous().to_vector<float>();
@@ -130,12 +129,12 @@ backend::View view(const Tensor& t) { return view(t, t.shape()); }
 backend::View none(DType dtype, Device device) {
   return {nullptr, dtype, device.index, Shape{0}, Shape{1}};
 }
-Tensor f32(const Tensor& t) { return t.detach().to(DType::f32).contiguous(); }
+Tensor widened(const Tensor& t) { return t.detach().to(DType::f32).contiguous(); }
 int wrap(int64_t dim, int rank) { return static_cast<int>(dim < 0 ? dim + rank : dim); }
 
 // The f32 softmax backward of g and y (both widened), on their device.
 Tensor f32_softmax_grad(const Tensor& g, const Tensor& y, int64_t dim, bool log) {
-  const Tensor g32 = f32(g), y32 = f32(y);
+  const Tensor g32 = widened(g), y32 = widened(y);
   Tensor gin = empty(y32.shape(), {.dtype = DType::f32, .device = y32.device()});
   backend::backend_for(y32.device())
       .softmax_backward(view(gin), view(g32), view(y32), wrap(dim, y32.dim()), log);
@@ -171,7 +170,7 @@ void check_softmax_bitwise(Device device) {
         Tensor x = softmax_input(c, dtype, device, seed++).requires_grad_();
         Tensor y = log ? log_softmax(x, c.dim) : softmax(x, c.dim);
         ASSERT_EQ(y.dtype(), dtype) << what;
-        const Tensor y32 = log ? log_softmax(f32(x), c.dim) : softmax(f32(x), c.dim);
+        const Tensor y32 = log ? log_softmax(widened(x), c.dim) : softmax(widened(x), c.dim);
         EXPECT_TRUE(same_bits(y, y32.to(dtype), what + " forward"));
         const Tensor g = (randn(c.shape) * 2.0).to(dtype).to(device);
         y.backward(g);
@@ -248,8 +247,9 @@ NormRef f32_layer_norm(const NormData& d, const Shape& normalized, double eps) {
   const TensorOptions o{.dtype = DType::f32, .device = dev};
   const int64_t n = normalized.numel(), rows = d.x.numel() / n;
   const Shape flat{rows, n}, vec{n};
-  const Tensor x = f32(d.x), g = f32(d.g);
-  const Tensor w = d.w.defined() ? f32(d.w) : Tensor(), b = d.b.defined() ? f32(d.b) : Tensor();
+  const Tensor x = widened(d.x), g = widened(d.g);
+  const Tensor w = d.w.defined() ? widened(d.w) : Tensor(),
+               b = d.b.defined() ? widened(d.b) : Tensor();
   auto vv = [&](const Tensor& t) { return t.defined() ? view(t, vec) : none(DType::f32, dev); };
   NormRef r{empty(d.x.shape(), o),
             empty({rows}, o),
@@ -308,7 +308,7 @@ TEST(HalfKernels, LayerNormCudaWithF32ParamsIsTheF32Kernel) {
 }
 
 // The slots themselves: mean and rstd are f32 and the f32 kernel's; grad_x += ... (the residual
-// path, Note [Fused layer norm]) rounds f32(old) + d once; the column sums alone.
+// path, Note [Fused layer norm]) rounds widened(old) + d once; the column sums alone.
 void check_layer_norm_slots(Device device) {
   uint64_t seed = 200;
   for (const DType dtype : kHalves)
@@ -329,13 +329,13 @@ void check_layer_norm_slots(Device device) {
       // grad_x += d into a 16-bit buffer, against the f32 slot adding into its widened copy.
       manual_seed(seed + 1000);
       const Tensor pending = randn(d.x.shape()).to(dtype).to(device);
-      Tensor gx = pending.clone(), gx32 = f32(pending);
+      Tensor gx = pending.clone(), gx32 = widened(pending);
       be.layer_norm_backward(view(gx, flat), none(dtype, device), none(dtype, device),
                              view(d.g, flat), view(d.x, flat), view(mean), view(rstd),
                              view(d.w, vec), true);
       be.layer_norm_backward(view(gx32, flat), none(DType::f32, device), none(DType::f32, device),
-                             view(f32(d.g), flat), view(f32(d.x), flat), view(r.mean), view(r.rstd),
-                             view(f32(d.w), vec), true);
+                             view(widened(d.g), flat), view(widened(d.x), flat), view(r.mean),
+                             view(r.rstd), view(widened(d.w), vec), true);
       EXPECT_TRUE(same_bits(gx, gx32.to(dtype), what + " grad x accumulated"));
       // Only the column sums (grad_x not wanted).
       Tensor gw = empty({n}, o16), gb = empty({n}, o16);
@@ -458,9 +458,9 @@ EmbeddingData embedding_data(DType dtype, DType index_dtype, uint64_t seed) {
 
 // The f32 embedding on the CPU: the output and the weight's gradient (an f32 index_add).
 std::pair<Tensor, Tensor> f32_embedding(const EmbeddingData& d) {
-  Tensor w = f32(d.weight).requires_grad_();
+  Tensor w = widened(d.weight).requires_grad_();
   Tensor out = embedding(w, d.index);
-  out.backward(f32(d.g));
+  out.backward(widened(d.g));
   return {out.detach(), w.grad()};
 }
 
@@ -479,11 +479,11 @@ void check_embedding(Device device) {
       EXPECT_TRUE(same_bits(out, out32.to(dtype), what + " forward"));
       ASSERT_EQ(w.grad().dtype(), dtype) << what;
       EXPECT_TRUE(same_bits(w.grad(), grad32.to(dtype), what + " backward"));
-      // index_add into a 16-bit tensor that is not zero: f32(old) + the rows, rounded once.
+      // index_add into a 16-bit tensor that is not zero: widened(old) + the rows, rounded once.
       const Tensor src = d.g.reshape({21, 24});
       const Tensor flat = d.index.reshape({21});
       const Tensor got = index_add(d.weight.to(device), 0, flat.to(device), src.to(device));
-      const Tensor want = index_add(f32(d.weight), 0, flat, f32(src)).to(dtype);
+      const Tensor want = index_add(widened(d.weight), 0, flat, widened(src)).to(dtype);
       EXPECT_TRUE(same_bits(got, want, what + " index_add"));
     }
 }

@@ -19,12 +19,15 @@
 #include "ember/data/image_folder.hpp"
 #include "ember/data/image_io.hpp"
 #include "error_of.hpp"
+#include "io_test_util.hpp"
 
 namespace {
 
 using namespace ember;
 using namespace ember::data;
+using ember::test_util::contains;
 using ember::test_util::error_of;
+using ember_test::write_bytes;
 namespace fs = std::filesystem;
 namespace tf = ember::data::transforms;
 
@@ -39,19 +42,15 @@ namespace tf = ember::data::transforms;
                    << (png_supported() ? "" : " libpng16.so.16 (apt-get install libpng16-16)"); \
   } while (0)
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // A fresh folder under the temp dir, removed at the end of the test.
-struct TempDir {
+struct ImageFolderDir {
   fs::path path;
-  explicit TempDir(const std::string& name) {
+  explicit ImageFolderDir(const std::string& name) {
     path = fs::temp_directory_path() / ("ember_imgs_" + name + "_" + std::to_string(::getpid()));
     fs::remove_all(path);
     fs::create_directories(path);
   }
-  ~TempDir() {
+  ~ImageFolderDir() {
     std::error_code ec;
     fs::remove_all(path, ec);
   }
@@ -73,12 +72,6 @@ std::vector<uint8_t> file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
-}
-
 TEST(ImageDecode, MatchesPil) {
   SKIP_WITHOUT_IMAGE_LIBS();
   std::ifstream in(std::string(EMBER_TEST_DATA_DIR) + "/image_fixtures.json");
@@ -97,7 +90,7 @@ TEST(ImageDecode, MatchesPil) {
 
 TEST(ImageDecode, WritersRoundTrip) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("roundtrip");
+  ImageFolderDir dir("roundtrip");
   const Tensor img = pattern(17, 23, 1);
   write_png(dir.file("a.png"), img);
   EXPECT_EQ(read_image(dir.file("a.png")).to_vector<uint8_t>(), img.to_vector<uint8_t>());
@@ -128,7 +121,7 @@ TEST(ImageDecode, WritersRoundTrip) {
 
 TEST(ImageDecode, BadFilesAreNamed) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("bad");
+  ImageFolderDir dir("bad");
   write_jpeg(dir.file("ok.jpg"), pattern(32, 32, 2), 90);
   write_png(dir.file("ok.png"), pattern(32, 32, 3));
   const std::vector<uint8_t> jpg = file_bytes(dir.file("ok.jpg")),
@@ -204,7 +197,7 @@ TEST(ImageDecode, MissingLibrariesAreNamed) {
       "\\(EMBER_LIBPNG_LIBRARY=/nonexistent/libpng16.so.16: .*\\); install it \\(Debian/Ubuntu: "
       "apt-get install libpng16-16\\)");
   // skip_bad does not skip images because the machine cannot decode them.
-  TempDir dir("nolib");
+  ImageFolderDir dir("nolib");
   fs::copy_file(images + "rgb420.jpg", dir.file("root/a/0.jpg"));
   fs::copy_file(images + "rgb.png", dir.file("root/a/1.png"));
   const std::string root = (dir.path / "root").string();
@@ -228,7 +221,7 @@ TEST(ImageDecode, MissingLibrariesAreNamed) {
 }
 
 // root/<class>/... with some non-images, a sub-folder and mixed-case extensions.
-std::vector<std::string> make_folder(const TempDir& dir) {
+std::vector<std::string> make_folder(const ImageFolderDir& dir) {
   const Tensor a = pattern(20, 24, 1), b = pattern(30, 18, 2);
   write_jpeg(dir.file("root/dog/b.PNG.jpg"), a, 90);
   write_png(dir.file("root/dog/a.png"), b);
@@ -250,7 +243,7 @@ std::vector<std::string> make_folder(const TempDir& dir) {
 
 TEST(ImageFolder, ListsAsTorchvision) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("list");
+  ImageFolderDir dir("list");
   const std::vector<std::string> expected = make_folder(dir);
   const ImageFolder ds((dir.path / "root").string());
   EXPECT_EQ(ds.classes(), (std::vector<std::string>{"cat", "dog"}));
@@ -273,7 +266,7 @@ TEST(ImageFolder, ListsAsTorchvision) {
 
 TEST(ImageFolder, MissingOrEmptyFoldersAreNamed) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("empty");
+  ImageFolderDir dir("empty");
   const std::string missing = (dir.path / "nope").string();
   EXPECT_TRUE(contains(error_of([&] { ImageFolder{missing}; }),
                        "ImageFolder: " + missing + " does not exist"));
@@ -297,7 +290,7 @@ TEST(ImageFolder, MissingOrEmptyFoldersAreNamed) {
 
 TEST(ImageFolder, BadImagesThrowOrAreSkippedAndCounted) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("skip");
+  ImageFolderDir dir("skip");
   for (int i = 0; i < 5; ++i)
     write_png(dir.file("root/c/" + std::to_string(i) + ".png"), pattern(8, 8, i));
   const std::string bad1 = dir.file("root/c/1.png"), bad4 = dir.file("root/c/4.png");
@@ -359,7 +352,7 @@ std::vector<std::vector<float>> run_epochs(const std::string& root, int workers,
 
 TEST(ImageFolder, AugmentationsAreTheSameForAnyWorkerCount) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("workers");
+  ImageFolderDir dir("workers");
   for (int i = 0; i < 10; ++i)
     write_jpeg(
         dir.file("root/" + std::string(i % 2 ? "b" : "a") + "/" + std::to_string(i) + ".jpg"),
@@ -376,7 +369,7 @@ TEST(ImageFolder, AugmentationsAreTheSameForAnyWorkerCount) {
 
 TEST(ImageFolder, ResumeSeesTheSameAugmentations) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("resume");
+  ImageFolderDir dir("resume");
   for (int i = 0; i < 8; ++i)
     write_png(dir.file("root/k" + std::to_string(i % 3) + "/" + std::to_string(i) + ".png"),
               pattern(16 + i, 16, i));
@@ -397,7 +390,7 @@ TEST(ImageFolder, ResumeSeesTheSameAugmentations) {
 
 TEST(ImageFolder, MixedSizesWithoutCropAreRefusedWhenBatched) {
   SKIP_WITHOUT_IMAGE_LIBS();
-  TempDir dir("mixed");
+  ImageFolderDir dir("mixed");
   write_png(dir.file("root/a/0.png"), pattern(8, 8, 0));
   write_png(dir.file("root/a/1.png"), pattern(9, 8, 1));
   auto ds = std::make_shared<ImageFolder>((dir.path / "root").string());

@@ -18,6 +18,7 @@
 #include "ember/nn/containers.hpp"
 #include "ember/nn/linear.hpp"
 #include "io_test_util.hpp"
+#include "memory_stats.hpp"
 
 namespace {
 
@@ -25,8 +26,7 @@ using namespace ember;  // NOLINT: test file
 using ember_test::expect_error;
 using ember_test::ScratchDir;
 using json = nn::json;
-
-constexpr int64_t kMiB = int64_t{1} << 20;
+using ember_test::kMiB;
 
 // A saved Sequential(Linear(8, 4), ReLU, Linear(4, 2)) and its header, for rewriting.
 struct SavedModel {

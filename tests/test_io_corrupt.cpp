@@ -18,13 +18,13 @@ using namespace ember;  // NOLINT: test file
 using ember_test::load_all;
 using ember_test::raw_safetensors;
 using ember_test::ScratchDir;
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 // A valid checkpoint of the fixture (every kind of metadata) and its parts.
 struct ValidFile {
   std::vector<uint8_t> bytes;
   uint64_t header_len = 0;
-  json header;
+  ordered_json header;
   std::vector<uint8_t> data;
 };
 
@@ -41,14 +41,14 @@ ValidFile make_valid(const ScratchDir& dir, bool checkpoint) {
   ValidFile v;
   v.bytes = ember_test::read_bytes(path);
   std::memcpy(&v.header_len, v.bytes.data(), 8);
-  v.header = json::parse(v.bytes.begin() + 8,
-                         v.bytes.begin() + 8 + static_cast<std::ptrdiff_t>(v.header_len));
+  v.header = ordered_json::parse(v.bytes.begin() + 8,
+                                 v.bytes.begin() + 8 + static_cast<std::ptrdiff_t>(v.header_len));
   v.data.assign(v.bytes.begin() + 8 + static_cast<std::ptrdiff_t>(v.header_len), v.bytes.end());
   return v;
 }
 
 // The file with its header replaced by `header` (data unchanged, so the checksum holds).
-std::vector<uint8_t> with_header(const ValidFile& v, const json& header) {
+std::vector<uint8_t> with_header(const ValidFile& v, const ordered_json& header) {
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   return raw_safetensors(text, v.data);
@@ -297,7 +297,7 @@ TEST(IoCorrupt, HeaderSyntax) {
 TEST(IoCorrupt, KindAndVersion) {
   ScratchDir dir;
   const ValidFile v = make_valid(dir, true);
-  json h = v.header;
+  ordered_json h = v.header;
   h["__metadata__"]["ember.format_version"] = "3";
   expect_refused(dir, with_header(v, h),
                  {"ember.format_version 3 is not supported", "reads versions 1 and 2"},
@@ -357,7 +357,7 @@ TEST(IoCorrupt, MalformedEmberMetadata) {
       {"ember.extra", "{", "ember.extra"},
   };
   for (const Case& c : cases) {
-    json h = v.header;
+    ordered_json h = v.header;
     h["__metadata__"][c.key] = c.value;
     expect_refused(dir, with_header(v, h), {c.expect}, c.key + " = " + c.value,
                    /*every_reader=*/false);

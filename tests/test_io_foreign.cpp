@@ -23,12 +23,14 @@
 #include "error_of.hpp"
 #include "fixtures.hpp"
 #include "io_test_util.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
 using ember_test::expect_error;
+using ember_test::floats;
 using ember_test::ScratchDir;
 using ember_test::tensor_bytes;
 namespace fs = std::filesystem;
@@ -139,10 +141,6 @@ io::SaveStateOptions gpt2_save_options() {
     return is_conv1d_weight(name) ? t.transpose(0, 1) : t;
   };
   return o;
-}
-
-std::vector<float> floats(const Tensor& t) {
-  return t.to(Device::cpu()).to(DType::f32).contiguous().to_vector<float>();
 }
 
 // Every tensor of the given files, by name, as stored (host, the file's dtype).

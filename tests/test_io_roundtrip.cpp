@@ -224,9 +224,9 @@ INSTANTIATE_TEST_SUITE_P(EveryLayer, IoRoundTrip, ::testing::ValuesIn(round_trip
                          });
 
 // A module with state of any name, dtype and shape (for mismatch tests), unregistered.
-class ProbeImpl : public nn::ModuleImpl {
+class TensorProbeImpl : public nn::ModuleImpl {
  public:
-  explicit ProbeImpl(const nn::NamedTensors& params, const nn::NamedTensors& buffers = {}) {
+  explicit TensorProbeImpl(const nn::NamedTensors& params, const nn::NamedTensors& buffers = {}) {
     for (auto& [n, t] : params) register_parameter(n, t);
     for (auto& [n, t] : buffers) register_buffer(n, t);
   }
@@ -235,7 +235,7 @@ class ProbeImpl : public nn::ModuleImpl {
 };
 
 nn::Module probe(const nn::NamedTensors& params, const nn::NamedTensors& buffers = {}) {
-  return nn::Module(std::make_shared<ProbeImpl>(params, buffers));
+  return nn::Module(std::make_shared<TensorProbeImpl>(params, buffers));
 }
 
 TEST(IoLoadState, StrictListsEveryProblemInOneError) {

@@ -22,30 +22,30 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "cuda_skip.hpp"
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::doubles;
 
 constexpr double kEps = 1e-5;
 
-#define EMBER_SKIP_WITHOUT_CUDA() \
-  if (!ember::cuda_available()) GTEST_SKIP() << "no CUDA device: CUDA layer norm tests skipped"
+enum class AffineParts { none, both, weight_only, bias_only };
 
-enum class Affine { none, both, weight_only, bias_only };
-
-const char* affine_name(Affine a) {
+const char* affine_name(AffineParts a) {
   switch (a) {
-    case Affine::none: return "no affine";
-    case Affine::both: return "weight and bias";
-    case Affine::weight_only: return "weight only";
-    case Affine::bias_only: return "bias only";
+    case AffineParts::none: return "no affine";
+    case AffineParts::both: return "weight and bias";
+    case AffineParts::weight_only: return "weight only";
+    case AffineParts::bias_only: return "bias only";
   }
   return "?";
 }
-bool has_weight(Affine a) { return a == Affine::both || a == Affine::weight_only; }
-bool has_bias(Affine a) { return a == Affine::both || a == Affine::bias_only; }
+bool has_weight(AffineParts a) { return a == AffineParts::both || a == AffineParts::weight_only; }
+bool has_bias(AffineParts a) { return a == AffineParts::both || a == AffineParts::bias_only; }
 
 struct Shape2 {
   int64_t rows, n;
@@ -83,7 +83,7 @@ struct Ref {
   std::vector<double> y, mean, rstd, dx, dw, db;
 };
 
-Ref reference(const Data& d, Affine affine, const std::vector<double>& g) {
+Ref reference(const Data& d, AffineParts affine, const std::vector<double>& g) {
   const int64_t rows = d.s.rows, n = d.s.n;
   const bool hw = has_weight(affine), hb = has_bias(affine);
   Ref r;
@@ -121,7 +121,7 @@ Ref reference(const Data& d, Affine affine, const std::vector<double>& g) {
   return r;
 }
 
-double tolerance(DType dtype) { return dtype == DType::f64 ? 1e-12 : 1e-5; }
+double norm_tolerance(DType dtype) { return dtype == DType::f64 ? 1e-12 : 1e-5; }
 
 // Every value within tol·(|want| + max|want|); the message names the case and the first
 // mismatches.
@@ -143,10 +143,6 @@ void expect_close(const std::string& what, const std::vector<double>& got,
                     << ", scale " << scale << ")" << first.str();
 }
 
-std::vector<double> values(const Tensor& t) {
-  return t.to(Device::cpu()).to(DType::f64).contiguous().to_vector<double>();
-}
-
 std::vector<double> plus(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> c(a.size());
   for (size_t i = 0; i < a.size(); ++i) c[i] = a[i] + b[i];
@@ -166,7 +162,7 @@ Tensor make(const std::vector<double>& v, const Shape& shape, DType dtype, Devic
   return t;
 }
 
-std::string name_of(const std::string& what, Shape2 s, Affine a, DType dtype, Device device) {
+std::string name_of(const std::string& what, Shape2 s, AffineParts a, DType dtype, Device device) {
   std::ostringstream o;
   o << what << " [" << s.rows << ", " << s.n << "] " << affine_name(a) << " " << dtype_name(dtype)
     << " " << device.str();
@@ -178,7 +174,7 @@ struct Got {
   std::vector<double> y, dx, dw, db;
 };
 
-Got run_op(const Data& d, Affine affine, DType dtype, Device device) {
+Got run_op(const Data& d, AffineParts affine, DType dtype, Device device) {
   const Shape shape{d.s.rows, d.s.n};
   Tensor x = make(d.x, shape, dtype, device, true);
   Tensor w = has_weight(affine) ? make(d.w, {d.s.n}, dtype, device, true) : Tensor();
@@ -186,10 +182,10 @@ Got run_op(const Data& d, Affine affine, DType dtype, Device device) {
   Tensor y = layer_norm(x, {d.s.n}, w, b, kEps);
   y.backward(make(d.g, shape, dtype, device));
   Got got;
-  got.y = values(y);
-  got.dx = values(x.grad());
-  if (w.defined()) got.dw = values(w.grad());
-  if (b.defined()) got.db = values(b.grad());
+  got.y = doubles(y);
+  got.dx = doubles(x.grad());
+  if (w.defined()) got.dw = doubles(w.grad());
+  if (b.defined()) got.db = doubles(b.grad());
   return got;
 }
 
@@ -197,11 +193,12 @@ void check_op_against_reference(Device device) {
   uint64_t seed = 100;
   for (const Shape2 s : kShapes)
     for (const DType dtype : {DType::f32, DType::f64})
-      for (const Affine affine : {Affine::none, Affine::both, Affine::weight_only}) {
+      for (const AffineParts affine :
+           {AffineParts::none, AffineParts::both, AffineParts::weight_only}) {
         const Data d = make_data(s, seed++);
         const Ref r = reference(d, affine, d.g);
         const Got got = run_op(d, affine, dtype, device);
-        const double tol = tolerance(dtype);
+        const double tol = norm_tolerance(dtype);
         expect_close(name_of("layer_norm y", s, affine, dtype, device), got.y, r.y, tol);
         expect_close(name_of("layer_norm dx", s, affine, dtype, device), got.dx, r.dx, tol);
         if (has_weight(affine))
@@ -212,10 +209,10 @@ void check_op_against_reference(Device device) {
 }
 
 // ---- the slots, called directly: mean and rstd, accumulate, the column sums alone ----
-backend::View view(const Tensor& t) {
+backend::View strided_view(const Tensor& t) {
   return {t.data_ptr(), t.dtype(), t.device().index, t.shape(), t.strides()};
 }
-backend::View none(DType dtype, Device device) {
+backend::View no_view(DType dtype, Device device) {
   return {nullptr, dtype, device.index, Shape{0}, Shape{1}};
 }
 
@@ -224,55 +221,61 @@ void check_slots_against_reference(Device device) {
   uint64_t seed = 300;
   for (const Shape2 s : kShapes)
     for (const DType dtype : {DType::f32, DType::f64})
-      for (const Affine affine : {Affine::both, Affine::bias_only, Affine::none}) {
+      for (const AffineParts affine :
+           {AffineParts::both, AffineParts::bias_only, AffineParts::none}) {
         const Data d = make_data(s, seed++);
         const Ref r = reference(d, affine, d.g);
-        const double tol = tolerance(dtype);
+        const double tol = norm_tolerance(dtype);
         const Shape shape{s.rows, s.n};
         const Tensor x = make(d.x, shape, dtype, device), g = make(d.g, shape, dtype, device);
         const Tensor w = has_weight(affine) ? make(d.w, {s.n}, dtype, device) : Tensor();
         const Tensor b = has_bias(affine) ? make(d.b, {s.n}, dtype, device) : Tensor();
-        const backend::View wv = w.defined() ? view(w) : none(dtype, device);
-        const backend::View bv = b.defined() ? view(b) : none(dtype, device);
+        const backend::View wv = w.defined() ? strided_view(w) : no_view(dtype, device);
+        const backend::View bv = b.defined() ? strided_view(b) : no_view(dtype, device);
         const TensorOptions o{.dtype = dtype, .device = device};
         const Tensor y = empty(shape, o), mean = empty({s.rows}, o), rstd = empty({s.rows}, o);
-        be.layer_norm_forward(view(y), view(mean), view(rstd), view(x), wv, bv, kEps);
-        expect_close(name_of("slot y", s, affine, dtype, device), values(y), r.y, tol);
-        expect_close(name_of("slot mean", s, affine, dtype, device), values(mean), r.mean, tol);
-        expect_close(name_of("slot rstd", s, affine, dtype, device), values(rstd), r.rstd, tol);
+        be.layer_norm_forward(strided_view(y), strided_view(mean), strided_view(rstd),
+                              strided_view(x), wv, bv, kEps);
+        expect_close(name_of("slot y", s, affine, dtype, device), doubles(y), r.y, tol);
+        expect_close(name_of("slot mean", s, affine, dtype, device), doubles(mean), r.mean, tol);
+        expect_close(name_of("slot rstd", s, affine, dtype, device), doubles(rstd), r.rstd, tol);
 
         // accumulate: grad_x holds a gradient already and gets the kernel's added.
         const std::vector<double> prior = normal(s.rows * s.n, seed + 1000, 0.0, 1.0);
         const Tensor gx = make(prior, shape, dtype, device);
         const Tensor gw = empty({s.n}, o), gb = empty({s.n}, o);
-        be.layer_norm_backward(view(gx), view(gw), view(gb), view(g), view(x), view(mean),
-                               view(rstd), wv, true);
-        expect_close(name_of("slot dx accumulated", s, affine, dtype, device), values(gx),
+        be.layer_norm_backward(strided_view(gx), strided_view(gw), strided_view(gb),
+                               strided_view(g), strided_view(x), strided_view(mean),
+                               strided_view(rstd), wv, true);
+        expect_close(name_of("slot dx accumulated", s, affine, dtype, device), doubles(gx),
                      plus(prior, r.dx), tol);
-        expect_close(name_of("slot dweight", s, affine, dtype, device), values(gw), r.dw, tol);
-        expect_close(name_of("slot dbias", s, affine, dtype, device), values(gb), r.db, tol);
+        expect_close(name_of("slot dweight", s, affine, dtype, device), doubles(gw), r.dw, tol);
+        expect_close(name_of("slot dbias", s, affine, dtype, device), doubles(gb), r.db, tol);
 
         // overwrite, no column sums.
         const Tensor gx2 = make(prior, shape, dtype, device);
-        be.layer_norm_backward(view(gx2), none(dtype, device), none(dtype, device), view(g),
-                               view(x), view(mean), view(rstd), wv, false);
-        expect_close(name_of("slot dx", s, affine, dtype, device), values(gx2), r.dx, tol);
+        be.layer_norm_backward(strided_view(gx2), no_view(dtype, device), no_view(dtype, device),
+                               strided_view(g), strided_view(x), strided_view(mean),
+                               strided_view(rstd), wv, false);
+        expect_close(name_of("slot dx", s, affine, dtype, device), doubles(gx2), r.dx, tol);
 
         // only the column sums (grad_x not wanted), only one of them.
         const Tensor gw2 = empty({s.n}, o);
-        be.layer_norm_backward(none(dtype, device), view(gw2), none(dtype, device), view(g),
-                               view(x), view(mean), view(rstd), wv, false);
-        expect_close(name_of("slot dweight alone", s, affine, dtype, device), values(gw2), r.dw,
+        be.layer_norm_backward(no_view(dtype, device), strided_view(gw2), no_view(dtype, device),
+                               strided_view(g), strided_view(x), strided_view(mean),
+                               strided_view(rstd), wv, false);
+        expect_close(name_of("slot dweight alone", s, affine, dtype, device), doubles(gw2), r.dw,
                      tol);
 
         // grad_x in grad_y's buffer (the slot allows it), accumulating.
         const Tensor shared = make(d.g, shape, dtype, device);
         const Tensor gb2 = empty({s.n}, o);
-        be.layer_norm_backward(view(shared), none(dtype, device), view(gb2), view(shared), view(x),
-                               view(mean), view(rstd), wv, true);
+        be.layer_norm_backward(strided_view(shared), no_view(dtype, device), strided_view(gb2),
+                               strided_view(shared), strided_view(x), strided_view(mean),
+                               strided_view(rstd), wv, true);
         expect_close(name_of("slot dx into grad_y's buffer", s, affine, dtype, device),
-                     values(shared), plus(d.g, r.dx), tol);
-        expect_close(name_of("slot dbias, grad_y's buffer", s, affine, dtype, device), values(gb2),
+                     doubles(shared), plus(d.g, r.dx), tol);
+        expect_close(name_of("slot dbias, grad_y's buffer", s, affine, dtype, device), doubles(gb2),
                      r.db, tol);
       }
 }
@@ -281,7 +284,7 @@ void check_slots_against_reference(Device device) {
 void check_unaligned(Device device) {
   const Shape2 s{12, 768};
   const Data d = make_data(s, 500);
-  const Ref r = reference(d, Affine::both, d.g);
+  const Ref r = reference(d, AffineParts::both, d.g);
   std::vector<double> padded(1, 0.0);
   padded.insert(padded.end(), d.x.begin(), d.x.end());
   Tensor base = make(padded, {s.rows * s.n + 1}, DType::f32, device, true);
@@ -291,13 +294,13 @@ void check_unaligned(Device device) {
   Tensor y = layer_norm(x, {s.n}, w, b, kEps);
   y.backward(make(d.g, {s.rows, s.n}, DType::f32, device));
   const std::string what = "unaligned " + device.str();
-  expect_close(what + " y", values(y), r.y, 1e-5);
-  std::vector<double> dx = values(base.grad());
+  expect_close(what + " y", doubles(y), r.y, 1e-5);
+  std::vector<double> dx = doubles(base.grad());
   EXPECT_EQ(dx[0], 0.0) << what;
   dx.erase(dx.begin());
   expect_close(what + " dx", dx, r.dx, 1e-5);
-  expect_close(what + " dweight", values(w.grad()), r.dw, 1e-5);
-  expect_close(what + " dbias", values(b.grad()), r.db, 1e-5);
+  expect_close(what + " dweight", doubles(w.grad()), r.dw, 1e-5);
+  expect_close(what + " dbias", doubles(b.grad()), r.db, 1e-5);
 }
 
 // ---- the residual pattern: x's gradient from the residual branch meets layer_norm's ----
@@ -308,18 +311,18 @@ void check_residual(Device device, DType dtype) {
   for (const Shape2 s : {Shape2{16, 768}, Shape2{6, 5}, Shape2{4, 3000}}) {
     const Data d = make_data(s, 700 + s.n);
     const std::vector<double> c = d.g;
-    const Ref r = reference(d, Affine::both, scaled(c, 2.0));
+    const Ref r = reference(d, AffineParts::both, scaled(c, 2.0));
     const Shape shape{s.rows, s.n};
     Tensor x = make(d.x, shape, dtype, device, true);
     Tensor w = make(d.w, {s.n}, dtype, device, true);
     Tensor b = make(d.b, {s.n}, dtype, device, true);
     Tensor z = x + layer_norm(x, {s.n}, w, b, kEps) * 2.0;
     (z * make(c, shape, dtype, device)).sum().backward();
-    const std::string what = name_of("residual", s, Affine::both, dtype, device);
-    const double tol = tolerance(dtype);
-    expect_close(what + " x.grad", values(x.grad()), plus(c, r.dx), tol);
-    expect_close(what + " w.grad", values(w.grad()), r.dw, tol);
-    expect_close(what + " b.grad", values(b.grad()), r.db, tol);
+    const std::string what = name_of("residual", s, AffineParts::both, dtype, device);
+    const double tol = norm_tolerance(dtype);
+    expect_close(what + " x.grad", doubles(x.grad()), plus(c, r.dx), tol);
+    expect_close(what + " w.grad", doubles(w.grad()), r.dw, tol);
+    expect_close(what + " b.grad", doubles(b.grad()), r.db, tol);
   }
 }
 
@@ -332,23 +335,23 @@ void check_shared_pending(Device device) {
   const Shape shape{s.rows, s.n};
   const DType dtype = DType::f32;
   {
-    const Ref r = reference(d, Affine::both, d.g);
+    const Ref r = reference(d, AffineParts::both, d.g);
     Tensor x = make(d.x, shape, dtype, device, true);
     Tensor w = make(d.w, {s.n}, dtype, device, true);
     const Tensor g = make(d.g, shape, dtype, device);
     Tensor z = x + layer_norm(x, {s.n}, w, Tensor(), kEps);
     z.backward(g);
     const std::string what = "caller's gradient " + device.str();
-    expect_close(what + " x.grad", values(x.grad()), plus(d.g, r.dx), 1e-5);
-    expect_close(what + " w.grad", values(w.grad()), r.dw, 1e-5);
-    EXPECT_EQ(values(g), values(make(d.g, shape, dtype, device))) << what << ": g was written";
+    expect_close(what + " x.grad", doubles(x.grad()), plus(d.g, r.dx), 1e-5);
+    expect_close(what + " w.grad", doubles(w.grad()), r.dw, 1e-5);
+    EXPECT_EQ(doubles(g), doubles(make(d.g, shape, dtype, device))) << what << ": g was written";
   }
   {
     const std::vector<double> ones(s.rows * s.n, 1.0);
-    const Ref r = reference(d, Affine::none, scaled(ones, 2.0));
+    const Ref r = reference(d, AffineParts::none, scaled(ones, 2.0));
     Tensor x = make(d.x, shape, dtype, device, true);
     (x + layer_norm(x, {s.n}, Tensor(), Tensor(), kEps) * 2.0).sum().backward();
-    expect_close("broadcast seed " + device.str() + " x.grad", values(x.grad()), plus(ones, r.dx),
+    expect_close("broadcast seed " + device.str() + " x.grad", doubles(x.grad()), plus(ones, r.dx),
                  1e-5);
   }
   {
@@ -356,7 +359,7 @@ void check_shared_pending(Device device) {
     const std::vector<double> e = normal(s.rows * s.n, 901, 0.0, 1.0);
     Data dh = d;
     dh.x = scaled(d.x, 1.5);
-    const Ref r = reference(dh, Affine::both, scaled(d.g, 2.0));
+    const Ref r = reference(dh, AffineParts::both, scaled(d.g, 2.0));
     Tensor a = make(d.x, shape, dtype, device, true);
     Tensor w = make(d.w, {s.n}, dtype, device, true);
     Tensor b = make(d.b, {s.n}, dtype, device, true);
@@ -365,9 +368,9 @@ void check_shared_pending(Device device) {
     ((z * make(d.g, shape, dtype, device)).sum() + (h * make(e, shape, dtype, device)).sum())
         .backward();
     const std::string what = "non-leaf used twice " + device.str();
-    expect_close(what + " a.grad", values(a.grad()), scaled(plus(plus(d.g, e), r.dx), 1.5), 1e-5);
-    expect_close(what + " w.grad", values(w.grad()), r.dw, 1e-5);
-    expect_close(what + " b.grad", values(b.grad()), r.db, 1e-5);
+    expect_close(what + " a.grad", doubles(a.grad()), scaled(plus(plus(d.g, e), r.dx), 1.5), 1e-5);
+    expect_close(what + " w.grad", doubles(w.grad()), r.dw, 1e-5);
+    expect_close(what + " b.grad", doubles(b.grad()), r.db, 1e-5);
   }
 }
 
@@ -381,32 +384,32 @@ TEST(LayerNormFused, CpuResidualAccumulates) {
 TEST(LayerNormFused, CpuSharedPendingGradientIsNotWritten) { check_shared_pending(Device::cpu()); }
 
 TEST(LayerNormFused, CudaOpMatchesF64Reference) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   check_op_against_reference(Device::cuda(0));
 }
 TEST(LayerNormFused, CudaSlotsMatchF64Reference) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   check_slots_against_reference(Device::cuda(0));
 }
 TEST(LayerNormFused, CudaUnalignedInput) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   check_unaligned(Device::cuda(0));
 }
 TEST(LayerNormFused, CudaResidualAccumulates) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   check_residual(Device::cuda(0), DType::f32);
   check_residual(Device::cuda(0), DType::f64);
 }
 TEST(LayerNormFused, CudaSharedPendingGradientIsNotWritten) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   check_shared_pending(Device::cuda(0));
 }
 
 // CUDA against the CPU for the same f32 inputs, at a GPT-2 width and a long row.
 TEST(LayerNormFused, CudaMatchesCpu) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   for (const Shape2 s : {Shape2{4096, 768}, Shape2{33, 3000}})
-    for (const Affine affine : {Affine::both, Affine::none}) {
+    for (const AffineParts affine : {AffineParts::both, AffineParts::none}) {
       const Data d = make_data(s, 1100 + s.n);
       const Got cpu = run_op(d, affine, DType::f32, Device::cpu());
       const Got gpu = run_op(d, affine, DType::f32, Device::cuda(0));
@@ -420,7 +423,7 @@ TEST(LayerNormFused, CudaMatchesCpu) {
 
 // The column sums are formed in a fixed order: two runs give the same bits.
 TEST(LayerNormFused, CudaBackwardIsDeterministic) {
-  EMBER_SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_CUDA();
   for (const Shape2 s : {Shape2{16384, 768}, Shape2{300, 3000}}) {
     const Data d = make_data(s, 1300 + s.n);
     auto run = [&] {

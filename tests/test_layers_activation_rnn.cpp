@@ -31,6 +31,7 @@ namespace {
 using namespace ember;  // NOLINT: test file
 using nlohmann::ordered_json;
 using Results = std::map<std::string, Tensor>;  // "step.key" -> tensor (on the CPU)
+using ember::test_util::data;
 
 const ordered_json& more_file() {
   static const ordered_json doc = test_util::read_layer_fixtures(
@@ -196,8 +197,6 @@ INSTANTIATE_TEST_SUITE_P(All, LayerFixturesActivationRnn, ::testing::ValuesIn(mo
 // ---- tier 2: f64 central differences through the composed modules
 
 using ember::test_util::expect_gradcheck;
-
-Tensor data(const Shape& s) { return randn(s, {.dtype = DType::f64}); }
 
 TEST(ActivationRnnGradcheck, RecurrentLayersInF64) {
   manual_seed(161);

@@ -29,16 +29,10 @@ namespace {
 
 using namespace ember;  // NOLINT: test file, the op names are the subject
 using Inputs = std::vector<Tensor>;
+using ember::test_util::expect_error;
 
-Tensor data(const Shape& s, double std = 1.0) { return randn(s, {.dtype = DType::f64}, 0.0, std); }
-
+using ember::test_util::data;
 using ember::test_util::expect_gradcheck;
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  const std::string msg = test_util::error_of(fn);
-  for (const std::string& p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "message '" << msg << "' lacks '" << p << "'";
-}
 
 // ---- gradchecks beyond the catalogue cases
 

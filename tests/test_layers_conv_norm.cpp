@@ -21,6 +21,7 @@
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/nn/norm.hpp"
+#include "error_of.hpp"
 #include "fixtures.hpp"
 #include "layer_test_util.hpp"
 
@@ -29,6 +30,8 @@ namespace {
 using namespace ember;  // NOLINT: test file, the op names are the subject
 using nlohmann::ordered_json;
 using Inputs = std::vector<Tensor>;
+using ember::test_util::data;
+using ember::test_util::expect_error;
 
 // ---- tier 1: PyTorch fixtures
 
@@ -106,8 +109,6 @@ INSTANTIATE_TEST_SUITE_P(All, LayerFixturesConvPoolNormEmbedding,
 
 // ---- tier 2: f64 central differences
 
-Tensor data(const Shape& s, double std = 1.0) { return randn(s, {.dtype = DType::f64}, 0.0, std); }
-
 /// Well separated values in random order (no two within 0.05): max pooling has no near-ties.
 Tensor distinct(const Shape& s, uint32_t seed) {
   std::vector<double> v(static_cast<size_t>(s.numel()));
@@ -120,7 +121,7 @@ Tensor distinct(const Shape& s, uint32_t seed) {
 
 using ember::test_util::expect_gradcheck;
 
-struct ConvCase {
+struct Conv2dCase {
   const char* name;
   Shape x, w;
   Size2d stride, padding, dilation;
@@ -130,7 +131,7 @@ struct ConvCase {
 
 TEST(ConvGradcheck, StridePaddingDilationGroups) {
   manual_seed(11);
-  const std::vector<ConvCase> cases = {
+  const std::vector<Conv2dCase> cases = {
       {"plain", {2, 3, 5, 4}, {2, 3, 3, 2}, 1, 0, 1, 1, true},
       {"stride_padding", {1, 2, 6, 5}, {3, 2, 3, 3}, {2, 1}, {1, 2}, 1, 1, true},
       {"dilation", {2, 1, 7, 6}, {2, 1, 2, 3}, 1, 1, {2, 2}, 1, false},
@@ -138,7 +139,7 @@ TEST(ConvGradcheck, StridePaddingDilationGroups) {
       {"depthwise_everything", {1, 3, 7, 7}, {3, 1, 3, 2}, 2, {1, 0}, {2, 1}, 3, true},
       {"unbatched", {2, 4, 4}, {3, 2, 2, 2}, 1, 1, 1, 1, true},
   };
-  for (const ConvCase& c : cases) {
+  for (const Conv2dCase& c : cases) {
     Inputs in = {data(c.x), data(c.w, 0.5)};
     if (c.bias) in.push_back(data({c.w[0]}));
     expect_gradcheck(
@@ -344,17 +345,6 @@ TEST(ConvNormModules, ConfigRoundTrip) {
 }
 
 // ---- errors name what was expected and what came
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << parts[0] << "'";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg;
-  }
-}
 
 TEST(ConvErrors, MessagesNameExpectedAndGot) {
   nn::Conv2d conv(1, 32, 3);

@@ -12,6 +12,7 @@
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
@@ -19,10 +20,8 @@ using ember::DType;
 using ember::Shape;
 using ember::Tensor;
 using ember::test_util::error_of;
-
-Tensor f64(const std::vector<double>& v, const Shape& shape) {
-  return ember::from_vector<double>(v, shape);
-}
+using ember::test_util::expect_contains;
+using ember_test::f64;
 
 Tensor random_f64(const Shape& shape, uint64_t seed) {
   ember::manual_seed(seed);
@@ -37,10 +36,6 @@ Tensor well_conditioned(const Shape& shape, uint64_t seed) {
 
 void expect_starts_with(const std::string& message, const std::string& prefix) {
   EXPECT_EQ(message.rfind(prefix, 0), 0u) << "message: " << message;
-}
-
-void expect_contains(const std::string& message, const std::string& part) {
-  EXPECT_NE(message.find(part), std::string::npos) << "message: " << message;
 }
 
 // ---- errors

@@ -16,18 +16,20 @@
 #include "ember/ember.hpp"
 #include "ember/nn/linear.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::devices;
 
-struct Mlp {
+struct ReluMlp {
   std::vector<Tensor> w, b;  // leaves on one device
 };
 
-Mlp make_mlp(const std::vector<int64_t>& sizes, DType dtype, Device device, uint64_t seed) {
+ReluMlp make_mlp(const std::vector<int64_t>& sizes, DType dtype, Device device, uint64_t seed) {
   manual_seed(seed);
-  Mlp m;
+  ReluMlp m;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(sizes[i]));
     m.w.push_back((randn({sizes[i + 1], sizes[i]}) * scale).to(dtype).to(device).requires_grad_());
@@ -36,8 +38,8 @@ Mlp make_mlp(const std::vector<int64_t>& sizes, DType dtype, Device device, uint
   return m;
 }
 
-Mlp copy_of(const Mlp& m) {
-  Mlp c;
+ReluMlp copy_of(const ReluMlp& m) {
+  ReluMlp c;
   for (const Tensor& w : m.w) c.w.push_back(w.detach().clone().requires_grad_());
   for (const Tensor& b : m.b) c.b.push_back(b.detach().clone().requires_grad_());
   return c;
@@ -45,7 +47,7 @@ Mlp copy_of(const Mlp& m) {
 
 // Every layer but the last with ReLU; `fused`: the epilogue form (the fold applies), else
 // linear then relu (no mask, no fold). `hidden` receives the first hidden output.
-Tensor forward(const Mlp& m, Tensor x, bool fused, Tensor* hidden = nullptr) {
+Tensor forward(const ReluMlp& m, Tensor x, bool fused, Tensor* hidden = nullptr) {
   for (size_t i = 0; i < m.w.size(); ++i) {
     const bool last = i + 1 == m.w.size();
     if (last)
@@ -70,13 +72,8 @@ struct FoldOn {
   }
 };
 
-std::vector<Device> devices() {
-  std::vector<Device> d{Device::cpu()};
-  if (cuda_available()) d.push_back(Device::cuda(0));
-  return d;
-}
-
-void expect_same_grads(const Mlp& got, const Mlp& want, double tol, const std::string& what) {
+void expect_same_grads(const ReluMlp& got, const ReluMlp& want, double tol,
+                       const std::string& what) {
   for (size_t i = 0; i < want.w.size(); ++i) {
     ember_test::expect_close(got.w[i].grad().to(Device::cpu()), want.w[i].grad().to(Device::cpu()),
                              tol, tol, what + " dW" + std::to_string(i));
@@ -95,7 +92,7 @@ TEST(LinearReluFold, GradientsMatchTheComposedPath) {
                    // covered by the f32 run's fallbacks
       const std::string what =
           std::string(dev.is_cuda() ? "cuda " : "cpu ") + std::string(dtype_name(dt));
-      const Mlp a = make_mlp({29, 130, 45, 7}, dt, dev, 5), b = copy_of(a);
+      const ReluMlp a = make_mlp({29, 130, 45, 7}, dt, dev, 5), b = copy_of(a);
       manual_seed(6);
       const Tensor x0 = randn({4, 9, 29}).to(dt).to(dev);
       const Tensor xa = x0.clone().requires_grad_(), xb = x0.clone().requires_grad_();
@@ -114,7 +111,7 @@ TEST(LinearReluFold, GradientsMatchTheComposedPath) {
 TEST(LinearReluFold, GradientsMatchWhereTheGpuWritesNoMask) {
   const FoldOn fold;
   for (const Device dev : devices()) {
-    const Mlp a = make_mlp({784, 256, 256, 10}, DType::f32, dev, 7), b = copy_of(a);
+    const ReluMlp a = make_mlp({784, 256, 256, 10}, DType::f32, dev, 7), b = copy_of(a);
     manual_seed(8);
     const Tensor x = rand({128, 784}).to(dev), wout = randn({128, 10}).to(dev);
     sum(forward(a, x, true) * wout).backward();
@@ -132,7 +129,7 @@ TEST(LinearReluFold, SequentialOfLinearAndReluMatchesTheComposedPath) {
     net->to(dev);
     const std::vector<Tensor> params = net->parameters();  // weight, bias of each Linear
     ASSERT_EQ(params.size(), 6u);
-    Mlp ref;
+    ReluMlp ref;
     for (size_t i = 0; i < 3; ++i) {
       ref.w.push_back(params[2 * i].detach().clone().requires_grad_());
       ref.b.push_back(params[2 * i + 1].detach().clone().requires_grad_());
@@ -156,7 +153,7 @@ TEST(LinearReluFold, SequentialOfLinearAndReluMatchesTheComposedPath) {
 TEST(LinearReluFold, NonFiniteGradientWhereReluWasOffGivesZero) {
   const FoldOn fold;
   for (const Device dev : devices()) {
-    Mlp m = make_mlp({8, 16, 4}, DType::f32, dev, 21);
+    ReluMlp m = make_mlp({8, 16, 4}, DType::f32, dev, 21);
     {
       NoGradGuard g;
       m.b[0].narrow(0, 0, 1).fill_(-1e4);  // unit 0 never on
@@ -176,7 +173,7 @@ TEST(LinearReluFold, NonFiniteGradientWhereReluWasOffGivesZero) {
 TEST(LinearReluFold, ASecondConsumerOfTheHiddenOutputGetsItsShare) {
   const FoldOn fold;
   for (const Device dev : devices()) {
-    const Mlp a = make_mlp({12, 40, 9}, DType::f32, dev, 31), b = copy_of(a);
+    const ReluMlp a = make_mlp({12, 40, 9}, DType::f32, dev, 31), b = copy_of(a);
     manual_seed(32);
     const Tensor x = randn({10, 12}).to(dev), c = randn({10, 40}).to(dev);
     Tensor ha, hb;
@@ -192,7 +189,7 @@ TEST(LinearReluFold, ASecondConsumerOfTheHiddenOutputGetsItsShare) {
 TEST(LinearReluFold, AutogradGradOfTheHiddenOutputIsTheTrueGradient) {
   const FoldOn fold;
   for (const Device dev : devices()) {
-    const Mlp a = make_mlp({12, 40, 9}, DType::f32, dev, 41), b = copy_of(a);
+    const ReluMlp a = make_mlp({12, 40, 9}, DType::f32, dev, 41), b = copy_of(a);
     manual_seed(42);
     const Tensor x = randn({10, 12}).to(dev);
     Tensor ha, hb;
@@ -211,7 +208,7 @@ TEST(LinearReluFold, AutogradGradOfTheHiddenOutputIsTheTrueGradient) {
 TEST(LinearReluFold, BackwardTwiceWithRetainGraphAccumulatesTwice) {
   const FoldOn fold;
   for (const Device dev : devices()) {
-    const Mlp a = make_mlp({12, 40, 30, 9}, DType::f32, dev, 51), b = copy_of(a);
+    const ReluMlp a = make_mlp({12, 40, 30, 9}, DType::f32, dev, 51), b = copy_of(a);
     manual_seed(52);
     const Tensor x = randn({10, 12}).to(dev);
     const Tensor la = sum(square(forward(a, x, true)));
@@ -257,7 +254,7 @@ TEST(LinearReluFold, OnForTheCpuOffForCudaUnlessSet) {
   EXPECT_TRUE(relu_fold(DeviceType::cpu));
   // Off: the plain path, whose ReLU backward multiplies by 0 and keeps a NaN.
   set_relu_fold(DeviceType::cpu, false);
-  Mlp m = make_mlp({4, 6, 3}, DType::f32, Device::cpu(), 91);
+  ReluMlp m = make_mlp({4, 6, 3}, DType::f32, Device::cpu(), 91);
   {
     NoGradGuard g;
     m.b[0].narrow(0, 0, 1).fill_(-1e4);
@@ -363,8 +360,8 @@ TEST(LinearReluFold, SixteenBitGradientsOnCudaMatchTheCpu) {
   const FoldOn fold;
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: 16-bit folded gradients not checked";
   for (const DType dt : {DType::bf16, DType::f16}) {
-    const Mlp c = make_mlp({32, 72, 40, 8}, dt, Device::cpu(), 81);
-    Mlp g;
+    const ReluMlp c = make_mlp({32, 72, 40, 8}, dt, Device::cpu(), 81);
+    ReluMlp g;
     for (const Tensor& w : c.w) g.w.push_back(w.detach().to(Device::cuda(0)).requires_grad_());
     for (const Tensor& b : c.b) g.b.push_back(b.detach().to(Device::cuda(0)).requires_grad_());
     manual_seed(82);

@@ -23,7 +23,7 @@ struct PrecisionScope {
   ~PrecisionScope() { set_float32_matmul_precision("highest"); }
 };
 
-std::string error_of(const std::string& precision) {
+std::string precision_error(const std::string& precision) {
   try {
     set_float32_matmul_precision(precision);
   } catch (const Error& e) {
@@ -69,8 +69,8 @@ TEST(MatmulPrecision, UnknownNamesRefused) {
   const PrecisionScope restore;
   set_float32_matmul_precision("high");
   for (const std::string bad : {"HIGH", "", "low", "tf32", "highest "})
-    EXPECT_EQ(error_of(bad), "set_float32_matmul_precision: unknown precision \"" + bad +
-                                 "\" (expected \"highest\", \"high\" or \"medium\")");
+    EXPECT_EQ(precision_error(bad), "set_float32_matmul_precision: unknown precision \"" + bad +
+                                        "\" (expected \"highest\", \"high\" or \"medium\")");
   EXPECT_EQ(get_float32_matmul_precision(), "high");  // a refused name changes nothing
 }
 

@@ -23,18 +23,16 @@
 #include "ember/nn/norm.hpp"
 #include "ember/optim.hpp"
 #include "error_of.hpp"
+#include "memory_stats.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
-
-int64_t in_use(const MemoryStats& s) {
-  return s.persistent_bytes + s.pass_in_use + s.captured_in_use;
-}
+using ember_test::in_use;
 
 // A model, its batch shape, the input's dtype and the loss its step computes.
-struct Case {
+struct EstimateCase {
   std::string name;
   std::function<nn::Module()> make;
   Shape input;
@@ -49,7 +47,7 @@ Tensor class_loss(const Tensor& out) {
   return cross_entropy(logits, randint(0, classes, {logits.shape()[0]}, {.device = out.device()}));
 }
 
-Case mlp_case() {
+EstimateCase mlp_case() {
   return {
       "MLP",
       [] {
@@ -59,7 +57,7 @@ Case mlp_case() {
       Shape{128, 512}};
 }
 
-Case cnn_case() {
+EstimateCase cnn_case() {
   return {
       "CNN",
       [] {
@@ -71,13 +69,13 @@ Case cnn_case() {
       Shape{32, 3, 32, 32}};
 }
 
-constexpr int64_t kVocab = 512, kSeq = 64, kGptBatch = 16;
+constexpr int64_t kGptVocab = 512, kSeq = 64, kGptBatch = 16;
 
-Case gpt_case() {
+EstimateCase gpt_case() {
   return {"GPT",
           [] {
             nn::GPT2Config c;
-            c.vocab_size = kVocab;
+            c.vocab_size = kGptVocab;
             c.n_positions = kSeq;
             c.n_embd = 128;
             c.n_layer = 2;
@@ -88,7 +86,7 @@ Case gpt_case() {
 }
 
 // The estimate for `c` on `device`, then the measured peak of steady Adam steps there.
-void check_estimate(const Case& c, Device device) {
+void check_estimate(const EstimateCase& c, Device device) {
   SCOPED_TRACE(c.name + " on " + device.str());
   empty_cache(device);
   const int64_t before = in_use(memory_stats(device));
@@ -111,8 +109,9 @@ void check_estimate(const Case& c, Device device) {
   optim::Adam opt(model->parameters(), {.lr = 1e-4});
   auto step = [&] {
     opt.zero_grad();
-    const Tensor x = c.input_dtype == DType::i64 ? randint(0, kVocab, c.input, {.device = device})
-                                                 : randn(c.input, {.device = device});
+    const Tensor x = c.input_dtype == DType::i64
+                         ? randint(0, kGptVocab, c.input, {.device = device})
+                         : randn(c.input, {.device = device});
     Tensor loss = class_loss(model(x));
     loss.backward();
     opt.step();

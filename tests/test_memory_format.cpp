@@ -24,28 +24,25 @@
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace ember {
 namespace {
 
 using ember_test::expect_close;
 using ember_test::expect_equal;
+using ember_test::kGpu;
+using ember_test::seeded_randn;
 using test_util::error_of;
 
-const Device kGpu = Device::cuda(0);
 constexpr MemoryFormat kLast = MemoryFormat::channels_last;
 constexpr MemoryFormat kLast3d = MemoryFormat::channels_last_3d;
 constexpr MemoryFormat kPlain = MemoryFormat::contiguous;
 
-Tensor rand_t(const Shape& shape, uint64_t seed) {
-  manual_seed(seed);
-  return randn(shape);
-}
-
 // ---- the Tensor API ----
 
 TEST(MemoryFormat, ChannelsLastStridesValuesAndChecks) {
-  const Tensor x = rand_t({2, 3, 4, 5}, 1);
+  const Tensor x = seeded_randn({2, 3, 4, 5}, 1);
   const Tensor y = x.to(kLast);
   EXPECT_EQ(y.strides(), (Shape{60, 1, 15, 3}));
   EXPECT_TRUE(y.is_contiguous(kLast));
@@ -70,7 +67,7 @@ TEST(MemoryFormat, ChannelsLastStridesValuesAndChecks) {
 TEST(MemoryFormat, SizeOneDimsAreBothFormats) {
   // [N, 1, H, W]: contiguous strides also satisfy channels_last; contiguous(channels_last)
   // keeps the tensor, to(channels_last) gives the exact strides (as torch).
-  const Tensor x = rand_t({2, 1, 3, 4}, 2);
+  const Tensor x = seeded_randn({2, 1, 3, 4}, 2);
   EXPECT_TRUE(x.is_contiguous(kLast));
   EXPECT_EQ(x.suggest_memory_format(), kPlain);
   EXPECT_TRUE(x.contiguous(kLast).is_same(x));
@@ -81,7 +78,7 @@ TEST(MemoryFormat, SizeOneDimsAreBothFormats) {
 }
 
 TEST(MemoryFormat, ChannelsLast3d) {
-  const Tensor x = rand_t({2, 3, 2, 3, 4}, 3);
+  const Tensor x = seeded_randn({2, 3, 2, 3, 4}, 3);
   const Tensor y = x.to(kLast3d);
   EXPECT_EQ(y.strides(), (Shape{72, 1, 36, 12, 3}));
   EXPECT_TRUE(y.is_contiguous(kLast3d));
@@ -91,7 +88,7 @@ TEST(MemoryFormat, ChannelsLast3d) {
 }
 
 TEST(MemoryFormat, BadRequestsNameWhatWasExpected) {
-  const Tensor x = rand_t({3, 4, 5}, 4);
+  const Tensor x = seeded_randn({3, 4, 5}, 4);
   EXPECT_NE(error_of([&] { (void)x.to(kLast); })
                 .find("memory format channels_last: expected a "
                       "tensor of 4 dims (got shape [3, 4, 5])"),
@@ -106,9 +103,9 @@ TEST(MemoryFormat, BadRequestsNameWhatWasExpected) {
 }
 
 TEST(MemoryFormat, ConversionIsDifferentiable) {
-  Tensor x = rand_t({2, 3, 4, 4}, 5);
+  Tensor x = seeded_randn({2, 3, 4, 4}, 5);
   x.requires_grad_(true);
-  const Tensor w = rand_t({2, 3, 4, 4}, 6);
+  const Tensor w = seeded_randn({2, 3, 4, 4}, 6);
   (x.to(kLast) * w).sum().backward();
   expect_equal(x.grad(), w, "gradient through to(channels_last)");
 }
@@ -116,9 +113,9 @@ TEST(MemoryFormat, ConversionIsDifferentiable) {
 // ---- elementwise ops keep the format ----
 
 TEST(MemoryFormat, ElementwiseOpsKeepTheFormat) {
-  const Tensor a = rand_t({2, 5, 3, 4}, 7), b = rand_t({2, 5, 3, 4}, 8);
+  const Tensor a = seeded_randn({2, 5, 3, 4}, 7), b = seeded_randn({2, 5, 3, 4}, 8);
   const Tensor al = a.to(kLast), bl = b.to(kLast);
-  const Tensor bias = rand_t({1, 5, 1, 1}, 9);
+  const Tensor bias = seeded_randn({1, 5, 1, 1}, 9);
   struct Case {
     const char* name;
     std::function<Tensor(const Tensor&, const Tensor&)> f;
@@ -150,11 +147,11 @@ TEST(MemoryFormat, ActivationGradientsKeepTheFormat) {
   // relu's and gelu's backward kernels write the forward input's format, walking every operand
   // in memory order (not a strided NCHW walk).
   for (const bool use_gelu : {false, true}) {
-    Tensor x = rand_t({2, 6, 5, 4}, 80).to(kLast);
+    Tensor x = seeded_randn({2, 6, 5, 4}, 80).to(kLast);
     x.requires_grad_(true);
     const Tensor h = x * 2.0f;  // a non-leaf: its gradient is the activation's backward output
     const Tensor y = use_gelu ? gelu(h, "tanh") : relu(h);
-    const Tensor w = rand_t({2, 6, 5, 4}, 81);
+    const Tensor w = seeded_randn({2, 6, 5, 4}, 81);
     const Tensor gh = grad({y}, {h}, {w.to(kLast)})[0];
     EXPECT_EQ(gh.suggest_memory_format(), kLast) << (use_gelu ? "gelu" : "relu");
     const Tensor hp = h.detach().contiguous();
@@ -228,23 +225,24 @@ auto conv_fn(Size2d stride, Size2d padding, Size2d dilation, int64_t groups) {
 }
 
 void conv_cases(Device device, double rtol) {
-  check_format("conv2d 3x3 pad 1", conv_fn(1, 1, 1, 1), rand_t({2, 8, 9, 7}, 11),
-               {rand_t({16, 8, 3, 3}, 12), rand_t({16}, 13)}, rtol, device);
-  check_format("conv2d strided dilated", conv_fn(2, 2, 2, 1), rand_t({2, 4, 11, 10}, 14),
-               {rand_t({6, 4, 3, 3}, 15), rand_t({6}, 16)}, rtol, device);
-  check_format("conv2d groups", conv_fn(1, 1, 1, 2), rand_t({2, 8, 6, 6}, 17),
-               {rand_t({8, 4, 3, 3}, 18), rand_t({8}, 19)}, rtol, device);
-  check_format("conv2d depthwise", conv_fn(1, 1, 1, 8), rand_t({2, 8, 6, 6}, 20),
-               {rand_t({8, 1, 3, 3}, 21), rand_t({8}, 22)}, rtol, device);
-  check_format("conv2d one input channel", conv_fn(1, 0, 1, 1), rand_t({3, 1, 8, 8}, 23),
-               {rand_t({4, 1, 3, 3}, 24), rand_t({4}, 25)}, rtol, device);
+  check_format("conv2d 3x3 pad 1", conv_fn(1, 1, 1, 1), seeded_randn({2, 8, 9, 7}, 11),
+               {seeded_randn({16, 8, 3, 3}, 12), seeded_randn({16}, 13)}, rtol, device);
+  check_format("conv2d strided dilated", conv_fn(2, 2, 2, 1), seeded_randn({2, 4, 11, 10}, 14),
+               {seeded_randn({6, 4, 3, 3}, 15), seeded_randn({6}, 16)}, rtol, device);
+  check_format("conv2d groups", conv_fn(1, 1, 1, 2), seeded_randn({2, 8, 6, 6}, 17),
+               {seeded_randn({8, 4, 3, 3}, 18), seeded_randn({8}, 19)}, rtol, device);
+  check_format("conv2d depthwise", conv_fn(1, 1, 1, 8), seeded_randn({2, 8, 6, 6}, 20),
+               {seeded_randn({8, 1, 3, 3}, 21), seeded_randn({8}, 22)}, rtol, device);
+  check_format("conv2d one input channel", conv_fn(1, 0, 1, 1), seeded_randn({3, 1, 8, 8}, 23),
+               {seeded_randn({4, 1, 3, 3}, 24), seeded_randn({4}, 25)}, rtol, device);
 }
 
 TEST(MemoryFormat, Conv2dNhwcEqualsNchw) {
   conv_cases(Device::cpu(), 1e-5);
   // The path taken: oneDNN where it is here (NHWC without reorders of ember's tensors),
   // else im2col with the output made channels_last.
-  const Tensor x = rand_t({2, 8, 9, 7}, 11).to(kLast), w = rand_t({16, 8, 3, 3}, 12).to(kLast);
+  const Tensor x = seeded_randn({2, 8, 9, 7}, 11).to(kLast),
+               w = seeded_randn({16, 8, 3, 3}, 12).to(kLast);
   const Tensor y = conv2d(x, w, Tensor(), 1, 1);
   EXPECT_EQ(y.suggest_memory_format(), kLast);
   if (conv_library_status(Device::cpu()).find("not found") == std::string::npos)
@@ -261,8 +259,8 @@ TEST(MemoryFormat, Conv3dChannelsLast3d) {
   const auto f = [](const Tensor& x, const std::vector<Tensor>& p) {
     return conv3d(x, p[0], p[1], 1, 1);
   };
-  const Tensor x = rand_t({2, 3, 4, 5, 5}, 26);
-  const std::vector<Tensor> p = {rand_t({4, 3, 3, 3, 3}, 27), rand_t({4}, 28)};
+  const Tensor x = seeded_randn({2, 3, 4, 5, 5}, 26);
+  const std::vector<Tensor> p = {seeded_randn({4, 3, 3, 3, 3}, 27), seeded_randn({4}, 28)};
   const Outcome plain = run(f, x, p, kPlain, Device::cpu());
   const Outcome last = run(f, x, p, kLast3d, Device::cpu());
   expect_same(last, plain, 1e-5, "conv3d NDHWC");
@@ -280,22 +278,23 @@ auto batch_norm_fn(bool training) {
 TEST(MemoryFormat, BatchNormNhwcEqualsNchw) {
   for (bool training : {true, false})
     check_format(training ? "batch_norm train" : "batch_norm eval", batch_norm_fn(training),
-                 rand_t({4, 6, 5, 3}, 30) * 2.0f + 1.0f, {rand_t({6}, 31), rand_t({6}, 32)}, 1e-5);
+                 seeded_randn({4, 6, 5, 3}, 30) * 2.0f + 1.0f,
+                 {seeded_randn({6}, 31), seeded_randn({6}, 32)}, 1e-5);
 }
 
 TEST(MemoryFormat, BatchNorm3dChannelsLast3d) {
   const auto f = [](const Tensor& x, const std::vector<Tensor>& p) {
     return batch_norm(x, Tensor(), Tensor(), p[0], p[1], true, 0.1, 1e-5);
   };
-  const Tensor x = rand_t({3, 5, 2, 3, 4}, 90);
-  const std::vector<Tensor> p = {rand_t({5}, 91), rand_t({5}, 92)};
+  const Tensor x = seeded_randn({3, 5, 2, 3, 4}, 90);
+  const std::vector<Tensor> p = {seeded_randn({5}, 91), seeded_randn({5}, 92)};
   expect_same(run(f, x, p, kLast3d, Device::cpu()), run(f, x, p, kPlain, Device::cpu()), 1e-5,
               "batch_norm NDHWC");
 }
 
 TEST(MemoryFormat, MaxPoolIndicesAreThePlanesAlsoNhwc) {
   // Indices count within each (n, c) plane, as torch's, whatever the layout.
-  const Tensor x = rand_t({2, 3, 7, 6}, 39);
+  const Tensor x = seeded_randn({2, 3, 7, 6}, 39);
   const auto [y, i] = max_pool2d_with_indices(x, 3, 2, 1);
   const auto [yl, il] = max_pool2d_with_indices(x.to(kLast), 3, 2, 1);
   EXPECT_EQ(il.suggest_memory_format(), kLast);
@@ -307,22 +306,22 @@ TEST(MemoryFormat, PoolsNhwcEqualNchw) {
   check_format(
       "max_pool2d",
       [](const Tensor& x, const std::vector<Tensor>&) { return max_pool2d(x, 3, 2, 1); },
-      rand_t({2, 5, 9, 8}, 33), {}, 0.0);
+      seeded_randn({2, 5, 9, 8}, 33), {}, 0.0);
   check_format(
       "avg_pool2d", [](const Tensor& x, const std::vector<Tensor>&) { return avg_pool2d(x, 2); },
-      rand_t({2, 5, 8, 8}, 34), {}, 1e-6);
+      seeded_randn({2, 5, 8, 8}, 34), {}, 1e-6);
   check_format(
       "adaptive_avg_pool2d (1, 1)",
       [](const Tensor& x, const std::vector<Tensor>&) {
         return adaptive_avg_pool2d(x, Size2d(1, 1));
       },
-      rand_t({2, 5, 7, 7}, 35), {}, 1e-6);
+      seeded_randn({2, 5, 7, 7}, 35), {}, 1e-6);
   check_format(
       "adaptive_avg_pool2d (4, 2) of 8x6",
       [](const Tensor& x, const std::vector<Tensor>&) {
         return adaptive_avg_pool2d(x, Size2d(4, 2));
       },
-      rand_t({2, 5, 8, 6}, 36), {}, 1e-6);
+      seeded_randn({2, 5, 8, 6}, 36), {}, 1e-6);
 }
 
 // ---- models, optimizers, checkpoints ----
@@ -346,11 +345,11 @@ TEST(MemoryFormat, GradientNormAndClipTakeChannelsLastGradients) {
   // list: a channels_last gradient goes in as it lies and gives what its contiguous copy gives.
   std::vector<Tensor> plain, last;
   for (int i = 0; i < 3; ++i) {
-    Tensor p = rand_t({2, 3 + i, 4, 5}, 60 + i);
+    Tensor p = seeded_randn({2, 3 + i, 4, 5}, 60 + i);
     p.requires_grad_(true);
     Tensor q = p.detach().to(kLast);
     q.requires_grad_(true);
-    p.set_grad(rand_t({2, 3 + i, 4, 5}, 70 + i));
+    p.set_grad(seeded_randn({2, 3 + i, 4, 5}, 70 + i));
     q.set_grad(p.grad().to(kLast));
     plain.push_back(p);
     last.push_back(q);
@@ -441,8 +440,8 @@ TEST(MemoryFormatCuda, Conv2dNhwcEqualsNchwAndTheCpu) {
   conv_cases(kGpu, 1e-4);  // im2col + cuBLASLt (the default)
   set_cudnn_convolutions(true);
   conv_cases(kGpu, 1e-4);  // cuDNN, NHWC as it lies
-  const Tensor x = rand_t({2, 8, 9, 7}, 11).to(kGpu).to(kLast);
-  const Tensor w = rand_t({16, 8, 3, 3}, 12).to(kGpu).to(kLast);
+  const Tensor x = seeded_randn({2, 8, 9, 7}, 11).to(kGpu).to(kLast);
+  const Tensor w = seeded_randn({16, 8, 3, 3}, 12).to(kGpu).to(kLast);
   EXPECT_EQ(conv2d(x, w, Tensor(), 1, 1).suggest_memory_format(), kLast);
   EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
   set_cudnn_convolutions(false);
@@ -451,22 +450,23 @@ TEST(MemoryFormatCuda, Conv2dNhwcEqualsNchwAndTheCpu) {
 TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
   SKIP_WITHOUT_CUDA();
   for (bool training : {true, false})
-    check_format("batch_norm", batch_norm_fn(training), rand_t({4, 40, 5, 3}, 36) * 2.0f + 1.0f,
-                 {rand_t({40}, 37), rand_t({40}, 38)}, 1e-5, kGpu);
+    check_format("batch_norm", batch_norm_fn(training),
+                 seeded_randn({4, 40, 5, 3}, 36) * 2.0f + 1.0f,
+                 {seeded_randn({40}, 37), seeded_randn({40}, 38)}, 1e-5, kGpu);
   check_format(
       "max_pool2d",
       [](const Tensor& x, const std::vector<Tensor>&) { return max_pool2d(x, 3, 2, 1); },
-      rand_t({2, 5, 9, 8}, 33), {}, 0.0, kGpu);
+      seeded_randn({2, 5, 9, 8}, 33), {}, 0.0, kGpu);
   check_format(
       "avg_pool2d",
       [](const Tensor& x, const std::vector<Tensor>&) { return avg_pool2d(x, 3, 2, 1); },
-      rand_t({2, 5, 9, 8}, 34), {}, 1e-6, kGpu);
+      seeded_randn({2, 5, 9, 8}, 34), {}, 1e-6, kGpu);
   check_format(
       "adaptive_avg_pool2d (1, 1)",
       [](const Tensor& x, const std::vector<Tensor>&) {
         return adaptive_avg_pool2d(x, Size2d(1, 1));
       },
-      rand_t({2, 5, 7, 7}, 35), {}, 1e-5, kGpu);
+      seeded_randn({2, 5, 7, 7}, 35), {}, 1e-5, kGpu);
 }
 
 TEST(MemoryFormatCuda, ResNet18StepsNhwcEqualNchw) {
@@ -479,7 +479,7 @@ TEST(MemoryFormatCuda, ResNet18StepsNhwcEqualNchw) {
 
 TEST(MemoryFormatCuda, DeviceCopiesKeepTheFormat) {
   SKIP_WITHOUT_CUDA();
-  const Tensor x = rand_t({2, 3, 4, 5}, 50).to(kLast);
+  const Tensor x = seeded_randn({2, 3, 4, 5}, 50).to(kLast);
   const Tensor g = x.to(kGpu);
   EXPECT_EQ(g.strides(), x.strides());
   const Tensor back = g.to(Device::cpu());

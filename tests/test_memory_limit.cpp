@@ -12,17 +12,14 @@
 #include "ember/ember.hpp"
 #include "ember/optim/adam.hpp"
 #include "error_of.hpp"
+#include "memory_stats.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember_test::kMiB;
+using ember_test::reserved;
 using test_util::error_of;
-
-constexpr int64_t kMiB = int64_t{1} << 20;
-
-int64_t reserved(const MemoryStats& s) {
-  return s.persistent_reserved + s.pass_reserved + s.captured_reserved;
-}
 
 // Undoes the limit even when an expectation fails.
 struct LimitGuard {

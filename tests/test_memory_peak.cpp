@@ -12,20 +12,14 @@
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/train/capture.hpp"
+#include "memory_stats.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-constexpr int64_t kMiB = int64_t{1} << 20;
-
-// Bytes in use and reserved over every pool of the device now.
-int64_t in_use(const MemoryStats& s) {
-  return s.persistent_bytes + s.pass_in_use + s.captured_in_use;
-}
-int64_t reserved(const MemoryStats& s) {
-  return s.persistent_reserved + s.pass_reserved + s.captured_reserved;
-}
+using ember_test::in_use;
+using ember_test::kMiB;
+using ember_test::reserved;
 
 // A tensor of `bytes` (a multiple of 4) in `pool`.
 Tensor block_in(Pool pool, int64_t bytes, Device device) {

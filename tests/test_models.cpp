@@ -24,7 +24,7 @@ using namespace ember;
 using ember::test_util::error_of;
 
 using ember_test::lm_dir;
-nn::json expected() { return ember_test::lm_expected(); }
+using ember_test::lm_expected;
 
 Tensor ids_of(const nn::json& row) {
   return from_vector(row["ids"].get<std::vector<int64_t>>(),
@@ -50,7 +50,7 @@ std::vector<int64_t> greedy(nn::CausalLMImpl& model, const Tensor& ids, int n) {
 template <typename Model>
 void check_against_transformers(Model& model, const std::string& name, double tol,
                                 Device device = Device::cpu()) {
-  const nn::json rows = expected()[name];
+  const nn::json rows = lm_expected()[name];
   io::SafetensorsFile logits_file(lm_dir() + "/expected.safetensors");
   for (size_t i = 0; i < rows.size(); ++i) {
     SCOPED_TRACE(name + " prompt " + std::to_string(i));
@@ -103,7 +103,7 @@ TEST(Models, TiedLlamaMatchesTransformers) {
 TEST(Models, KVCacheMatchesTheFullForward) {
   nn::Llama model = tiny_llama("llama");
   NoGradGuard no_grad;
-  const Tensor ids = ids_of(expected()["llama"][0]);
+  const Tensor ids = ids_of(lm_expected()["llama"][0]);
   const int64_t T = ids.size(1);
   const Tensor full = model->forward(ids);
   nn::KVCache cache(T);
@@ -122,7 +122,7 @@ TEST(Models, LeftPaddingMatchesSeparateRows) {
     nn::Module handle = name == "gpt2" ? nn::Module(tiny_gpt2()) : nn::Module(tiny_llama("llama"));
     auto& model = dynamic_cast<nn::CausalLMImpl&>(*handle);
     NoGradGuard no_grad;
-    const nn::json rows = expected()[name];
+    const nn::json rows = lm_expected()[name];
     std::vector<int64_t> a = rows[0]["ids"].get<std::vector<int64_t>>();
     std::vector<int64_t> b = rows[1]["ids"].get<std::vector<int64_t>>();
     b.resize(b.size() - 4);  // shorter: padded on the left
@@ -159,7 +159,7 @@ TEST(Models, DevicePositionsMatchTheCachesLength) {
     nn::Module handle = name == "gpt2" ? nn::Module(tiny_gpt2()) : nn::Module(tiny_llama("llama"));
     auto& model = dynamic_cast<nn::CausalLMImpl&>(*handle);
     NoGradGuard no_grad;
-    std::vector<int64_t> ids = expected()[name][0]["ids"].get<std::vector<int64_t>>();
+    std::vector<int64_t> ids = lm_expected()[name][0]["ids"].get<std::vector<int64_t>>();
     const int64_t T = static_cast<int64_t>(ids.size());
     std::vector<int64_t> mask(static_cast<size_t>(2 * T), 1);
     mask[static_cast<size_t>(T)] = mask[static_cast<size_t>(T + 1)] = 0;  // row 1: 2 pads
@@ -212,7 +212,7 @@ TEST(Models, SavePretrainedRoundTrips) {
             model->model_config().to_json());
   nn::CausalLM back = models::from_pretrained(dir.file("tuned"));
   NoGradGuard no_grad;
-  const Tensor ids = ids_of(expected()["gpt2"][0]);
+  const Tensor ids = ids_of(lm_expected()["gpt2"][0]);
   EXPECT_EQ(max(abs(back->forward(ids) - model->forward(ids))).item<float>(), 0.0f);
   // bf16 parameters hold the bf16 file's values exactly
   nn::CausalLM half = models::from_pretrained(lm_dir() + "/llama", {.dtype = DType::bf16});
@@ -236,7 +236,7 @@ TEST(Models, CudaMatchesTransformers) {
     nn::CausalLM half = models::from_pretrained(lm_dir() + "/" + name,
                                                 {.device = Device::cuda(0), .dtype = DType::bf16});
     NoGradGuard no_grad;
-    const Tensor ids = ids_of(expected()[name][0]).to(Device::cuda(0));
+    const Tensor ids = ids_of(lm_expected()[name][0]).to(Device::cuda(0));
     const Tensor want =
         io::SafetensorsFile(lm_dir() + "/expected.safetensors").read(name + ".logits.0");
     const Tensor got =

@@ -19,12 +19,14 @@
 #include "ember/nn/linear.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 using namespace ember;
 using ember::test_util::error_of;
 namespace init = ember::nn::init;
 
 namespace {
+using ember_test::doubles;
 
 const nlohmann::json& fixture() {
   static const nlohmann::json j = [] {
@@ -36,12 +38,6 @@ const nlohmann::json& fixture() {
 }
 
 Shape shape_of(const nlohmann::json& j) { return Shape(j.get<std::vector<int64_t>>()); }
-
-std::vector<double> values(const Tensor& t) {
-  Tensor c = t.to(Device::cpu()).to(DType::f64).contiguous();
-  const double* p = c.data<double>();
-  return std::vector<double>(p, p + c.numel());
-}
 
 double mean_of(const std::vector<double>& v) {
   double s = 0;
@@ -58,14 +54,14 @@ double std_of(const std::vector<double>& v) {
 
 // Mean within 4 standard errors of `mean`, std within `rel` of `std`: a 256×256 draw.
 void expect_moments(const Tensor& t, double mean, double std, double rel, const std::string& what) {
-  const std::vector<double> v = values(t);
+  const std::vector<double> v = doubles(t);
   const double se = std / std::sqrt(static_cast<double>(v.size()));
   EXPECT_NEAR(mean_of(v), mean, 4 * se) << what;
   EXPECT_NEAR(std_of(v), std, rel * std) << what;
 }
 
 void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& what) {
-  const std::vector<double> g = values(got), w = values(want);
+  const std::vector<double> g = doubles(got), w = doubles(want);
   ASSERT_EQ(g.size(), w.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
     if (g[i] != w[i]) {
@@ -171,16 +167,16 @@ TEST(NnInitFixture, EyeAndDiracAreTorchs) {
     Tensor t = full(shape_of(e[0]), 7.0);
     Tensor r = init::eye_(t);
     EXPECT_EQ(r.data_ptr(), t.data_ptr());
-    EXPECT_EQ(values(t), e[1].get<std::vector<double>>()) << e[0];
+    EXPECT_EQ(doubles(t), e[1].get<std::vector<double>>()) << e[0];
   }
   for (const auto& d : fixture()["dirac"]) {
     Tensor t = full(shape_of(d[0]), 7.0);
     init::dirac_(t, d[1].get<int64_t>());
-    EXPECT_EQ(values(t), d[2].get<std::vector<double>>()) << d[0] << " groups " << d[1];
+    EXPECT_EQ(doubles(t), d[2].get<std::vector<double>>()) << d[0] << " groups " << d[1];
   }
   Tensor i = zeros({3, 3}, {.dtype = DType::i64});  // integer tensors take eye_, as torch's
   init::eye_(i);
-  EXPECT_EQ(values(i), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(doubles(i), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
 }
 
 TEST(NnInitFixture, SparseZeroesTorchsCountPerColumn) {
@@ -189,7 +185,7 @@ TEST(NnInitFixture, SparseZeroesTorchsCountPerColumn) {
     const double sparsity = s[2];
     Tensor t = full({rows, cols}, 7.0);
     init::sparse_(t, sparsity, 0.01);
-    const std::vector<double> v = values(t);
+    const std::vector<double> v = doubles(t);
     for (int64_t c = 0; c < cols; ++c) {
       int64_t n = 0;
       for (int64_t r = 0; r < rows; ++r) n += v[r * cols + c] == 0.0;
@@ -201,7 +197,7 @@ TEST(NnInitFixture, SparseZeroesTorchsCountPerColumn) {
   Tensor t = zeros({256, 256});
   manual_seed(4);
   init::sparse_(t, 0.25, 0.5);
-  std::vector<double> v = values(t), nonzero;
+  std::vector<double> v = doubles(t), nonzero;
   for (double x : v)
     if (x != 0.0) nonzero.push_back(x);
   EXPECT_EQ(nonzero.size(), 256u * 192u);
@@ -304,7 +300,7 @@ TEST(NnInitStats, OrthogonalIsTorchsQrWithSignCorrection) {
     Tensor m = randn({rows, cols}, {.dtype = DType::f64});
     Tensor q = w.to(DType::f64).reshape({rows, cols}) / gain;
     Tensor rr = rows >= cols ? matmul(transpose(q, 0, 1), m) : matmul(q, transpose(m, 0, 1));
-    const std::vector<double> rv = values(rr);
+    const std::vector<double> rv = doubles(rr);
     const int64_t k = rr.shape()[0];
     for (int64_t i = 0; i < k; ++i) {
       EXPECT_GT(rv[i * k + i], 0.0) << what << " diag " << i;

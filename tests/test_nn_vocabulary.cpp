@@ -18,6 +18,7 @@
 #include "ember/nn/pool3d.hpp"
 #include "ember/ops_nn.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
@@ -29,16 +30,10 @@ using ember::Size3d;
 using ember::Tensor;
 using ember::test_util::error_of;
 using ember::test_util::expect_op_error;
+using ember_test::doubles;
+using ember_test::f64;
+using ember_test::i64;
 namespace nn = ember::nn;
-
-Tensor f64(const std::vector<double>& v, const Shape& s) {
-  return ember::from_vector<double>(v, s);
-}
-Tensor i64(const std::vector<int64_t>& v, const Shape& s) {
-  return ember::from_vector<int64_t>(v, s);
-}
-
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 // ---- bad input
 
@@ -174,13 +169,13 @@ TEST(NnVocabulary, ChannelAndGridOpsRefuseBadInput) {
 TEST(NnVocabulary, LossEdgeCases) {
   // No labels at all (a -1 first): nothing to compare, loss 0.
   const Tensor x = f64({0.5, -1.0, 2.0}, {1, 3});
-  EXPECT_EQ(values(ember::multilabel_margin_loss(x, i64({-1, 0, 1}, {1, 3}))),
+  EXPECT_EQ(doubles(ember::multilabel_margin_loss(x, i64({-1, 0, 1}, {1, 3}))),
             std::vector<double>{0.0});
   // Every class a label: no non-label to compare with either.
-  EXPECT_EQ(values(ember::multilabel_margin_loss(x, i64({2, 0, 1}, {1, 3}))),
+  EXPECT_EQ(doubles(ember::multilabel_margin_loss(x, i64({2, 0, 1}, {1, 3}))),
             std::vector<double>{0.0});
   // A saturated soft margin stays finite: log(1 + e^1000) = 1000.
-  EXPECT_DOUBLE_EQ(values(ember::soft_margin_loss(f64({-1000.0}, {1}), f64({1.0}, {1})))[0],
+  EXPECT_DOUBLE_EQ(doubles(ember::soft_margin_loss(f64({-1000.0}, {1}), f64({1.0}, {1})))[0],
                    1000.0);
   // var 0 is clamped to eps (finite), and the gradient still reaches var (as PyTorch's).
   Tensor var = f64({0.0, 2.0}, {2}).requires_grad_(true);
@@ -189,11 +184,11 @@ TEST(NnVocabulary, LossEdgeCases) {
   // 0.5·(log 1e-6 + 1/1e-6) + 0.5·(log 2 + 1/2)
   EXPECT_NEAR(l.item<double>(), 0.5 * (std::log(1e-6) + 1e6) + 0.5 * (std::log(2.0) + 0.5), 1e-6);
   l.backward();
-  const std::vector<double> g = values(var.grad());
+  const std::vector<double> g = doubles(var.grad());
   EXPECT_NEAR(g[0], 0.5 * (1.0 / 1e-6 - 1.0 / 1e-12), 1.0);  // the clamped value's derivative
   EXPECT_NEAR(g[1], 0.5 * (0.5 - 0.25), 1e-12);
   // Target values other than ±1 get both hinge terms, as PyTorch's where-form.
-  EXPECT_NEAR(values(ember::hinge_embedding_loss(f64({0.25}, {1}), f64({0.0}, {1}), 1.0))[0],
+  EXPECT_NEAR(doubles(ember::hinge_embedding_loss(f64({0.25}, {1}), f64({0.0}, {1}), 1.0))[0],
               0.25 + 0.75, 1e-12);
 }
 
@@ -203,10 +198,10 @@ TEST(NnVocabulary, CrossEntropySoftTargetsWithSmoothing) {
   const Tensor x = f64({0.5, -1.0, 2.0, 0.1, 0.2, -0.3}, {2, 3});
   const Tensor t = f64({0.2, 0.3, 0.5, 1.0, 0.0, 0.0}, {2, 3});
   std::vector<double> got =
-      values(ember::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.1}));
+      doubles(ember::cross_entropy(x, t, {.reduction = Reduction::none, .label_smoothing = 0.1}));
   EXPECT_NEAR(got[0], 1.471311296657157, 1e-12);
   EXPECT_NEAR(got[1], 1.0308276555532594, 1e-12);
-  got = values(ember::cross_entropy(
+  got = doubles(ember::cross_entropy(
       x, t,
       {.reduction = Reduction::none, .label_smoothing = 0.2, .weight = f64({1.0, 2.0, 0.5}, {3})}));
   EXPECT_NEAR(got[0], 2.439007458412015, 1e-12);
@@ -215,12 +210,12 @@ TEST(NnVocabulary, CrossEntropySoftTargetsWithSmoothing) {
 
 TEST(NnVocabulary, DistanceEdgeCases) {
   // A zero vector: the clamped norm gives 0, never NaN.
-  EXPECT_EQ(values(ember::cosine_similarity(ember::zeros({3}, {.dtype = DType::f64}),
-                                            ember::ones({3}, {.dtype = DType::f64}), 0)),
+  EXPECT_EQ(doubles(ember::cosine_similarity(ember::zeros({3}, {.dtype = DType::f64}),
+                                             ember::ones({3}, {.dtype = DType::f64}), 0)),
             std::vector<double>{0.0});
   // One row has no pairs; two rows one.
   EXPECT_EQ(ember::pdist(ember::ones({1, 3}, {.dtype = DType::f64})).shape(), Shape{0});
-  EXPECT_NEAR(values(ember::pdist(f64({0, 0, 3, 4}, {2, 2})))[0], 5.0, 1e-12);
+  EXPECT_NEAR(doubles(ember::pdist(f64({0, 0, 3, 4}, {2, 2})))[0], 5.0, 1e-12);
   // 1-D inputs: a 0-d distance (torch 2.x).
   EXPECT_EQ(ember::pairwise_distance(f64({0, 0}, {2}), f64({3, 4}, {2})).shape(), Shape{});
 }
@@ -232,14 +227,14 @@ TEST(NnVocabulary, PoolAndChannelEdgeCases) {
   auto [y, idx] = ember::max_pool3d_with_indices(x, 2);
   const Tensor back = ember::max_unpool3d(y, idx, 2);
   EXPECT_EQ(back.shape(), x.shape());
-  EXPECT_EQ(values(ember::max_pool3d(back, 2)), values(y));
+  EXPECT_EQ(doubles(ember::max_pool3d(back, 2)), doubles(y));
   // The global adaptive pools are the mean and the max.
-  EXPECT_NEAR(values(ember::adaptive_avg_pool3d(x, 1).sum())[0], values(x.sum())[0] / 96.0, 1e-9);
-  EXPECT_EQ(values(ember::adaptive_max_pool3d(x, 1).flatten())[0],
-            values(ember::max(x.select(0, 0).select(0, 0)))[0]);
+  EXPECT_NEAR(doubles(ember::adaptive_avg_pool3d(x, 1).sum())[0], doubles(x.sum())[0] / 96.0, 1e-9);
+  EXPECT_EQ(doubles(ember::adaptive_max_pool3d(x, 1).flatten())[0],
+            doubles(ember::max(x.select(0, 0).select(0, 0)))[0]);
   // LPPool with p = 1 over positive values is a sum pool.
   const Tensor p = ember::abs(x.select(0, 0)) + 0.5;  // unbatched [C, D, H, W]
-  EXPECT_NEAR(values(ember::lp_pool3d(p, 1.0, 2).sum())[0], values(p.sum())[0], 1e-9);
+  EXPECT_NEAR(doubles(ember::lp_pool3d(p, 1.0, 2).sum())[0], doubles(p.sum())[0], 1e-9);
   // Empty input: local_response_norm returns it as it is.
   EXPECT_EQ(ember::local_response_norm(ember::zeros({0, 3, 4}, {.dtype = DType::f64}), 3).shape(),
             (Shape{0, 3, 4}));
@@ -250,7 +245,7 @@ TEST(NnVocabulary, PoolAndChannelEdgeCases) {
             (std::vector<int64_t>{0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11}));
   // affine_grid of the identity over one pixel: the centre (0, 0).
   const Tensor eye = f64({1, 0, 0, 0, 1, 0}, {1, 2, 3});
-  EXPECT_EQ(values(ember::affine_grid(eye, {1, 1, 1, 1})), (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(doubles(ember::affine_grid(eye, {1, 1, 1, 1})), (std::vector<double>{0.0, 0.0}));
 }
 
 // ---- modules
@@ -290,26 +285,26 @@ TEST(NnVocabulary, ModulesForward) {
   const Tensor x = ember::randn({1, 2, 4, 4, 4}, {.dtype = DType::f64});
   nn::MaxPool3d pool(nn::MaxPool3dOptions{.kernel_size = 2});
   auto [y, idx] = pool->forward_with_indices(x);
-  EXPECT_EQ(values(pool(x)), values(ember::max_pool3d(x, 2)));
+  EXPECT_EQ(doubles(pool(x)), doubles(ember::max_pool3d(x, 2)));
   nn::MaxUnpool3d unpool(nn::MaxUnpool3dOptions{.kernel_size = 2});
-  EXPECT_EQ(values(unpool->forward(y, idx)), values(ember::max_unpool3d(y, idx, 2)));
+  EXPECT_EQ(doubles(unpool->forward(y, idx)), doubles(ember::max_unpool3d(y, idx, 2)));
   expect_op_error(error_of([&] { unpool(y); }), "MaxUnpool3d", "forward needs the pool's indices");
   nn::AdaptiveMaxPool3d amax(Size3d(2, 1, 3));
-  EXPECT_EQ(values(amax->forward_with_indices(x).second),
-            values(ember::adaptive_max_pool3d_with_indices(x, Size3d(2, 1, 3)).second));
+  EXPECT_EQ(doubles(amax->forward_with_indices(x).second),
+            doubles(ember::adaptive_max_pool3d_with_indices(x, Size3d(2, 1, 3)).second));
   nn::LPPool3d lp(nn::LPPool3dOptions{.norm_type = 2.0, .kernel_size = 2});
-  EXPECT_EQ(values(lp(x)), values(ember::lp_pool3d(x, 2.0, 2)));
+  EXPECT_EQ(doubles(lp(x)), doubles(ember::lp_pool3d(x, 2.0, 2)));
   const Tensor a = ember::randn({3, 4}, {.dtype = DType::f64});
   const Tensor b = ember::randn({3, 4}, {.dtype = DType::f64});
   nn::CosineSimilarity cos;
-  EXPECT_EQ(values(cos->forward(a, b)), values(ember::cosine_similarity(a, b)));
+  EXPECT_EQ(doubles(cos->forward(a, b)), doubles(ember::cosine_similarity(a, b)));
   expect_op_error(error_of([&] { cos(a); }), "CosineSimilarity", "forward needs two inputs");
   nn::PairwiseDistance dist(nn::PairwiseDistanceOptions{.p = 1.0});
-  EXPECT_EQ(values(dist->forward(a, b)), values(ember::pairwise_distance(a, b, 1.0)));
+  EXPECT_EQ(doubles(dist->forward(a, b)), doubles(ember::pairwise_distance(a, b, 1.0)));
   nn::LocalResponseNorm lrn(2);
-  EXPECT_EQ(values(lrn(x)), values(ember::local_response_norm(x, 2)));
+  EXPECT_EQ(doubles(lrn(x)), doubles(ember::local_response_norm(x, 2)));
   nn::ChannelShuffle shuffle(2);
-  EXPECT_EQ(values(shuffle(x)), values(ember::channel_shuffle(x, 2)));
+  EXPECT_EQ(doubles(shuffle(x)), doubles(ember::channel_shuffle(x, 2)));
   // Bad options are refused when the module is made.
   expect_op_error(error_of([] { nn::MaxPool3d(nn::MaxPool3dOptions{.kernel_size = 0}); }),
                   "MaxPool3d", "kernel_size 0");
@@ -323,24 +318,24 @@ TEST(NnVocabulary, LossModules) {
   const Tensor y = i64({0, 3, 4, 1}, {4});
   const Tensor w = ember::rand({5}, {.dtype = DType::f64});
   nn::MultiMarginLoss mm({.p = 2, .margin = 0.5, .weight = w, .reduction = Reduction::sum});
-  EXPECT_EQ(values(mm(x, y)), values(ember::multi_margin_loss(x, y, 2, 0.5, w, Reduction::sum)));
+  EXPECT_EQ(doubles(mm(x, y)), doubles(ember::multi_margin_loss(x, y, 2, 0.5, w, Reduction::sum)));
   const Tensor t = ember::rand({4, 5}, {.dtype = DType::f64});
   nn::MultiLabelSoftMarginLoss msm({.weight = w});
-  EXPECT_EQ(values(msm(x, t)), values(ember::multilabel_soft_margin_loss(x, t, w)));
+  EXPECT_EQ(doubles(msm(x, t)), doubles(ember::multilabel_soft_margin_loss(x, t, w)));
   nn::SoftMarginLoss sm({.reduction = Reduction::none});
   EXPECT_EQ(sm(x, ember::sign(t - 0.5)).shape(), x.shape());
   nn::HingeEmbeddingLoss he({.margin = 2.0});
-  EXPECT_EQ(values(he(x, ember::sign(t - 0.5))),
-            values(ember::hinge_embedding_loss(x, ember::sign(t - 0.5), 2.0)));
+  EXPECT_EQ(doubles(he(x, ember::sign(t - 0.5))),
+            doubles(ember::hinge_embedding_loss(x, ember::sign(t - 0.5), 2.0)));
   nn::GaussianNLLLoss g({.full = true});
-  EXPECT_EQ(values(g(x, t, t + 0.1)), values(ember::gaussian_nll_loss(x, t, t + 0.1, true)));
+  EXPECT_EQ(doubles(g(x, t, t + 0.1)), doubles(ember::gaussian_nll_loss(x, t, t + 0.1, true)));
   nn::TripletMarginWithDistanceLoss tl(
       {.distance_function = [](const Tensor& a,
                                const Tensor& b) { return ember::pairwise_distance(a, b, 1.0); },
        .swap = true});
   EXPECT_EQ(
-      values(tl(x, t, x * 0.5)),
-      values(ember::triplet_margin_with_distance_loss(
+      doubles(tl(x, t, x * 0.5)),
+      doubles(ember::triplet_margin_with_distance_loss(
           x, t, x * 0.5,
           [](const Tensor& a, const Tensor& b) { return ember::pairwise_distance(a, b, 1.0); }, 1.0,
           true)));
@@ -415,22 +410,22 @@ TEST(NnVocabulary, SamplingEdgeCases) {
   const Tensor eye = f64({1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0}, {2, 2, 3});
   const Tensor g = ember::affine_grid(eye, x.shape(), true);
   for (const char* mode : {"bilinear", "nearest"}) {
-    const std::vector<double> got = values(ember::grid_sample(x, g, mode, "zeros", true));
-    const std::vector<double> want = values(x);
+    const std::vector<double> got = doubles(ember::grid_sample(x, g, mode, "zeros", true));
+    const std::vector<double> want = doubles(x);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << mode << i;
   }
   const Tensor v = ember::randn({1, 2, 3, 4, 2}, {.dtype = DType::f64});
   const Tensor eye3 = f64({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0}, {1, 3, 4});
-  const std::vector<double> got = values(
+  const std::vector<double> got = doubles(
       ember::grid_sample(v, ember::affine_grid(eye3, v.shape(), true), "bilinear", "border", true));
-  const std::vector<double> want = values(v);
+  const std::vector<double> want = doubles(v);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
   // Points far outside: zeros padding reads 0, border the edge pixel.
   const Tensor far = f64({5.0, 5.0}, {1, 1, 1, 2});
   const Tensor img = f64({1, 2, 3, 4}, {1, 1, 2, 2});
-  EXPECT_EQ(values(ember::grid_sample(img, far)), std::vector<double>{0.0});
-  EXPECT_EQ(values(ember::grid_sample(img, far, "bilinear", "border")), std::vector<double>{4.0});
+  EXPECT_EQ(doubles(ember::grid_sample(img, far)), std::vector<double>{0.0});
+  EXPECT_EQ(doubles(ember::grid_sample(img, far, "bilinear", "border")), std::vector<double>{4.0});
   // Fractional pooling draws its offsets from ember's generator: the same seed, the same result;
   // the indices point at the values.
   const Tensor p = ember::randn({2, 3, 9, 8}, {.dtype = DType::f64});
@@ -441,13 +436,13 @@ TEST(NnVocabulary, SamplingEdgeCases) {
   auto [b, ib] =
       ember::fractional_max_pool2d(p, 2, {.output_ratio = std::vector<double>{0.5, 0.5}});
   EXPECT_EQ(a.shape(), (Shape{2, 3, 4, 4}));
-  EXPECT_EQ(values(a), values(b));
-  EXPECT_EQ(values(a), values(ember::gather(p.reshape({2, 3, 72}), 2, ia.reshape({2, 3, 16}))));
+  EXPECT_EQ(doubles(a), doubles(b));
+  EXPECT_EQ(doubles(a), doubles(ember::gather(p.reshape({2, 3, 72}), 2, ia.reshape({2, 3, 16}))));
   // Bicubic to the same size is a copy; an unbatched conv_transpose3d is the batched one's row.
-  EXPECT_EQ(values(ember::interpolate(x, {.size = {4, 5}, .mode = "bicubic"})), values(x));
+  EXPECT_EQ(doubles(ember::interpolate(x, {.size = {4, 5}, .mode = "bicubic"})), doubles(x));
   const Tensor w = ember::randn({2, 3, 2, 2, 2}, {.dtype = DType::f64});
-  EXPECT_EQ(values(ember::conv_transpose3d(v.select(0, 0), w, Tensor(), 2)),
-            values(ember::conv_transpose3d(v, w, Tensor(), 2).select(0, 0)));
+  EXPECT_EQ(doubles(ember::conv_transpose3d(v.select(0, 0), w, Tensor(), 2)),
+            doubles(ember::conv_transpose3d(v, w, Tensor(), 2).select(0, 0)));
 }
 
 TEST(NnVocabulary, SecondBatchModules) {

@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "op_cases.hpp"
+#include "tensor_values.hpp"
 
 namespace ember_test {
 
 using ember::Tensor;
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using ember_test::kInf;
 
 // (A + Aᵀ)/2: eigh reads one triangle, so the differentiable cases symmetrise their input
 // (as the reference does), and finite differences see PyTorch's symmetric gradient.

@@ -28,19 +28,18 @@ using json = nlohmann::json;
 using ember_test::optim_util::expect_error;
 using ember_test::optim_util::from_json;
 using ember_test::optim_util::make_typed;
+using ember_test::optim_util::optim_fixtures;
 using ember_test::optim_util::OptimCase;
 using ember_test::optim_util::run_steps;
 using ember_test::optim_util::set_grads;
-
-const json& fixtures() {
-  return ember_test::optim_util::json_fixture("optim_fixtures.json", "tests/gen_optim_fixtures.py");
-}
+using ember_test::optim_util::through_checkpoint;
+using ember_test::optim_util::TwoGroups;
 
 // ---------------------------------------------------------------------------------------
 // optimizer fixtures
 
 OptimCase load_case(const std::string& name) {
-  return ember_test::optim_util::load_optim_case(fixtures().at("optimizers").at(name),
+  return ember_test::optim_util::load_optim_case(optim_fixtures().at("optimizers").at(name),
                                                  Device::cpu());
 }
 
@@ -71,14 +70,6 @@ TEST_P(OptimFixture, MatchesTorchTrajectory) {
       EXPECT_EQ(t.shape(), p.shape()) << name;
     }
   }
-}
-
-// A checkpoint-like copy: meta through its JSON text, tensors cloned.
-optim::OptimizerState through_checkpoint(const optim::OptimizerState& s) {
-  optim::OptimizerState out;
-  out.meta = json::parse(s.meta.dump());
-  for (const auto& [name, t] : s.tensors) out.tensors.emplace_back(name, t.clone());
-  return out;
 }
 
 TEST_P(OptimFixture, StateDictRoundTripIsBitwise) {
@@ -391,13 +382,6 @@ optim::ReduceLROnPlateauOptions plateau_options(const json& s) {
           .min_lr = s["min_lr"].get<std::vector<double>>()};
 }
 
-// SGD over two groups with lrs 0.1 and 0.02, as the generator.
-struct TwoGroups {
-  Tensor a = parameter(zeros({2}));
-  Tensor b = parameter(zeros({3}));
-  optim::SGD opt{std::vector<optim::SGD::Group>{{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.02}}}};
-};
-
 void expect_lrs(const std::vector<double>& got, const json& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t g = 0; g < got.size(); ++g) {
@@ -409,7 +393,7 @@ void expect_lrs(const std::vector<double>& got, const json& want, const std::str
 class SchedFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SchedFixture, MatchesTorchLrSequence) {
-  const json& c = fixtures().at("schedulers").at(GetParam());
+  const json& c = optim_fixtures().at("schedulers").at(GetParam());
   const json& spec = c["spec"];
   TwoGroups t;
   if (spec["type"] == "ReduceLROnPlateau") {
@@ -432,7 +416,7 @@ TEST_P(SchedFixture, MatchesTorchLrSequence) {
 }
 
 TEST_P(SchedFixture, StateDictResumesExactly) {
-  const json& c = fixtures().at("schedulers").at(GetParam());
+  const json& c = optim_fixtures().at("schedulers").at(GetParam());
   const json& spec = c["spec"];
   const size_t total = c["lrs"].size() - 1, cut = 12;
   const bool plateau = spec["type"] == "ReduceLROnPlateau";
@@ -538,9 +522,9 @@ TEST(SchedBasics, BadArgumentsAreClearErrors) {
 // gradient clipping
 
 TEST(ClipGrad, MatchesTorch) {
-  for (const auto& [name, c] : fixtures().at("clip").items()) {
+  for (const auto& [name, c] : optim_fixtures().at("clip").items()) {
     std::vector<Tensor> params;
-    const json& shapes = fixtures()["optimizers"]["adam"]["shapes"];
+    const json& shapes = optim_fixtures()["optimizers"]["adam"]["shapes"];
     for (size_t i = 0; i < c["grads"].size(); ++i) {
       const Shape shape(shapes[i].get<std::vector<int64_t>>());
       params.push_back(parameter(zeros(shape)));

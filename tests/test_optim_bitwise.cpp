@@ -26,7 +26,7 @@ using namespace ember;  // NOLINT: test file
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
 const std::vector<int64_t> kSizes = {1000, 37, 256, 40000 + 5};
-constexpr int kSteps = 5;
+constexpr int kRunSteps = 5;
 
 // An exactly representable value in [-2.44, 2.44] from an integer hash (no libm, no RNG).
 double exact_value(uint64_t seed, int64_t i) {
@@ -56,14 +56,14 @@ void hash_into(uint64_t& h, const Tensor& t) {
   }
 }
 
-// kSteps steps of `make`; parameters end up in `params`, the optimizer in `out`.
+// kRunSteps steps of `make`; parameters end up in `params`, the optimizer in `out`.
 std::unique_ptr<optim::Optimizer> run(const MakeOptimizer& make, DType dtype, Device device,
                                       std::vector<Tensor>* params) {
   params->clear();
   for (size_t i = 0; i < kSizes.size(); ++i)
     params->push_back(parameter(exact_tensor(100 + i, kSizes[i], dtype, device)));
   auto opt = make(*params);
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < kRunSteps; ++step) {
     for (size_t i = 0; i < kSizes.size(); ++i)
       (*params)[i].set_grad(exact_tensor(1000 * (step + 1) + i, kSizes[i], dtype, device));
     opt->step();
@@ -71,7 +71,7 @@ std::unique_ptr<optim::Optimizer> run(const MakeOptimizer& make, DType dtype, De
   return opt;
 }
 
-// The hash of every parameter and state tensor after kSteps CPU steps.
+// The hash of every parameter and state tensor after kRunSteps CPU steps.
 uint64_t cpu_hash(const MakeOptimizer& make, DType dtype) {
   std::vector<Tensor> params;
   auto opt = run(make, dtype, Device::cpu(), &params);
@@ -144,7 +144,7 @@ TEST(OptimBitwise, CpuStepsKeepTheirRecordedBits) {
     const uint64_t h = cpu_hash(c.make, c.dtype);
     char hex[32];
     std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(h));
-    EXPECT_EQ(h, c.hash) << c.name << ": parameters or state after " << kSteps
+    EXPECT_EQ(h, c.hash) << c.name << ": parameters or state after " << kRunSteps
                          << " steps changed bits (hash now " << hex << ")";
   }
 }

@@ -34,17 +34,16 @@ using ember_test::optim_util::make_typed;
 using ember_test::optim_util::run_steps;
 using ember_test::optim_util::set_grads;
 using Case = ember_test::optim_util::OptimCase;
+using ember_test::optim_util::optim_fixtures;
+using ember_test::optim_util::through_checkpoint;
 
-const json& fixtures() {
-  return ember_test::optim_util::json_fixture("optim_fixtures.json", "tests/gen_optim_fixtures.py");
+Case load_more_case(const std::string& name, Device device = Device::cpu()) {
+  return ember_test::optim_util::load_optim_case(optim_fixtures().at("more_optimizers").at(name),
+                                                 device);
 }
 
-Case load_case(const std::string& name, Device device = Device::cpu()) {
-  return ember_test::optim_util::load_optim_case(fixtures().at("more_optimizers").at(name), device);
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec,
-                                                 const std::vector<Tensor>& params) {
+std::unique_ptr<optim::Optimizer> make_more_optimizer(const json& spec,
+                                                      const std::vector<Tensor>& params) {
   const std::string type = spec["type"];
   if (type == "RMSprop") return make_typed<optim::RMSprop>(spec["groups"], params);
   if (type == "Adagrad") return make_typed<optim::Adagrad>(spec["groups"], params);
@@ -56,14 +55,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const json& spec,
 }
 
 std::vector<std::string> more_optimizer_names() {
-  return ember_test::optim_util::keys_of(fixtures().at("more_optimizers"));
+  return ember_test::optim_util::keys_of(optim_fixtures().at("more_optimizers"));
 }
 
 class MoreOptimFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoreOptimFixture, MatchesTorchTrajectory) {
-  Case c = load_case(GetParam());
-  auto opt = make_optimizer(c.spec, c.params);
+  Case c = load_more_case(GetParam());
+  auto opt = make_more_optimizer(c.spec, c.params);
   // f32: bitwise PyTorch's (the same operations, rounded the same, fused where its CPU
   // kernels fuse); f64: within 1e-12 (one f64 element of radam_wd_betas_f64 differs by an
   // ulp from step 13), far inside the 1e-6 the issue asks for.
@@ -82,31 +81,24 @@ TEST_P(MoreOptimFixture, MatchesTorchTrajectory) {
   }
 }
 
-optim::OptimizerState through_checkpoint(const optim::OptimizerState& s) {
-  optim::OptimizerState out;
-  out.meta = json::parse(s.meta.dump());
-  for (const auto& [name, t] : s.tensors) out.tensors.emplace_back(name, t.clone());
-  return out;
-}
-
 TEST_P(MoreOptimFixture, StateDictRoundTripIsBitwise) {
-  Case straight = load_case(GetParam());
-  auto opt_a = make_optimizer(straight.spec, straight.params);
+  Case straight = load_more_case(GetParam());
+  auto opt_a = make_more_optimizer(straight.spec, straight.params);
   run_steps(straight, *opt_a, 0, 20);
 
-  Case first = load_case(GetParam());
-  auto opt_b = make_optimizer(first.spec, first.params);
+  Case first = load_more_case(GetParam());
+  auto opt_b = make_more_optimizer(first.spec, first.params);
   run_steps(first, *opt_b, 0, 10);
   const optim::OptimizerState saved = through_checkpoint(opt_b->state_dict());
 
-  Case resumed = load_case(GetParam());
+  Case resumed = load_more_case(GetParam());
   for (size_t i = 0; i < resumed.params.size(); ++i) {
     NoGradGuard g;
     resumed.params[i].copy_(first.params[i]);
   }
   json spec = resumed.spec;
   for (json& g : spec["groups"]) g["options"]["lr"] = 123.0;  // the state's lrs must win
-  auto opt_c = make_optimizer(spec, resumed.params);
+  auto opt_c = make_more_optimizer(spec, resumed.params);
   opt_c->load_state_dict(saved);
   EXPECT_EQ(opt_c->lrs(), opt_b->lrs());
   run_steps(resumed, *opt_c, 10, 20);
@@ -119,10 +111,10 @@ TEST_P(MoreOptimFixture, StateDictRoundTripIsBitwise) {
 // CUDA against CPU: the same fused math (src/kernels/optim.hpp) on both backends.
 TEST_P(MoreOptimFixture, CudaMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the CUDA optimizer kernels need a GPU";
-  Case cpu = load_case(GetParam());
-  Case gpu = load_case(GetParam(), Device::cuda(0));
-  auto opt_cpu = make_optimizer(cpu.spec, cpu.params);
-  auto opt_gpu = make_optimizer(gpu.spec, gpu.params);
+  Case cpu = load_more_case(GetParam());
+  Case gpu = load_more_case(GetParam(), Device::cuda(0));
+  auto opt_cpu = make_more_optimizer(cpu.spec, cpu.params);
+  auto opt_gpu = make_more_optimizer(gpu.spec, gpu.params);
   std::vector<void*> ptrs;
   for (const Tensor& p : gpu.params) ptrs.push_back(p.data_ptr());
   for (size_t step = 0; step < 20; ++step) {
@@ -148,8 +140,8 @@ INSTANTIATE_TEST_SUITE_P(Torch, MoreOptimFixture, ::testing::ValuesIn(more_optim
 TEST(MoreOptimMemory, StepsAllocateNothingAndKeepBuffers) {
   for (const char* name : {"rmsprop_momentum_centered", "adagrad_decay_init", "adadelta", "adamax",
                            "nadam_two_groups", "radam_wd_betas"}) {
-    Case c = load_case(name);
-    auto opt = make_optimizer(c.spec, c.params);
+    Case c = load_more_case(name);
+    auto opt = make_more_optimizer(c.spec, c.params);
     set_grads(c, 0);
     opt->step();  // creates the state
     opt->step();
@@ -341,7 +333,7 @@ optim::LBFGSOptions lbfgs_options(const json& o) {
 }
 
 TEST(LBFGS, MatchesTorch) {
-  const json& doc = fixtures().at("lbfgs");
+  const json& doc = optim_fixtures().at("lbfgs");
   for (const auto& [name, c] : doc["cases"].items()) {
     LbfgsProblem prob(doc);
     optim::LBFGS opt(prob.params, lbfgs_options(c["options"]));
@@ -372,7 +364,7 @@ TEST(LBFGS, MatchesTorch) {
 }
 
 TEST(LBFGS, StateDictResumesAndClosureMisuseIsAnError) {
-  const json& doc = fixtures().at("lbfgs");
+  const json& doc = optim_fixtures().at("lbfgs");
   const json& c = doc["cases"]["lbfgs_strong_wolfe"];
   LbfgsProblem a(doc), b(doc);
   optim::LBFGS opt_a(a.params, lbfgs_options(c["options"]));
@@ -413,7 +405,7 @@ TEST(LBFGS, StateDictResumesAndClosureMisuseIsAnError) {
 
 TEST(LBFGS, CudaMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: L-BFGS on the GPU needs one";
-  const json& doc = fixtures().at("lbfgs");
+  const json& doc = optim_fixtures().at("lbfgs");
   const json& c = doc["cases"]["lbfgs_strong_wolfe"];
   LbfgsProblem cpu(doc), gpu(doc);
   for (Tensor& p : gpu.params) p = parameter(p.detach().to(Device::cuda(0)));
@@ -465,11 +457,11 @@ const std::map<std::string, optim::LambdaLR::Lambda>& lambdas() {
   return m;
 }
 
-std::vector<double> doubles(const json& v) {
+std::vector<double> double_list(const json& v) {
   return v.is_array() ? v.get<std::vector<double>>() : std::vector<double>{v.get<double>()};
 }
 
-std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const json& s) {
+std::shared_ptr<optim::LRScheduler> make_more_scheduler(optim::Optimizer& opt, const json& s) {
   const std::string type = s["type"];
   if (type == "ConstantLR")
     return std::make_shared<optim::ConstantLR>(opt, s.value("factor", 1.0 / 3),
@@ -484,21 +476,22 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const 
     return std::make_shared<optim::LambdaLR>(opt, fns);
   }
   if (type == "OneCycleLR") {
-    optim::OneCycleLROptions o{.max_lr = doubles(s["max_lr"]), .total_steps = s["total_steps"]};
+    optim::OneCycleLROptions o{.max_lr = double_list(s["max_lr"]), .total_steps = s["total_steps"]};
     o.pct_start = s.value("pct_start", 0.3);
     o.anneal_strategy = s.value("anneal_strategy", std::string("cos")) == "cos"
                             ? optim::AnnealStrategy::cos
                             : optim::AnnealStrategy::linear;
     o.cycle_momentum = s.value("cycle_momentum", true);
-    if (s.contains("base_momentum")) o.base_momentum = doubles(s["base_momentum"]);
-    if (s.contains("max_momentum")) o.max_momentum = doubles(s["max_momentum"]);
+    if (s.contains("base_momentum")) o.base_momentum = double_list(s["base_momentum"]);
+    if (s.contains("max_momentum")) o.max_momentum = double_list(s["max_momentum"]);
     o.div_factor = s.value("div_factor", 25.0);
     o.final_div_factor = s.value("final_div_factor", 1e4);
     o.three_phase = s.value("three_phase", false);
     return std::make_shared<optim::OneCycleLR>(opt, o);
   }
   if (type == "CyclicLR") {
-    optim::CyclicLROptions o{.base_lr = doubles(s["base_lr"]), .max_lr = doubles(s["max_lr"])};
+    optim::CyclicLROptions o{.base_lr = double_list(s["base_lr"]),
+                             .max_lr = double_list(s["max_lr"])};
     o.step_size_up = s.value("step_size_up", 2000);
     if (s.contains("step_size_down")) o.step_size_down = s["step_size_down"].get<int64_t>();
     const std::string mode = s.value("mode", std::string("triangular"));
@@ -507,12 +500,12 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const 
                                      : optim::CyclicMode::exp_range;
     o.gamma = s.value("gamma", 1.0);
     o.cycle_momentum = s.value("cycle_momentum", true);
-    if (s.contains("base_momentum")) o.base_momentum = doubles(s["base_momentum"]);
-    if (s.contains("max_momentum")) o.max_momentum = doubles(s["max_momentum"]);
+    if (s.contains("base_momentum")) o.base_momentum = double_list(s["base_momentum"]);
+    if (s.contains("max_momentum")) o.max_momentum = double_list(s["max_momentum"]);
     return std::make_shared<optim::CyclicLR>(opt, o);
   }
   std::vector<std::shared_ptr<optim::LRScheduler>> children;
-  for (const json& child : s["schedulers"]) children.push_back(make_scheduler(opt, child));
+  for (const json& child : s["schedulers"]) children.push_back(make_more_scheduler(opt, child));
   if (type == "SequentialLR")
     return std::make_shared<optim::SequentialLR>(opt, children,
                                                  s["milestones"].get<std::vector<int64_t>>());
@@ -521,11 +514,11 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const 
 }
 
 // Two groups with lrs 0.1 and 0.02 (as the generator), SGD (momentum 0 or 0.9) or Adam.
-struct TwoGroups {
+struct TwoGroupOptimizer {
   Tensor a = parameter(zeros({2}));
   Tensor b = parameter(zeros({3}));
   std::unique_ptr<optim::Optimizer> opt;
-  explicit TwoGroups(const std::string& kind) {
+  explicit TwoGroupOptimizer(const std::string& kind) {
     if (kind == "Adam") {
       opt = std::make_unique<optim::Adam>(
           std::vector<optim::Adam::Group>{{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.02}}});
@@ -547,16 +540,16 @@ struct TwoGroups {
 };
 
 std::vector<std::string> more_scheduler_names() {
-  return ember_test::optim_util::keys_of(fixtures().at("more_schedulers"));
+  return ember_test::optim_util::keys_of(optim_fixtures().at("more_schedulers"));
 }
 
 class MoreSchedFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoreSchedFixture, MatchesTorchLrAndMomentum) {
-  const json& c = fixtures().at("more_schedulers").at(GetParam());
+  const json& c = optim_fixtures().at("more_schedulers").at(GetParam());
   const json& spec = c["spec"];
-  TwoGroups t(spec.value("optimizer", std::string("SGD")));
-  auto sched = make_scheduler(*t.opt, spec);
+  TwoGroupOptimizer t(spec.value("optimizer", std::string("SGD")));
+  auto sched = make_more_scheduler(*t.opt, spec);
   expect_values(sched->get_last_lr(), c["lrs"][0], GetParam() + " after construction");
   expect_values(t.momenta(), c["momenta"][0], GetParam() + " momentum after construction");
   for (size_t i = 1; i < c["lrs"].size(); ++i) {
@@ -569,12 +562,12 @@ TEST_P(MoreSchedFixture, MatchesTorchLrAndMomentum) {
 }
 
 TEST_P(MoreSchedFixture, StateDictResumesExactly) {
-  const json& c = fixtures().at("more_schedulers").at(GetParam());
+  const json& c = optim_fixtures().at("more_schedulers").at(GetParam());
   const json& spec = c["spec"];
   const std::string kind = spec.value("optimizer", std::string("SGD"));
   const size_t total = c["lrs"].size() - 1, cut = 12;
-  TwoGroups first(kind);
-  auto s1 = make_scheduler(*first.opt, spec);
+  TwoGroupOptimizer first(kind);
+  auto s1 = make_more_scheduler(*first.opt, spec);
   for (size_t i = 0; i < cut; ++i) s1->step();
   const json sched_state = json::parse(s1->state_dict().dump());
   const json opt_state = json::parse(first.opt->state_dict().meta.dump());
@@ -586,8 +579,8 @@ TEST_P(MoreSchedFixture, StateDictResumesExactly) {
     EXPECT_TRUE(sched_state.contains(k)) << GetParam() << " state lacks PyTorch's '" << k << "'";
   }
 
-  TwoGroups resumed(kind);
-  auto s2 = make_scheduler(*resumed.opt, spec);
+  TwoGroupOptimizer resumed(kind);
+  auto s2 = make_more_scheduler(*resumed.opt, spec);
   resumed.opt->load_state_dict({opt_state, {}});
   s2->load_state_dict(sched_state);
   EXPECT_EQ(s2->state_dict(), sched_state);
@@ -601,7 +594,7 @@ TEST_P(MoreSchedFixture, StateDictResumesExactly) {
 INSTANTIATE_TEST_SUITE_P(Torch, MoreSchedFixture, ::testing::ValuesIn(more_scheduler_names()));
 
 TEST(SchedMore, CosineDecayHoldsItsFloor) {
-  TwoGroups t("SGD");
+  TwoGroupOptimizer t("SGD");
   optim::CosineDecayLR sched(*t.opt, 10, 0.001);
   optim::SGD ref_opt({parameter(zeros({1}))}, {.lr = 0.1});
   optim::CosineAnnealingLR torch_like(ref_opt, 10, 0.001);
@@ -618,7 +611,7 @@ TEST(SchedMore, CosineDecayHoldsItsFloor) {
   EXPECT_EQ(t.opt->lr(0), 0.001) << "held at eta_min";
   EXPECT_GT(ref_opt.lr(0), 0.01) << "PyTorch's CosineAnnealingLR rises again after T_max";
   const json s = sched.state_dict();
-  TwoGroups u("SGD");
+  TwoGroupOptimizer u("SGD");
   optim::CosineDecayLR again(*u.opt, 10, 0.001);
   again.load_state_dict(s);
   again.step();
@@ -626,7 +619,7 @@ TEST(SchedMore, CosineDecayHoldsItsFloor) {
 }
 
 TEST(SchedMore, BadArgumentsAreClearErrors) {
-  TwoGroups t("SGD");
+  TwoGroupOptimizer t("SGD");
   expect_error([&] { optim::ConstantLR(*t.opt, 1.5); }, {"ConstantLR: invalid factor 1.5"});
   expect_error([&] { optim::PolynomialLR(*t.opt, 0); }, {"PolynomialLR: invalid total_iters 0"});
   expect_error(
@@ -642,7 +635,7 @@ TEST(SchedMore, BadArgumentsAreClearErrors) {
   optim::OneCycleLR short_run(*t.opt, {.max_lr = {0.1}, .total_steps = 3, .cycle_momentum = false});
   for (int i = 0; i < 3; ++i) short_run.step();
   expect_error([&] { short_run.step(); }, {"OneCycleLR: tried to step 5 times", "total_steps = 3"});
-  TwoGroups plain("SGD");
+  TwoGroupOptimizer plain("SGD");
   optim::RMSprop rms({parameter(zeros({1}))});
   expect_error(
       [&] { optim::CyclicLR(*plain.opt, {.base_lr = {0.1}, .max_lr = {0.2}, .step_size_up = 0}); },
@@ -659,7 +652,7 @@ TEST(SchedMore, BadArgumentsAreClearErrors) {
 }
 
 TEST(SchedMore, CustomScaleFunction) {
-  TwoGroups t("SGD");
+  TwoGroupOptimizer t("SGD");
   optim::CyclicLR sched(*t.opt, {.base_lr = {0.0},
                                  .max_lr = {1.0},
                                  .step_size_up = 2,
@@ -707,7 +700,7 @@ TEST(OptimPrint, OptimizerLooksLikePyTorchsRepr) {
 }
 
 TEST(OptimPrint, SchedulersAndLoader) {
-  TwoGroups t("SGD");
+  TwoGroupOptimizer t("SGD");
   optim::StepLR step(*t.opt, 7, 0.5);
   step.step();
   std::ostringstream out;

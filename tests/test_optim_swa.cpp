@@ -36,8 +36,9 @@ using ember_test::optim_util::from_json;
 using ember_test::optim_util::make_typed;
 using ember_test::optim_util::run_steps;
 using Case = ember_test::optim_util::OptimCase;
+using ember_test::optim_util::TwoGroups;
 
-const json& fixtures() {
+const json& swa_fixtures() {
   return ember_test::optim_util::json_fixture("swa_fixtures.json", "tests/gen_swa_fixtures.py");
 }
 
@@ -46,11 +47,11 @@ double rtol_of(DType dtype) { return dtype == DType::f64 ? 1e-12 : 1e-6; }
 // ---------------------------------------------------------------------------------------
 // ASGD and Rprop
 
-Case load_case(const std::string& name, Device device = Device::cpu()) {
-  return ember_test::optim_util::load_optim_case(fixtures().at("optimizers").at(name), device);
+Case load_swa_case(const std::string& name, Device device = Device::cpu()) {
+  return ember_test::optim_util::load_optim_case(swa_fixtures().at("optimizers").at(name), device);
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c) {
+std::unique_ptr<optim::Optimizer> make_swa_optimizer(const Case& c) {
   const std::string type = c.spec["type"];
   if (type == "ASGD") return make_typed<optim::ASGD>(c.spec["groups"], c.params);
   if (type == "Rprop") return make_typed<optim::Rprop>(c.spec["groups"], c.params);
@@ -58,14 +59,14 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Case& c) {
 }
 
 std::vector<std::string> optimizer_names() {
-  return ember_test::optim_util::keys_of(fixtures().at("optimizers"));
+  return ember_test::optim_util::keys_of(swa_fixtures().at("optimizers"));
 }
 
 class SwaOptimFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SwaOptimFixture, MatchesTorchTrajectoryAndState) {
-  Case c = load_case(GetParam());
-  auto opt = make_optimizer(c);
+  Case c = load_swa_case(GetParam());
+  auto opt = make_swa_optimizer(c);
   const double rtol = rtol_of(c.dtype), atol = rtol / 10;
   ember_test::optim_util::expect_torch_trajectory(c, *opt, rtol, atol, GetParam());
   const optim::OptimizerState s = opt->state_dict();
@@ -83,23 +84,23 @@ TEST_P(SwaOptimFixture, MatchesTorchTrajectoryAndState) {
 }
 
 TEST_P(SwaOptimFixture, StateDictResumesBitwise) {
-  Case straight = load_case(GetParam());
-  auto opt_a = make_optimizer(straight);
+  Case straight = load_swa_case(GetParam());
+  auto opt_a = make_swa_optimizer(straight);
   run_steps(straight, *opt_a, 0, 20);
 
-  Case first = load_case(GetParam());
-  auto opt_b = make_optimizer(first);
+  Case first = load_swa_case(GetParam());
+  auto opt_b = make_swa_optimizer(first);
   run_steps(first, *opt_b, 0, 10);
   const optim::OptimizerState s = opt_b->state_dict();
   optim::OptimizerState saved{json::parse(s.meta.dump()), {}};
   for (const auto& [name, t] : s.tensors) saved.tensors.emplace_back(name, t.clone());
 
-  Case resumed = load_case(GetParam());
+  Case resumed = load_swa_case(GetParam());
   for (size_t i = 0; i < resumed.params.size(); ++i) {
     NoGradGuard g;
     resumed.params[i].copy_(first.params[i]);
   }
-  auto opt_c = make_optimizer(resumed);
+  auto opt_c = make_swa_optimizer(resumed);
   opt_c->load_state_dict(saved);
   run_steps(resumed, *opt_c, 10, 20);
   for (size_t i = 0; i < straight.params.size(); ++i)
@@ -111,10 +112,10 @@ TEST_P(SwaOptimFixture, StateDictResumesBitwise) {
 // Composed from tensor ops: the CUDA run is the CPU run (the same ops, each rounded once).
 TEST_P(SwaOptimFixture, CudaMatchesCpu) {
   SKIP_WITHOUT_CUDA();
-  Case cpu = load_case(GetParam());
-  Case gpu = load_case(GetParam(), Device::cuda(0));
-  auto opt_cpu = make_optimizer(cpu);
-  auto opt_gpu = make_optimizer(gpu);
+  Case cpu = load_swa_case(GetParam());
+  Case gpu = load_swa_case(GetParam(), Device::cuda(0));
+  auto opt_cpu = make_swa_optimizer(cpu);
+  auto opt_gpu = make_swa_optimizer(gpu);
   run_steps(cpu, *opt_cpu, 0, 20);
   run_steps(gpu, *opt_gpu, 0, 20);
   for (size_t i = 0; i < cpu.params.size(); ++i) {
@@ -202,7 +203,7 @@ const std::map<std::string, optim::MultiplicativeLR::Lambda>& mul_lambdas() {
   return m;
 }
 
-std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const json& s) {
+std::shared_ptr<optim::LRScheduler> make_swa_scheduler(optim::Optimizer& opt, const json& s) {
   const std::string type = s["type"];
   if (type == "MultiplicativeLR") {
     std::vector<optim::MultiplicativeLR::Lambda> fns;
@@ -220,29 +221,23 @@ std::shared_ptr<optim::LRScheduler> make_scheduler(optim::Optimizer& opt, const 
         s["anneal_epochs"].get<int64_t>(), strategy);
   }
   std::vector<std::shared_ptr<optim::LRScheduler>> children;
-  for (const json& child : s["schedulers"]) children.push_back(make_scheduler(opt, child));
+  for (const json& child : s["schedulers"]) children.push_back(make_swa_scheduler(opt, child));
   if (type == "SequentialLR")
     return std::make_shared<optim::SequentialLR>(opt, children,
                                                  s["milestones"].get<std::vector<int64_t>>());
   throw std::runtime_error("unknown scheduler " + type);
 }
 
-struct TwoGroups {  // SGD with lrs 0.1 and 0.02, as the generator
-  Tensor a = parameter(zeros({2}));
-  Tensor b = parameter(zeros({3}));
-  optim::SGD opt{std::vector<optim::SGD::Group>{{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.02}}}};
-};
-
 std::vector<std::string> scheduler_names() {
-  return ember_test::optim_util::keys_of(fixtures().at("schedulers"));
+  return ember_test::optim_util::keys_of(swa_fixtures().at("schedulers"));
 }
 
 class SwaSchedFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SwaSchedFixture, MatchesTorchLrs) {
-  const json& c = fixtures().at("schedulers").at(GetParam());
+  const json& c = swa_fixtures().at("schedulers").at(GetParam());
   TwoGroups t;
-  auto sched = make_scheduler(t.opt, c["spec"]);
+  auto sched = make_swa_scheduler(t.opt, c["spec"]);
   expect_values(sched->get_last_lr(), c["lrs"][0], GetParam() + " after construction");
   for (size_t i = 1; i < c["lrs"].size(); ++i) {
     sched->step();
@@ -251,10 +246,10 @@ TEST_P(SwaSchedFixture, MatchesTorchLrs) {
 }
 
 TEST_P(SwaSchedFixture, StateDictResumesExactly) {
-  const json& c = fixtures().at("schedulers").at(GetParam());
+  const json& c = swa_fixtures().at("schedulers").at(GetParam());
   const size_t cut = 4;  // inside every anneal and before the SequentialLR milestone
   TwoGroups first;
-  auto s1 = make_scheduler(first.opt, c["spec"]);
+  auto s1 = make_swa_scheduler(first.opt, c["spec"]);
   for (size_t i = 0; i < cut; ++i) s1->step();
   const json sched_state = json::parse(s1->state_dict().dump());
   for (const json& key : c["state_keys"]) {
@@ -263,7 +258,7 @@ TEST_P(SwaSchedFixture, StateDictResumesExactly) {
     EXPECT_TRUE(sched_state.contains(k)) << GetParam() << " state lacks PyTorch's '" << k << "'";
   }
   TwoGroups resumed;
-  auto s2 = make_scheduler(resumed.opt, c["spec"]);
+  auto s2 = make_swa_scheduler(resumed.opt, c["spec"]);
   resumed.opt.load_state_dict({json::parse(first.opt.state_dict().meta.dump()), {}});
   s2->load_state_dict(sched_state);
   EXPECT_EQ(s2->state_dict(), sched_state);
@@ -344,7 +339,7 @@ optim::AveragedModelOptions averaging(const json& c, bool custom_fn) {
 class SwaAveragedFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SwaAveragedFixture, MatchesTorch) {
-  const json& c = fixtures().at("averaged").at(GetParam());
+  const json& c = swa_fixtures().at("averaged").at(GetParam());
   for (bool custom_fn : {false, true}) {
     nn::Sequential model = small_model();
     optim::AveragedModel swa(model, averaging(c, custom_fn));
@@ -362,7 +357,7 @@ TEST_P(SwaAveragedFixture, MatchesTorch) {
 }
 
 TEST_P(SwaAveragedFixture, StateDictResumes) {
-  const json& c = fixtures().at("averaged").at(GetParam());
+  const json& c = swa_fixtures().at("averaged").at(GetParam());
   nn::Sequential model = small_model();
   optim::AveragedModel a(model, averaging(c, false));
   for (size_t k = 0; k < 2; ++k) {
@@ -382,7 +377,7 @@ TEST_P(SwaAveragedFixture, StateDictResumes) {
 // The averaged copy on the GPU, the model on the CPU: the same averages.
 TEST_P(SwaAveragedFixture, CudaMatchesCpu) {
   SKIP_WITHOUT_CUDA();
-  const json& c = fixtures().at("averaged").at(GetParam());
+  const json& c = swa_fixtures().at("averaged").at(GetParam());
   nn::Sequential model = small_model();
   optim::AveragedModelOptions on_gpu = averaging(c, false);
   on_gpu.device = Device::cuda(0);
@@ -452,7 +447,7 @@ nn::Sequential bn_model() {
 struct BnCase {
   nn::Sequential model = bn_model();
   std::vector<Tensor> batches;
-  const json& c = fixtures().at("update_bn");
+  const json& c = swa_fixtures().at("update_bn");
   BnCase() {
     load_values(model, c["state"]);
     model->eval();

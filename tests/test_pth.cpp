@@ -22,7 +22,7 @@ using nlohmann::json;
 
 std::string pth(const std::string& name) { return ember_test::data_dir() + "/pth/" + name; }
 
-const json& expected() {
+const json& pth_expected() {
   static const json e = [] {
     std::ifstream in(pth("expected.json"));
     return json::parse(in);
@@ -31,7 +31,7 @@ const json& expected() {
 }
 
 // A tensor's values as doubles (exact for every dtype the fixtures use).
-std::vector<double> values_of(const Tensor& t) {
+std::vector<double> stored_values(const Tensor& t) {
   const Tensor c = t.contiguous();
   std::vector<double> v(static_cast<size_t>(c.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -64,7 +64,7 @@ DType ember_dtype(const std::string& torch) {
 
 // The file's state dict equals what torch held: names in order, dtypes, shapes, values.
 void expect_matches(const std::string& file, const nn::StateDict& sd,
-                    const std::string& prefix = "", const json& fixtures = expected()) {
+                    const std::string& prefix = "", const json& fixtures = pth_expected()) {
   const json& want = fixtures.at(file);
   std::vector<std::string> names;
   for (const auto& n : want.at("order")) {
@@ -79,7 +79,7 @@ void expect_matches(const std::string& file, const nn::StateDict& sd,
     EXPECT_EQ(t.dtype(), ember_dtype(w.at("dtype"))) << file << " " << name;
     EXPECT_EQ(t.shape().vec(), w.at("shape").get<std::vector<int64_t>>()) << file << " " << name;
     if (name != "expanded") EXPECT_TRUE(t.is_contiguous()) << file << " " << name;
-    EXPECT_EQ(values_of(t), w.at("data").get<std::vector<double>>()) << file << " " << name;
+    EXPECT_EQ(stored_values(t), w.at("data").get<std::vector<double>>()) << file << " " << name;
   }
 }
 
@@ -101,10 +101,10 @@ TEST(Pth, LinearBatchNormStateDictLoadsIntoTheModule) {
   EXPECT_EQ(r.applied.size(), 7u);
   std::map<std::string, Tensor> by;
   for (const auto& [name, t] : net->state_dict()) by[name] = t;
-  EXPECT_EQ(values_of(by["1.num_batches_tracked"]), std::vector<double>{1});
-  EXPECT_EQ(
-      values_of(by["1.running_var"]),
-      expected()["linear_bn.pth"]["tensors"]["1.running_var"]["data"].get<std::vector<double>>());
+  EXPECT_EQ(stored_values(by["1.num_batches_tracked"]), std::vector<double>{1});
+  EXPECT_EQ(stored_values(by["1.running_var"]),
+            pth_expected()["linear_bn.pth"]["tensors"]["1.running_var"]["data"]
+                .get<std::vector<double>>());
 }
 
 TEST(Pth, EverySupportedDtype) {
@@ -150,7 +150,7 @@ TEST(Pth, CatalogueListsViewsWithoutReadingData) {
   EXPECT_EQ(c.data_bytes, (24u + 12u + 2u) * 4u);
   ASSERT_EQ(c.tensors.size(), good.tensors.size());
   for (const io::PthTensorInfo& t : c.tensors) {
-    const json& w = expected()["views.pth"]["tensors"][t.name];
+    const json& w = pth_expected()["views.pth"]["tensors"][t.name];
     EXPECT_EQ(t.shape.vec(), w["shape"].get<std::vector<int64_t>>()) << t.name;
     EXPECT_EQ(t.stride, w["stride"].get<std::vector<int64_t>>()) << t.name;
     EXPECT_EQ(t.storage_offset, w["offset"].get<int64_t>()) << t.name;

@@ -7,12 +7,12 @@
 
 #include "ember/ember.hpp"
 #include "error_of.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-std::vector<int64_t> ints(const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); }
+using ember_test::ints;
 
 TEST(Rearrange, OneArgumentWhereGivesACoordinateTensorPerDim) {
   Tensor c = from_vector<bool>({false, true, false, true, true, false}, {2, 3});

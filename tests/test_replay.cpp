@@ -24,6 +24,7 @@
 namespace {
 
 using namespace ember;  // NOLINT: test file
+using ember::test_util::expect_contains;
 using test_util::error_of;
 
 // A buffer of `capacity` rows: "obs" [2] f32 (row k of a batch holds k0 + k and -(k0 + k)),
@@ -42,10 +43,6 @@ ReplayBatch rows_from(int64_t k0, int64_t n, Device device = Device::cpu()) {
   }
   return {{"obs", from_vector<float>(obs, {n, 2}).to(device)},
           {"act", from_vector<int64_t>(act, {n}).to(device)}};
-}
-
-void expect_contains(const std::string& msg, const std::string& part) {
-  EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nexpected: " << part;
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ std::string mismatch(const Tensor& a, const Tensor& b, double tol) {
   return "";
 }
 
-Tensor leaf(const Tensor& t) { return t.detach().requires_grad_(true); }
+Tensor grad_leaf(const Tensor& t) { return t.detach().requires_grad_(true); }
 
 Tensor rms_composite(const Tensor& x, const Tensor& w, double eps) {
   return mul(x, rsqrt(add(mean(square(x), Shape{-1}, true), eps))) * w;
@@ -74,10 +74,10 @@ TEST(RmsRotary, RmsNormMatchesItsDefinition) {
 TEST(RmsRotary, RmsNormHalfInputWithF32WeightIsTheF32ResultRounded) {
   manual_seed(2);
   for (DType half : {DType::bf16, DType::f16}) {
-    const Tensor x16 = leaf((randn({6, 96}) * 2.0).to(half));
-    const Tensor w = leaf(randn({96}));
-    const Tensor x32 = leaf(x16.to(DType::f32));
-    const Tensor w32 = leaf(w);
+    const Tensor x16 = grad_leaf((randn({6, 96}) * 2.0).to(half));
+    const Tensor w = grad_leaf(randn({96}));
+    const Tensor x32 = grad_leaf(x16.to(DType::f32));
+    const Tensor w32 = grad_leaf(w);
     const Tensor y16 = rms_norm(x16, {96}, w, 1e-6);
     const Tensor y32 = rms_norm(x32, {96}, w32, 1e-6);
     ASSERT_EQ(y16.dtype(), half);
@@ -115,8 +115,8 @@ TEST(RmsRotary, RotaryOnAStridedViewEqualsItsContiguousCopy) {
   manual_seed(4);
   for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
     for (bool interleaved : {false, true}) {
-      const Tensor base = leaf(randn({2, 5, 3, 8}).to(dt));
-      const Tensor copy = leaf(base.transpose(1, 2).contiguous());
+      const Tensor base = grad_leaf(randn({2, 5, 3, 8}).to(dt));
+      const Tensor copy = grad_leaf(base.transpose(1, 2).contiguous());
       const Tensor c = randn({2, 1, 5, 8}).to(dt), s = randn({5, 8}).to(dt);
       const Tensor strided = rotary_embedding(base.transpose(1, 2), c, s, interleaved);
       const Tensor dense = rotary_embedding(copy, c, s, interleaved);
@@ -152,15 +152,15 @@ TEST(RmsRotary, AutocastAndEmptyInputs) {
     const Tensor x = randn({2, 8}).to(DType::bf16);
     EXPECT_EQ(rotary_embedding(x, x, x).dtype(), DType::bf16);
   }
-  const Tensor x = leaf(randn({0, 4})), w = leaf(randn({4}));
+  const Tensor x = grad_leaf(randn({0, 4})), w = grad_leaf(randn({4}));
   const Tensor y = rms_norm(x, {4}, w);
   EXPECT_EQ(y.shape(), (Shape{0, 4}));
   y.sum().backward();
   EXPECT_EQ(mismatch(w.grad(), zeros({4}), 0), "");
-  const Tensor lw = leaf(randn({4}));  // layer_norm's kernels are the same (an empty batch)
+  const Tensor lw = grad_leaf(randn({4}));  // layer_norm's kernels are the same (an empty batch)
   layer_norm(x, {4}, lw, lw).sum().backward();
   EXPECT_EQ(mismatch(lw.grad(), zeros({4}), 0), "");
-  const Tensor q = leaf(randn({2, 0, 8}));
+  const Tensor q = grad_leaf(randn({2, 0, 8}));
   const Tensor r = rotary_embedding(q, randn({0, 8}), randn({1, 8}));
   EXPECT_EQ(r.shape(), (Shape{2, 0, 8}));
   r.sum().backward();
@@ -174,8 +174,8 @@ TEST(RmsRotary, CudaMatchesCpu) {
   // rms_norm: register rows (n = 64, 1024), unvectorised (250) and the general path (3000)
   for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     for (int64_t n : {64, 250, 1024, 3000}) {
-      const Tensor x = leaf(randn({37, n}).to(dt)), w = leaf(randn({n}));
-      const Tensor xg = leaf(x.to(gpu)), wg = leaf(w.to(gpu));
+      const Tensor x = grad_leaf(randn({37, n}).to(dt)), w = grad_leaf(randn({n}));
+      const Tensor xg = grad_leaf(x.to(gpu)), wg = grad_leaf(w.to(gpu));
       const Tensor y = rms_norm(x, {n}, w, 1e-5), yg = rms_norm(xg, {n}, wg, 1e-5);
       const double tol = dt == DType::f32 ? 1e-5 : dt == DType::bf16 ? 1e-2 : 2e-3;
       const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n);
@@ -190,8 +190,8 @@ TEST(RmsRotary, CudaMatchesCpu) {
   // rotary: the same roundings on both backends, so bitwise, strided and interleaved too
   for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
     for (bool interleaved : {false, true}) {
-      const Tensor base = leaf(randn({2, 7, 4, 64}).to(dt));
-      const Tensor bg = leaf(base.to(gpu));
+      const Tensor base = grad_leaf(randn({2, 7, 4, 64}).to(dt));
+      const Tensor bg = grad_leaf(base.to(gpu));
       const Tensor c = randn({2, 1, 7, 64}).to(dt), s = randn({7, 64}).to(dt);
       const Tensor y = rotary_embedding(base.transpose(1, 2), c, s, interleaved);
       const Tensor yg = rotary_embedding(bg.transpose(1, 2), c.to(gpu), s.to(gpu), interleaved);

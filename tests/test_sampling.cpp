@@ -18,19 +18,18 @@
 #include "ember/train/capture.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
+using ember::test_util::contains;
 using ember::test_util::error_of;
 using ember_test::check_close;
+using ember_test::doubles;
+using ember_test::kInf;
+using ember_test::kNaN;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<double> values(const Tensor& t) {
-  return t.to(Device::cpu()).to(DType::f64).to_vector<double>();
-}
 std::vector<int64_t> indices(const Tensor& t) { return t.to(Device::cpu()).to_vector<int64_t>(); }
 
 // A frequency within 5 binomial standard errors of p (exact when p is 0 or 1).
@@ -40,10 +39,6 @@ void expect_frequency(double count, double n, double p, const std::string& what)
       << what << ": frequency " << f << " over " << n << " draws, expected probability " << p;
 }
 
-bool contains(const std::string& message, const std::string& part) {
-  return message.find(part) != std::string::npos;
-}
-
 // ---- argmax / argmin: ties go to the first index, NaN is the extreme (as PyTorch) ----
 
 // Rows of `cols` values in [0, 1) with `peak` planted at each of a row's positions.
@@ -51,7 +46,7 @@ Tensor planted(const std::vector<std::vector<int64_t>>& rows, int64_t cols, doub
                DType dtype) {
   manual_seed(3);
   std::vector<double> v =
-      values(rand({static_cast<int64_t>(rows.size()), cols}, {.dtype = DType::f64}));
+      doubles(rand({static_cast<int64_t>(rows.size()), cols}, {.dtype = DType::f64}));
   for (size_t r = 0; r < rows.size(); ++r)
     for (int64_t c : rows[r]) v[r * static_cast<size_t>(cols) + static_cast<size_t>(c)] = peak;
   if (dtype == DType::i32 || dtype == DType::i64)  // integers 0..4 below a peak of 7 or -7
@@ -224,13 +219,13 @@ TEST(Bernoulli, FrequenciesMatchP) {
     const Tensor b = bernoulli(probs);
     ASSERT_EQ(b.shape(), Shape({kDraws, 6}));
     ASSERT_EQ(b.dtype(), dtype);
-    const std::vector<double> v = values(b);
+    const std::vector<double> v = doubles(b);
     std::vector<double> ones(6, 0.0);
     for (size_t i = 0; i < v.size(); ++i) {
       ASSERT_TRUE(v[i] == 0.0 || v[i] == 1.0) << v[i];
       ones[i % 6] += v[i];
     }
-    const std::vector<double> held = values(probs.narrow(0, 0, 1));  // p as the dtype holds it
+    const std::vector<double> held = doubles(probs.narrow(0, 0, 1));  // p as the dtype holds it
     for (size_t c = 0; c < 6; ++c)
       expect_frequency(ones[c], kDraws, held[c], "p " + std::to_string(held[c]));
   }
@@ -239,11 +234,11 @@ TEST(Bernoulli, FrequenciesMatchP) {
     const Tensor b = bernoulli(zeros({kDraws}, {.dtype = dtype}), 0.3);
     ASSERT_EQ(b.dtype(), dtype);
     double total = 0.0;
-    for (double x : values(b)) total += x;
+    for (double x : doubles(b)) total += x;
     expect_frequency(total, kDraws, 0.3, "bernoulli(x, 0.3) " + std::string(dtype_name(dtype)));
   }
-  EXPECT_EQ(values(bernoulli(ones({100}), 0.0)), std::vector<double>(100, 0.0));
-  EXPECT_EQ(values(bernoulli(zeros({100}), 1.0)), std::vector<double>(100, 1.0));
+  EXPECT_EQ(doubles(bernoulli(ones({100}), 0.0)), std::vector<double>(100, 0.0));
+  EXPECT_EQ(doubles(bernoulli(zeros({100}), 1.0)), std::vector<double>(100, 1.0));
 }
 
 TEST(Bernoulli, SeedRepeatsAndNoGradient) {
@@ -252,7 +247,7 @@ TEST(Bernoulli, SeedRepeatsAndNoGradient) {
   const Tensor a = bernoulli(p);
   EXPECT_FALSE(a.requires_grad());
   manual_seed(4);
-  EXPECT_EQ(values(bernoulli(p)), values(a));
+  EXPECT_EQ(doubles(bernoulli(p)), doubles(a));
 }
 
 TEST(Bernoulli, BadProbabilitiesAreRefused) {
@@ -281,7 +276,7 @@ TEST(RsampleNormal, MomentsMatch) {
                std = from_vector<float>({0.5f, 2.f}, {2});
   const Tensor x = rsample_normal(mean, std, {kDraws});
   ASSERT_EQ(x.shape(), Shape({kDraws, 2}));
-  const std::vector<double> v = values(x);
+  const std::vector<double> v = doubles(x);
   for (size_t c = 0; c < 2; ++c) {
     const double m = c == 0 ? 1.0 : -3.0, s = c == 0 ? 0.5 : 2.0;
     double sum = 0.0, sq = 0.0;
@@ -294,7 +289,7 @@ TEST(RsampleNormal, MomentsMatch) {
   }
   // broadcasting, sample dims first; std 0 gives the mean itself
   EXPECT_EQ(rsample_normal(zeros({3}), ones({2, 1}), {4}).shape(), Shape({4, 2, 3}));
-  EXPECT_EQ(values(rsample_normal(from_vector<float>({1.f, 2.f}, {2}), zeros({2}))),
+  EXPECT_EQ(doubles(rsample_normal(from_vector<float>({1.f, 2.f}, {2}), zeros({2}))),
             (std::vector<double>{1.0, 2.0}));
   for (const DType dtype : {DType::f64, DType::bf16, DType::f16})
     EXPECT_EQ(rsample_normal(zeros({3}, {.dtype = dtype}), ones({3}, {.dtype = dtype})).dtype(),
@@ -335,14 +330,14 @@ TEST(RsampleNormal, NormalHasNoGradient) {
   manual_seed(11);
   const Tensor a = normal(mean, 0.1);
   manual_seed(11);
-  EXPECT_EQ(values(a), values(normal(mean, full({1000}, 0.1)))) << "one draw, either std";
-  EXPECT_EQ(values(normal(mean, 0.0)), values(mean));
+  EXPECT_EQ(doubles(a), doubles(normal(mean, full({1000}, 0.1)))) << "one draw, either std";
+  EXPECT_EQ(doubles(normal(mean, 0.0)), doubles(mean));
   manual_seed(12);
   const Tensor r = rsample_normal(mean, full({1000}, 0.1));
   manual_seed(12);
-  EXPECT_EQ(values(normal(mean, full({1000}, 0.1))), values(r)) << "rsample's draw";
+  EXPECT_EQ(doubles(normal(mean, full({1000}, 0.1))), doubles(r)) << "rsample's draw";
   double worst = 0.0;
-  for (double d : values((n - mean).abs())) worst = std::max(worst, d);
+  for (double d : doubles((n - mean).abs())) worst = std::max(worst, d);
   EXPECT_LT(worst, 0.1 * 6.0);
 }
 
@@ -409,17 +404,17 @@ TEST(SamplingCuda, DrawsEqualTheCpu) {
   const Tensor p = rand({500, 300});
   for (const DType dtype : {DType::f32, DType::f64, DType::bf16}) {
     const auto [c, g] = both(3, [&](Device d) { return bernoulli(p.to(dtype).to(d)); });
-    EXPECT_EQ(values(g), values(c)) << "bernoulli " << dtype_name(dtype);
+    EXPECT_EQ(doubles(g), doubles(c)) << "bernoulli " << dtype_name(dtype);
   }
   const auto [cb, gb] =
       both(4, [&](Device d) { return bernoulli(zeros({70000}, {.device = d}), 0.3); });
-  EXPECT_EQ(values(gb), values(cb)) << "bernoulli(x, p)";
+  EXPECT_EQ(doubles(gb), doubles(cb)) << "bernoulli(x, p)";
   const Tensor mean = randn({400, 1}), std = rand({1, 300});
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     const auto [c, g] = both(5, [&](Device d) {
       return rsample_normal(mean.to(dtype).to(d), std.to(dtype).to(d), {2});
     });
-    EXPECT_EQ(values(g), values(c)) << "rsample_normal " << dtype_name(dtype);
+    EXPECT_EQ(doubles(g), doubles(c)) << "rsample_normal " << dtype_name(dtype);
   }
   const auto [c64, g64] = both(
       6, [&](Device d) { return normal(mean.to(DType::f64).to(d), std.to(DType::f64).to(d)); });
@@ -466,7 +461,7 @@ TEST(SamplingCuda, CapturedStepDrawsAnewOnEveryReplay) {
   manual_seed(13);
   for (int i = 0; i < kCalls; ++i) {
     mu.zero_grad();
-    for (const Tensor& t : step(inputs)) eager[i].push_back(values(t));
+    for (const Tensor& t : step(inputs)) eager[i].push_back(doubles(t));
   }
   manual_seed(13);
   train::CapturedStep captured([&](const std::vector<Tensor>& in) {
@@ -474,7 +469,7 @@ TEST(SamplingCuda, CapturedStepDrawsAnewOnEveryReplay) {
     return step(in);
   });
   for (int i = 0; i < kCalls; ++i)
-    for (const Tensor& t : captured(inputs)) graph[i].push_back(values(t));
+    for (const Tensor& t : captured(inputs)) graph[i].push_back(doubles(t));
   EXPECT_EQ(captured.eager_count(), 1);
   EXPECT_EQ(captured.replay_count(), kCalls - 1);
   const char* names[] = {"sample_categorical",  "bernoulli", "multinomial with replacement",

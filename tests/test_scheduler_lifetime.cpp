@@ -18,7 +18,7 @@ namespace {
 using namespace ember;  // NOLINT: test file
 using test_util::error_of;
 
-std::unique_ptr<optim::SGD> make_sgd() {
+std::unique_ptr<optim::SGD> make_momentum_sgd() {
   Tensor w = zeros({2}).requires_grad_(true);
   return std::make_unique<optim::SGD>(std::vector<Tensor>{w},
                                       optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
@@ -86,7 +86,7 @@ std::vector<Kind> kinds() {
 TEST(SchedulerLifetime, EveryKindRefusesToStepAfterItsOptimizerIsDestroyed) {
   for (const Kind& kind : kinds()) {
     SCOPED_TRACE(kind.name);
-    std::unique_ptr<optim::SGD> opt = make_sgd();
+    std::unique_ptr<optim::SGD> opt = make_momentum_sgd();
     std::unique_ptr<optim::LRScheduler> sched = kind.make(*opt);
     ASSERT_EQ(sched->type_name(), kind.name);
     sched->step();
@@ -121,21 +121,21 @@ TEST(SchedulerLifetime, EveryKindRefusesToStepAfterItsOptimizerIsDestroyed) {
 }
 
 TEST(SchedulerLifetime, SchedulerKeepsWorkingWhileItsOptimizerLives) {
-  std::unique_ptr<optim::SGD> opt = make_sgd();
+  std::unique_ptr<optim::SGD> opt = make_momentum_sgd();
   optim::StepLR sched(*opt, 2, 0.5);
   for (int i = 0; i < 4; ++i) sched.step();
   EXPECT_DOUBLE_EQ(opt->lr(0), 0.025);  // 0.1 × 0.5² after epochs 2 and 4
   EXPECT_EQ(&sched.optimizer(), opt.get());
   // Another optimizer made at the same address later is not mistaken for the first one.
   opt.reset();
-  std::unique_ptr<optim::SGD> other = make_sgd();
+  std::unique_ptr<optim::SGD> other = make_momentum_sgd();
   const std::string msg = error_of([&] { sched.step(); });
   EXPECT_NE(msg.find("StepLR: its optimizer was destroyed"), std::string::npos) << msg;
   EXPECT_DOUBLE_EQ(other->lr(0), 0.1);
 }
 
 TEST(SchedulerLifetime, ReduceLROnPlateauRefusesAfterItsOptimizerIsDestroyed) {
-  std::unique_ptr<optim::SGD> opt = make_sgd();
+  std::unique_ptr<optim::SGD> opt = make_momentum_sgd();
   optim::ReduceLROnPlateau sched(*opt, {.factor = 0.5, .patience = 0});
   sched.step(1.0);
   sched.step(2.0);  // worse: the lr halves

@@ -44,7 +44,7 @@ const nlohmann::ordered_json& sdpa_file() {
   return doc;
 }
 
-std::vector<std::string> case_names() {
+std::vector<std::string> sdpa_case_names() {
   std::vector<std::string> out;
   for (const auto& [k, v] : sdpa_file().at("cases").items()) out.push_back(k);
   return out;
@@ -80,24 +80,24 @@ TEST_P(SdpaFixture, MatchesPyTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sdpa, SdpaFixture, ::testing::ValuesIn(case_names()),
+INSTANTIATE_TEST_SUITE_P(Sdpa, SdpaFixture, ::testing::ValuesIn(sdpa_case_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
 TEST(Sdpa, FixtureFileCoversEveryMaskKind) {
-  const std::vector<std::string> names = case_names();
+  const std::vector<std::string> names = sdpa_case_names();
   EXPECT_GE(names.size(), 13u);
   for (const char* want : {"plain", "bool_mask", "key_padding", "float_mask", "causal"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
 }
 
-Tensor rnd(const Shape& s, DType dt = DType::f64) { return ember::randn(s, {.dtype = dt}); }
+Tensor randn_of(const Shape& s, DType dt = DType::f64) { return ember::randn(s, {.dtype = dt}); }
 
 TEST(Sdpa, GradcheckF64) {
   ember::manual_seed(3);
-  const Tensor q = rnd({2, 2, 3, 4}), k = rnd({2, 2, 5, 4}), v = rnd({2, 2, 5, 3});
-  const Tensor fmask = rnd({3, 5}), bmask = ember::gt(rnd({2, 1, 3, 5}), -0.5);
+  const Tensor q = randn_of({2, 2, 3, 4}), k = randn_of({2, 2, 5, 4}), v = randn_of({2, 2, 5, 3});
+  const Tensor fmask = randn_of({3, 5}), bmask = ember::gt(randn_of({2, 1, 3, 5}), -0.5);
   auto run = [](SdpaOptions o) {
     return [o](const std::vector<Tensor>& x) {
       return ember::scaled_dot_product_attention(x[0], x[1], x[2], o);
@@ -117,17 +117,17 @@ TEST(Sdpa, GradcheckF64) {
 }
 
 TEST(Sdpa, Errors) {
-  const Tensor q = rnd({2, 3, 4}, DType::f32), k = rnd({2, 5, 4}, DType::f32),
-               v = rnd({2, 5, 3}, DType::f32);
+  const Tensor q = randn_of({2, 3, 4}, DType::f32), k = randn_of({2, 5, 4}, DType::f32),
+               v = randn_of({2, 5, 3}, DType::f32);
   auto call = [](const Tensor& a, const Tensor& b, const Tensor& c, SdpaOptions o = {}) {
     return [=] { ember::scaled_dot_product_attention(a, b, c, o); };
   };
-  std::string m = error_of(call(rnd({4}, DType::f32), k, v));
+  std::string m = error_of(call(randn_of({4}, DType::f32), k, v));
   EXPECT_NE(m.find("scaled_dot_product_attention: query shape [4]"), std::string::npos) << m;
   EXPECT_NE(m.find("expected rank >= 2"), std::string::npos) << m;
-  m = error_of(call(q, rnd({2, 5, 6}, DType::f32), v));
+  m = error_of(call(q, randn_of({2, 5, 6}, DType::f32), v));
   EXPECT_NE(m.find("head dim 6 (expected the query's 4)"), std::string::npos) << m;
-  m = error_of(call(q, k, rnd({2, 4, 3}, DType::f32)));
+  m = error_of(call(q, k, randn_of({2, 4, 3}, DType::f32)));
   EXPECT_NE(m.find("(expected the key's length S = 5)"), std::string::npos) << m;
   m = error_of(call(q, k.to(DType::f64), v));
   EXPECT_NE(m.find("query dtype f32, key f64, value f32 (expected all equal)"), std::string::npos)
@@ -146,7 +146,7 @@ TEST(Sdpa, Errors) {
   EXPECT_NE(m.find("attn_mask dtype i64 (expected bool, or a float mask"), std::string::npos) << m;
   m = error_of(call(q, k, v, {.scale = std::nan("")}));
   EXPECT_NE(m.find("expected a finite number"), std::string::npos) << m;
-  m = error_of(call(q, k, rnd({3, 5, 3}, DType::f32)));
+  m = error_of(call(q, k, randn_of({3, 5, 3}, DType::f32)));
   EXPECT_NE(m.find("cannot be broadcast"), std::string::npos) << m;
   if (ember::cuda_available()) {
     m = error_of(call(q, k.to(ember::Device::cuda()), v));
@@ -155,7 +155,7 @@ TEST(Sdpa, Errors) {
 }
 
 TEST(Sdpa, DropoutIsSeededAndScaled) {
-  const Tensor q = rnd({2, 2, 8, 4}, DType::f32), k = rnd({2, 2, 16, 4}, DType::f32);
+  const Tensor q = randn_of({2, 2, 8, 4}, DType::f32), k = randn_of({2, 2, 16, 4}, DType::f32);
   const Tensor v = ember::ones({2, 2, 16, 4});
   auto run = [&](uint64_t seed, double p) {
     ember::manual_seed(seed);
@@ -171,7 +171,7 @@ TEST(Sdpa, DropoutIsSeededAndScaled) {
 }
 
 TEST(Sdpa, CpuTakesTheComposedPathAndSaysWhy) {
-  const Tensor q = rnd({1, 2, 4, 8}, DType::f32);
+  const Tensor q = randn_of({1, 2, 4, 8}, DType::f32);
   ember::scaled_dot_product_attention(q, q, q);
   EXPECT_EQ(ember::sdpa_last_backend(), SdpaBackend::unfused);
   EXPECT_NE(ember::sdpa_fallback_reason().find("device cpu"), std::string::npos)
@@ -179,8 +179,8 @@ TEST(Sdpa, CpuTakesTheComposedPathAndSaysWhy) {
 }
 
 TEST(Sdpa, HalfPrecisionOnTheCpu) {
-  const Tensor q = rnd({2, 3, 5, 8}, DType::f32), k = rnd({2, 3, 6, 8}, DType::f32),
-               v = rnd({2, 3, 6, 8}, DType::f32);
+  const Tensor q = randn_of({2, 3, 5, 8}, DType::f32), k = randn_of({2, 3, 6, 8}, DType::f32),
+               v = randn_of({2, 3, 6, 8}, DType::f32);
   for (DType dt : {DType::bf16, DType::f16}) {
     const Tensor qh = q.to(dt), kh = k.to(dt), vh = v.to(dt);
     const Tensor want = ember::scaled_dot_product_attention(qh.to(DType::f32), kh.to(DType::f32),

@@ -8,14 +8,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<float> floats(const Tensor& t) {
-  return t.to(DType::f32).contiguous().to(Device::cpu()).to_vector<float>();
-}
+using ember_test::floats;
 
 constexpr int64_t kB = 2, kT = 64, kH = 4, kE = 32, kC = kH * kE;
 

@@ -6,14 +6,12 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;
-
-std::vector<float> values(const Tensor& t) {
-  return t.contiguous().to(Device::cpu()).to_vector<float>();
-}
+using ember_test::floats;
 
 // split into three, each weighted, plus the whole input weighted: the gradient is the three
 // weights side by side plus the whole weight.
@@ -26,8 +24,8 @@ void check_split(Device device) {
          w2 = randn({4, 3}, {.device = device}), w = randn({4, 9}, {.device = device});
   Tensor loss = sum(parts[0] * w0) + sum(parts[2] * w2) + sum(base * w) + sum(parts[1] * w1);
   loss.backward();
-  const std::vector<float> got = values(x.grad());
-  const std::vector<float> a = values(w0), b = values(w1), c = values(w2), all = values(w);
+  const std::vector<float> got = floats(x.grad());
+  const std::vector<float> a = floats(w0), b = floats(w1), c = floats(w2), all = floats(w);
   for (int r = 0; r < 4; ++r)
     for (int j = 0; j < 9; ++j) {
       const std::vector<float>& piece = j < 3 ? a : (j < 6 ? b : c);
@@ -58,10 +56,10 @@ TEST(SliceGrad, NeverWritesAGradientAnotherHandleHolds) {
   Tensor y = x * 2.0;
   Tensor s = y.slice(1, 1, 3);
   Tensor gy = ones({3, 4}), gs = full({3, 2}, 5.0);
-  const std::vector<float> before = values(gy);
+  const std::vector<float> before = floats(gy);
   const std::vector<Tensor> g = ember::grad({y, s}, {x}, {gy, gs});
-  EXPECT_EQ(values(gy), before);  // the caller's gradient is untouched
-  const std::vector<float> got = values(g[0]);
+  EXPECT_EQ(floats(gy), before);  // the caller's gradient is untouched
+  const std::vector<float> got = floats(g[0]);
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 4; ++j)
       EXPECT_EQ(got[r * 4 + j], (j == 1 || j == 2) ? 12.0f : 2.0f) << r << "," << j;
@@ -78,8 +76,8 @@ TEST(SliceGrad, NeverWritesAGradientAnotherNodeStillReads) {
     const Tensor r = arange(1, 5).to(DType::f32);
     const Tensor terms[3] = {sum((t + u) * r), sum(t.slice(0, 0, 2) * 10.0), sum(u * 7.0)};
     (terms[p[0]] + terms[p[1]] + terms[p[2]]).backward();
-    EXPECT_EQ(values(y.grad()), values(r + 7.0)) << p[0] << p[1] << p[2];
-    EXPECT_EQ(values(x.grad()), values(r + tensor({10.0f, 10.0f, 0.0f, 0.0f})))
+    EXPECT_EQ(floats(y.grad()), floats(r + 7.0)) << p[0] << p[1] << p[2];
+    EXPECT_EQ(floats(x.grad()), floats(r + tensor({10.0f, 10.0f, 0.0f, 0.0f})))
         << p[0] << p[1] << p[2];
   }
 }
@@ -92,7 +90,7 @@ TEST(SliceGrad, OrderOfArrivalDoesNotMatter) {
     Tensor a = base.slice(1, 0, 2), b = base.slice(1, 2, 4);
     Tensor loss = order ? sum(a * 3.0) + sum(base) + sum(b * 5.0) : sum(b * 5.0) + sum(a * 3.0);
     loss.backward();
-    const std::vector<float> got = values(x.grad());
+    const std::vector<float> got = floats(x.grad());
     for (int r = 0; r < 3; ++r)
       for (int j = 0; j < 4; ++j)
         EXPECT_EQ(got[r * 4 + j], (j < 2 ? 3.0f : 5.0f) + (order ? 1.0f : 0.0f)) << order;

@@ -11,17 +11,16 @@
 #include "ember/ember.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
-
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-std::vector<int64_t> ints(const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); }
+using ember_test::ints;
+using ember_test::kFloatNaN;
 
 TEST(Sort, NaNIsGreatestAndTiesKeepInputOrderBothWays) {
-  Tensor x = from_vector<float>({3, kNaN, 1, 3, -0.0f, 0.0f, kNaN, 1}, {8});
+  Tensor x = from_vector<float>({3, kFloatNaN, 1, 3, -0.0f, 0.0f, kFloatNaN, 1}, {8});
   EXPECT_EQ(ints(sort(x).indices), (std::vector<int64_t>{4, 5, 2, 7, 0, 3, 1, 6}));
   EXPECT_EQ(ints(sort(x, 0, true).indices), (std::vector<int64_t>{1, 6, 0, 3, 2, 7, 4, 5}));
   std::vector<float> v = sort(x, 0, true).values.to_vector<float>();
@@ -43,7 +42,7 @@ TEST(Sort, IntegersAndZeroDim) {
 }
 
 TEST(Sort, MedianPropagatesNaNAndNanmedianSkipsIt) {
-  Tensor x = from_vector<float>({2, kNaN, 1, 4, 3, 5}, {2, 3});
+  Tensor x = from_vector<float>({2, kFloatNaN, 1, 4, 3, 5}, {2, 3});
   ValuesIndices m = median(x, 1);
   std::vector<float> v = m.values.to_vector<float>();
   EXPECT_TRUE(std::isnan(v[0]));
@@ -57,7 +56,7 @@ TEST(Sort, MedianPropagatesNaNAndNanmedianSkipsIt) {
 }
 
 TEST(Scan, CummaxTakesTheLatestTieAndNaNPropagates) {
-  Tensor x = from_vector<float>({1, 3, 3, 2, kNaN, 5}, {6});
+  Tensor x = from_vector<float>({1, 3, 3, 2, kFloatNaN, 5}, {6});
   ValuesIndices r = cummax(x, 0);
   std::vector<float> v = r.values.to_vector<float>();
   EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 4), (std::vector<float>{1, 3, 3, 3}));
@@ -106,7 +105,7 @@ Tensor tricky(int64_t rows, int64_t n, DType dtype, uint64_t seed) {
   manual_seed(seed);
   Tensor x = round(randn({rows, n}, {.dtype = DType::f64}) * 20.0);
   x = where(eq(x, 3.0), full({}, -0.0, {.dtype = DType::f64}), x);
-  if (is_floating(dtype)) x = where(eq(x, 7.0), full({}, kNaN, {.dtype = DType::f64}), x);
+  if (is_floating(dtype)) x = where(eq(x, 7.0), full({}, kFloatNaN, {.dtype = DType::f64}), x);
   return x.to(dtype);
 }
 

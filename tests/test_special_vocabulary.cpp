@@ -15,29 +15,26 @@
 #include "ember/ops_math.hpp"
 #include "error_of.hpp"
 #include "layer_test_util.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
+using ember_test::doubles;
+using ember_test::f64;
+using ember_test::kInf;
+using ember_test::kNaN;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-Tensor f64(std::vector<double> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return from_vector<double>(v, Shape{n});
-}
-Tensor ints(std::vector<int64_t> v, DType dtype = DType::i64) {
+Tensor int_tensor(std::vector<int64_t> v, DType dtype = DType::i64) {
   const int64_t n = static_cast<int64_t>(v.size());
   return from_vector<int64_t>(v, Shape{n}).to(dtype);
 }
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 // got[i] against want[i]: equal infinities and NaNs, else within rtol.
-void expect_values(const Tensor& got, const std::vector<double>& want, double rtol,
-                   const std::string& what) {
-  const std::vector<double> g = values(got);
+void expect_doubles_within(const Tensor& got, const std::vector<double>& want, double rtol,
+                           const std::string& what) {
+  const std::vector<double> g = doubles(got);
   ASSERT_EQ(g.size(), want.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
     if (std::isnan(want[i])) {
@@ -54,37 +51,40 @@ void expect_values(const Tensor& got, const std::vector<double>& want, double rt
 // ---- values at the edges (torch 1.13, f64)
 
 TEST(SpecialMath, GammaFamilyAtPolesAndReflection) {
-  expect_values(digamma(f64({0.0, -0.0, -1.0, -100.25, 1.0})),
-                {-kInf, kInf, kNaN, 7.754238959208646, -0.5772156649015329}, 1e-12, "digamma");
-  expect_values(lgamma(f64({0.0, -1.0, -2.5, 0.5})),
-                {kInf, kInf, -0.05624371649767405, 0.5723649429247001}, 1e-12, "lgamma");
-  expect_values(polygamma(3, f64({-1.5})), {194.59427621918758}, 1e-10, "polygamma(3)");
-  expect_values(polygamma(1, f64({0.0})), {kInf}, 0.0, "polygamma(1, 0)");
-  expect_values(special::zeta(f64({3.0, 1.0, 0.5}), f64({-2.5, 1.0, 1.0})),
-                {0.0541020258208641, kInf, kNaN}, 1e-10, "zeta");
+  expect_doubles_within(digamma(f64({0.0, -0.0, -1.0, -100.25, 1.0})),
+                        {-kInf, kInf, kNaN, 7.754238959208646, -0.5772156649015329}, 1e-12,
+                        "digamma");
+  expect_doubles_within(lgamma(f64({0.0, -1.0, -2.5, 0.5})),
+                        {kInf, kInf, -0.05624371649767405, 0.5723649429247001}, 1e-12, "lgamma");
+  expect_doubles_within(polygamma(3, f64({-1.5})), {194.59427621918758}, 1e-10, "polygamma(3)");
+  expect_doubles_within(polygamma(1, f64({0.0})), {kInf}, 0.0, "polygamma(1, 0)");
+  expect_doubles_within(special::zeta(f64({3.0, 1.0, 0.5}), f64({-2.5, 1.0, 1.0})),
+                        {0.0541020258208641, kInf, kNaN}, 1e-10, "zeta");
 }
 
 TEST(SpecialMath, BesselAndErfcxTails) {
-  expect_values(special::i0e(f64({1000.0, kInf, -kInf, 0.0})), {0.012617240455891257, 0, 0, 1},
-                1e-12, "i0e");
-  expect_values(special::i1(f64({100.0, -kInf})), {1.0683693903381625e+42, -kInf}, 1e-12, "i1");
-  expect_values(i0(f64({700.0})), {1.5295933476718735e+302}, 1e-11, "i0");
-  expect_values(special::erfcx(f64({-30.0, 0.0, 30.0, 1e10})),
-                {kInf, 1.0, 0.018795888861416754, 5.641895835477563e-11}, 1e-12, "erfcx");
-  expect_values(special::log_ndtr(f64({-40.0})), {-804.6084420137539}, 1e-12, "log_ndtr");
-  expect_values(special::ndtri(f64({1e-10, 0.0, 1.0, 0.5})), {-6.361340902404056, -kInf, kInf, 0},
-                1e-10, "ndtri");
-  expect_values(special::entr(f64({-1.0, 0.0, kNaN})), {-kInf, 0.0, kNaN}, 0.0, "entr");
+  expect_doubles_within(special::i0e(f64({1000.0, kInf, -kInf, 0.0})),
+                        {0.012617240455891257, 0, 0, 1}, 1e-12, "i0e");
+  expect_doubles_within(special::i1(f64({100.0, -kInf})), {1.0683693903381625e+42, -kInf}, 1e-12,
+                        "i1");
+  expect_doubles_within(i0(f64({700.0})), {1.5295933476718735e+302}, 1e-11, "i0");
+  expect_doubles_within(special::erfcx(f64({-30.0, 0.0, 30.0, 1e10})),
+                        {kInf, 1.0, 0.018795888861416754, 5.641895835477563e-11}, 1e-12, "erfcx");
+  expect_doubles_within(special::log_ndtr(f64({-40.0})), {-804.6084420137539}, 1e-12, "log_ndtr");
+  expect_doubles_within(special::ndtri(f64({1e-10, 0.0, 1.0, 0.5})),
+                        {-6.361340902404056, -kInf, kInf, 0}, 1e-10, "ndtri");
+  expect_doubles_within(special::entr(f64({-1.0, 0.0, kNaN})), {-kInf, 0.0, kNaN}, 0.0, "entr");
 }
 
 TEST(SpecialMath, FloatBitsAndSigns) {
-  expect_values(sinc(f64({0.0})), {1.0}, 0.0, "sinc(0)");
-  expect_values(xlogy(f64({0.0, 0.0, 1.0}), f64({0.0, kNaN, 0.0})), {0.0, kNaN, -kInf}, 0.0,
-                "xlogy");
-  expect_values(logaddexp(f64({kInf, -kInf}), f64({kInf, -kInf})), {kInf, -kInf}, 0.0, "logaddexp");
-  expect_values(logaddexp2(f64({-kInf, 1.0}), f64({-kInf, 1.0})), {-kInf, 2.0}, 1e-15,
-                "logaddexp2");
-  const std::vector<double> sign = values(signbit(f64({-0.0, 0.0, -kNaN, kNaN, -2.0})));
+  expect_doubles_within(sinc(f64({0.0})), {1.0}, 0.0, "sinc(0)");
+  expect_doubles_within(xlogy(f64({0.0, 0.0, 1.0}), f64({0.0, kNaN, 0.0})), {0.0, kNaN, -kInf}, 0.0,
+                        "xlogy");
+  expect_doubles_within(logaddexp(f64({kInf, -kInf}), f64({kInf, -kInf})), {kInf, -kInf}, 0.0,
+                        "logaddexp");
+  expect_doubles_within(logaddexp2(f64({-kInf, 1.0}), f64({-kInf, 1.0})), {-kInf, 2.0}, 1e-15,
+                        "logaddexp2");
+  const std::vector<double> sign = doubles(signbit(f64({-0.0, 0.0, -kNaN, kNaN, -2.0})));
   EXPECT_EQ(sign, (std::vector<double>{1, 0, 1, 0, 1}));
   EXPECT_EQ(signbit(f64({1.0})).dtype(), DType::boolean);
   const Tensor one32 = ones({1});
@@ -131,7 +131,7 @@ TEST(SpecialMath, NonFiniteInputsAsPyTorch) {
       {"digamma", digamma(x), {kNaN, kInf, kNaN, -kInf, kInf, -1.9635100260214229}},
       {"ndtri", special::ndtri(x), {kNaN, kNaN, kNaN, -kInf, -kInf, 0}},
       {"polygamma(1)", polygamma(1, x), {kNaN, 0, kNaN, kInf, kInf, 4.934802200544679}}};
-  for (const Row& r : rows) expect_values(r.got, r.want, 1e-14, r.name);
+  for (const Row& r : rows) expect_doubles_within(r.got, r.want, 1e-14, r.name);
 }
 
 // Empty and 0-d inputs keep their shapes through every op (no kernel launch on nothing, no
@@ -181,7 +181,7 @@ TEST(SpecialMath, FrexpSplitsExactly) {
   const std::vector<double> x = {0.0, kInf, 8.0, -0.75, 1e-310, 3.0e300};
   const auto [m, e] = frexp(f64(x));
   EXPECT_EQ(e.dtype(), DType::i32);
-  const std::vector<double> mv = values(m), ev = values(e);
+  const std::vector<double> mv = doubles(m), ev = doubles(e);
   for (size_t i = 0; i < x.size(); ++i) {
     int want_e = 0;
     const double want_m = std::isinf(x[i]) ? x[i] : std::frexp(x[i], &want_e);
@@ -191,33 +191,35 @@ TEST(SpecialMath, FrexpSplitsExactly) {
 }
 
 TEST(SpecialMath, IntegerOpsAtTheirEdges) {
-  EXPECT_EQ(gcd(ints({0, -4, 6}), ints({0, 6, -9})).to_vector<int64_t>(),
+  EXPECT_EQ(gcd(int_tensor({0, -4, 6}), int_tensor({0, 6, -9})).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 2, 3}));
-  EXPECT_EQ(lcm(ints({0, -4, 6}), ints({3, 6, -9})).to_vector<int64_t>(),
+  EXPECT_EQ(lcm(int_tensor({0, -4, 6}), int_tensor({3, 6, -9})).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 12, 18}));
   // PyTorch 2.x: a shift by a negative count or by the width or more gives 0 (left) or the
   // sign (right); torch 1.13 left it to the hardware.
-  EXPECT_EQ(bitwise_left_shift(ints({1, 5, -8}, DType::i32), ints({32, 1, -1}, DType::i32))
-                .to_vector<int32_t>(),
-            (std::vector<int32_t>{0, 10, 0}));
-  EXPECT_EQ(bitwise_right_shift(ints({-8, 8, 9}, DType::i32), ints({40, 40, 1}, DType::i32))
-                .to_vector<int32_t>(),
-            (std::vector<int32_t>{-1, 0, 4}));
+  EXPECT_EQ(
+      bitwise_left_shift(int_tensor({1, 5, -8}, DType::i32), int_tensor({32, 1, -1}, DType::i32))
+          .to_vector<int32_t>(),
+      (std::vector<int32_t>{0, 10, 0}));
+  EXPECT_EQ(
+      bitwise_right_shift(int_tensor({-8, 8, 9}, DType::i32), int_tensor({40, 40, 1}, DType::i32))
+          .to_vector<int32_t>(),
+      (std::vector<int32_t>{-1, 0, 4}));
   const int64_t kMin = std::numeric_limits<int64_t>::min();
-  EXPECT_EQ(bitwise_not(ints({kMin, -1, 12})).to_vector<int64_t>(),
+  EXPECT_EQ(bitwise_not(int_tensor({kMin, -1, 12})).to_vector<int64_t>(),
             (std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 0, -13}));
   EXPECT_EQ(heaviside(f64({kNaN, 0.0, -1.0}), f64({5.0})).to_vector<double>(),
             (std::vector<double>{0.0, 5.0, 0.0}));
   EXPECT_TRUE(allclose(f64({1.0, kNaN}), f64({1.0 + 1e-9, kNaN}), 1e-5, 1e-8, true));
   EXPECT_FALSE(allclose(f64({1.0, kNaN}), f64({1.0, kNaN})));
-  EXPECT_EQ(float_power(ints({2}), 0.5).dtype(), DType::f64);
+  EXPECT_EQ(float_power(int_tensor({2}), 0.5).dtype(), DType::f64);
 }
 
 // ---- bad input names the op
 
 TEST(SpecialMath, BadInputNamesTheOp) {
   const Tensor x = randn({3});
-  const Tensor i = ints({1, 2, 3});
+  const Tensor i = int_tensor({1, 2, 3});
   EXPECT_NE(error_of([&] { lgamma(i); }).find("lgamma"), std::string::npos);
   EXPECT_NE(error_of([&] { polygamma(-1, x); }).find("polygamma: order n = -1"), std::string::npos);
   EXPECT_NE(error_of([&] { mvlgamma(full({2}, 0.5), 3); }).find("mvlgamma: every element"),
@@ -252,9 +254,9 @@ TEST(SpecialMath, RReLUTrainingDrawsRepeatableSlopes) {
   manual_seed(7);
   const Tensor xg = x.clone().requires_grad_();
   const Tensor b = rrelu(xg, 0.1, 0.3, true);
-  EXPECT_EQ(values(a), values(b)) << "the same seed draws the same slopes";
+  EXPECT_EQ(doubles(a), doubles(b)) << "the same seed draws the same slopes";
   b.sum().backward();
-  const std::vector<double> xs = values(x), ys = values(a), gs = values(xg.grad());
+  const std::vector<double> xs = doubles(x), ys = doubles(a), gs = doubles(xg.grad());
   for (size_t k = 0; k < xs.size(); ++k) {
     if (xs[k] > 0) {
       EXPECT_EQ(ys[k], xs[k]);
@@ -266,8 +268,9 @@ TEST(SpecialMath, RReLUTrainingDrawsRepeatableSlopes) {
     }
   }
   manual_seed(8);
-  EXPECT_NE(values(rrelu(x, 0.1, 0.3, true)), values(a)) << "another seed, other slopes";
-  expect_values(rrelu(x, 0.1, 0.3, false), {-0.2, -0.4, 3.0, -0.1, 0.0, -0.8}, 1e-15, "eval");
+  EXPECT_NE(doubles(rrelu(x, 0.1, 0.3, true)), doubles(a)) << "another seed, other slopes";
+  expect_doubles_within(rrelu(x, 0.1, 0.3, false), {-0.2, -0.4, 3.0, -0.1, 0.0, -0.8}, 1e-15,
+                        "eval");
 }
 
 // On a GPU: rand draws the same numbers on every device for one seed (a counter-based
@@ -280,13 +283,13 @@ TEST(CudaSpecialMath, RReLUSlopesAndTailsMatchTheCPU) {
   const Tensor cpu = rrelu(x, 0.1, 0.3, true);
   manual_seed(11);
   const Tensor gpu = rrelu(x.to(Device::cuda()), 0.1, 0.3, true);
-  expect_values(gpu.to(Device::cpu()), values(cpu), 1e-15, "rrelu on the GPU");
+  expect_doubles_within(gpu.to(Device::cpu()), doubles(cpu), 1e-15, "rrelu on the GPU");
   const Tensor t = f64({-40.0, -3.0, 0.5, 27.0, 31.0, 700.0});
   const Tensor g = t.to(Device::cuda());
-  expect_values(special::erfcx(g), values(special::erfcx(t)), 1e-13, "erfcx");
-  expect_values(special::i1e(g), values(special::i1e(t)), 1e-13, "i1e");
-  expect_values(digamma(g), values(digamma(t)), 1e-13, "digamma");
-  expect_values(special::log_ndtr(g), values(special::log_ndtr(t)), 1e-13, "log_ndtr");
+  expect_doubles_within(special::erfcx(g), doubles(special::erfcx(t)), 1e-13, "erfcx");
+  expect_doubles_within(special::i1e(g), doubles(special::i1e(t)), 1e-13, "i1e");
+  expect_doubles_within(digamma(g), doubles(digamma(t)), 1e-13, "digamma");
+  expect_doubles_within(special::log_ndtr(g), doubles(special::log_ndtr(t)), 1e-13, "log_ndtr");
 }
 
 // ---- the modules
@@ -308,13 +311,13 @@ TEST(SpecialModules, ConfigRoundTripsAndForward) {
       nn::Softshrink(0.2), nn::Threshold(0.1, 20.0), nn::RReLU(0.1, 0.2)};
   for (const nn::Module& m : modules) ember::test_util::expect_config_round_trip(m);
   const Tensor x = from_vector<double>({-2.0, -0.25, 0.05, 1.0}, Shape{4});
-  expect_values(nn::CELU(1.5)(x), values(celu(x, 1.5)), 0.0, "CELU");
-  expect_values(nn::Threshold(0.1, 20.0)(x), {20.0, 20.0, 20.0, 1.0}, 0.0, "Threshold");
-  expect_values(nn::Hardshrink(0.3)(x), {-2.0, 0.0, 0.0, 1.0}, 0.0, "Hardshrink");
-  expect_values(nn::Softshrink(0.2)(x), {-1.8, -0.05, 0.0, 0.8}, 1e-15, "Softshrink");
+  expect_doubles_within(nn::CELU(1.5)(x), doubles(celu(x, 1.5)), 0.0, "CELU");
+  expect_doubles_within(nn::Threshold(0.1, 20.0)(x), {20.0, 20.0, 20.0, 1.0}, 0.0, "Threshold");
+  expect_doubles_within(nn::Hardshrink(0.3)(x), {-2.0, 0.0, 0.0, 1.0}, 0.0, "Hardshrink");
+  expect_doubles_within(nn::Softshrink(0.2)(x), {-1.8, -0.05, 0.0, 0.8}, 1e-15, "Softshrink");
   nn::RReLU r(0.1, 0.2);
   r->eval();
-  expect_values(r(x), {-0.3, -0.0375, 0.05, 1.0}, 1e-15, "RReLU in eval");
+  expect_doubles_within(r(x), {-0.3, -0.0375, 0.05, 1.0}, 1e-15, "RReLU in eval");
   EXPECT_NE(error_of([] { nn::Softshrink(-0.5); }).find("Softshrink: lambd"), std::string::npos);
   EXPECT_NE(error_of([] { nn::CELU(0.0); }).find("CELU: alpha is 0"), std::string::npos);
   EXPECT_NE(error_of([] { nn::RReLU(0.5, 0.1); }).find("RReLU: lower bound"), std::string::npos);

@@ -29,7 +29,7 @@ double std_of(const std::vector<float>& v) {
   return std::sqrt(s / static_cast<double>(v.size()));
 }
 
-void expect_values(const Tensor& t, const std::vector<float>& want, const std::string& what) {
+void expect_floats_equal(const Tensor& t, const std::vector<float>& want, const std::string& what) {
   const std::vector<float> got = vals(t);
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << what << " at " << i;
@@ -46,9 +46,9 @@ TEST(Factories, ZerosOnesFull) {
   EXPECT_EQ(z.numel(), 6);
   EXPECT_TRUE(z.is_contiguous());
   EXPECT_FALSE(z.requires_grad());
-  expect_values(z, std::vector<float>(6, 0.0f), "zeros");
-  expect_values(ones({4}), std::vector<float>(4, 1.0f), "ones");
-  expect_values(full({2, 2}, 2.5), std::vector<float>(4, 2.5f), "full");
+  expect_floats_equal(z, std::vector<float>(6, 0.0f), "zeros");
+  expect_floats_equal(ones({4}), std::vector<float>(4, 1.0f), "ones");
+  expect_floats_equal(full({2, 2}, 2.5), std::vector<float>(4, 2.5f), "full");
   Tensor d = full({3}, -1.25, {.dtype = DType::f64});
   EXPECT_EQ(d.dtype(), DType::f64);
   for (double v : d.to_vector<double>()) EXPECT_EQ(v, -1.25);
@@ -57,7 +57,7 @@ TEST(Factories, ZerosOnesFull) {
   EXPECT_EQ(like.dtype(), DType::f64);
   EXPECT_EQ(like.shape(), d.shape());
   EXPECT_EQ(zeros_like(z).shape(), z.shape());
-  expect_values(ones_like(z), std::vector<float>(6, 1.0f), "ones_like");
+  expect_floats_equal(ones_like(z), std::vector<float>(6, 1.0f), "ones_like");
 }
 
 TEST(Factories, ZeroDimAndEmpty) {
@@ -71,17 +71,17 @@ TEST(Factories, ZeroDimAndEmpty) {
 }
 
 TEST(Factories, ArangeLinspace) {
-  expect_values(arange(0, 5), {0, 1, 2, 3, 4}, "arange(0, 5)");
-  expect_values(arange(5), {0, 1, 2, 3, 4}, "arange(5)");
-  expect_values(arange(1, 2, 0.25), {1.0f, 1.25f, 1.5f, 1.75f}, "arange(1, 2, 0.25)");
-  expect_values(arange(3, 0, -1), {3, 2, 1}, "arange(3, 0, -1)");
+  expect_floats_equal(arange(0, 5), {0, 1, 2, 3, 4}, "arange(0, 5)");
+  expect_floats_equal(arange(5), {0, 1, 2, 3, 4}, "arange(5)");
+  expect_floats_equal(arange(1, 2, 0.25), {1.0f, 1.25f, 1.5f, 1.75f}, "arange(1, 2, 0.25)");
+  expect_floats_equal(arange(3, 0, -1), {3, 2, 1}, "arange(3, 0, -1)");
   EXPECT_EQ(arange(0, 10, 3).numel(), 4);  // 0 3 6 9
   Tensor i = arange(0, 4, 1, {.dtype = DType::i64});
   EXPECT_EQ(i.dtype(), DType::i64);
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
-  expect_values(linspace(0, 1, 5), {0.0f, 0.25f, 0.5f, 0.75f, 1.0f}, "linspace(0, 1, 5)");
-  expect_values(linspace(-1, 1, 3), {-1, 0, 1}, "linspace(-1, 1, 3)");
-  expect_values(linspace(2, 7, 1), {2}, "linspace steps=1");
+  expect_floats_equal(linspace(0, 1, 5), {0.0f, 0.25f, 0.5f, 0.75f, 1.0f}, "linspace(0, 1, 5)");
+  expect_floats_equal(linspace(-1, 1, 3), {-1, 0, 1}, "linspace(-1, 1, 3)");
+  expect_floats_equal(linspace(2, 7, 1), {2}, "linspace steps=1");
   Tensor l = linspace(0, 1, 101, {.dtype = DType::f64});
   EXPECT_DOUBLE_EQ(l.to_vector<double>().back(), 1.0);  // end is included exactly
 }
@@ -223,7 +223,7 @@ TEST(Factories, ManualSeedDeterminism) {
 TEST(Factories, FromVectorAndTensor) {
   Tensor t = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(t.shape(), Shape({2, 3}));
-  expect_values(t, {1, 2, 3, 4, 5, 6}, "from_vector");
+  expect_floats_equal(t, {1, 2, 3, 4, 5, 6}, "from_vector");
   Tensor d = from_vector<double>({0.1, 0.2}, {2});
   EXPECT_EQ(d.dtype(), DType::f64);
   EXPECT_EQ(d.to_vector<double>(), (std::vector<double>{0.1, 0.2}));
@@ -231,7 +231,7 @@ TEST(Factories, FromVectorAndTensor) {
   EXPECT_EQ(i.dtype(), DType::i64);
   Tensor l = tensor({1.5f, 2.5f, 3.5f, 4.5f}, {2, 2});
   EXPECT_EQ(l.shape(), Shape({2, 2}));
-  expect_values(l, {1.5f, 2.5f, 3.5f, 4.5f}, "tensor");
+  expect_floats_equal(l, {1.5f, 2.5f, 3.5f, 4.5f}, "tensor");
   EXPECT_THROW(from_vector<float>({1, 2, 3}, {2, 2}), Error);
 }
 
@@ -247,11 +247,11 @@ TEST(Views, ReshapeAndViewShareStorage) {
   EXPECT_EQ(r.storage(), x.storage());
   EXPECT_EQ(v.storage(), x.storage());
   r.select(0, 2).fill_(9.0);  // r[2] = elements 4 and 5 of x
-  expect_values(x, {0, 1, 2, 3, 9, 9}, "write through reshape");
+  expect_floats_equal(x, {0, 1, 2, 3, 9, 9}, "write through reshape");
   v.narrow(0, 0, 1).fill_(-1.0);
-  expect_values(x, {-1, 1, 2, 3, 9, 9}, "write through view");
+  expect_floats_equal(x, {-1, 1, 2, 3, 9, 9}, "write through view");
   x.fill_(7.0);
-  expect_values(r, std::vector<float>(6, 7.0f), "base write seen in reshape");
+  expect_floats_equal(r, std::vector<float>(6, 7.0f), "base write seen in reshape");
 }
 
 TEST(Views, TransposeAndPermute) {
@@ -263,7 +263,7 @@ TEST(Views, TransposeAndPermute) {
   EXPECT_EQ(t.stride(0), 1);
   EXPECT_EQ(t.stride(1), 3);
   t.select(0, 2).fill_(8.0);  // column 2 of x
-  expect_values(x, {0, 1, 8, 3, 4, 8}, "write through transpose");
+  expect_floats_equal(x, {0, 1, 8, 3, 4, 8}, "write through transpose");
 
   Tensor y = arange(0, 24).reshape({2, 3, 4}).contiguous();
   Tensor p = y.permute({2, 0, 1});
@@ -283,15 +283,15 @@ TEST(Views, SliceAndNarrow) {
   EXPECT_EQ(s.shape(), Shape({2, 2}));
   EXPECT_EQ(s.storage(), x.storage());
   s.fill_(9.0);
-  expect_values(x, {9, 0, 9, 0, 9, 0, 9, 0}, "write through slice with step");
+  expect_floats_equal(x, {9, 0, 9, 0, 9, 0, 9, 0}, "write through slice with step");
   Tensor n = x.narrow(0, 1, 1);
   EXPECT_EQ(n.shape(), Shape({1, 4}));
   EXPECT_EQ(n.storage(), x.storage());
   n.fill_(1.0);
-  expect_values(x, {9, 0, 9, 0, 1, 1, 1, 1}, "write through narrow");
+  expect_floats_equal(x, {9, 0, 9, 0, 1, 1, 1, 1}, "write through narrow");
   Tensor neg = arange(0, 10).slice(0, -3, 10);
-  expect_values(neg, {7, 8, 9}, "slice with negative start");
-  expect_values(arange(0, 10).slice(0, 1, 9, 3), {1, 4, 7}, "slice with step 3");
+  expect_floats_equal(neg, {7, 8, 9}, "slice with negative start");
+  expect_floats_equal(arange(0, 10).slice(0, 1, 9, 3), {1, 4, 7}, "slice with step 3");
 }
 
 TEST(Views, ExpandSqueezeUnsqueeze) {
@@ -311,12 +311,12 @@ TEST(Views, ExpandSqueezeUnsqueeze) {
   EXPECT_EQ(sq.shape(), Shape({3}));
   EXPECT_EQ(sq.storage(), x.storage());
   sq.narrow(0, 2, 1).fill_(30.0);
-  expect_values(x, {1, 20, 30}, "write through squeeze");
+  expect_floats_equal(x, {1, 20, 30}, "write through squeeze");
   Tensor us = sq.unsqueeze(0);
   EXPECT_EQ(us.shape(), Shape({1, 3}));
   EXPECT_EQ(us.storage(), x.storage());
   us.narrow(1, 0, 1).fill_(10.0);
-  expect_values(x, {10, 20, 30}, "write through unsqueeze");
+  expect_floats_equal(x, {10, 20, 30}, "write through unsqueeze");
   EXPECT_EQ(zeros({1, 3, 1, 2}).squeeze().shape(), Shape({3, 2}));
   EXPECT_EQ(zeros({3, 4}).unsqueeze(-1).shape(), Shape({3, 4, 1}));
   EXPECT_EQ(zeros({2, 3, 4}).flatten(1).shape(), Shape({2, 12}));
@@ -330,10 +330,10 @@ TEST(Views, ContiguousOfTransposed) {
   EXPECT_TRUE(c.is_contiguous());
   EXPECT_EQ(c.shape(), Shape({3, 2}));
   EXPECT_NE(c.storage(), x.storage());
-  expect_values(c, {0, 3, 1, 4, 2, 5}, "contiguous of transpose");
+  expect_floats_equal(c, {0, 3, 1, 4, 2, 5}, "contiguous of transpose");
   EXPECT_EQ(c.to_vector<float>(), t.to_vector<float>());  // to_vector reads in logical order
   c.fill_(0.0);                                           // a copy: the base is untouched
-  expect_values(x, {0, 1, 2, 3, 4, 5}, "base after writing the copy");
+  expect_floats_equal(x, {0, 1, 2, 3, 4, 5}, "base after writing the copy");
 }
 
 TEST(Views, InPlaceBumpsSharedVersion) {
@@ -350,14 +350,14 @@ TEST(Views, CloneAndCopy) {
   Tensor c = x.clone();
   EXPECT_NE(c.storage(), x.storage());
   c.fill_(1.0);
-  expect_values(x, {0, 1, 2, 3, 4, 5}, "clone is independent");
+  expect_floats_equal(x, {0, 1, 2, 3, 4, 5}, "clone is independent");
   Tensor y = zeros({2, 3});
   void* ptr = y.data_ptr();
   y.copy_(from_vector<float>({1, 2, 3}, {3}));  // broadcast copy keeps the buffer
   EXPECT_EQ(y.data_ptr(), ptr);
-  expect_values(y, {1, 2, 3, 1, 2, 3}, "copy_ with broadcast");
+  expect_floats_equal(y, {1, 2, 3, 1, 2, 3}, "copy_ with broadcast");
   y.copy_(from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}));  // and casts
-  expect_values(y, {1, 2, 3, 4, 5, 6}, "copy_ with cast");
+  expect_floats_equal(y, {1, 2, 3, 4, 5, 6}, "copy_ with cast");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -585,12 +585,12 @@ TEST(Autograd, GradAccumulatesOverBackwards) {
   EXPECT_TRUE(x.is_leaf());
   EXPECT_FALSE(x.grad().defined());
   (x * 3.0).sum().backward();
-  expect_values(x.grad(), {3, 3, 3}, "first backward");
+  expect_floats_equal(x.grad(), {3, 3, 3}, "first backward");
   (x * x).sum().backward();
-  expect_values(x.grad(), {5, 7, 9}, "accumulated");
+  expect_floats_equal(x.grad(), {5, 7, 9}, "accumulated");
   x.zero_grad(/*set_to_none=*/false);
   ASSERT_TRUE(x.grad().defined());
-  expect_values(x.grad(), {0, 0, 0}, "zero_grad(false)");
+  expect_floats_equal(x.grad(), {0, 0, 0}, "zero_grad(false)");
   x.zero_grad();
   EXPECT_FALSE(x.grad().defined());
 }
@@ -599,9 +599,9 @@ TEST(Autograd, RetainGraphAllowsASecondBackward) {
   Tensor x = from_vector<float>({1, -2}, {2}).requires_grad_();
   Tensor y = (x * x * x).sum();
   y.backward(Tensor(), /*retain_graph=*/true);
-  expect_values(x.grad(), {3, 12}, "first");
+  expect_floats_equal(x.grad(), {3, 12}, "first");
   y.backward();
-  expect_values(x.grad(), {6, 24}, "second through the retained graph");
+  expect_floats_equal(x.grad(), {6, 24}, "second through the retained graph");
 }
 
 TEST(Autograd, NoGradGuardStopsRecording) {
@@ -635,14 +635,14 @@ TEST(Autograd, DetachCutsTheGraph) {
   EXPECT_EQ(d.grad_fn(), nullptr);
   EXPECT_EQ(d.storage(), a.storage());
   (d * x).sum().backward();
-  expect_values(x.grad(), {2, 4, 6}, "gradient only through the attached path");
+  expect_floats_equal(x.grad(), {2, 4, 6}, "gradient only through the attached path");
 }
 
 TEST(Autograd, BackwardWithGradientForNonScalar) {
   Tensor x = from_vector<float>({1, 2, 3}, {3}).requires_grad_();
   Tensor y = x * x;
   y.backward(from_vector<float>({1, 10, 100}, {3}));
-  expect_values(x.grad(), {2, 40, 600}, "backward(grad)");
+  expect_floats_equal(x.grad(), {2, 40, 600}, "backward(grad)");
 }
 
 TEST(Autograd, GradFunctionLeavesDotGradAlone) {
@@ -651,13 +651,13 @@ TEST(Autograd, GradFunctionLeavesDotGradAlone) {
   Tensor y = (x * x).sum() + (w * 3.0).sum();
   std::vector<Tensor> g = ember::grad({y}, {x, w});
   ASSERT_EQ(g.size(), 2u);
-  expect_values(g[0], {2, 4, 6}, "dy/dx");
-  expect_values(g[1], {3, 3}, "dy/dw");
+  expect_floats_equal(g[0], {2, 4, 6}, "dy/dx");
+  expect_floats_equal(g[1], {3, 3}, "dy/dw");
   EXPECT_FALSE(x.grad().defined());
   EXPECT_FALSE(w.grad().defined());
   Tensor z = x * 2.0;  // non-scalar output with grad_outputs
   std::vector<Tensor> gz = ember::grad({z}, {x}, {from_vector<float>({1, 2, 3}, {3})});
-  expect_values(gz[0], {2, 4, 6}, "grad with grad_outputs");
+  expect_floats_equal(gz[0], {2, 4, 6}, "grad with grad_outputs");
 }
 
 TEST(Autograd, SharedSubexpressionAndUnusedBranch) {
@@ -666,14 +666,14 @@ TEST(Autograd, SharedSubexpressionAndUnusedBranch) {
   Tensor y = (a * a + a).sum();  // x^4 + x^2
   Tensor unused = x.exp();       // recorded but not part of y
   y.backward();
-  expect_values(x.grad(), {4 * 8 + 2 * 2}, "d(x^4 + x^2)/dx at 2");
+  expect_floats_equal(x.grad(), {4 * 8 + 2 * 2}, "d(x^4 + x^2)/dx at 2");
 }
 
 TEST(Autograd, ViewsPropagateGradients) {
   Tensor x = arange(0, 6).reshape({2, 3}).contiguous().requires_grad_();
   Tensor y = x.t().slice(0, 0, 3, 2).sum();  // rows 0 and 2 of xᵀ: columns 0 and 2 of x
   y.backward();
-  expect_values(x.grad(), {1, 0, 1, 1, 0, 1}, "slice of transpose");
+  expect_floats_equal(x.grad(), {1, 0, 1, 1, 0, 1}, "slice of transpose");
 }
 
 // ---------------------------------------------------------------------------------------

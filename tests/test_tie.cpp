@@ -16,15 +16,15 @@
 #include "ember/optim.hpp"
 #include "error_of.hpp"
 #include "io_test_util.hpp"
+#include "tensor_values.hpp"
 
 namespace {
 
 using namespace ember;  // NOLINT: test file
 using ember::test_util::error_of;
+using ember_test::floats;
 
 constexpr int64_t kVocab = 50, kDim = 16, kTokens = 24;
-
-std::vector<float> floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }
 
 // The same values in `to`'s parameter as in `from`'s (no graph).
 void copy_into(const Tensor& to, const Tensor& from) {

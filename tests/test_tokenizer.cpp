@@ -19,6 +19,7 @@
 #include "ember/text/tokenizer.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "lm_test_util.hpp"
 #include "text/bpe.hpp"
 #include "text/pretokenize.hpp"
 
@@ -27,8 +28,7 @@ namespace {
 using ember::test_util::error_of;
 using ember::text::Tokenizer;
 using json = nlohmann::json;
-
-std::string lm_dir() { return ember_test::data_dir() + "/lm"; }
+using ember_test::lm_dir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -23,7 +23,7 @@ using namespace ember::data::transforms;
 using ember::test_util::error_of;
 using nlohmann::json;
 
-const json& fixtures() {
+const json& image_fixtures() {
   static const json j = [] {
     std::ifstream in(std::string(EMBER_TEST_DATA_DIR) + "/image_fixtures.json");
     EXPECT_TRUE(in.good()) << "tests/data/image_fixtures.json is missing: run "
@@ -33,7 +33,7 @@ const json& fixtures() {
   return j;
 }
 
-const json& tcase(const std::string& name) { return fixtures()["transforms"][name]; }
+const json& tcase(const std::string& name) { return image_fixtures()["transforms"][name]; }
 
 // The fixture's u8 image [H, W, 3] and its f32 [3, H, W] (/ 255, as the generator).
 Tensor image_u8() {
