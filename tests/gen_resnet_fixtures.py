@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""tests/gen_resnet_fixtures.py — torchvision's ResNets as the reference for ember's
-(include/ember/models/resnet.hpp; tests/test_resnet.cpp).
+"""tests/gen_resnet_fixtures.py — torchvision's ResNets and MobileNetV2 as the reference for
+ember's (include/ember/models/resnet.hpp, mobilenet.hpp; tests/test_resnet.cpp,
+test_mobilenet.cpp).
 
 Two jobs:
 
     /usr/bin/python3 tests/gen_resnet_fixtures.py --names tests/data/resnet_names.json
+    /usr/bin/python3 tests/gen_resnet_fixtures.py --names tests/data/mobilenet_names.json \
+        --names-of mobilenet_v2
 
 writes every state_dict entry (name, shape, dtype, parameter or buffer, in order) of
-torchvision 0.14's resnet18/34/50/101/152, resnext50_32x4d and wide_resnet50_2: the committed
-fixture the name test reads without Python.
+torchvision 0.14's resnet18/34/50/101/152, resnext50_32x4d and wide_resnet50_2 (or of the
+architectures --names-of lists): the committed fixtures the name tests read without Python.
 
     /usr/bin/python3 tests/gen_resnet_fixtures.py --out DIR --arch resnet18 [--steps 3] [--grads]
         [--pth]
 
-is run by the test itself (the weights are too big to commit): a seeded torchvision model whose
+is run by the test itself (the weights are too big to commit): a seeded torchvision model (for
+MobileNetV2 with its classifier's dropout 0, so train mode is deterministic) whose
 BatchNorm statistics are calibrated on random batches, written as DIR/ARCH.weights.safetensors
 (its state_dict, num_batches_tracked included; with --pth also DIR/ARCH.pth, torch.save's
 archive of it), and DIR/ARCH.expected.safetensors holding
@@ -44,8 +48,9 @@ except ImportError as e:  # the C++ test reports the reason and skips
     print(f"gen_resnet_fixtures: SKIP: torch/torchvision not importable by {sys.executable} ({e})")
     sys.exit(SKIP)
 
-ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
-         "wide_resnet50_2"]
+RESNETS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
+           "wide_resnet50_2"]
+ARCHS = RESNETS + ["mobilenet_v2"]
 ST_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64"}
 
 
@@ -67,9 +72,9 @@ def save_safetensors(tensors, path):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
-def names(out_path):
+def names(out_path, archs):
     doc = {"torchvision": torchvision.__version__, "models": {}}
-    for arch in ARCHS:
+    for arch in archs:
         m = getattr(torchvision.models, arch)()
         buffers = {n for n, _ in m.named_buffers()}
         doc["models"][arch] = [
@@ -78,17 +83,18 @@ def names(out_path):
     with open(out_path, "w") as f:
         f.write("{\n" + f'  "generator": "tests/gen_resnet_fixtures.py --names",\n'
                 f'  "torchvision": "{doc["torchvision"]}",\n  "models": {{\n')
-        for i, arch in enumerate(ARCHS):
+        for i, arch in enumerate(archs):
             rows = ",\n".join("      " + json.dumps(r, separators=(",", ":"))
                               for r in doc["models"][arch])
-            f.write(f'    "{arch}": [\n{rows}\n    ]' + ("," if i + 1 < len(ARCHS) else "") + "\n")
+            f.write(f'    "{arch}": [\n{rows}\n    ]' + ("," if i + 1 < len(archs) else "") + "\n")
         f.write("  }\n}\n")
 
 
 def reference(a):
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
-    m = getattr(torchvision.models, a.arch)(num_classes=a.classes)
+    extra = {"dropout": 0.0} if a.arch == "mobilenet_v2" else {}
+    m = getattr(torchvision.models, a.arch)(num_classes=a.classes, **extra)
     bns = [b for b in m.modules() if isinstance(b, torch.nn.BatchNorm2d)]
     with torch.no_grad():  # BatchNorm away from its start: affine and running stats of data
         for b in bns:
@@ -143,6 +149,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--names", help="write the state_dict names of every architecture here")
     ap.add_argument("--out", help="folder for ARCH.weights/expected.safetensors")
+    ap.add_argument("--names-of", nargs="+", default=RESNETS, choices=ARCHS,
+                    help="the architectures --names lists (default: the ResNets)")
     ap.add_argument("--arch", default="resnet18", choices=ARCHS)
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--batch", type=int, default=2)
@@ -153,7 +161,7 @@ def main():
     ap.add_argument("--pth", action="store_true", help="also write ARCH.pth with torch.save")
     a = ap.parse_args()
     if a.names:
-        names(a.names)
+        names(a.names, a.names_of)
     if a.out:
         reference(a)
     if not a.names and not a.out:

@@ -1,4 +1,5 @@
-// tests/test_cli_train_images.cpp — `ember train --model resnet18 --images DIR`
+// tests/test_cli_train_images.cpp — `ember train --model resnet18 --images DIR` (and
+// mobilenet_v2)
 // (tools/train_images.cpp) run as a child process on tiny image folders written by the test
 // (PNG, two classes: reddish and bluish squares): the model trains (its BatchNorms count every
 // step, its weights move), validates, and saves a ResNet with the class names in its metadata;
@@ -17,6 +18,7 @@
 #include "ember/io/checkpoint.hpp"
 #include "ember/io/foreign.hpp"
 #include "ember/io/safetensors.hpp"
+#include "ember/models/mobilenet.hpp"
 #include "ember/models/resnet.hpp"
 #include "fixtures.hpp"
 #include "io_test_util.hpp"
@@ -44,6 +46,19 @@ void write_folder(const std::string& root, const std::vector<std::string>& class
       data::write_png(root + "/" + classes[c] + "/" + std::to_string(i) + ".png",
                       img.to(DType::u8));
     }
+  }
+}
+
+// Every parameter of `tuned` but the classifier's (`head`) holds the value the --weights file
+// `want` gave it (the runs train at lr 1e-12).
+void expect_weights_kept(const nn::Module& tuned, const nn::StateDict& want,
+                         const std::string& head) {
+  for (const auto& [name, p] : tuned->named_parameters()) {
+    if (name.starts_with(head)) continue;
+    const auto it =
+        std::find_if(want.begin(), want.end(), [&](auto& e) { return e.first == name; });
+    ASSERT_NE(it, want.end()) << name;
+    ember_test::expect_close(p, it->second, 1e-6, 1e-8, "--weights " + name);
   }
 }
 
@@ -103,15 +118,34 @@ TEST(CliTrainImages, WeightsLoadAllButAClassifierOfAnotherSize) {
             std::string::npos)
       << r.output;
   nn::Module tuned = io::load_model(out);
-  const nn::StateDict want = imagenet->state_dict();
-  for (const auto& [name, p] : tuned->named_parameters()) {
-    if (name.starts_with("fc.")) continue;
-    const auto it =
-        std::find_if(want.begin(), want.end(), [&](auto& e) { return e.first == name; });
-    ASSERT_NE(it, want.end()) << name;
-    ember_test::expect_close(p, it->second, 1e-6, 1e-8, "--weights " + name);
-  }
+  expect_weights_kept(tuned, imagenet->state_dict(), "fc.");
   EXPECT_EQ(tuned->named_parameters().back().second.shape(), Shape({2}));  // fc.bias
+}
+
+// MobileNetV2 from the zoo, and torchvision-named weights whose classifier.1 has 1000 classes.
+TEST(CliTrainImages, TrainsAMobileNetV2FromWeights) {
+  SKIP_WITHOUT_CLI();
+  ScratchDir dir;
+  write_folder(dir.file("train"), {"blue", "red"}, 2, 9);
+  manual_seed(10);
+  nn::MobileNetV2 imagenet = models::mobilenet_v2();
+  io::save_state(imagenet, dir.file("mobilenet_v2.safetensors"));
+  const std::string out = dir.file("mobile.safetensors");
+  const CliRun r = run_cli(quiet("train --model mobilenet_v2 --images " + dir.file("train") +
+                                 " --weights " + dir.file("mobilenet_v2.safetensors") +
+                                 " --epochs 1 --optimizer sgd --lr 1e-12 -o " + out));
+  ASSERT_EQ(r.status, 0) << r.output;
+  // torchvision's mobilenet_v2(num_classes=2).parameters(): 2,236,682 at 10 classes less 8·1281.
+  EXPECT_NE(r.output.find("mobilenet_v2: 2226434 parameters, 2 classes (blue, red)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(all but classifier.1: the file's classifier has 1000 classes; "
+                          "classifier.1 starts fresh)"),
+            std::string::npos)
+      << r.output;
+  nn::Module tuned = io::load_model(out);
+  ASSERT_EQ(tuned->type_name(), "MobileNetV2");
+  expect_weights_kept(tuned, imagenet->state_dict(), "classifier.");
 }
 
 TEST(CliTrainImages, BadInputEndsInOneClearLine) {
@@ -125,7 +159,8 @@ TEST(CliTrainImages, BadInputEndsInOneClearLine) {
                    "ember: --model resnet18 is an image model (expected --images FOLDER with it)");
   expect_cli_error("train --model mlp" + images,
                    "ember train: --model mlp with --images (expected an image model: resnet18, "
-                   "resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2)");
+                   "resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, "
+                   "mobilenet_v2)");
   expect_cli_error("train --model resnet18 --images " + dir.file("missing"),
                    "ember train: --images " + dir.file("missing") + ": no such folder");
   expect_cli_error("train --model resnet18" + images + " --val-images " + dir.file("other"),

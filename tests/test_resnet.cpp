@@ -5,16 +5,12 @@
 // running statistics, every gradient and an SGD loss trajectory; a tiny training run; and
 // the GPU against the CPU (CudaResNet.*, skipped without a device).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
 #include <set>
 
 #include "cuda_skip.hpp"
@@ -28,6 +24,7 @@
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "torchvision_reference.hpp"
 
 namespace {
 
@@ -310,69 +307,13 @@ TEST(ResNet, TinyResNet18LearnsAndEveryParameterGetsAGradient) {
 
 // ---- against torchvision, at test time ----
 
-// A folder of reference files written by tests/gen_resnet_fixtures.py, removed at exit; or
-// the reason there is none (python3 or torchvision missing). Another failure of the script
-// fails the test that asked.
-struct Reference {
-  fs::path weights, expected;
-  std::string skip;
-};
-
-class ReferenceFolder {
- public:
-  ~ReferenceFolder() {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-  Reference get(const std::string& arch, const std::string& args) {
-    if (auto it = made_.find(arch); it != made_.end()) return it->second;
-    Reference r;
-    const std::string python = "/usr/bin/python3";
-    if (!fs::exists(python)) {
-      r.skip = "no " + python +
-               " (Debian's python3-torch and python3-torchvision make the "
-               "torchvision reference)";
-      return made_[arch] = r;
-    }
-    if (dir_.empty()) {
-      dir_ = fs::temp_directory_path() / ("ember_resnet_ref_" + std::to_string(getpid()));
-      fs::create_directories(dir_);
-    }
-    const std::string script = ember_test::data_dir() + "/../gen_resnet_fixtures.py";
-    const std::string cmd = python + " " + script + " --out " + dir_.string() + " --arch " + arch +
-                            " " + args + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    while (pipe != nullptr) {
-      const size_t n = fread(buf.data(), 1, buf.size(), pipe);
-      if (n == 0) break;
-      out.append(buf.data(), n);
-    }
-    const int status = pipe != nullptr ? pclose(pipe) : -1;
-    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-    if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 77) {
-      r.skip = out + " (install python3-torchvision: make test does)";
-    } else if (status != 0) {
-      ADD_FAILURE() << cmd << " failed (status " << status << "):\n" << out;
-      r.skip = "the reference script failed";
-    }
-    r.weights = dir_ / (arch + ".weights.safetensors");
-    r.expected = dir_ / (arch + ".expected.safetensors");
-    return made_[arch] = r;
-  }
-
- private:
-  fs::path dir_;
-  std::map<std::string, Reference> made_;
-};
-
+// The torchvision reference of `arch` (tests/torchvision_reference.hpp), or why there is none.
+using Reference = ember_test::TorchvisionReference;
 Reference reference(const std::string& arch, const std::string& args = "") {
-  static ReferenceFolder folder;
-  return folder.get(arch, args);
+  return ember_test::torchvision_reference(arch, args);
 }
 
-#define SKIP_WITHOUT_REFERENCE(r) \
-  if (!(r).skip.empty()) GTEST_SKIP() << (r).skip
+#define SKIP_WITHOUT_REFERENCE(r) EMBER_SKIP_WITHOUT_REFERENCE(r)
 
 // torchvision's weights into a model built without drawing any (strict: every name, shape).
 nn::ResNet load_torchvision(const std::string& arch, const Reference& r) {

@@ -606,9 +606,10 @@ int main(int argc, char** argv) {
   TrainArgs ta;
   std::string device = "cpu";  // eval and predict
   train
-      ->add_option("--model", ta.model,
-                   "mlp, cnn, a JSON spec file; gpt2 or llama with --text; resnet18, resnet50, ... "
-                   "with --images")
+      ->add_option(
+          "--model", ta.model,
+          "mlp, cnn, a JSON spec file; gpt2 or llama with --text; resnet18, resnet50, ..., "
+          "mobilenet_v2 with --images")
       ->capture_default_str();
   train->add_option("--epochs", ta.epochs, "epochs (1 or more)")
       ->capture_default_str()

@@ -23,6 +23,7 @@
 #include "ember/io/checkpoint.hpp"
 #include "ember/io/foreign.hpp"
 #include "ember/io/safetensors.hpp"
+#include "ember/models/mobilenet.hpp"
 #include "ember/models/resnet.hpp"
 #include "ember/random.hpp"
 
@@ -51,22 +52,45 @@ void check_folder(const char* flag, const std::string& path) {
               "FOLDER/<class>/<image>)");
 }
 
+// The zoo's image models: the ResNets and MobileNetV2, each with the prefix of its classifier
+// (the layer --weights may leave fresh).
+std::vector<std::string> image_model_names() {
+  std::vector<std::string> names = models::resnet_names();
+  names.push_back("mobilenet_v2");
+  return names;
+}
+
+struct ImageModel {
+  nn::Module module;
+  std::string head;  // "fc" (ResNet), "classifier.1" (MobileNetV2)
+};
+
+ImageModel make_image_model(const std::string& name, int64_t classes) {
+  if (name == "mobilenet_v2")
+    return {models::mobilenet_v2({.num_classes = classes}), "classifier.1"};
+  return {models::resnet(name, {.num_classes = classes}), "fc"};
+}
+
 // --weights: a torchvision state_dict (safetensors). Every tensor must fit, except the
-// classifier when the file has another number of classes: fc then keeps its fresh values.
-void load_weights(const nn::ResNet& model, const std::string& path, bool lead) {
+// classifier when the file has another number of classes: it then keeps its fresh values.
+void load_weights(const ImageModel& model, const std::string& path, bool lead) {
+  const std::string weight = model.head + ".weight", bias = model.head + ".bias";
   const io::SafetensorsFile file(path);
-  const io::TensorEntry* fc = file.find("fc.weight");
-  const bool fresh_fc = fc != nullptr && fc->shape != model->fc()->weight().shape();
+  const io::TensorEntry* fc = file.find(weight);
+  Shape fc_shape;
+  for (const auto& [name, p] : model.module->named_parameters())
+    if (name == weight) fc_shape = p.shape();
+  const bool fresh_fc = fc != nullptr && fc->shape != fc_shape;
   io::LoadStateOptions o;
   if (fresh_fc)
-    o.rename = [](const std::string& name) {
-      return name == "fc.weight" || name == "fc.bias" ? std::string() : name;
+    o.rename = [weight, bias](const std::string& name) {
+      return name == weight || name == bias ? std::string() : name;
     };
   o.strict = !fresh_fc;
-  const nn::LoadReport r = io::load_state(model, path, o);
+  const nn::LoadReport r = io::load_state(model.module, path, o);
   if (fresh_fc) {
     std::vector<std::string> missing = r.missing;
-    std::erase_if(missing, [](const std::string& n) { return n == "fc.weight" || n == "fc.bias"; });
+    std::erase_if(missing, [&](const std::string& n) { return n == weight || n == bias; });
     EMBER_CHECK(missing.empty() && r.unexpected.empty() && r.mismatched.empty(),
                 "ember train: --weights ", path,
                 " does not fit --model (missing: ", names_list(missing),
@@ -76,8 +100,8 @@ void load_weights(const nn::ResNet& model, const std::string& path, bool lead) {
   if (lead) {
     std::cout << "weights: " << path;
     if (fresh_fc)
-      std::cout << " (all but fc: the file's classifier has " << fc->shape[0]
-                << " classes; fc starts fresh)";
+      std::cout << " (all but " << model.head << ": the file's classifier has " << fc->shape[0]
+                << " classes; " << model.head << " starts fresh)";
     std::cout << "\n";
   }
 }
@@ -103,14 +127,15 @@ std::string accuracy_line(const train::Metrics& m) {
 }  // namespace
 
 bool is_image_model(const std::string& model) {
-  const std::vector<std::string>& names = models::resnet_names();
+  const std::vector<std::string> names = image_model_names();
   return std::find(names.begin(), names.end(), model) != names.end();
 }
 
 void add_image_options(CLI::App* train, ImageArgs& x) {
   CLI::Option* images = train->add_option(
       "--images", x.images,
-      "train an image model (--model resnet18, resnet50, ...) on this folder of class folders");
+      "train an image model (--model resnet18, resnet50, ..., mobilenet_v2) on this folder of "
+      "class folders");
   for (const char* other : {"--dataset", "--label", "--data-dir", "--test-csv", "--standardize",
                             "--header", "--no-header", "--text"})
     images->excludes(train->get_option(other));
@@ -134,7 +159,7 @@ int cmd_train_images(const TrainArgs& given, const ImageArgs& x,
   if (t.output.empty()) t.output = "model.safetensors";
   // ---- every check before any work (Note [Argument checks] in tools/ember.cpp) ----
   EMBER_CHECK(is_image_model(t.model), "ember train: --model ", t.model,
-              " with --images (expected an image model: ", names_list(models::resnet_names()), ")");
+              " with --images (expected an image model: ", names_list(image_model_names()), ")");
   check_folder("--images", x.images);
   if (!x.val_images.empty()) check_folder("--val-images", x.val_images);
   if (!x.weights.empty()) check_input_file("--weights", x.weights);
@@ -162,8 +187,9 @@ int cmd_train_images(const TrainArgs& given, const ImageArgs& x,
   if (t.distributed) join_job();
   const bool lead = !t.distributed || distributed::rank() == 0;  // prints and writes files
   manual_seed(t.seed);
-  nn::ResNet model = models::resnet(t.model, {.num_classes = static_cast<int64_t>(classes.size())});
-  if (!x.weights.empty()) load_weights(model, x.weights, lead);
+  const ImageModel image_model = make_image_model(t.model, static_cast<int64_t>(classes.size()));
+  const nn::Module model = image_model.module;
+  if (!x.weights.empty()) load_weights(image_model, x.weights, lead);
   model->to(Device::parse(t.device));
   const int workers = static_cast<int>(x.workers);
   std::optional<data::DataLoader> val_loader;

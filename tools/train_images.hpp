@@ -1,7 +1,7 @@
 // tools/train_images.hpp — `ember train --model resnet18 --images DIR -o model.safetensors`:
-// an image classifier from the vision zoo (models::resnet*) trained on a folder of JPEG/PNG
-// images laid out as torchvision's ImageFolder (DIR/<class>/<file>), saved with ember's
-// checkpoints (docs/vision.md, "Training from the command line").
+// an image classifier from the vision zoo (models::resnet*, models::mobilenet_v2) trained on a
+// folder of JPEG/PNG images laid out as torchvision's ImageFolder (DIR/<class>/<file>), saved with
+// ember's checkpoints (docs/vision.md, "Training from the command line").
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,7 +27,7 @@ struct ImageArgs {
 /// others need --images).
 void add_image_options(CLI::App* train, ImageArgs& x);
 
-/// Whether `model` names one of the zoo's image models (models::resnet_names()).
+/// Whether `model` names one of the zoo's image models (models::resnet_names(), mobilenet_v2).
 bool is_image_model(const std::string& model);
 
 /// Trains the image model; `batch_size` is --batch-size when given (default: 32).
