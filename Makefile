@@ -108,6 +108,10 @@ demo: build
 	./$(BUILD_DIR)/examples/fashion_mnist mlp 5 $(BUILD_DIR)/mlp_fashion_mnist.safetensors
 	./$(BUILD_DIR)/tools/ember eval $(BUILD_DIR)/mlp_fashion_mnist.safetensors --dataset fashion-mnist
 
+# make test (CI) compiles ember_tests as a unity build too, like the sanitizer trees' tests:
+# batches of test files in one translation unit (tests/CMakeLists.txt, EMBER_UNITY_TESTS). The
+# setting stays in build/'s CMake cache: cmake -DEMBER_UNITY_TESTS=OFF build turns it off again.
+test: BUILD_ARGS += -DEMBER_UNITY_TESTS=ON
 test: deps-test lint build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(TEST_JOBS)
 	$(MAKE) test-asan

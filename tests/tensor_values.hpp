@@ -1,8 +1,8 @@
 // tests/tensor_values.hpp — the small helpers many test files share: a tensor's values as a host
-// vector, tensors built from a list of values, the GPU device and the non-finite constants.
-// They live here, not in each file's anonymous namespace, because the sanitizer trees compile
-// the test files as a unity build (tests/CMakeLists.txt), where two files' helpers of one name
-// collide:
+// vector, tensors built from a list of values, seeded random inputs, the devices to run on and
+// the non-finite constants. They live here, not in each file's anonymous namespace, because the
+// test programs compile as unity builds (tests/CMakeLists.txt), where two files' helpers of one
+// name collide:
 //
 //   using ember_test::floats;
 //   EXPECT_EQ(floats(relu(x)), (std::vector<float>{0, 2}));
