@@ -35,7 +35,9 @@ from train_step import read_safetensors  # noqa: E402
 try:
     import torchvision
 
-    MODELS = {"resnet18": torchvision.models.resnet18, "resnet50": torchvision.models.resnet50}
+    MODELS = {"resnet18": torchvision.models.resnet18, "resnet50": torchvision.models.resnet50,
+              # dropout 0, as bench_resnet's: the validated losses are then deterministic
+              "mobilenet_v2": lambda: torchvision.models.mobilenet_v2(dropout=0.0)}
     SOURCE = "torchvision " + torchvision.__version__
 except ImportError:  # the GPU machine's pip torch may come without torchvision
     MODELS, SOURCE = None, "this script's copy of torchvision's ResNet (torchvision missing)"
@@ -96,6 +98,8 @@ class ResNet(nn.Module):
 def build(name):
     if MODELS is not None:
         return MODELS[name]()
+    if name == "mobilenet_v2":
+        sys.exit("resnet_bench: mobilenet_v2 needs torchvision (this script copies only the ResNet)")
     return ResNet([2, 2, 2, 2], False) if name == "resnet18" else ResNet([3, 4, 6, 3], True)
 
 
@@ -143,7 +147,7 @@ def run(a, dev, compiled, init, batch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["resnet18", "resnet50"], required=True)
+    ap.add_argument("--model", choices=["resnet18", "resnet50", "mobilenet_v2"], required=True)
     ap.add_argument("--init", required=True)
     ap.add_argument("--batch", required=True)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
