@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ember/io/checkpoint.hpp"
+#include "ember/models/mobilenet.hpp"
 #include "ember/nn/activation.hpp"
 #include "ember/nn/attention.hpp"
 #include "ember/nn/containers.hpp"
@@ -242,6 +243,11 @@ std::map<std::string, nn::Module> one_of_each() {
   m["Softshrink"] = Softshrink(0.2);
   m["Threshold"] = Threshold(0.1, 20.0);
   m["RReLU"] = RReLU(0.1, 0.2);
+  // the vision zoo: MobileNetV2 and its block (issue 29 item 4)
+  m["InvertedResidual"] = InvertedResidual(
+      InvertedResidualOptions{.inp = 8, .oup = 16, .stride = 2, .expand_ratio = 6});
+  m["MobileNetV2"] =
+      MobileNetV2(MobileNetV2Options{.num_classes = 5, .width_mult = 0.25, .dropout = 0.1});
   return m;
 }
 

@@ -16,6 +16,7 @@
 #include "ember/models/generate.hpp"
 #include "ember/models/gpt2.hpp"
 #include "ember/models/llama.hpp"
+#include "ember/models/mobilenet.hpp"
 #include "ember/models/pretrained.hpp"
 #include "ember/models/resnet.hpp"
 #include "ember/nn/parametrize.hpp"
