@@ -3,7 +3,8 @@
 // run time), the parameter counts at three widths, the initialisation, config and checkpoint
 // round trips, bad input; then a torchvision model with seeded weights written at test time by
 // tests/gen_resnet_fixtures.py: eval and train logits, running statistics, every gradient and
-// an SGD loss trajectory.
+// an SGD loss trajectory; and a training step on the GPU against the CPU (CudaMobileNetV2.*,
+// skipped without one).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda_skip.hpp"
+#include "ember/conv_backend.hpp"
 #include "ember/ember.hpp"
 #include "ember/io/checkpoint.hpp"
 #include "ember/io/foreign.hpp"
@@ -20,6 +23,7 @@
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "model_compare.hpp"
 #include "torchvision_reference.hpp"
 
 namespace ember {
@@ -220,6 +224,49 @@ TEST(MobileNetV2Torchvision, SgdLossTrajectory) {
     opt.step();
   }
   expect_close(from_vector(losses, {3}), want.read("losses"), 1e-8, 1e-10, "losses of 3 SGD steps");
+}
+
+// ---- on the GPU against the CPU (skipped without a CUDA device) ----
+
+// A train-mode step's logits, every gradient (as whole tensors, model_compare.hpp) and every
+// buffer, then eval
+// logits: the GPU against the CPU, NCHW through im2col and channels_last through cuDNN.
+void expect_gpu_matches_cpu(MemoryFormat format, bool cudnn) {
+  manual_seed(6);
+  nn::MobileNetV2 cpu = models::mobilenet_v2({.num_classes = 10, .dropout = 0.0});
+  nn::MobileNetV2 gpu = uninitialised({.num_classes = 10, .dropout = 0.0});
+  gpu->load_state_dict(cpu->state_dict());
+  gpu->to(Device::cuda(0));
+  gpu->to(format);
+  struct CudnnScope {  // restored however the test ends
+    explicit CudnnScope(bool on) { set_cudnn_convolutions(on); }
+    ~CudnnScope() { set_cudnn_convolutions(false); }
+  } cudnn_scope(cudnn);
+  const Tensor x = randn({4, 3, 64, 64});
+  const Tensor y = randint(0, 10, {4});
+  const Tensor xg = x.to(Device::cuda(0)).contiguous(format);
+  const Tensor logits_cpu = cpu(x), logits_gpu = gpu(xg);
+  expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-3, 1e-4, "cuda train logits");
+  cross_entropy(logits_cpu, y).backward();
+  cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();
+  ASSERT_EQ(cpu->named_parameters().size(), 158u);
+  ember_test::expect_grads_close_in_norm(cpu->named_parameters(), gpu->named_parameters(), 1e-3f,
+                                         1e-6f, "cuda");
+  ember_test::expect_buffers_close(cpu->named_buffers(), gpu->named_buffers(), 1e-4, 1e-5, "cuda");
+  cpu->eval();
+  gpu->eval();
+  NoGradGuard no_grad;
+  expect_close(gpu(xg).to(Device::cpu()), cpu(x), 1e-3, 1e-4, "cuda eval logits");
+}
+
+TEST(CudaMobileNetV2, TrainStepMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  expect_gpu_matches_cpu(MemoryFormat::contiguous, false);
+}
+
+TEST(CudaMobileNetV2, ChannelsLastCudnnTrainStepMatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  expect_gpu_matches_cpu(MemoryFormat::channels_last, true);
 }
 
 }  // namespace

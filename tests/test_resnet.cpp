@@ -24,6 +24,7 @@
 #include "ember/optim/sgd.hpp"
 #include "error_of.hpp"
 #include "fixtures.hpp"
+#include "model_compare.hpp"
 #include "torchvision_reference.hpp"
 
 namespace {
@@ -451,19 +452,10 @@ TEST(CudaResNet, Resnet18ForwardBackwardMatchesCpu) {
   expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-3, 1e-4, "cuda train logits");
   cross_entropy(logits_cpu, y).backward();
   cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();
-  // Gradients as whole tensors (|g_gpu - g_cpu| / |g_cpu| in the 2-norm): one ReLU input that
-  // rounds to the other side of 0 moves a few elements, not the norm.
-  const nn::NamedTensors pc = cpu->named_parameters(), pg = gpu->named_parameters();
-  ASSERT_EQ(pc.size(), 62u);
-  for (size_t i = 0; i < pc.size(); ++i) {
-    const Tensor want = pc[i].second.grad();
-    const Tensor got = pg[i].second.grad().to(Device::cpu());
-    EXPECT_LT(norm(got - want).item<float>(), 1e-3f * norm(want).item<float>())
-        << "cuda grad of " << pc[i].first;
-  }
-  const nn::NamedTensors bc = cpu->named_buffers(), bg = gpu->named_buffers();
-  for (size_t i = 0; i < bc.size(); ++i)
-    expect_close(bg[i].second.to(Device::cpu()), bc[i].second, 1e-4, 1e-5, "cuda " + bc[i].first);
+  ASSERT_EQ(cpu->named_parameters().size(), 62u);
+  ember_test::expect_grads_close_in_norm(cpu->named_parameters(), gpu->named_parameters(), 1e-3f,
+                                         0.0f, "cuda");
+  ember_test::expect_buffers_close(cpu->named_buffers(), gpu->named_buffers(), 1e-4, 1e-5, "cuda");
   cpu->eval();
   gpu->eval();
   NoGradGuard no_grad;

@@ -1,0 +1,42 @@
+// tests/model_compare.hpp — one model's training state against another's (the GPU's against the
+// CPU's, the same weights): every parameter's gradient as a whole tensor, and every buffer.
+//
+//   ember_test::expect_grads_close_in_norm(cpu->named_parameters(), gpu->named_parameters(),
+//                                          1e-3f, 0.0f, "cuda");
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ember/ember.hpp"
+#include "fixtures.hpp"
+
+namespace ember_test {
+
+/// Each gradient of `got` (any device) within rel·‖want‖ + floor of `want`'s in the 2-norm: one
+/// ReLU input that rounds to the other side of 0 moves a few elements, not the norm. The two
+/// lists are the same model's parameters, in order.
+inline void expect_grads_close_in_norm(const ember::nn::NamedTensors& want,
+                                       const ember::nn::NamedTensors& got, float rel, float floor,
+                                       const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const ember::Tensor w = want[i].second.grad();
+    const ember::Tensor g = got[i].second.grad().to(ember::Device::cpu());
+    EXPECT_LT(ember::norm(g - w).item<float>(), rel * ember::norm(w).item<float>() + floor)
+        << what << " grad of " << want[i].first;
+  }
+}
+
+/// Each buffer of `got` (any device) within rtol/atol of `want`'s (check_close's rule).
+inline void expect_buffers_close(const ember::nn::NamedTensors& want,
+                                 const ember::nn::NamedTensors& got, double rtol, double atol,
+                                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_close(got[i].second.to(ember::Device::cpu()), want[i].second, rtol, atol,
+                 what + " " + want[i].first);
+}
+
+}  // namespace ember_test
