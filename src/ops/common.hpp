@@ -36,6 +36,13 @@ inline backend::View view_of(const Tensor& t) {
 /// for any rank but 4 and 5; Note [Memory formats] in src/core/tensor.cpp).
 inline MemoryFormat format_of(const Tensor& t) { return t.suggest_memory_format(); }
 
+/// `result` in x's channels_last format (one transpose) when x has one, else as it is: for the
+/// ops that compute on gathered or grouped rows and keep their input's format at the end.
+inline Tensor in_format_of(const Tensor& x, const Tensor& result) {
+  const MemoryFormat format = format_of(x);
+  return format == MemoryFormat::contiguous ? result : result.contiguous(format);
+}
+
 /// Whether `t`'s elements fill one run of numel() elements from data_ptr(), in any order:
 /// contiguous, or channels_last (channels_last_3d) with that format's strides. Kernels that
 /// treat a buffer as a flat list (norms, clipping, loss scaling) take such tensors as they are.

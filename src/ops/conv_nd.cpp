@@ -468,9 +468,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, Size
   // Note [Memory formats]: a channels_last input's values and indices are channels_last (the
   // window gather reads it as it lies; its result is transposed once).
   auto [values, indices] = adaptive_max_last2(x, output_size);
-  const MemoryFormat format = ops::format_of(x);
-  if (format == MemoryFormat::contiguous) return {values, indices};
-  return {values.contiguous(format), indices.contiguous(format)};
+  return {ops::in_format_of(x, values), ops::in_format_of(x, indices)};
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, Size2d output_size) {

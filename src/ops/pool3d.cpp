@@ -74,10 +74,7 @@ Shape lead_of(const Tensor& x, size_t spatial) {
 
 // Note [Memory formats]: the 3-D pools gather windows from any layout; a channels_last_3d
 // input's result (values and indices) is made channels_last_3d once at the end.
-Tensor in_format_of(const Tensor& x, const Tensor& result) {
-  const MemoryFormat format = ops::format_of(x);
-  return format == MemoryFormat::contiguous ? result : result.contiguous(format);
-}
+using ops::in_format_of;
 std::pair<Tensor, Tensor> in_format_of(const Tensor& x, std::pair<Tensor, Tensor> result) {
   return {in_format_of(x, result.first), in_format_of(x, result.second)};
 }
