@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -247,6 +248,63 @@ TEST(PoolIndices, TiesAndNaNAsPyTorch) {
             (std::vector<int64_t>{0, 6}));
   EXPECT_EQ(max_pool2d_with_indices(ties, 2, 1).second.to_vector<int64_t>(),
             (std::vector<int64_t>{0, 6, 6}));
+}
+
+// The row-at-a-time pool (tap-major, branch-free) against PyTorch's one-window-at-a-time scan
+// written out here, on values full of ties, NaNs and -inf, over strides, padding, dilation and
+// ceil_mode, NCHW and channels_last: every value (NaN for NaN) and every index equal.
+TEST(PoolIndices, RowKernelEqualsTheWindowScan) {
+  struct Case {
+    int64_t h, w, k, s, p, d;
+    bool ceil;
+  };
+  const Case cases[] = {{9, 11, 3, 2, 1, 1, false}, {8, 8, 3, 1, 1, 1, false},
+                        {10, 7, 2, 3, 1, 2, true},  {7, 9, 3, 2, 0, 2, false},
+                        {5, 13, 4, 3, 2, 1, true},  {6, 6, 1, 2, 0, 1, false}};
+  std::mt19937 gen(7);
+  const float ninf = -std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float pick[] = {ninf, -1, 0, 0, 1, 2, 2, 3, nan};
+  for (const Case& c : cases) {
+    const int64_t n = 2, ch = 3;
+    std::vector<float> v(static_cast<size_t>(n * ch * c.h * c.w));
+    for (float& e : v) e = pick[gen() % 9];
+    const Tensor x = from_vector<float>(v, {n, ch, c.h, c.w});
+    const std::string what = "h" + std::to_string(c.h) + " w" + std::to_string(c.w) + " k" +
+                             std::to_string(c.k) + " s" + std::to_string(c.s) + " p" +
+                             std::to_string(c.p) + " d" + std::to_string(c.d);
+    for (const bool cl : {false, true}) {
+      const Tensor in = cl ? x.contiguous(MemoryFormat::channels_last) : x;
+      auto [out, idx] = max_pool2d_with_indices(in, c.k, c.s, c.p, c.d, c.ceil);
+      const int64_t oh = out.shape()[2], ow = out.shape()[3];
+      const std::vector<float> got = out.contiguous().to_vector<float>();
+      const std::vector<int64_t> got_idx = idx.contiguous().to_vector<int64_t>();
+      for (int64_t plane = 0; plane < n * ch; ++plane)
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            int64_t h0 = oy * c.s - c.p, w0 = ox * c.s - c.p;
+            const int64_t h1 = std::min(h0 + (c.k - 1) * c.d + 1, c.h);
+            const int64_t w1 = std::min(w0 + (c.k - 1) * c.d + 1, c.w);
+            while (h0 < 0) h0 += c.d;
+            while (w0 < 0) w0 += c.d;
+            float best = ninf;
+            int64_t at = h0 * c.w + w0;
+            for (int64_t y = h0; y < h1; y += c.d)
+              for (int64_t xx = w0; xx < w1; xx += c.d) {
+                const float e = v[static_cast<size_t>((plane * c.h + y) * c.w + xx)];
+                if (e > best || std::isnan(e)) {
+                  best = e;
+                  at = y * c.w + xx;
+                }
+              }
+            const auto o = static_cast<size_t>((plane * oh + oy) * ow + ox);
+            ASSERT_EQ(got_idx[o], at) << what << (cl ? " channels_last" : "") << " at " << o;
+            if (std::isnan(best))
+              ASSERT_TRUE(std::isnan(got[o])) << what << " at " << o;
+            else
+              ASSERT_EQ(got[o], best) << what << (cl ? " channels_last" : "") << " at " << o;
+          }
+    }
+  }
 }
 
 // ---- default initialisation (PyTorch's distributions and bounds)
