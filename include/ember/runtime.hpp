@@ -59,7 +59,32 @@ void set_float32_matmul_precision(const std::string& precision);
 /// "highest", "high" or "medium": the last value set.
 std::string get_float32_matmul_precision();
 
+/// Where matrix decompositions of CUDA tensors run (torch.backends.cuda.preferred_linalg_library):
+///   "default"   cuSOLVER for matrices at least as large as the size from which it was measured
+///               faster than the host route on the H200 (docs/ops.md lists the sizes per
+///               decomposition), the host route below it;
+///   "cusolver"  cuSOLVER (and cuBLAS's trsm for the triangular solves) for every size;
+///   "host"      the host route: the matrices are copied to host memory, factored by the CPU's
+///               LAPACK (OpenBLAS) and the results copied back.
+/// Applies to inv, det, solve, cholesky, qr, svd, eigh, lu and the triangular solves (and what
+/// is built on them: pinv, lstsq, slogdet, ...). When cuSOLVER cannot be loaded (a machine with
+/// the CUDA runtime but not libcusolver), every setting takes the host route and
+/// linalg_fallback_reason() says why. Refuses any other string, listing the accepted ones.
+/// Default "default"; EMBER_LINALG_LIBRARY=cusolver|host sets it at start.
+/// Example: set_preferred_linalg_library("cusolver");
+void set_preferred_linalg_library(const std::string& library);
+/// "default", "cusolver" or "host": the last value set.
+std::string preferred_linalg_library();
+/// Why the last decomposition of a CUDA tensor on this thread took the host route ("" when it
+/// ran on cuSOLVER, or none has run). Example: "cuSOLVER: 8x8 is below the 64x64 from which
+/// it is faster (lu; preferred_linalg_library \"default\")".
+std::string linalg_fallback_reason();
+
 namespace detail {
+/// 0 "default", 1 "cusolver", 2 "host" (what the CUDA backend reads).
+int linalg_library() noexcept;
+/// Set by the CUDA backend at each decomposition (linalg_fallback_reason()).
+void set_linalg_fallback_reason(std::string reason);
 /// True when f32 GEMMs and convolutions on CUDA may use TF32 ("high" or "medium"): what a
 /// CUDA kernel's choice of compute type reads (one relaxed atomic load).
 bool allow_tf32() noexcept;

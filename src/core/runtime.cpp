@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "backend/device_runtime.hpp"
 #include "core/thread_pool.hpp"
@@ -24,11 +25,22 @@ bool env_is(const char* name, char value) {
   return v != nullptr && v[0] == value;
 }
 
+// PyTorch's names (its "magma" is ember's "host"); index 0 is the default.
+constexpr const char* kLinalgLibraries[] = {"default", "cusolver", "host"};
+
+int initial_linalg_library() {
+  const char* v = std::getenv("EMBER_LINALG_LIBRARY");
+  for (int i = 0; v && i < 3; ++i)
+    if (std::string(v) == kLinalgLibraries[i]) return i;
+  return 0;
+}
+
 struct Settings {
   std::atomic<bool> relu_fold[kNumDeviceTypes];
   std::atomic<bool> sync_errors{env_is("EMBER_CUDA_SYNC_ERRORS", '1')};
   std::atomic<bool> deterministic{env_is("EMBER_DETERMINISTIC", '1')};
-  std::atomic<int> matmul_precision{0};  // an index of kPrecisions
+  std::atomic<int> matmul_precision{0};                       // an index of kPrecisions
+  std::atomic<int> linalg_library{initial_linalg_library()};  // an index of kLinalgLibraries
   Settings() {
     // The fold pays on the CPU (on unless EMBER_RELU_FOLD=0) and not on the H200 (off unless
     // EMBER_RELU_FOLD=1): docs/benchmarks.md.
@@ -64,19 +76,46 @@ bool sync_errors() { return settings().sync_errors.load(std::memory_order_relaxe
 void set_deterministic(bool on) { settings().deterministic.store(on, std::memory_order_relaxed); }
 bool deterministic() { return settings().deterministic.load(std::memory_order_relaxed); }
 
-void set_float32_matmul_precision(const std::string& precision) {
+namespace {
+// Stores the index of `value` in the three `names` into `slot`, or refuses naming them.
+void set_named(std::atomic<int>& slot, const char* const (&names)[3], const std::string& value,
+               const char* function, const char* what) {
   for (int i = 0; i < 3; ++i)
-    if (precision == kPrecisions[i]) {
-      settings().matmul_precision.store(i, std::memory_order_relaxed);
+    if (value == names[i]) {
+      slot.store(i, std::memory_order_relaxed);
       return;
     }
-  throw Error(detail::concat("set_float32_matmul_precision: unknown precision \"", precision,
-                             "\" (expected \"highest\", \"high\" or \"medium\")"));
+  throw Error(detail::concat(function, ": unknown ", what, " \"", value, "\" (expected \"",
+                             names[0], "\", \"", names[1], "\" or \"", names[2], "\")"));
+}
+}  // namespace
+
+void set_float32_matmul_precision(const std::string& precision) {
+  set_named(settings().matmul_precision, kPrecisions, precision, "set_float32_matmul_precision",
+            "precision");
 }
 std::string get_float32_matmul_precision() {
   return kPrecisions[settings().matmul_precision.load(std::memory_order_relaxed)];
 }
+void set_preferred_linalg_library(const std::string& library) {
+  set_named(settings().linalg_library, kLinalgLibraries, library, "set_preferred_linalg_library",
+            "library");
+}
+std::string preferred_linalg_library() {
+  return kLinalgLibraries[settings().linalg_library.load(std::memory_order_relaxed)];
+}
+
+namespace {
+thread_local std::string t_linalg_fallback_reason;
+}  // namespace
+
+std::string linalg_fallback_reason() { return t_linalg_fallback_reason; }
+
 namespace detail {
+int linalg_library() noexcept { return settings().linalg_library.load(std::memory_order_relaxed); }
+void set_linalg_fallback_reason(std::string reason) {
+  t_linalg_fallback_reason = std::move(reason);
+}
 bool allow_tf32() noexcept {
   return settings().matmul_precision.load(std::memory_order_relaxed) > 0;
 }

@@ -18,7 +18,6 @@
 #if defined(EMBER_HAVE_CUDNN_HEADERS)
 
 #include <dlfcn.h>
-#include <glob.h>
 
 #include <cstdlib>
 #include <string>
@@ -30,15 +29,6 @@ namespace ember::cuda {
 namespace {
 
 constexpr const char* kSoname = "libcudnn.so.9";
-
-std::vector<std::string> glob_paths(const std::string& pattern) {
-  std::vector<std::string> out;
-  glob_t g{};
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  globfree(&g);
-  return out;
-}
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -53,17 +43,9 @@ std::vector<std::string> candidates() {
     out.push_back(folder ? e + "/" + kSoname : e);
   }
   out.emplace_back(kSoname);
-  const std::string tail = "/nvidia/cudnn/lib/" + std::string(kSoname);
-  std::vector<std::string> roots = {
-      "/usr/local/lib/python3*/dist-packages",   "/usr/local/lib/python3*/site-packages",
-      "/usr/lib/python3*/dist-packages",         "/usr/lib/python3/dist-packages",
-      "/opt/*/.venv/lib/python3*/site-packages", "/opt/*/lib/python3*/site-packages"};
-  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (std::string p = env(var); !p.empty()) roots.push_back(p + "/lib/python3*/site-packages");
-  if (std::string home = env("HOME"); !home.empty())
-    roots.push_back(home + "/.local/lib/python3*/site-packages");
-  for (const std::string& r : roots)
-    for (const std::string& p : glob_paths(r + tail)) out.push_back(p);
+  for (const std::string& p :
+       core::python_package_files("/nvidia/cudnn/lib/" + std::string(kSoname)))
+    out.push_back(p);
   return out;
 }
 
@@ -95,7 +77,7 @@ void preload_nvrtc(const std::string& cudnn_path) {
   if (dlopen(soname.c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
   const std::string nvidia = folder_of(folder_of(folder_of(cudnn_path)));  // …/nvidia
   if (nvidia.empty()) return;
-  for (const std::string& p : glob_paths(nvidia + "/*/lib/" + soname))
+  for (const std::string& p : core::glob_paths(nvidia + "/*/lib/" + soname))
     if (dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL)) return;
 }
 

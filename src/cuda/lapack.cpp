@@ -1,14 +1,21 @@
-// src/cuda/lapack.cpp — the decompose slot on CUDA: the documented CPU fallback. The operands
-// are copied to host memory, the CPU backend's LAPACK decomposes them, and the results are
-// copied back (docs/ops.md says so; cuSOLVER would keep them on the device). Every
-// Decomposition goes this way, eigh, lu (its i32 pivots too) and the triangular solves
-// included: each operand is copied as its own dtype.
+// src/cuda/lapack.cpp — the decompose slot on CUDA: cuSOLVER on the device (src/cuda/cusolver.cpp)
+// or the host route, by Note [Which decompositions run on cuSOLVER]. The host route copies the
+// operands to host memory, the CPU backend's LAPACK decomposes them, and the results are copied
+// back; every Decomposition can go either way (eigh, lu with its i32 pivots, the triangular
+// solves included), each operand copied as its own dtype.
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "cuda/common.cuh"
+#include "cuda/cusolver.hpp"
+#include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cuda {
 namespace {
+
+using backend::Decomposition;
 
 // A host copy of a device view (empty when the view has no data).
 struct HostCopy {
@@ -26,10 +33,8 @@ struct HostCopy {
   }
 };
 
-}  // namespace
-
-int64_t decompose(Decomposition op, const View& a, const View& b, const View& out0,
-                  const View& out1, const View& out2) {
+int64_t host_decompose(Decomposition op, const View& a, const View& b, const View& out0,
+                       const View& out1, const View& out2) {
   HostCopy ha(a, true), hb(b, true), h0(out0, false), h1(out1, false), h2(out2, false);
   const int64_t failed =
       backend::cpu_backend().decompose(op, ha.view, hb.view, h0.view, h1.view, h2.view);
@@ -37,6 +42,90 @@ int64_t decompose(Decomposition op, const View& a, const View& b, const View& ou
   h1.write_back(out1);
   h2.write_back(out2);
   return failed;
+}
+
+const char* name_of(Decomposition op) {
+  switch (op) {
+    case Decomposition::inverse: return "inverse";
+    case Decomposition::det: return "det";
+    case Decomposition::solve: return "solve";
+    case Decomposition::cholesky: return "cholesky";
+    case Decomposition::qr: return "qr";
+    case Decomposition::svd: return "svd";
+    case Decomposition::eigh: return "eigh";
+    case Decomposition::lu: return "lu";
+    case Decomposition::solve_lower: return "solve_lower";
+    case Decomposition::solve_upper: return "solve_upper";
+  }
+  return "?";
+}
+
+// Note [Which decompositions run on cuSOLVER]
+// Under preferred_linalg_library("default") a decomposition runs on cuSOLVER when its matrices'
+// smaller side is at least cusolver_from(op), else on the host route. The sizes are where
+// bench/bench_linalg measured cuSOLVER faster than the host route on the H200 (the host's
+// OpenBLAS with its threads, the copies included), for batches of 1 and 16; docs/ops.md has the
+// table. Both routes scale with the batch (one matrix at a time each), so the size alone decides.
+int64_t cusolver_from(Decomposition op) {
+  switch (op) {
+    case Decomposition::inverse:
+    case Decomposition::det:
+    case Decomposition::solve:
+    case Decomposition::lu: return 128;
+    case Decomposition::cholesky: return 128;
+    case Decomposition::qr: return 128;
+    case Decomposition::svd: return 128;
+    case Decomposition::eigh: return 128;
+    case Decomposition::solve_lower:
+    case Decomposition::solve_upper: return 128;
+  }
+  return 128;
+}
+
+// Whether `op` on `a` runs on cuSOLVER; *why says why not.
+bool on_device(Decomposition op, const View& a, std::string* why) {
+  const int library = detail::linalg_library();
+  if (library == 2) {
+    *why = "preferred_linalg_library(\"host\")";
+    return false;
+  }
+#if defined(EMBER_HAVE_CUSOLVER_HEADERS)
+  std::string missing;
+  if (!cusolver_api(&missing)) {
+    *why = missing;
+    return false;
+  }
+  if (library == 1) return true;
+  const size_t rank = a.shape.size();
+  const int64_t m = a.shape[rank - 2], n = a.shape[rank - 1], from = cusolver_from(op);
+  if (std::min(m, n) < from) {
+    *why = detail::concat("cuSOLVER: ", m, "x", n, " is below the ", from, "x", from,
+                          " from which it is faster (", name_of(op),
+                          "; preferred_linalg_library \"default\")");
+    return false;
+  }
+  return true;
+#else
+  (void)op;
+  (void)a;
+  *why = "ember was built without cuSOLVER's headers";
+  return false;
+#endif
+}
+
+}  // namespace
+
+int64_t decompose(Decomposition op, const View& a, const View& b, const View& out0,
+                  const View& out1, const View& out2) {
+  std::string why;
+  if (on_device(op, a, &why)) {
+    detail::set_linalg_fallback_reason("");
+#if defined(EMBER_HAVE_CUSOLVER_HEADERS)
+    return cusolver_decompose(op, a, b, out0, out1, out2);
+#endif
+  }
+  detail::set_linalg_fallback_reason(why);
+  return host_decompose(op, a, b, out0, out1, out2);
 }
 
 }  // namespace ember::cuda
