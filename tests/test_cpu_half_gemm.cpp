@@ -16,6 +16,8 @@
 //   bits       the same inputs give the same bits on every call (primitives are cached per
 //              thread count; the work split is fixed).
 //   ops        matmul with broadcast batch dims and linear with bias in bf16, against f64.
+//   f32        products large enough for oneDNN (Note [f32 GEMMs: OpenBLAS or oneDNN]) at one
+//              thread: through oneDNN and through OpenBLAS, each against f64; the size rule.
 // Without libdnnl the oneDNN-specific assertions skip with the loader's reason; the
 // reference checks still run (on the widening path).
 #include <gtest/gtest.h>
@@ -69,6 +71,10 @@ double ulp_of<BFloat16>() {
 template <>
 double ulp_of<Half>() {
   return 1.0 / 1024;
+}
+template <>
+double ulp_of<float>() {
+  return 1.0 / (1 << 23);
 }
 
 // One GEMM: the arguments' shapes and options; operands are made to fit.
@@ -315,6 +321,64 @@ void check_all(const char* dtype) {
           << " with oneDNN off, element " << i;
     }
   }
+}
+
+// Sets ember's thread count for a scope.
+struct ThreadCount {
+  int was = get_num_threads();
+  explicit ThreadCount(int n) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(was); }
+};
+
+// f32 products of 128·160·256 (5.2M) multiply-adds: oneDNN's at one thread, OpenBLAS's with
+// oneDNN off, both against f64 (transposes, padding, bias, ReLU, alpha and beta, batches).
+TEST(CpuHalfGemm, F32LargeProductsThroughOneDnnAndOpenBlas) {
+  const ThreadCount one(1);
+  std::vector<Spec> specs;
+  auto with = [&](auto f) {
+    Spec s;
+    s.m = 128, s.n = 160, s.k = 256;
+    f(s);
+    specs.push_back(s);
+  };
+  with([](Spec&) {});
+  with([](Spec& s) { s.tb = true, s.bias = true, s.act = GemmEpilogue::relu; });
+  with([](Spec& s) { s.ta = true, s.pad = 3; });
+  with([](Spec& s) { s.ta = s.tb = true, s.alpha = 0.5, s.beta = 0.25; });
+  with([](Spec& s) { s.bias = true, s.act = GemmEpilogue::gelu_tanh; });
+  with([](Spec& s) { s.batch = 3, s.broadcast_b = true, s.bias = true; });
+  with([](Spec& s) { s.bias_grad = true, s.ta = true; });
+  with([](Spec& s) { s.act = GemmEpilogue::relu, s.bias = true, s.relu_mask = true; });
+  uint64_t seed = 500;
+  for (const Spec& s : specs) {
+    Product<float> on(s, seed), off(s, seed);
+    ++seed;
+    run_and_check(on, "f32 default path");
+    if (onednn_missing().empty())
+      EXPECT_EQ(cpu::gemm_onednn_last().rfind("oneDNN ", 0), 0u)
+          << s.name() << ": " << cpu::gemm_onednn_last();
+    OnednnOff guard;
+    run_and_check(off, "f32 oneDNN off");
+  }
+}
+
+// The size rule: one thread from 2^22 multiply-adds, more threads from 2^28; batches count.
+TEST(CpuHalfGemm, F32SizeRule) {
+  GemmArgs g;
+  g.m = 128, g.n = 128, g.k = 256;  // 2^22
+  {
+    const ThreadCount one(1);
+    EXPECT_TRUE(cpu::f32_gemm_prefers_onednn(g));
+    g.k = 255;
+    EXPECT_FALSE(cpu::f32_gemm_prefers_onednn(g));
+    g.batch = 2;
+    EXPECT_TRUE(cpu::f32_gemm_prefers_onednn(g));
+  }
+  const ThreadCount two(2);
+  g.batch = 1, g.k = 256;
+  EXPECT_FALSE(cpu::f32_gemm_prefers_onednn(g));
+  g.m = 2048, g.n = 512;  // 2^28
+  EXPECT_TRUE(cpu::f32_gemm_prefers_onednn(g));
 }
 
 TEST(CpuHalfGemm, Bf16AgainstF64BothPaths) { check_all<BFloat16>("bf16"); }

@@ -46,6 +46,26 @@ thread_local std::string t_last;
 
 bool set_gemm_onednn_enabled(bool on) { return g_enabled.exchange(on); }
 
+// Note [f32 GEMMs: OpenBLAS or oneDNN]
+// Measured on this 2-core AVX-512 machine (2026-12-05; linear forward + backward, f32, ms, the
+// three GEMMs and the bias gradient of one call, OpenBLAS 0.3.21 against oneDNN 2.6.3):
+//   m×k×n            1 thread: OpenBLAS  oneDNN     2 threads: OpenBLAS  oneDNN
+//   128×784×256                 1.205     1.047                 0.764     1.068
+//   128×256×256                 0.392     0.314                 0.318     0.382
+//   128×256×10                  0.030     0.028                 0.037     0.043
+//   64×64×64                    0.016     0.022                 0.017     0.223
+//   2048×256×768               18.50     16.26                 10.00      8.53
+//   2048×1024×256              24.41     21.73                 12.26     11.22
+// oneDNN's kernels are 10-25 % faster once a product has some millions of multiply-adds, but
+// with more than one thread each call also wakes oneDNN's OpenMP team (OMP_WAIT_POLICY=PASSIVE,
+// Note [oneDNN's threads are ember's]), which costs 0.05-0.2 ms: so one thread takes oneDNN from
+// 2^22 multiply-adds, several threads only from 2^28, and OpenBLAS below.
+bool f32_gemm_prefers_onednn(const GemmArgs& g) {
+  const double work = static_cast<double>(g.m) * static_cast<double>(g.n) *
+                      static_cast<double>(g.k) * static_cast<double>(g.batch);
+  return work >= (num_threads() == 1 ? 4194304.0 : 268435456.0);
+}
+
 std::string gemm_onednn_last() { return t_last; }
 
 #if defined(EMBER_HAVE_ONEDNN_HEADERS)
@@ -139,8 +159,8 @@ std::string precheck(const GemmArgs& g) {
   if (!g_enabled.load(std::memory_order_relaxed)) return "switched off";
   std::string why;
   if (!onednn_api(&why)) return why;
-  if (g.dtype != DType::bf16 && g.dtype != DType::f16)
-    return "dtype " + std::string(dtype_name(g.dtype)) + " (this path is for f16 and bf16)";
+  if (g.dtype != DType::bf16 && g.dtype != DType::f16 && g.dtype != DType::f32)
+    return "dtype " + std::string(dtype_name(g.dtype)) + " (this path is for f32, f16 and bf16)";
   if (g.k == 0) return "an empty inner dimension (k = 0)";
   if (g.bias && g.alpha != 1.0) return "a bias with alpha != 1";
   if (g.batch > 1 && g.batch_stride_c == 0) return "a batch writing one C";

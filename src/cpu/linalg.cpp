@@ -1,9 +1,10 @@
 // src/cpu/linalg.cpp — batched GEMM through OpenBLAS, plus the optional bias epilogue.
 //
 // C[b] = act(alpha · op(A[b]) · op(B[b]) + beta · C[b] (+ bias on every row)), row-major, for
-// b in [0, batch) with per-operand batch strides (0 broadcasts one matrix), in f32/f64, and in
-// f16/bf16 through oneDNN's matmul where it is loaded (gemm_onednn.cpp, Note [16-bit GEMMs
-// through oneDNN]), else through f32 (gemm_wide). Transposes go
+// b in [0, batch) with per-operand batch strides (0 broadcasts one matrix), in f32/f64 (large f32
+// products through oneDNN's matmul where it is loaded: Note [f32 GEMMs: OpenBLAS or oneDNN] in
+// gemm_onednn.cpp), and in f16/bf16 through oneDNN's matmul where it is loaded (Note [16-bit
+// GEMMs through oneDNN]), else through f32 (gemm_wide). Transposes go
 // to cblas as flags; nothing is copied. The batch loop calls BLAS from this thread only:
 // OpenBLAS threads each call itself with the count kept equal to ember's pool
 // (src/cpu/threads.cpp), and BLAS must never run inside a parallel_for body.
@@ -242,6 +243,9 @@ void gemm(const GemmArgs& args) {
     if constexpr (kIsHalfLike<T>) {
       if (!gemm_onednn(args)) gemm_wide<T>(args);
     } else {
+      if constexpr (std::is_same_v<T, float>) {
+        if (f32_gemm_prefers_onednn(args) && gemm_onednn(args)) return;
+      }
       gemm_typed<T>(args);
     }
   });
