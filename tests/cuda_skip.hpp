@@ -1,6 +1,7 @@
 // tests/cuda_skip.hpp — SKIP_WITHOUT_CUDA(): a GPU test skips, saying why, where no CUDA device
 // is visible (CI has none; the GPU machine runs every such test). And DeterministicScope, which
-// the GPU tests that compare two runs bit for bit hold (docs/cuda.md, "Deterministic mode").
+// the GPU tests that compare two runs bit for bit hold (docs/cuda.md, "Deterministic mode"),
+// and CudnnConvolutionsScope, for tests that pick the GPU convolution route.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,6 +29,21 @@ class DeterministicScope {
   ~DeterministicScope() { ember::set_deterministic(previous_); }
   DeterministicScope(const DeterministicScope&) = delete;
   DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Sets set_cudnn_convolutions for the scope, restoring the previous setting at its end:
+///   const CudnnConvolutionsScope cudnn(true);  // GPU convolutions on cuDNN until the scope ends
+class CudnnConvolutionsScope {
+ public:
+  explicit CudnnConvolutionsScope(bool on) : previous_(ember::cudnn_convolutions()) {
+    ember::set_cudnn_convolutions(on);
+  }
+  ~CudnnConvolutionsScope() { ember::set_cudnn_convolutions(previous_); }
+  CudnnConvolutionsScope(const CudnnConvolutionsScope&) = delete;
+  CudnnConvolutionsScope& operator=(const CudnnConvolutionsScope&) = delete;
 
  private:
   bool previous_;

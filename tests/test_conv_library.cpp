@@ -460,9 +460,8 @@ TEST(ConvLibrary, ConvTransposeOutputPaddingPastTheStrideFallsBack) {
 
 // cuDNN convolutions on for one test (they are opt-in: Note [cuDNN convolutions are opt-in
 // for now] in src/ops/conv_library.cpp).
-struct CudnnConvolutionsOn {
-  CudnnConvolutionsOn() { set_cudnn_convolutions(true); }
-  ~CudnnConvolutionsOn() { set_cudnn_convolutions(false); }
+struct CudnnConvolutionsOn : ember_test::CudnnConvolutionsScope {
+  CudnnConvolutionsOn() : ember_test::CudnnConvolutionsScope(true) {}
 };
 
 // cuDNN must be there for these: a GPU without it reports why in the failure.

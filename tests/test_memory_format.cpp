@@ -437,14 +437,16 @@ TEST(MemoryFormat, ResNet18StepsNhwcEqualNchw) { resnet_steps(Device::cpu(), 1e-
 
 TEST(MemoryFormatCuda, Conv2dNhwcEqualsNchwAndTheCpu) {
   SKIP_WITHOUT_CUDA();
-  conv_cases(kGpu, 1e-4);  // im2col + cuBLASLt (the default)
-  set_cudnn_convolutions(true);
+  {
+    const ember_test::CudnnConvolutionsScope im2col(false);
+    conv_cases(kGpu, 1e-4);  // im2col + cuBLASLt
+  }
+  const ember_test::CudnnConvolutionsScope cudnn(true);
   conv_cases(kGpu, 1e-4);  // cuDNN, NHWC as it lies
   const Tensor x = seeded_randn({2, 8, 9, 7}, 11).to(kGpu).to(kLast);
   const Tensor w = seeded_randn({16, 8, 3, 3}, 12).to(kGpu).to(kLast);
   EXPECT_EQ(conv2d(x, w, Tensor(), 1, 1).suggest_memory_format(), kLast);
   EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
-  set_cudnn_convolutions(false);
 }
 
 TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
@@ -471,10 +473,10 @@ TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
 
 TEST(MemoryFormatCuda, ResNet18StepsNhwcEqualNchw) {
   SKIP_WITHOUT_CUDA();
-  resnet_steps(kGpu, 1e-4);
-  set_cudnn_convolutions(true);
-  resnet_steps(kGpu, 1e-4);
-  set_cudnn_convolutions(false);
+  for (const bool cudnn : {false, true}) {
+    const ember_test::CudnnConvolutionsScope route(cudnn);
+    resnet_steps(kGpu, 1e-4);
+  }
 }
 
 TEST(MemoryFormatCuda, DeviceCopiesKeepTheFormat) {

@@ -238,10 +238,7 @@ void expect_gpu_matches_cpu(MemoryFormat format, bool cudnn) {
   gpu->load_state_dict(cpu->state_dict());
   gpu->to(Device::cuda(0));
   gpu->to(format);
-  struct CudnnScope {  // restored however the test ends
-    explicit CudnnScope(bool on) { set_cudnn_convolutions(on); }
-    ~CudnnScope() { set_cudnn_convolutions(false); }
-  } cudnn_scope(cudnn);
+  const ember_test::CudnnConvolutionsScope cudnn_scope(cudnn);  // restored however it ends
   const Tensor x = randn({4, 3, 64, 64});
   const Tensor y = randint(0, 10, {4});
   const Tensor xg = x.to(Device::cuda(0)).contiguous(format);
