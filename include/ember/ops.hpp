@@ -278,9 +278,9 @@ Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double b
 /// [..., n, k] or a vector [n]; batch dims broadcast), cholesky (lower L with A = L·Lᵀ; A
 /// symmetric positive definite), qr (reduced: Q [.., m, k], R [.., k, n], k = min(m, n)) and
 /// svd (reduced: U, S descending, Vh, with A = U·diag(S)·Vh; the gradient assumes distinct
-/// singular values, as PyTorch warns). CPU: LAPACK (OpenBLAS's); CUDA: cuSOLVER, or the host's
-/// LAPACK for small matrices (set_preferred_linalg_library, docs/ops.md). A singular or
-/// non-positive-definite matrix is an error naming its batch index.
+/// singular values, as PyTorch warns). CPU: LAPACK (OpenBLAS's); CUDA: the host's LAPACK, or
+/// cuSOLVER (set_preferred_linalg_library, docs/ops.md). A singular or non-positive-definite
+/// matrix is an error naming its batch index.
 Tensor inv(const Tensor& a);
 Tensor det(const Tensor& a);
 Tensor solve(const Tensor& a, const Tensor& b);

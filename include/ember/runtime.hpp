@@ -60,9 +60,9 @@ void set_float32_matmul_precision(const std::string& precision);
 std::string get_float32_matmul_precision();
 
 /// Where matrix decompositions of CUDA tensors run (torch.backends.cuda.preferred_linalg_library):
-///   "default"   cuSOLVER for matrices at least as large as the size from which it was measured
-///               faster than the host route on the H200 (docs/ops.md lists the sizes per
-///               decomposition), the host route below it;
+///   "default"   cuSOLVER for matrices at least as large as the size from which it is measured
+///               faster than the host route on the H200, the host route below it; until that
+///               measurement is made (docs/ops.md says whether it is), the host route always;
 ///   "cusolver"  cuSOLVER (and cuBLAS's trsm for the triangular solves) for every size;
 ///   "host"      the host route: the matrices are copied to host memory, factored by the CPU's
 ///               LAPACK (OpenBLAS) and the results copied back.
