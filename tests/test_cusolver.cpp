@@ -239,7 +239,7 @@ TEST(CusolverCudaRoute, DefaultRuleAndFallbackReason) {
   }
   const LibraryScope scope("cusolver");
   const Tensor on_device = ember::inv(large);
-  EXPECT_EQ(ember::linalg_fallback_reason(), "");
+  EXPECT_ON_CUSOLVER();
   EXPECT_LT(relative_error(on_device, on_host.to(ember::Device::cpu())), 1e-9);
 }
 

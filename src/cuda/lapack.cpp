@@ -79,6 +79,12 @@ bool on_device(Decomposition op, const View& a, std::string* why) {
     return false;
   }
 #if defined(EMBER_HAVE_CUSOLVER_HEADERS)
+  const int64_t from = cusolver_from(op);
+  if (library == 0 && from == kNotMeasured) {  // decided before cuSOLVER is loaded
+    *why = detail::concat("cuSOLVER is opt-in until its speed against the host route is measured (",
+                          name_of(op), "; set_preferred_linalg_library(\"cusolver\") takes it)");
+    return false;
+  }
   std::string missing;
   if (!cusolver_api(&missing)) {
     *why = missing;
@@ -86,12 +92,7 @@ bool on_device(Decomposition op, const View& a, std::string* why) {
   }
   if (library == 1) return true;
   const size_t rank = a.shape.size();
-  const int64_t m = a.shape[rank - 2], n = a.shape[rank - 1], from = cusolver_from(op);
-  if (from == kNotMeasured) {
-    *why = detail::concat("cuSOLVER is opt-in until its speed against the host route is measured (",
-                          name_of(op), "; set_preferred_linalg_library(\"cusolver\") takes it)");
-    return false;
-  }
+  const int64_t m = a.shape[rank - 2], n = a.shape[rank - 1];
   if (std::min(m, n) < from) {
     *why = detail::concat("cuSOLVER: ", m, "x", n, " is below the ", from, "x", from,
                           " from which it is faster (", name_of(op),
