@@ -734,9 +734,11 @@ TEST(CudaConvLibrary, ResNet18GradientsMatchIm2col) {
 }
 
 // With EMBER_CONV_AUTOTUNE=1 (read once per process, so in a fresh one) the plans are the
-// fastest of several engines, timed at the first call: still the same results.
-[[noreturn]] void convolve_autotuned() {
+// fastest of several engines, timed at the first call: still the same results; and so with
+// EMBER_CONV_NONDETERMINISTIC=1, whose candidates may add with atomics.
+[[noreturn]] void convolve_autotuned(bool nondeterministic) {
   setenv("EMBER_CONV_AUTOTUNE", "1", 1);
+  if (nondeterministic) setenv("EMBER_CONV_NONDETERMINISTIC", "1", 1);
   const ConvFn f = conv2d_fn(1, 1, 1, 1);
   const Tensor x = seeded_randn({8, 16, 20, 20}, 130), w = seeded_randn({32, 16, 3, 3}, 131),
                b = seeded_randn({32}, 132);
@@ -757,7 +759,13 @@ TEST(CudaConvLibrary, ResNet18GradientsMatchIm2col) {
 TEST(CudaConvLibraryDeathTest, AutotunedPlansMatchIm2col) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(convolve_autotuned(), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(convolve_autotuned(false), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(CudaConvLibraryDeathTest, NondeterministicEnginesMatchIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(convolve_autotuned(true), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -28,8 +28,9 @@
 // several: Note [Measured convolution engines]) are built once per kind, device, dtype,
 // geometry, fused flags and pointer alignment, and cached for the process; a graph no engine
 // takes is remembered with its reason. Engines noted CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
-// (cuDNN's backward filter with atomics among them) are always skipped, in and out of
-// set_deterministic, which for now also keeps EMBER_CONV_AUTOTUNE from timing candidates. The
+// (cuDNN's backward filter with atomics among them) are skipped unless
+// EMBER_CONV_NONDETERMINISTIC=1 allows them outside deterministic mode (Note [Nondeterministic
+// convolution engines]); EMBER_CONV_AUTOTUNE times candidates outside deterministic mode. The
 // workspace comes from the Pass pool for each call (inside a captured step from the graph's private
 // pool), and every call is queued on the device's stream (the capture stream while capturing), so a
 // convolution can be captured in a train::CapturedStep.
@@ -38,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -302,6 +304,22 @@ struct Plan {
 // noise, so two processes may round differently.
 constexpr size_t kMaxCandidates = 8;
 
+// Note [Nondeterministic convolution engines]
+// Engines cuDNN notes as nondeterministic (a backward filter that adds partial sums with
+// atomics, say) are skipped by default: an eager step and its captured replay must agree bit
+// for bit (docs/capture.md), and with them the Fashion CNN's did not on the H200.
+// EMBER_CONV_NONDETERMINISTIC=1 allows them outside deterministic mode, as PyTorch does with
+// cudnn.deterministic off; results then move in the last bits from run to run. Deterministic
+// mode also keeps autotuning from timing candidates (two processes could pick two engines),
+// so its plans are cached apart.
+bool nondeterministic_engines_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("EMBER_CONV_NONDETERMINISTIC");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return allowed && !ember::deterministic();
+}
+
 int autotune_level() {
   static const int level = [] {
     const char* v = std::getenv("EMBER_CONV_AUTOTUNE");
@@ -325,8 +343,9 @@ std::string refusal(cudnnBackendDescriptor_t config, DType dtype, bool det) {
   return "";
 }
 
-// Graph → heuristics → the first engine config that passes refusal() and finalizes.
-void make_plan(Plan& p, Graph& g, cudnnHandle_t h, DType dtype, bool det) {
+// Graph → heuristics → the first engine config that passes refusal() and finalizes (det: skip
+// engines noted nondeterministic), or with `timed` up to kMaxCandidates of them.
+void make_plan(Plan& p, Graph& g, cudnnHandle_t h, DType dtype, bool det, bool timed) {
   p.graph = cudnn::operation_graph(g.ops(), h);
   p.descs = g.release();
   std::string errors;
@@ -334,7 +353,7 @@ void make_plan(Plan& p, Graph& g, cudnnHandle_t h, DType dtype, bool det) {
     std::vector<std::unique_ptr<Desc>> configs =
         cudnn::heuristic_configs(p.graph->get(), mode, &p.heur);
     const auto got = static_cast<int64_t>(configs.size());
-    const size_t wanted = autotune_level() > 0 && !det ? kMaxCandidates : 1;
+    const size_t wanted = timed ? kMaxCandidates : 1;
     for (int64_t i = 0; i < got && p.candidates.size() < wanted; ++i) {
       cudnnBackendDescriptor_t config = configs[static_cast<size_t>(i)]->get();
       const std::string why = refusal(config, dtype, det);
@@ -377,9 +396,9 @@ Cache& cache() {
 }
 
 std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu,
-                            int64_t alignment, bool det) {
+                            int64_t alignment, bool det, bool timed) {
   std::vector<int64_t> k = backend::key_of(g);
-  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, alignment, det,
+  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, alignment, det, timed,
                      g.dtype == DType::f32 && ember::detail::allow_tf32()});
   return k;
 }
@@ -388,12 +407,10 @@ std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool re
 Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t alignment,
                std::string* why) {
   Cache& c = cache();
-  // Engines cuDNN notes as nondeterministic are always skipped: an eager step and its captured
-  // replay must agree bit for bit, and with them (atomics in the backward filter) they did not
-  // on the H200 (Note [cuDNN convolutions are opt-in for now] in src/ops/conv_library.cpp).
-  const bool det = true;
+  const bool det = !nondeterministic_engines_allowed();
+  const bool timed = autotune_level() > 0 && !ember::deterministic();
   std::lock_guard<std::mutex> lock(c.mutex);
-  std::unique_ptr<Plan>& slot = c.plans[key_of(kind, g, bias, relu, alignment, det)];
+  std::unique_ptr<Plan>& slot = c.plans[key_of(kind, g, bias, relu, alignment, det, timed)];
   if (!slot) {
     slot = std::make_unique<Plan>();
     try {
@@ -401,7 +418,7 @@ Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t a
       build(gr, kind, g, bias, relu);
       // Note [One cuDNN handle, one thread at a time]
       std::lock_guard<std::mutex> lock(cudnn::handle_mutex(g.device));
-      make_plan(*slot, gr, handle(g.device), g.dtype, det);
+      make_plan(*slot, gr, handle(g.device), g.dtype, det, timed);
     } catch (const BuildError& e) {
       static constexpr const char* kNames[] = {"forward", "backward data", "backward filter"};
       slot->error = std::string("cuDNN ") + kNames[static_cast<int>(kind)] + ": " + e.what();
