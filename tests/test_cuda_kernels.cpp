@@ -303,17 +303,27 @@ TEST(CudaIndexKernels, OutOfRangeIndexThrowsAndDeviceStaysUsable) {
 TEST(CudaNormKernels, BatchNormTrainForwardBackwardMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   manual_seed(7);
-  const std::vector<Shape> shapes = {{8, 4, 5, 6}, {16, 3}, {2, 5, 7}, {64, 2, 33, 17}};
+  // Planes of 30, 7 and 561 elements and 3 channels take the element-wise affine; planes of 48
+  // and 16 channels innermost (BatchNorm1d, and channels_last) its packs of 16 bytes (Note
+  // [Channel affine in packs]).
+  const std::vector<std::pair<Shape, bool>> shapes = {
+      {{8, 4, 5, 6}, false}, {{16, 3}, false},  {{2, 5, 7}, false},   {{64, 2, 33, 17}, false},
+      {{8, 4, 8, 6}, false}, {{32, 16}, false}, {{4, 16, 5, 3}, true}};
   for (DType dtype : {DType::f32, DType::f64}) {
-    for (const Shape& shape : shapes) {
-      const std::string name =
-          "batch_norm " + shape.to_string() + " " + std::string(dtype_name(dtype));
+    for (const auto& [shape, channels_last] : shapes) {
+      const std::string name = "batch_norm " + shape.to_string() +
+                               (channels_last ? " channels_last " : " ") +
+                               std::string(dtype_name(dtype));
       const TensorOptions opt{.dtype = dtype};
       const int64_t c = shape[1];
-      const Tensor x0 = randn(shape, opt, 3.0, 2.0);  // an offset mean tests the variance
+      Tensor x0 = randn(shape, opt, 3.0, 2.0);  // an offset mean tests the variance
+      if (channels_last) x0 = x0.contiguous(MemoryFormat::channels_last);
       const Tensor w0 = randn({c}, opt), b0 = randn({c}, opt);
       Tensor xc = cpu_leaf(x0, true), wc = cpu_leaf(w0, true), bc = cpu_leaf(b0, true);
       Tensor xg = gpu_leaf(x0, true), wg = gpu_leaf(w0, true), bg = gpu_leaf(b0, true);
+      if (channels_last) {
+        ASSERT_TRUE(xg.is_contiguous(MemoryFormat::channels_last)) << name;
+      }
       Tensor rmc = zeros({c}, opt), rvc = ones({c}, opt);
       Tensor rmg = rmc.to(kGpu), rvg = rvc.to(kGpu);
       const Tensor yc = batch_norm(xc, rmc, rvc, wc, bc, true);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -710,6 +711,38 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
   });
 }
 
+// Note [Channel affine in packs]
+// The affine of batch norm's forward and backward reads and writes every activation once, so it
+// runs at memory speed only with wide accesses and no per-element 64-bit division: 16 bytes of
+// T at a time (V elements), when each pack lies in one channel (S a multiple of V: NCHW) or
+// spans V consecutive channels (S = 1, C a multiple of V: channels innermost), every data
+// pointer is 16-byte aligned and the packs fit 32-bit indices; the channel comes from one
+// 32-bit division per pack. Otherwise the element kernel above runs. Both compute each element
+// alike (same operations, same rounding), so the two give the same bits. ResNet-50's step
+// (bf16, channels_last, batch 128) spent 13.1 ms of its 45.7 on the element kernel on an H100.
+template <typename T, typename P, int V, bool kInner>
+__global__ void __launch_bounds__(kBlock)
+    affine_pack_kernel(T* __restrict out, const T* __restrict a, const P* __restrict sa,
+                       const T* __restrict b, const P* __restrict sb, const P* __restrict shift,
+                       uint32_t packs, uint32_t per, uint32_t c) {
+  // kInner: per = C / V (packs in a row of channels); else per = S / V (packs in a plane).
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += gridDim.x * blockDim.x) {
+    const Pack<T, V> ra = load_pack<T, V>(a, static_cast<int>(i));
+    Pack<T, V> rb;
+    if (b) rb = load_pack<T, V>(b, static_cast<int>(i));
+    Pack<T, V> o;
+    const uint32_t c0 = kInner ? (i % per) * V : (i / per) % c;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const uint32_t ch = kInner ? c0 + k : c0;
+      P v = mul_rn(cast<P>(ra.v[k]), sa[ch]);
+      if (b) v = add_rn(v, mul_rn(cast<P>(rb.v[k]), sb[ch]));
+      o.v[k] = cast<T>(add_rn(v, shift ? shift[ch] : P(0)));
+    }
+    store_pack<T, V>(out, static_cast<int>(i), o);
+  }
+}
+
 void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
                     const View& scale_b, const View& shift) {
   const Nc3 d = dims_of(out);
@@ -719,6 +752,26 @@ void channel_affine(const View& out, const View& a, const View& scale_a, const V
   dispatch_norm(out.dtype, scale_a, "channel_affine", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
+    constexpr int kV = static_cast<int>(16 / sizeof(T));
+    const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    const bool inner = d.s == 1 && d.c % kV == 0, planes = d.s % kV == 0;
+    const int64_t packs = total / kV;
+    if ((inner || planes) && packs <= std::numeric_limits<int32_t>::max() && aligned(out.data) &&
+        aligned(a.data) && (!b.data || aligned(b.data))) {
+      const auto run = [&](auto kernel, int64_t per) {
+        kernel<<<grid_for(packs), kBlock, 0, st>>>(
+            static_cast<T*>(out.data), static_cast<const T*>(a.data),
+            static_cast<const P*>(scale_a.data), static_cast<const T*>(b.data),
+            static_cast<const P*>(scale_b.data), static_cast<const P*>(shift.data),
+            static_cast<uint32_t>(packs), static_cast<uint32_t>(per), static_cast<uint32_t>(d.c));
+        EMBER_CUDA_LAUNCH_CHECK();
+      };
+      if (inner)
+        run(affine_pack_kernel<T, P, kV, true>, d.c / kV);
+      else
+        run(affine_pack_kernel<T, P, kV, false>, d.s / kV);
+      return;
+    }
     affine_kernel<T, P><<<grid_for(total), kBlock, 0, st>>>(
         static_cast<T*>(out.data), static_cast<const T*>(a.data),
         static_cast<const P*>(scale_a.data), static_cast<const T*>(b.data),
