@@ -60,9 +60,20 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // per device, for cuBLASL
       throw_cublas_error(#call, ember_cublas_status_, __FILE__, __LINE__); \
   } while (0)
 
+// Note [One cuBLASLt call at a time]
+// A cached Plan's descriptor is shared by every thread that runs its problem, and run_algo
+// writes the call's bias and auxiliary pointers into it before cublasLtMatmul reads it; and one
+// call may queue several kernels (a split-K GEMM whose counters or partial sums live in the
+// device's one workspace, then its reduction). Two threads calling at once interleaved both:
+// a GEMM read another thread's pointers, or found the workspace's split-K counters holding the
+// other call's partial sums and spun forever (ThreadsCuda.SharedEvalModelGivesEveryThread...
+// hung in a cuBLAS xmma kernel on an H100, 2026-12-05, seen with cuda-gdb). So each device's
+// calls take `launch`, from setting the descriptor until the call has queued its kernels; the
+// stream then runs them in that order.
 struct DeviceBlas {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  std::mutex launch;  // Note [One cuBLASLt call at a time]
 };
 
 // One handle and workspace per device, created on first use; leaked at exit on purpose (the
@@ -331,6 +342,8 @@ const Plan& plan_for(int device, const GemmArgs& g, int64_t batch, cublasLtEpilo
 
 cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
                         const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c) {
+  DeviceBlas& d = blas(device);
+  std::lock_guard<std::mutex> launch(d.launch);  // Note [One cuBLASLt call at a time]
   if (has_bias(p.epilogue)) {
     const void* vector = p.epilogue == CUBLASLT_EPILOGUE_BGRADB        ? g.bias_grad
                          : p.epilogue == CUBLASLT_EPILOGUE_DRELU_BGRAD ? g.relu_bias_grad
@@ -346,7 +359,6 @@ cublasStatus_t run_algo(int device, const GemmArgs& g, const Plan& p,
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
-  DeviceBlas& d = blas(device);
   const float alpha_f = static_cast<float>(g.alpha), beta_f = static_cast<float>(g.beta);
   const bool f64 = g.dtype == DType::f64;
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha_f;
