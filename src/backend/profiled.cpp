@@ -22,37 +22,6 @@ const Backend& own_table(DeviceType type) {
 #endif
 }
 
-// One kernel-table call as a kernel range with its two device timing marks.
-class KernelRange {
- public:
-  KernelRange(DeviceType type, int slot) noexcept : runtime_(runtime_for(type)) {
-    const int op_device = core::profiler::current_device();
-    device_ = type == DeviceType::cpu ? 0 : (op_device >= 0 ? op_device : 0);
-    index_ = core::profiler::open_kernel(kSlotNames[slot], type, device_);
-    if (index_ >= 0 && core::profiler::recorder().device_time) begin_ = mark();
-  }
-  ~KernelRange() {
-    if (index_ < 0) return;
-    if (begin_ >= 0) core::profiler::set_marks(index_, begin_, mark());
-    core::profiler::close(index_);
-  }
-  KernelRange(const KernelRange&) = delete;
-  KernelRange& operator=(const KernelRange&) = delete;
-
- private:
-  int64_t mark() noexcept {
-    try {
-      return runtime_.timing_mark(device_);
-    } catch (...) {
-      return -1;  // a device that cannot take a mark: the kernel keeps its host time only
-    }
-  }
-  const DeviceRuntime& runtime_;
-  int device_ = 0;
-  int64_t index_ = -1;
-  int64_t begin_ = -1;
-};
-
 template <DeviceType Type, int Slot, auto Member, typename Fn>
 struct Wrapped;
 template <DeviceType Type, int Slot, auto Member, typename R, typename... A>
@@ -62,7 +31,7 @@ struct Wrapped<Type, Slot, Member, R (*)(A...)> {
     if constexpr (is_service(Slot)) {
       return (own.*Member)(std::forward<A>(args)...);
     } else {
-      const KernelRange range(Type, Slot);
+      const core::profiler::KernelRange range(kSlotNames[Slot], Type, runtime_for(Type));
       return (own.*Member)(std::forward<A>(args)...);
     }
   }

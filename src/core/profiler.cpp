@@ -255,5 +255,28 @@ BackwardScope::~BackwardScope() {
   state().module = previous_module_;
 }
 
+KernelRange::KernelRange(const char* name, DeviceType type, const backend::DeviceRuntime& runtime,
+                         int device) noexcept
+    : runtime_(runtime) {
+  const int op_device = device >= 0 ? device : current_device();
+  device_ = type == DeviceType::cpu ? 0 : (op_device >= 0 ? op_device : 0);
+  index_ = open_kernel(name, type, device_);
+  if (index_ >= 0 && recorder().device_time) begin_ = mark();
+}
+
+KernelRange::~KernelRange() {
+  if (index_ < 0) return;
+  if (begin_ >= 0) set_marks(index_, begin_, mark());
+  close(index_);
+}
+
+int64_t KernelRange::mark() noexcept {
+  try {
+    return runtime_.timing_mark(device_);
+  } catch (...) {
+    return -1;  // a device that cannot take a mark: the kernel keeps its host time only
+  }
+}
+
 }  // namespace core::profiler
 }  // namespace ember

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/device_runtime.hpp"
 #include "ember/device.hpp"
 #include "ember/profiler.hpp"
 
@@ -121,5 +122,26 @@ void set_marks(int64_t index, int64_t begin, int64_t end) noexcept;
 void note_bytes(int64_t bytes) noexcept;
 /// The device of the innermost open op on this thread (-1: none).
 int current_device() noexcept;
+
+/// One device call recorded as a kernel range named `name`, with a timing mark of `runtime`
+/// on each side when the recorder takes device time: the profiled kernel table wraps every
+/// kernel slot in one, and a captured step's replay (a device service, graph_launch) takes one
+/// so that it shows as one kernel row. Nothing while no Profiler records.
+class KernelRange {
+ public:
+  /// device: -1 for the innermost open op's (0 when none).
+  KernelRange(const char* name, DeviceType type, const backend::DeviceRuntime& runtime,
+              int device = -1) noexcept;
+  ~KernelRange();
+  KernelRange(const KernelRange&) = delete;
+  KernelRange& operator=(const KernelRange&) = delete;
+
+ private:
+  int64_t mark() noexcept;
+  const backend::DeviceRuntime& runtime_;
+  int device_ = 0;
+  int64_t index_ = -1;
+  int64_t begin_ = -1;
+};
 
 }  // namespace ember::core::profiler

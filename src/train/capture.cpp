@@ -8,6 +8,7 @@
 
 #include "backend/device_runtime.hpp"
 #include "core/capture.hpp"
+#include "core/profiler.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/memory.hpp"
@@ -151,6 +152,7 @@ struct CapturedStep::Impl {
       throw;
     }
     set_rng_state({rng.seed, rng.offset + g.rng_advance});
+    const core::profiler::KernelRange range("graph_launch", device.type, runtime(), device.index);
     runtime().graph_launch(device.index, g.id, true);
   }
 };
