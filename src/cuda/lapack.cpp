@@ -65,11 +65,24 @@ const char* name_of(Decomposition op) {
 // matrices' smaller side is at least the size from which bench/bench_linalg measures cuSOLVER
 // faster than the host route on the H200 (the host's OpenBLAS with its threads, the copies
 // included); both routes scale with the batch (one matrix at a time each), so the size alone
-// decides. Until that measurement exists (no GPU has run the cuSOLVER route yet, 2026-12-05),
-// "default" keeps every decomposition on the host route, as before cuSOLVER was added, and
-// "cusolver" opts in: kNotMeasured below.
+// decides. Measured on an H100 (2026-12-05, f32, batch 1, ms a call, host / cuSOLVER):
+//
+//   n        32            128           512            1024           2048
+//   inverse  2.40 / 2.48   0.34 / 2.66   440 / 3.59     804 / 7.38     712 / 16.1
+//   det      2.40 / 2.46   2.40 / 2.61   483 / 3.39     869 / 6.94     -
+//
+// so inverse and det take cuSOLVER from 512 (256 was not measured). The other decompositions
+// were not reached in that call (the host route's large sizes used up its time): until they
+// are, "default" keeps them on the host route, as before cuSOLVER was added, and "cusolver"
+// opts in: kNotMeasured below.
 constexpr int64_t kNotMeasured = -1;
-int64_t cusolver_from(Decomposition) { return kNotMeasured; }
+int64_t cusolver_from(Decomposition op) {
+  switch (op) {
+    case Decomposition::inverse:
+    case Decomposition::det: return 512;
+    default: return kNotMeasured;
+  }
+}
 
 // Whether `op` on `a` runs on cuSOLVER; *why says why not.
 bool on_device(Decomposition op, const View& a, std::string* why) {
