@@ -11,6 +11,8 @@
 # hazards and synccheck overflows on (seen on the H200 with 2025.3.1), and instrumenting
 # them makes a run ten times slower. Left out: death tests (fork under the tool) and the
 # tests that start worker processes (the tool follows them and they time out).
+# Run it alone (not beside tools/gpu_suite.sh): the tools' processes reserve much device memory
+# each, and beside the suite's shards they filled an 80 GB H100 (docs/cuda.md, "Tests").
 # Prints, per tool and shard, the tests run, passed and failed and the tool's error summary;
 # the logs stay in OUT_DIR.
 set -u
