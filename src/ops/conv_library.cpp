@@ -52,7 +52,10 @@ std::atomic<bool>& library_on() {
 // max pooling, ResNet-18 at batch 4 of 64x64): the 2.6e-2 most likely compared near-zero
 // gradients (a convolution's bias before a training-mode BatchNorm is zero in exact
 // arithmetic) or BatchNorm statistics over 8 values per channel, rounding noise magnified.
-// cuDNN stays opt-in until the whole GPU suite has run with it on (CudaResNet.* included).
+// On 2026-12-05 (H100) the whole GPU suite ran with it on: CudaResNet.Resnet18ForwardBackward-
+// MatchesCpu failed (conv1's weight gradient 2.5 % from the CPU's in norm, stable between two
+// runs; it passes with im2col) and MemoryEstimateCuda.CnnWithinFifteenPercent missed (17.2 %:
+// the estimate counts im2col's buffers). cuDNN stays opt-in until both are understood.
 std::atomic<bool>& cudnn_on() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("EMBER_CONV_CUDNN");
