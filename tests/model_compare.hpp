@@ -39,4 +39,22 @@ inline void expect_buffers_close(const ember::nn::NamedTensors& want,
                  what + " " + want[i].first);
 }
 
+/// One train-mode step in f64 of `cpu` and of `gpu` (the same model with the same weights, on a
+/// GPU; its convolutions then run im2col, as cuDNN declines f64) on x and labels y: logits and
+/// every gradient within f64 rounding. f64 leaves no ReLU or max decision near enough a tie to
+/// flip, so a gap here is a wrong kernel, where a gap in f32 alone may be rounding.
+inline void expect_f64_step_matches(ember::nn::Module cpu, ember::nn::Module gpu,
+                                    const ember::Tensor& x, const ember::Tensor& y) {
+  using ember::Device;
+  cpu->train();
+  gpu->train();
+  const ember::Tensor x64 = x.to(ember::DType::f64);
+  const ember::Tensor logits_cpu = cpu(x64), logits_gpu = gpu(x64.to(Device::cuda(0)));
+  expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-9, 1e-12, "cuda f64 train logits");
+  ember::cross_entropy(logits_cpu, y).backward();
+  ember::cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();
+  expect_grads_close_in_norm(cpu->named_parameters(), gpu->named_parameters(), 1e-8f, 1e-12f,
+                             "cuda f64");
+}
+
 }  // namespace ember_test

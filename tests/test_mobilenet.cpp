@@ -256,6 +256,22 @@ void expect_gpu_matches_cpu(MemoryFormat format, bool cudnn) {
   expect_close(gpu(xg).to(Device::cpu()), cpu(x), 1e-3, 1e-4, "cuda eval logits");
 }
 
+// The step in f64 (model_compare.hpp): a gap here is a wrong kernel, one in f32 alone may be
+// rounding.
+TEST(CudaMobileNetV2, F64StepMatchesCpuClosely) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(6);
+  nn::MobileNetV2 cpu = models::mobilenet_v2({.num_classes = 10, .dropout = 0.0});
+  cpu->to(DType::f64);
+  nn::MobileNetV2 gpu = uninitialised({.num_classes = 10, .dropout = 0.0});
+  gpu->to(DType::f64);
+  gpu->load_state_dict(cpu->state_dict());
+  gpu->to(Device::cuda(0));
+  const Tensor x = randn({4, 3, 64, 64});
+  const Tensor y = randint(0, 10, {4});
+  ember_test::expect_f64_step_matches(cpu, gpu, x, y);
+}
+
 TEST(CudaMobileNetV2, TrainStepMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   expect_gpu_matches_cpu(MemoryFormat::contiguous, false);

@@ -463,6 +463,22 @@ TEST(CudaResNet, Resnet18ForwardBackwardMatchesCpu) {
                "cuda eval logits");
 }
 
+// The same step in f64 (model_compare.hpp): a gap here is a wrong kernel, one in f32 alone may
+// be rounding (docs/benchmarks.md, H100 2026-12-05).
+TEST(CudaResNet, Resnet18F64StepMatchesCpuClosely) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(5);
+  nn::ResNet cpu = models::resnet18({.num_classes = 10});
+  cpu->to(DType::f64);
+  nn::ResNet gpu = uninitialised("resnet18", {.num_classes = 10});
+  gpu->to(DType::f64);
+  gpu->load_state_dict(cpu->state_dict());
+  gpu->to(Device::cuda(0));
+  const Tensor x = randn({4, 3, 64, 64});
+  const Tensor y = randint(0, 10, {4});
+  ember_test::expect_f64_step_matches(cpu, gpu, x, y);
+}
+
 TEST(CudaResNet, Bf16AutocastTrainingStepRuns) {
   SKIP_WITHOUT_CUDA();
   for (const std::string arch : {"resnet18", "resnet50"}) {
