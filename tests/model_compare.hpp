@@ -39,17 +39,22 @@ inline void expect_buffers_close(const ember::nn::NamedTensors& want,
                  what + " " + want[i].first);
 }
 
-/// One train-mode step in f64 of `cpu` and of `gpu` (the same model with the same weights, on a
-/// GPU; its convolutions then run im2col, as cuDNN declines f64) on x and labels y: logits and
-/// every gradient within f64 rounding. f64 leaves no ReLU or max decision near enough a tie to
-/// flip, so a gap here is a wrong kernel, where a gap in f32 alone may be rounding.
-inline void expect_f64_step_matches(ember::nn::Module cpu, ember::nn::Module gpu,
-                                    const ember::Tensor& x, const ember::Tensor& y) {
+/// One train-mode step in f64 of `cpu` and of `gpu` (the same architecture; `gpu` takes `cpu`'s
+/// weights and moves to the GPU, where its convolutions run im2col, as cuDNN declines f64) on a
+/// batch of 4 images of 3×64×64 and 10 classes drawn here: logits and every gradient within f64
+/// rounding. f64 leaves no ReLU or max decision near enough a tie to flip, so a gap here is a
+/// wrong kernel, where a gap in f32 alone may be rounding.
+inline void expect_f64_step_matches(ember::nn::Module cpu, ember::nn::Module gpu) {
   using ember::Device;
+  cpu->to(ember::DType::f64);
+  gpu->to(ember::DType::f64);
+  gpu->load_state_dict(cpu->state_dict());
+  gpu->to(Device::cuda(0));
+  const ember::Tensor x = ember::randn({4, 3, 64, 64}).to(ember::DType::f64);
+  const ember::Tensor y = ember::randint(0, 10, {4});
   cpu->train();
   gpu->train();
-  const ember::Tensor x64 = x.to(ember::DType::f64);
-  const ember::Tensor logits_cpu = cpu(x64), logits_gpu = gpu(x64.to(Device::cuda(0)));
+  const ember::Tensor logits_cpu = cpu(x), logits_gpu = gpu(x.to(Device::cuda(0)));
   expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-9, 1e-12, "cuda f64 train logits");
   ember::cross_entropy(logits_cpu, y).backward();
   ember::cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();

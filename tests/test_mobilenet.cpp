@@ -262,14 +262,7 @@ TEST(CudaMobileNetV2, F64StepMatchesCpuClosely) {
   SKIP_WITHOUT_CUDA();
   manual_seed(6);
   nn::MobileNetV2 cpu = models::mobilenet_v2({.num_classes = 10, .dropout = 0.0});
-  cpu->to(DType::f64);
-  nn::MobileNetV2 gpu = uninitialised({.num_classes = 10, .dropout = 0.0});
-  gpu->to(DType::f64);
-  gpu->load_state_dict(cpu->state_dict());
-  gpu->to(Device::cuda(0));
-  const Tensor x = randn({4, 3, 64, 64});
-  const Tensor y = randint(0, 10, {4});
-  ember_test::expect_f64_step_matches(cpu, gpu, x, y);
+  ember_test::expect_f64_step_matches(cpu, uninitialised({.num_classes = 10, .dropout = 0.0}));
 }
 
 TEST(CudaMobileNetV2, TrainStepMatchesCpu) {

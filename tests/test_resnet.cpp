@@ -469,14 +469,7 @@ TEST(CudaResNet, Resnet18F64StepMatchesCpuClosely) {
   SKIP_WITHOUT_CUDA();
   manual_seed(5);
   nn::ResNet cpu = models::resnet18({.num_classes = 10});
-  cpu->to(DType::f64);
-  nn::ResNet gpu = uninitialised("resnet18", {.num_classes = 10});
-  gpu->to(DType::f64);
-  gpu->load_state_dict(cpu->state_dict());
-  gpu->to(Device::cuda(0));
-  const Tensor x = randn({4, 3, 64, 64});
-  const Tensor y = randint(0, 10, {4});
-  ember_test::expect_f64_step_matches(cpu, gpu, x, y);
+  ember_test::expect_f64_step_matches(cpu, uninitialised("resnet18", {.num_classes = 10}));
 }
 
 TEST(CudaResNet, Bf16AutocastTrainingStepRuns) {
