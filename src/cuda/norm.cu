@@ -122,18 +122,24 @@ __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
 __device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
-// Computed in P (16-bit data widened exactly), the output rounded once to T.
+// One element of channel ch, computed in P (16-bit data widened exactly) and rounded once to T;
+// bv and sb are read only when the affine has a second term (has_b).
+template <typename T, typename P>
+__device__ inline T affine_element(T av, const P* __restrict sa, bool has_b, T bv,
+                                   const P* __restrict sb, const P* __restrict shift, uint32_t ch) {
+  P v = mul_rn(cast<P>(av), sa[ch]);
+  if (has_b) v = add_rn(v, mul_rn(cast<P>(bv), sb[ch]));
+  return cast<T>(add_rn(v, shift ? shift[ch] : P(0)));
+}
+
 template <typename T, typename P>
 __global__ void affine_kernel(T* __restrict out, const T* __restrict a, const P* __restrict sa,
                               const T* __restrict b, const P* __restrict sb,
                               const P* __restrict shift, int64_t total, int64_t s, int64_t c) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ch = (e / s) % c;
-    const P t = shift ? shift[ch] : P(0);
-    P v = mul_rn(cast<P>(a[e]), sa[ch]);
-    if (b) v = add_rn(v, mul_rn(cast<P>(b[e]), sb[ch]));
-    out[e] = cast<T>(add_rn(v, t));
+    const auto ch = static_cast<uint32_t>((e / s) % c);
+    out[e] = affine_element<T, P>(a[e], sa, b != nullptr, b ? b[e] : a[e], sb, shift, ch);
   }
 }
 
@@ -733,12 +739,9 @@ __global__ void __launch_bounds__(kBlock)
     Pack<T, V> o;
     const uint32_t c0 = kInner ? (i % per) * V : (i / per) % c;
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const uint32_t ch = kInner ? c0 + k : c0;
-      P v = mul_rn(cast<P>(ra.v[k]), sa[ch]);
-      if (b) v = add_rn(v, mul_rn(cast<P>(rb.v[k]), sb[ch]));
-      o.v[k] = cast<T>(add_rn(v, shift ? shift[ch] : P(0)));
-    }
+    for (int k = 0; k < V; ++k)
+      o.v[k] = affine_element<T, P>(ra.v[k], sa, b != nullptr, b ? rb.v[k] : ra.v[k], sb, shift,
+                                    kInner ? c0 + k : c0);
     store_pack<T, V>(out, static_cast<int>(i), o);
   }
 }
