@@ -3,6 +3,7 @@
 // multinomial's distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -67,6 +68,56 @@ TEST(Generate, StopTokensAndStreaming) {
   const std::vector<int64_t> want(greedy.begin(), greedy.begin() + 3);  // the stop token included
   EXPECT_EQ(out[0], want);
   EXPECT_EQ(streamed, want);
+}
+
+// Rows that stop at different steps: each row's tokens and stream end at its own stop, while
+// the device decodes ahead of the host (Note [Decoding ahead of the host]).
+TEST(Generate, RowsStopApartWhileDecodingAhead) {
+  nn::CausalLM model = models::from_pretrained(lm_dir() + "/gpt2");
+  const std::vector<int64_t> a = row_ids("gpt2", 0), b = row_ids("gpt2", 1);
+  const auto alone_a = models::generate(model, {a}, {.max_new_tokens = 20})[0];
+  const auto alone_b = models::generate(model, {b}, {.max_new_tokens = 20})[0];
+  ASSERT_EQ(alone_a.size(), 20u);
+  const int64_t stop = alone_a[1];
+  auto until_stop = [&](const std::vector<int64_t>& row) {
+    const auto it = std::find(row.begin(), row.end(), stop);
+    return std::vector<int64_t>(row.begin(), it == row.end() ? row.end() : it + 1);
+  };
+  std::vector<std::vector<int64_t>> streamed(2);
+  const auto out = models::generate(
+      model, {a, b},
+      {.max_new_tokens = 20, .stop_tokens = {stop}, .on_token = [&](int64_t row, int64_t t) {
+         streamed[static_cast<size_t>(row)].push_back(t);
+       }});
+  EXPECT_EQ(out[0], until_stop(alone_a));
+  EXPECT_EQ(out[0].size(), 2u);
+  EXPECT_EQ(out[1], until_stop(alone_b));
+  EXPECT_EQ(streamed, out);
+}
+
+// The repetition penalty kept on the device equals a plain loop that applies it on the host
+// to the logits of the whole sequence, step by step.
+TEST(Generate, RepetitionPenaltyEqualsAHostLoop) {
+  nn::CausalLM model = models::from_pretrained(lm_dir() + "/gpt2");
+  std::vector<int64_t> seq = row_ids("gpt2", 0);
+  const size_t prompt = seq.size();
+  const double penalty = 1.5;
+  const auto got =
+      models::generate(model, {seq}, {.max_new_tokens = 30, .repetition_penalty = penalty})[0];
+  NoGradGuard no_grad;
+  for (int step = 0; step < 30; ++step) {
+    const Tensor all = model->forward(from_vector(seq, {1, static_cast<int64_t>(seq.size())}));
+    std::vector<float> last =
+        all.narrow(1, all.size(1) - 1, 1).reshape({-1}).to(DType::f32).to_vector<float>();
+    for (int64_t t : std::set<int64_t>(seq.begin(), seq.end())) {
+      float& v = last[static_cast<size_t>(t)];
+      v = v > 0.f ? static_cast<float>(v / penalty) : static_cast<float>(v * penalty);
+    }
+    seq.push_back(std::max_element(last.begin(), last.end()) - last.begin());
+  }
+  EXPECT_EQ(got, std::vector<int64_t>(seq.begin() + static_cast<int64_t>(prompt), seq.end()));
+  // the penalty changed the continuation (else this test would not see it)
+  EXPECT_NE(got, models::generate(model, {row_ids("gpt2", 0)}, {.max_new_tokens = 30})[0]);
 }
 
 TEST(Generate, SamplingControls) {

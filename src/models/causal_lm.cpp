@@ -27,8 +27,9 @@
 // shapes and the positions. With cache_position (and position_ids) the step takes them from
 // device tensors: positions come from position_ids, the cache path reads its lengths from
 // cache_position[0], and nothing reads the host's length() (which the call leaves as it is).
-// models::generate captures such a step when GenerationOptions::capture is set and replays it
-// per token after writing the next ids, positions and cache_position into its inputs.
+// models::generate captures such a step when GenerationOptions::capture is set: the step reads
+// its ids, positions and cache_position from one device buffer and moves the positions on
+// itself, and each token's ids are copied into the buffer on the device before the replay.
 #include "ember/models/causal_lm.hpp"
 
 #include <cmath>

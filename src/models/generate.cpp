@@ -10,15 +10,18 @@
 // the longest prompt plus max_new_tokens; each step then feeds one token per row.
 //
 // With GenerationOptions::capture the decode step is a train::CapturedStep (Note [A captured
-// decode step] in causal_lm.cpp): its one input packs the step's ids [B], positions [B] and
-// cache position [1] (one copy to the device per token), and the key padding mask of a left-
-// padded batch is the prompt's, fixed for the whole generation.
+// decode step] in causal_lm.cpp) with no inputs: it reads the step's ids [B], positions [B] and
+// cache position [1] from one i64 buffer on the device and moves the positions on itself, and
+// the host writes each step's chosen ids into it with a device copy (Note [Decoding ahead of
+// the host]); the key padding mask of a left-padded batch is the prompt's, fixed for the whole
+// generation.
 #include "ember/models/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "backend/device_runtime.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/ops.hpp"
@@ -41,6 +44,52 @@ void check_options(const GenerationOptions& o) {
   EMBER_CHECK(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0.0,
               "generate: repetition_penalty ", o.repetition_penalty, " (expected > 0; 1 is off)");
 }
+
+// Note [Decoding ahead of the host]
+// Each step's tokens are chosen on the device and feed the next step there (the eager forward
+// takes them as its ids; the captured step's state gets them by a device copy), so the host
+// queues step after step without waiting for a token: the device never idles between tokens
+// for a round trip (a wait, a copy to the host, the next launch). The host learns the tokens
+// kReadAhead steps late: each step's tokens are copied into a pinned buffer of a ring, queued
+// behind the step, and the host reads the oldest buffer only when the ring is full or no step
+// is left to queue. Stop tokens and on_token act on what is read, in order, so the output and
+// the stream are those of a decoder that waits each step; a batch whose rows have all stopped
+// has run at most kReadAhead - 1 steps past the last stop, whose tokens are dropped (the cache
+// has room: no more than max_new_tokens - 1 decode steps ever run). The generator has drawn
+// for those steps too. A sampled step still waits once: multinomial's check of its weights.
+constexpr int64_t kReadAhead = 8;
+
+class TokenReader {
+ public:
+  TokenReader(Device device, int64_t rows) : device_(device), rows_(rows) {
+    for (int64_t i = 0; i < kReadAhead; ++i)
+      ring_.emplace_back(device.type, static_cast<size_t>(rows) * sizeof(int64_t));
+  }
+  int64_t pending() const { return count_; }
+  /// Queues the copy of `tokens` (i64 [rows] on the device) into the next buffer.
+  void push(const Tensor& tokens) {
+    EMBER_CHECK(count_ < kReadAhead, "generate: the token ring is full (an internal error)");
+    const Tensor t = tokens.contiguous();
+    ring_[static_cast<size_t>((first_ + count_) % kReadAhead)].copy_from_device(
+        device_.index, t.data_ptr(), 0, static_cast<size_t>(rows_) * sizeof(int64_t));
+    ++count_;
+  }
+  /// The oldest step's tokens, once their copy is done.
+  std::vector<int64_t> pop() {
+    backend::PinnedStaging& b = ring_[static_cast<size_t>(first_)];
+    b.wait(device_.index);
+    const auto* p = static_cast<const int64_t*>(b.data());
+    first_ = (first_ + 1) % kReadAhead;
+    --count_;
+    return {p, p + rows_};
+  }
+
+ private:
+  Device device_;
+  int64_t rows_;
+  std::vector<backend::PinnedStaging> ring_;
+  int64_t first_ = 0, count_ = 0;
+};
 
 }  // namespace
 
@@ -100,79 +149,108 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
 
   // Note [One batch, left padded].
   std::vector<int64_t> ids(static_cast<size_t>(B * T), 0), mask(static_cast<size_t>(B * T), 0);
-  std::vector<uint8_t> seen;  // [B, V]: tokens the repetition penalty applies to
-  if (o.repetition_penalty != 1.0) seen.assign(static_cast<size_t>(B * V), 0);
+  std::vector<uint8_t> seen_rows;  // [B, V]: the prompt's tokens, for the repetition penalty
+  if (o.repetition_penalty != 1.0) seen_rows.assign(static_cast<size_t>(B * V), 0);
+  std::vector<int64_t> real(static_cast<size_t>(B));  // each prompt's length: its next position
   for (int64_t r = 0; r < B; ++r) {
     const auto& p = prompts[static_cast<size_t>(r)];
     const int64_t pad = T - static_cast<int64_t>(p.size());
+    real[static_cast<size_t>(r)] = static_cast<int64_t>(p.size());
     for (size_t j = 0; j < p.size(); ++j) {
       ids[static_cast<size_t>(r * T + pad) + j] = p[j];
       mask[static_cast<size_t>(r * T + pad) + j] = 1;
-      if (!seen.empty()) seen[static_cast<size_t>(r * V + p[j])] = 1;
+      if (!seen_rows.empty()) seen_rows[static_cast<size_t>(r * V + p[j])] = 1;
     }
   }
   const bool padded = std::find(mask.begin(), mask.end(), 0) != mask.end();
   Tensor attention = padded ? from_vector(mask, {B, T}, {.device = device}) : Tensor();
+  Tensor seen = seen_rows.empty()
+                    ? Tensor()
+                    : from_vector(seen_rows, {B, V}, {.device = device}).to(DType::i32);
   nn::KVCache cache(T + o.max_new_tokens);
   Tensor logits = m.forward(from_vector(ids, {B, T}, {.device = device}),
                             {.cache = &cache, .attention_mask = attention, .last_only = true});
 
-  std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
-  std::vector<bool> done(static_cast<size_t>(B), false);
-  std::vector<int64_t> real(static_cast<size_t>(B));  // each prompt's length: its next position
-  for (int64_t r = 0; r < B; ++r)
-    real[static_cast<size_t>(r)] = static_cast<int64_t>(prompts[static_cast<size_t>(r)].size());
+  // The step's tokens [B] from its logits, and the repetition penalty's record of them.
+  auto pick = [&](const Tensor& step_logits) {
+    Tensor last = step_logits.reshape({B, V});
+    if (seen.defined()) {  // CTRL's penalty on tokens the row already holds
+      const Tensor f = last.to(DType::f32);
+      last = where(gt(seen, 0.0),
+                   where(gt(f, 0.0), f / o.repetition_penalty, f * o.repetition_penalty), f);
+    }
+    Tensor next = sample_next(last, o);
+    if (seen.defined()) seen = scatter(seen, 1, next.reshape({B, 1}), 1.0);
+    return next;
+  };
+
+  // Note [A captured decode step] in causal_lm.cpp: the graph reads the step's ids, positions
+  // and cache position from `state` on the device and moves the positions on by one itself.
+  Tensor state;  // i64 [2B + 1]: ids [B], positions [B], cache position [1]
+  std::optional<train::CapturedStep> graph;
+  if (o.capture) {
+    std::vector<int64_t> start(static_cast<size_t>(2 * B + 1), 0);
+    for (int64_t r = 0; r < B; ++r)
+      start[static_cast<size_t>(B + r)] = real[static_cast<size_t>(r)];
+    start[static_cast<size_t>(2 * B)] = T;
+    state = from_vector(start, {2 * B + 1}, {.device = device});
+    const Tensor key_mask = padded ? attention.to(DType::boolean) : Tensor();
+    graph.emplace([&m, &cache, &state, key_mask, B, V](const std::vector<Tensor>&) {
+      const Tensor logits = m.forward(state.narrow(0, 0, B).reshape({B, 1}),
+                                      {.cache = &cache,
+                                       .attention_mask = key_mask,
+                                       .cache_position = state.narrow(0, 2 * B, 1),
+                                       .position_ids = state.narrow(0, B, B).reshape({B, 1}),
+                                       .last_only = true});
+      state.narrow(0, B, B + 1).add_(1.0);  // the next step's positions and cache position
+      return std::vector<Tensor>{logits.reshape({B, V})};
+    });
+  }
+  // An eager padded batch: the positions on the device too (forward would otherwise count
+  // them from the mask on the host, a read each step).
+  Tensor positions =
+      padded && !o.capture ? from_vector(real, {B, 1}, {.device = device}) : Tensor();
   const Tensor ones_column =
       padded && !o.capture ? ones({B, 1}, {.dtype = DType::i64, .device = device}) : Tensor();
-  std::optional<train::CapturedStep> graph;
-  std::vector<int64_t> packed;  // the captured step's input: ids [B], positions [B], slot [1]
-  if (o.capture) {
-    const Tensor key_mask = padded ? attention.to(DType::boolean) : Tensor();
-    graph.emplace([&m, &cache, key_mask, B, V](const std::vector<Tensor>& in) {
-      const Tensor ids = in[0].narrow(0, 0, B).reshape({B, 1});
-      const Tensor positions = in[0].narrow(0, B, B).reshape({B, 1});
-      const Tensor slot = in[0].narrow(0, 2 * B, 1);
-      return std::vector<Tensor>{m.forward(ids, {.cache = &cache,
-                                                 .attention_mask = key_mask,
-                                                 .cache_position = slot,
-                                                 .position_ids = positions,
-                                                 .last_only = true})
-                                     .reshape({B, V})};
-    });
-    packed.resize(static_cast<size_t>(2 * B + 1));
-  }
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    Tensor last = logits.reshape({B, V});
-    if (!seen.empty()) {  // CTRL's penalty on tokens the row already holds
-      const Tensor s = from_vector(seen, {B, V}, {.device = device}).to(DType::boolean);
-      const Tensor f = last.to(DType::f32);
-      last = where(s, where(gt(f, 0.0), f / o.repetition_penalty, f * o.repetition_penalty), f);
-    }
-    const std::vector<int64_t> next = sample_next(last, o).to(Device::cpu()).to_vector<int64_t>();
-    for (int64_t r = 0; r < B; ++r) {
-      if (done[static_cast<size_t>(r)]) continue;
-      const int64_t t = next[static_cast<size_t>(r)];
-      out[static_cast<size_t>(r)].push_back(t);
-      if (!seen.empty()) seen[static_cast<size_t>(r * V + t)] = 1;
-      if (o.on_token) o.on_token(r, t);
-      if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end())
-        done[static_cast<size_t>(r)] = true;
-    }
-    if (step + 1 == o.max_new_tokens ||
-        std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
-      break;
-    if (graph) {
+
+  // Note [Decoding ahead of the host].
+  TokenReader reader(device, B);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  int64_t live = B;  // rows not stopped, as far as the host has read
+  Tensor next = pick(logits);
+  reader.push(next);
+  for (int64_t queued = 1;;) {
+    bool more = queued < o.max_new_tokens && live > 0;
+    while (reader.pending() > 0 && (reader.pending() >= kReadAhead || !more)) {
+      const std::vector<int64_t> tokens = reader.pop();
       for (int64_t r = 0; r < B; ++r) {
-        packed[static_cast<size_t>(r)] = next[static_cast<size_t>(r)];
-        packed[static_cast<size_t>(B + r)] = real[static_cast<size_t>(r)] + step;
+        if (done[static_cast<size_t>(r)]) continue;
+        const int64_t t = tokens[static_cast<size_t>(r)];
+        out[static_cast<size_t>(r)].push_back(t);
+        if (o.on_token) o.on_token(r, t);
+        if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end()) {
+          done[static_cast<size_t>(r)] = true;
+          --live;
+        }
       }
-      packed[static_cast<size_t>(2 * B)] = T + step;
-      logits = (*graph)({from_vector(packed, {2 * B + 1})})[0];
-      continue;
+      more = queued < o.max_new_tokens && live > 0;
     }
-    if (padded) attention = cat({attention, ones_column}, 1);
-    logits = m.forward(from_vector(next, {B, 1}, {.device = device}),
-                       {.cache = &cache, .attention_mask = attention, .last_only = true});
+    if (!more) break;
+    if (graph) {
+      state.narrow(0, 0, B).copy_(next);
+      logits = (*graph)({})[0];
+    } else {
+      if (padded) attention = cat({attention, ones_column}, 1);
+      logits = m.forward(next.reshape({B, 1}), {.cache = &cache,
+                                                .attention_mask = attention,
+                                                .position_ids = positions,
+                                                .last_only = true});
+      if (positions.defined()) positions = positions + ones_column;
+    }
+    next = pick(logits);
+    reader.push(next);
+    ++queued;
   }
   return out;
 }

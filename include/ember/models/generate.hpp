@@ -36,12 +36,14 @@ struct GenerationOptions {
   std::vector<int64_t> stop_tokens{};
   /// Seeds ember's generator before the first draw (unset: the stream continues).
   std::optional<uint64_t> seed = std::nullopt;
-  /// Called with (row, token) as each new token is chosen, in order: streaming.
+  /// Called with (row, token) for each new token, in order: streaming. The tokens are chosen
+  /// on the device and read by the host a few steps behind (up to 8), so the device never
+  /// waits for the host between tokens.
   std::function<void(int64_t row, int64_t token)> on_token{};
   /// Decode steps as one CUDA graph: the first step runs eagerly, the second is captured, and
-  /// every later token replays it with its ids and positions written into the graph's inputs
-  /// (one kernel launch per step instead of hundreds; the logits are those of the eager
-  /// step). Needs a model on a CUDA device.
+  /// every later token replays it, reading its ids and positions from a buffer on the device
+  /// (one graph launch per step instead of hundreds of kernel launches; the logits are those
+  /// of the eager step). Needs a model on a CUDA device.
   bool capture = false;
 };
 
