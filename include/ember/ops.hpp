@@ -437,6 +437,11 @@ enum class Activation : uint8_t { none, relu, gelu_tanh };
 /// its backward may run in the next linear's GEMM (Note [GELU backward in the next GEMM] in
 /// src/ops/linalg.cpp; in bf16/f16 on a GPU within a rounding of gelu(linear(…), "tanh")).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
+/// residual + linear(x, weight, bias), the add done in the GEMM where nothing needs a gradient
+/// (a transformer block's x + proj(h) at decode: one kernel, not two; the sum rounded once, so
+/// within a rounding of the composite). With a gradient to compute, or a residual whose dtype,
+/// device or shape differs from the product's, it is the composite (broadcasting as add does).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
 
 // ---- shape (views where possible; differentiable) ----
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -192,6 +192,12 @@ struct GemmArgs {
   const void* gelu_pre_in = nullptr;
   /// … and, if set, C's n column sums in C's dtype (DGELU_BGRAD).
   void* gelu_bias_grad = nullptr;
+  /// Optional (batch 1, beta 0, no activation, masks, GELU operands or bias gradient, C in
+  /// A's dtype): [m, n] in C's dtype with C's leading dimension, added last, C = alpha·AB +
+  /// bias + residual — a residual connection in the product (Note [A residual in the
+  /// product] in src/ops/linalg.cpp). A backend without a kernel for it copies it into C and
+  /// runs the product with beta = 1.
+  const void* residual = nullptr;
 };
 
 // Note [ReLU masks]
@@ -203,6 +209,21 @@ struct GemmArgs {
 // CUDA fallbacks use the same layout (src/kernels/relu_mask.hpp).
 inline int64_t relu_mask_ld(int64_t n) { return (n + 127) / 128 * 128; }
 inline int64_t relu_mask_bytes(int64_t m, int64_t n) { return m * (relu_mask_ld(n) / 8); }
+
+/// GemmArgs::residual's conditions: one plain product with a bias at most, C in A's dtype.
+inline bool residual_fits(const GemmArgs& g) {
+  return g.batch == 1 && g.beta == 0.0 && g.epilogue == GemmEpilogue::none && !g.c_f32 &&
+         !g.bias_grad && !g.relu_mask_out && !g.relu_mask_in && !g.gelu_pre_out && !g.gelu_pre_in &&
+         g.ldc >= g.n;
+}
+
+/// The product of `g` with its residual already copied into C: beta = 1, no residual.
+inline GemmArgs accumulating_into_residual(const GemmArgs& g) {
+  GemmArgs r = g;
+  r.residual = nullptr;
+  r.beta = 1.0;
+  return r;
+}
 
 /// The reduce slot's operands for GemmArgs::bias_grad: out [1, m] or [m, 1], in op(A) as it
 /// is stored ([k, m] when trans_a, else [m, k]); reduce(sum, out, in) gives the row sums.

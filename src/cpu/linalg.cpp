@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "cpu/gemm_onednn.hpp"
@@ -233,6 +234,15 @@ void relu_mask_pass(const GemmArgs& g) {
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
+  if (args.residual) {  // GemmArgs::residual: copied into C, then C += the product
+    EMBER_ASSERT(backend::residual_fits(args), "gemm: a residual is for one plain product");
+    const size_t es = element_size(args.dtype);
+    for (int64_t i = 0; i < args.m; ++i)
+      std::memcpy(static_cast<char*>(args.c) + static_cast<size_t>(i * args.ldc) * es,
+                  static_cast<const char*>(args.residual) + static_cast<size_t>(i * args.ldc) * es,
+                  static_cast<size_t>(args.n) * es);
+    return gemm(backend::accumulating_into_residual(args));
+  }
   if (args.gelu_pre_out || args.gelu_pre_in) return gelu_gemm_unfused(args);
   EMBER_ASSERT(!args.c_f32 || ((args.dtype == DType::f16 || args.dtype == DType::bf16) &&
                                !args.bias && args.epilogue == backend::GemmEpilogue::none &&

@@ -9,7 +9,8 @@
 // reduction kernel after. Here one warp computes one output column j for every row: it
 // streams W's row j (16-byte loads), multiplies it with each of the m input rows (read through
 // the cache: they are small and every warp reads them), sums across the warp in f32, adds the
-// bias and applies the activation in f32, and rounds once into C, as cuBLASLt's epilogues do.
+// bias and applies the activation in f32 (or adds GemmArgs::residual: Note [A residual in the
+// product] in src/ops/linalg.cpp), and rounds once into C, as cuBLASLt's epilogues do.
 // Taken for !trans_a, trans_b (a linear: C = x·Wᵀ), batch 1, m <= kMaxRows, alpha 1, beta 0,
 // no masks, GELU pre-activations or bias gradients, 16-byte aligned rows of a multiple of 8
 // elements. The sums run in another order than cuBLASLt's: results differ from it by f32
@@ -29,8 +30,8 @@ constexpr int kWarpsPerBlock = 8;
 template <typename T, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     few_rows_kernel(T* __restrict c, int64_t ldc, const T* __restrict x, int64_t ldx,
-                    const T* __restrict w, int64_t ldw, const T* __restrict bias, int64_t n,
-                    int64_t k, backend::GemmEpilogue act) {
+                    const T* __restrict w, int64_t ldw, const T* __restrict bias,
+                    const T* __restrict residual, int64_t n, int64_t k, backend::GemmEpilogue act) {
   const int lane = threadIdx.x % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (j >= n) return;
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       y = y > 0.f ? y : 0.f;
     else if (act == backend::GemmEpilogue::gelu_tanh)
       y = 0.5f * y * (1.f + tanhf(kernels::gelu_tanh_inner(y)));
+    if (residual) y += cast<float>(residual[r * ldc + j]);
     c[r * ldc + j] = cast<T>(y);
   }
 }
@@ -76,7 +78,8 @@ void launch(const GemmArgs& g) {
   const unsigned blocks = static_cast<unsigned>((g.n + kWarpsPerBlock - 1) / kWarpsPerBlock);
   few_rows_kernel<T, M><<<blocks, kWarpsPerBlock * 32, 0, stream(g.device)>>>(
       static_cast<T*>(g.c), g.ldc, static_cast<const T*>(g.a), g.lda, static_cast<const T*>(g.b),
-      g.ldb, static_cast<const T*>(g.bias), g.n, g.k, g.epilogue);
+      g.ldb, static_cast<const T*>(g.bias), static_cast<const T*>(g.residual), g.n, g.k,
+      g.epilogue);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 

@@ -414,6 +414,15 @@ void gemm(const GemmArgs& g) {
                             g.epilogue == backend::GemmEpilogue::none && !g.relu_mask_out &&
                             !g.relu_mask_in),
                "gemm: an f32 C is for one plain product of f16/bf16 operands");
+  if (g.residual) {  // GemmArgs::residual: in the few-rows kernel, else copied into C first
+    EMBER_ASSERT(backend::residual_fits(g), "gemm: a residual is for one plain product");
+    if (g.k > 0 && few_rows_gemm(g)) return;
+    const size_t row = static_cast<size_t>(g.ldc) * element_size(g.dtype);
+    EMBER_CUDA_CHECK(cudaMemcpy2DAsync(
+        g.c, row, g.residual, row, static_cast<size_t>(g.n) * element_size(g.dtype),
+        static_cast<size_t>(g.m), cudaMemcpyDeviceToDevice, stream(g.device)));
+    return gemm(backend::accumulating_into_residual(g));
+  }
   if (g.gelu_pre_out || g.gelu_pre_in) {
     EMBER_ASSERT(g.batch == 1 && g.ldc == g.n && !g.c_f32 && !g.relu_mask_out && !g.relu_mask_in &&
                      !g.bias_grad &&

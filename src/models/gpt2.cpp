@@ -118,10 +118,11 @@ class GPT2BlockImpl : public models::detail::GroupImpl {
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, heads_, hd}).transpose(1, 2); };
     const Tensor y =
         detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, attention);
-    const Tensor h = x + attn_proj_(y.transpose(1, 2).reshape({B, T, d_}));
+    // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
+    const Tensor h = attn_proj_->forward(y.transpose(1, 2).reshape({B, T, d_}), x);
     const Tensor n = run_norm(ln_2_, h, weights);
     const Tensor a = tanh_gelu_ ? c_fc_->forward(n, Activation::gelu_tanh) : gelu(c_fc_(n));
-    return h + mlp_proj_(a);
+    return mlp_proj_->forward(a, h);
   }
 
  private:

@@ -206,9 +206,10 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     const Tensor k = rotate(heads(k_proj_(h), kv_heads_));
     const Tensor v = heads(v_proj_(h), kv_heads_);
     const Tensor y = detail::causal_attention(q, k, v, layer, attention);
-    const Tensor r = x + o_proj_(y.transpose(1, 2).reshape({B, T, heads_ * hd_}));
+    // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
+    const Tensor r = o_proj_->forward(y.transpose(1, 2).reshape({B, T, heads_ * hd_}), x);
     const Tensor g = post_attention_layernorm_(r);
-    return r + down_proj_(silu(gate_proj_(g)) * up_proj_(g));
+    return down_proj_->forward(silu(gate_proj_(g)) * up_proj_(g), r);
   }
 
  private:

@@ -17,14 +17,26 @@ LinearImpl::LinearImpl(LinearOptions o) : options_(o) {
 
 Tensor LinearImpl::forward(const Tensor& x) { return forward(x, Activation::none); }
 
+namespace {
+void check_features(const LinearOptions& o, const Tensor& x) {
+  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == o.in_features,
+              "Linear(in_features=", o.in_features, ", out_features=", o.out_features,
+              "): input shape ", x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
+              " features in its last dim (expected ", o.in_features, ")");
+}
+}  // namespace
+
 Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
   refresh_parametrizations();
-  EMBER_CHECK(x.dim() >= 1 && x.shape().at(-1) == options_.in_features,
-              "Linear(in_features=", options_.in_features, ", out_features=", options_.out_features,
-              "): input shape ", x.shape().to_string(), " has ", x.dim() ? x.shape().at(-1) : 0,
-              " features in its last dim (expected ", options_.in_features, ")");
+  check_features(options_, x);
   return activation == Activation::none ? linear(x, weight_, bias_)
                                         : linear(x, weight_, bias_, activation);
+}
+
+Tensor LinearImpl::forward(const Tensor& x, const Tensor& residual) {
+  refresh_parametrizations();
+  check_features(options_, x);
+  return linear(x, weight_, bias_, residual);
 }
 
 void LinearImpl::rebind_parameter(const std::string& name, const Tensor& param) {

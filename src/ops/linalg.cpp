@@ -78,11 +78,12 @@ Operand operand(const Tensor& t, int batch_dims) {
 // [ReLU masks] in src/backend/backend.hpp; k > 0) and GELU's pre-activation (Note [GELU
 // backward in the next GEMM]).
 struct ActAux {
-  Tensor* out = nullptr;           // with act relu: receives the mask of the output
-  const Tensor* in = nullptr;      // the product is masked by it (ReLU's backward) …
-  Tensor* bias_grad = nullptr;     // … and its column sums land here (also with pre_in)
-  Tensor* pre_out = nullptr;       // with act gelu_tanh: receives the pre-activation
-  const Tensor* pre_in = nullptr;  // GELU's backward at this pre-activation applied
+  Tensor* out = nullptr;             // with act relu: receives the mask of the output
+  const Tensor* in = nullptr;        // the product is masked by it (ReLU's backward) …
+  Tensor* bias_grad = nullptr;       // … and its column sums land here (also with pre_in)
+  Tensor* pre_out = nullptr;         // with act gelu_tanh: receives the pre-activation
+  const Tensor* pre_in = nullptr;    // GELU's backward at this pre-activation applied
+  const Tensor* residual = nullptr;  // contiguous [m, n] of a's dtype, added last (no act)
 };
 
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
@@ -137,6 +138,10 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
     }
     if (masks.pre_out) ops::backend_of(a).copy(ops::view_of(*masks.pre_out), ops::view_of(out));
     if (masks.pre_in && masks.bias_grad) ops::backend_of(a).fill(ops::view_of(*masks.bias_grad), 0);
+    if (masks.residual) {
+      backend::View o = ops::view_of(out);
+      ops::backend_of(a).binary(backend::BinaryOp::add, o, o, ops::view_of(*masks.residual));
+    }
     if (act != backend::GemmEpilogue::none) {
       backend::View o = ops::view_of(out);
       ops::backend_of(a).unary(
@@ -177,6 +182,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.gelu_pre_out = masks.pre_out ? masks.pre_out->data_ptr() : nullptr;
   g.gelu_pre_in = masks.pre_in ? masks.pre_in->data_ptr() : nullptr;
   g.gelu_bias_grad = masks.pre_in && masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
+  g.residual = masks.residual ? masks.residual->data_ptr() : nullptr;
   ops::backend_of(a).gemm(g);
   if (masks.out && !mask_written) *masks.out = Tensor();
   return out;
@@ -491,7 +497,8 @@ struct GradTargets {
 // (Note [GELU backward in the next GEMM]). With `targets`, x, weight and bias are casts of the
 // targets made without a graph, and the gradients go to the targets in their own dtypes.
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   backend::GemmEpilogue act, const GradTargets* targets = nullptr) {
+                   backend::GemmEpilogue act, const GradTargets* targets = nullptr,
+                   const Tensor* residual = nullptr) {
   const ops::OpScope op_scope(Op::linear, x);
   check_operands(Op::linear, x, weight);
   EMBER_CHECK(weight.dim() == 2, op_name(Op::linear), ": weight shape ", weight.shape().to_string(),
@@ -529,8 +536,16 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Tensor y2, mask, pre;
   {
     NoGradGuard g;
+    Tensor r2;
+    if (residual) {
+      EMBER_ASSERT(!grad && act == backend::GemmEpilogue::none && residual->shape() == out_shape,
+                   "linear: a residual in the product needs no gradient and no activation");
+      r2 = residual->contiguous().reshape({rows, out_f});
+    }
     y2 = gemm(x2, weight.t(), bias, Shape{}, act, nullptr,
-              {.out = keep_mask ? &mask : nullptr, .pre_out = keep_pre ? &pre : nullptr});
+              {.out = keep_mask ? &mask : nullptr,
+               .pre_out = keep_pre ? &pre : nullptr,
+               .residual = residual ? &r2 : nullptr});
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (grad) {
@@ -607,6 +622,34 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (const auto c = ops::autocast(Op::linear, {&x, &weight, &bias}))
     return linear(c[0], c[1], c[2]);
   return linear_impl(x, weight, bias, backend::GemmEpilogue::none);
+}
+
+// Note [A residual in the product]
+// A pre-norm transformer block ends each half with x + proj(h): at decode, with one row per
+// sequence, the add is a kernel launch of its own beside a product that is itself only a few
+// microseconds. linear(x, weight, bias, residual) asks the backend to add the residual in the
+// GEMM (GemmArgs::residual): the few-rows kernel adds it in f32 before its one rounding into
+// C (Note [Products of a few rows] in src/cuda/gemv.cu); cuBLASLt and the CPU's BLAS get it
+// copied into C first and accumulate the product onto it (beta = 1), so there the add's
+// kernel becomes a copy. The sum is rounded once instead of twice (the product, then the
+// add): results differ from residual + linear(x, weight, bias) by that rounding. A gradient
+// to compute, an activation, or a residual of another dtype, device or shape than the
+// product's takes the composite, with its usual backward.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
+  if (!residual.defined()) return linear(x, weight, bias);
+  if (autograd::needs_grad(x, weight, bias) || residual.requires_grad() ||
+      (autocast_enabled() && autocast_policy(Op::linear) == AutocastPolicy::lower &&
+       (x.dtype() != autocast_dtype() || weight.dtype() != autocast_dtype() ||
+        (bias.defined() && bias.dtype() != autocast_dtype()))))
+    return add(residual, linear(x, weight, bias));
+  ops::check_defined(op_name(Op::linear), x, "input");
+  ops::check_defined(op_name(Op::linear), weight, "weight");
+  Shape out_shape = x.shape();
+  if (weight.dim() == 2 && x.dim() >= 1) out_shape[out_shape.size() - 1] = weight.shape()[0];
+  if (residual.dtype() != x.dtype() || residual.device() != x.device() ||
+      residual.shape() != out_shape || weight.dim() != 2)
+    return add(residual, linear(x, weight, bias));
+  return linear_impl(x, weight, bias, backend::GemmEpilogue::none, nullptr, &residual);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {

@@ -50,6 +50,9 @@ class LinearImpl : public ModuleImpl {
   /// forward followed by `activation`, fused into the GEMM's epilogue (cuBLASLt on a GPU);
   /// Sequential uses it for a Linear directly followed by a ReLU.
   Tensor forward(const Tensor& x, Activation activation);
+  /// residual + forward(x), the add in the GEMM where nothing needs a gradient (ember::linear
+  /// with a residual): a residual connection after the layer.
+  Tensor forward(const Tensor& x, const Tensor& residual);
   Tensor forward_with_epilogue(const Tensor& x, Activation activation) override {
     return forward(x, activation);
   }
