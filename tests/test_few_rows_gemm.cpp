@@ -90,6 +90,21 @@ TEST(ResidualLinear, CpuEqualsTheCompositeAndKeepsItsGradients) {
   EXPECT_TRUE(same(rg.grad(), rc.grad()));
   EXPECT_TRUE(same(xg.grad(), xc.grad()));
   EXPECT_TRUE(same(wg.grad(), wc.grad()));
+  // Linear::forward(x, residual): a forward hook sees the layer's own output, the add after it
+  nn::Linear layer(8, 5);
+  Tensor hooked;
+  auto handle = layer->register_forward_hook(
+      [&](nn::ModuleImpl&, const Tensor&, const Tensor& out) -> std::optional<Tensor> {
+        hooked = out;
+        return out * 2.0;
+      });
+  NoGradGuard no_grad;
+  const Tensor r = randn({3, 5});
+  const Tensor out = layer->forward(x, r);
+  EXPECT_TRUE(same(hooked, linear(x, layer->weight(), layer->bias())));
+  EXPECT_TRUE(same(out, r + hooked * 2.0));
+  handle.remove();
+  expect_near_composite(layer->forward(x, r), r + layer(x), 1e-6);
 }
 
 // On the GPU: the few-rows kernel adds the residual (1-4 rows, bf16/f16), cuBLASLt gets it

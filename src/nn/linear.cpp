@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "core/profiler.hpp"
 #include "ember/nn/init.hpp"
+#include "ember/profiler.hpp"
 #include "nn/py_repr.hpp"
 
 namespace ember::nn {
@@ -34,6 +36,9 @@ Tensor LinearImpl::forward(const Tensor& x, Activation activation) {
 }
 
 Tensor LinearImpl::forward(const Tensor& x, const Tensor& residual) {
+  // Forward hooks see the layer's own input and output: then the add comes after them.
+  if (has_forward_hooks()) return add(residual, call_forward(*this, x));
+  const core::profiler::ModuleFrame frame(this, detail::profiling() ? type_name() : std::string());
   refresh_parametrizations();
   check_features(options_, x);
   return linear(x, weight_, bias_, residual);

@@ -51,7 +51,8 @@ class LinearImpl : public ModuleImpl {
   /// Sequential uses it for a Linear directly followed by a ReLU.
   Tensor forward(const Tensor& x, Activation activation);
   /// residual + forward(x), the add in the GEMM where nothing needs a gradient (ember::linear
-  /// with a residual): a residual connection after the layer.
+  /// with a residual): a residual connection after the layer. Charged to this module in a
+  /// profile; with forward hooks, the hooks run on the layer's own output and the add after.
   Tensor forward(const Tensor& x, const Tensor& residual);
   Tensor forward_with_epilogue(const Tensor& x, Activation activation) override {
     return forward(x, activation);
