@@ -2,11 +2,15 @@
 // [Products of a few rows] in src/cuda/gemv.cu): a bf16/f16 linear of 1 to 4 rows, with bias
 // and each epilogue, against the CPU's f32 computation of the same rounded operands, and
 // equal to itself run to run; and linear with a residual (Note [A residual in the product] in
-// src/ops/linalg.cpp) on both backends against the composite residual + linear.
+// src/ops/linalg.cpp) on both backends against the composite residual + linear; and
+// layer_norm_linear / rms_norm_linear (Note [A norm in front of a few rows] in
+// src/cuda/gemv.cu) against the norm and the linear run apart.
 #include <gtest/gtest.h>
 
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
+#include "ember/models/gpt2.hpp"
+#include "error_of.hpp"
 
 namespace {
 
@@ -131,6 +135,96 @@ TEST(ResidualLinear, CudaEqualsTheComposite) {
       expect_near_composite(linear(x, w, b, r).to(DType::f64), want, rel);
     }
   }
+}
+
+// On the CPU the fused ops are the composites; bad input is named.
+TEST(NormLinear, CpuIsTheCompositeAndRefusesBadInput) {
+  manual_seed(14);
+  const Tensor x = randn({3, 16}), g = randn({16}), b = randn({16}), w = randn({8, 16}),
+               bias = randn({8});
+  EXPECT_TRUE(same(layer_norm_linear(x, g, b, 1e-5, w, bias, Activation::gelu_tanh),
+                   linear(layer_norm(x, {16}, g, b, 1e-5), w, bias, Activation::gelu_tanh)));
+  EXPECT_TRUE(same(rms_norm_linear(x, g, 1e-6, w), linear(rms_norm(x, {16}, g, 1e-6), w)));
+  EXPECT_NE(ember::test_util::error_of([&] {
+              layer_norm_linear(Tensor(), g, b, 1e-5, w);
+            }).find("undefined"),
+            std::string::npos);
+  EXPECT_NE(ember::test_util::error_of([&] {
+              layer_norm_linear(randn({3, 12}), Tensor(), Tensor(), 1e-5, w);
+            }).find("[3, 12]"),
+            std::string::npos);
+}
+
+// On the GPU: one kernel for 1-4 rows of bf16/f16, the bits of layer_norm (rms_norm) then the
+// linear while the norm's row fits its registers (k <= 1024), within a rounding beyond; with a
+// gradient, 5 rows, or f32, the composite itself.
+TEST(NormLinear, CudaFewRowsEqualTheNormThenTheLinear) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(15);
+  NoGradGuard no_grad;
+  const Device gpu = Device::cuda(0);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const int64_t k : {64, 768, 1024, 2048}) {
+      for (const int64_t m : {1, 2, 3, 4, 5}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " k " + std::to_string(k) + " m " +
+                     std::to_string(m));
+        auto dev = [&](const Tensor& t) { return t.to(dtype).to(gpu); };
+        const Tensor x = dev(randn({m, k}) * 3 + 1), g = dev(randn({k})), b = dev(randn({k}));
+        const Tensor w = dev(randn({96, k}) * 0.05), bias = dev(randn({96}));
+        for (const Activation act : {Activation::none, Activation::gelu_tanh}) {
+          const Tensor fused = layer_norm_linear(x, g, b, 1e-5, w, bias, act);
+          const Tensor apart = linear(layer_norm(x, {k}, g, b, 1e-5), w, bias, act);
+          const Tensor fused_rms = rms_norm_linear(x, g, 1e-6, w, Tensor(), act);
+          const Tensor apart_rms = linear(rms_norm(x, {k}, g, 1e-6), w, Tensor(), act);
+          if (k <= 1024) {
+            EXPECT_TRUE(same(fused, apart));
+            EXPECT_TRUE(same(fused_rms, apart_rms));
+          } else {
+            expect_near_composite(fused, apart, 2e-2);
+            expect_near_composite(fused_rms, apart_rms, 2e-2);
+          }
+        }
+        // no norm parameters, no bias
+        EXPECT_TRUE(k > 1024 || same(layer_norm_linear(x, Tensor(), Tensor(), 1e-5, w),
+                                     linear(layer_norm(x, {k}, Tensor(), Tensor(), 1e-5), w)));
+      }
+    }
+  }
+  // against the CPU's f64 computation of the same operands
+  const Tensor x = randn({2, 768}), g = randn({768}), b = randn({768}), w = randn({40, 768}) * 0.05;
+  const Tensor want =
+      linear(layer_norm(x.to(DType::f64), {768}, g.to(DType::f64), b.to(DType::f64)),
+             w.to(DType::bf16).to(DType::f64));
+  const Tensor got = layer_norm_linear(x.to(DType::bf16).to(gpu), g.to(DType::bf16).to(gpu),
+                                       b.to(DType::bf16).to(gpu), 1e-5, w.to(DType::bf16).to(gpu));
+  expect_near_composite(got.to(DType::f64), want, 3e-2);
+}
+
+// A bf16 GPT-2's decode-shaped forward (one row) through the fused norms equals the same
+// forward with every norm and linear run apart (a forward hook on each c_attn and c_fc makes
+// the model take the modules).
+TEST(NormLinear, CudaGpt2RowEqualsTheModulesRunApart) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(16);
+  NoGradGuard no_grad;
+  nn::GPT2Config c;
+  c.vocab_size = 96;
+  c.n_positions = 16;
+  c.n_embd = 64;
+  c.n_layer = 2;
+  c.n_head = 4;
+  nn::GPT2 model(c);
+  model->to(Device::cuda(0));
+  model->to(DType::bf16);
+  const Tensor ids = from_vector<int64_t>({5}, {1, 1}, {.device = Device::cuda(0)});
+  const Tensor fused = model->forward(ids);
+  std::vector<nn::ModuleHookHandle> hooks;
+  for (auto& [name, module] : model->named_modules())
+    if (name.ends_with("c_attn") || name.ends_with("c_fc"))
+      hooks.push_back(module->register_forward_hook(
+          [](nn::ModuleImpl&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); }));
+  ASSERT_EQ(hooks.size(), 4u);
+  EXPECT_TRUE(same(fused, model->forward(ids)));
 }
 
 }  // namespace

@@ -442,6 +442,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activat
 /// within a rounding of the composite). With a gradient to compute, or a residual whose dtype,
 /// device or shape differs from the product's, it is the composite (broadcasting as add does).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
+/// linear(layer_norm(x, {k}, norm_weight, norm_bias, eps), weight, bias, activation) with k =
+/// x.size(-1): a pre-norm block's norm and the linear after it (norm_weight, norm_bias, bias
+/// may be undefined). Where nothing needs a gradient and the backend has a kernel for it (a
+/// decode step's 1-4 rows of f16/bf16 on a GPU: Note [A norm in front of a few rows] in
+/// src/cuda/gemv.cu), one kernel normalises the rows and multiplies, the values those of the
+/// two ops (bit for bit while layer_norm takes the row in registers: k <= 1024); otherwise it
+/// is the composite. The norm's parameters must have x's dtype for the fused kernel.
+Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
+                         double eps, const Tensor& weight, const Tensor& bias = Tensor(),
+                         Activation activation = Activation::none);
+/// linear(rms_norm(x, {k}, norm_weight, eps), weight, bias, activation), fused as
+/// layer_norm_linear is.
+Tensor rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps, const Tensor& weight,
+                       const Tensor& bias = Tensor(), Activation activation = Activation::none);
 
 // ---- shape (views where possible; differentiable) ----
 Tensor reshape(const Tensor& x, const Shape& shape);

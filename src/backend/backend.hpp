@@ -210,6 +210,16 @@ struct GemmArgs {
 inline int64_t relu_mask_ld(int64_t n) { return (n + 127) / 128 * 128; }
 inline int64_t relu_mask_bytes(int64_t m, int64_t n) { return m * (relu_mask_ld(n) / 8); }
 
+/// The norm applied to op(A)'s rows before a product (the norm_linear slot): layer_norm over
+/// the k values of each row with `weight` and `bias` (either may be null), or rms_norm with
+/// `weight` (rms: no bias); the parameters in A's dtype, contiguous [k].
+struct RowNorm {
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  double eps = 1e-5;
+  bool rms = false;
+};
+
 /// GemmArgs::residual's conditions: one plain product with a bias at most, C in A's dtype.
 inline bool residual_fits(const GemmArgs& g) {
   return g.batch == 1 && g.beta == 0.0 && g.epilogue == GemmEpilogue::none && !g.c_f32 &&

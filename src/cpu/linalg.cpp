@@ -231,6 +231,9 @@ void relu_mask_pass(const GemmArgs& g) {
 
 }  // namespace
 
+// No fused kernel on the CPU: the op composes the norm and the product.
+bool norm_linear(const GemmArgs&, const backend::RowNorm&) { return false; }
+
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;

@@ -25,6 +25,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/loops.cuh"
+#include "cuda/norm_rows.cuh"
 #include "ember/error.hpp"
 #include "kernels/norm.hpp"
 
@@ -306,54 +307,6 @@ ChannelWalk walk_of(Nc3 d, const char* op) {
 constexpr int64_t kWarpRow = 1024;
 constexpr int kRowTeams = kBlock / kWarp;  // warps (rows at a time) in a register-rows block
 constexpr int kMaxChunks = 8;
-
-/// Elements per pack of a register row: 16 bytes of the compute type.
-template <typename T>
-constexpr int kPackElems = static_cast<int>(16 / sizeof(Compute<T>));
-
-struct SumF64 {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
-// V elements of T, loaded and stored as one access of sizeof(T)·V bytes.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* p, int idx) {
-  return reinterpret_cast<const Pack<T, V>*>(p)[idx];
-}
-template <typename T, int V>
-__device__ __forceinline__ void store_pack(T* p, int idx, const Pack<T, V>& v) {
-  reinterpret_cast<Pack<T, V>*>(p)[idx] = v;
-}
-
-// Pack idx of p, each element cast to C.
-template <typename C, typename T, int V>
-__device__ __forceinline__ Pack<C, V> load_pack_as(const T* p, int idx) {
-  const Pack<T, V> raw = load_pack<T, V>(p, idx);
-  Pack<C, V> out;
-#pragma unroll
-  for (int k = 0; k < V; ++k) out.v[k] = cast<C>(raw.v[k]);
-  return out;
-}
-
-// A pack of ones (an absent weight) or zeros (an absent bias).
-template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> filled(T value) {
-  Pack<T, V> p;
-#pragma unroll
-  for (int k = 0; k < V; ++k) p.v[k] = value;
-  return p;
-}
-
-// Pack idx of a weight or bias (null: `absent`, 1 or 0), as C.
-template <typename C, typename P, int V>
-__device__ __forceinline__ Pack<C, V> param_pack(const P* p, int idx, C absent) {
-  return p ? load_pack_as<C, P, V>(p, idx) : filled<C, V>(absent);
-}
 
 template <NormKind kKind, typename T, typename P, int V, int kChunks>
 __global__ void __launch_bounds__(kBlock)

@@ -193,7 +193,13 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
   Tensor step(const Tensor& x, Rotary& rotary, const detail::AttentionContext& attention,
               size_t layer) {
     const int64_t B = x.size(0), T = x.size(1);
-    const Tensor h = input_layernorm_(x);
+    // Note [A norm in front of a few rows] in src/cuda/gemv.cu: each projection normalises its
+    // input itself where it can (then h is never made).
+    const bool fuse_in = fuses(input_layernorm_, {&q_proj_, &k_proj_, &v_proj_}, x);
+    const Tensor h = fuse_in ? Tensor() : input_layernorm_(x);
+    auto from_h = [&](Linear& proj) {
+      return fuse_in ? normed_linear(input_layernorm_, proj, x) : proj(h);
+    };
     auto heads = [&](const Tensor& t, int64_t n) {
       return t.reshape({B, T, n, hd_}).transpose(1, 2);  // [B, n, T, hd]
     };
@@ -202,17 +208,39 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
       const auto& [c, s] = rotary.as(t.dtype());
       return rotary_embedding(t, c, s);  // reads the head-transposed view in place
     };
-    const Tensor q = rotate(heads(q_proj_(h), heads_));
-    const Tensor k = rotate(heads(k_proj_(h), kv_heads_));
-    const Tensor v = heads(v_proj_(h), kv_heads_);
+    const Tensor q = rotate(heads(from_h(q_proj_), heads_));
+    const Tensor k = rotate(heads(from_h(k_proj_), kv_heads_));
+    const Tensor v = heads(from_h(v_proj_), kv_heads_);
     const Tensor y = detail::causal_attention(q, k, v, layer, attention);
     // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
     const Tensor r = o_proj_->forward(y.transpose(1, 2).reshape({B, T, heads_ * hd_}), x);
-    const Tensor g = post_attention_layernorm_(r);
-    return down_proj_->forward(silu(gate_proj_(g)) * up_proj_(g), r);
+    const bool fuse_post = fuses(post_attention_layernorm_, {&gate_proj_, &up_proj_}, r);
+    const Tensor g = fuse_post ? Tensor() : post_attention_layernorm_(r);
+    auto from_g = [&](Linear& proj) {
+      return fuse_post ? normed_linear(post_attention_layernorm_, proj, r) : proj(g);
+    };
+    return down_proj_->forward(silu(from_g(gate_proj_)) * from_g(up_proj_), r);
   }
 
  private:
+  // rms_norm_linear can stand for `norm` then each of `projections`: a decode step's few rows
+  // on a GPU (elsewhere the op would compose, normalising once per projection), no gradient,
+  // x of the norm's 16-bit dtype, an eps set, and no forward hooks to see the modules' outputs.
+  static bool fuses(const RMSNorm& norm, std::initializer_list<const Linear*> projections,
+                    const Tensor& x) {
+    const Tensor w = norm->weight();
+    bool ok = x.device().is_cuda() && x.dim() >= 1 && x.numel() <= 4 * x.size(-1) &&
+              !grad_mode_enabled() && (x.dtype() == DType::bf16 || x.dtype() == DType::f16) &&
+              w.defined() && w.dtype() == x.dtype() && norm->norm_options().eps.has_value() &&
+              !norm->has_forward_hooks();
+    for (const Linear* p : projections) ok = ok && !(*p)->has_forward_hooks();
+    return ok;
+  }
+  static Tensor normed_linear(const RMSNorm& norm, Linear& proj, const Tensor& x) {
+    return rms_norm_linear(x, norm->weight(), *norm->norm_options().eps, proj->weight(),
+                           proj->bias());
+  }
+
   int64_t heads_, kv_heads_, hd_;
   RMSNorm input_layernorm_, post_attention_layernorm_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_, up_proj_, down_proj_;

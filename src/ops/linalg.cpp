@@ -652,6 +652,79 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const T
   return linear_impl(x, weight, bias, backend::GemmEpilogue::none, nullptr, &residual);
 }
 
+namespace {
+// layer_norm_linear / rms_norm_linear: the fused kernel when it applies, else `composite`.
+template <typename Composite>
+Tensor norm_then_linear(const Tensor& x, const backend::RowNorm& norm, const Tensor& norm_weight,
+                        const Tensor& norm_bias, const Tensor& weight, const Tensor& bias,
+                        Activation activation, Composite composite) {
+  ops::check_defined(op_name(Op::linear), x, "input");
+  ops::check_defined(op_name(Op::linear), weight, "weight");
+  EMBER_CHECK(x.dim() >= 1, norm.rms ? "rms_norm_linear" : "layer_norm_linear", ": input shape ",
+              x.shape().to_string(), " (expected at least one dim: the normalised one)");
+  const bool grad = autograd::needs_grad(x, weight, bias) ||
+                    (norm_weight.defined() && norm_weight.requires_grad()) ||
+                    (norm_bias.defined() && norm_bias.requires_grad());
+  auto same = [&](const Tensor& t) {
+    return !t.defined() || (t.dtype() == x.dtype() && t.device() == x.device() &&
+                            t.is_contiguous() && t.dim() == 1);
+  };
+  const bool half = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
+  const bool lowered = autocast_enabled() && autocast_policy(Op::linear) == AutocastPolicy::lower;
+  if (grad || !half || x.dim() < 1 || weight.dim() != 2 || x.shape().at(-1) != weight.size(1) ||
+      !x.is_contiguous() || !same(norm_weight) || !same(norm_bias) || !same(bias) ||
+      weight.dtype() != x.dtype() || weight.device() != x.device() ||
+      (lowered && x.dtype() != autocast_dtype()) || x.device().is_cpu())
+    return composite();
+  const ops::OpScope op_scope(Op::linear, x);
+  const int64_t k = weight.size(1), n = weight.size(0), rows = x.numel() / std::max<int64_t>(k, 1);
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = n;
+  Tensor out = ops::make_tensor(out_shape, x.dtype(), x.device());
+  const Tensor w = weight.is_contiguous() ? weight : weight.contiguous();
+  backend::GemmArgs g;
+  g.dtype = x.dtype();
+  g.device = x.device().index;
+  g.trans_b = true;
+  g.m = rows;
+  g.n = n;
+  g.k = k;
+  g.a = x.data_ptr();
+  g.lda = k;
+  g.b = w.data_ptr();
+  g.ldb = k;
+  g.c = out.data_ptr();
+  g.ldc = n;
+  g.bias = bias.defined() ? bias.data_ptr() : nullptr;
+  g.epilogue = activation == Activation::relu        ? backend::GemmEpilogue::relu
+               : activation == Activation::gelu_tanh ? backend::GemmEpilogue::gelu_tanh
+                                                     : backend::GemmEpilogue::none;
+  backend::RowNorm rn = norm;
+  rn.weight = norm_weight.defined() ? norm_weight.data_ptr() : nullptr;
+  rn.bias = norm_bias.defined() ? norm_bias.data_ptr() : nullptr;
+  if (rows == 0 || k == 0 || n == 0 || !ops::backend_of(x).norm_linear(g, rn)) return composite();
+  return out;
+}
+}  // namespace
+
+Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
+                         double eps, const Tensor& weight, const Tensor& bias,
+                         Activation activation) {
+  return norm_then_linear(x, {.eps = eps}, norm_weight, norm_bias, weight, bias, activation, [&] {
+    return linear(layer_norm(x, Shape{x.shape().at(-1)}, norm_weight, norm_bias, eps), weight, bias,
+                  activation);
+  });
+}
+
+Tensor rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps, const Tensor& weight,
+                       const Tensor& bias, Activation activation) {
+  return norm_then_linear(x, {.eps = eps, .rms = true}, norm_weight, Tensor(), weight, bias,
+                          activation, [&] {
+                            return linear(rms_norm(x, Shape{x.shape().at(-1)}, norm_weight, eps),
+                                          weight, bias, activation);
+                          });
+}
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
   if (activation == Activation::none) return linear(x, weight, bias);
   const backend::GemmEpilogue act = activation == Activation::relu

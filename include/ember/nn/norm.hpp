@@ -124,6 +124,9 @@ class LayerNormImpl : public ModuleImpl {
   json options() const override;
   std::string extra_repr() const override;
   const LayerNormOptions& norm_options() const { return options_; }
+  /// The affine weight and bias (undefined without elementwise_affine, or bias = false).
+  Tensor weight() const { return weight_; }
+  Tensor bias() const { return bias_; }
 
  private:
   LayerNormOptions options_;
@@ -256,6 +259,9 @@ class RMSNormImpl : public ModuleImpl {
   std::string type_name() const override { return "RMSNorm"; }
   json options() const override;
   std::string extra_repr() const override;
+  const RMSNormOptions& norm_options() const { return options_; }
+  /// The scale (undefined without elementwise_affine).
+  Tensor weight() const { return weight_; }
 
  private:
   RMSNormOptions options_;
