@@ -7,6 +7,9 @@
 // src/cuda/gemv.cu) against the norm and the linear run apart.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/models/gpt2.hpp"
@@ -53,6 +56,17 @@ void expect_near_composite(const Tensor& got, const Tensor& composite, double re
                b = composite.to(Device::cpu()).to(DType::f64);
   const double scale = max(abs(b)).item<double>();
   EXPECT_LE(max(abs(a - b)).item<double>(), rel * scale);
+}
+
+// Calls of each kernel-table slot while f runs (the Profiler's kernel list).
+template <typename F>
+std::map<std::string, int64_t> slot_calls(F f) {
+  Profiler prof;
+  f();
+  prof.stop();
+  std::map<std::string, int64_t> calls;
+  for (const auto& k : prof.kernels()) calls[k.name] += k.calls;
+  return calls;
 }
 
 bool same(const Tensor& a, const Tensor& b) {
@@ -145,6 +159,19 @@ TEST(NormLinear, CpuIsTheCompositeAndRefusesBadInput) {
   EXPECT_TRUE(same(layer_norm_linear(x, g, b, 1e-5, w, bias, Activation::gelu_tanh),
                    linear(layer_norm(x, {16}, g, b, 1e-5), w, bias, Activation::gelu_tanh)));
   EXPECT_TRUE(same(rms_norm_linear(x, g, 1e-6, w), linear(rms_norm(x, {16}, g, 1e-6), w)));
+  {  // under autocast a 16-bit x's norm runs in its own dtype: the f32 norm's bits, cast back
+    NoGradGuard no_grad;
+    const AutocastGuard autocast(DType::bf16);
+    const Tensor xh = x.to(DType::bf16), gh = g.to(DType::bf16), bh = b.to(DType::bf16),
+                 wh = w.to(DType::bf16), biash = bias.to(DType::bf16);
+    const Tensor fused = layer_norm_linear(xh, gh, bh, 1e-5, wh, biash);
+    EXPECT_EQ(fused.dtype(), DType::bf16);
+    EXPECT_TRUE(same(fused, linear(layer_norm(xh, {16}, gh, bh, 1e-5), wh, biash)));
+    const auto calls = slot_calls([&] { layer_norm_linear(xh, gh, bh, 1e-5, wh, biash); });
+    EXPECT_EQ(calls.count("copy"), 0u);  // no cast to f32 and back, which the composite makes:
+    EXPECT_GT(slot_calls([&] { linear(layer_norm(xh, {16}, gh, bh, 1e-5), wh, biash); })["copy"],
+              0);
+  }
   EXPECT_NE(ember::test_util::error_of([&] {
               layer_norm_linear(Tensor(), g, b, 1e-5, w);
             }).find("undefined"),
@@ -171,6 +198,13 @@ TEST(NormLinear, CudaFewRowsEqualTheNormThenTheLinear) {
         auto dev = [&](const Tensor& t) { return t.to(dtype).to(gpu); };
         const Tensor x = dev(randn({m, k}) * 3 + 1), g = dev(randn({k})), b = dev(randn({k}));
         const Tensor w = dev(randn({96, k}) * 0.05), bias = dev(randn({96}));
+        // parameters that would want gradients, under NoGradGuard: the fused kernel runs (one
+        // launch, no norm of its own) for 1-4 rows, and not for 5
+        const Tensor gp = g.clone().requires_grad_(), wp = w.clone().requires_grad_();
+        const auto calls = slot_calls([&] { layer_norm_linear(x, gp, b, 1e-5, wp, bias); });
+        if (m <= 4) EXPECT_EQ(calls.count("norm_linear") ? calls.at("norm_linear") : 0, 1);
+        EXPECT_EQ(calls.count("layer_norm_forward"), m <= 4 ? 0u : 1u);
+        EXPECT_EQ(calls.count("gemm"), m <= 4 ? 0u : 1u);
         for (const Activation act : {Activation::none, Activation::gelu_tanh}) {
           const Tensor fused = layer_norm_linear(x, g, b, 1e-5, w, bias, act);
           const Tensor apart = linear(layer_norm(x, {k}, g, b, 1e-5), w, bias, act);
@@ -217,14 +251,22 @@ TEST(NormLinear, CudaGpt2RowEqualsTheModulesRunApart) {
   model->to(Device::cuda(0));
   model->to(DType::bf16);
   const Tensor ids = from_vector<int64_t>({5}, {1, 1}, {.device = Device::cuda(0)});
-  const Tensor fused = model->forward(ids);
+  Tensor fused;
+  const auto calls = slot_calls([&] { fused = model->forward(ids); });
+  // the two norms of each block ride in the products; ln_f alone runs on its own
+  EXPECT_EQ(calls.count("norm_linear") ? calls.at("norm_linear") : 0, 4);
+  EXPECT_EQ(calls.count("layer_norm_forward") ? calls.at("layer_norm_forward") : 0, 1);
   std::vector<nn::ModuleHookHandle> hooks;
   for (auto& [name, module] : model->named_modules())
     if (name.ends_with("c_attn") || name.ends_with("c_fc"))
       hooks.push_back(module->register_forward_hook(
           [](nn::ModuleImpl&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); }));
   ASSERT_EQ(hooks.size(), 4u);
-  EXPECT_TRUE(same(fused, model->forward(ids)));
+  Tensor apart;
+  const auto apart_calls = slot_calls([&] { apart = model->forward(ids); });
+  EXPECT_EQ(apart_calls.count("norm_linear"), 0u);
+  EXPECT_EQ(apart_calls.count("layer_norm_forward") ? apart_calls.at("layer_norm_forward") : 0, 5);
+  EXPECT_TRUE(same(fused, apart));
 }
 
 }  // namespace

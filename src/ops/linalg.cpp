@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "ember/autocast.hpp"
 #include "ember/runtime.hpp"
 #include "ops/common.hpp"
 
@@ -662,9 +663,7 @@ Tensor norm_then_linear(const Tensor& x, const backend::RowNorm& norm, const Ten
   ops::check_defined(op_name(Op::linear), weight, "weight");
   EMBER_CHECK(x.dim() >= 1, norm.rms ? "rms_norm_linear" : "layer_norm_linear", ": input shape ",
               x.shape().to_string(), " (expected at least one dim: the normalised one)");
-  const bool grad = autograd::needs_grad(x, weight, bias) ||
-                    (norm_weight.defined() && norm_weight.requires_grad()) ||
-                    (norm_bias.defined() && norm_bias.requires_grad());
+  const bool grad = autograd::needs_grad(x, weight, bias, norm_weight, norm_bias);
   auto same = [&](const Tensor& t) {
     return !t.defined() || (t.dtype() == x.dtype() && t.device() == x.device() &&
                             t.is_contiguous() && t.dim() == 1);
@@ -705,14 +704,32 @@ Tensor norm_then_linear(const Tensor& x, const backend::RowNorm& norm, const Ten
   if (rows == 0 || k == 0 || n == 0 || !ops::backend_of(x).norm_linear(g, rn)) return composite();
   return out;
 }
+
+// The composite's norm: a 16-bit x whose norm parameters share its dtype is normalised with
+// autocast off, by the 16-bit kernel that computes in f32 and rounds once — the bits of the f32
+// norm autocast would run, cast back by the linear after it, in one kernel instead of three
+// (Note [Norms in the weights' dtype] in src/models/gpt2.cpp).
+template <typename Norm>
+Tensor norm_in_own_dtype(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
+                         Norm norm) {
+  const bool half = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
+  const bool own = (!norm_weight.defined() || norm_weight.dtype() == x.dtype()) &&
+                   (!norm_bias.defined() || norm_bias.dtype() == x.dtype());
+  if (!half || !own || !autocast_enabled() || autograd::needs_grad(x, norm_weight, norm_bias))
+    return norm();
+  const AutocastGuard off(x.dtype(), /*enabled=*/false);
+  return norm();
+}
 }  // namespace
 
 Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
                          double eps, const Tensor& weight, const Tensor& bias,
                          Activation activation) {
   return norm_then_linear(x, {.eps = eps}, norm_weight, norm_bias, weight, bias, activation, [&] {
-    return linear(layer_norm(x, Shape{x.shape().at(-1)}, norm_weight, norm_bias, eps), weight, bias,
-                  activation);
+    const Tensor n = norm_in_own_dtype(x, norm_weight, norm_bias, [&] {
+      return layer_norm(x, Shape{x.shape().at(-1)}, norm_weight, norm_bias, eps);
+    });
+    return linear(n, weight, bias, activation);
   });
 }
 
@@ -720,8 +737,10 @@ Tensor rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps, c
                        const Tensor& bias, Activation activation) {
   return norm_then_linear(x, {.eps = eps, .rms = true}, norm_weight, Tensor(), weight, bias,
                           activation, [&] {
-                            return linear(rms_norm(x, Shape{x.shape().at(-1)}, norm_weight, eps),
-                                          weight, bias, activation);
+                            const Tensor n = norm_in_own_dtype(x, norm_weight, Tensor(), [&] {
+                              return rms_norm(x, Shape{x.shape().at(-1)}, norm_weight, eps);
+                            });
+                            return linear(n, weight, bias, activation);
                           });
 }
 
