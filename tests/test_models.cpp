@@ -113,6 +113,18 @@ TEST(Models, KVCacheMatchesTheFullForward) {
   EXPECT_EQ(cache.length(), T);
   const Tensor stitched = cat({a, b, c}, 1);
   EXPECT_LT(max(abs(stitched - full)).item<float>(), 2e-5);
+  // the first chunk attends over its own k and v (a layout independent of the capacity); later
+  // chunks over the cache's views, which hold the first chunk's rows
+  nn::KVCache fresh(40);
+  const Tensor k = randn({1, 2, 3, 4}), v = randn({1, 2, 3, 4});
+  const auto [k0, v0] = fresh.append(0, k, v);
+  EXPECT_TRUE(k0.is_same(k));
+  EXPECT_TRUE(v0.is_same(v));
+  fresh.advance(3);
+  const auto [k1, v1] = fresh.append(0, randn({1, 2, 1, 4}), randn({1, 2, 1, 4}));
+  EXPECT_EQ(k1.shape(), (Shape{1, 2, 4, 4}));
+  EXPECT_EQ(max(abs(k1.narrow(2, 0, 3) - k)).item<float>(), 0.f);
+  EXPECT_EQ(max(abs(v1.narrow(2, 0, 3) - v)).item<float>(), 0.f);
 }
 
 // A left-padded batch computes what each row computes alone.
