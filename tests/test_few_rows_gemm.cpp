@@ -69,7 +69,7 @@ std::map<std::string, int64_t> slot_calls(F f) {
   return calls;
 }
 
-bool same(const Tensor& a, const Tensor& b) {
+bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          max(abs(a.to(DType::f64) - b.to(DType::f64))).item<double>() == 0.0;
 }
@@ -93,21 +93,21 @@ TEST(ResidualLinear, CpuEqualsTheCompositeAndKeepsItsGradients) {
   }
   // a residual that only broadcasts, or of another dtype: the composite, exactly
   const Tensor x = randn({3, 8}), w = randn({5, 8}), b = randn({5}), row = randn({5});
-  EXPECT_TRUE(same(linear(x, w, b, row), row + linear(x, w, b)));
+  EXPECT_TRUE(same_values(linear(x, w, b, row), row + linear(x, w, b)));
   const Tensor r64 = randn({3, 5}, {.dtype = DType::f64});
-  EXPECT_TRUE(same(linear(x, w, b, r64), r64 + linear(x, w, b)));
+  EXPECT_TRUE(same_values(linear(x, w, b, r64), r64 + linear(x, w, b)));
   // with a gradient: the composite's values and gradients
   const Tensor xg = x.clone().requires_grad_(), wg = w.clone().requires_grad_(),
                rg = randn({3, 5}).requires_grad_();
   const Tensor y = linear(xg, wg, b, rg);
-  EXPECT_TRUE(same(y, rg + linear(x, w, b)));
+  EXPECT_TRUE(same_values(y, rg + linear(x, w, b)));
   (y * y).sum().backward();
   const Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_(),
                rc = rg.detach().clone().requires_grad_();
   (square(rc + linear(xc, wc, b))).sum().backward();
-  EXPECT_TRUE(same(rg.grad(), rc.grad()));
-  EXPECT_TRUE(same(xg.grad(), xc.grad()));
-  EXPECT_TRUE(same(wg.grad(), wc.grad()));
+  EXPECT_TRUE(same_values(rg.grad(), rc.grad()));
+  EXPECT_TRUE(same_values(xg.grad(), xc.grad()));
+  EXPECT_TRUE(same_values(wg.grad(), wc.grad()));
   // Linear::forward(x, residual): a forward hook sees the layer's own output, the add after it
   nn::Linear layer(8, 5);
   Tensor hooked;
@@ -119,8 +119,8 @@ TEST(ResidualLinear, CpuEqualsTheCompositeAndKeepsItsGradients) {
   NoGradGuard no_grad;
   const Tensor r = randn({3, 5});
   const Tensor out = layer->forward(x, r);
-  EXPECT_TRUE(same(hooked, linear(x, layer->weight(), layer->bias())));
-  EXPECT_TRUE(same(out, r + hooked * 2.0));
+  EXPECT_TRUE(same_values(hooked, linear(x, layer->weight(), layer->bias())));
+  EXPECT_TRUE(same_values(out, r + hooked * 2.0));
   handle.remove();
   expect_near_composite(layer->forward(x, r), r + layer(x), 1e-6);
 }
@@ -156,9 +156,9 @@ TEST(NormLinear, CpuIsTheCompositeAndRefusesBadInput) {
   manual_seed(14);
   const Tensor x = randn({3, 16}), g = randn({16}), b = randn({16}), w = randn({8, 16}),
                bias = randn({8});
-  EXPECT_TRUE(same(layer_norm_linear(x, g, b, 1e-5, w, bias, Activation::gelu_tanh),
+  EXPECT_TRUE(same_values(layer_norm_linear(x, g, b, 1e-5, w, bias, Activation::gelu_tanh),
                    linear(layer_norm(x, {16}, g, b, 1e-5), w, bias, Activation::gelu_tanh)));
-  EXPECT_TRUE(same(rms_norm_linear(x, g, 1e-6, w), linear(rms_norm(x, {16}, g, 1e-6), w)));
+  EXPECT_TRUE(same_values(rms_norm_linear(x, g, 1e-6, w), linear(rms_norm(x, {16}, g, 1e-6), w)));
   {  // under autocast a 16-bit x's norm runs in its own dtype: the f32 norm's bits, cast back
     NoGradGuard no_grad;
     const AutocastGuard autocast(DType::bf16);
@@ -166,7 +166,7 @@ TEST(NormLinear, CpuIsTheCompositeAndRefusesBadInput) {
                  wh = w.to(DType::bf16), biash = bias.to(DType::bf16);
     const Tensor fused = layer_norm_linear(xh, gh, bh, 1e-5, wh, biash);
     EXPECT_EQ(fused.dtype(), DType::bf16);
-    EXPECT_TRUE(same(fused, linear(layer_norm(xh, {16}, gh, bh, 1e-5), wh, biash)));
+    EXPECT_TRUE(same_values(fused, linear(layer_norm(xh, {16}, gh, bh, 1e-5), wh, biash)));
     const auto calls = slot_calls([&] { layer_norm_linear(xh, gh, bh, 1e-5, wh, biash); });
     EXPECT_EQ(calls.count("copy"), 0u);  // no cast to f32 and back, which the composite makes:
     EXPECT_GT(slot_calls([&] { linear(layer_norm(xh, {16}, gh, bh, 1e-5), wh, biash); })["copy"],
@@ -211,15 +211,15 @@ TEST(NormLinear, CudaFewRowsEqualTheNormThenTheLinear) {
           const Tensor fused_rms = rms_norm_linear(x, g, 1e-6, w, Tensor(), act);
           const Tensor apart_rms = linear(rms_norm(x, {k}, g, 1e-6), w, Tensor(), act);
           if (k <= 1024) {
-            EXPECT_TRUE(same(fused, apart));
-            EXPECT_TRUE(same(fused_rms, apart_rms));
+            EXPECT_TRUE(same_values(fused, apart));
+            EXPECT_TRUE(same_values(fused_rms, apart_rms));
           } else {
             expect_near_composite(fused, apart, 2e-2);
             expect_near_composite(fused_rms, apart_rms, 2e-2);
           }
         }
         // no norm parameters, no bias
-        EXPECT_TRUE(k > 1024 || same(layer_norm_linear(x, Tensor(), Tensor(), 1e-5, w),
+        EXPECT_TRUE(k > 1024 || same_values(layer_norm_linear(x, Tensor(), Tensor(), 1e-5, w),
                                      linear(layer_norm(x, {k}, Tensor(), Tensor(), 1e-5), w)));
       }
     }
@@ -266,7 +266,7 @@ TEST(NormLinear, CudaGpt2RowEqualsTheModulesRunApart) {
   const auto apart_calls = slot_calls([&] { apart = model->forward(ids); });
   EXPECT_EQ(apart_calls.count("norm_linear"), 0u);
   EXPECT_EQ(apart_calls.count("layer_norm_forward") ? apart_calls.at("layer_norm_forward") : 0, 5);
-  EXPECT_TRUE(same(fused, apart));
+  EXPECT_TRUE(same_values(fused, apart));
 }
 
 }  // namespace
