@@ -157,7 +157,7 @@ TEST(NormLinear, CpuIsTheCompositeAndRefusesBadInput) {
   const Tensor x = randn({3, 16}), g = randn({16}), b = randn({16}), w = randn({8, 16}),
                bias = randn({8});
   EXPECT_TRUE(same_values(layer_norm_linear(x, g, b, 1e-5, w, bias, Activation::gelu_tanh),
-                   linear(layer_norm(x, {16}, g, b, 1e-5), w, bias, Activation::gelu_tanh)));
+                          linear(layer_norm(x, {16}, g, b, 1e-5), w, bias, Activation::gelu_tanh)));
   EXPECT_TRUE(same_values(rms_norm_linear(x, g, 1e-6, w), linear(rms_norm(x, {16}, g, 1e-6), w)));
   {  // under autocast a 16-bit x's norm runs in its own dtype: the f32 norm's bits, cast back
     NoGradGuard no_grad;
@@ -219,8 +219,9 @@ TEST(NormLinear, CudaFewRowsEqualTheNormThenTheLinear) {
           }
         }
         // no norm parameters, no bias
-        EXPECT_TRUE(k > 1024 || same_values(layer_norm_linear(x, Tensor(), Tensor(), 1e-5, w),
-                                     linear(layer_norm(x, {k}, Tensor(), Tensor(), 1e-5), w)));
+        EXPECT_TRUE(k > 1024 ||
+                    same_values(layer_norm_linear(x, Tensor(), Tensor(), 1e-5, w),
+                                linear(layer_norm(x, {k}, Tensor(), Tensor(), 1e-5), w)));
       }
     }
   }
