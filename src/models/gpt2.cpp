@@ -88,9 +88,8 @@ Tensor run_norm(const LayerNorm& ln, const Tensor& x, DType weights) {
 // front of a few rows] in src/cuda/gemv.cu); otherwise the two modules.
 Tensor norm_linear(const LayerNorm& ln, const Linear& lin, const Tensor& x, DType weights,
                    Activation act = Activation::none) {
-  if (x.device().is_cuda() && x.dim() >= 1 && x.numel() <= 4 * x.size(-1) && !grad_mode_enabled() &&
-      x.dtype() == weights && (weights == DType::bf16 || weights == DType::f16) &&
-      !ln->has_forward_hooks() && !lin->has_forward_hooks())
+  if (models::detail::fusable_decode_rows(x) && x.dtype() == weights && !ln->has_forward_hooks() &&
+      !lin->has_forward_hooks())
     return layer_norm_linear(x, ln->weight(), ln->bias(), ln->norm_options().eps, lin->weight(),
                              lin->bias(), act);
   const Tensor n = run_norm(ln, x, weights);

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/nn/module.hpp"
 #include "ember/ops.hpp"
@@ -29,6 +30,15 @@ class GroupImpl : public nn::ModuleImpl {
  private:
   std::string type_;
 };
+
+/// A decode step's input that layer_norm_linear / rms_norm_linear fuse (Note [A norm in front
+/// of a few rows] in src/cuda/gemv.cu): at most 4 rows of a 16-bit dtype on a GPU, with no
+/// gradient recorded. Elsewhere the models run their norm and linear modules (the fused ops
+/// would compose there, normalising once per projection).
+inline bool fusable_decode_rows(const Tensor& x) {
+  return x.device().is_cuda() && x.dim() >= 1 && x.numel() <= 4 * x.size(-1) &&
+         (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && !grad_mode_enabled();
+}
 
 /// The rows of an embedding table for `ids` ([B, T] -> [B, T, d]): nn::Embedding's lookup
 /// through index_select, which takes every dtype (a bf16 model's tables too; the embedding op

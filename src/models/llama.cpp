@@ -229,10 +229,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
   static bool fuses(const RMSNorm& norm, std::initializer_list<const Linear*> projections,
                     const Tensor& x) {
     const Tensor w = norm->weight();
-    bool ok = x.device().is_cuda() && x.dim() >= 1 && x.numel() <= 4 * x.size(-1) &&
-              !grad_mode_enabled() && (x.dtype() == DType::bf16 || x.dtype() == DType::f16) &&
-              w.defined() && w.dtype() == x.dtype() && norm->norm_options().eps.has_value() &&
-              !norm->has_forward_hooks();
+    bool ok = models::detail::fusable_decode_rows(x) && w.defined() && w.dtype() == x.dtype() &&
+              norm->norm_options().eps.has_value() && !norm->has_forward_hooks();
     for (const Linear* p : projections) ok = ok && !(*p)->has_forward_hooks();
     return ok;
   }
