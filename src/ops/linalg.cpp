@@ -638,7 +638,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // product's takes the composite, with its usual backward.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
   if (!residual.defined()) return linear(x, weight, bias);
-  if (autograd::needs_grad(x, weight, bias) || residual.requires_grad() ||
+  if (autograd::needs_grad(x, weight, bias, residual) ||
       (autocast_enabled() && autocast_policy(Op::linear) == AutocastPolicy::lower &&
        (x.dtype() != autocast_dtype() || weight.dtype() != autocast_dtype() ||
         (bias.defined() && bias.dtype() != autocast_dtype()))))
