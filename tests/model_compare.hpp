@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "ember/ember.hpp"
@@ -26,6 +27,30 @@ inline void expect_grads_close_in_norm(const ember::nn::NamedTensors& want,
     const ember::Tensor g = got[i].second.grad().to(ember::Device::cpu());
     EXPECT_LT(ember::norm(g - w).item<float>(), rel * ember::norm(w).item<float>() + floor)
         << what << " grad of " << want[i].first;
+  }
+}
+
+/// Each gradient of `got` (f32, any device) as accurate as `same`'s (f32 on the CPU, the same
+/// step) against `exact` (the step in f64 on the CPU): within the larger of rel·‖exact‖ and
+/// `factor` times `same`'s own distance from `exact`, in the 2-norm. A deep net in train mode
+/// (batch norm over a few values per channel) moves f32 gradients by more than any fixed bound
+/// a wrong kernel would still cross; measured against the CPU's own rounding, a wrong kernel
+/// still stands out by orders of magnitude.
+inline void expect_grads_as_accurate(const ember::nn::NamedTensors& exact,
+                                     const ember::nn::NamedTensors& same,
+                                     const ember::nn::NamedTensors& got, float rel, float factor,
+                                     const std::string& what) {
+  ASSERT_EQ(got.size(), exact.size()) << what;
+  ASSERT_EQ(same.size(), exact.size()) << what;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    const ember::Tensor e = exact[i].second.grad().to(ember::DType::f64);
+    const ember::Tensor s = same[i].second.grad().to(ember::DType::f64);
+    const ember::Tensor g = got[i].second.grad().to(ember::Device::cpu()).to(ember::DType::f64);
+    const double own = ember::norm(s - e).item<double>();
+    const double off = ember::norm(g - e).item<double>();
+    const double bound = std::max(rel * ember::norm(e).item<double>(), factor * own);
+    EXPECT_LE(off, bound) << what << " grad of " << exact[i].first << ": " << off
+                          << " from the f64 gradient, where the CPU's f32 is " << own;
   }
 }
 

@@ -245,8 +245,9 @@ TEST(MemoryFormat, Conv2dNhwcEqualsNchw) {
                w = seeded_randn({16, 8, 3, 3}, 12).to(kLast);
   const Tensor y = conv2d(x, w, Tensor(), 1, 1);
   EXPECT_EQ(y.suggest_memory_format(), kLast);
-  if (conv_library_status(Device::cpu()).find("not found") == std::string::npos)
+  if (conv_library_status(Device::cpu()).find("not found") == std::string::npos) {
     EXPECT_EQ(conv_last_backend(), ConvBackend::onednn) << conv_fallback_reason();
+  }
 }
 
 TEST(MemoryFormat, Conv2dIm2colFallbackKeepsTheFormat) {
@@ -398,7 +399,9 @@ void resnet_steps(Device device, double tolerance) {
           grads[last].push_back(p.grad().clone(kPlain));
           if (last) {
             EXPECT_EQ(p.grad().strides(), p.strides()) << name << "'s gradient";
-            if (p.dim() == 4) EXPECT_EQ(p.suggest_memory_format(), kLast) << name;
+            if (p.dim() == 4) {
+              EXPECT_EQ(p.suggest_memory_format(), kLast) << name;
+            }
           }
         }
       }

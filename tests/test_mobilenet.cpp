@@ -235,7 +235,10 @@ void expect_gpu_matches_cpu(MemoryFormat format, bool cudnn) {
   manual_seed(6);
   nn::MobileNetV2 cpu = models::mobilenet_v2({.num_classes = 10, .dropout = 0.0});
   nn::MobileNetV2 gpu = uninitialised({.num_classes = 10, .dropout = 0.0});
+  nn::MobileNetV2 exact = uninitialised({.num_classes = 10, .dropout = 0.0});
   gpu->load_state_dict(cpu->state_dict());
+  exact->load_state_dict(cpu->state_dict());
+  exact->to(DType::f64);
   gpu->to(Device::cuda(0));
   gpu->to(format);
   const ember_test::CudnnConvolutionsScope cudnn_scope(cudnn);  // restored however it ends
@@ -246,9 +249,12 @@ void expect_gpu_matches_cpu(MemoryFormat format, bool cudnn) {
   expect_close(logits_gpu.to(Device::cpu()), logits_cpu, 1e-3, 1e-4, "cuda train logits");
   cross_entropy(logits_cpu, y).backward();
   cross_entropy(logits_gpu, y.to(Device::cuda(0))).backward();
+  cross_entropy(exact(x.to(DType::f64)), y).backward();
   ASSERT_EQ(cpu->named_parameters().size(), 158u);
-  ember_test::expect_grads_close_in_norm(cpu->named_parameters(), gpu->named_parameters(), 1e-3f,
-                                         1e-6f, "cuda");
+  // 52 batch norms over as few as 4·2·2 values per channel: f32 gradients of the CPU itself are
+  // about 1% from f64's, so the GPU's are held to the CPU's own accuracy (model_compare.hpp).
+  ember_test::expect_grads_as_accurate(exact->named_parameters(), cpu->named_parameters(),
+                                       gpu->named_parameters(), 1e-3f, 4.0f, "cuda");
   ember_test::expect_buffers_close(cpu->named_buffers(), gpu->named_buffers(), 1e-4, 1e-5, "cuda");
   cpu->eval();
   gpu->eval();
