@@ -231,11 +231,13 @@ TEST(CusolverCudaRoute, DefaultRuleAndFallbackReason) {
   ember::inv(small);
   const std::string why = ember::linalg_fallback_reason();
   if (why.find("not found") != std::string::npos) GTEST_SKIP() << "no cuSOLVER: " << why;
-  if (why.find("opt-in") != std::string::npos) {
-    expect_contains(why, "(inverse; set_preferred_linalg_library(\"cusolver\") takes it)");
-  } else {
-    expect_contains(why, "8x8 is below the");
-    expect_contains(why, "(inverse; preferred_linalg_library \"default\")");
+  expect_contains(why, "8x8 is below the 256x256");
+  expect_contains(why, "(inverse; preferred_linalg_library \"default\")");
+  {
+    // From 256 (Note [Which decompositions run on cuSOLVER]) "default" takes cuSOLVER.
+    const Tensor by_default = ember::inv(large);
+    EXPECT_ON_CUSOLVER();
+    EXPECT_LT(relative_error(by_default, on_host.to(ember::Device::cpu())), 1e-9);
   }
   const LibraryScope scope("cusolver");
   const Tensor on_device = ember::inv(large);

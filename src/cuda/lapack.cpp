@@ -63,25 +63,41 @@ const char* name_of(Decomposition op) {
 // Note [Which decompositions run on cuSOLVER]
 // Under preferred_linalg_library("default") a decomposition is to run on cuSOLVER when its
 // matrices' smaller side is at least the size from which bench/bench_linalg measures cuSOLVER
-// faster than the host route on the H200 (the host's OpenBLAS with its threads, the copies
-// included); both routes scale with the batch (one matrix at a time each), so the size alone
-// decides. Measured on an H100 (2026-12-05, f32, batch 1, ms a call, host / cuSOLVER):
+// faster than the host route (the host's OpenBLAS with its threads, the copies included); both
+// routes scale with the batch (one matrix at a time each), so the size alone decides. Measured
+// on an H100 (2026-12-06, f32, batch 1, ms a call, host / cuSOLVER; docs/benchmarks.md):
 //
-//   n        32            128           512            1024           2048
-//   inverse  2.40 / 2.48   0.34 / 2.66   440 / 3.59     804 / 7.38     712 / 16.1
-//   det      2.40 / 2.46   2.40 / 2.61   483 / 3.39     869 / 6.94     -
+//   n           64             128            256            512            1024
+//   inverse     0.065 / 0.153  0.321 / 0.279  1.372 / 0.558  3.863 / 1.204  13.87 / 2.573
+//   det         0.028 / 0.124  0.074 / 0.224  0.924 / 0.454  2.417 / 1.010  10.25 / 2.130
+//   solve       0.051 / 0.157  0.119 / 0.276  1.076 / 0.547  2.620 / 1.186  11.76 / 2.543
+//   cholesky    0.038 / 0.073  0.123 / 0.111  0.346 / 0.200  1.229 / 0.376  8.936 / 0.869
+//   qr          0.219 / 0.261  1.506 / 0.887  3.906 / 0.787  13.78 / 1.898  85.61 / 4.449
+//   svd         0.669 / 2.728  2.969 / 7.832  12.37 / 18.98  51.40 / 45.38  274.0 / 125.3
+//   eigh        0.355 / 0.705  1.746 / 1.451  6.079 / 2.030  23.01 / 4.860  92.58 / 11.07
+//   lu          0.062 / 0.140  0.209 / 0.237  1.509 / 0.452  4.609 / 0.985  27.95 / 2.090
+//   triangular  0.038 / 0.044  0.057 / 0.077  (not measured further)
 //
-// so inverse and det take cuSOLVER from 512 (256 was not measured). The other decompositions
-// were not reached in that call (the host route's large sizes used up its time): until they
-// are, "default" keeps them on the host route, as before cuSOLVER was added, and "cusolver"
-// opts in: kNotMeasured below.
-constexpr int64_t kNotMeasured = -1;
+// Each takes cuSOLVER from the first size where it is faster by a clear margin (at least
+// 1.5x; a size where the two are within 20% stays on the host, whose result needs no device
+// workspace): qr from 128, svd from 512, the rest from 256. The triangular solves were faster
+// on the host at every size measured, so "default" keeps them there (kHostAlways) and
+// "cusolver" opts in.
+constexpr int64_t kHostAlways = -1;
 int64_t cusolver_from(Decomposition op) {
   switch (op) {
+    case Decomposition::qr: return 128;
+    case Decomposition::svd: return 512;
     case Decomposition::inverse:
-    case Decomposition::det: return 512;
-    default: return kNotMeasured;
+    case Decomposition::det:
+    case Decomposition::solve:
+    case Decomposition::cholesky:
+    case Decomposition::eigh:
+    case Decomposition::lu: return 256;
+    case Decomposition::solve_lower:
+    case Decomposition::solve_upper: return kHostAlways;
   }
+  return kHostAlways;
 }
 
 // Whether `op` on `a` runs on cuSOLVER; *why says why not.
@@ -93,9 +109,9 @@ bool on_device(Decomposition op, const View& a, std::string* why) {
   }
 #if defined(EMBER_HAVE_CUSOLVER_HEADERS)
   const int64_t from = cusolver_from(op);
-  if (library == 0 && from == kNotMeasured) {  // decided before cuSOLVER is loaded
-    *why = detail::concat("cuSOLVER is opt-in until its speed against the host route is measured (",
-                          name_of(op), "; set_preferred_linalg_library(\"cusolver\") takes it)");
+  if (library == 0 && from == kHostAlways) {  // decided before cuSOLVER is loaded
+    *why = detail::concat("the host route measured faster than cuSOLVER for ", name_of(op),
+                          " at every size (set_preferred_linalg_library(\"cusolver\") takes it)");
     return false;
   }
   std::string missing;
