@@ -14,6 +14,7 @@
 #include "ember/ember.hpp"
 #include "ember/models/gpt2.hpp"
 #include "error_of.hpp"
+#include "slot_calls.hpp"
 
 namespace {
 
@@ -58,16 +59,7 @@ void expect_near_composite(const Tensor& got, const Tensor& composite, double re
   EXPECT_LE(max(abs(a - b)).item<double>(), rel * scale);
 }
 
-// Calls of each kernel-table slot while f runs (the Profiler's kernel list).
-template <typename F>
-std::map<std::string, int64_t> slot_calls(F f) {
-  Profiler prof;
-  f();
-  prof.stop();
-  std::map<std::string, int64_t> calls;
-  for (const auto& k : prof.kernels()) calls[k.name] += k.calls;
-  return calls;
-}
+using ember_test::slot_calls;
 
 bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&

@@ -599,6 +599,14 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin,
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+/// relu(batch_norm(x, ...) + residual), or relu(batch_norm(x, ...)) without a residual, in one
+/// pass over the activations, forward and backward (ReLU's backward folded into batch norm's):
+/// the values and gradients of the composite bit for bit, with fewer passes over memory (a
+/// ResNet block's BatchNorm-ReLU and its residual join). residual: x's shape and device; of
+/// another dtype, the composite runs (the add promotes).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       double momentum = 0.1, double eps = 1e-5, const Tensor& residual = Tensor());
 
 // ---- convolution and pooling (NCHW; an unbatched [C, H, W] input is accepted too) ----
 /// A (height, width) pair; one number means both: conv2d(x, w, b, /*stride=*/2) or {2, 1}.

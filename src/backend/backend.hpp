@@ -220,6 +220,53 @@ struct RowNorm {
   bool rms = false;
 };
 
+/// batch_norm_prepare's operands (Note [Batch norm's per-channel arithmetic in one kernel] in
+/// src/kernels/norm.hpp): contiguous [C] views of the per-channel dtype P (f32 for 16-bit data,
+/// else the data's). Reads mean and var (training: the batch's, biased; eval: the running
+/// statistics); writes invstd = 1/√(var + eps), scale = invstd·weight and shift = bias -
+/// mean·scale; training with running statistics also updates them in place (momentum, and
+/// `unbias` = M/(M - 1) on the variance). weight, bias and the running statistics may be
+/// absent (data null: weight 1, bias 0, no update).
+struct BatchNormPrepare {
+  View invstd, scale, shift;
+  View mean, var;
+  View running_mean, running_var;
+  View weight, bias;
+  double eps = 1e-5, momentum = 0.1, unbias = 1.0;
+  bool training = true;
+};
+
+/// batch_norm_backward_prepare's operands ([C] views of P, as above): from Σg and Σg·(x - mean)
+/// (sum_g, sum_gx), mean, invstd and weight (absent: 1) it writes scale_g = weight·invstd and,
+/// training (inv_m = 1/M), scale_x and shift of dx = g·scale_g + x·scale_x + shift (Note [Fused
+/// batch norm] in src/ops/norm.cpp); grad_weight = Σg·(x - mean)·invstd and grad_bias = Σg
+/// where their views have data.
+struct BatchNormBackwardPrepare {
+  View scale_g, scale_x, shift;
+  View grad_weight, grad_bias;
+  View sum_g, sum_gx, mean, invstd, weight;
+  double inv_m = 0.0;
+  bool training = true;
+};
+
+/// channel_affine's operands: `out`, `a`, `b`, `gate` and `residual` are [N, C, S] views of
+/// one layout (nc3 in src/ops/norm.cpp), the scales and shift [C] of the per-channel dtype.
+/// Per element, in that dtype:
+///   v = a'·scale_a[c] + b·scale_b[c] + shift[c]     (a' = a where gate > 0, else a·0)
+///   out = relu?(round(round(v) + residual))
+/// Absent operands (data null) are left out: gate (a' = a), b with scale_b, shift (+0),
+/// residual (out = relu?(round(v))). The gate is ReLU's backward folded in (the bits of
+/// relu_backward's a·(gate > 0 ? 1 : 0)), the residual and relu batch_norm_relu's epilogue
+/// (the bits of the composite's add and relu).
+struct ChannelAffine {
+  View out, a, scale_a;
+  View gate;
+  View b, scale_b;
+  View shift;
+  View residual;
+  bool relu = false;
+};
+
 /// GemmArgs::residual's conditions: one plain product with a bias at most, C in A's dtype.
 inline bool residual_fits(const GemmArgs& g) {
   return g.batch == 1 && g.beta == 0.0 && g.epilogue == GemmEpilogue::none && !g.c_f32 &&

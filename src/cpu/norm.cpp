@@ -142,15 +142,23 @@ void stats_typed(T* mean, T* var, const T* in, Nc3 d) {
   });
 }
 
+// g where gate > 0, else g·0 (kernels::gated); no gate: g.
 template <typename T>
-void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T* mean, Nc3 d) {
+inline double gated_at(const T* __restrict g, const T* __restrict gate, int64_t i) {
+  return static_cast<double>(gate ? kernels::gated(g[i], gate[i]) : g[i]);
+}
+
+template <typename T>
+void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T* mean,
+                           const T* gate, Nc3 d) {
   if (d.s == 1 && d.c > 1 && d.n > 0) {  // Note [Batch norm with the channels innermost]
     const int64_t c = d.c;
     const std::vector<double> sums = column_sums<2>(d.n, c, [&](double* acc, int64_t r) {
       const T* gr = g + r * c;
       const T* xr = x + r * c;
+      const T* kr = gate ? gate + r * c : nullptr;
       for (int64_t j = 0; j < c; ++j) {
-        const double gi = static_cast<double>(gr[j]);
+        const double gi = gated_at(gr, kr, j);
         acc[j] += gi;
         acc[c + j] += gi * (static_cast<double>(xr[j]) - static_cast<double>(mean[j]));
       }
@@ -167,8 +175,18 @@ void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T*
       double sg = 0.0, sgx = 0.0;
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t off = (n * d.c + c) * d.s;
-        sg += run_sum(g + off, d.s);
-        sgx += run_dot_dev(g + off, x + off, d.s, mu);
+        if (gate) {
+          const T* gr = g + off;
+          const T* kr = gate + off;
+          const T* xr = x + off;
+          sg += lane_sum<T>(d.s, [gr, kr](int64_t i) { return gated_at(gr, kr, i); });
+          sgx += lane_sum<T>(d.s, [gr, kr, xr, mu](int64_t i) {
+            return gated_at(gr, kr, i) * (static_cast<double>(xr[i]) - mu);
+          });
+        } else {
+          sg += run_sum(g + off, d.s);
+          sgx += run_dot_dev(g + off, x + off, d.s, mu);
+        }
       }
       sum_g[c] = static_cast<T>(sg);
       sum_gx[c] = static_cast<T>(sgx);
@@ -219,6 +237,48 @@ void channel_affine_typed(T* out, const T* a, const T* sa, const T* b, const T* 
       } else {
         affine_run(out + off, a + off, sa[c], t, d.s);
       }
+    }
+  });
+}
+
+// The affine with a gate, a residual or a ReLU (backend::ChannelAffine): each element through
+// kernels::channel_affine_element, as the CUDA kernels compute it.
+template <typename T>
+EMBER_VECTORIZE void affine_epilogue_run(T* __restrict out, const T* __restrict a,
+                                         const T* __restrict gate, T sa, const T* __restrict b,
+                                         T sb, T shift, const T* __restrict res, bool relu,
+                                         int64_t s) {
+  const auto same = [](T v) { return v; };
+  for (int64_t i = 0; i < s; ++i) {
+    const T av = gate ? kernels::gated(a[i], gate[i]) : a[i];
+    out[i] = kernels::channel_affine_element<T, T>(av, sa, b != nullptr, b ? b[i] : T(0), sb, shift,
+                                                   res != nullptr, res ? res[i] : T(0), relu, same);
+  }
+}
+
+template <typename T>
+void channel_affine_epilogue(const backend::ChannelAffine& f, Nc3 d) {
+  const auto ptr = [](const View& v) { return static_cast<const T*>(v.data); };
+  T* out = static_cast<T*>(f.out.data);
+  const T *a = ptr(f.a), *sa = ptr(f.scale_a), *gate = ptr(f.gate), *b = ptr(f.b);
+  const T *sb = ptr(f.scale_b), *shift = ptr(f.shift), *res = ptr(f.residual);
+  const auto at = [](const T* p, int64_t off) { return p ? p + off : nullptr; };
+  if (d.s == 1 && d.c > 1) {  // rows of C: the per-channel factors change along the row
+    parallel_for(d.n, grain_for(d.c), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t j = 0; j < d.c; ++j) {
+          const int64_t e = r * d.c + j;
+          affine_epilogue_run(out + e, a + e, at(gate, e), sa[j], at(b, e), b ? sb[j] : T(0),
+                              shift ? shift[j] : T(0), at(res, e), f.relu, 1);
+        }
+    });
+    return;
+  }
+  parallel_for(d.n * d.c, grain_for(d.s), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r % d.c, off = r * d.s;
+      affine_epilogue_run(out + off, a + off, at(gate, off), sa[c], at(b, off), b ? sb[c] : T(0),
+                          shift ? shift[c] : T(0), at(res, off), f.relu, d.s);
     }
   });
 }
@@ -424,23 +484,62 @@ void batch_norm_stats(const View& mean, const View& var, const View& in) {
 }
 
 void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const View& grad_out,
-                                const View& in, const View& mean) {
+                                const View& in, const View& mean, const View& gate) {
   dispatch_float(in.dtype, "batch_norm_backward_reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward_reduce_typed(static_cast<T*>(sum_g.data), static_cast<T*>(sum_gx.data),
                           static_cast<const T*>(grad_out.data), static_cast<const T*>(in.data),
-                          static_cast<const T*>(mean.data), dims_of(in));
+                          static_cast<const T*>(mean.data), static_cast<const T*>(gate.data),
+                          dims_of(in));
   });
 }
 
-void channel_affine(const View& out, const View& a, const View& scale_a, const View& b,
-                    const View& scale_b, const View& shift) {
-  dispatch_float(out.dtype, "channel_affine", [&](auto tag) {
+void batch_norm_prepare(const backend::BatchNormPrepare& p) {
+  dispatch_float(p.mean.dtype, "batch_norm_prepare", [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    const auto in = [](const View& v) { return static_cast<const P*>(v.data); };
+    const auto io = [](const View& v) { return static_cast<P*>(v.data); };
+    const bool update = p.training && p.running_mean.data && p.running_var.data;
+    for (int64_t c = 0; c < p.mean.shape[0]; ++c) {
+      const kernels::BatchNormChannel<P> r = kernels::batch_norm_channel<P>(
+          in(p.mean)[c], in(p.var)[c], p.weight.data ? in(p.weight) + c : nullptr,
+          p.bias.data ? in(p.bias) + c : nullptr, update ? io(p.running_mean) + c : nullptr,
+          update ? io(p.running_var) + c : nullptr, p.eps, p.momentum, p.unbias);
+      io(p.invstd)[c] = r.invstd;
+      io(p.scale)[c] = r.scale;
+      io(p.shift)[c] = r.shift;
+    }
+  });
+}
+
+void batch_norm_backward_prepare(const backend::BatchNormBackwardPrepare& p) {
+  dispatch_float(p.mean.dtype, "batch_norm_backward_prepare", [&](auto tag) {
+    using P = typename decltype(tag)::type;
+    const auto in = [](const View& v) { return static_cast<const P*>(v.data); };
+    const auto io = [](const View& v) { return static_cast<P*>(v.data); };
+    for (int64_t c = 0; c < p.mean.shape[0]; ++c) {
+      const P sg = in(p.sum_g)[c], sgx = in(p.sum_gx)[c], r = in(p.invstd)[c];
+      const kernels::BatchNormBackwardChannel<P> k = kernels::batch_norm_backward_channel<P>(
+          sg, sgx, in(p.mean)[c], r, p.weight.data ? in(p.weight) + c : nullptr, p.inv_m,
+          p.training);
+      if (p.scale_g.data) io(p.scale_g)[c] = k.scale_g;
+      if (p.scale_x.data) io(p.scale_x)[c] = k.scale_x;
+      if (p.shift.data) io(p.shift)[c] = k.shift;
+      if (p.grad_weight.data) io(p.grad_weight)[c] = kernels::bn_mul(sgx, r);
+      if (p.grad_bias.data) io(p.grad_bias)[c] = sg;
+    }
+  });
+}
+
+void channel_affine(const backend::ChannelAffine& f) {
+  dispatch_float(f.out.dtype, "channel_affine", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    channel_affine_typed(static_cast<T*>(out.data), static_cast<const T*>(a.data),
-                         static_cast<const T*>(scale_a.data), static_cast<const T*>(b.data),
-                         static_cast<const T*>(scale_b.data), static_cast<const T*>(shift.data),
-                         dims_of(out));
+    if (f.gate.data || f.residual.data || f.relu)
+      return channel_affine_epilogue<T>(f, dims_of(f.out));
+    channel_affine_typed(static_cast<T*>(f.out.data), static_cast<const T*>(f.a.data),
+                         static_cast<const T*>(f.scale_a.data), static_cast<const T*>(f.b.data),
+                         static_cast<const T*>(f.scale_b.data), static_cast<const T*>(f.shift.data),
+                         dims_of(f.out));
   });
 }
 

@@ -13,13 +13,16 @@
 namespace ember::cuda {
 namespace {
 
-// The device an argument names: a View's, an argument struct's (GemmArgs, SdpaArgs, ...) or
-// its geometry's (ConvForwardArgs); -1 when it names none (a Window2d, an enum, a pointer).
+// The device an argument names: a View's, an argument struct's (GemmArgs, SdpaArgs, ...), its
+// geometry's (ConvForwardArgs) or its first View's (ChannelAffine's out, BatchNormPrepare's
+// mean); -1 when it names none (a Window2d, an enum, a pointer).
 template <typename T>
 constexpr bool kNamesDevice = requires(const T& a) {
   a.device;
 }
-|| requires(const T& a) { a.geo.device; };
+|| requires(const T& a) { a.geo.device; }
+|| requires(const T& a) { a.out.device; }
+|| requires(const T& a) { a.mean.device; };
 
 template <typename T>
 int device_of(const T& a) {
@@ -27,6 +30,10 @@ int device_of(const T& a) {
     return a.device;
   else if constexpr (requires { a.geo.device; })
     return a.geo.device;
+  else if constexpr (requires { a.out.device; })
+    return a.out.device;
+  else if constexpr (requires { a.mean.device; })
+    return a.mean.device;
   else
     return -1;
 }

@@ -53,9 +53,11 @@ void check_block(const ResNetBlockOptions& o, const char* op) {
               " (expected every one positive)");
 }
 
-// The residual join both blocks end with: relu(branch + identity).
-Tensor join(const Tensor& branch, const Module& downsample, const Tensor& x) {
-  return relu(branch + (downsample.defined() ? downsample(x) : x));
+// The residual join both blocks end with: relu(bn(branch) + identity), in one pass
+// (BatchNormImpl::forward_relu: batch_norm_relu's bits are the composite's).
+Tensor join(BatchNorm2d& bn, const Tensor& branch, const Module& downsample, const Tensor& x) {
+  const Tensor identity = downsample.defined() ? downsample(x) : x;
+  return bn->forward_relu(branch, identity);
 }
 
 }  // namespace
@@ -82,8 +84,8 @@ BasicBlockImpl::BasicBlockImpl(ResNetBlockOptions o)
 }
 
 Tensor BasicBlockImpl::forward(const Tensor& x) {
-  const Tensor out = bn2_(conv2_(relu(bn1_(conv1_(x)))));
-  return join(out, downsample_, x);
+  const Tensor out = conv2_(bn1_->forward_relu(conv1_(x)));
+  return join(bn2_, out, downsample_, x);
 }
 
 json BasicBlockImpl::options() const { return block_json(options_); }
@@ -116,9 +118,9 @@ BottleneckImpl::BottleneckImpl(ResNetBlockOptions o)
 }
 
 Tensor BottleneckImpl::forward(const Tensor& x) {
-  Tensor out = relu(bn1_(conv1_(x)));
-  out = relu(bn2_(conv2_(out)));
-  return join(bn3_(conv3_(out)), downsample_, x);
+  Tensor out = bn1_->forward_relu(conv1_(x));
+  out = bn2_->forward_relu(conv2_(out));
+  return join(bn3_, conv3_(out), downsample_, x);
 }
 
 json BottleneckImpl::options() const { return block_json(options_); }
@@ -229,7 +231,7 @@ ResNetImpl::ResNetImpl(ResNetBlock block, std::vector<int64_t> layers, ResNetOpt
 Tensor ResNetImpl::features(const Tensor& x) {
   EMBER_CHECK(x.dim() == 4 && x.size(1) == 3, "ResNet: input ", x.shape().to_string(),
               " (expected [N, 3, H, W])");
-  Tensor h = maxpool_(relu(bn1_(conv1_(x))));
+  Tensor h = maxpool_(bn1_->forward_relu(conv1_(x)));
   for (Sequential& stage : stages_) h = stage(h);
   return adaptive_avg_pool2d(h, Size2d(1, 1)).flatten(1);
 }

@@ -2,8 +2,10 @@
 // ember::layer_norm (src/ops/nn.cpp) and ember::rms_norm, with PyTorch's state and update rules.
 #include "ember/nn/norm.hpp"
 
+#include "core/profiler.hpp"
 #include "ember/autograd.hpp"
 #include "ember/ops_nn.hpp"
+#include "ember/profiler.hpp"
 #include "nn/py_repr.hpp"
 
 namespace ember::nn {
@@ -39,7 +41,26 @@ void BatchNormImpl::set_momentum(std::optional<double> momentum) {
   options_.momentum = momentum;
 }
 
-Tensor BatchNormImpl::forward(const Tensor& x) {
+Tensor BatchNormImpl::forward(const Tensor& x) { return normalize(x, Tensor(), false); }
+
+Tensor BatchNormImpl::forward_relu(const Tensor& x, const Tensor& residual) {
+  // Forward hooks see the layer's own input and output: then the add and the ReLU come after.
+  if (has_forward_hooks()) {
+    const Tensor y = call_forward(*this, x);
+    return relu(residual.defined() ? add(y, residual) : y);
+  }
+  const core::profiler::ModuleFrame frame(this, detail::profiling() ? type_name() : std::string());
+  refresh_parametrizations();
+  return normalize(x, residual, true);
+}
+
+Tensor BatchNormImpl::forward_with_epilogue(const Tensor& x, Activation activation) {
+  if (activation != Activation::relu) return Tensor();
+  refresh_parametrizations();
+  return normalize(x, Tensor(), true);
+}
+
+Tensor BatchNormImpl::normalize(const Tensor& x, const Tensor& residual, bool relu_after) {
   EMBER_CHECK(x.defined(), type_name(), ": input is an undefined tensor (expected a tensor)");
   check_input(x);
   EMBER_CHECK(x.shape()[1] == options_.num_features, type_name(), "(", options_.num_features,
@@ -57,6 +78,9 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
   }
   // Batch statistics in training, and always when no running stats are kept.
   const bool use_batch_stats = is_training() || !track;
+  if (relu_after)
+    return batch_norm_relu(x, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(),
+                           weight_, bias_, use_batch_stats, factor, options_.eps, residual);
   return batch_norm(x, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(), weight_,
                     bias_, use_batch_stats, factor, options_.eps);
 }

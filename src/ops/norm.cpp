@@ -43,16 +43,35 @@ const backend::View kNone{};  // an absent operand of channel_affine
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+namespace {
+
+// The composite of batch_norm_relu: what the fused path must equal.
+Tensor bn_relu_composite(const Tensor& y, const Tensor& residual) {
+  return relu(residual.defined() ? add(y, residual) : y);
+}
+
+// A [C] view of a per-channel tensor (contiguous), or an absent operand.
+backend::View channel_view(const Tensor& t) { return t.defined() ? ops::view_of(t) : kNone; }
+
+// relu?(batch_norm(x, ...) + residual?) (residual undefined: none; relu false: batch_norm).
+Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                        double eps, const Tensor& residual, bool relu_after) {
+  const bool epilogue = relu_after || residual.defined();
   if (const auto c = ops::autocast(Op::batch_norm, {&x, &weight, &bias}))
-    return batch_norm(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps);
+    return batch_norm_fused(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps,
+                            residual, relu_after);
   ops::check_defined("batch_norm", x);
   const ops::OpScope op_scope(Op::batch_norm, x);
   ops::check_supported(Op::batch_norm, x);
   EMBER_CHECK(x.dim() >= 2, op_name(Op::batch_norm), ": input shape ", x.shape().to_string(),
               " (expected [N, C] or [N, C, ...])");
+  if (residual.defined()) {
+    EMBER_CHECK(residual.shape() == x.shape(), "batch_norm_relu: residual shape ",
+                residual.shape().to_string(), " (expected the input's, ", x.shape().to_string(),
+                ")");
+    ops::check_same_device("batch_norm_relu", x, residual);
+  }
   const int64_t c = x.shape()[1];
   const bool half = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
   auto check_param = [&](const Tensor& t, const char* what) {
@@ -77,6 +96,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     EMBER_CHECK(running_mean.defined() && running_var.defined(), op_name(Op::batch_norm),
                 ": eval mode needs running_mean and running_var (got undefined tensors)");
   }
+  // A residual of another dtype promotes in the add: the composite computes that.
+  if (residual.defined() && residual.dtype() != x.dtype())
+    return bn_relu_composite(batch_norm_fused(x, running_mean, running_var, weight, bias, training,
+                                              momentum, eps, Tensor(), false),
+                             residual);
   // Note [16-bit batch norm]: an f16/bf16 input is normalised with f32 statistics and
   // parameters, its output rounded once to its dtype (torch's autocast runs batch_norm so, and
   // keeps the activations 16-bit). On a GPU the kernels read the 16-bit data and the f32
@@ -98,95 +122,165 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         rv = narrow_var ? running_var.to(DType::f32) : running_var;
       }
       const bool cpu = x.device().is_cpu();
-      Tensor y = batch_norm(cpu ? x.to(DType::f32) : x, rm, rv, wide(weight), wide(bias), training,
-                            momentum, eps);
+      Tensor y = batch_norm_fused(cpu ? x.to(DType::f32) : x, rm, rv, wide(weight), wide(bias),
+                                  training, momentum, eps, Tensor(), false);
       if (training) {
         NoGradGuard no_grad;
         if (narrow_stats) Tensor(running_mean).copy_(rm);
         if (narrow_var) Tensor(running_var).copy_(rv);
       }
-      return cpu ? y.to(x.dtype()) : y;
+      y = cpu ? y.to(x.dtype()) : y;
+      return epilogue ? bn_relu_composite(y, residual) : y;
     }
   }
   const DType stat_dtype = half ? DType::f32 : x.dtype();  // of the per-channel values
   const backend::Backend& be = ops::backend_of(x);
   // Note [Memory formats]: a channels_last input is normalised as it lies, and so is its output.
   const MemoryFormat format = ops::format_of(x);
-  Tensor xc, mean, invstd, out;
+  Tensor xc, mean, invstd, out, res;
   {
     NoGradGuard no_grad;  // everything below is data for the kernels, not graph
     xc = x.contiguous(format);
+    if (residual.defined()) res = residual.contiguous(format);
+    // Note [Batch norm's per-channel arithmetic in one kernel] (src/kernels/norm.hpp).
+    Tensor var, scale = ops::make_tensor({c}, stat_dtype, x.device());
+    Tensor shift = ops::make_tensor({c}, stat_dtype, x.device());
+    invstd = ops::make_tensor({c}, stat_dtype, x.device());
+    // Running statistics are updated in place by the kernel: a non-contiguous one through a
+    // contiguous copy written back after.
+    const bool update = training && running_mean.defined() && running_var.defined();
+    Tensor rm = update ? running_mean.contiguous() : Tensor();
+    Tensor rv = update ? running_var.contiguous() : Tensor();
     if (training) {
       mean = ops::make_tensor({c}, stat_dtype, x.device());
-      Tensor var = ops::make_tensor({c}, stat_dtype, x.device());
+      var = ops::make_tensor({c}, stat_dtype, x.device());
       be.batch_norm_stats(ops::view_of(mean), ops::view_of(var), nc3(xc, format));
-      invstd = rsqrt(add(var, eps));
-      if (running_mean.defined() && running_var.defined()) {
-        const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
-        Tensor new_mean = add(mul(running_mean, 1.0 - momentum), mul(mean, momentum));
-        Tensor new_var = add(mul(running_var, 1.0 - momentum), mul(var, momentum * unbias));
-        Tensor(running_mean).copy_(new_mean);
-        Tensor(running_var).copy_(new_var);
-      }
     } else {
       mean = running_mean.contiguous().clone();  // a snapshot: the buffer may change later
-      invstd = rsqrt(add(running_var, eps));
+      var = running_var.contiguous();
     }
-    Tensor scale = weight.defined() ? mul(invstd, weight) : invstd;
-    Tensor shift = neg(mul(mean, scale));
-    if (bias.defined()) shift = add(shift, bias);
-    scale = scale.contiguous();
-    shift = shift.contiguous();
+    const Tensor w = weight.defined() ? weight.contiguous() : Tensor();
+    const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+    backend::BatchNormPrepare prep;
+    prep.invstd = ops::view_of(invstd);
+    prep.scale = ops::view_of(scale);
+    prep.shift = ops::view_of(shift);
+    prep.mean = ops::view_of(mean);
+    prep.var = ops::view_of(var);
+    prep.running_mean = channel_view(rm);
+    prep.running_var = channel_view(rv);
+    prep.weight = channel_view(w);
+    prep.bias = channel_view(b);
+    prep.eps = eps;
+    prep.momentum = momentum;
+    prep.unbias = m > 1 ? static_cast<double>(m) / static_cast<double>(m - 1) : 1.0;
+    prep.training = training;
+    be.batch_norm_prepare(prep);
+    if (update) {
+      if (!rm.is_same(running_mean)) Tensor(running_mean).copy_(rm);
+      if (!rv.is_same(running_var)) Tensor(running_var).copy_(rv);
+    }
     out = ops::make_tensor(x.shape(), x.dtype(), x.device(), format);
-    if (out.numel() > 0)
-      be.channel_affine(nc3(out, format), nc3(xc, format), ops::view_of(scale), kNone, kNone,
-                        ops::view_of(shift));
+    if (out.numel() > 0) {
+      backend::ChannelAffine f;
+      f.out = nc3(out, format);
+      f.a = nc3(xc, format);
+      f.scale_a = ops::view_of(scale);
+      f.shift = ops::view_of(shift);
+      if (res.defined()) f.residual = nc3(res, format);
+      f.relu = relu_after;
+      be.channel_affine(f);
+    }
   }
-  if (autograd::needs_grad(x, weight, bias)) {
+  const bool needs_residual = residual.defined() && autograd::needs_grad(residual);
+  if (autograd::needs_grad(x, weight, bias) || needs_residual) {
     const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
     const bool nb = bias.defined() && bias.requires_grad();
+    const bool nr = residual.defined() && residual.requires_grad();
     autograd::record(
-        Op::batch_norm, out, {&x, &weight, &bias},
-        [nx, nw, nb, training, m, format, sx = SavedTensor(xc), smean = SavedTensor(mean),
-         sr = SavedTensor(invstd), sw = SavedTensor(weight)](const Tensor& g, GradList& gi) {
-          const Tensor gc = g.to(sx.get().dtype()).contiguous(format), xs = sx.get(),
-                       mu = smean.get(), r = sr.get(), w = sw.get();
+        Op::batch_norm, out, {&x, &weight, &bias, &residual},
+        [nx, nw, nb, nr, relu_after, training, m, format, sx = SavedTensor(xc),
+         smean = SavedTensor(mean), sr = SavedTensor(invstd), sw = SavedTensor(weight),
+         so = relu_after ? SavedTensor(out) : SavedTensor()](const Tensor& g, GradList& gi) {
+          Tensor gc = g.to(sx.get().dtype()).contiguous(format);
+          const Tensor xs = sx.get(), mu = smean.get(), r = sr.get(), w = sw.get();
+          Tensor gate;  // ReLU's output: its backward folded into the kernels below
+          if (relu_after && nr) {
+            gc = ops::relu_backward(gc, so.get()).contiguous(format);  // the residual's too
+          } else if (relu_after) {
+            gate = so.get().contiguous(format);
+          }
+          if (nr) gi[3] = gc;
+          if (!nx && !nw && !nb) return;
           const backend::Backend& b = ops::backend_of(gc);
           const int64_t channels = mu.numel();
           Tensor sum_g = ops::make_tensor({channels}, mu.dtype(), gc.device());
           Tensor sum_gx = ops::make_tensor({channels}, mu.dtype(), gc.device());
           if (gc.numel() > 0) {
             b.batch_norm_backward_reduce(ops::view_of(sum_g), ops::view_of(sum_gx), nc3(gc, format),
-                                         nc3(xs, format), ops::view_of(mu));
+                                         nc3(xs, format), ops::view_of(mu),
+                                         gate.defined() ? nc3(gate, format) : kNone);
           } else {
             b.fill(ops::view_of(sum_g), 0.0);
             b.fill(ops::view_of(sum_gx), 0.0);
           }
-          if (nw) gi[1] = mul(sum_gx, r);
-          if (nb) gi[2] = sum_g;
+          const Tensor wc = w.defined() ? w.contiguous() : Tensor();
+          const auto channel = [&](bool wanted) {
+            return wanted ? ops::make_tensor({channels}, mu.dtype(), gc.device()) : Tensor();
+          };
+          Tensor scale_g = channel(nx), scale_x = channel(nx && training);
+          Tensor shift = channel(nx && training), gw = channel(nw), gb = channel(nb);
+          backend::BatchNormBackwardPrepare prep;
+          prep.scale_g = channel_view(scale_g);
+          prep.scale_x = channel_view(scale_x);
+          prep.shift = channel_view(shift);
+          prep.grad_weight = channel_view(gw);
+          prep.grad_bias = channel_view(gb);
+          prep.sum_g = ops::view_of(sum_g);
+          prep.sum_gx = ops::view_of(sum_gx);
+          prep.mean = ops::view_of(mu);
+          prep.invstd = ops::view_of(r);
+          prep.weight = channel_view(wc);
+          prep.inv_m = 1.0 / static_cast<double>(m);
+          prep.training = training;
+          b.batch_norm_backward_prepare(prep);
+          if (nw) gi[1] = gw;
+          if (nb) gi[2] = gb;
           if (!nx) return;
-          const Tensor wr = (w.defined() ? mul(w, r) : r).contiguous();  // A
           Tensor dx = ops::make_tensor(gc.shape(), gc.dtype(), gc.device(), format);
-          if (dx.numel() == 0) {
-            gi[0] = dx;
-            return;
-          }
-          if (training) {
-            const double inv_m = 1.0 / static_cast<double>(m);
-            const Tensor coef_x =
-                neg(mul(mul(wr, square(r)), mul(sum_gx, inv_m))).contiguous();  // B
-            const Tensor shift =
-                sub(neg(mul(mu, coef_x)), mul(wr, mul(sum_g, inv_m))).contiguous();  // D
-            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), nc3(xs, format),
-                             ops::view_of(coef_x), ops::view_of(shift));
-          } else {
-            b.channel_affine(nc3(dx, format), nc3(gc, format), ops::view_of(wr), kNone, kNone,
-                             kNone);
+          if (dx.numel() > 0) {
+            backend::ChannelAffine f;
+            f.out = nc3(dx, format);
+            f.a = nc3(gc, format);
+            f.scale_a = ops::view_of(scale_g);
+            if (gate.defined()) f.gate = nc3(gate, format);
+            if (training) {
+              f.b = nc3(xs, format);
+              f.scale_b = ops::view_of(scale_x);
+              f.shift = ops::view_of(shift);
+            }
+            b.channel_affine(f);
           }
           gi[0] = dx;
         });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                          Tensor(), false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps, const Tensor& residual) {
+  return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                          residual, true);
 }
 
 namespace {

@@ -39,6 +39,14 @@ struct BatchNormOptions {
 class BatchNormImpl : public ModuleImpl {
  public:
   Tensor forward(const Tensor& x) override;
+  /// relu(forward(x) + residual) (residual undefined: relu(forward(x))) in one pass over the
+  /// activations (ember::batch_norm_relu): a ResNet's BatchNorm-ReLU and its residual join.
+  /// Charged to this module in a profile; with forward hooks, the hooks run on the layer's own
+  /// output and the add and ReLU after. Sequential uses it for a BatchNorm followed by a ReLU.
+  Tensor forward_relu(const Tensor& x, const Tensor& residual = Tensor());
+  /// Sequential's fusion: a following ReLU in the same pass (forward_relu); other activations
+  /// do not fuse (an undefined tensor).
+  Tensor forward_with_epilogue(const Tensor& x, Activation activation) override;
   json options() const override;
   std::string extra_repr() const override;
   const BatchNormOptions& norm_options() const { return options_; }
@@ -54,6 +62,7 @@ class BatchNormImpl : public ModuleImpl {
   virtual void check_input(const Tensor& x) const = 0;
 
  private:
+  Tensor normalize(const Tensor& x, const Tensor& residual, bool relu_after);
   BatchNormOptions options_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };
