@@ -452,6 +452,19 @@ TEST(MemoryFormatCuda, Conv2dNhwcEqualsNchwAndTheCpu) {
   EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
 }
 
+// Channels a multiple of a 16-byte pack take the pack kernel of max pooling's backward (Note
+// [Max pooling's backward in channel packs]); overlapping windows (3, stride 2) send one input
+// two gradients. f32 gives the CPU's bits; bf16 the CPU's within its rounding.
+TEST(MemoryFormatCuda, MaxPoolBackwardInChannelPacks) {
+  SKIP_WITHOUT_CUDA();
+  const auto pool = [](const Tensor& x, const std::vector<Tensor>&) {
+    return max_pool2d(x, 3, 2, 1);
+  };
+  check_format("max_pool2d 16 channels", pool, seeded_randn({2, 16, 9, 8}, 41), {}, 0.0, kGpu);
+  check_format("max_pool2d 8 channels bf16", pool, seeded_randn({2, 8, 9, 8}, 42).to(DType::bf16),
+               {}, 1e-2, kGpu);
+}
+
 TEST(MemoryFormatCuda, BatchNormAndPoolsNhwcEqualNchwAndTheCpu) {
   SKIP_WITHOUT_CUDA();
   for (bool training : {true, false})
