@@ -252,120 +252,25 @@ __global__ void __launch_bounds__(kColX* kMergeY)
   }
 }
 
-// Note [Column sums in packs]
-// With 2-byte elements a thread of columns_kernel reads 2 bytes a load, and ResNet-50's batch
-// norms (bf16, channels_last) ran their statistics at ~1.2 TB/s and their backward sums at
-// ~1.5 on an H100 (~2.3 and ~5.3 of a 31 ms step). When C is a multiple of a 16-byte pack (V
-// elements) and the operands are aligned, a thread takes a pack of V adjacent channels instead:
-// 16-byte loads, kPackUnroll rows of every operand loaded before any is added. A block is
-// kPackThreads threads, bx = min(32, C/V) pack columns wide and kPackThreads/bx rows tall; the
-// rows of a part are dealt to its thread rows, each thread row's f64 sums are added in thread-row
-// order, and the parts are merged by columns_merge_kernel in part order: deterministic (the
-// sums group the rows differently from columns_kernel: another f64 rounding, not another
-// result to f32 precision).
-constexpr int kPackThreads = 256, kPackUnroll = 4;
-
-template <typename T, typename P, ColumnSums kKind, int V>
-__global__ void __launch_bounds__(kPackThreads)
-    columns_pack_kernel(double* __restrict partial, const T* __restrict a, const T* __restrict x,
-                        const P* __restrict mean, const T* __restrict gate, int64_t rows, int64_t c,
-                        int64_t per_part) {
-  __shared__ double sums[2][kPackThreads * V];
-  const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t cp = c / V, jp = static_cast<int64_t>(blockIdx.x) * bx + tx;
-  const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
-  double s0[V] = {}, s1[V] = {};
-  if (jp < cp) {
-    double mu[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      mu[k] = kKind == ColumnSums::backward ? static_cast<double>(mean[jp * V + k]) : 0.0;
-    const auto add = [&](const Pack<T, V>& pa, const Pack<T, V>& px, const Pack<T, V>& pg) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const double v = gate ? kernels::gated(wide(pa.v[k]), wide(pg.v[k])) : wide(pa.v[k]);
-        s0[k] += v;
-        if constexpr (kKind == ColumnSums::stats)
-          s1[k] += v * v;
-        else
-          s1[k] += v * (wide(px.v[k]) - mu[k]);
-      }
-    };
-    int64_t r = r0 + ty;
-    for (; r + (kPackUnroll - 1) * by < r1; r += kPackUnroll * by) {
-      Pack<T, V> pa[kPackUnroll], px[kPackUnroll], pg[kPackUnroll];
-#pragma unroll
-      for (int u = 0; u < kPackUnroll; ++u) {
-        const int idx = static_cast<int>((r + u * by) * cp + jp);
-        pa[u] = load_pack<T, V>(a, idx);
-        if (kKind == ColumnSums::backward) px[u] = load_pack<T, V>(x, idx);
-        if (gate) pg[u] = load_pack<T, V>(gate, idx);
-      }
-#pragma unroll
-      for (int u = 0; u < kPackUnroll; ++u) add(pa[u], px[u], pg[u]);
-    }
-    for (; r < r1; r += by) {
-      const int idx = static_cast<int>(r * cp + jp);
-      const Pack<T, V> pa = load_pack<T, V>(a, idx);
-      const Pack<T, V> px = kKind == ColumnSums::backward ? load_pack<T, V>(x, idx) : pa;
-      const Pack<T, V> pg = gate ? load_pack<T, V>(gate, idx) : pa;
-      add(pa, px, pg);
-    }
-  }
-  const int slot = (ty * bx + tx) * V;
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    sums[0][slot + k] = s0[k];
-    sums[1][slot + k] = s1[k];
-  }
-  __syncthreads();
-  if (ty != 0 || jp >= cp) return;
-  for (int y = 1; y < by; ++y)
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      s0[k] += sums[0][(y * bx + tx) * V + k];
-      s1[k] += sums[1][(y * bx + tx) * V + k];
-    }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    partial[(p * 2) * c + jp * V + k] = s0[k];
-    partial[(p * 2 + 1) * c + jp * V + k] = s1[k];
-  }
-}
-
 // Both kernels over [rows, c] (row-major) into out0, out1 [c]. The parts: enough blocks to fill
-// the device several times over (at most 2048 in all), at least a block's rows times its unroll
-// each. In packs when Note [Column sums in packs] applies, else an element a thread.
+// the device several times over (at most 2048 in all), at least kColY·kColUnroll rows each.
 template <typename T, typename P, ColumnSums kKind>
 void column_sums(int device, P* out0, P* out1, const T* a, const T* x, const P* mean, const T* gate,
                  int64_t rows, int64_t c) {
   const cudaStream_t st = stream(device);
-  constexpr int kV = static_cast<int>(16 / sizeof(T));
-  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const bool packs = c % kV == 0 && aligned(a) && aligned(x) && aligned(gate) &&
-                     rows * (c / kV) <= std::numeric_limits<int32_t>::max();
-  // The block: columns (elements or packs) across, thread rows down; each part's rows are
-  // dealt to the thread rows `unroll` at a time.
-  const int64_t columns = packs ? c / kV : c;
-  const int bx = packs ? static_cast<int>(std::min<int64_t>(32, columns)) : kColX;
-  const int by = packs ? kPackThreads / bx : kColY, unroll = packs ? kPackUnroll : kColUnroll;
-  const int64_t col_blocks = (columns + bx - 1) / bx;
+  const int64_t col_blocks = (c + kColX - 1) / kColX;
   const int64_t parts =
-      std::clamp<int64_t>(rows / (by * unroll), 1, std::max<int64_t>(1, 2048 / col_blocks));
+      std::clamp<int64_t>(rows / (kColY * kColUnroll), 1, std::max<int64_t>(1, 2048 / col_blocks));
   const int64_t per_part = (rows + parts - 1) / parts;
   Scratch partial(device, static_cast<size_t>(parts * 2 * c) * sizeof(double));
   auto* part = static_cast<double*>(partial.get());
-  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts));
-  if (packs)
-    columns_pack_kernel<T, P, kKind, kV>
-        <<<grid, dim3(bx, by), 0, st>>>(part, a, x, mean, gate, rows, c, per_part);
-  else
-    columns_kernel<T, P, kKind>
-        <<<grid, dim3(bx, by), 0, st>>>(part, a, x, mean, gate, rows, c, per_part);
+  columns_kernel<T, P, kKind>
+      <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)), dim3(kColX, kColY),
+         0, st>>>(part, a, x, mean, gate, rows, c, per_part);
   EMBER_CUDA_LAUNCH_CHECK();
   columns_merge_kernel<P, kKind>
-      <<<static_cast<unsigned>((c + kColX - 1) / kColX), dim3(kColX, kMergeY), 0, st>>>(
-          out0, out1, part, parts, c, rows);
+      <<<static_cast<unsigned>(col_blocks), dim3(kColX, kMergeY), 0, st>>>(out0, out1, part, parts,
+                                                                           c, rows);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
