@@ -41,7 +41,7 @@ void BatchNormImpl::set_momentum(std::optional<double> momentum) {
   options_.momentum = momentum;
 }
 
-Tensor BatchNormImpl::forward(const Tensor& x) { return normalize(x, Tensor(), false); }
+Tensor BatchNormImpl::forward(const Tensor& x) { return norm_forward(x, Tensor(), false); }
 
 Tensor BatchNormImpl::forward_relu(const Tensor& x, const Tensor& residual) {
   // Forward hooks see the layer's own input and output: then the add and the ReLU come after.
@@ -51,16 +51,16 @@ Tensor BatchNormImpl::forward_relu(const Tensor& x, const Tensor& residual) {
   }
   const core::profiler::ModuleFrame frame(this, detail::profiling() ? type_name() : std::string());
   refresh_parametrizations();
-  return normalize(x, residual, true);
+  return norm_forward(x, residual, true);
 }
 
 Tensor BatchNormImpl::forward_with_epilogue(const Tensor& x, Activation activation) {
   if (activation != Activation::relu) return Tensor();
   refresh_parametrizations();
-  return normalize(x, Tensor(), true);
+  return norm_forward(x, Tensor(), true);
 }
 
-Tensor BatchNormImpl::normalize(const Tensor& x, const Tensor& residual, bool relu_after) {
+Tensor BatchNormImpl::norm_forward(const Tensor& x, const Tensor& residual, bool relu_after) {
   EMBER_CHECK(x.defined(), type_name(), ": input is an undefined tensor (expected a tensor)");
   check_input(x);
   EMBER_CHECK(x.shape()[1] == options_.num_features, type_name(), "(", options_.num_features,

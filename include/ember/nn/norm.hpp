@@ -62,7 +62,7 @@ class BatchNormImpl : public ModuleImpl {
   virtual void check_input(const Tensor& x) const = 0;
 
  private:
-  Tensor normalize(const Tensor& x, const Tensor& residual, bool relu_after);
+  Tensor norm_forward(const Tensor& x, const Tensor& residual, bool relu_after);
   BatchNormOptions options_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
 };
