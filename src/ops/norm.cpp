@@ -57,7 +57,8 @@ backend::View channel_view(const Tensor& t) { return t.defined() ? ops::view_of(
 Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, bool training, double momentum,
                         double eps, const Tensor& residual, bool relu_after) {
-  const bool epilogue = relu_after || residual.defined();
+  EMBER_ASSERT(relu_after || !residual.defined(), "batch_norm: a residual comes with the ReLU");
+  const bool epilogue = relu_after;
   if (const auto c = ops::autocast(Op::batch_norm, {&x, &weight, &bias}))
     return batch_norm_fused(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps,
                             residual, relu_after);
