@@ -256,6 +256,22 @@ EMBER_VECTORIZE void affine_epilogue_run(T* __restrict out, const T* __restrict 
   }
 }
 
+// S = 1 ([rows, C]): a row at a time, the per-channel factors read along it (affine_row's walk).
+template <typename T>
+EMBER_VECTORIZE void affine_epilogue_row(T* __restrict out, const T* __restrict a,
+                                         const T* __restrict gate, const T* __restrict sa,
+                                         const T* __restrict b, const T* __restrict sb,
+                                         const T* __restrict shift, const T* __restrict res,
+                                         bool relu, int64_t c) {
+  const auto same = [](T v) { return v; };
+  for (int64_t j = 0; j < c; ++j) {
+    const T av = gate ? kernels::gated(a[j], gate[j]) : a[j];
+    out[j] = kernels::channel_affine_element<T, T>(av, sa[j], b != nullptr, b ? b[j] : T(0),
+                                                   b ? sb[j] : T(0), shift ? shift[j] : T(0),
+                                                   res != nullptr, res ? res[j] : T(0), relu, same);
+  }
+}
+
 template <typename T>
 void channel_affine_epilogue(const backend::ChannelAffine& f, Nc3 d) {
   const auto ptr = [](const View& v) { return static_cast<const T*>(v.data); };
@@ -266,11 +282,8 @@ void channel_affine_epilogue(const backend::ChannelAffine& f, Nc3 d) {
   if (d.s == 1 && d.c > 1) {  // rows of C: the per-channel factors change along the row
     parallel_for(d.n, grain_for(d.c), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t j = 0; j < d.c; ++j) {
-          const int64_t e = r * d.c + j;
-          affine_epilogue_run(out + e, a + e, at(gate, e), sa[j], at(b, e), b ? sb[j] : T(0),
-                              shift ? shift[j] : T(0), at(res, e), f.relu, 1);
-        }
+        affine_epilogue_row(out + r * d.c, a + r * d.c, at(gate, r * d.c), sa, at(b, r * d.c), sb,
+                            shift, at(res, r * d.c), f.relu, d.c);
     });
     return;
   }
