@@ -138,7 +138,7 @@ EMBER_HD inline P bn_rsqrt(P x) {
 }
 
 /// One channel of batch_norm_prepare (backend::BatchNormPrepare): w, b: the weight and bias
-/// (1, 0 when absent); rm, rv: the running statistics, updated when `update`.
+/// (null: 1 and 0); rm, rv: the running statistics, updated in place (null: no update).
 template <typename P>
 struct BatchNormChannel {
   P invstd, scale, shift;
