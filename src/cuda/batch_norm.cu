@@ -463,21 +463,11 @@ __global__ void backward_prepare_kernel(BackwardPreparePointers<P> p, int64_t c)
   if (p.grad_bias) p.grad_bias[j] = sg;
 }
 
-template <typename F>
-void dispatch_channels(DType p, const char* op, F&& f) {
-  EMBER_CHECK(p == DType::f32 || p == DType::f64, op, ": per-channel values of dtype ",
-              dtype_name(p), " (expected float32 or float64)");
-  if (p == DType::f32)
-    f(float{});
-  else
-    f(double{});
-}
-
 void batch_norm_prepare(const backend::BatchNormPrepare& p) {
   const int64_t c = p.mean.shape[0];
   if (c == 0) return;
-  dispatch_channels(p.mean.dtype, "batch_norm_prepare", [&](auto tag) {
-    using P = decltype(tag);
+  dispatch_float(p.mean.dtype, "batch_norm_prepare", [&](auto tag) {
+    using P = typename decltype(tag)::type;
     const auto io = [](const View& v) { return static_cast<P*>(v.data); };
     const bool update = p.training && p.running_mean.data && p.running_var.data;
     const PreparePointers<P> k{io(p.invstd),
@@ -502,8 +492,8 @@ void batch_norm_prepare(const backend::BatchNormPrepare& p) {
 void batch_norm_backward_prepare(const backend::BatchNormBackwardPrepare& p) {
   const int64_t c = p.mean.shape[0];
   if (c == 0) return;
-  dispatch_channels(p.mean.dtype, "batch_norm_backward_prepare", [&](auto tag) {
-    using P = decltype(tag);
+  dispatch_float(p.mean.dtype, "batch_norm_backward_prepare", [&](auto tag) {
+    using P = typename decltype(tag)::type;
     const auto io = [](const View& v) { return static_cast<P*>(v.data); };
     const BackwardPreparePointers<P> k{
         io(p.scale_g), io(p.scale_x), io(p.shift),  io(p.grad_weight), io(p.grad_bias), io(p.sum_g),
