@@ -185,6 +185,56 @@ TEST(KvAttention, CudaMatchesCpu) {
   EXPECT_LT(max_diff(got, want), 1e-2);
 }
 
+// Caches longer than one key split (64 keys): the splits' partial results are merged by the
+// last split of each query to finish (Note [Decode attention in key splits]). Every length
+// around the split edges, a key padding mask that empties whole splits, repeated calls (the
+// arrival counters must be back at zero), one query and several; then a launch with more
+// queries than the counters hold, merged by the second kernel.
+TEST(KvAttention, CudaKeySplitsMatchTheCpuAtEveryLength) {
+  SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  manual_seed(11);
+  const int64_t B = 2, H = 4, Hkv = 2, S = 300, E = 64;
+  std::vector<uint8_t> m(static_cast<size_t>(B * S), 1);
+  for (int64_t j = 0; j < 140; ++j) m[static_cast<size_t>(S + j)] = 0;  // row 1: splits 0, 1
+  const Tensor mask = from_vector(m, {B, S}).to(DType::boolean);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor kc = randn({B, Hkv, S, E}).to(dtype), vc = randn({B, Hkv, S, E}).to(dtype);
+    for (const int64_t T : {1, 3}) {
+      const Tensor q = randn({B, H, T, E}).to(dtype), k = randn({B, Hkv, T, E}).to(dtype),
+                   v = randn({B, Hkv, T, E}).to(dtype);
+      for (const int64_t past : {0, 1, 62, 63, 64, 65, 127, 128, 141, 200, 255, 256, 296}) {
+        if (past + T > S) continue;
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " T " + std::to_string(T) + " past " +
+                     std::to_string(past));
+        const Tensor len = from_vector(std::vector<int64_t>{past, S - T - past / 3}, {B});
+        Tensor kc_cpu = kc.clone(), vc_cpu = vc.clone();
+        const Tensor want =
+            attention_with_kv_cache(q, kc_cpu, vc_cpu, k, v, len, {.key_padding_mask = mask});
+        Tensor kc_gpu = kc.to(gpu), vc_gpu = vc.to(gpu);
+        auto run = [&] {
+          return attention_with_kv_cache(q.to(gpu), kc_gpu, vc_gpu, k.to(gpu), v.to(gpu),
+                                         len.to(gpu), {.key_padding_mask = mask.to(gpu)});
+        };
+        const Tensor first = run(), again = run();
+        EXPECT_LT(max_diff(first, want), dtype == DType::f32 ? 1e-5 : 1e-2);
+        EXPECT_EQ(max_diff(again, first), 0.0) << "a second call gives the same bits";
+        EXPECT_EQ(max_diff(kc_gpu, kc_cpu), 0.0);
+        EXPECT_EQ(max_diff(vc_gpu, vc_cpu), 0.0);
+      }
+    }
+  }
+  // 64 heads of 1040 queries: 66,560 queries, past the 65,536 counters.
+  const int64_t Hb = 64, T = 1040, Sb = 1100, Eb = 8;
+  const Tensor q = randn({1, Hb, T, Eb}), k = randn({1, Hb, T, Eb}), v = randn({1, Hb, T, Eb});
+  Tensor kc = randn({1, Hb, Sb, Eb}), vc = randn({1, Hb, Sb, Eb});
+  const Tensor len = from_vector(std::vector<int64_t>{50}, {1});
+  Tensor kc_gpu = kc.to(gpu), vc_gpu = vc.to(gpu);
+  const Tensor got =
+      attention_with_kv_cache(q.to(gpu), kc_gpu, vc_gpu, k.to(gpu), v.to(gpu), len.to(gpu));
+  EXPECT_LT(max_diff(got, attention_with_kv_cache(q, kc, vc, k, v, len)), 1e-5);
+}
+
 TEST(KvAttention, CudaRangeErrorComesAtTheNextSynchronisation) {
   SKIP_WITHOUT_CUDA();
   Problem p(DType::f32, Device::cuda(0));

@@ -13,14 +13,21 @@
 // memory, then the value rows (warp w takes keys w, w + kWarps, ...; lane e's dims e + 32·r)
 // summed across warps. With one split (a capacity of at most kSplit) the block writes the
 // output; otherwise it writes its partial state (maximum, sum, Ev sums; f32, or f64 for f64)
-// and a second kernel merges the splits up to the query's last key (OnlineSoftmax::merge) and
-// rounds once into out. The first block of each key head's group (i = 0, split 0) also writes
+// and the splits up to the query's last key are merged (OnlineSoftmax::merge) and rounded once
+// into out by the last of them to finish: each adds one to the query's arrival counter (a
+// per-device array that every launch leaves at zero) after a fence, and the block that brings
+// it to the number of splits holding keys merges and sets it back to 0, so a decode layer's
+// attention is one kernel (a merge kernel was 12 more launches a GPT-2 token; it stays for
+// launches of more than kMaxCounters queries, and when the counters would first be made inside
+// a capture). The first block of each key head's group (i = 0, split 0) also writes
 // the T new keys and values into the caches: no block reads those rows (keys at or after
 // seqlens[b] come from k and v), so nothing orders the writes against the reads. A row whose
 // seqlens[b] + T does not fit the cache writes nothing and reports a deferred device error
 // (Note [Deferred device errors]).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <mutex>
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
@@ -36,6 +43,8 @@ constexpr int kSplit = 64;                       // keys per block
 constexpr int kLanesPerKey = kThreads / kSplit;  // threads forming one key's score
 constexpr int kMaxDim = 256;                     // head dims up to 256
 constexpr int kMaxPerLane = kMaxDim / 32;        // value dims a lane sums
+constexpr int kMaxCounters = 1 << 16;            // queries a launch merges without a kernel
+constexpr int kMaxDevices = 64;
 
 struct DeviceExp {
   __device__ float operator()(float x) const { return expf(x); }
@@ -84,8 +93,32 @@ __device__ inline A* partial_of(void* scratch, int64_t n, int64_t split, int64_t
 }
 
 template <typename T>
+__device__ void merge_splits(const KvCacheAttentionArgs& a, const void* partials, int64_t splits,
+                             int64_t n);
+
+// After a block's partial is written: with arrival counters, the last of query n's `used`
+// splits to arrive merges them all and sets the counter back to 0 for the next launch.
+template <typename T>
+__device__ void arrive(const KvCacheAttentionArgs& a, void* partials, int* counters, int64_t n,
+                       int64_t splits, int64_t used) {
+  if (counters == nullptr) return;
+  __shared__ bool s_last;
+  __syncthreads();  // every thread's share of the partial is written
+  if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible before the arrival is
+    const int arrived = atomicAdd(counters + n, 1) + 1;
+    s_last = arrived == (used < splits ? used : splits);
+    if (s_last) counters[n] = 0;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // the other splits' partials, seen through their fences
+  merge_splits<T>(a, partials, splits, n);
+}
+
+template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    kv_split_kernel(KvCacheAttentionArgs a, void* partials, DeviceError* error) {
+    kv_split_kernel(KvCacheAttentionArgs a, void* partials, int* counters, DeviceError* error) {
   using A = Compute<T>;
   const int64_t n = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int64_t i = n % a.len_q, h = n / a.len_q % a.heads, b = n / (a.len_q * a.heads);
@@ -145,12 +178,14 @@ __global__ void __launch_bounds__(kThreads)
   const DeviceExp exp_fn;
   const A mine = threadIdx.x < kSplit ? s_p[threadIdx.x] : neg_inf;
   const A m = block_reduce(mine, s_red, true);
-  if (m == neg_inf) {  // no key of this split is seen: an empty partial
+  const int64_t used = last / kSplit + 1;  // the splits holding keys <= the last
+  if (m == neg_inf) {                      // no key of this split is seen: an empty partial
     if (threadIdx.x == 0 && splits > 1) {
       A* part = partial_of<A>(partials, n, split, splits, a.head_dim_v);
       part[0] = neg_inf;
       part[1] = 0;
     }
+    if (splits > 1) arrive<T>(a, partials, counters, n, splits, used);
     return;
   }
   const A p = threadIdx.x < kSplit && mine != neg_inf ? exp_fn(mine - m) : A(0);
@@ -197,18 +232,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) total += s_acc[w][e];
     part[2 + e] = total;
   }
+  arrive<T>(a, partials, counters, n, splits, used);
 }
 
-// One block per query: the splits up to its last key, merged in order, rounded once.
+// Query n's splits up to its last key, merged in order and rounded once into out, by the
+// block's threads (dims e = threadIdx.x, + blockDim.x, ...).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    kv_merge_kernel(KvCacheAttentionArgs a, const void* partials, int64_t splits) {
+__device__ void merge_splits(const KvCacheAttentionArgs& a, const void* partials, int64_t splits,
+                             int64_t n) {
   using A = Compute<T>;
-  const int64_t n = blockIdx.x;
   const int64_t i = n % a.len_q, h = n / a.len_q % a.heads, b = n / (a.len_q * a.heads);
   const int64_t past = a.seqlens[b];
-  if (past < 0 || past + a.len_q > a.capacity) return;  // reported by the split kernel
-  const int64_t used = (past + i) / kSplit + 1;         // splits holding keys <= the last
+  const int64_t used = (past + i) / kSplit + 1;  // splits holding keys <= the last
   const DeviceExp exp_fn;
   kernels::OnlineSoftmax<A> total;
   T* orow = static_cast<T*>(a.out) + ((b * a.heads + h) * a.len_q + i) * a.head_dim_v;
@@ -218,14 +253,44 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t sp = 0; sp < used && sp < splits; ++sp) {
       const A* part = partial_of<A>(const_cast<void*>(partials), n, sp, splits, a.head_dim_v);
       kernels::OnlineSoftmax<A> piece;
-      piece.max = part[0];
-      piece.sum = part[1];
-      piece.any = part[1] > A(0);
+      piece.max = __ldcg(part);  // written by other blocks: read past L1
+      piece.sum = __ldcg(part + 1);
+      piece.any = piece.sum > A(0);
       const auto step = total.merge(piece, exp_fn);
-      if (piece.any) out = out * step.rescale + step.weight * part[2 + e];
+      if (piece.any) out = out * step.rescale + step.weight * __ldcg(part + 2 + e);
     }
     orow[e] = cast<T>(out / total.sum);
   }
+}
+
+// One block per query (without arrival counters: more queries than kMaxCounters).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    kv_merge_kernel(KvCacheAttentionArgs a, const void* partials, int64_t splits) {
+  const int64_t n = blockIdx.x;
+  const int64_t past = a.seqlens[n / (a.len_q * a.heads)];
+  if (past < 0 || past + a.len_q > a.capacity) return;  // reported by the split kernel
+  merge_splits<T>(a, partials, splits, n);
+}
+
+// The per-device arrival counters (Note [Decode attention in key splits]): kMaxCounters ints,
+// zero between launches, made (and zeroed in stream order) on first use outside a capture.
+int* arrival_counters(int device, cudaStream_t s) {
+  static std::mutex mutex;
+  static int* counters[kMaxDevices] = {};
+  EMBER_ASSERT(device >= 0 && device < kMaxDevices, "attention_with_kv_cache: device ", device,
+               " out of range");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (counters[device] == nullptr) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    EMBER_CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return nullptr;  // the merge kernel instead
+    int* c = nullptr;
+    EMBER_CUDA_CHECK(cudaMalloc(&c, kMaxCounters * sizeof(int)));
+    EMBER_CUDA_CHECK(cudaMemsetAsync(c, 0, kMaxCounters * sizeof(int), s));
+    counters[device] = c;  // never freed (256 KB a device)
+  }
+  return counters[device];
 }
 
 }  // namespace
@@ -243,16 +308,19 @@ bool kv_cache_attention(const KvCacheAttentionArgs& a) {
     using A = Compute<T>;
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
     if (splits == 1) {
-      kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, nullptr, error);
+      kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, nullptr, nullptr, error);
       EMBER_CUDA_LAUNCH_CHECK();
       return;
     }
     const Scratch partials(a.device,
                            static_cast<size_t>(rows * splits * (a.head_dim_v + 2)) * sizeof(A));
-    kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials.get(), error);
+    int* counters = rows <= kMaxCounters ? arrival_counters(a.device, s) : nullptr;
+    kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials.get(), counters, error);
     EMBER_CUDA_LAUNCH_CHECK();
-    kv_merge_kernel<T><<<static_cast<unsigned>(rows), 64, 0, s>>>(a, partials.get(), splits);
-    EMBER_CUDA_LAUNCH_CHECK();
+    if (counters == nullptr) {
+      kv_merge_kernel<T><<<static_cast<unsigned>(rows), 64, 0, s>>>(a, partials.get(), splits);
+      EMBER_CUDA_LAUNCH_CHECK();
+    }
   });
   return true;
 }

@@ -7,9 +7,9 @@
 // chunks so that a few large groups still fill the GPU. When the innermost dim is reduced a warp
 // runs an item (lanes stride through the chunk, coalesced); when it is kept one thread runs an item
 // (neighbouring threads read neighbouring columns). With one chunk the item writes the output;
-// otherwise items write partial accumulators to a scratch buffer and a second kernel merges them in
-// chunk order (deterministic). f32 sums accumulate in f64; max/min propagate NaN; argmax/argmin
-// keep the first index on ties and treat NaN as the extreme (PyTorch).
+// otherwise items write partial accumulators to a scratch buffer and a second kernel merges them
+// (a warp per output, in a fixed order: deterministic). f32 sums accumulate in f64; max/min
+// propagate NaN; argmax/argmin keep the first index on ties and treat NaN as the extreme (PyTorch).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -109,15 +109,28 @@ __global__ void reduce_outer_kernel(Plan p, Red red, const T* in, typename Red::
   }
 }
 
+// A warp per output: lane l merges chunks l, l + 32, ... in order, then the lanes merge as the
+// inner kernel's do (a fixed tree: deterministic). One thread walking the chunks in turn waited
+// on each read: argmax over GPT-2's 50,257 logits (197 chunks) took 47 µs, the warp 2.
 template <typename Red>
 __global__ void reduce_merge_kernel(Plan p, Red red, typename Red::Out* out,
                                     const typename Red::Acc* partial, int64_t chunks) {
-  EMBER_CUDA_KERNEL_LOOP(o, p.outputs) {
+  using Acc = typename Red::Acc;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t o = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+       o < p.outputs; o += warps) {
     int64_t in_off, out_off;
     kept_offsets(p, o, in_off, out_off);
-    typename Red::Acc acc = partial[o];
-    for (int64_t c = 1; c < chunks; ++c) red.merge(acc, partial[c * p.outputs + o]);
-    out[out_off] = red.finish(acc, p.group);
+    Acc acc = partial[o];  // chunk 0 always holds a partial; lanes past the chunks merge none
+    if (lane < chunks) acc = partial[lane * p.outputs + o];
+    for (int64_t c = lane + kWarp; c < chunks; c += kWarp)
+      red.merge(acc, partial[c * p.outputs + o]);
+    for (int delta = kWarp / 2; delta > 0; delta /= 2) {
+      const Acc other = shfl_down(acc, delta);
+      if (lane + delta < chunks) red.merge(acc, other);
+    }
+    if (lane == 0) out[out_off] = red.finish(acc, p.group);
   }
 }
 
@@ -160,8 +173,10 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   }
   EMBER_CUDA_LAUNCH_CHECK();
   if (chunks > 1) {
+    const int64_t merge_blocks =
+        std::min<int64_t>((plan.outputs * kWarp + kBlock - 1) / kBlock, 65535 * 16);
     reduce_merge_kernel<Red>
-        <<<grid_for(plan.outputs), kBlock, 0, st>>>(plan, red, out, partial, chunks);
+        <<<static_cast<unsigned>(merge_blocks), kBlock, 0, st>>>(plan, red, out, partial, chunks);
     EMBER_CUDA_LAUNCH_CHECK();
   }
 }
