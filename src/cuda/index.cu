@@ -8,7 +8,10 @@
 //
 // Note [Index range check on the device]
 // A bad index must leave the output untouched, and must not cost a host sync on good calls.
-// A check kernel sets a flag (device memory, one per device, cleared by each call) when any
+// index_select, whose output is the op's own new tensor, checks in its one kernel: a thread
+// whose row index is out of range reports it and writes nothing (the embedding lookup of a
+// decode step is one kernel, not three). The other ops write into what they are given: a check
+// kernel sets a flag (device memory, one per device, cleared by each call) when any
 // index is out of range and records the first bad index in the device's deferred error
 // record; the op kernel that follows on the same stream reads the flag and writes nothing if
 // it is set. The call returns true without waiting: the error is reported by the next
@@ -134,17 +137,24 @@ __device__ inline void atomic_add(int64_t* p, int64_t v) {
 
 // ---- index_select: out[o, j, i] = in[o, index[j], i], moved in units of U ----
 
+// The range check is the kernel's own (Note [Index range check on the device]): a thread whose
+// row index is out of range reports it and writes nothing.
 template <typename U, typename I>
 __global__ void index_select_kernel(U* __restrict out, const U* __restrict in,
                                     const I* __restrict index, int64_t outer, int64_t count,
-                                    int64_t size, int64_t inner_units, const int* __restrict bad) {
-  if (*bad) return;
+                                    int64_t size, int64_t inner_units, DeviceError* error,
+                                    int32_t dim) {
   const int64_t total = outer * count * inner_units;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner_units, r = e / inner_units;
     const int64_t j = r % count, o = r / count;
-    out[e] = in[(o * size + static_cast<int64_t>(index[j])) * inner_units + i];
+    const int64_t row = static_cast<int64_t>(index[j]);
+    if (row < 0 || row >= size) {
+      if (i == 0 && o == 0) report_device_error(error, kIndexSelect, dim, row, j, size);
+      continue;
+    }
+    out[e] = in[(o * size + row) * inner_units + i];
   }
 }
 
@@ -433,19 +443,19 @@ bool index_select(const View& out, const View& in, int dim, const View& index) {
   const int device = index.device;
   return kernels::dispatch_index(index.dtype, "index", "index", [&](auto index_tag) {
     using I = typename decltype(index_tag)::type;
-    const RangeCheck rc = begin_check<I>(index, l.size, device, kIndexSelect, dim);
     const int64_t row_bytes = l.inner * static_cast<int64_t>(element_size(in.dtype));
     if (out.numel() > 0) {
       dispatch_unit(unit_bytes(row_bytes, out.data, in.data), [&](auto unit_tag) {
         using U = decltype(unit_tag);
         const int64_t units = row_bytes / static_cast<int64_t>(sizeof(U));
-        index_select_kernel<U, I><<<grid_for(l.outer * count * units), kBlock, 0, rc.stream>>>(
+        index_select_kernel<U, I><<<grid_for(l.outer * count * units), kBlock, 0, stream(device)>>>(
             static_cast<U*>(out.data), static_cast<const U*>(in.data),
-            static_cast<const I*>(index.data), l.outer, count, l.size, units, rc.flag);
+            static_cast<const I*>(index.data), l.outer, count, l.size, units,
+            device_error_record(device), dim);
         EMBER_CUDA_LAUNCH_CHECK();
       });
     }
-    return end_check(rc);
+    return true;  // a bad index surfaces at the next synchronisation
   });
 }
 
