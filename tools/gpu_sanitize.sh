@@ -32,9 +32,14 @@ mkdir -p "$out"
 # KERNELS=all instruments every kernel, NVIDIA's too (initcheck then sees cuBLASLt's writes;
 # about ten times slower).
 filter="*Cuda*:*cuda*:*Gpu*:*GPU*:*Device*-*DeathTest*:*TwoProcesses*:*Distributed*:*Process*${EXCLUDE:+:$EXCLUDE}"
-# The full names of the tests the filter selects (gtest's listing: "Suite." then "  name").
-"$build/tests/ember_tests" --gtest_list_tests --gtest_filter="$filter" |
-  awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' >"$out/all_tests.txt"
+# The full names of the tests the filter selects (gtest's listing: "Suite." then "  name"), or
+# those TESTS names (a file of full names, one a line: e.g. what an earlier run left not run).
+if [ -n "${TESTS:-}" ]; then
+  grep -v '^$' "$TESTS" >"$out/all_tests.txt.new" && mv "$out/all_tests.txt.new" "$out/all_tests.txt"
+else
+  "$build/tests/ember_tests" --gtest_list_tests --gtest_filter="$filter" |
+    awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' >"$out/all_tests.txt"
+fi
 
 # One shard of one tool: run the shard's tests; after a crash, run those not yet run.
 run_shard() {

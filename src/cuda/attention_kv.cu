@@ -58,8 +58,7 @@ __device__ inline A block_reduce(A x, A* scratch, bool is_max) {
     x = is_max ? (y > x ? y : x) : x + y;
   }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // scratch may still be read from the previous reduction
-  if (lane == 0) scratch[warp] = x;
+  if (lane == 0) scratch[warp] = x;  // each reduction of a block has a scratch of its own
   __syncthreads();
   A r = scratch[0];
   for (int w = 1; w < kWarps; ++w) r = is_max ? (scratch[w] > r ? scratch[w] : r) : r + scratch[w];
@@ -149,8 +148,9 @@ __global__ void __launch_bounds__(kThreads)
   if (first_key > last) return;                               // the merge reads no such split
   const int64_t keys = last - first_key + 1 < kSplit ? last - first_key + 1 : kSplit;
   __shared__ A s_q[kMaxDim];
-  __shared__ A s_p[kSplit];
-  __shared__ A s_red[kWarps];
+  __shared__ A s_p[kSplit];  // scores
+  __shared__ A s_w[kSplit];  // their weights exp(score - max)
+  __shared__ A s_max[kWarps], s_sum[kWarps];
   __shared__ A s_acc[kWarps][kMaxDim];
   const T* qrow = static_cast<const T*>(a.q) + kernels::kv_offset(a.q_strides, b, h, i);
   for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const DeviceExp exp_fn;
   const A mine = threadIdx.x < kSplit ? s_p[threadIdx.x] : neg_inf;
-  const A m = block_reduce(mine, s_red, true);
+  const A m = block_reduce(mine, s_max, true);
   const int64_t used = last / kSplit + 1;  // the splits holding keys <= the last
   if (m == neg_inf) {                      // no key of this split is seen: an empty partial
     if (threadIdx.x == 0 && splits > 1) {
@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const A p = threadIdx.x < kSplit && mine != neg_inf ? exp_fn(mine - m) : A(0);
-  const A sum = block_reduce(p, s_red, false);
-  if (threadIdx.x < kSplit) s_p[threadIdx.x] = p;
+  const A sum = block_reduce(p, s_sum, false);
+  if (threadIdx.x < kSplit) s_w[threadIdx.x] = p;
   __syncthreads();
   // Values: warp w sums keys w, w + kWarps, ...; lane dims lane + 32·r.
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kMaxPerLane; ++r) acc[r] = A(0);
 #pragma unroll 4
   for (int64_t local = warp; local < keys; local += kWarps) {
-    const A pj = s_p[local];
+    const A pj = s_w[local];
     if (pj == A(0)) continue;  // uniform over the warp
     const int64_t j = first_key + local;
     const T* vrow = kernels::kv_row(vc, a.v_cache_strides, v, a.v_strides, b, hk, j, past);
