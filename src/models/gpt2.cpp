@@ -188,10 +188,9 @@ Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions,
   Tensor x = models::detail::rows_of(wte_->weight(), ids) +
              models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
   for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i, weight_dtype());
-  // The norm is row by row: the last position's row first, then norm and head (one kernel at
-  // decode, where they fuse).
+  x = run_norm(ln_f_, x, weight_dtype());
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
-  return norm_linear(ln_f_, lm_head_, x, weight_dtype());
+  return lm_head_(x);
 }
 
 }  // namespace ember::nn

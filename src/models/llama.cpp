@@ -158,23 +158,6 @@ struct Rotary {
   }
 };
 
-namespace {
-// rms_norm_linear can stand for `norm` then each of `projections`: a decode step's few rows
-// on a GPU (elsewhere the op would compose, normalising once per projection), no gradient,
-// x of the norm's 16-bit dtype, an eps set, and no forward hooks to see the modules' outputs.
-bool fuses(const RMSNorm& norm, std::initializer_list<const Linear*> projections, const Tensor& x) {
-  const Tensor w = norm->weight();
-  bool ok = models::detail::fusable_decode_rows(x) && w.defined() && w.dtype() == x.dtype() &&
-            norm->norm_options().eps.has_value() && !norm->has_forward_hooks();
-  for (const Linear* p : projections) ok = ok && !(*p)->has_forward_hooks();
-  return ok;
-}
-Tensor normed_linear(const RMSNorm& norm, Linear& proj, const Tensor& x) {
-  return rms_norm_linear(x, norm->weight(), *norm->norm_options().eps, proj->weight(),
-                         proj->bias());
-}
-}  // namespace
-
 // input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj.
 class LlamaLayerImpl : public models::detail::GroupImpl {
  public:
@@ -240,6 +223,22 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
   }
 
  private:
+  // rms_norm_linear can stand for `norm` then each of `projections`: a decode step's few rows
+  // on a GPU (elsewhere the op would compose, normalising once per projection), no gradient,
+  // x of the norm's 16-bit dtype, an eps set, and no forward hooks to see the modules' outputs.
+  static bool fuses(const RMSNorm& norm, std::initializer_list<const Linear*> projections,
+                    const Tensor& x) {
+    const Tensor w = norm->weight();
+    bool ok = models::detail::fusable_decode_rows(x) && w.defined() && w.dtype() == x.dtype() &&
+              norm->norm_options().eps.has_value() && !norm->has_forward_hooks();
+    for (const Linear* p : projections) ok = ok && !(*p)->has_forward_hooks();
+    return ok;
+  }
+  static Tensor normed_linear(const RMSNorm& norm, Linear& proj, const Tensor& x) {
+    return rms_norm_linear(x, norm->weight(), *norm->norm_options().eps, proj->weight(),
+                           proj->bias());
+  }
+
   int64_t heads_, kv_heads_, hd_;
   RMSNorm input_layernorm_, post_attention_layernorm_;
   Linear q_proj_, k_proj_, v_proj_, o_proj_, gate_proj_, up_proj_, down_proj_;
@@ -290,10 +289,9 @@ Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions,
   Rotary rotary{cos(both), sin(both)};
   Tensor x = models::detail::rows_of(embed_tokens_->weight(), ids);
   for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, rotary, attention, i);
-  // The norm is row by row: the last position's row first, then norm and head (one kernel at
-  // decode, where they fuse).
+  x = norm_(x);
   if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
-  return fuses(norm_, {&lm_head_}, x) ? normed_linear(norm_, lm_head_, x) : lm_head_(norm_(x));
+  return lm_head_(x);
 }
 
 }  // namespace ember::nn
