@@ -163,7 +163,8 @@ void time_decode_kernels(Device gpu) {
   const Tensor w_qkv = randn({2304, 768}).to(DType::bf16).to(gpu), b_qkv = zeros({2304}, bf),
                w_fc = randn({3072, 768}).to(DType::bf16).to(gpu),
                w_head = randn({50257, 768}).to(DType::bf16).to(gpu), g = ones({768}, bf),
-               z = zeros({768}, bf);
+               h = randn({1, 1, 3072}).to(DType::bf16).to(gpu),
+               w_proj = randn({768, 3072}).to(DType::bf16).to(gpu), z = zeros({768}, bf);
   const Tensor q = randn({1, 12, 1, 64}).to(DType::bf16).to(gpu),
                k = randn({1, 12, 1, 64}).to(DType::bf16).to(gpu);
   Tensor kc = randn({1, 12, 384, 64}).to(DType::bf16).to(gpu),
@@ -175,6 +176,11 @@ void time_decode_kernels(Device gpu) {
       {"linear 768->2304 +bias", [&] { return linear(x, w_qkv, b_qkv); }},
       {"linear 768->3072 gelu", [&] { return linear(x, w_fc, Tensor(), Activation::gelu_tanh); }},
       {"linear 768->50257 (head)", [&] { return linear(x, w_head); }},
+      {"layer_norm, then the head", [&] { return linear(layer_norm(x, {768}, g, z), w_head); }},
+      {"layer_norm_linear 768->50257", [&] { return layer_norm_linear(x, g, z, 1e-5, w_head); }},
+      {"layer_norm_linear 768->2304",
+       [&] { return layer_norm_linear(x, g, z, 1e-5, w_qkv, b_qkv); }},
+      {"linear 3072->768 +residual", [&] { return linear(h, w_proj, Tensor(), x); }},
       {"attention_with_kv_cache S=16",
        [&] { return attention_with_kv_cache(q, kc, vc, k, k, len16); }},
       {"attention_with_kv_cache S=200",
