@@ -32,8 +32,10 @@
 // 4: its row sums then add in another order — the same math, other f64 roundings.)
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common.hpp"
 
@@ -199,9 +201,22 @@ EMBER_HD inline T channel_affine_element(P av, P sa, bool has_b, P bv, P sb, P s
 }
 
 /// a where gate > 0, else a·0 (ReLU's backward: its bits, NaN and the sign of 0 kept).
+/// On the host both are computed and the gate picks between their bits: a compiler keeps
+/// `gate > 0 ? a : a·0` as a branch (it will not speculate the product, which could raise a
+/// floating-point exception), and a ReLU's gate is positive for about half the elements at
+/// random, so the branch mispredicted half the time (the fused batch norm's backward reduce on
+/// the CPU took 12 ms for 2M elements, 2.6 with the bits picked).
 template <typename P>
 EMBER_HD inline P gated(P a, P gate) {
+#if defined(__CUDA_ARCH__)
   return gate > P(0) ? a : bn_mul(a, P(0));
+#else
+  using U = std::conditional_t<sizeof(P) == 4, uint32_t, uint64_t>;
+  static_assert(sizeof(P) == sizeof(U), "gated: f32 or f64");
+  const U keep = U(0) - static_cast<U>(gate > P(0));  // all ones where the gate is open
+  const P closed = bn_mul(a, P(0));
+  return std::bit_cast<P>((std::bit_cast<U>(a) & keep) | (std::bit_cast<U>(closed) & ~keep));
+#endif
 }
 
 }  // namespace ember::kernels
