@@ -148,31 +148,12 @@ inline double gated_at(const T* __restrict g, const T* __restrict gate, int64_t 
   return static_cast<double>(gate ? kernels::gated(g[i], gate[i]) : g[i]);
 }
 
-// The gated sums of one run, Σ gated(g) and Σ gated(g)·(x - mu), in one pass with lane_sum's
-// lanes and order (the bits of two lane_sum calls); the gate read unconditionally.
+// gate_run: the run's gated gradient (kernels::gated) into `out`, so that run_sum and
+// run_dot_dev (vectorised, and the composite's bits: ReLU's backward, then batch norm's) sum it.
 template <typename T>
-EMBER_VECTORIZE void gated_run_sums(const T* __restrict g, const T* __restrict gate,
-                                    const T* __restrict x, double mu, int64_t s, double& sum_g,
-                                    double& sum_gx) {
-  double lg[kLanes] = {}, lgx[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= s; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      const double gi = static_cast<double>(kernels::gated(g[i + j], gate[i + j]));
-      lg[j] += gi;
-      lgx[j] += gi * (static_cast<double>(x[i + j]) - mu);
-    }
-  for (; i < s; ++i) {
-    const double gi = static_cast<double>(kernels::gated(g[i], gate[i]));
-    lg[0] += gi;
-    lgx[0] += gi * (static_cast<double>(x[i]) - mu);
-  }
-  sum_g = 0.0;
-  sum_gx = 0.0;
-  for (int j = 0; j < kLanes; ++j) {
-    sum_g += lg[j];
-    sum_gx += lgx[j];
-  }
+EMBER_VECTORIZE void gate_run(T* __restrict out, const T* __restrict g, const T* __restrict gate,
+                              int64_t s) {
+  for (int64_t i = 0; i < s; ++i) out[i] = kernels::gated(g[i], gate[i]);
 }
 
 template <typename T>
@@ -197,16 +178,16 @@ void backward_reduce_typed(T* sum_g, T* sum_gx, const T* g, const T* x, const T*
     return;
   }
   parallel_for(d.c, grain_for(d.n * d.s), [&](int64_t c0, int64_t c1) {
+    std::vector<T> gated_run(gate ? static_cast<size_t>(d.s) : 0);
     for (int64_t c = c0; c < c1; ++c) {
       const double mu = static_cast<double>(mean[c]);
       double sg = 0.0, sgx = 0.0;
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t off = (n * d.c + c) * d.s;
         if (gate) {
-          double run_g, run_gx;
-          gated_run_sums(g + off, gate + off, x + off, mu, d.s, run_g, run_gx);
-          sg += run_g;
-          sgx += run_gx;
+          gate_run(gated_run.data(), g + off, gate + off, d.s);
+          sg += run_sum(gated_run.data(), d.s);
+          sgx += run_dot_dev(gated_run.data(), x + off, d.s, mu);
         } else {
           sg += run_sum(g + off, d.s);
           sgx += run_dot_dev(g + off, x + off, d.s, mu);
