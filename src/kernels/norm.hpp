@@ -201,6 +201,8 @@ EMBER_HD inline T channel_affine_element(P av, P sa, bool has_b, P bv, P sb, P s
 }
 
 /// a where gate > 0, else a·0 (ReLU's backward: its bits, NaN and the sign of 0 kept).
+///
+/// Note [A gate without a branch]
 /// On the host both are computed and the gate picks between their bits: a compiler keeps
 /// `gate > 0 ? a : a·0` as a branch (it will not speculate the product, which could raise a
 /// floating-point exception), and a ReLU's gate is positive for about half the elements at
