@@ -77,7 +77,7 @@ run_shard() {
       sed 's/^/CRASH /' "$part.crash" >>"$results"
       sed 's/^/CRASHED UNDER THE TOOL: /' "$part.crash" >>"$log"
     fi
-    awk '{ print $2 }' "$part.done" "$results" | cat - "$part.crash" | sort -u >"$part.names"
+    awk '{ print $2 }' "$results" | cat - "$part.crash" | sort -u >"$part.names"  # all that ran
     grep -vxF -f "$part.names" "$todo" >"$todo.next"
     if cmp -s "$todo" "$todo.next"; then break; fi  # nothing ran: give up on this shard
     mv "$todo.next" "$todo"
