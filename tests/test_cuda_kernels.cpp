@@ -305,10 +305,12 @@ TEST(CudaNormKernels, BatchNormTrainForwardBackwardMatchesCpu) {
   manual_seed(7);
   // Planes of 30, 7 and 561 elements and 3 channels take the element-wise affine; planes of 48
   // and 16 channels innermost (BatchNorm1d, and channels_last) its packs of 16 bytes (Note
-  // [Channel affine in packs]).
+  // [Channel affine in packs]). Channels of 37,000 and 100,352 elements are cut into 9 and 8
+  // parts, the last of the 9 shorter (Note [Batch norm's channels in parts]).
   const std::vector<std::pair<Shape, bool>> shapes = {
-      {{8, 4, 5, 6}, false}, {{16, 3}, false},  {{2, 5, 7}, false},   {{64, 2, 33, 17}, false},
-      {{8, 4, 8, 6}, false}, {{32, 16}, false}, {{4, 16, 5, 3}, true}};
+      {{8, 4, 5, 6}, false},    {{16, 3}, false},         {{2, 5, 7}, false},
+      {{64, 2, 33, 17}, false}, {{8, 4, 8, 6}, false},    {{32, 16}, false},
+      {{4, 16, 5, 3}, true},    {{37, 3, 25, 40}, false}, {{128, 32, 28, 28}, false}};
   for (DType dtype : {DType::f32, DType::f64}) {
     for (const auto& [shape, channels_last] : shapes) {
       const std::string name = "batch_norm " + shape.to_string() +
