@@ -388,6 +388,41 @@ TEST(CaptureCuda, InferenceOnlyCaptureEqualsEager) {
   EXPECT_EQ(infer.graph_count(), 1);
 }
 
+// Inside a graph, a chained elementwise kernel right after a device-to-device copy (a same-dtype
+// copy over 1 MiB is a cudaMemcpyAsync node) reads this replay's copy: the input changes before
+// each replay. With set_poison_allocations on, the blocks the capture allocates (the step's
+// static inputs among them) are poisoned once, when captured: a fill recorded into the graph
+// would wipe, on every replay, the input written into it before the launch (the first version
+// of the poison did, and every replay read NaN).
+TEST(CaptureCuda, LargeCopiesAndPoisonedBlocksSeeEachReplaysInput) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n = int64_t{1} << 24;  // 64 MiB: the copy takes tens of microseconds
+  Tensor x = zeros({n}, {.device = kGpu});
+  for (bool poison : {false, true}) {
+    const bool before = poison_allocations();
+    set_poison_allocations(poison);
+    train::CapturedStep step(
+        [](const std::vector<Tensor>& in) {
+          const Tensor copy = in[0].clone();  // cudaMemcpyAsync: over 1 MiB, one dtype
+          return std::vector<Tensor>{copy * 2.0 + 1.0, copy.narrow(0, 0, 1024) - 1.0};
+        },
+        {.warmup = 1});
+    for (int replay = 0; replay < 6; ++replay) {
+      const float v = static_cast<float>(replay + 1) * (poison ? -1.0f : 1.0f);
+      x.fill_(v);
+      const std::vector<Tensor> r = step({x});
+      const std::vector<float> doubled = r[0].to_vector<float>();
+      const std::vector<float> head = r[1].to_vector<float>();
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += doubled[i] != 2.0f * v + 1.0f;
+      for (float h : head) wrong += h != v - 1.0f;
+      EXPECT_EQ(wrong, 0) << "replay " << replay << (poison ? " with poisoned allocations" : "")
+                          << ": first value " << doubled[0] << ", expected " << 2.0f * v + 1.0f;
+    }
+    set_poison_allocations(before);
+  }
+}
+
 // fit(capture_step): the same epochs and weights as the eager fit, bitwise (100 rows in
 // batches of 32: the last batch of 4 gets its own graph).
 namespace {

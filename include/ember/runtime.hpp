@@ -1,5 +1,6 @@
-// ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; deterministic mode;
-// float32 matmul precision (TF32); CUDA device descriptions.
+// ember/runtime.hpp — process-wide settings: CPU threads; the ReLU fold; synchronous device
+// errors; poisoned allocations; deterministic mode; float32 matmul precision (TF32); CUDA
+// device descriptions.
 #pragma once
 
 #include <string>
@@ -30,6 +31,18 @@ bool relu_fold(DeviceType type);
 /// EMBER_CUDA_SYNC_ERRORS=1 turns it on at start. Example: set_sync_errors(true);
 void set_sync_errors(bool on);
 bool sync_errors();
+
+/// Debugging reads of memory no kernel wrote: while on, every block the caching allocators
+/// hand out (CPU and CUDA, every pool) is first filled with 0xFF bytes, which read as NaN in
+/// every floating dtype and as -1 in signed integers (a block a captured step allocates is
+/// filled once, when the capture allocates it, not on each replay). A result
+/// that depends on an unwritten element then turns NaN (or wildly wrong) instead of quietly
+/// taking the stale values of the block's last owner. Costs a memset per allocation (on CUDA
+/// one queued cudaMemsetAsync): for finding a bug or checking a test suite, not for training.
+/// Default off; EMBER_POISON_ALLOCATIONS=1 turns it on at start. Example:
+///   set_poison_allocations(true);
+void set_poison_allocations(bool on);
+bool poison_allocations();
 
 /// Deterministic mode (PyTorch: torch.use_deterministic_algorithms(true)): while on, every op
 /// runs kernels whose results are bitwise the same from run to run (same GPU, same ember, CUDA

@@ -1,9 +1,9 @@
 // src/core/runtime.cpp — every function of include/ember/runtime.hpp: the process-wide
-// settings (threads, the ReLU fold, synchronous device errors, deterministic mode, f32 matmul
-// precision) and the CUDA device queries. The settings live here and the layers that act on
-// them read them through runtime.hpp (ops, the CUDA backend); the thread count goes to core's
-// pool, whose size OpenBLAS follows (src/cpu/threads.cpp); the device queries ask the device
-// runtime (src/backend/device_runtime.hpp).
+// settings (threads, the ReLU fold, synchronous device errors, poisoned allocations,
+// deterministic mode, f32 matmul precision) and the CUDA device queries. The settings live here and
+// the layers that act on them read them through runtime.hpp (ops, the CUDA backend); the thread
+// count goes to core's pool, whose size OpenBLAS follows (src/cpu/threads.cpp); the device queries
+// ask the device runtime (src/backend/device_runtime.hpp).
 #include "ember/runtime.hpp"
 
 #include <atomic>
@@ -38,6 +38,7 @@ int initial_linalg_library() {
 struct Settings {
   std::atomic<bool> relu_fold[kNumDeviceTypes];
   std::atomic<bool> sync_errors{env_is("EMBER_CUDA_SYNC_ERRORS", '1')};
+  std::atomic<bool> poison{env_is("EMBER_POISON_ALLOCATIONS", '1')};
   std::atomic<bool> deterministic{env_is("EMBER_DETERMINISTIC", '1')};
   std::atomic<int> matmul_precision{0};                       // an index of kPrecisions
   std::atomic<int> linalg_library{initial_linalg_library()};  // an index of kLinalgLibraries
@@ -72,6 +73,9 @@ bool relu_fold(DeviceType type) {
 
 void set_sync_errors(bool on) { settings().sync_errors.store(on, std::memory_order_relaxed); }
 bool sync_errors() { return settings().sync_errors.load(std::memory_order_relaxed); }
+
+void set_poison_allocations(bool on) { settings().poison.store(on, std::memory_order_relaxed); }
+bool poison_allocations() { return settings().poison.load(std::memory_order_relaxed); }
 
 void set_deterministic(bool on) { settings().deterministic.store(on, std::memory_order_relaxed); }
 bool deterministic() { return settings().deterministic.load(std::memory_order_relaxed); }

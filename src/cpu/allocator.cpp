@@ -20,6 +20,7 @@
 
 #include "cpu/kernels.hpp"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -131,7 +132,8 @@ size_t size_class(size_t bytes) {
 // and charged in a later one, two threads could each pass the check with room for one block
 // and together take the pools past the limit (ThreadSanitizer cannot see that race: every
 // access was locked). A failed system allocation gives the charge back.
-void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
+namespace {
+void* allocate_block(size_t bytes, Pool pool, size_t* block_bytes) {
   AllocatorState& s = state();
   if (bytes > kMaxRequest) {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -175,6 +177,14 @@ void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
   }
   ++s.system_allocs;
   if (block_bytes) *block_bytes = block;
+  return ptr;
+}
+}  // namespace
+
+void* allocate(int /*device*/, size_t bytes, Pool pool, size_t* block_bytes) {
+  void* ptr = allocate_block(bytes, pool, block_bytes);
+  if (poison_allocations()) [[unlikely]]
+    std::memset(ptr, 0xFF, bytes);  // NaN in every float dtype (runtime.hpp)
   return ptr;
 }
 

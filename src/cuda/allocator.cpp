@@ -57,6 +57,7 @@
 #include "cuda/kernels.cuh"
 #include "cuda/launch_count.hpp"
 #include "ember/error.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -244,10 +245,7 @@ std::string pool_figures(const DeviceState& s) {
                         " bytes in use, ", captured_reserved, " reserved");
 }
 
-}  // namespace
-
-void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
-  stream(device);  // validates the index and makes the device current
+void* allocate_block(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   DeviceState& s = state(device);
   const size_t size = round_up(std::max<size_t>(bytes, 1), kRound);
   const bool small = size <= kSmallRequest;
@@ -318,6 +316,21 @@ void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
   note_peaks(s);
   if (block_bytes) *block_bytes = b->size;
   return b->ptr;
+}
+}  // namespace
+
+void* allocate(int device, size_t bytes, Pool pool, size_t* block_bytes) {
+  stream(device);  // validates the index and makes the device current
+  void* ptr = allocate_block(device, bytes, pool, block_bytes);
+  if (poison_allocations()) [[unlikely]] {
+    // NaN in every float dtype (runtime.hpp). On the device's own stream even while this thread
+    // captures: a fill recorded into the graph would run on every replay and wipe what is
+    // written into the block from outside the graph between replays (a captured step's static
+    // inputs). So a block allocated inside a capture is poisoned once, when the capture
+    // allocates it, before the graph's first launch (queued later on the same stream).
+    EMBER_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, bytes, device_stream(device)));
+  }
+  return ptr;
 }
 
 void deallocate(int device, void* ptr, size_t /*block_bytes*/, Pool /*pool*/) {
