@@ -9,6 +9,9 @@
 //         (target ≤ 0.04 ms and ≥ 5× PyTorch's whole-step CUDA graph, capturable Adam).
 //   cnn   train::fashion_cnn(), batch 128 (conv + BatchNorm + pool): eager and captured beside
 //         PyTorch eager and graphed (reported).
+// `bench_capture profile` prints the CNN eager step's Profiler table and ends with the captured
+// step's replays (for Nsight Compute); `python3 bench/torch/capture_bench.py profile` prints
+// PyTorch's kernel table of the same step.
 // Each step also reports kernels per step (the graph's kernel nodes), GPU time per step (the
 // graph replayed back to back: device-bound) and host time per step (a block of calls issued
 // with no sync). Timing: median of blocks, the device synchronised before and after each
@@ -252,6 +255,31 @@ void bench_step(const char* name, const std::function<ember::nn::Module()>& make
                     bench::num("target_ms", targets ? 0.04 : NAN)}));
 }
 
+// `bench_capture profile`: the CNN's eager step under ember's Profiler (10 steps after 3), then
+// the captured step's warm-up, capture and 4 replays, last of all, so that a kernel profiler
+// (Nsight Compute) can take the final kernels_per_step kernels as one replay.
+void profile_cnn(const std::vector<Tensor>& batch) {
+  Trainer eager = make_trainer([] { return ember::train::fashion_cnn(); });
+  for (int i = 0; i < 3; ++i) eager(batch);
+  {
+    ember::Profiler prof;
+    prof.name_modules(eager.net);
+    for (int i = 0; i < 10; ++i) {
+      eager(batch);
+      prof.step();
+    }
+    prof.stop();
+    std::printf("cnn eager step, 10 steps:\n%s\n",
+                prof.table({.sort_by = ember::ProfileSort::device_time, .row_limit = 40}).c_str());
+  }
+  Trainer graphed = make_trainer([] { return ember::train::fashion_cnn(); });
+  CapturedStep step([&](const std::vector<Tensor>& in) { return graphed(in); });
+  for (int i = 0; i < 8; ++i) step(batch);
+  ember::synchronize(kGpu);
+  std::printf("cnn captured step: %lld kernels a replay (the last that many kernels are one)\n",
+              static_cast<long long>(step.kernels_per_step()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,6 +289,12 @@ int main(int argc, char** argv) {
   }
   // `bench_capture tiny`: the launch floor and the tiny op only (PyTorch's tiny figures too).
   const bool tiny_only = argc > 1 && std::string(argv[1]) == "tiny";
+  if (argc > 1 && std::string(argv[1]) == "profile") {
+    ember::manual_seed(1);
+    profile_cnn({ember::rand({128, 1, 28, 28}, {.device = kGpu}),
+                 ember::randint(0, 10, {128}, {.device = kGpu})});
+    return 0;
+  }
   const nlohmann::json py = bench::run_torch_script(
       "bench_capture", tiny_only ? "capture_bench.py tiny" : "capture_bench.py");
   bench_launch_floor();

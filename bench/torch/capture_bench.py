@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/torch/capture_bench.py — the PyTorch (CUDA) side of bench/bench_capture.cpp.
 
-    python3 capture_bench.py [tiny]
+    python3 capture_bench.py [tiny | profile]
 
 On cuda:0, timed as bench_capture (wall clock around a block of calls, torch.cuda.synchronize()
 before the clock starts and before it stops):
@@ -17,7 +17,8 @@ before the clock starts and before it stops):
         28x28 inputs: the same two figures.
   kernels_per_step of the eager step, counted with torch.profiler.
 
-With `tiny`, only the tiny figures. Prints one JSON object on the last line of stdout.
+With `tiny`, only the tiny figures. Prints one JSON object on the last line of stdout. With
+`profile`, torch.profiler's kernel tables of the cnn step, eager and graphed (text, no JSON).
 """
 import json
 import os
@@ -137,8 +138,30 @@ def bench_step(make, x, y):
     return {"eager_ms": eager, "graph_ms": graph, "kernels_per_step": kernels_per_step(step, x, y)}
 
 
+def profile_cnn():
+    """PyTorch's kernels of the CNN's eager step (fused Adam) and of its graphed step."""
+    torch.manual_seed(1)
+    x, y = torch.rand(128, 1, 28, 28, device=DEV), torch.randint(0, 10, (128,), device=DEV)
+    net = cnn().to(DEV)
+    step = eager_step(net, torch.optim.Adam(net.parameters(), lr=1e-3, fused=True))
+    replay = graphed_step(cnn, x, y, True)
+    for name, fn in (("eager", lambda: step(x, y)), ("graphed", replay)):
+        for _ in range(3):
+            fn()
+        sync()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                fn()
+            sync()
+        print(f"PyTorch cnn {name} step, 10 steps:")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90))
+
+
 def main():
     torch.manual_seed(1)
+    if sys.argv[1:] == ["profile"]:
+        profile_cnn()
+        return
     if sys.argv[1:] == ["tiny"]:
         print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(DEV),
                           "tiny": bench_tiny()}))
