@@ -34,12 +34,12 @@ bool sync_errors();
 
 /// Debugging reads of memory no kernel wrote: while on, every block the caching allocators
 /// hand out (CPU and CUDA, every pool) is first filled with 0xFF bytes, which read as NaN in
-/// every floating dtype and as -1 in signed integers (a block a captured step allocates is
-/// filled once, when the capture allocates it, not on each replay). A result
-/// that depends on an unwritten element then turns NaN (or wildly wrong) instead of quietly
-/// taking the stale values of the block's last owner. Costs a memset per allocation (on CUDA
-/// one queued cudaMemsetAsync): for finding a bug or checking a test suite, not for training.
-/// Default off; EMBER_POISON_ALLOCATIONS=1 turns it on at start. Example:
+/// every floating dtype and as -1 in signed integers. A result that depends on an unwritten
+/// element then turns NaN (or wildly wrong) instead of quietly taking the stale values of the
+/// block's last owner. A block a captured step allocates is filled once, when the capture
+/// allocates it, not on each replay. Costs a memset per allocation (on CUDA one queued
+/// cudaMemsetAsync): for finding a bug or checking a test suite, not for training. Default
+/// off; EMBER_POISON_ALLOCATIONS=1 turns it on at start. Example:
 ///   set_poison_allocations(true);
 void set_poison_allocations(bool on);
 bool poison_allocations();
