@@ -1,7 +1,8 @@
 // tests/cuda_skip.hpp — SKIP_WITHOUT_CUDA(): a GPU test skips, saying why, where no CUDA device
 // is visible (CI has none; the GPU machine runs every such test). And DeterministicScope, which
 // the GPU tests that compare two runs bit for bit hold (docs/cuda.md, "Deterministic mode"),
-// and CudnnConvolutionsScope, for tests that pick the GPU convolution route.
+// and CudnnConvolutionsScope, for tests that pick the GPU convolution route, and PoisonScope,
+// for tests that turn set_poison_allocations on.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,35 +20,30 @@ constexpr bool cuda_built() {
 #endif
 }
 
-/// Sets deterministic mode for the scope, restoring the previous setting at its end:
+/// Sets one process-wide on/off setting (its getter and setter) for the scope, restoring the
+/// previous value at its end.
+template <bool (*Get)(), void (*Set)(bool)>
+class SettingScope {
+ public:
+  explicit SettingScope(bool on = true) : previous_(Get()) { Set(on); }
+  ~SettingScope() { Set(previous_); }
+  SettingScope(const SettingScope&) = delete;
+  SettingScope& operator=(const SettingScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Deterministic mode for the scope:
 ///   const DeterministicScope deterministic_mode;  // on until the scope ends
-class DeterministicScope {
- public:
-  explicit DeterministicScope(bool on = true) : previous_(ember::deterministic()) {
-    ember::set_deterministic(on);
-  }
-  ~DeterministicScope() { ember::set_deterministic(previous_); }
-  DeterministicScope(const DeterministicScope&) = delete;
-  DeterministicScope& operator=(const DeterministicScope&) = delete;
-
- private:
-  bool previous_;
-};
-
-/// Sets set_cudnn_convolutions for the scope, restoring the previous setting at its end:
-///   const CudnnConvolutionsScope cudnn(true);  // GPU convolutions on cuDNN until the scope ends
-class CudnnConvolutionsScope {
- public:
-  explicit CudnnConvolutionsScope(bool on) : previous_(ember::cudnn_convolutions()) {
-    ember::set_cudnn_convolutions(on);
-  }
-  ~CudnnConvolutionsScope() { ember::set_cudnn_convolutions(previous_); }
-  CudnnConvolutionsScope(const CudnnConvolutionsScope&) = delete;
-  CudnnConvolutionsScope& operator=(const CudnnConvolutionsScope&) = delete;
-
- private:
-  bool previous_;
-};
+using DeterministicScope = SettingScope<&ember::deterministic, &ember::set_deterministic>;
+/// GPU convolutions on cuDNN (set_cudnn_convolutions) for the scope:
+///   const CudnnConvolutionsScope cudnn(true);
+using CudnnConvolutionsScope =
+    SettingScope<&ember::cudnn_convolutions, &ember::set_cudnn_convolutions>;
+/// Poisoned allocations (set_poison_allocations) for the scope:
+///   const PoisonScope poison;  // fresh blocks read as NaN until the scope ends
+using PoisonScope = SettingScope<&ember::poison_allocations, &ember::set_poison_allocations>;
 
 }  // namespace ember_test
 

@@ -399,8 +399,7 @@ TEST(CaptureCuda, LargeCopiesAndPoisonedBlocksSeeEachReplaysInput) {
   const int64_t n = int64_t{1} << 24;  // 64 MiB: the copy takes tens of microseconds
   Tensor x = zeros({n}, {.device = kGpu});
   for (bool poison : {false, true}) {
-    const bool before = poison_allocations();
-    set_poison_allocations(poison);
+    const ember_test::PoisonScope poisoned(poison);
     train::CapturedStep step(
         [](const std::vector<Tensor>& in) {
           const Tensor copy = in[0].clone();  // cudaMemcpyAsync: over 1 MiB, one dtype
@@ -419,7 +418,6 @@ TEST(CaptureCuda, LargeCopiesAndPoisonedBlocksSeeEachReplaysInput) {
       EXPECT_EQ(wrong, 0) << "replay " << replay << (poison ? " with poisoned allocations" : "")
                           << ": first value " << doubled[0] << ", expected " << 2.0f * v + 1.0f;
     }
-    set_poison_allocations(before);
   }
 }
 

@@ -22,19 +22,7 @@ namespace poison_test {
 
 using namespace ember;  // NOLINT: test file
 
-/// Turns the poison on for the scope, restoring the previous setting at its end.
-class PoisonScope {
- public:
-  explicit PoisonScope(bool on = true) : previous_(poison_allocations()) {
-    set_poison_allocations(on);
-  }
-  ~PoisonScope() { set_poison_allocations(previous_); }
-  PoisonScope(const PoisonScope&) = delete;
-  PoisonScope& operator=(const PoisonScope&) = delete;
-
- private:
-  bool previous_;
-};
+using ember_test::PoisonScope;
 
 // Fresh tensors of four dtypes read as the poison; ops that initialise (zeros, full) still do.
 void check_fresh_blocks_are_poisoned(Device device) {
