@@ -3,6 +3,11 @@
 //
 //   build/bench/bench_generate [--new 256] [--prompt 128] [--batches 1,16] [--profile]
 //   build/bench/bench_generate --hf gpt2|llama1b [--new 256] [--prompt 128]
+//   build/bench/bench_generate --ember-only [--new 256] [--prompt 128] [--batches 1]
+//
+// --ember-only times ember alone (for comparing builds of ember: no transformers, no
+// validation against it; captured tokens must still equal eager ones): the median of five
+// generations, eager and captured, per batch.
 //
 // Validation first: ember saves its f32 model with models::save_pretrained, transformers loads
 // that folder with GPT2LMHeadModel.from_pretrained (so the saved layout is checked too), and the
@@ -18,6 +23,7 @@
 // transformers' (f32: 1e-3; bf16: 5% of the largest logit), then greedy decoding at batch 1,
 // eager and captured, against transformers' generate() and the memory-bandwidth bound (the
 // bf16 weights read once per token at 4.8 TB/s).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -247,17 +253,53 @@ void profile_decode(const nn::GPT2& model, const std::vector<int64_t>& prompt, D
   }
 }
 
+// --ember-only: the median of five generations of each kind, per batch.
+int run_ember_only(nn::GPT2& model, const std::vector<int64_t>& prompt,
+                   const std::vector<int64_t>& batches, int64_t new_tokens, Device gpu) {
+  model->to(gpu);
+  model->to(DType::bf16);
+  for (const int64_t B : batches) {
+    const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(B), prompt);
+    models::generate(model, prompts, {.max_new_tokens = 8});  // warm-up
+    models::generate(model, prompts, {.max_new_tokens = 8, .capture = true});
+    std::vector<double> eager_s, captured_s;
+    std::vector<std::vector<int64_t>> eager, captured;
+    for (int r = 0; r < 5; ++r) {
+      eager_s.push_back(seconds_of(
+          [&] { eager = models::generate(model, prompts, {.max_new_tokens = new_tokens}); }));
+      captured_s.push_back(seconds_of([&] {
+        captured =
+            models::generate(model, prompts, {.max_new_tokens = new_tokens, .capture = true});
+      }));
+      if (captured != eager || eager[0].size() != static_cast<size_t>(new_tokens)) {
+        std::fprintf(stderr, "bench_generate: VALIDATION FAILED: captured or short decode\n");
+        return 1;
+      }
+    }
+    std::sort(eager_s.begin(), eager_s.end());
+    std::sort(captured_s.begin(), captured_s.end());
+    const double n = static_cast<double>(B * new_tokens);
+    std::fprintf(stderr,
+                 "bench_generate --ember-only batch %lld: eager %.0f tok/s (%.3f ms a token), "
+                 "captured %.0f tok/s (%.3f ms a token); medians of 5, prefill included\n",
+                 static_cast<long long>(B), n / eager_s[2],
+                 1e3 * eager_s[2] / static_cast<double>(new_tokens), n / captured_s[2],
+                 1e3 * captured_s[2] / static_cast<double>(new_tokens));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t new_tokens = 256, prompt_len = 128;
   std::vector<int64_t> batches = {1, 16};
-  bool profile = false;
+  bool profile = false, ember_only = false;
   std::string hf;
   for (int i = 1; i < argc; i += 2) {
     const std::string f = argv[i];
-    if (f == "--profile") {
-      profile = true;
+    if (f == "--profile" || f == "--ember-only") {
+      (f == "--profile" ? profile : ember_only) = true;
       --i;
       continue;
     }
@@ -274,7 +316,8 @@ int main(int argc, char** argv) {
       for (std::string b; std::getline(s, b, ',');) batches.push_back(std::stoll(b));
     } else {
       std::fprintf(stderr,
-                   "usage: bench_generate [--new N] [--prompt N] [--batches 1,16] [--profile]\n");
+                   "usage: bench_generate [--new N] [--prompt N] [--batches 1,16] [--profile] "
+                   "[--ember-only]\n");
       return 2;
     }
   }
@@ -289,6 +332,8 @@ int main(int argc, char** argv) {
   model->eval();
   std::vector<int64_t> prompt(static_cast<size_t>(prompt_len));
   for (int64_t i = 0; i < prompt_len; ++i) prompt[static_cast<size_t>(i)] = (i * 7919 + 13) % 50257;
+
+  if (ember_only) return run_ember_only(model, prompt, batches, new_tokens, gpu);
 
   // Validation: transformers loads ember's saved model and computes the same logits.
   const std::string dir =

@@ -134,30 +134,34 @@ const PoolCase kPoolCases[] = {
 TEST(CudaPoolKernels, MaxPoolIndicesAndGradientMatchCpu) {
   SKIP_WITHOUT_CUDA();
   manual_seed(2);
-  for (DType dtype : {DType::f32, DType::f64}) {
-    for (const PoolCase& k : kPoolCases) {
-      const std::string name = std::string("max_pool2d k") + std::to_string(k.kernel.h) + "x" +
-                               std::to_string(k.kernel.w) + " d" + std::to_string(k.dilation.h) +
-                               (k.ceil_mode ? " ceil " : " ") + std::string(dtype_name(dtype));
-      // Rounded values make ties; a NaN and a -inf test the PyTorch rules.
-      std::vector<double> v = randn({2, 3, 9, 10}, {.dtype = DType::f64}).to_vector<double>();
-      for (double& e : v) e = std::round(e * 2.0);
-      v[7] = std::numeric_limits<double>::quiet_NaN();
-      v[100] = -std::numeric_limits<double>::infinity();
-      const Tensor x0 = from_vector(v, {2, 3, 9, 10}).to(dtype);
-      Tensor xc = cpu_leaf(x0, true), xg = gpu_leaf(x0, true);
-      const auto [yc, ic] =
-          max_pool2d_with_indices(xc, k.kernel, k.stride, k.padding, k.dilation, k.ceil_mode);
-      const auto [yg, ig] =
-          max_pool2d_with_indices(xg, k.kernel, k.stride, k.padding, k.dilation, k.ceil_mode);
-      ASSERT_TRUE(close(yc, yg, 0, 0, name + " out"));
-      ASSERT_TRUE(close(ic, ig, 0, 0, name + " indices"));
-      const Tensor r = randn(yc.shape(), {.dtype = dtype});
-      weighted_sum(yc, r).backward();
-      weighted_sum(yg, r).backward();
-      EXPECT_TRUE(close(xc.grad(), xg.grad(), 0, 0, name + " grad_input"));
+  // Planes of 9 x 10 and, where 2 x 2 windows tile them, 8 x 10 (Note [Max pooling's backward
+  // over tiling windows]).
+  for (const Shape& shape : {Shape{2, 3, 9, 10}, Shape{2, 3, 8, 10}})
+    for (DType dtype : {DType::f32, DType::f64}) {
+      for (const PoolCase& k : kPoolCases) {
+        const std::string name = std::string("max_pool2d ") + shape.to_string() + " k" +
+                                 std::to_string(k.kernel.h) + "x" + std::to_string(k.kernel.w) +
+                                 " d" + std::to_string(k.dilation.h) +
+                                 (k.ceil_mode ? " ceil " : " ") + std::string(dtype_name(dtype));
+        // Rounded values make ties; a NaN and a -inf test the PyTorch rules.
+        std::vector<double> v = randn(shape, {.dtype = DType::f64}).to_vector<double>();
+        for (double& e : v) e = std::round(e * 2.0);
+        v[7] = std::numeric_limits<double>::quiet_NaN();
+        v[100] = -std::numeric_limits<double>::infinity();
+        const Tensor x0 = from_vector(v, shape).to(dtype);
+        Tensor xc = cpu_leaf(x0, true), xg = gpu_leaf(x0, true);
+        const auto [yc, ic] =
+            max_pool2d_with_indices(xc, k.kernel, k.stride, k.padding, k.dilation, k.ceil_mode);
+        const auto [yg, ig] =
+            max_pool2d_with_indices(xg, k.kernel, k.stride, k.padding, k.dilation, k.ceil_mode);
+        ASSERT_TRUE(close(yc, yg, 0, 0, name + " out"));
+        ASSERT_TRUE(close(ic, ig, 0, 0, name + " indices"));
+        const Tensor r = randn(yc.shape(), {.dtype = dtype});
+        weighted_sum(yc, r).backward();
+        weighted_sum(yg, r).backward();
+        EXPECT_TRUE(close(xc.grad(), xg.grad(), 0, 0, name + " grad_input"));
+      }
     }
-  }
 }
 
 TEST(CudaPoolKernels, AvgPoolMatchesCpu) {

@@ -225,8 +225,13 @@ TEST(Generate, CudaCapturedDecodeEqualsEager) {
                                                    {.device = Device::cuda(0), .dtype = dtype});
       std::vector<int64_t> a = row_ids(name, 0), b = row_ids(name, 1);
       b.resize(b.size() - 5);
+      // Greedy picks inside the graph (and stops on a token it made, read ahead); with a
+      // repetition penalty or sampling, outside it.
+      const int64_t made = models::generate(model, {a}, {.max_new_tokens = 4})[0][3];
       for (const models::GenerationOptions& o :
            {models::GenerationOptions{.max_new_tokens = 12},
+            models::GenerationOptions{.max_new_tokens = 12, .stop_tokens = {made}},
+            models::GenerationOptions{.max_new_tokens = 12, .repetition_penalty = 1.3},
             models::GenerationOptions{
                 .max_new_tokens = 12, .do_sample = true, .top_k = 20, .seed = 4}}) {
         models::GenerationOptions captured = o;

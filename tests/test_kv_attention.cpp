@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "cuda_skip.hpp"
@@ -194,19 +195,24 @@ TEST(KvAttention, CudaKeySplitsMatchTheCpuAtEveryLength) {
   SKIP_WITHOUT_CUDA();
   const Device gpu = Device::cuda(0);
   manual_seed(11);
-  const int64_t B = 2, H = 4, Hkv = 2, S = 300, E = 64;
+  const int64_t B = 2, H = 4, Hkv = 2, S = 300;
   std::vector<uint8_t> m(static_cast<size_t>(B * S), 1);
   for (int64_t j = 0; j < 140; ++j) m[static_cast<size_t>(S + j)] = 0;  // row 1: splits 0, 1
   const Tensor mask = from_vector(m, {B, S}).to(DType::boolean);
-  for (const DType dtype : {DType::f32, DType::bf16}) {
+  // 16-bit rows of head dims 32, 64, 96 and 128 take kv_rows_kernel (Note [Decode attention
+  // with its loads up front]); f32 takes kv_split_kernel.
+  const std::vector<std::pair<DType, int64_t>> kinds = {{DType::f32, 64},  {DType::bf16, 64},
+                                                        {DType::f16, 64},  {DType::bf16, 32},
+                                                        {DType::bf16, 96}, {DType::f16, 128}};
+  for (const auto& [dtype, E] : kinds) {
     const Tensor kc = randn({B, Hkv, S, E}).to(dtype), vc = randn({B, Hkv, S, E}).to(dtype);
     for (const int64_t T : {1, 3}) {
       const Tensor q = randn({B, H, T, E}).to(dtype), k = randn({B, Hkv, T, E}).to(dtype),
                    v = randn({B, Hkv, T, E}).to(dtype);
       for (const int64_t past : {0, 1, 62, 63, 64, 65, 127, 128, 141, 200, 255, 256, 296}) {
         if (past + T > S) continue;
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + " T " + std::to_string(T) + " past " +
-                     std::to_string(past));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " E " + std::to_string(E) + " T " +
+                     std::to_string(T) + " past " + std::to_string(past));
         const Tensor len = from_vector(std::vector<int64_t>{past, S - T - past / 3}, {B});
         Tensor kc_cpu = kc.clone(), vc_cpu = vc.clone();
         const Tensor want =

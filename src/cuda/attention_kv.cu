@@ -31,6 +31,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/device_error.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/attention.hpp"
 
@@ -115,35 +116,59 @@ __device__ void arrive(const KvCacheAttentionArgs& a, void* partials, int* count
   merge_splits<T>(a, partials, splits, n);
 }
 
+// Query n of a launch: its position in the batch, its key head and its row's cached length.
+struct Query {
+  int64_t i, h, b, hk, past;
+};
+
+// Query n's coordinates, and the new rows into the caches by the first block of each key
+// head's group (i = 0, split 0); false when the row's cache length is out of range (reported
+// once: Note [Deferred device errors]).
+template <typename T>
+__device__ bool start_query(const KvCacheAttentionArgs& a, int64_t n, int64_t split,
+                            DeviceError* error, Query& q) {
+  q.i = n % a.len_q;
+  q.h = n / a.len_q % a.heads;
+  q.b = n / (a.len_q * a.heads);
+  const int64_t group = a.heads / a.kv_heads;
+  q.hk = q.h / group;
+  q.past = a.seqlens[q.b];
+  if (q.past < 0 || q.past + a.len_q > a.capacity) {
+    if (threadIdx.x == 0 && q.h == 0 && q.i == 0 && split == 0)
+      report_device_error(error, kKvCacheLength, 2, q.past, q.b, a.capacity - a.len_q + 1);
+    return false;
+  }
+  if (q.i == 0 && q.h % group == 0 && split == 0) {  // this key head's new rows into the caches
+    const T* k = static_cast<const T*>(a.k);
+    const T* v = static_cast<const T*>(a.v);
+    T* kd = static_cast<T*>(a.k_cache);
+    T* vd = static_cast<T*>(a.v_cache);
+    for (int64_t t = 0; t < a.len_q; ++t) {
+      for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
+        kd[kernels::kv_offset(a.k_cache_strides, q.b, q.hk, q.past + t) +
+           e * a.k_cache_strides[3]] =
+            k[kernels::kv_offset(a.k_strides, q.b, q.hk, t) + e * a.k_strides[3]];
+      for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x)
+        vd[kernels::kv_offset(a.v_cache_strides, q.b, q.hk, q.past + t) +
+           e * a.v_cache_strides[3]] =
+            v[kernels::kv_offset(a.v_strides, q.b, q.hk, t) + e * a.v_strides[3]];
+    }
+  }
+  return true;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     kv_split_kernel(KvCacheAttentionArgs a, void* partials, int* counters, DeviceError* error) {
   using A = Compute<T>;
   const int64_t n = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
-  const int64_t i = n % a.len_q, h = n / a.len_q % a.heads, b = n / (a.len_q * a.heads);
-  const int64_t group = a.heads / a.kv_heads, hk = h / group;
-  const int64_t past = a.seqlens[b];
-  if (past < 0 || past + a.len_q > a.capacity) {
-    if (threadIdx.x == 0 && h == 0 && i == 0 && split == 0)
-      report_device_error(error, kKvCacheLength, 2, past, b, a.capacity - a.len_q + 1);
-    return;
-  }
+  Query qu;
+  if (!start_query<T>(a, n, split, error, qu)) return;
+  const int64_t i = qu.i, h = qu.h, b = qu.b, hk = qu.hk, past = qu.past;
   const T* k = static_cast<const T*>(a.k);
   const T* v = static_cast<const T*>(a.v);
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
-  if (i == 0 && h % group == 0 && split == 0) {  // this key head's new rows into the caches
-    T* kd = static_cast<T*>(a.k_cache);
-    T* vd = static_cast<T*>(a.v_cache);
-    for (int64_t t = 0; t < a.len_q; ++t) {
-      for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
-        kd[kernels::kv_offset(a.k_cache_strides, b, hk, past + t) + e * a.k_cache_strides[3]] =
-            k[kernels::kv_offset(a.k_strides, b, hk, t) + e * a.k_strides[3]];
-      for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x)
-        vd[kernels::kv_offset(a.v_cache_strides, b, hk, past + t) + e * a.v_cache_strides[3]] =
-            v[kernels::kv_offset(a.v_strides, b, hk, t) + e * a.v_strides[3]];
-    }
-  }
   const int64_t last = past + i, first_key = split * kSplit;  // keys first_key .. + kSplit - 1
   if (first_key > last) return;                               // the merge reads no such split
   const int64_t keys = last - first_key + 1 < kSplit ? last - first_key + 1 : kSplit;
@@ -235,6 +260,138 @@ __global__ void __launch_bounds__(kThreads)
   arrive<T>(a, partials, counters, n, splits, used);
 }
 
+// Note [Decode attention with its loads up front]
+// kv_split_kernel's block waits on global memory several times in a row (q, then the keys,
+// then, after the softmax's reductions, the values), each a round trip to DRAM or L2: at
+// decode, a few keys a block, those waits are the kernel's time. For 16-bit rows that are
+// contiguous and 16-byte aligned with a head dim D of 32, 64, 96 or 128 (GPT-2's and Llama's),
+// kv_rows_kernel issues every load of its block at once: the kLanesPerKey threads of key j
+// each hold D/4 dims of q, of key j and of value j (16-byte chunks c ≡ part mod 4, as
+// partial_dot assigns them, so the scores are kv_split_kernel's bit for bit). Each warp then
+// takes its 8 keys' softmax alone (maximum, weights and sums by shuffles) and its weighted
+// value sums, and the warps' states are merged once through shared memory (OnlineSoftmax::
+// merge, warp order) into the split's partial state or, with one split, the output. One
+// __syncthreads instead of six; the partials and their merge are kv_split_kernel's.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    kv_rows_kernel(KvCacheAttentionArgs a, void* partials, int* counters, DeviceError* error) {
+  constexpr int kChunks = D / 8 / kLanesPerKey;  // 16-byte chunks of a row a thread holds
+  chain_enter();  // launched chained (Note [Chained launches] in launch.cuh)
+  const int64_t n = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  Query qu;
+  if (!start_query<T>(a, n, split, error, qu)) return;
+  const int64_t last = qu.past + qu.i, first_key = split * kSplit;
+  if (first_key > last) return;  // the merge reads no such split
+  const int local = threadIdx.x / kLanesPerKey, part = threadIdx.x % kLanesPerKey;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t j = first_key + local;
+  const bool* mask_row = a.key_mask ? a.key_mask + qu.b * a.key_mask_len : nullptr;
+  const bool allowed =
+      j <= last && kernels::kv_key_allowed(j, qu.i, qu.past, mask_row, a.key_mask_len);
+  // Every load of the block first: q's, the key's and the value's chunks of this part.
+  const uint4* q4 = reinterpret_cast<const uint4*>(
+      static_cast<const T*>(a.q) + kernels::kv_offset(a.q_strides, qu.b, qu.h, qu.i));
+  uint4 qv[kChunks], kv[kChunks], vv[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) qv[c] = __ldg(q4 + part + c * kLanesPerKey);
+  if (allowed) {
+    const uint4* k4 = reinterpret_cast<const uint4*>(
+        kernels::kv_row(static_cast<const T*>(a.k_cache), a.k_cache_strides,
+                        static_cast<const T*>(a.k), a.k_strides, qu.b, qu.hk, j, qu.past));
+    const uint4* v4 = reinterpret_cast<const uint4*>(
+        kernels::kv_row(static_cast<const T*>(a.v_cache), a.v_cache_strides,
+                        static_cast<const T*>(a.v), a.v_strides, qu.b, qu.hk, j, qu.past));
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      kv[c] = k4[part + c * kLanesPerKey];
+      vv[c] = v4[part + c * kLanesPerKey];
+    }
+  }
+  const float scale = static_cast<float>(a.scale);
+  float s = 0.f;
+  if (allowed) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const T* qh = reinterpret_cast<const T*>(&qv[c]);
+      const T* kh = reinterpret_cast<const T*>(&kv[c]);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) s += cast<float>(qh[t]) * scale * cast<float>(kh[t]);
+    }
+  }
+#pragma unroll
+  for (int o = 1; o < kLanesPerKey; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  // The warp's keys: maximum, weights, their sum and the weighted value sums (each dim summed
+  // over the warp's keys by the lanes of the same part).
+  const float neg_inf = -INFINITY;
+  float m = allowed ? s : neg_inf;
+  for (int o = kLanesPerKey; o < 32; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const float p = allowed ? expf(s - m) : 0.f;
+  float l = p;
+  for (int o = kLanesPerKey; o < 32; o <<= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+  float acc[kChunks * 8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const T* vh = reinterpret_cast<const T*>(&vv[c]);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) acc[c * 8 + t] = allowed ? p * cast<float>(vh[t]) : 0.f;
+  }
+#pragma unroll
+  for (int d = 0; d < kChunks * 8; ++d)
+    for (int o = kLanesPerKey; o < 32; o <<= 1) acc[d] += __shfl_xor_sync(0xffffffffu, acc[d], o);
+  __shared__ float s_m[kWarps], s_l[kWarps];
+  __shared__ float s_acc[kWarps][D];
+  if (lane < kLanesPerKey) {  // lane == part: this warp's sums of the part's dims
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int t = 0; t < 8; ++t) s_acc[warp][8 * (part + c * kLanesPerKey) + t] = acc[c * 8 + t];
+    if (lane == 0) {
+      s_m[warp] = m;
+      s_l[warp] = l;
+    }
+  }
+  __syncthreads();
+  // The warps' states merged in warp order; thread e < D takes dim e.
+  const int used = static_cast<int>(last / kSplit + 1);  // the splits holding keys <= the last
+  const DeviceExp exp_fn;
+  kernels::OnlineSoftmax<float> total;
+  float out = 0.f;
+  for (int w = 0; w < kWarps; ++w) {
+    kernels::OnlineSoftmax<float> piece;
+    piece.max = s_m[w];
+    piece.sum = s_l[w];
+    piece.any = s_l[w] > 0.f;
+    const auto step = total.merge(piece, exp_fn);
+    if (piece.any && threadIdx.x < D)
+      out = out * step.rescale + step.weight * s_acc[w][threadIdx.x];
+  }
+  if (splits == 1) {
+    if (threadIdx.x < D)
+      static_cast<T*>(a.out)[((qu.b * a.heads + qu.h) * a.len_q + qu.i) * D + threadIdx.x] =
+          cast<T>(out / total.sum);
+    return;
+  }
+  float* state = partial_of<float>(partials, n, split, splits, D);
+  if (threadIdx.x == 0) {
+    state[0] = total.any ? total.max : neg_inf;
+    state[1] = total.any ? total.sum : 0.f;
+  }
+  if (threadIdx.x < D) state[2 + threadIdx.x] = total.any ? out : 0.f;
+  arrive<T>(a, partials, counters, n, splits, used);
+}
+
+// What kv_rows_kernel takes (Note [Decode attention with its loads up front]).
+bool rows_kernel_fits(const KvCacheAttentionArgs& a) {
+  auto rows_16 = [](const void* p, const int64_t* st) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0 && st[3] == 1 && st[0] % 8 == 0 &&
+           st[1] % 8 == 0 && st[2] % 8 == 0;
+  };
+  return (a.dtype == DType::bf16 || a.dtype == DType::f16) && a.head_dim == a.head_dim_v &&
+         (a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 96 || a.head_dim == 128) &&
+         rows_16(a.q, a.q_strides) && rows_16(a.k, a.k_strides) && rows_16(a.v, a.v_strides) &&
+         rows_16(a.k_cache, a.k_cache_strides) && rows_16(a.v_cache, a.v_cache_strides);
+}
+
 // Query n's splits up to its last key, merged in order and rounded once into out, by the
 // block's threads (dims e = threadIdx.x, + blockDim.x, ...).
 template <typename T>
@@ -303,20 +460,41 @@ bool kv_cache_attention(const KvCacheAttentionArgs& a) {
   const int64_t splits = (a.capacity + kSplit - 1) / kSplit;
   DeviceError* error = device_error_record(a.device);
   const cudaStream_t s = stream(a.device);
+  const bool rows_kernel = rows_kernel_fits(a);
   dispatch_any_float(a.dtype, "attention_with_kv_cache", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = Compute<T>;
     const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(splits));
-    if (splits == 1) {
-      kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, nullptr, nullptr, error);
+    // The kernel for this launch: kv_rows_kernel where it fits (Note [Decode attention with its
+    // loads up front]), else kv_split_kernel.
+    auto launch = [&](void* partials, int* counters) {
+      if constexpr (sizeof(T) == 2) {
+        if (rows_kernel) {
+          auto go = [&](auto dim) {
+            launch_chained<kv_rows_kernel<T, decltype(dim)::value>>(grid, kThreads, s, a, partials,
+                                                                    counters, error);
+          };
+          switch (a.head_dim) {
+            case 32: go(std::integral_constant<int, 32>{}); break;
+            case 64: go(std::integral_constant<int, 64>{}); break;
+            case 96: go(std::integral_constant<int, 96>{}); break;
+            default: go(std::integral_constant<int, 128>{}); break;
+          }
+          EMBER_CUDA_LAUNCH_CHECK();
+          return;
+        }
+      }
+      kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials, counters, error);
       EMBER_CUDA_LAUNCH_CHECK();
+    };
+    if (splits == 1) {
+      launch(nullptr, nullptr);
       return;
     }
     const Scratch partials(a.device,
                            static_cast<size_t>(rows * splits * (a.head_dim_v + 2)) * sizeof(A));
     int* counters = rows <= kMaxCounters ? arrival_counters(a.device, s) : nullptr;
-    kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials.get(), counters, error);
-    EMBER_CUDA_LAUNCH_CHECK();
+    launch(partials.get(), counters);
     if (counters == nullptr) {
       kv_merge_kernel<T><<<static_cast<unsigned>(rows), 64, 0, s>>>(a, partials.get(), splits);
       EMBER_CUDA_LAUNCH_CHECK();

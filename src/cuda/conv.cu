@@ -218,6 +218,42 @@ __global__ void max_pool_backward_kernel(Geom<Idx> g, T* __restrict grad_in,
   }
 }
 
+// Note [Max pooling's backward over tiling windows]
+// When the windows tile the input (NCHW, kernel = stride, no padding or dilation, H and W whole
+// multiples of the window: MaxPool2d(2) on even planes), every input element lies in exactly one
+// window. A thread per output element then writes its whole window: the recorded argmax gets
+// the gradient, the others zero. Its pixel is decoded once for kh·kw elements and grad_out and
+// the indices are read once, where max_pool_backward_kernel decodes every input element and
+// reads its window's index. The value is 0 + g, as the gather's sum gives it: the same bits.
+template <typename T, typename Idx>
+__global__ void max_pool_backward_tiles_kernel(Geom<Idx> g, T* __restrict grad_in,
+                                               const T* __restrict grad_out,
+                                               const int64_t* __restrict indices) {
+  const Idx total = g.batch * g.channels * g.out_h * g.out_w;
+  EMBER_GRID_LOOP(o, total) {
+    const Idx ox = o % g.out_w, oy = (o / g.out_w) % g.out_h, plane = o / (g.out_w * g.out_h);
+    const int64_t at = indices[o];
+    const T v = cast<T>(Compute<T>(0) + cast<Compute<T>>(grad_out[o]));
+    T* base = grad_in + plane * g.height * g.width;
+    for (Idx dy = 0; dy < g.kernel_h; ++dy) {
+      const Idx y = oy * g.kernel_h + dy;
+      for (Idx dx = 0; dx < g.kernel_w; ++dx) {
+        const Idx x = ox * g.kernel_w + dx;
+        const Idx here = y * g.width + x;
+        base[here] = static_cast<int64_t>(here) == at ? v : T(0);
+      }
+    }
+  }
+}
+
+// Whether max_pool_backward_tiles_kernel applies (Note [Max pooling's backward over tiling
+// windows]).
+bool windows_tile(const Window2d& w) {
+  return !w.channels_last && w.kernel_h == w.stride_h && w.kernel_w == w.stride_w && w.pad_h == 0 &&
+         w.pad_w == 0 && w.dilation_h == 1 && w.dilation_w == 1 &&
+         w.height == w.out_h * w.kernel_h && w.width == w.out_w * w.kernel_w;
+}
+
 // Note [Max pooling's backward in channel packs]
 // Channels innermost (NHWC), max_pool_backward_kernel spends its time on index arithmetic (a
 // thread decodes its pixel and its window range for one element): ResNet-50's stem pool took
@@ -420,6 +456,13 @@ void max_pool2d_backward(const Window2d& w, const View& grad_in, const View& gra
       if (w.channels_last && w.channels % kV == 0 && aligned(grad_in.data) &&
           aligned(grad_out.data) && aligned(indices.data)) {
         max_pool_backward_pack_kernel<T, Idx, kV><<<grid_for(total / kV), kBlock, 0, s>>>(
+            geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
+            static_cast<const int64_t*>(indices.data));
+        EMBER_CUDA_LAUNCH_CHECK();
+        return;
+      }
+      if (windows_tile(w)) {  // Note [Max pooling's backward over tiling windows]
+        max_pool_backward_tiles_kernel<T, Idx><<<grid_for(out_numel(w)), kBlock, 0, s>>>(
             geom_of<Idx>(w), static_cast<T*>(grad_in.data), static_cast<const T*>(grad_out.data),
             static_cast<const int64_t*>(indices.data));
         EMBER_CUDA_LAUNCH_CHECK();

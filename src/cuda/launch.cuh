@@ -13,7 +13,12 @@
 //     records the same programmatic edges). Kernels that are not chained (cuBLASLt, the other
 //     families, copies) keep the full stream order before and after. So EVERY kernel launched
 //     with launch_chained must call chain_enter() before its first global memory access;
-//     results are unchanged, only the moment a kernel starts moves.
+//     results are unchanged, only the moment a kernel starts moves. The one thing a kernel
+//     may do between chain_release() and chain_wait() is prefetch_l2: L2 is where every
+//     SM's writes land (L1 does not keep global writes), so a line asked for early is still
+//     updated by a write that comes after it, and nothing reaches registers or L1 before
+//     the wait. The few-rows products ask for their weight rows there (Note [Products of a
+//     few rows] in gemv.cu): the weights' DRAM reads overlap the kernel before them.
 //   - the launch goes to the driver (cuLaunchKernelEx, the kernel's context-free CUkernel
 //     handle cached per kernel), skipping the runtime's per-launch function lookup.
 // EMBER_CUDA_PDL=0 turns the overlap off and EMBER_CUDA_LAUNCH=runtime routes launches
@@ -31,13 +36,36 @@
 
 namespace ember::cuda {
 
-/// Lets the next kernel of the stream launch now, then waits until the kernel queued before
-/// this one has finished and its writes are visible (Note [Chained launches]). First statement
-/// of every kernel launched with launch_chained.
-__device__ __forceinline__ void chain_enter() {
+/// Lets the next kernel of the stream launch now (Note [Chained launches]).
+__device__ __forceinline__ void chain_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Waits until the kernel queued before this one has finished and its writes are visible.
+__device__ __forceinline__ void chain_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// chain_release, then chain_wait: the first statement of every kernel launched with
+/// launch_chained, but for a kernel that prefetches into L2 in between (Note [Chained
+/// launches]).
+__device__ __forceinline__ void chain_enter() {
+  chain_release();
+  chain_wait();
+}
+
+/// Asks L2 for `bytes` bytes at `p` (16-byte aligned, a multiple of 16), loading nothing into
+/// registers or L1: safe before chain_wait (Note [Chained launches]).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
 #endif
 }
 
@@ -61,11 +89,11 @@ CUfunction cached_kernel_handle() {
   return f;
 }
 
-/// Launches Kernel (which starts with chain_enter()) as grid × block threads on `st`, with
-/// `args` converted to its parameter types. Example:
-///   launch_chained<fill_flat_kernel<float>>(grid, block, st, out, n, 1.0f);
+/// Launches Kernel (which starts with chain_enter()) as grid × block threads with `shared`
+/// bytes of dynamic shared memory on `st`, with `args` converted to its parameter types.
 template <auto Kernel, typename... A>
-void launch_chained(unsigned grid, unsigned block, cudaStream_t st, A&&... args) {
+void launch_chained_shared(dim3 grid, unsigned block, unsigned shared, cudaStream_t st,
+                           A&&... args) {
   const LaunchMode& mode = launch_mode();
   if (mode.driver) [[likely]] {
     auto params = [&]<typename... P>(void (*)(P...)) {
@@ -82,10 +110,12 @@ void launch_chained(unsigned grid, unsigned block, cudaStream_t st, A&&... args)
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig config{};
-    config.gridDimX = grid;
-    config.gridDimY = config.gridDimZ = 1;
+    config.gridDimX = grid.x;
+    config.gridDimY = grid.y;
+    config.gridDimZ = grid.z;
     config.blockDimX = block;
     config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = shared;
     config.hStream = st;
     config.attrs = &attr;
     config.numAttrs = mode.overlap ? 1 : 0;
@@ -98,12 +128,20 @@ void launch_chained(unsigned grid, unsigned block, cudaStream_t st, A&&... args)
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
+  config.gridDim = grid;
   config.blockDim = dim3(block);
+  config.dynamicSmemBytes = shared;
   config.stream = st;
   config.attrs = &attr;
   config.numAttrs = mode.overlap ? 1 : 0;
   EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<A>(args)...));
+}
+
+/// launch_chained_shared with no dynamic shared memory. Example:
+///   launch_chained<fill_flat_kernel<float>>(grid, block, st, out, n, 1.0f);
+template <auto Kernel, typename... A>
+void launch_chained(dim3 grid, unsigned block, cudaStream_t st, A&&... args) {
+  launch_chained_shared<Kernel>(grid, block, 0, st, std::forward<A>(args)...);
 }
 
 /// Grid and block for a flat loop over n work items (n > 0): kBlock threads a block, but a

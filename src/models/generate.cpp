@@ -188,6 +188,10 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
   // and cache position from `state` on the device and moves the positions on by one itself.
   Tensor state;  // i64 [2B + 1]: ids [B], positions [B], cache position [1]
   std::optional<train::CapturedStep> graph;
+  // Greedy decoding with no repetition penalty picks inside the graph too: the step's argmax
+  // is written into the state's ids there and returned, so a token costs one replay and one
+  // copy to the host (the first replay's ids, the prefill's pick, are copied in once).
+  const bool pick_inside = o.capture && !o.do_sample && !seen.defined();
   if (o.capture) {
     std::vector<int64_t> start(static_cast<size_t>(2 * B + 1), 0);
     for (int64_t r = 0; r < B; ++r)
@@ -195,7 +199,7 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
     start[static_cast<size_t>(2 * B)] = T;
     state = from_vector(start, {2 * B + 1}, {.device = device});
     const Tensor key_mask = padded ? attention.to(DType::boolean) : Tensor();
-    graph.emplace([&m, &cache, &state, key_mask, B, V](const std::vector<Tensor>&) {
+    graph.emplace([&m, &cache, &state, key_mask, B, V, pick_inside](const std::vector<Tensor>&) {
       const Tensor logits = m.forward(state.narrow(0, 0, B).reshape({B, 1}),
                                       {.cache = &cache,
                                        .attention_mask = key_mask,
@@ -203,7 +207,10 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
                                        .position_ids = state.narrow(0, B, B).reshape({B, 1}),
                                        .last_only = true});
       state.narrow(0, B, B + 1).add_(1.0);  // the next step's positions and cache position
-      return std::vector<Tensor>{logits.reshape({B, V})};
+      if (!pick_inside) return std::vector<Tensor>{logits.reshape({B, V})};
+      const Tensor next = argmax(logits.reshape({B, V}), 1);  // sample_next's greedy pick
+      state.narrow(0, 0, B).copy_(next);
+      return std::vector<Tensor>{next};
     });
   }
   // An eager padded batch: the positions on the device too (forward would otherwise count
@@ -237,6 +244,13 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
       more = queued < o.max_new_tokens && live > 0;
     }
     if (!more) break;
+    if (graph && pick_inside) {
+      if (queued == 1) state.narrow(0, 0, B).copy_(next);  // the prefill's pick
+      next = (*graph)({})[0];
+      reader.push(next);
+      ++queued;
+      continue;
+    }
     if (graph) {
       state.narrow(0, 0, B).copy_(next);
       logits = (*graph)({})[0];
