@@ -13,8 +13,9 @@
 // decode step] in causal_lm.cpp) with no inputs: it reads the step's ids [B], positions [B] and
 // cache position [1] from one i64 buffer on the device and moves the positions on itself, and
 // the host writes each step's chosen ids into it with a device copy (Note [Decoding ahead of
-// the host]); the key padding mask of a left-padded batch is the prompt's, fixed for the whole
-// generation.
+// the host]) — or, decoding greedily with no repetition penalty, the graph picks them and
+// writes them there itself; the key padding mask of a left-padded batch is the prompt's, fixed
+// for the whole generation.
 #include "ember/models/generate.hpp"
 
 #include <algorithm>
