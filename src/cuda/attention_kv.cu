@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
 // contiguous and 16-byte aligned with a head dim D of 32, 64, 96 or 128 (GPT-2's and Llama's),
 // kv_rows_kernel issues every load of its block at once: the kLanesPerKey threads of key j
 // each hold D/4 dims of q, of key j and of value j (16-byte chunks c ≡ part mod 4, as
-// partial_dot assigns them, so the scores are kv_split_kernel's bit for bit). Each warp then
+// partial_dot assigns them, so the scores are summed in kv_split_kernel's order). Each warp then
 // takes its 8 keys' softmax alone (maximum, weights and sums by shuffles) and its weighted
 // value sums, and the warps' states are merged once through shared memory (OnlineSoftmax::
 // merge, warp order) into the split's partial state or, with one split, the output. One
@@ -480,8 +480,7 @@ bool kv_cache_attention(const KvCacheAttentionArgs& a) {
             case 96: go(std::integral_constant<int, 96>{}); break;
             default: go(std::integral_constant<int, 128>{}); break;
           }
-          EMBER_CUDA_LAUNCH_CHECK();
-          return;
+          return;  // launch_chained checks its launch
         }
       }
       kv_split_kernel<T><<<grid, kThreads, 0, s>>>(a, partials, counters, error);
