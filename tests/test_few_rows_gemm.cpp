@@ -3,8 +3,8 @@
 // and each epilogue, against the CPU's f32 computation of the same rounded operands, and
 // equal to itself run to run; and linear with a residual (Note [A residual in the product] in
 // src/ops/linalg.cpp) on both backends against the composite residual + linear; and
-// layer_norm_linear / rms_norm_linear (Note [A norm in front of a few rows] in
-// src/cuda/gemv.cu) against the norm and the linear run apart.
+// layer_norm_linear / rms_norm_linear of one or several weights and rms_norm_swiglu (Note [A
+// norm in front of a few rows] in src/cuda/gemv.cu) against the norm and the linears run apart.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,6 +13,7 @@
 #include "cuda_skip.hpp"
 #include "ember/ember.hpp"
 #include "ember/models/gpt2.hpp"
+#include "ember/models/llama.hpp"
 #include "error_of.hpp"
 #include "slot_calls.hpp"
 
@@ -230,13 +231,42 @@ TEST(NormLinear, CudaFewRowsEqualTheNormThenTheLinear) {
   expect_near_composite(got.to(DType::f64), want, 3e-2);
 }
 
-// A bf16 GPT-2's decode-shaped forward (one row) through the fused norms equals the same
-// forward with every norm and linear run apart (a forward hook on each c_attn and c_fc makes
-// the model take the modules).
+// A bf16 model's decode-shaped forward (one row) through the fused norms makes
+// `fused_launches` norm_linear calls and one `norm_slot` call (the final norm), and equals the
+// same forward with every norm and linear run apart: a forward hook on each module whose name
+// ends with one of `hooked` (two a layer) makes the model take the modules.
+template <typename Model>
+void expect_fused_row_equals_apart(Model& model, const std::vector<std::string>& hooked,
+                                   const std::string& norm_slot, int64_t fused_launches) {
+  NoGradGuard no_grad;
+  model->to(Device::cuda(0));
+  model->to(DType::bf16);
+  const Tensor ids = from_vector<int64_t>({5}, {1, 1}, {.device = Device::cuda(0)});
+  auto times = [](const std::map<std::string, int64_t>& calls, const std::string& slot) {
+    return calls.count(slot) ? calls.at(slot) : 0;
+  };
+  Tensor fused;
+  const auto calls = slot_calls([&] { fused = model->forward(ids); });
+  EXPECT_EQ(times(calls, "norm_linear"), fused_launches);
+  EXPECT_EQ(times(calls, norm_slot), 1);
+  std::vector<nn::ModuleHookHandle> hooks;
+  for (auto& [name, module] : model->named_modules())
+    for (const std::string& end : hooked)
+      if (name.ends_with(end))
+        hooks.push_back(module->register_forward_hook(
+            [](nn::ModuleImpl&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); }));
+  ASSERT_EQ(hooks.size(), 4u);
+  Tensor apart;
+  const auto apart_calls = slot_calls([&] { apart = model->forward(ids); });
+  EXPECT_EQ(times(apart_calls, "norm_linear"), 0);
+  EXPECT_EQ(times(apart_calls, norm_slot), 5);  // two a layer and the final one
+  EXPECT_TRUE(same_values(fused, apart));
+}
+
+// GPT-2: each block's two norms ride in its c_attn and c_fc products (ln_f runs on its own).
 TEST(NormLinear, CudaGpt2RowEqualsTheModulesRunApart) {
   SKIP_WITHOUT_CUDA();
   manual_seed(16);
-  NoGradGuard no_grad;
   nn::GPT2Config c;
   c.vocab_size = 96;
   c.n_positions = 16;
@@ -244,25 +274,125 @@ TEST(NormLinear, CudaGpt2RowEqualsTheModulesRunApart) {
   c.n_layer = 2;
   c.n_head = 4;
   nn::GPT2 model(c);
-  model->to(Device::cuda(0));
-  model->to(DType::bf16);
-  const Tensor ids = from_vector<int64_t>({5}, {1, 1}, {.device = Device::cuda(0)});
-  Tensor fused;
-  const auto calls = slot_calls([&] { fused = model->forward(ids); });
-  // the two norms of each block ride in the products; ln_f alone runs on its own
-  EXPECT_EQ(calls.count("norm_linear") ? calls.at("norm_linear") : 0, 4);
-  EXPECT_EQ(calls.count("layer_norm_forward") ? calls.at("layer_norm_forward") : 0, 1);
-  std::vector<nn::ModuleHookHandle> hooks;
-  for (auto& [name, module] : model->named_modules())
-    if (name.ends_with("c_attn") || name.ends_with("c_fc"))
-      hooks.push_back(module->register_forward_hook(
-          [](nn::ModuleImpl&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); }));
-  ASSERT_EQ(hooks.size(), 4u);
-  Tensor apart;
-  const auto apart_calls = slot_calls([&] { apart = model->forward(ids); });
-  EXPECT_EQ(apart_calls.count("norm_linear"), 0u);
-  EXPECT_EQ(apart_calls.count("layer_norm_forward") ? apart_calls.at("layer_norm_forward") : 0, 5);
-  EXPECT_TRUE(same_values(fused, apart));
+  expect_fused_row_equals_apart(model, {"c_attn", "c_fc"}, "layer_norm_forward", 4);
+}
+
+// Several weights of one normalised x, and SwiGLU's gate and up: on the CPU exactly the
+// composite; bad input named.
+TEST(NormLinear, CpuSeveralWeightsAndSwigluAreTheComposite) {
+  manual_seed(17);
+  const Tensor x = randn({3, 16}), g = randn({16}), b = randn({16});
+  const Tensor wq = randn({8, 16}), wk = randn({4, 16}), wv = randn({4, 16}), bq = randn({8});
+  const Tensor n = rms_norm(x, {16}, g, 1e-6);
+  const auto qkv = rms_norm_linear(x, g, 1e-6, {wq, wk, wv}, {bq, Tensor(), Tensor()});
+  ASSERT_EQ(qkv.size(), 3u);
+  EXPECT_TRUE(same_values(qkv[0], linear(n, wq, bq)));
+  EXPECT_TRUE(same_values(qkv[1], linear(n, wk)));
+  EXPECT_TRUE(same_values(qkv[2], linear(n, wv)));
+  const auto two = layer_norm_linear(x, g, b, 1e-5, {wq, wk}, {}, Activation::relu);
+  const Tensor ln = layer_norm(x, {16}, g, b, 1e-5);
+  EXPECT_TRUE(same_values(two[0], linear(ln, wq, Tensor(), Activation::relu)));
+  EXPECT_TRUE(same_values(two[1], linear(ln, wk, Tensor(), Activation::relu)));
+  const Tensor wu = randn({8, 16}), bu = randn({8});
+  EXPECT_TRUE(same_values(rms_norm_swiglu(x, g, 1e-6, wq, wu, bq, bu),
+                          silu(linear(n, wq, bq)) * linear(n, wu, bu)));
+  {  // gradients flow through the composite
+    const Tensor gw = wq.clone().requires_grad_();
+    sum(rms_norm_swiglu(x, g, 1e-6, gw, wu)).backward();
+    const Tensor gw2 = wq.clone().requires_grad_();
+    sum(silu(linear(n, gw2)) * linear(n, wu)).backward();
+    EXPECT_TRUE(same_values(gw.grad(), gw2.grad()));
+  }
+  using ember::test_util::error_of;
+  EXPECT_NE(
+      error_of([&] { rms_norm_linear(x, g, 1e-6, std::vector<Tensor>{}); }).find("no weights"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              rms_norm_linear(x, g, 1e-6, {wq, wk}, {bq});
+            }).find("1 biases for 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              rms_norm_linear(x, g, 1e-6, {wq, Tensor()});
+            }).find("undefined"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { rms_norm_swiglu(x, g, 1e-6, wq, wk); }).find("[4, 16]"),
+            std::string::npos);
+}
+
+// On the GPU: q, k and v (up to three weights) in one launch that normalises once, and the
+// gate, up, silu and multiply of SwiGLU in one, each the bits of the modules run apart while the
+// norm's row fits its registers (k <= 1024) and within a rounding beyond; with more column
+// groups than the device holds blocks (each block then takes several after its one norm).
+TEST(NormLinear, CudaSeveralWeightsAndSwigluInOneLaunch) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(18);
+  NoGradGuard no_grad;
+  const Device gpu = Device::cuda(0);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    // (k, q columns, k/v columns, MLP columns): GPT-2 and Llama-sized rows, a Llama 1B MLP
+    for (const auto& [k, nq, nkv, nmlp] :
+         {std::tuple<int64_t, int64_t, int64_t, int64_t>{64, 96, 24, 40},
+          {768, 768, 200, 3000},
+          {2048, 2048, 512, 8192}}) {
+      for (const int64_t m : {1, 2, 3, 4, 5}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " k " + std::to_string(k) + " m " +
+                     std::to_string(m));
+        auto dev = [&](const Tensor& t) { return t.to(dtype).to(gpu); };
+        const Tensor x = dev(randn({m, k}) * 3 + 1), g = dev(randn({k}));
+        const Tensor wq = dev(randn({nq, k}) * 0.05), wk = dev(randn({nkv, k}) * 0.05),
+                     wv = dev(randn({nkv, k}) * 0.05), bq = dev(randn({nq})),
+                     bv = dev(randn({nkv}));
+        const Tensor wg = dev(randn({nmlp, k}) * 0.05), wu = dev(randn({nmlp, k}) * 0.05),
+                     bg = dev(randn({nmlp})), bu = dev(randn({nmlp}));
+        std::vector<Tensor> qkv;
+        const auto calls = slot_calls([&] {
+          qkv = rms_norm_linear(x, g, 1e-6, {wq, wk, wv}, {bq, Tensor(), bv});
+        });
+        EXPECT_EQ(calls.count("norm_linear") ? calls.at("norm_linear") : 0, 1);
+        EXPECT_EQ(calls.count("gemm") ? calls.at("gemm") : 0, m <= 4 ? 0 : 3);
+        Tensor a, a_nobias;
+        const auto mlp_calls = slot_calls([&] {
+          a = rms_norm_swiglu(x, g, 1e-6, wg, wu, bg, bu);
+          a_nobias = rms_norm_swiglu(x, g, 1e-6, wg, wu);
+        });
+        EXPECT_EQ(mlp_calls.count("norm_linear") ? mlp_calls.at("norm_linear") : 0, 2);
+        EXPECT_EQ(mlp_calls.count("unary") ? mlp_calls.at("unary") : 0, m <= 4 ? 0 : 2);  // silu
+        const Tensor n = rms_norm(x, {k}, g, 1e-6);
+        const std::vector<Tensor> want{linear(n, wq, bq), linear(n, wk), linear(n, wv, bv)};
+        const Tensor want_a = silu(linear(n, wg, bg)) * linear(n, wu, bu),
+                     want_nobias = silu(linear(n, wg)) * linear(n, wu);
+        std::vector<std::pair<Tensor, Tensor>> pairs{{qkv[0], want[0]},
+                                                     {qkv[1], want[1]},
+                                                     {qkv[2], want[2]},
+                                                     {a, want_a},
+                                                     {a_nobias, want_nobias}};
+        for (const auto& [got, composite] : pairs) {
+          if (k <= 1024)
+            EXPECT_TRUE(same_values(got, composite));
+          else
+            expect_near_composite(got, composite, 2e-2);
+        }
+      }
+    }
+  }
+}
+
+// Llama: a layer's q, k, v in one launch (rms_norm_linear of three weights) and its MLP's
+// input in another (rms_norm_swiglu); hooks on q_proj and gate_proj turn both off.
+TEST(NormLinear, CudaLlamaRowEqualsTheModulesRunApart) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(19);
+  nn::LlamaConfig c;
+  c.vocab_size = 96;
+  c.hidden_size = 64;
+  c.intermediate_size = 136;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 16;
+  nn::Llama model(c);
+  expect_fused_row_equals_apart(model, {"q_proj", "gate_proj"}, "rms_norm_forward", 4);
 }
 
 }  // namespace

@@ -456,6 +456,29 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
 /// layer_norm_linear is.
 Tensor rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps, const Tensor& weight,
                        const Tensor& bias = Tensor(), Activation activation = Activation::none);
+/// The products of one normalised x with several weights (a Llama layer's q, k and v
+/// projections): linear(norm(x), weights[i], biases[i], activation) for each i (biases empty,
+/// or one per weight, each possibly undefined). Fused as the single-weight form, with up to
+/// three weights in one kernel that normalises the rows once.
+///   auto qkv = rms_norm_linear(x, ln->weight(), 1e-5, {wq, wk, wv});  // {q, k, v}
+std::vector<Tensor> layer_norm_linear(const Tensor& x, const Tensor& norm_weight,
+                                      const Tensor& norm_bias, double eps,
+                                      const std::vector<Tensor>& weights,
+                                      const std::vector<Tensor>& biases = {},
+                                      Activation activation = Activation::none);
+std::vector<Tensor> rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps,
+                                    const std::vector<Tensor>& weights,
+                                    const std::vector<Tensor>& biases = {},
+                                    Activation activation = Activation::none);
+/// silu(rms_norm_linear(x, norm_weight, eps, gate_weight, gate_bias)) ·
+/// rms_norm_linear(x, norm_weight, eps, up_weight, up_bias): a SwiGLU MLP's input (Llama's
+/// act_fn(gate_proj(x)) * up_proj(x) after its post-attention norm). Fused where
+/// rms_norm_linear is (the gate and up weights of one shape): one kernel normalises the rows,
+/// computes both products and combines them, each product, the silu and the multiply rounded
+/// as the composite's kernels round them.
+Tensor rms_norm_swiglu(const Tensor& x, const Tensor& norm_weight, double eps,
+                       const Tensor& gate_weight, const Tensor& up_weight,
+                       const Tensor& gate_bias = Tensor(), const Tensor& up_bias = Tensor());
 
 // ---- shape (views where possible; differentiable) ----
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -232,7 +232,7 @@ void relu_mask_pass(const GemmArgs& g) {
 }  // namespace
 
 // No fused kernel on the CPU: the op composes the norm and the product.
-bool norm_linear(const GemmArgs&, const backend::RowNorm&) { return false; }
+bool norm_linear(int, std::span<const GemmArgs>, const backend::RowNorm&, bool) { return false; }
 
 void gemm(const GemmArgs& args) {
   num_threads();  // first use: the pool's creation sets OpenBLAS's thread count

@@ -29,6 +29,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "cuda/device_math.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "cuda/norm_rows.cuh"
@@ -45,58 +51,54 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int64_t kSplitChunks = 256;
 int parts_for(int64_t k) { return k / 8 >= kSplitChunks ? 4 : 1; }
 
-// Output column blockIdx.x · (kWarpsPerBlock / kParts) + warp / kParts of C for the M rows of x
-// (shared memory when kShared, else global memory read through the read-only cache); warp part
-// p = warp % kParts sums the chunks p·32 + lane, + 32·kParts, ..., loading kBatch of them at
-// a time, and part 0 adds the others' sums in part order (Note [Products of a few rows]).
-// `prologue` runs after the first batch's loads are issued and before x is read (the norm
-// kernel normalises its rows there); every thread of the block calls it.
-template <typename T, int M, bool kShared, int kParts, int kBatch, typename Prologue>
-__device__ __forceinline__ void few_rows_column(T* __restrict c, int64_t ldc, const T* __restrict x,
-                                                int64_t ldx, const T* __restrict w, int64_t ldw,
-                                                const T* __restrict bias,
-                                                const T* __restrict residual, int64_t n, int64_t k,
-                                                backend::GemmEpilogue act, Prologue prologue) {
+// The sums of output column j of each of the kW matrices W (j >= n: none) for the M rows of x
+// (shared memory when kShared, else global memory read through the read-only cache): warp part
+// p = warp % kParts sums the chunks p·32 + lane, + 32·kParts, ..., loading kBatch of them of
+// each matrix at a time, and part 0 adds the others' sums in part order (Note [Products of a
+// few rows]). `prologue` runs after the first batch's loads are issued and before x is read
+// (the norm kernel normalises its rows there); every thread of the block calls it, and reaches
+// the block barrier of kParts > 1. True in the one thread that holds the column's sums in acc
+// (lane 0 of part 0, j < n).
+template <typename T, int M, int kW, bool kShared, int kParts, int kBatch, typename Prologue>
+__device__ __forceinline__ bool column_sums(float (&acc)[kW][M], const T* __restrict x, int64_t ldx,
+                                            const T* const (&w)[kW], int64_t ldw, int64_t j,
+                                            int64_t n, int64_t k, Prologue prologue) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, part = warp % kParts;
-  constexpr int kColumns = kWarpsPerBlock / kParts;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kColumns;
-  const int64_t j = j0 + warp / kParts;
-  // Note [Chained launches] in launch.cuh: the block's weight rows into L2 before the wait.
-  chain_release();
-  if (threadIdx.x < kColumns && j0 + threadIdx.x < n)
-    prefetch_l2(w + (j0 + threadIdx.x) * ldw, static_cast<uint32_t>(k * sizeof(T)));
-  chain_wait();
   const bool live = j < n;
-  const uint4* wrow = reinterpret_cast<const uint4*>(w + (live ? j : 0) * ldw);
+  const uint4* wrow[kW];
+#pragma unroll
+  for (int q = 0; q < kW; ++q)
+    wrow[q] = reinterpret_cast<const uint4*>(w[q] + (live ? j : 0) * ldw);
   const int64_t chunks = live ? k / 8 : 0;
   constexpr int64_t kStep = 32 * kParts;
   const int64_t first = part * 32 + lane;
-  uint4 wv[kBatch];
+  uint4 wv[kW][kBatch];
   auto load = [&](int64_t base) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int64_t ch = base + u * kStep;
-      if (ch < chunks) wv[u] = __ldg(wrow + ch);
+#pragma unroll
+      for (int q = 0; q < kW; ++q)
+        if (ch < chunks) wv[q][u] = __ldg(wrow[q] + ch);
     }
   };
   load(first);
   prologue();
-  float acc[M];
 #pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.f;
+  for (int q = 0; q < kW; ++q)
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[q][r] = 0.f;
   for (int64_t base = first; base < chunks; base += kStep * kBatch) {
-    uint4 cur[kBatch];
+    uint4 cur[kW][kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) cur[u] = wv[u];
+    for (int q = 0; q < kW; ++q)
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) cur[q][u] = wv[q][u];
     if (base + kStep * kBatch < chunks) load(base + kStep * kBatch);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int64_t ch = base + u * kStep;
       if (ch >= chunks) break;
-      const T* wh = reinterpret_cast<const T*>(&cur[u]);
-      float wf[8];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) wf[t] = cast<float>(wh[t]);
 #pragma unroll
       for (int r = 0; r < M; ++r) {
         const uint4* xp = reinterpret_cast<const uint4*>(x + r * ldx) + ch;
@@ -107,38 +109,67 @@ __device__ __forceinline__ void few_rows_column(T* __restrict c, int64_t ldc, co
           xv = __ldg(xp);
         const T* xh = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-        for (int t = 0; t < 8; ++t) acc[r] += wf[t] * cast<float>(xh[t]);
+        for (int q = 0; q < kW; ++q) {
+          const T* wh = reinterpret_cast<const T*>(&cur[q][u]);
+#pragma unroll
+          for (int t = 0; t < 8; ++t) acc[q][r] += cast<float>(wh[t]) * cast<float>(xh[t]);
+        }
       }
     }
   }
   if (live) {
 #pragma unroll
-    for (int r = 0; r < M; ++r)
-      for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+    for (int q = 0; q < kW; ++q)
+#pragma unroll
+      for (int r = 0; r < M; ++r)
+        for (int o = 16; o > 0; o >>= 1) acc[q][r] += __shfl_xor_sync(0xffffffffu, acc[q][r], o);
   }
   if constexpr (kParts > 1) {
-    __shared__ float sums[kWarpsPerBlock][M];
+    __shared__ float sums[kWarpsPerBlock][kW][M];
     if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < M; ++r) sums[warp][r] = acc[r];
+      for (int q = 0; q < kW; ++q)
+#pragma unroll
+        for (int r = 0; r < M; ++r) sums[warp][q][r] = acc[q][r];
     }
     __syncthreads();
-    if (part != 0) return;
+    if (part == 0) {
 #pragma unroll
-    for (int r = 0; r < M; ++r)
-      for (int q = 1; q < kParts; ++q) acc[r] += sums[warp + q][r];
+      for (int q = 0; q < kW; ++q)
+#pragma unroll
+        for (int r = 0; r < M; ++r)
+          for (int o = 1; o < kParts; ++o) acc[q][r] += sums[warp + o][q][r];
+    }
   }
-  if (!live || lane != 0) return;
-  const float b = bias ? cast<float>(bias[j]) : 0.f;
+  return live && lane == 0 && part == 0;
+}
+
+// One product of a launch: C [M, n] (leading dimension ldc) = act(x·Wᵀ + bias) (+ residual),
+// W [n, k] with leading dimension ldw; bias and residual may be null.
+template <typename T>
+struct Product {
+  T* c = nullptr;
+  const T* w = nullptr;
+  const T* bias = nullptr;
+  const T* residual = nullptr;
+  int64_t n = 0, ldc = 0, ldw = 0;
+  backend::GemmEpilogue act = backend::GemmEpilogue::none;
+};
+
+// Column j's value act(acc + bias) (+ residual) of each row, rounded once into C.
+template <typename T, int M>
+__device__ __forceinline__ void store_column(const Product<T>& p, int64_t j,
+                                             const float (&acc)[M]) {
+  const float b = p.bias ? cast<float>(p.bias[j]) : 0.f;
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     float y = acc[r] + b;
-    if (act == backend::GemmEpilogue::relu)
+    if (p.act == backend::GemmEpilogue::relu)
       y = y > 0.f ? y : 0.f;
-    else if (act == backend::GemmEpilogue::gelu_tanh)
+    else if (p.act == backend::GemmEpilogue::gelu_tanh)
       y = 0.5f * y * (1.f + tanhf(kernels::gelu_tanh_inner(y)));
-    if (residual) y += cast<float>(residual[r * ldc + j]);
-    c[r * ldc + j] = cast<T>(y);
+    if (p.residual) y += cast<float>(p.residual[r * p.ldc + j]);
+    p.c[r * p.ldc + j] = cast<T>(y);
   }
 }
 
@@ -146,13 +177,22 @@ __device__ __forceinline__ void few_rows_column(T* __restrict c, int64_t ldc, co
 // more (the loads of x for each chunk grow with the rows).
 constexpr int batch_for(int m) { return m <= 2 ? 4 : 2; }
 
+// Output columns blockIdx.x · kColumns + warp / kParts (kColumns = kWarpsPerBlock / kParts).
 template <typename T, int M, int kParts>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    few_rows_kernel(T* __restrict c, int64_t ldc, const T* __restrict x, int64_t ldx,
-                    const T* __restrict w, int64_t ldw, const T* __restrict bias,
-                    const T* __restrict residual, int64_t n, int64_t k, backend::GemmEpilogue act) {
-  few_rows_column<T, M, false, kParts, batch_for(M)>(c, ldc, x, ldx, w, ldw, bias, residual, n, k,
-                                                     act, [] {});
+    few_rows_kernel(Product<T> p, const T* __restrict x, int64_t ldx, int64_t k) {
+  constexpr int kColumns = kWarpsPerBlock / kParts;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kColumns;
+  // Note [Chained launches] in launch.cuh: the block's weight rows into L2 before the wait.
+  chain_release();
+  if (threadIdx.x < kColumns && j0 + threadIdx.x < p.n)
+    prefetch_l2(p.w + (j0 + threadIdx.x) * p.ldw, static_cast<uint32_t>(k * sizeof(T)));
+  chain_wait();
+  const int64_t j = j0 + threadIdx.x / 32 / kParts;
+  float acc[1][M];
+  const T* const w[1] = {p.w};
+  if (column_sums<T, M, 1, false, kParts, batch_for(M)>(acc, x, ldx, w, p.ldw, j, p.n, k, [] {}))
+    store_column<T, M>(p, j, acc[0]);
 }
 
 // Note [A norm in front of a few rows]
@@ -160,33 +200,121 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // rms_norm) kernel of a few rows, then the few-rows product reading what it wrote. Here the
 // product's block normalises the M rows itself (warp r takes row r, in shared memory), with
 // its first weight loads already issued, before its warps compute their columns from there:
-// one launch instead of two, and the normalised rows never reach global memory. Every block
-// repeats the norm of the M rows (a few KB read from L2 against the weight rows it streams).
+// one launch instead of two, and the normalised rows never reach global memory.
+// A launch takes up to three products of the same rows (a Llama layer's q, k and v: one launch
+// and one norm for three weights, their column groups one list), or, gated, two (gate and up)
+// whose values it combines as SwiGLU does, silu(x̂·Gᵀ)·(x̂·Uᵀ): each warp part loads its
+// chunks of the gate's row j and of the up's row j together and keeps both sums, and the
+// holder rounds each product (with its bias) to T, takes the silu of the gate's, rounds it,
+// and rounds the product — what the composite's three kernels compute, in one.
+// Each block normalises the rows once (a few KB read from L2) and then takes column groups
+// blockIdx.x, + gridDim.x, ..., with no more blocks than the device holds at once
+// (norm_blocks); while it computes a group it asks L2 for the next group's weight rows. Before,
+// a Llama MLP's 8,192 gate columns were 4,096 blocks each repeating the norm before its loads
+// (25.5 µs for 32 MB under Nsight Compute, 16.9 for the plain product of the same size).
+// Measured on an H100 (docs/benchmarks.md, sixth session): the Llama 3.2-1B shape's captured
+// decode 714 tokens/s against 495 for the earlier kernels in the same call (one norm-in-front
+// launch per product, a block per column group); the gated launch 34 µs for the MLP's 64 MB
+// (two separate gate and up launches with the silu and multiply after: 641 tokens/s), q, k and
+// v 14 µs; one block per column group instead of the resident count, 673.
 // The rows are normalised by normalize_row_by_warp (src/cuda/norm_rows.cuh) in the order the
-// norm's register-row kernel uses and rounded to T as it rounds them, and the product then
-// runs as few_rows_kernel's: where the norm kernel takes a row in registers (n up to 1024 for
-// 16-bit types) the result is that of the two kernels, bit for bit. Taken for what
+// norm's register-row kernel uses and rounded to T as it rounds them, and the products then
+// run as few_rows_kernel's: where the norm kernel takes a row in registers (n up to 1024 for
+// 16-bit types) the result is that of the separate kernels, bit for bit. Taken for what
 // few_rows_gemm takes, with the norm's parameters in x's dtype and the M rows fitting
 // kNormSharedBytes of shared memory.
 constexpr int64_t kNormSharedBytes = 48 << 10;
+constexpr int kMaxProducts = 3;
 
-template <typename T, int M, kernels::NormKind kKind, int kParts>
+// A launch's products and where each one's column groups start in the launch's list of groups.
+template <typename T>
+struct NormProducts {
+  Product<T> p[kMaxProducts];
+  int64_t first_group[kMaxProducts + 1] = {};  // first_group[count] = every group
+  int count = 0;
+};
+
+// The product and column of warp slot `slot` (0 .. kColumns - 1) in column group `group`, in
+// order through the products (gated: the column of both products, 0 returned).
+template <typename T, int kColumns, bool kGated>
+__device__ __forceinline__ int slot_column(const NormProducts<T>& ps, int64_t group, int slot,
+                                           int64_t& j) {
+  int p = 0;
+  if constexpr (!kGated)
+    while (p + 1 < ps.count && group >= ps.first_group[p + 1]) ++p;
+  j = (group - ps.first_group[p]) * kColumns + slot;
+  return p;
+}
+
+// Asks L2 for column group `group`'s weight rows, one row a thread (gated: both products').
+template <typename T, int kColumns, bool kGated>
+__device__ __forceinline__ void prefetch_group(const NormProducts<T>& ps, int64_t group,
+                                               int64_t k) {
+  constexpr int kRows = kGated ? 2 * kColumns : kColumns;
+  if (threadIdx.x >= kRows || group >= ps.first_group[ps.count]) return;
+  int64_t j = 0;
+  const int which = slot_column<T, kColumns, kGated>(ps, group, threadIdx.x % kColumns, j);
+  const Product<T>& p = ps.p[kGated ? threadIdx.x / kColumns : which];
+  if (j < p.n) prefetch_l2(p.w + j * p.ldw, static_cast<uint32_t>(k * sizeof(T)));
+}
+
+// Gated, each warp part loads its chunks of both the gate's and the up's row j together (two
+// products' sums in one pass, half the batch of each).
+template <int M, bool kGated>
+constexpr int norm_batch() {
+  return kGated ? (batch_for(M) > 2 ? batch_for(M) / 2 : 1) : batch_for(M);
+}
+
+template <typename T, int M, kernels::NormKind kKind, int kParts, bool kGated>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    norm_rows_kernel(T* __restrict c, int64_t ldc, const T* __restrict x, int64_t ldx,
+    norm_rows_kernel(NormProducts<T> ps, const T* __restrict x, int64_t ldx,
                      const T* __restrict norm_w, const T* __restrict norm_b, double eps,
-                     const T* __restrict w, int64_t ldw, const T* __restrict bias,
-                     const T* __restrict residual, int64_t n, int64_t k,
-                     backend::GemmEpilogue act) {
+                     int64_t k) {
   extern __shared__ uint4 normed_rows[];  // [M, k] of T
   T* xs = reinterpret_cast<T*>(normed_rows);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  few_rows_column<T, M, true, kParts, batch_for(M)>(
-      c, ldc, xs, k, w, ldw, bias, residual, n, k, act, [&] {
-        for (int r = warp; r < M; r += kWarpsPerBlock)
-          normalize_row_by_warp<kKind, T, T, kPackElems<T>>(xs + r * k, x + r * ldx, norm_w, norm_b,
-                                                            static_cast<int>(k), eps, lane);
-        __syncthreads();
-      });
+  constexpr int kColumns = kWarpsPerBlock / kParts, kW = kGated ? 2 : 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slot = warp / kParts;
+  const int64_t groups = ps.first_group[ps.count];
+  chain_release();
+  prefetch_group<T, kColumns, kGated>(ps, blockIdx.x, k);
+  chain_wait();
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const bool first = group == blockIdx.x;
+    prefetch_group<T, kColumns, kGated>(ps, group + gridDim.x, k);
+    int64_t j = 0;
+    const Product<T>& p = ps.p[slot_column<T, kColumns, kGated>(ps, group, slot, j)];
+    const T* w[kW];
+    w[0] = p.w;
+    if constexpr (kGated) w[kW - 1] = ps.p[1].w;
+    float acc[kW][M];
+    const bool holder = column_sums<T, M, kW, true, kParts, norm_batch<M, kGated>()>(
+        acc, xs, k, w, p.ldw, j, p.n, k, [&] {
+          if (!first) return;  // the rows stay normalised in shared memory
+          for (int r = warp; r < M; r += kWarpsPerBlock)
+            normalize_row_by_warp<kKind, T, T, kPackElems<T>>(
+                xs + r * k, x + r * ldx, norm_w, norm_b, static_cast<int>(k), eps, lane);
+          __syncthreads();
+        });
+    if constexpr (kGated) {
+      // Each product rounded to T with its bias, then silu and the multiply, as the composite.
+      if (holder) {
+        const Product<T>& up = ps.p[1];
+        const float bg = p.bias ? cast<float>(p.bias[j]) : 0.f;
+        const float bu = up.bias ? cast<float>(up.bias[j]) : 0.f;
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          const float g = cast<float>(cast<T>(acc[0][r] + bg));
+          const float u = cast<float>(cast<T>(acc[kW - 1][r] + bu));
+          const float s = cast<float>(cast<T>(
+              kernels::unary_apply<DeviceMath, float, kernels::UnaryOp::silu>(g, 0.f, 0.f)));
+          p.c[r * p.ldc + j] = cast<T>(s * u);
+        }
+      }
+    } else if (holder) {
+      store_column<T, M>(p, j, acc[0]);
+    }
+    if constexpr (kParts > 1) __syncthreads();  // the parts' sums read before the next group's
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -200,17 +328,17 @@ bool few_rows_fits(const GemmArgs& g) {
          g.ldb % 8 == 0 && aligned16(g.a) && aligned16(g.b);
 }
 
-// Calls fn with std::integral_constant<int, M> for M = g.m (1..4) and with
-// std::integral_constant<int, kParts> for g.k.
+// Calls fn with std::integral_constant<int, M> for M = m (1..4) and with
+// std::integral_constant<int, kParts> for kParts = parts (1 or 4).
 template <typename Fn>
-void with_rows_and_parts(const GemmArgs& g, Fn&& fn) {
+void with_rows_and_parts(int64_t m, int parts_of_k, Fn&& fn) {
   auto parts = [&](auto rows) {
-    if (parts_for(g.k) == 4)
+    if (parts_of_k == 4)
       fn(rows, std::integral_constant<int, 4>{});
     else
       fn(rows, std::integral_constant<int, 1>{});
   };
-  switch (g.m) {
+  switch (m) {
     case 1: return parts(std::integral_constant<int, 1>{});
     case 2: return parts(std::integral_constant<int, 2>{});
     case 3: return parts(std::integral_constant<int, 3>{});
@@ -218,33 +346,84 @@ void with_rows_and_parts(const GemmArgs& g, Fn&& fn) {
   }
 }
 
-unsigned blocks_for(const GemmArgs& g, int parts) {
-  const int64_t columns = kWarpsPerBlock / parts;
-  return static_cast<unsigned>((g.n + columns - 1) / columns);
+template <typename T>
+Product<T> product_of(const GemmArgs& g) {
+  return {static_cast<T*>(g.c),
+          static_cast<const T*>(g.b),
+          static_cast<const T*>(g.bias),
+          static_cast<const T*>(g.residual),
+          g.n,
+          g.ldc,
+          g.ldb,
+          g.epilogue};
 }
 
 template <typename T>
 void launch_few_rows(const GemmArgs& g) {
-  with_rows_and_parts(g, [&](auto rows, auto parts) {
+  with_rows_and_parts(g.m, parts_for(g.k), [&](auto rows, auto parts) {
     constexpr int M = decltype(rows)::value, kParts = decltype(parts)::value;
+    const int64_t columns = kWarpsPerBlock / kParts;
     launch_chained<few_rows_kernel<T, M, kParts>>(
-        dim3(blocks_for(g, kParts)), kWarpsPerBlock * 32, stream(g.device), static_cast<T*>(g.c),
-        g.ldc, static_cast<const T*>(g.a), g.lda, static_cast<const T*>(g.b), g.ldb,
-        static_cast<const T*>(g.bias), static_cast<const T*>(g.residual), g.n, g.k, g.epilogue);
+        dim3(static_cast<unsigned>((g.n + columns - 1) / columns)), kWarpsPerBlock * 32,
+        stream(g.device), product_of<T>(g), static_cast<const T*>(g.a), g.lda, g.k);
+  });
+}
+
+// Blocks of `kernel` (kWarpsPerBlock warps, `shared` bytes) the device holds at once, the most
+// a norm-in-front launch takes (Note [A norm in front of a few rows]). Read once per kernel
+// and size.
+int64_t norm_blocks(const void* kernel, unsigned shared, int device) {
+  struct Entry {
+    const void* kernel;
+    unsigned shared;
+    int device;
+    int64_t blocks;
+  };
+  static std::mutex mutex;
+  static std::vector<Entry> seen;
+  const std::lock_guard lock(mutex);
+  for (const Entry& e : seen)
+    if (e.kernel == kernel && e.shared == shared && e.device == device) return e.blocks;
+  int per_sm = 0, sms = 0;
+  EMBER_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * 32, shared));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int64_t blocks = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sms, 1);
+  seen.push_back({kernel, shared, device, blocks});
+  return blocks;
+}
+
+template <typename T, kernels::NormKind kKind, bool kGated>
+void launch_norm_rows(std::span<const GemmArgs> gs, const backend::RowNorm& norm, unsigned shared) {
+  const GemmArgs& g = gs.front();
+  with_rows_and_parts(g.m, parts_for(g.k), [&](auto rows, auto parts) {
+    constexpr int M = decltype(rows)::value, kParts = decltype(parts)::value;
+    constexpr int64_t kColumns = kWarpsPerBlock / kParts;
+    NormProducts<T> ps;
+    ps.count = kGated ? 2 : static_cast<int>(gs.size());
+    for (int i = 0; i < ps.count; ++i) {
+      ps.p[i] = product_of<T>(gs[static_cast<size_t>(i)]);
+      const int64_t groups = kGated && i == 1 ? 0 : (ps.p[i].n + kColumns - 1) / kColumns;
+      ps.first_group[i + 1] = ps.first_group[i] + groups;
+    }
+    constexpr auto kernel = norm_rows_kernel<T, M, kKind, kParts, kGated>;
+    const int64_t groups = ps.first_group[ps.count];
+    const int64_t blocks =
+        std::min(groups, norm_blocks(reinterpret_cast<const void*>(kernel), shared, g.device));
+    launch_chained_shared<kernel>(dim3(static_cast<unsigned>(blocks)), kWarpsPerBlock * 32, shared,
+                                  stream(g.device), ps, static_cast<const T*>(g.a), g.lda,
+                                  static_cast<const T*>(norm.weight),
+                                  static_cast<const T*>(norm.bias), norm.eps, g.k);
   });
 }
 
 template <typename T, kernels::NormKind kKind>
-void launch_norm_rows(const GemmArgs& g, const backend::RowNorm& norm, unsigned shared) {
-  with_rows_and_parts(g, [&](auto rows, auto parts) {
-    constexpr int M = decltype(rows)::value, kParts = decltype(parts)::value;
-    launch_chained_shared<norm_rows_kernel<T, M, kKind, kParts>>(
-        dim3(blocks_for(g, kParts)), kWarpsPerBlock * 32, shared, stream(g.device),
-        static_cast<T*>(g.c), g.ldc, static_cast<const T*>(g.a), g.lda,
-        static_cast<const T*>(norm.weight), static_cast<const T*>(norm.bias), norm.eps,
-        static_cast<const T*>(g.b), g.ldb, static_cast<const T*>(g.bias),
-        static_cast<const T*>(g.residual), g.n, g.k, g.epilogue);
-  });
+void launch_norm_rows(std::span<const GemmArgs> gs, const backend::RowNorm& norm, bool gated,
+                      unsigned shared) {
+  if (gated)
+    launch_norm_rows<T, kKind, true>(gs, norm, shared);
+  else
+    launch_norm_rows<T, kKind, false>(gs, norm, shared);
 }
 
 }  // namespace
@@ -258,9 +437,19 @@ bool few_rows_gemm(const GemmArgs& g) {
   return true;
 }
 
-bool norm_linear(const GemmArgs& g, const backend::RowNorm& norm) {
+bool norm_linear(int, std::span<const GemmArgs> gs, const backend::RowNorm& norm, bool swiglu) {
+  if (gs.empty() || gs.size() > static_cast<size_t>(kMaxProducts) || (swiglu && gs.size() != 2))
+    return false;
+  const GemmArgs& g = gs.front();
+  for (const GemmArgs& o : gs) {
+    const bool same_rows = o.dtype == g.dtype && o.device == g.device && o.m == g.m && o.k == g.k &&
+                           o.a == g.a && o.lda == g.lda;
+    const bool gated_ok =
+        !swiglu || (o.n == g.n && o.epilogue == backend::GemmEpilogue::none && !o.residual);
+    if (!few_rows_fits(o) || !same_rows || !gated_ok) return false;
+  }
   const int64_t shared = g.m * g.k * static_cast<int64_t>(element_size(g.dtype));
-  if (!few_rows_fits(g) || g.lda != g.k || shared > kNormSharedBytes || g.k > INT32_MAX ||
+  if (g.lda != g.k || shared > kNormSharedBytes || g.k > INT32_MAX ||
       (norm.weight && !aligned16(norm.weight)) || (norm.bias && !aligned16(norm.bias)) ||
       (norm.rms && norm.bias))
     return false;
@@ -268,14 +457,14 @@ bool norm_linear(const GemmArgs& g, const backend::RowNorm& norm) {
   using K = kernels::NormKind;
   if (g.dtype == DType::bf16) {
     if (norm.rms)
-      launch_norm_rows<__nv_bfloat16, K::rms>(g, norm, bytes);
+      launch_norm_rows<__nv_bfloat16, K::rms>(gs, norm, swiglu, bytes);
     else
-      launch_norm_rows<__nv_bfloat16, K::layer>(g, norm, bytes);
+      launch_norm_rows<__nv_bfloat16, K::layer>(gs, norm, swiglu, bytes);
   } else {
     if (norm.rms)
-      launch_norm_rows<__half, K::rms>(g, norm, bytes);
+      launch_norm_rows<__half, K::rms>(gs, norm, swiglu, bytes);
     else
-      launch_norm_rows<__half, K::layer>(g, norm, bytes);
+      launch_norm_rows<__half, K::layer>(gs, norm, swiglu, bytes);
   }
   return true;
 }

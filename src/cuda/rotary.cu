@@ -6,10 +6,12 @@
 // [CUDA strided geometry]), both elements of its pair read once, computed in Compute<T> (f32
 // for f16/bf16) with every product rounded on its own, as the CPU, and written once. One
 // launch per call: for a decode step's q or k ([B, H, 1, D]) this is one kernel where the
-// composite x·cos + cat(-x₂, x₁)·sin took six.
+// composite x·cos + cat(-x₂, x₁)·sin took six, launched chained (Note [Chained launches] in
+// launch.cuh) so that it starts while the product before it finishes.
 #include <cstdint>
 
 #include "cuda/common.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/rotary.hpp"
 
@@ -21,6 +23,7 @@ template <typename T, bool kBackward>
 __global__ void rotary_kernel(T* out, const T* in, const T* cos, const T* sin, Geometry<4> g,
                               int64_t po, int64_t pi, int64_t pc, int64_t ps) {
   using C = Compute<T>;
+  chain_enter();  // Note [Chained launches] in launch.cuh
   EMBER_CUDA_KERNEL_LOOP(i, g.numel) {
     int64_t off[4];
     offsets_of(g, i, off);
@@ -47,10 +50,10 @@ void rotary(const View& out, const View& in, const View& cos, const View& sin, b
   const cudaStream_t st = stream(out.device);
   dispatch_any_float(in.dtype, name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rotary_kernel<T, kBackward><<<grid_for(g.numel), kBlock, 0, st>>>(
-        static_cast<T*>(out.data), static_cast<const T*>(in.data), static_cast<const T*>(cos.data),
-        static_cast<const T*>(sin.data), g, p.partner[0], p.partner[1], p.partner[2], p.partner[3]);
-    EMBER_CUDA_LAUNCH_CHECK();
+    launch_chained<rotary_kernel<T, kBackward>>(
+        grid_for(g.numel), kBlock, st, static_cast<T*>(out.data), static_cast<const T*>(in.data),
+        static_cast<const T*>(cos.data), static_cast<const T*>(sin.data), g, p.partner[0],
+        p.partner[1], p.partner[2], p.partner[3]);
   });
 }
 

@@ -193,13 +193,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
   Tensor step(const Tensor& x, Rotary& rotary, const detail::AttentionContext& attention,
               size_t layer) {
     const int64_t B = x.size(0), T = x.size(1);
-    // Note [A norm in front of a few rows] in src/cuda/gemv.cu: each projection normalises its
-    // input itself where it can (then h is never made).
-    const bool fuse_in = fuses(input_layernorm_, {&q_proj_, &k_proj_, &v_proj_}, x);
-    const Tensor h = fuse_in ? Tensor() : input_layernorm_(x);
-    auto from_h = [&](Linear& proj) {
-      return fuse_in ? normed_linear(input_layernorm_, proj, x) : proj(h);
-    };
+    // Note [A norm in front of a few rows] in src/cuda/gemv.cu: at decode one kernel normalises
+    // the input and computes q, k and v (then h is never made).
     auto heads = [&](const Tensor& t, int64_t n) {
       return t.reshape({B, T, n, hd_}).transpose(1, 2);  // [B, n, T, hd]
     };
@@ -208,23 +203,38 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
       const auto& [c, s] = rotary.as(t.dtype());
       return rotary_embedding(t, c, s);  // reads the head-transposed view in place
     };
-    const Tensor q = rotate(heads(from_h(q_proj_), heads_));
-    const Tensor k = rotate(heads(from_h(k_proj_), kv_heads_));
-    const Tensor v = heads(from_h(v_proj_), kv_heads_);
+    std::vector<Tensor> qkv;
+    if (fuses(input_layernorm_, {&q_proj_, &k_proj_, &v_proj_}, x)) {
+      qkv = rms_norm_linear(x, input_layernorm_->weight(), *input_layernorm_->norm_options().eps,
+                            {q_proj_->weight(), k_proj_->weight(), v_proj_->weight()},
+                            {q_proj_->bias(), k_proj_->bias(), v_proj_->bias()});
+    } else {
+      const Tensor h = input_layernorm_(x);
+      qkv = {q_proj_(h), k_proj_(h), v_proj_(h)};
+    }
+    const Tensor q = rotate(heads(qkv[0], heads_));
+    const Tensor k = rotate(heads(qkv[1], kv_heads_));
+    const Tensor v = heads(qkv[2], kv_heads_);
     const Tensor y = detail::causal_attention(q, k, v, layer, attention);
     // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
     const Tensor r = o_proj_->forward(y.transpose(1, 2).reshape({B, T, heads_ * hd_}), x);
-    const bool fuse_post = fuses(post_attention_layernorm_, {&gate_proj_, &up_proj_}, r);
-    const Tensor g = fuse_post ? Tensor() : post_attention_layernorm_(r);
-    auto from_g = [&](Linear& proj) {
-      return fuse_post ? normed_linear(post_attention_layernorm_, proj, r) : proj(g);
-    };
-    return down_proj_->forward(silu(from_g(gate_proj_)) * from_g(up_proj_), r);
+    // The MLP's input silu(gate_proj(g)) * up_proj(g) of g = post_attention_layernorm(r), at
+    // decode in one kernel.
+    Tensor a;
+    if (fuses(post_attention_layernorm_, {&gate_proj_, &up_proj_}, r)) {
+      a = rms_norm_swiglu(r, post_attention_layernorm_->weight(),
+                          *post_attention_layernorm_->norm_options().eps, gate_proj_->weight(),
+                          up_proj_->weight(), gate_proj_->bias(), up_proj_->bias());
+    } else {
+      const Tensor g = post_attention_layernorm_(r);
+      a = silu(gate_proj_(g)) * up_proj_(g);
+    }
+    return down_proj_->forward(a, r);
   }
 
  private:
-  // rms_norm_linear can stand for `norm` then each of `projections`: a decode step's few rows
-  // on a GPU (elsewhere the op would compose, normalising once per projection), no gradient,
+  // rms_norm_linear / rms_norm_swiglu can stand for `norm` then `projections`: a decode step's
+  // few rows on a GPU (elsewhere the ops compose: the modules run instead), no gradient,
   // x of the norm's 16-bit dtype, an eps set, and no forward hooks to see the modules' outputs.
   static bool fuses(const RMSNorm& norm, std::initializer_list<const Linear*> projections,
                     const Tensor& x) {
@@ -233,10 +243,6 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
               norm->norm_options().eps.has_value() && !norm->has_forward_hooks();
     for (const Linear* p : projections) ok = ok && !(*p)->has_forward_hooks();
     return ok;
-  }
-  static Tensor normed_linear(const RMSNorm& norm, Linear& proj, const Tensor& x) {
-    return rms_norm_linear(x, norm->weight(), *norm->norm_options().eps, proj->weight(),
-                           proj->bias());
   }
 
   int64_t heads_, kv_heads_, hd_;

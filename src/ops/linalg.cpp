@@ -654,55 +654,80 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const T
 }
 
 namespace {
-// layer_norm_linear / rms_norm_linear: the fused kernel when it applies, else `composite`.
+// layer_norm_linear / rms_norm_linear / rms_norm_swiglu: the fused kernel when it applies
+// (every product of the same rows in one launch; swiglu: silu(P₀)·P₁ as one output), else
+// `composite`.
 template <typename Composite>
-Tensor norm_then_linear(const Tensor& x, const backend::RowNorm& norm, const Tensor& norm_weight,
-                        const Tensor& norm_bias, const Tensor& weight, const Tensor& bias,
-                        Activation activation, Composite composite) {
-  ops::check_defined(op_name(Op::linear), x, "input");
-  ops::check_defined(op_name(Op::linear), weight, "weight");
-  EMBER_CHECK(x.dim() >= 1, norm.rms ? "rms_norm_linear" : "layer_norm_linear", ": input shape ",
-              x.shape().to_string(), " (expected at least one dim: the normalised one)");
-  const bool grad = autograd::needs_grad(x, weight, bias, norm_weight, norm_bias);
+std::vector<Tensor> norm_then_linears(const char* op, const Tensor& x, const backend::RowNorm& norm,
+                                      const Tensor& norm_weight, const Tensor& norm_bias,
+                                      const std::vector<Tensor>& weights,
+                                      const std::vector<Tensor>& biases, Activation activation,
+                                      bool swiglu, Composite composite) {
+  ops::check_defined(op, x, "input");
+  EMBER_CHECK(!weights.empty(), op, ": no weights (expected at least one)");
+  EMBER_CHECK(biases.empty() || biases.size() == weights.size(), op, ": ", biases.size(),
+              " biases for ", weights.size(), " weights (expected one per weight, or none)");
+  for (const Tensor& w : weights) ops::check_defined(op, w, "weight");
+  EMBER_CHECK(x.dim() >= 1, op, ": input shape ", x.shape().to_string(),
+              " (expected at least one dim: the normalised one)");
+  auto bias_of = [&](size_t i) { return biases.empty() ? Tensor() : biases[i]; };
+  bool grad = autograd::needs_grad(x, norm_weight, norm_bias);
+  for (size_t i = 0; i < weights.size(); ++i)
+    grad = grad || autograd::needs_grad(weights[i], bias_of(i));
   auto same = [&](const Tensor& t) {
     return !t.defined() || (t.dtype() == x.dtype() && t.device() == x.device() &&
                             t.is_contiguous() && t.dim() == 1);
   };
   const bool half = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
   const bool lowered = autocast_enabled() && autocast_policy(Op::linear) == AutocastPolicy::lower;
-  if (grad || !half || x.dim() < 1 || weight.dim() != 2 || x.shape().at(-1) != weight.size(1) ||
-      !x.is_contiguous() || !same(norm_weight) || !same(norm_bias) || !same(bias) ||
-      weight.dtype() != x.dtype() || weight.device() != x.device() ||
-      (lowered && x.dtype() != autocast_dtype()) || x.device().is_cpu())
-    return composite();
+  bool fits = !grad && half && x.is_contiguous() && same(norm_weight) && same(norm_bias) &&
+              !(lowered && x.dtype() != autocast_dtype()) && !x.device().is_cpu() &&
+              weights.size() <= 3;
+  for (size_t i = 0; fits && i < weights.size(); ++i) {
+    const Tensor& w = weights[i];
+    fits = w.dim() == 2 && x.shape().at(-1) == w.size(1) && same(bias_of(i)) &&
+           w.dtype() == x.dtype() && w.device() == x.device() &&
+           (!swiglu || w.shape() == weights[0].shape());
+  }
+  if (!fits) return composite();
   const ops::OpScope op_scope(Op::linear, x);
-  const int64_t k = weight.size(1), n = weight.size(0), rows = x.numel() / std::max<int64_t>(k, 1);
-  Shape out_shape = x.shape();
-  out_shape[out_shape.size() - 1] = n;
-  Tensor out = ops::make_tensor(out_shape, x.dtype(), x.device());
-  const Tensor w = weight.is_contiguous() ? weight : weight.contiguous();
-  backend::GemmArgs g;
-  g.dtype = x.dtype();
-  g.device = x.device().index;
-  g.trans_b = true;
-  g.m = rows;
-  g.n = n;
-  g.k = k;
-  g.a = x.data_ptr();
-  g.lda = k;
-  g.b = w.data_ptr();
-  g.ldb = k;
-  g.c = out.data_ptr();
-  g.ldc = n;
-  g.bias = bias.defined() ? bias.data_ptr() : nullptr;
-  g.epilogue = activation == Activation::relu        ? backend::GemmEpilogue::relu
-               : activation == Activation::gelu_tanh ? backend::GemmEpilogue::gelu_tanh
-                                                     : backend::GemmEpilogue::none;
+  const int64_t k = x.shape().at(-1), rows = x.numel() / std::max<int64_t>(k, 1);
+  std::vector<Tensor> outs, held;  // held: contiguous weights alive until the launch
+  std::vector<backend::GemmArgs> gs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor w = weights[i].is_contiguous() ? weights[i] : weights[i].contiguous();
+    held.push_back(w);
+    const int64_t n = w.size(0);
+    Shape out_shape = x.shape();
+    out_shape[out_shape.size() - 1] = n;
+    if (!swiglu || i == 0) outs.push_back(ops::make_tensor(out_shape, x.dtype(), x.device()));
+    backend::GemmArgs g;
+    g.dtype = x.dtype();
+    g.device = x.device().index;
+    g.trans_b = true;
+    g.m = rows;
+    g.n = n;
+    g.k = k;
+    g.a = x.data_ptr();
+    g.lda = k;
+    g.b = w.data_ptr();
+    g.ldb = k;
+    g.c = outs.back().data_ptr();
+    g.ldc = n;
+    const Tensor b = bias_of(i);
+    g.bias = b.defined() ? b.data_ptr() : nullptr;
+    g.epilogue = activation == Activation::relu        ? backend::GemmEpilogue::relu
+                 : activation == Activation::gelu_tanh ? backend::GemmEpilogue::gelu_tanh
+                                                       : backend::GemmEpilogue::none;
+    if (rows == 0 || n == 0) return composite();
+    gs.push_back(g);
+  }
   backend::RowNorm rn = norm;
   rn.weight = norm_weight.defined() ? norm_weight.data_ptr() : nullptr;
   rn.bias = norm_bias.defined() ? norm_bias.data_ptr() : nullptr;
-  if (rows == 0 || k == 0 || n == 0 || !ops::backend_of(x).norm_linear(g, rn)) return composite();
-  return out;
+  if (k == 0 || !ops::backend_of(x).norm_linear(x.device().index, gs, rn, swiglu))
+    return composite();
+  return outs;
 }
 
 // The composite's norm: a 16-bit x whose norm parameters share its dtype is normalised with
@@ -720,28 +745,81 @@ Tensor norm_in_own_dtype(const Tensor& x, const Tensor& norm_weight, const Tenso
   const AutocastGuard off(x.dtype(), /*enabled=*/false);
   return norm();
 }
+
+// linear(n, weights[i], biases[i], activation) for each weight.
+std::vector<Tensor> linears(const Tensor& n, const std::vector<Tensor>& weights,
+                            const std::vector<Tensor>& biases, Activation activation) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < weights.size(); ++i)
+    out.push_back(linear(n, weights[i], biases.empty() ? Tensor() : biases[i], activation));
+  return out;
+}
+
+Tensor layer_normed(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
+                    double eps) {
+  return norm_in_own_dtype(x, norm_weight, norm_bias, [&] {
+    return layer_norm(x, Shape{x.shape().at(-1)}, norm_weight, norm_bias, eps);
+  });
+}
+
+Tensor rms_normed(const Tensor& x, const Tensor& norm_weight, double eps) {
+  return norm_in_own_dtype(x, norm_weight, Tensor(),
+                           [&] { return rms_norm(x, Shape{x.shape().at(-1)}, norm_weight, eps); });
+}
 }  // namespace
+
+std::vector<Tensor> layer_norm_linear(const Tensor& x, const Tensor& norm_weight,
+                                      const Tensor& norm_bias, double eps,
+                                      const std::vector<Tensor>& weights,
+                                      const std::vector<Tensor>& biases, Activation activation) {
+  return norm_then_linears("layer_norm_linear", x, {.eps = eps}, norm_weight, norm_bias, weights,
+                           biases, activation, false, [&] {
+                             return linears(layer_normed(x, norm_weight, norm_bias, eps), weights,
+                                            biases, activation);
+                           });
+}
+
+std::vector<Tensor> rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps,
+                                    const std::vector<Tensor>& weights,
+                                    const std::vector<Tensor>& biases, Activation activation) {
+  return norm_then_linears(
+      "rms_norm_linear", x, {.eps = eps, .rms = true}, norm_weight, Tensor(), weights, biases,
+      activation, false,
+      [&] { return linears(rms_normed(x, norm_weight, eps), weights, biases, activation); });
+}
 
 Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias,
                          double eps, const Tensor& weight, const Tensor& bias,
                          Activation activation) {
-  return norm_then_linear(x, {.eps = eps}, norm_weight, norm_bias, weight, bias, activation, [&] {
-    const Tensor n = norm_in_own_dtype(x, norm_weight, norm_bias, [&] {
-      return layer_norm(x, Shape{x.shape().at(-1)}, norm_weight, norm_bias, eps);
-    });
-    return linear(n, weight, bias, activation);
-  });
+  return layer_norm_linear(x, norm_weight, norm_bias, eps, std::vector<Tensor>{weight},
+                           std::vector<Tensor>{bias}, activation)
+      .front();
 }
 
 Tensor rms_norm_linear(const Tensor& x, const Tensor& norm_weight, double eps, const Tensor& weight,
                        const Tensor& bias, Activation activation) {
-  return norm_then_linear(x, {.eps = eps, .rms = true}, norm_weight, Tensor(), weight, bias,
-                          activation, [&] {
-                            const Tensor n = norm_in_own_dtype(x, norm_weight, Tensor(), [&] {
-                              return rms_norm(x, Shape{x.shape().at(-1)}, norm_weight, eps);
-                            });
-                            return linear(n, weight, bias, activation);
-                          });
+  return rms_norm_linear(x, norm_weight, eps, std::vector<Tensor>{weight},
+                         std::vector<Tensor>{bias}, activation)
+      .front();
+}
+
+Tensor rms_norm_swiglu(const Tensor& x, const Tensor& norm_weight, double eps,
+                       const Tensor& gate_weight, const Tensor& up_weight, const Tensor& gate_bias,
+                       const Tensor& up_bias) {
+  ops::check_defined("rms_norm_swiglu", gate_weight, "gate weight");
+  ops::check_defined("rms_norm_swiglu", up_weight, "up weight");
+  EMBER_CHECK(gate_weight.shape() == up_weight.shape(), "rms_norm_swiglu: gate weight ",
+              gate_weight.shape().to_string(), " and up weight ", up_weight.shape().to_string(),
+              " (expected one shape: up's column i multiplies gate's)");
+  const std::vector<Tensor> weights{gate_weight, up_weight}, biases{gate_bias, up_bias};
+  return norm_then_linears("rms_norm_swiglu", x, {.eps = eps, .rms = true}, norm_weight, Tensor(),
+                           weights, biases, Activation::none, true,
+                           [&] {
+                             const Tensor n = rms_normed(x, norm_weight, eps);
+                             return std::vector<Tensor>{silu(linear(n, gate_weight, gate_bias)) *
+                                                        linear(n, up_weight, up_bias)};
+                           })
+      .front();
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
