@@ -30,9 +30,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <mutex>
 #include <span>
-#include <vector>
 
 #include "cuda/device_math.cuh"
 #include "cuda/launch.cuh"
@@ -209,7 +207,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // and rounds the product — what the composite's three kernels compute, in one.
 // Each block normalises the rows once (a few KB read from L2) and then takes column groups
 // blockIdx.x, + gridDim.x, ..., with no more blocks than the device holds at once
-// (norm_blocks); while it computes a group it asks L2 for the next group's weight rows. Before,
+// (resident_blocks); while it computes a group it asks L2 for the next group's weight rows. Before,
 // a Llama MLP's 8,192 gate columns were 4,096 blocks each repeating the norm before its loads
 // (25.5 µs for 32 MB under Nsight Compute, 16.9 for the plain product of the same size).
 // Measured on an H100 (docs/benchmarks.md, sixth session): the Llama 3.2-1B shape's captured
@@ -369,30 +367,6 @@ void launch_few_rows(const GemmArgs& g) {
   });
 }
 
-// Blocks of `kernel` (kWarpsPerBlock warps, `shared` bytes) the device holds at once, the most
-// a norm-in-front launch takes (Note [A norm in front of a few rows]). Read once per kernel
-// and size.
-int64_t norm_blocks(const void* kernel, unsigned shared, int device) {
-  struct Entry {
-    const void* kernel;
-    unsigned shared;
-    int device;
-    int64_t blocks;
-  };
-  static std::mutex mutex;
-  static std::vector<Entry> seen;
-  const std::lock_guard lock(mutex);
-  for (const Entry& e : seen)
-    if (e.kernel == kernel && e.shared == shared && e.device == device) return e.blocks;
-  int per_sm = 0, sms = 0;
-  EMBER_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * 32, shared));
-  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  int64_t blocks = static_cast<int64_t>(std::max(per_sm, 1)) * std::max(sms, 1);
-  seen.push_back({kernel, shared, device, blocks});
-  return blocks;
-}
-
 template <typename T, kernels::NormKind kKind, bool kGated>
 void launch_norm_rows(std::span<const GemmArgs> gs, const backend::RowNorm& norm, unsigned shared) {
   const GemmArgs& g = gs.front();
@@ -408,8 +382,9 @@ void launch_norm_rows(std::span<const GemmArgs> gs, const backend::RowNorm& norm
     }
     constexpr auto kernel = norm_rows_kernel<T, M, kKind, kParts, kGated>;
     const int64_t groups = ps.first_group[ps.count];
+    // Note [A norm in front of a few rows]: no more blocks than the device holds at once.
     const int64_t blocks =
-        std::min(groups, norm_blocks(reinterpret_cast<const void*>(kernel), shared, g.device));
+        std::min(groups, resident_blocks<kernel, kWarpsPerBlock * 32>(g.device, shared));
     launch_chained_shared<kernel>(dim3(static_cast<unsigned>(blocks)), kWarpsPerBlock * 32, shared,
                                   stream(g.device), ps, static_cast<const T*>(g.a), g.lda,
                                   static_cast<const T*>(norm.weight),

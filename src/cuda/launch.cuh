@@ -28,6 +28,8 @@
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -135,6 +137,27 @@ void launch_chained_shared(dim3 grid, unsigned block, unsigned shared, cudaStrea
   config.attrs = &attr;
   config.numAttrs = mode.overlap ? 1 : 0;
   EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<A>(args)...));
+}
+
+/// Blocks of kThreads threads of `kKernel`, launched with `smem` bytes of dynamic shared
+/// memory, resident on `device` at once: the grid of a kernel that deals its work to its blocks
+/// grid-stride. The per-SM figure is asked once per kernel and shared memory size (the devices
+/// of a process are taken to be alike).
+template <auto kKernel, int kThreads>
+int64_t resident_blocks(int device, size_t smem = 0) {
+  static std::atomic<uint64_t> cached{0};  // smem << 16 | blocks per SM of the last query
+  const uint64_t last = cached.load(std::memory_order_relaxed);
+  int blocks = static_cast<int>(last & 0xffff);
+  if (blocks == 0 || (last >> 16) != smem) {
+    EMBER_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, smem));
+    blocks = std::clamp(blocks, 1, 0xffff);
+    cached.store(static_cast<uint64_t>(smem) << 16 | static_cast<uint64_t>(blocks),
+                 std::memory_order_relaxed);
+  }
+  int sms = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<int64_t>(blocks) * std::max(sms, 1);
 }
 
 /// launch_chained_shared with no dynamic shared memory. Example:

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "cuda/norm_rows.cuh"
 #include "ember/error.hpp"
@@ -387,26 +388,6 @@ bool with_register_rows(int64_t n, int v, F&& f) {
   return by_chunks(std::integral_constant<int, kPackElems<T>>{});
 }
 
-// Blocks of kBlock threads of `kKernel`, launched with `smem` bytes of dynamic shared memory,
-// resident on `device` at once: the grid of a kernel that deals rows to its warps grid-stride.
-// The per-SM figure is asked once per kernel and shared memory size (the devices of a process
-// are taken to be alike); above 48 KB the kernel is first allowed `smem`.
-template <auto kKernel>
-int64_t resident_blocks(int device, size_t smem = 0) {
-  static std::atomic<uint64_t> cached{0};  // smem << 16 | blocks per SM of the last query
-  const uint64_t last = cached.load(std::memory_order_relaxed);
-  int blocks = static_cast<int>(last & 0xffff);
-  if (blocks == 0 || (last >> 16) != smem) {
-    EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kBlock, smem));
-    blocks = std::clamp(blocks, 1, 0xffff);
-    cached.store(static_cast<uint64_t>(smem) << 16 | static_cast<uint64_t>(blocks),
-                 std::memory_order_relaxed);
-  }
-  int sms = 0;
-  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return static_cast<int64_t>(blocks) * std::max(sms, 1);
-}
-
 // Enough blocks of kRowTeams warps to fill the device, no more than the rows need: as many as
 // kSizing (by default the kernel launched, kKernel) holds resident. A 16-bit backward is sized
 // by its f32 twin, so that its column-sum partials group the rows as the f32 kernel's do (Note
@@ -421,8 +402,9 @@ unsigned rows_grid(int64_t rows, int device, size_t smem = 0) {
     allow(kKernel);
     allow(kSizing);
   }
-  return static_cast<unsigned>(std::min<int64_t>(
-      {(rows + kRowTeams - 1) / kRowTeams, resident_blocks<kSizing>(device, smem), 65535 * 16}));
+  return static_cast<unsigned>(
+      std::min<int64_t>({(rows + kRowTeams - 1) / kRowTeams,
+                         resident_blocks<kSizing, kBlock>(device, smem), 65535 * 16}));
 }
 
 }  // namespace
@@ -533,7 +515,7 @@ void norm_backward(const View& grad_x, const View& grad_weight, const View& grad
       // blocks, so a 16-bit input's parts are the f32 kernel's: Note [16-bit layer norm]).
       const int64_t col_blocks = std::min<int64_t>((n + kBlock - 1) / kBlock, 65535);
       const int64_t want = std::clamp<int64_t>(
-          4 * resident_blocks<layer_norm_columns_kernel<C>>(x.device) / col_blocks, 1,
+          4 * resident_blocks<layer_norm_columns_kernel<C>, kBlock>(x.device) / col_blocks, 1,
           std::min<int64_t>(rows, 65535));
       const int64_t per_part = (rows + want - 1) / want;
       C* partial = partials((rows + per_part - 1) / per_part);
