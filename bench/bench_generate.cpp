@@ -3,11 +3,13 @@
 //
 //   build/bench/bench_generate [--new 256] [--prompt 128] [--batches 1,16] [--profile]
 //   build/bench/bench_generate --hf gpt2|llama1b [--new 256] [--prompt 128]
-//   build/bench/bench_generate --ember-only [--new 256] [--prompt 128] [--batches 1]
+//   build/bench/bench_generate --ember-only [--model gpt2|llama1b] [--new 256] [--prompt 128]
+//                              [--batches 1]
 //
 // --ember-only times ember alone (for comparing builds of ember: no transformers, no
 // validation against it; captured tokens must still equal eager ones): the median of five
-// generations, eager and captured, per batch.
+// generations, eager and captured, per batch. --model llama1b makes the Llama 3.2 1B shape of
+// --hf llama1b in ember itself (random bf16 weights drawn on the GPU, no transformers).
 //
 // Validation first: ember saves its f32 model with models::save_pretrained, transformers loads
 // that folder with GPT2LMHeadModel.from_pretrained (so the saved layout is checked too), and the
@@ -37,7 +39,9 @@
 #include "ember/io/safetensors.hpp"
 #include "ember/models/generate.hpp"
 #include "ember/models/gpt2.hpp"
+#include "ember/models/llama.hpp"
 #include "ember/models/pretrained.hpp"
+#include "ember/nn/init.hpp"
 #include "ember/train/capture.hpp"
 #include "torch_reference.hpp"
 
@@ -254,7 +258,7 @@ void profile_decode(const nn::GPT2& model, const std::vector<int64_t>& prompt, D
 }
 
 // --ember-only: the median of five generations of each kind, per batch.
-int run_ember_only(nn::GPT2& model, const std::vector<int64_t>& prompt,
+int run_ember_only(nn::CausalLM model, const std::vector<int64_t>& prompt,
                    const std::vector<int64_t>& batches, int64_t new_tokens, Device gpu) {
   model->to(gpu);
   model->to(DType::bf16);
@@ -289,13 +293,49 @@ int run_ember_only(nn::GPT2& model, const std::vector<int64_t>& prompt,
   return 0;
 }
 
+// --ember-only --model llama1b: the Llama 3.2 1B shape of bench/torch/pretrained_bench.py made
+// by ember, its bf16 weights drawn on the GPU (N(0, 0.02); norms 1).
+int run_llama_shape(int64_t prompt_len, const std::vector<int64_t>& batches, int64_t new_tokens) {
+  const Device gpu = Device::cuda(0);
+  const nn::LlamaConfig c{.vocab_size = 128256,
+                          .hidden_size = 2048,
+                          .intermediate_size = 8192,
+                          .num_hidden_layers = 16,
+                          .num_attention_heads = 32,
+                          .num_key_value_heads = 8,
+                          .head_dim = 64,
+                          .max_position_embeddings = 131072,
+                          .rope_theta = 500000.0,
+                          .rope_type = "llama3",
+                          .rope_factor = 32.0,
+                          .tie_word_embeddings = true};
+  std::optional<nn::Llama> made;
+  {
+    nn::init::SkipInitGuard skip(gpu);
+    made.emplace(c);
+  }
+  nn::Llama model = *made;
+  model->to(DType::bf16);
+  {
+    NoGradGuard no_grad;
+    manual_seed(0);
+    for (auto& [name, p] : model->named_parameters())
+      p.copy_(p.dim() == 2 ? randn(p.shape(), {.device = gpu}) * 0.02
+                           : ones(p.shape(), {.device = gpu}));
+  }
+  std::vector<int64_t> prompt(static_cast<size_t>(prompt_len));
+  for (int64_t i = 0; i < prompt_len; ++i)
+    prompt[static_cast<size_t>(i)] = (i * 7919 + 13) % c.vocab_size;
+  return run_ember_only(model, prompt, batches, new_tokens, gpu);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t new_tokens = 256, prompt_len = 128;
   std::vector<int64_t> batches = {1, 16};
   bool profile = false, ember_only = false;
-  std::string hf;
+  std::string hf, model_name = "gpt2";
   for (int i = 1; i < argc; i += 2) {
     const std::string f = argv[i];
     if (f == "--profile" || f == "--ember-only") {
@@ -308,6 +348,8 @@ int main(int argc, char** argv) {
       new_tokens = std::stoll(v);
     else if (f == "--hf")
       hf = v;
+    else if (f == "--model")
+      model_name = v;
     else if (f == "--prompt")
       prompt_len = std::stoll(v);
     else if (f == "--batches") {
@@ -317,7 +359,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_generate [--new N] [--prompt N] [--batches 1,16] [--profile] "
-                   "[--ember-only]\n");
+                   "[--ember-only [--model gpt2|llama1b]]\n");
       return 2;
     }
   }
@@ -327,6 +369,13 @@ int main(int argc, char** argv) {
   }
   const Device gpu = Device::cuda(0);
   if (!hf.empty()) return run_hf(hf, prompt_len, new_tokens);
+  if (ember_only && model_name == "llama1b")
+    return run_llama_shape(prompt_len, batches, new_tokens);
+  if (model_name != "gpt2") {
+    std::fprintf(stderr, "bench_generate: --model %s (expected gpt2 or llama1b)\n",
+                 model_name.c_str());
+    return 2;
+  }
   manual_seed(0);
   nn::GPT2 model{nn::GPT2Config{}};  // GPT-2 124M, N(0, 0.02)
   model->eval();

@@ -158,6 +158,98 @@ TEST(KvAttention, RefusesBadInput) {
   EXPECT_NO_THROW(call(q, p.seqlens()));
 }
 
+// Rotary tables [Bc, 1, T, E] as a Llama forward makes them: angles position · inv_freq of
+// positions past .. past + T - 1 (row b's past from `pasts`), both halves repeated.
+std::pair<Tensor, Tensor> rotary_tables(const std::vector<int64_t>& pasts, int64_t T, int64_t E,
+                                        DType dtype, Device device) {
+  std::vector<float> angle;
+  for (const int64_t past : pasts)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t e = 0; e < E / 2; ++e)
+          angle.push_back(
+              static_cast<float>(past + t) *
+              std::pow(10000.0f, -2.0f * static_cast<float>(e) / static_cast<float>(E)));
+  const Tensor a = from_vector(angle, {static_cast<int64_t>(pasts.size()), 1, T, E});
+  return {cos(a).to(dtype).to(device), sin(a).to(dtype).to(device)};
+}
+
+// With rotary tables the call is rotary_embedding of q and k, then the call without them: the
+// output and the cache's new rows (written rotated), bit for bit. The CPU composes; on a GPU
+// kv_rows_kernel rotates in registers for 16-bit head dims 64 and 128 (Note [Rotary embedding in
+// the attention kernel]) and the others compose; both against rotating first on the same device.
+TEST(KvAttention, RotaryTablesEqualRotatingFirst) {
+  std::vector<std::pair<DType, int64_t>> kinds = {{DType::f32, 8}, {DType::f32, 64}};
+  std::vector<Device> devices = {Device::cpu()};
+  if (cuda_available()) {
+    devices.push_back(Device::cuda(0));
+    for (const auto& k : std::vector<std::pair<DType, int64_t>>{{DType::bf16, 64},
+                                                                {DType::f16, 64},
+                                                                {DType::bf16, 128},
+                                                                {DType::f16, 128},
+                                                                {DType::bf16, 32},
+                                                                {DType::bf16, 96}})
+      kinds.push_back(k);
+  }
+  manual_seed(17);
+  const int64_t B = 2, H = 8, Hkv = 2, S = 150;
+  for (const Device device : devices) {
+    for (const auto& [dtype, E] : kinds) {
+      if (device.is_cpu() && dtype != DType::f32) continue;
+      const Tensor kc = randn({B, Hkv, S, E}).to(dtype), vc = randn({B, Hkv, S, E}).to(dtype);
+      for (const int64_t T : {1, 3}) {
+        // q as a view of a fused projection's output, as a decode step passes it.
+        const Tensor fused = randn({B, T, (H + 2 * Hkv) * E}).to(dtype).to(device);
+        const Tensor q = fused.narrow(2, 0, H * E).reshape({B, T, H, E}).transpose(1, 2);
+        const Tensor k = fused.narrow(2, H * E, Hkv * E).reshape({B, T, Hkv, E}).transpose(1, 2);
+        const Tensor v = randn({B, Hkv, T, E}).to(dtype).to(device);
+        for (const int64_t past : {0, 5, 63, 64, 130}) {
+          SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " E " +
+                       std::to_string(E) + " T " + std::to_string(T) + " past " +
+                       std::to_string(past));
+          const std::vector<int64_t> pasts{past, past / 2};
+          const Tensor len = from_vector(pasts, {B}, {.device = device});
+          // Per-row tables, and one table broadcast over the batch (both rows at `past`).
+          for (const bool per_row : {true, false}) {
+            const auto [c, s] =
+                rotary_tables(per_row ? pasts : std::vector<int64_t>{past}, T, E, dtype, device);
+            const Tensor lens = per_row ? len
+                                        : full({B}, static_cast<double>(past),
+                                               {.dtype = DType::i64, .device = device});
+            Tensor kc_want = kc.to(device), vc_want = vc.to(device);
+            const Tensor want = attention_with_kv_cache(rotary_embedding(q, c, s), kc_want, vc_want,
+                                                        rotary_embedding(k, c, s), v, lens);
+            Tensor kc_got = kc.to(device), vc_got = vc.to(device);
+            const Tensor got = attention_with_kv_cache(q, kc_got, vc_got, k, v, lens,
+                                                       {.rotary_cos = c, .rotary_sin = s});
+            EXPECT_EQ(max_diff(got, want), 0.0);
+            EXPECT_EQ(max_diff(kc_got, kc_want), 0.0) << "the new keys are cached rotated";
+            EXPECT_EQ(max_diff(vc_got, vc_want), 0.0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KvAttention, RefusesBadRotaryTables) {
+  Problem p;
+  const auto [c, s] = rotary_tables({4, 2}, p.T, p.E, DType::f32, Device::cpu());
+  auto call = [&](const Tensor& cos, const Tensor& sin) {
+    return attention_with_kv_cache(p.q, p.k_cache, p.v_cache, p.k, p.v, p.seqlens(),
+                                   {.rotary_cos = cos, .rotary_sin = sin});
+  };
+  EXPECT_NE(error_of([&] { call(c, Tensor()); }).find("expected both or neither"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { call(c.narrow(2, 0, 2), s.narrow(2, 0, 2)); })
+                .find("rotary_cos [2, 1, 2, 8] f32, rotary_sin [2, 1, 2, 8] f32 (expected [2 or 1, "
+                      "1, 3, 8]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { call(c.to(DType::f64), s.to(DType::f64)); }).find("in the query's f32"),
+            std::string::npos);
+  EXPECT_NO_THROW(call(c, s));
+}
+
 TEST(KvAttention, CudaMatchesCpu) {
   SKIP_WITHOUT_CUDA();
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {

@@ -45,6 +45,13 @@ struct KVCacheAttentionOptions {
   Tensor key_padding_mask{};
   /// Multiplies q·kᵀ; 1/√E when unset.
   std::optional<double> scale = std::nullopt;
+  /// Rotary position embedding of the queries and the new keys, applied inside the call (flash-
+  /// attn's rotary_cos / rotary_sin): cos and sin [B or 1, 1, T, E] in q's dtype, as
+  /// rotary_embedding takes them for the T new positions (transformers' rotate_half pairs). The
+  /// result, and what is written into k_cache, are those of passing rotary_embedding(q, cos,
+  /// sin) and rotary_embedding(k, cos, sin) instead, bit for bit; on a GPU one kernel does all
+  /// (16-bit head dims of 64 or 128; otherwise the two rotations run first). Both or neither.
+  Tensor rotary_cos{}, rotary_sin{};
 };
 
 /// Attention of T new queries over a key/value cache that the call extends in place, in one

@@ -75,6 +75,12 @@ struct KvCacheAttentionArgs {
   const bool* key_mask = nullptr;
   int64_t key_mask_len = 0;
   double scale = 1.0;
+  /// Rotary tables [B|1, 1, T, E] (rows contiguous; rotary_strides: their batch and position
+  /// strides) to apply to q and k in the kernel, or null (kv_cache_rotary_fits says when a
+  /// backend takes them; otherwise the op rotates q and k first).
+  const void* rotary_cos = nullptr;
+  const void* rotary_sin = nullptr;
+  int64_t rotary_strides[2] = {};
 };
 
 }  // namespace ember::backend

@@ -27,6 +27,8 @@ void sdpa_backward(const SdpaArgs&) {
 
 const char* sdpa_status(int) { return "the fused attention kernel needs CUDA"; }
 
+bool kv_cache_rotary_fits(const KvCacheAttentionArgs&) { return false; }
+
 bool kv_cache_attention(const KvCacheAttentionArgs& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     if (a.seqlens[b] < 0 || a.seqlens[b] + a.len_q > a.capacity) return false;

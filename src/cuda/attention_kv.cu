@@ -34,6 +34,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/attention.hpp"
+#include "kernels/rotary.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -144,10 +145,26 @@ __device__ bool start_query(const KvCacheAttentionArgs& a, int64_t n, int64_t sp
     T* kd = static_cast<T*>(a.k_cache);
     T* vd = static_cast<T*>(a.v_cache);
     for (int64_t t = 0; t < a.len_q; ++t) {
-      for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
-        kd[kernels::kv_offset(a.k_cache_strides, q.b, q.hk, q.past + t) +
-           e * a.k_cache_strides[3]] =
-            k[kernels::kv_offset(a.k_strides, q.b, q.hk, t) + e * a.k_strides[3]];
+      T* krow = kd + kernels::kv_offset(a.k_cache_strides, q.b, q.hk, q.past + t);
+      const T* knew = k + kernels::kv_offset(a.k_strides, q.b, q.hk, t);
+      if (a.rotary_cos) {  // Note [Rotary embedding in the attention kernel]
+        using C = Compute<T>;
+        const int64_t half = a.head_dim / 2,
+                      r = q.b * a.rotary_strides[0] + t * a.rotary_strides[1];
+        const T* cos = static_cast<const T*>(a.rotary_cos) + r;
+        const T* sin = static_cast<const T*>(a.rotary_sin) + r;
+        for (int64_t e = threadIdx.x; e < half; e += blockDim.x) {
+          C ra, rb;
+          kernels::rotary_pair(ra, rb, cast<C>(knew[e * a.k_strides[3]]),
+                               cast<C>(knew[(e + half) * a.k_strides[3]]), cast<C>(cos[e]),
+                               cast<C>(cos[e + half]), cast<C>(sin[e]), cast<C>(sin[e + half]));
+          krow[e * a.k_cache_strides[3]] = cast<T>(ra);
+          krow[(e + half) * a.k_cache_strides[3]] = cast<T>(rb);
+        }
+      } else {
+        for (int64_t e = threadIdx.x; e < a.head_dim; e += blockDim.x)
+          krow[e * a.k_cache_strides[3]] = knew[e * a.k_strides[3]];
+      }
       for (int64_t e = threadIdx.x; e < a.head_dim_v; e += blockDim.x)
         vd[kernels::kv_offset(a.v_cache_strides, q.b, q.hk, q.past + t) +
            e * a.v_cache_strides[3]] =
@@ -272,7 +289,47 @@ __global__ void __launch_bounds__(kThreads)
 // value sums, and the warps' states are merged once through shared memory (OnlineSoftmax::
 // merge, warp order) into the split's partial state or, with one split, the output. One
 // __syncthreads instead of six; the partials and their merge are kv_split_kernel's.
-template <typename T, int D>
+// Note [Rotary embedding in the attention kernel]
+// A Llama layer's decode step rotated q and the new key with two rotary_embedding launches
+// between its q/k/v product and the attention: with KVCacheAttentionOptions::rotary_cos / sin
+// (flash-attn's flash_attn_with_kvcache takes the same) kv_rows_kernel rotates them as it loads
+// them. rotate_half pairs element e with e + D/2: for D = 64 and 128 a thread's chunks c and
+// c + kChunks/2 (dims 8·(part + 4c) and D/2 further) hold both halves of its pairs, so each
+// pair is rotated in registers with the table rows of its position, by kernels::rotary_pair
+// in f32 and rounded to T as the rotary kernel rounds it (then used as the rotated tensor would
+// be: bit for bit the two launches' result). The block that writes the new keys into the cache
+// (start_query) writes them rotated. Other head dims and dtypes take the composite
+// (kv_cache_rotary_fits false: the op rotates first).
+template <typename T, int kChunks>
+__device__ __forceinline__ void rotate_chunks(uint4 (&v)[kChunks], const KvCacheAttentionArgs& a,
+                                              int64_t b, int64_t t, int part) {
+  constexpr int kHalf = kChunks / 2;  // chunks between a pair's two elements, in a thread's list
+  const int64_t r = b * a.rotary_strides[0] + t * a.rotary_strides[1];
+  const uint4* cos4 = reinterpret_cast<const uint4*>(static_cast<const T*>(a.rotary_cos) + r);
+  const uint4* sin4 = reinterpret_cast<const uint4*>(static_cast<const T*>(a.rotary_sin) + r);
+#pragma unroll
+  for (int c = 0; c < kHalf; ++c) {
+    const int lo = part + c * kLanesPerKey, hi = part + (c + kHalf) * kLanesPerKey;
+    const uint4 cl = __ldg(cos4 + lo), ch = __ldg(cos4 + hi), sl = __ldg(sin4 + lo),
+                sh = __ldg(sin4 + hi);
+    T* x = reinterpret_cast<T*>(&v[c]);
+    T* y = reinterpret_cast<T*>(&v[c + kHalf]);
+    const T* cla = reinterpret_cast<const T*>(&cl);
+    const T* cha = reinterpret_cast<const T*>(&ch);
+    const T* sla = reinterpret_cast<const T*>(&sl);
+    const T* sha = reinterpret_cast<const T*>(&sh);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      float ra, rb;
+      kernels::rotary_pair(ra, rb, cast<float>(x[u]), cast<float>(y[u]), cast<float>(cla[u]),
+                           cast<float>(cha[u]), cast<float>(sla[u]), cast<float>(sha[u]));
+      x[u] = cast<T>(ra);
+      y[u] = cast<T>(rb);
+    }
+  }
+}
+
+template <typename T, int D, bool kRotary>
 __global__ void __launch_bounds__(kThreads)
     kv_rows_kernel(KvCacheAttentionArgs a, void* partials, int* counters, DeviceError* error) {
   constexpr int kChunks = D / 8 / kLanesPerKey;  // 16-byte chunks of a row a thread holds
@@ -306,6 +363,10 @@ __global__ void __launch_bounds__(kThreads)
       kv[c] = k4[part + c * kLanesPerKey];
       vv[c] = v4[part + c * kLanesPerKey];
     }
+  }
+  if constexpr (kRotary) {  // Note [Rotary embedding in the attention kernel]
+    rotate_chunks<T, kChunks>(qv, a, qu.b, qu.i, part);
+    if (allowed && j >= qu.past) rotate_chunks<T, kChunks>(kv, a, qu.b, j - qu.past, part);
   }
   const float scale = static_cast<float>(a.scale);
   float s = 0.f;
@@ -392,6 +453,15 @@ bool rows_kernel_fits(const KvCacheAttentionArgs& a) {
          rows_16(a.k_cache, a.k_cache_strides) && rows_16(a.v_cache, a.v_cache_strides);
 }
 
+// Where kv_rows_kernel rotates q and the new keys itself (Note [Rotary embedding in the
+// attention kernel]): head dims 64 and 128, the tables' rows 16-byte aligned.
+bool rotary_fits(const KvCacheAttentionArgs& a) {
+  return rows_kernel_fits(a) && (a.head_dim == 64 || a.head_dim == 128) &&
+         reinterpret_cast<uintptr_t>(a.rotary_cos) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(a.rotary_sin) % 16 == 0 && a.rotary_strides[0] % 8 == 0 &&
+         a.rotary_strides[1] % 8 == 0;
+}
+
 // Query n's splits up to its last key, merged in order and rounded once into out, by the
 // block's threads (dims e = threadIdx.x, + blockDim.x, ...).
 template <typename T>
@@ -452,7 +522,11 @@ int* arrival_counters(int device, cudaStream_t s) {
 
 }  // namespace
 
+bool kv_cache_rotary_fits(const KvCacheAttentionArgs& a) { return rotary_fits(a); }
+
 bool kv_cache_attention(const KvCacheAttentionArgs& a) {
+  EMBER_ASSERT(a.rotary_cos == nullptr || rotary_fits(a),
+               "attention_with_kv_cache: rotary tables for operands kv_rows_kernel does not take");
   EMBER_ASSERT(a.head_dim <= kMaxDim && a.head_dim_v <= kMaxDim,
                "attention_with_kv_cache: head dims above ", kMaxDim);
   const int64_t rows = a.batch * a.heads * a.len_q;
@@ -471,8 +545,16 @@ bool kv_cache_attention(const KvCacheAttentionArgs& a) {
       if constexpr (sizeof(T) == 2) {
         if (rows_kernel) {
           auto go = [&](auto dim) {
-            launch_chained<kv_rows_kernel<T, decltype(dim)::value>>(grid, kThreads, s, a, partials,
-                                                                    counters, error);
+            constexpr int D = decltype(dim)::value;
+            if constexpr (D == 64 || D == 128) {
+              if (a.rotary_cos) {
+                launch_chained<kv_rows_kernel<T, D, true>>(grid, kThreads, s, a, partials, counters,
+                                                           error);
+                return;
+              }
+            }
+            launch_chained<kv_rows_kernel<T, D, false>>(grid, kThreads, s, a, partials, counters,
+                                                        error);
           };
           switch (a.head_dim) {
             case 32: go(std::integral_constant<int, 32>{}); break;

@@ -128,12 +128,16 @@ Tensor repeat_heads(const Tensor& x, int64_t group) {
 
 namespace detail {
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_t layer,
-                        const AttentionContext& a) {
+Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v, size_t layer,
+                        const AttentionContext& a, const Tensor& cos, const Tensor& sin) {
   if (a.seqlens.defined()) {  // Note [Attention through the cache]
-    auto [K, V] = a.cache->buffers(layer, k, v);
-    return attention_with_kv_cache(q, K, V, k, v, a.seqlens, {.key_padding_mask = a.key_mask});
+    auto [K, V] = a.cache->buffers(layer, k_in, v);
+    return attention_with_kv_cache(
+        q_in, K, V, k_in, v, a.seqlens,
+        {.key_padding_mask = a.key_mask, .rotary_cos = cos, .rotary_sin = sin});
   }
+  const Tensor q = cos.defined() ? rotary_embedding(q_in, cos, sin) : q_in;
+  const Tensor k = cos.defined() ? rotary_embedding(k_in, cos, sin) : k_in;
   Tensor K = k, V = v;
   if (a.cache) std::tie(K, V) = a.cache->append(layer, k, v);
   EMBER_CHECK(q.size(1) % K.size(1) == 0, "attention: ", q.size(1), " query heads over ", K.size(1),

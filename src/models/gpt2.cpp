@@ -188,8 +188,8 @@ Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions,
   Tensor x = models::detail::rows_of(wte_->weight(), ids) +
              models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
   for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i, weight_dtype());
+  if (last_only) x = x.narrow(1, x.size(1) - 1, 1);  // the norm is per row: only the last one
   x = run_norm(ln_f_, x, weight_dtype());
-  if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
   return lm_head_(x);
 }
 

@@ -9,13 +9,16 @@
 // position's angle in bf16 would be wrong by whole radians past a few hundred tokens), their
 // cos and sin are cast to the activations' dtype, and a head's two halves rotate together
 // (transformers' rotate_half layout, not interleaved pairs): x·cos + [-x₂, x₁]·sin, one
-// rotary_embedding kernel per q and k (f32: bitwise transformers' formula; f16/bf16: each pair
-// computed in f32 and rounded once, where transformers rounds each product and the sum).
+// rotary_embedding kernel per q and k, or at decode inside the attention kernel (f32: bitwise
+// transformers' formula; f16/bf16: each pair computed in f32 and rounded once, where
+// transformers rounds each product and the sum).
 #include "ember/models/llama.hpp"
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 
+#include "ember/autocast.hpp"
 #include "ember/autograd.hpp"
 #include "ember/error.hpp"
 #include "ember/nn/init.hpp"
@@ -198,11 +201,6 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     auto heads = [&](const Tensor& t, int64_t n) {
       return t.reshape({B, T, n, hd_}).transpose(1, 2);  // [B, n, T, hd]
     };
-    // Note [Rotary embedding as transformers computes it].
-    auto rotate = [&](const Tensor& t) {
-      const auto& [c, s] = rotary.as(t.dtype());
-      return rotary_embedding(t, c, s);  // reads the head-transposed view in place
-    };
     std::vector<Tensor> qkv;
     if (fuses(input_layernorm_, {&q_proj_, &k_proj_, &v_proj_}, x)) {
       qkv = rms_norm_linear(x, input_layernorm_->weight(), *input_layernorm_->norm_options().eps,
@@ -212,10 +210,12 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
       const Tensor h = input_layernorm_(x);
       qkv = {q_proj_(h), k_proj_(h), v_proj_(h)};
     }
-    const Tensor q = rotate(heads(qkv[0], heads_));
-    const Tensor k = rotate(heads(qkv[1], kv_heads_));
-    const Tensor v = heads(qkv[2], kv_heads_);
-    const Tensor y = detail::causal_attention(q, k, v, layer, attention);
+    // Note [Rotary embedding as transformers computes it]: q and k rotated by the attention
+    // (at decode inside its kernel: Note [Rotary embedding in the attention kernel] in
+    // src/cuda/attention_kv.cu); rotary_embedding reads the head-transposed views in place.
+    const auto& [c, s] = rotary.as(qkv[0].dtype());
+    const Tensor y = detail::causal_attention(heads(qkv[0], heads_), heads(qkv[1], kv_heads_),
+                                              heads(qkv[2], kv_heads_), layer, attention, c, s);
     // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
     const Tensor r = o_proj_->forward(y.transpose(1, 2).reshape({B, T, heads_ * hd_}), x);
     // The MLP's input silu(gate_proj(g)) * up_proj(g) of g = post_attention_layernorm(r), at
@@ -295,8 +295,17 @@ Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions,
   Rotary rotary{cos(both), sin(both)};
   Tensor x = models::detail::rows_of(embed_tokens_->weight(), ids);
   for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->step(x, rotary, attention, i);
-  x = norm_(x);
-  if (last_only) x = x.narrow(1, x.size(1) - 1, 1);
+  if (last_only) x = x.narrow(1, x.size(1) - 1, 1);  // the norm is per row: only the last one
+  {
+    // Note [Norms in the weights' dtype] in src/models/gpt2.cpp: a 16-bit residual stream
+    // normalised by the 16-bit kernel (autocast off) is the f32 norm autocast would run, cast
+    // back by the head: one kernel instead of three. With gradients, autocast's f32 path.
+    const bool own = x.dtype() == norm_->weight().dtype() &&
+                     (x.dtype() == DType::bf16 || x.dtype() == DType::f16) && !grad_mode_enabled();
+    std::optional<AutocastGuard> off;
+    if (own) off.emplace(x.dtype(), /*enabled=*/false);
+    x = norm_(x);
+  }
   return lm_head_(x);
 }
 

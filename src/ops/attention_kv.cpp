@@ -8,6 +8,7 @@
 
 #include "backend/attention.hpp"
 #include "ember/attention.hpp"
+#include "ember/ops.hpp"
 #include "ops/common.hpp"
 
 namespace ember {
@@ -87,10 +88,29 @@ Tensor attention_with_kv_cache(const Tensor& q, const Tensor& k_cache, const Ten
   }
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
   EMBER_CHECK(std::isfinite(scale), kName, ": scale ", scale, " (expected a finite number)");
+  const Tensor& cos = options.rotary_cos;
+  const Tensor& sin = options.rotary_sin;
+  EMBER_CHECK(cos.defined() == sin.defined(), kName, ": rotary_cos ", shape_of(cos),
+              " and rotary_sin ", shape_of(sin), " (expected both or neither)");
+  if (cos.defined()) {
+    for (const Tensor* t : {&cos, &sin}) {
+      EMBER_CHECK(t->dim() == 4 && (t->size(0) == B || t->size(0) == 1) && t->size(1) == 1 &&
+                      t->size(2) == T && t->size(3) == E && t->dtype() == q.dtype() && E % 2 == 0,
+                  kName, ": rotary_cos ", shape_of(cos), " ", dtype_name(cos.dtype()),
+                  ", rotary_sin ", shape_of(sin), " ", dtype_name(sin.dtype()), " (expected [", B,
+                  " or 1, 1, ", T, ", ", E, "] in the query's ", dtype_name(q.dtype()),
+                  ", E even: the rotary tables of the new positions)");
+      ops::check_same_device(kName, q, *t);
+    }
+  }
 
-  Tensor out, seqlens;
+  Tensor out, seqlens, rcos, rsin;
   {
     NoGradGuard no_grad;
+    if (cos.defined()) {
+      rcos = cos.contiguous();
+      rsin = sin.contiguous();
+    }
     if (options.key_padding_mask.defined())
       mask = options.key_padding_mask.to(DType::boolean).contiguous();
     seqlens = cache_seqlens.to(DType::i64).contiguous();
@@ -121,6 +141,25 @@ Tensor attention_with_kv_cache(const Tensor& q, const Tensor& k_cache, const Ten
   a.key_mask = mask.defined() ? static_cast<const bool*>(ops::view_of(mask).data) : nullptr;
   a.key_mask_len = mask.defined() ? mask.size(1) : 0;
   a.scale = scale;
+  Tensor q_rotated, k_rotated;  // held until the slot has run
+  if (rcos.defined()) {
+    const int64_t batch_stride = rcos.size(0) == 1 ? 0 : rcos.strides()[0];
+    a.rotary_cos = ops::view_of(rcos).data;
+    a.rotary_sin = ops::view_of(rsin).data;
+    a.rotary_strides[0] = batch_stride;
+    a.rotary_strides[1] = rcos.strides()[2];
+    if (!ops::backend_of(q).kv_cache_rotary_fits(a)) {
+      // The composite: the rotations first, then the call without tables.
+      NoGradGuard no_grad;
+      q_rotated = rotary_embedding(q, rcos, rsin);
+      k_rotated = rotary_embedding(k, rcos, rsin);
+      copy_strides(q_rotated, a.q_strides);
+      copy_strides(k_rotated, a.k_strides);
+      a.q = ops::view_of(q_rotated).data;
+      a.k = ops::view_of(k_rotated).data;
+      a.rotary_cos = a.rotary_sin = nullptr;
+    }
+  }
   if (!ops::backend_of(q).kv_cache_attention(a)) {
     // Only the CPU gets here (a GPU reports at the next synchronisation): name the row.
     const std::vector<int64_t> held = seqlens.to_vector<int64_t>();

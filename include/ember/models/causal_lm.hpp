@@ -131,8 +131,11 @@ class CausalLM : public ModuleHolder<CausalLMImpl> {
 namespace detail {
 /// Attention of q [B, H, T, hd] over k, v [B, H_kv, T, hd] (H a multiple of H_kv: grouped
 /// query attention), with the cache and masks of CausalLMImpl::run. Returns [B, H, T, hd].
+/// With rotary tables cos, sin ([B|1, 1, T, hd]), q and k are rotated first (rotary_embedding),
+/// inside the attention kernel on the cache path.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_t layer,
-                        const AttentionContext& attention);
+                        const AttentionContext& attention, const Tensor& cos = Tensor(),
+                        const Tensor& sin = Tensor());
 }  // namespace detail
 
 }  // namespace ember::nn
