@@ -14,6 +14,7 @@
 #include "ember/ember.hpp"
 #include "ember/models/gpt2.hpp"
 #include "ember/models/llama.hpp"
+#include "ember/read_only.hpp"
 #include "error_of.hpp"
 #include "slot_calls.hpp"
 
@@ -396,3 +397,53 @@ TEST(NormLinear, CudaLlamaRowEqualsTheModulesRunApart) {
 }
 
 }  // namespace
+
+// Note [Weights loaded before the wait] in src/cuda/gemv.cu: weights a ReadOnlyGuard holds are
+// loaded before the kernel ahead finishes. The products keep their bits (linear, the norm in
+// front of three weights, the gated pair), and a weight changed just before the guard starts
+// is read as changed (the guard's first kernel waits for the work before it).
+TEST(FewRowsGemm, CudaReadOnlyWeightsKeepTheirBits) {
+  SKIP_WITHOUT_CUDA();
+  manual_seed(23);
+  NoGradGuard no_grad;
+  const Device gpu = Device::cuda(0);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    auto dev = [&](const Tensor& t) { return t.to(dtype).to(gpu); };
+    for (const auto& [k, n] : {std::pair<int64_t, int64_t>{768, 2304}, {3072, 768}, {2048, 8192}}) {
+      for (const int64_t m : {1, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " k " + std::to_string(k) + " m " +
+                     std::to_string(m));
+        const Tensor x = dev(randn({m, k})), w = dev(randn({n, k}) * 0.05), b = dev(randn({n}));
+        const Tensor r = dev(randn({m, n})), g = dev(randn({k}));
+        const Tensor w2 = dev(randn({n / 4, k}) * 0.05), w3 = dev(randn({n / 4, k}) * 0.05);
+        auto run = [&] {
+          std::vector<Tensor> out{linear(x, w, b), linear(x, w, b, Activation::gelu_tanh),
+                                  linear(x, w, Tensor(), r)};
+          for (const Tensor& t : rms_norm_linear(x, g, 1e-6, {w, w2, w3}, {b, Tensor(), Tensor()}))
+            out.push_back(t);
+          out.push_back(layer_norm_linear(x, g, Tensor(), 1e-5, w, b));
+          out.push_back(rms_norm_swiglu(x, g, 1e-6, w2, w3));
+          return out;
+        };
+        const std::vector<Tensor> plain = run();
+        std::vector<Tensor> early;
+        {
+          const ReadOnlyGuard weights({w, w2, w3});
+          early = run();
+        }
+        ASSERT_EQ(early.size(), plain.size());
+        for (size_t i = 0; i < plain.size(); ++i)
+          EXPECT_TRUE(same_values(early[i], plain[i])) << "output " << i;
+      }
+    }
+  }
+  // A weight filled by the kernel just before the guard: y = x·wᵀ with x ones, exact in bf16.
+  const Tensor x = ones({1, 64}, {.dtype = DType::bf16, .device = gpu});
+  Tensor w = zeros({4096, 64}, {.dtype = DType::bf16, .device = gpu});
+  for (int i = 1; i <= 40; ++i) {
+    w.fill_(static_cast<double>(i));
+    const ReadOnlyGuard weights({w});
+    const Tensor y = linear(x, w);
+    EXPECT_EQ(max(abs(y.to(DType::f32) - 64.0 * i)).item<double>(), 0.0) << "fill " << i;
+  }
+}

@@ -27,6 +27,7 @@
 #include "ember/ops_shape.hpp"
 #include "ember/profiler.hpp"
 #include "ember/random.hpp"
+#include "ember/read_only.hpp"
 #include "ember/runtime.hpp"
 #include "ember/sampling.hpp"
 #include "ember/shape.hpp"

@@ -68,9 +68,18 @@ class Storage {
 };
 
 namespace detail {
+/// Throws when a ReadOnlyGuard of this thread lists `s` (src/core/read_only.cpp).
+void check_not_read_only(const Storage& s);
+/// Whether a ReadOnlyGuard is alive on this thread.
+bool read_only_guarded();
+
 /// ember's own changes to a Storage (src/ only, not API).
 struct StorageAccess {
-  static void bump_version(Storage& s) { ++s.version_; }
+  /// Every in-place change of a storage passes here first (ReadOnlyGuard's check).
+  static void bump_version(Storage& s) {
+    if (read_only_guarded()) check_not_read_only(s);
+    ++s.version_;
+  }
   static void move_to(Storage& s, Device target) { s.move_to(target); }
   static void recharge(Storage& s, Pool pool) { s.recharge(pool); }
   static bool exchange(Storage& a, Storage& b) { return a.exchange(b); }

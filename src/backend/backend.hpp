@@ -199,6 +199,10 @@ struct GemmArgs {
   /// product] in src/ops/linalg.cpp). A backend without a kernel for it copies it into C and
   /// runs the product with beta = 1.
   const void* residual = nullptr;
+  /// B is written by nothing queued since the work before a ReadOnlyGuard listing it finished
+  /// (a decode step's weights): the product may load it before the kernels ahead of it finish
+  /// (CUDA's few-rows kernels: Note [Weights loaded before the wait] in src/cuda/gemv.cu).
+  bool b_read_only = false;
 };
 
 // Note [ReLU masks]

@@ -294,6 +294,8 @@ void reset_peaks(int /*device*/) {
 
 void synchronize(int /*device*/) {}
 
+void order_next_launch(int /*device*/) {}  // the CPU's kernels run in call order
+
 }  // namespace ember::cpu
 
 // ---- captured steps: CUDA only (runtime_slots.def) ----

@@ -26,6 +26,20 @@
 // masks, GELU pre-activations or bias gradients, 16-byte aligned rows of a multiple of 8
 // elements. The sums run in another order than cuBLASLt's: results differ from it by f32
 // rounding before the one rounding into C.
+//
+// Note [Weights loaded before the wait]
+// A chained kernel may read nothing before chain_wait() that the kernels ahead of it may still
+// write (Note [Chained launches]); so the products asked L2 for their weights there and loaded
+// them after. Weights a ReadOnlyGuard holds (GemmArgs::b_read_only; models::generate holds the
+// model's parameters) are written by nothing queued since the guard's start, and the guard's
+// first kernel waits for everything before it (the order_next_launch runtime slot): such a
+// product issues its first batch of weight loads before the wait, and waits only before it
+// reads x, the bias, the residual or writes C. Blocks resident while the kernel ahead finishes
+// (its last wave leaves SMs free) have their weights in registers when it does. Results are
+// the same bits. Measured on an H100 (docs/benchmarks.md, seventh session): GPT-2's captured
+// decode at batch 1 2,490 → 2,719 tokens/s, the Llama 3.2-1B shape's 731 → 755; capping the
+// products at 2-4 blocks an SM so that the next kernel's blocks fit beside them was slower at
+// every cap (586-742).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -176,20 +190,24 @@ __device__ __forceinline__ void store_column(const Product<T>& p, int64_t j,
 constexpr int batch_for(int m) { return m <= 2 ? 4 : 2; }
 
 // Output columns blockIdx.x · kColumns + warp / kParts (kColumns = kWarpsPerBlock / kParts).
+// `early`: the weights are read-only (GemmArgs::b_read_only), their first batch loaded before
+// the wait (Note [Weights loaded before the wait]).
 template <typename T, int M, int kParts>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    few_rows_kernel(Product<T> p, const T* __restrict x, int64_t ldx, int64_t k) {
+    few_rows_kernel(Product<T> p, const T* __restrict x, int64_t ldx, int64_t k, bool early) {
   constexpr int kColumns = kWarpsPerBlock / kParts;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kColumns;
   // Note [Chained launches] in launch.cuh: the block's weight rows into L2 before the wait.
   chain_release();
   if (threadIdx.x < kColumns && j0 + threadIdx.x < p.n)
     prefetch_l2(p.w + (j0 + threadIdx.x) * p.ldw, static_cast<uint32_t>(k * sizeof(T)));
-  chain_wait();
+  if (!early) chain_wait();
   const int64_t j = j0 + threadIdx.x / 32 / kParts;
   float acc[1][M];
   const T* const w[1] = {p.w};
-  if (column_sums<T, M, 1, false, kParts, batch_for(M)>(acc, x, ldx, w, p.ldw, j, p.n, k, [] {}))
+  if (column_sums<T, M, 1, false, kParts, batch_for(M)>(acc, x, ldx, w, p.ldw, j, p.n, k, [&] {
+        if (early) chain_wait();  // x, the bias and the residual only after it
+      }))
     store_column<T, M>(p, j, acc[0]);
 }
 
@@ -266,8 +284,8 @@ constexpr int norm_batch() {
 template <typename T, int M, kernels::NormKind kKind, int kParts, bool kGated>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     norm_rows_kernel(NormProducts<T> ps, const T* __restrict x, int64_t ldx,
-                     const T* __restrict norm_w, const T* __restrict norm_b, double eps,
-                     int64_t k) {
+                     const T* __restrict norm_w, const T* __restrict norm_b, double eps, int64_t k,
+                     bool early) {
   extern __shared__ uint4 normed_rows[];  // [M, k] of T
   T* xs = reinterpret_cast<T*>(normed_rows);
   constexpr int kColumns = kWarpsPerBlock / kParts, kW = kGated ? 2 : 1;
@@ -275,7 +293,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int64_t groups = ps.first_group[ps.count];
   chain_release();
   prefetch_group<T, kColumns, kGated>(ps, blockIdx.x, k);
-  chain_wait();
+  if (!early) chain_wait();  // else in the first group's prologue, after its first loads
   for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
     const bool first = group == blockIdx.x;
     prefetch_group<T, kColumns, kGated>(ps, group + gridDim.x, k);
@@ -288,6 +306,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     const bool holder = column_sums<T, M, kW, true, kParts, norm_batch<M, kGated>()>(
         acc, xs, k, w, p.ldw, j, p.n, k, [&] {
           if (!first) return;  // the rows stay normalised in shared memory
+          if (early) chain_wait();
           for (int r = warp; r < M; r += kWarpsPerBlock)
             normalize_row_by_warp<kKind, T, T, kPackElems<T>>(
                 xs + r * k, x + r * ldx, norm_w, norm_b, static_cast<int>(k), eps, lane);
@@ -363,7 +382,7 @@ void launch_few_rows(const GemmArgs& g) {
     const int64_t columns = kWarpsPerBlock / kParts;
     launch_chained<few_rows_kernel<T, M, kParts>>(
         dim3(static_cast<unsigned>((g.n + columns - 1) / columns)), kWarpsPerBlock * 32,
-        stream(g.device), product_of<T>(g), static_cast<const T*>(g.a), g.lda, g.k);
+        stream(g.device), product_of<T>(g), static_cast<const T*>(g.a), g.lda, g.k, g.b_read_only);
   });
 }
 
@@ -385,10 +404,12 @@ void launch_norm_rows(std::span<const GemmArgs> gs, const backend::RowNorm& norm
     // Note [A norm in front of a few rows]: no more blocks than the device holds at once.
     const int64_t blocks =
         std::min(groups, resident_blocks<kernel, kWarpsPerBlock * 32>(g.device, shared));
+    bool early = true;  // every weight of the launch read-only
+    for (int i = 0; i < ps.count; ++i) early = early && gs[static_cast<size_t>(i)].b_read_only;
     launch_chained_shared<kernel>(dim3(static_cast<unsigned>(blocks)), kWarpsPerBlock * 32, shared,
                                   stream(g.device), ps, static_cast<const T*>(g.a), g.lda,
                                   static_cast<const T*>(norm.weight),
-                                  static_cast<const T*>(norm.bias), norm.eps, g.k);
+                                  static_cast<const T*>(norm.bias), norm.eps, g.k, early);
   });
 }
 

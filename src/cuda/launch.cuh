@@ -18,7 +18,9 @@
 //     SM's writes land (L1 does not keep global writes), so a line asked for early is still
 //     updated by a write that comes after it, and nothing reaches registers or L1 before
 //     the wait. The few-rows products ask for their weight rows there (Note [Products of a
-//     few rows] in gemv.cu): the weights' DRAM reads overlap the kernel before them.
+//     few rows] in gemv.cu): the weights' DRAM reads overlap the kernel before them; weights a
+//     ReadOnlyGuard holds they load outright (Note [Weights loaded before the wait]), the
+//     guard's start keeping the full order for the next launch (take_ordered_launch).
 //   - the launch goes to the driver (cuLaunchKernelEx, the kernel's context-free CUkernel
 //     handle cached per kernel), skipping the runtime's per-launch function lookup.
 // EMBER_CUDA_PDL=0 turns the overlap off and EMBER_CUDA_LAUNCH=runtime routes launches
@@ -71,6 +73,10 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
+/// True once after order_next_launch(device) for `st`'s device (the order_next_launch runtime
+/// slot, runtime.cpp): that launch keeps the full stream order (no overlap with the work before).
+bool take_ordered_launch(cudaStream_t st);
+
 /// How launch_chained launches (runtime.cpp, read once from the environment).
 struct LaunchMode {
   bool overlap = true;  // programmatic dependent launch (EMBER_CUDA_PDL, default 1)
@@ -120,7 +126,7 @@ void launch_chained_shared(dim3 grid, unsigned block, unsigned shared, cudaStrea
     config.sharedMemBytes = shared;
     config.hStream = st;
     config.attrs = &attr;
-    config.numAttrs = mode.overlap ? 1 : 0;
+    config.numAttrs = mode.overlap && !take_ordered_launch(st) ? 1 : 0;
     const CUresult err = launch_kernel_ex(&config, cached_kernel_handle<Kernel>(), ptrs);
     if (err != CUDA_SUCCESS) [[unlikely]]
       throw_launch_error(err, __FILE__, __LINE__);
@@ -135,7 +141,7 @@ void launch_chained_shared(dim3 grid, unsigned block, unsigned shared, cudaStrea
   config.dynamicSmemBytes = shared;
   config.stream = st;
   config.attrs = &attr;
-  config.numAttrs = mode.overlap ? 1 : 0;
+  config.numAttrs = mode.overlap && !take_ordered_launch(st) ? 1 : 0;
   EMBER_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<A>(args)...));
 }
 

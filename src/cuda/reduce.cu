@@ -8,12 +8,15 @@
 // runs an item (lanes stride through the chunk, coalesced); when it is kept one thread runs an item
 // (neighbouring threads read neighbouring columns). With one chunk the item writes the output;
 // otherwise items write partial accumulators to a scratch buffer and a second kernel merges them
-// (a warp per output, in a fixed order: deterministic). f32 sums accumulate in f64; max/min
-// propagate NaN; argmax/argmin keep the first index on ties and treat NaN as the extreme (PyTorch).
+// (a warp per output, in a fixed order: deterministic). Every kernel is launched chained (Note
+// [Chained launches] in launch.cuh): it starts while the kernel ahead finishes. f32 sums accumulate
+// in f64; max/min propagate NaN; argmax/argmin keep the first index on ties and treat NaN as the
+// extreme (PyTorch).
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "cuda/launch.cuh"
 #include "cuda/loops.cuh"
 #include "kernels/reduce.hpp"
 
@@ -52,6 +55,7 @@ template <typename T, typename Red>
 __global__ void reduce_inner_kernel(Plan p, Red red, const T* in, typename Red::Out* out,
                                     typename Red::Acc* partial, int64_t chunks, int64_t chunk_len) {
   using Acc = typename Red::Acc;
+  chain_enter();  // launched chained (Note [Chained launches] in launch.cuh)
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   const int64_t items = p.outputs * chunks;
@@ -82,6 +86,7 @@ template <typename T, typename Red>
 __global__ void reduce_outer_kernel(Plan p, Red red, const T* in, typename Red::Out* out,
                                     typename Red::Acc* partial, int64_t chunks, int64_t chunk_len) {
   using Acc = typename Red::Acc;
+  chain_enter();
   const int64_t items = p.outputs * chunks;
   EMBER_CUDA_KERNEL_LOOP(item, items) {
     const int64_t c = item / p.outputs, o = item % p.outputs;  // neighbours: same chunk
@@ -117,6 +122,7 @@ template <typename Red>
 __global__ void reduce_merge_kernel(Plan p, Red red, typename Red::Out* out,
                                     const typename Red::Acc* partial, int64_t chunks) {
   using Acc = typename Red::Acc;
+  chain_enter();
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
   for (int64_t o = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
@@ -166,19 +172,17 @@ void run_reduce(const Red& red, const View& out_view, const View& in_view) {
   }
   if (inner) {
     const int64_t blocks = std::min<int64_t>((items * kWarp + kBlock - 1) / kBlock, 65535 * 16);
-    reduce_inner_kernel<T, Red><<<static_cast<unsigned>(blocks), kBlock, 0, st>>>(
-        plan, red, in, out, partial, chunks, chunk_len);
+    launch_chained<reduce_inner_kernel<T, Red>>(dim3(static_cast<unsigned>(blocks)), kBlock, st,
+                                                plan, red, in, out, partial, chunks, chunk_len);
   } else {
-    reduce_outer_kernel<T, Red>
-        <<<grid_for(items), kBlock, 0, st>>>(plan, red, in, out, partial, chunks, chunk_len);
+    launch_chained<reduce_outer_kernel<T, Red>>(dim3(grid_for(items)), kBlock, st, plan, red, in,
+                                                out, partial, chunks, chunk_len);
   }
-  EMBER_CUDA_LAUNCH_CHECK();
   if (chunks > 1) {
     const int64_t merge_blocks =
         std::min<int64_t>((plan.outputs * kWarp + kBlock - 1) / kBlock, 65535 * 16);
-    reduce_merge_kernel<Red>
-        <<<static_cast<unsigned>(merge_blocks), kBlock, 0, st>>>(plan, red, out, partial, chunks);
-    EMBER_CUDA_LAUNCH_CHECK();
+    launch_chained<reduce_merge_kernel<Red>>(dim3(static_cast<unsigned>(merge_blocks)), kBlock, st,
+                                             plan, red, out, partial, chunks);
   }
 }
 

@@ -9,6 +9,7 @@
 // crosses to it (memcpy_to_host), in synchronize() and before cudaFree.
 #include "ember/runtime.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -137,6 +139,33 @@ const LaunchMode& launch_mode() {
   static const LaunchMode mode{.overlap = !env_is("EMBER_CUDA_PDL", "0"),
                                .driver = !env_is("EMBER_CUDA_LAUNCH", "runtime")};
   return mode;
+}
+
+namespace {
+// Streams whose next chained launch keeps the full stream order (order_next_launch), and their
+// count for the launches' one relaxed load when there are none.
+std::atomic<int> g_ordered_count{0};
+std::mutex g_ordered_mutex;
+std::vector<cudaStream_t> g_ordered_streams;
+}  // namespace
+
+void order_next_launch(int device) {
+  const cudaStream_t st = stream(device);
+  std::lock_guard<std::mutex> lock(g_ordered_mutex);
+  if (std::find(g_ordered_streams.begin(), g_ordered_streams.end(), st) == g_ordered_streams.end())
+    g_ordered_streams.push_back(st);
+  g_ordered_count.store(static_cast<int>(g_ordered_streams.size()), std::memory_order_relaxed);
+}
+
+bool take_ordered_launch(cudaStream_t st) {
+  if (g_ordered_count.load(std::memory_order_relaxed) == 0) [[likely]]
+    return false;
+  std::lock_guard<std::mutex> lock(g_ordered_mutex);
+  const auto it = std::find(g_ordered_streams.begin(), g_ordered_streams.end(), st);
+  if (it == g_ordered_streams.end()) return false;
+  g_ordered_streams.erase(it);
+  g_ordered_count.store(static_cast<int>(g_ordered_streams.size()), std::memory_order_relaxed);
+  return true;
 }
 
 CUresult launch_kernel_ex(const CUlaunchConfig* config, CUfunction f, void** params) {

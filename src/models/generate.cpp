@@ -27,6 +27,7 @@
 #include "ember/error.hpp"
 #include "ember/ops.hpp"
 #include "ember/random.hpp"
+#include "ember/read_only.hpp"
 #include "ember/sampling.hpp"
 #include "ember/train/capture.hpp"
 
@@ -146,6 +147,10 @@ std::vector<std::vector<int64_t>> generate(const nn::CausalLM& model,
   EMBER_CHECK(!o.capture || device.is_cuda(), "generate: capture with a model on ", device.str(),
               " (expected a CUDA device: a captured decode step is a CUDA graph)");
   NoGradGuard no_grad;
+  // The weights stay as they are until generate returns (a callback or hook that changes one
+  // is an ember::Error), so the decode step's products may load them early (Note [Weights
+  // loaded before the wait] in src/cuda/gemv.cu).
+  const ReadOnlyGuard weights(m.parameters());
   if (o.seed) manual_seed(*o.seed);
 
   // Note [One batch, left padded].

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ember/autocast.hpp"
+#include "ember/read_only.hpp"
 #include "ember/runtime.hpp"
 #include "ops/common.hpp"
 
@@ -85,6 +86,7 @@ struct ActAux {
   Tensor* pre_out = nullptr;         // with act gelu_tanh: receives the pre-activation
   const Tensor* pre_in = nullptr;    // GELU's backward at this pre-activation applied
   const Tensor* residual = nullptr;  // contiguous [m, n] of a's dtype, added last (no act)
+  bool b_read_only = false;          // GemmArgs::b_read_only: b is a ReadOnlyGuard's
 };
 
 // out[B..., m, n] = act(a[B..., m, k] · b[B..., k, n] (+ bias[n])); batch shapes already equal.
@@ -184,6 +186,7 @@ Tensor gemm(const Tensor& a, const Tensor& b, const Tensor& bias, const Shape& b
   g.gelu_pre_in = masks.pre_in ? masks.pre_in->data_ptr() : nullptr;
   g.gelu_bias_grad = masks.pre_in && masks.bias_grad ? masks.bias_grad->data_ptr() : nullptr;
   g.residual = masks.residual ? masks.residual->data_ptr() : nullptr;
+  g.b_read_only = masks.b_read_only;
   ops::backend_of(a).gemm(g);
   if (masks.out && !mask_written) *masks.out = Tensor();
   return out;
@@ -546,7 +549,8 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     y2 = gemm(x2, weight.t(), bias, Shape{}, act, nullptr,
               {.out = keep_mask ? &mask : nullptr,
                .pre_out = keep_pre ? &pre : nullptr,
-               .residual = residual ? &r2 : nullptr});
+               .residual = residual ? &r2 : nullptr,
+               .b_read_only = is_read_only(weight)});
   }
   Tensor out = ops::make_view(y2, out_shape, contiguous_strides(out_shape), 0);
   if (grad) {
@@ -712,6 +716,7 @@ std::vector<Tensor> norm_then_linears(const char* op, const Tensor& x, const bac
     g.lda = k;
     g.b = w.data_ptr();
     g.ldb = k;
+    g.b_read_only = is_read_only(w);  // a contiguous copy made here is not
     g.c = outs.back().data_ptr();
     g.ldc = n;
     const Tensor b = bias_of(i);

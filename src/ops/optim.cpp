@@ -94,6 +94,9 @@ namespace {
 template <typename Item, typename Key, typename State, typename Call>
 void run_buckets(std::span<const Item> items, Key&& bucket_key, State&& slot_state, Call&& call) {
   NoGradGuard no_grad;
+  // A ReadOnlyGuard's tensor is refused before any is written (finish bumps after the step).
+  if (detail::read_only_guarded())
+    for (const Item& it : items) detail::check_not_read_only(*it.param->storage());
   std::vector<Bucket> buckets;
   std::vector<WriteBack> write_back;
   std::vector<Tensor> keep;
@@ -145,6 +148,8 @@ void sgd_step_(std::span<const SgdItem> items, const backend::SgdArgs& group_arg
 
 void optim_step_(std::span<const OptimItem> items) {
   NoGradGuard no_grad;
+  if (detail::read_only_guarded())  // refused before any is written, as in run_buckets
+    for (const OptimItem& it : items) detail::check_not_read_only(*it.param->storage());
   struct ArgsBucket {
     Device device;
     DType dtype;
