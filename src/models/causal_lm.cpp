@@ -126,7 +126,7 @@ Tensor repeat_heads(const Tensor& x, int64_t group) {
 
 }  // namespace
 
-namespace detail {
+namespace lm_detail {
 
 Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v, size_t layer,
                         const AttentionContext& a, const Tensor& cos, const Tensor& sin) {
@@ -150,7 +150,7 @@ Tensor causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v,
   return scaled_dot_product_attention(q, K, V, {.is_causal = q.size(2) > 1});
 }
 
-}  // namespace detail
+}  // namespace lm_detail
 
 Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) {
   const std::string op = type_name() + ".forward";
@@ -191,7 +191,7 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
                 " (expected i64 [", B, " or 1, ", T, "])");
     check_device_of(op, "position_ids", p, ids);
   }
-  detail::AttentionContext attention{.cache = cache};
+  lm_detail::AttentionContext attention{.cache = cache};
   Tensor positions = options.position_ids;
   if (on_device) {
     const Tensor& cp = options.cache_position;

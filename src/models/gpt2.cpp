@@ -123,14 +123,14 @@ class GPT2BlockImpl : public models::detail::GroupImpl {
     add("mlp", mlp);
   }
 
-  Tensor step(const Tensor& x, const detail::AttentionContext& attention, size_t layer,
+  Tensor step(const Tensor& x, const lm_detail::AttentionContext& attention, size_t layer,
               DType weights) {
     const int64_t B = x.size(0), T = x.size(1), hd = d_ / heads_;
     const std::vector<Tensor> qkv =
         split(norm_linear(ln_1_, c_attn_, x, weights), d_, -1);  // 3 views [B, T, d]
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, heads_, hd}).transpose(1, 2); };
     const Tensor y =
-        detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, attention);
+        lm_detail::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layer, attention);
     // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
     const Tensor h = attn_proj_->forward(y.transpose(1, 2).reshape({B, T, d_}), x);
     const Tensor a = tanh_gelu_ ? norm_linear(ln_2_, c_fc_, h, weights, Activation::gelu_tanh)
@@ -184,7 +184,7 @@ GPT2Impl::GPT2Impl(GPT2Config config)
 }
 
 Tensor GPT2Impl::run(const Tensor& ids, const Tensor& positions,
-                     const detail::AttentionContext& attention, bool last_only) {
+                     const lm_detail::AttentionContext& attention, bool last_only) {
   Tensor x = models::detail::rows_of(wte_->weight(), ids) +
              models::detail::rows_of(wpe_->weight(), positions);  // [B, T, d] + [1|B, T, d]
   for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->step(x, attention, i, weight_dtype());

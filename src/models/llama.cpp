@@ -193,7 +193,7 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     add("post_attention_layernorm", post_attention_layernorm_.ptr());
   }
 
-  Tensor step(const Tensor& x, Rotary& rotary, const detail::AttentionContext& attention,
+  Tensor step(const Tensor& x, Rotary& rotary, const lm_detail::AttentionContext& attention,
               size_t layer) {
     const int64_t B = x.size(0), T = x.size(1);
     // Note [A norm in front of a few rows] in src/cuda/gemv.cu: at decode one kernel normalises
@@ -214,8 +214,8 @@ class LlamaLayerImpl : public models::detail::GroupImpl {
     // (at decode inside its kernel: Note [Rotary embedding in the attention kernel] in
     // src/cuda/attention_kv.cu); rotary_embedding reads the head-transposed views in place.
     const auto& [c, s] = rotary.as(qkv[0].dtype());
-    const Tensor y = detail::causal_attention(heads(qkv[0], heads_), heads(qkv[1], kv_heads_),
-                                              heads(qkv[2], kv_heads_), layer, attention, c, s);
+    const Tensor y = lm_detail::causal_attention(heads(qkv[0], heads_), heads(qkv[1], kv_heads_),
+                                                 heads(qkv[2], kv_heads_), layer, attention, c, s);
     // Note [A residual in the product] in src/ops/linalg.cpp: x + proj(·) in one GEMM.
     const Tensor r = o_proj_->forward(y.transpose(1, 2).reshape({B, T, heads_ * hd_}), x);
     // The MLP's input silu(gate_proj(g)) * up_proj(g) of g = post_attention_layernorm(r), at
@@ -283,7 +283,7 @@ LlamaImpl::LlamaImpl(LlamaConfig config)
 }
 
 Tensor LlamaImpl::run(const Tensor& ids, const Tensor& positions,
-                      const detail::AttentionContext& attention, bool last_only) {
+                      const lm_detail::AttentionContext& attention, bool last_only) {
   // Note [Rotary embedding as transformers computes it]: angles [B|1, 1, T, hd] in f32. The
   // frequencies are copied to the device once (a captured step may not copy host data).
   const int64_t half = static_cast<int64_t>(inv_freq_.size());

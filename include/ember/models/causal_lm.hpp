@@ -78,7 +78,7 @@ struct CausalLMOptions {
   bool last_only = false;
 };
 
-namespace detail {
+namespace lm_detail {
 /// What the attention layers of one forward share (CausalLMImpl::forward makes it;
 /// Note [Positions and masks of a language model's forward]).
 struct AttentionContext {
@@ -91,7 +91,7 @@ struct AttentionContext {
   /// The other path's mask, bool [B, 1, T, S] (true: may attend); undefined: causal.
   Tensor mask;
 };
-}  // namespace detail
+}  // namespace lm_detail
 
 /// A decoder-only language model: token ids [B, T] (i64) -> logits [B, T, vocab].
 class CausalLMImpl : public ModuleImpl {
@@ -111,7 +111,7 @@ class CausalLMImpl : public ModuleImpl {
   /// The model's computation, inputs already checked. `positions` [B|1, T] (i64) are the
   /// tokens' positions; `attention` is what causal_attention needs.
   virtual Tensor run(const Tensor& ids, const Tensor& positions,
-                     const detail::AttentionContext& attention, bool last_only) = 0;
+                     const lm_detail::AttentionContext& attention, bool last_only) = 0;
   /// The dtype of the model's weights (bf16 weights compute under autocast to bf16).
   virtual DType weight_dtype() const = 0;
 };
@@ -128,7 +128,7 @@ class CausalLM : public ModuleHolder<CausalLMImpl> {
       : ModuleHolder(std::shared_ptr<CausalLMImpl>(model.ptr())) {}
 };
 
-namespace detail {
+namespace lm_detail {
 /// Attention of q [B, H, T, hd] over k, v [B, H_kv, T, hd] (H a multiple of H_kv: grouped
 /// query attention), with the cache and masks of CausalLMImpl::run. Returns [B, H, T, hd].
 /// With rotary tables cos, sin ([B|1, 1, T, hd]), q and k are rotated first (rotary_embedding),
@@ -136,6 +136,6 @@ namespace detail {
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, size_t layer,
                         const AttentionContext& attention, const Tensor& cos = Tensor(),
                         const Tensor& sin = Tensor());
-}  // namespace detail
+}  // namespace lm_detail
 
 }  // namespace ember::nn

@@ -59,8 +59,8 @@ class GPT2Impl : public CausalLMImpl {
   int64_t num_layers() const override { return config_.n_layer; }
 
  protected:
-  Tensor run(const Tensor& ids, const Tensor& positions, const detail::AttentionContext& attention,
-             bool last_only) override;
+  Tensor run(const Tensor& ids, const Tensor& positions,
+             const lm_detail::AttentionContext& attention, bool last_only) override;
   DType weight_dtype() const override { return wte_->weight().dtype(); }
 
  private:

@@ -71,8 +71,8 @@ class LlamaImpl : public CausalLMImpl {
   int64_t num_layers() const override { return config_.num_hidden_layers; }
 
  protected:
-  Tensor run(const Tensor& ids, const Tensor& positions, const detail::AttentionContext& attention,
-             bool last_only) override;
+  Tensor run(const Tensor& ids, const Tensor& positions,
+             const lm_detail::AttentionContext& attention, bool last_only) override;
   DType weight_dtype() const override { return embed_tokens_->weight().dtype(); }
 
  private:
