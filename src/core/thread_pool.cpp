@@ -71,7 +71,7 @@ class ThreadPool {
     start(n);
   }
 
-  void run(int64_t n, int64_t grain, detail::RangeFn fn) {
+  void run(int64_t n, int64_t grain, pool_detail::RangeFn fn) {
     std::lock_guard<std::mutex> submit(submit_mutex_);
     const int threads = size();
     const int64_t target_chunks = static_cast<int64_t>(threads) * kChunksPerThread;
@@ -181,7 +181,7 @@ class ThreadPool {
   std::atomic<uint64_t> state_{0};  // generation << kParticipantBits | participants
   std::atomic<int64_t> next_chunk_{0};
   std::atomic<int> pending_{0};  // participating workers yet to finish
-  detail::RangeFn fn_{nullptr, nullptr};
+  pool_detail::RangeFn fn_{nullptr, nullptr};
   int64_t n_ = 0, chunk_ = 1, num_chunks_ = 0;
   std::exception_ptr error_;
 };
@@ -249,7 +249,7 @@ void park_workers() {
   if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) p->park();
 }
 
-namespace detail {
+namespace pool_detail {
 void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn) {
   if (t_in_parallel) {  // nested: the outer loop already uses every thread
     fn.call(fn.object, 0, n);
@@ -262,6 +262,6 @@ void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn) {
   }
   p.run(n, std::max<int64_t>(grain, 1), fn);
 }
-}  // namespace detail
+}  // namespace pool_detail
 
 }  // namespace ember::core

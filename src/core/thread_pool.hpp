@@ -32,14 +32,14 @@ bool in_parallel_region();
 /// OpenBLAS, whose threads would otherwise compete with them.
 void park_workers();
 
-namespace detail {
+namespace pool_detail {
 /// A non-owning reference to a callable `void(int64_t begin, int64_t end)`.
 struct RangeFn {
   void* object;
   void (*call)(void* object, int64_t begin, int64_t end);
 };
 void parallel_for_impl(int64_t n, int64_t grain, RangeFn fn);
-}  // namespace detail
+}  // namespace pool_detail
 
 /// Runs fn(begin, end) over disjoint ranges covering [0, n), each at least `grain` long
 /// (except the last), on the pool's threads. Example:
@@ -52,10 +52,10 @@ inline void parallel_for(int64_t n, int64_t grain, F&& fn) {
     return;
   }
   using Fn = std::remove_reference_t<F>;
-  detail::RangeFn ref{
+  pool_detail::RangeFn ref{
       const_cast<void*>(static_cast<const void*>(&fn)),
       [](void* object, int64_t begin, int64_t end) { (*static_cast<Fn*>(object))(begin, end); }};
-  detail::parallel_for_impl(n, grain, ref);
+  pool_detail::parallel_for_impl(n, grain, ref);
 }
 
 }  // namespace ember::core
