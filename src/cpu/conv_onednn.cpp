@@ -7,11 +7,15 @@
 // [N, O, out...], all contiguous. Each primitive is created with format `any` for its
 // activations and weights, so oneDNN picks its blocked layouts (nChw16c on AVX-512); the
 // operands whose layout differs from ember's are reordered into a Pass-pool buffer before the
-// call (inputs) or out of it after (outputs). That holds for channels_last geometries too:
-// naming NHWC for their activations instead (no activation reorders) was measured slower on
-// this AVX-512 machine (ResNet-18, batch 32 of 64x64, 1 thread, ONEDNN_VERBOSE over 5 steps:
-// oneDNN chose brgconv for the NHWC forward, 504 ms against 330 ms for the blocked jit kernel,
-// while the activation reorders it saved were 99 ms; 2026-12-05). A primitive whose only
+// call (inputs) or out of it after (outputs). A channels_last geometry's forward does the same:
+// naming NHWC for its activations instead (no activation reorders) was measured slower on this
+// AVX-512 machine (ResNet-18, batch 32 of 64x64, 1 thread, ONEDNN_VERBOSE over 5 steps: oneDNN
+// chose brgconv for the NHWC forward, 504 ms against 330 ms for the blocked jit kernel, while
+// the activation reorders it saved were 99 ms; 2026-12-05). Its backward data and backward
+// weights do take the NHWC activations as they are (grad_out, x, grad_input): oneDNN keeps its
+// jit kernels for them, and the reorders they saved made ResNet-18's channels_last step 1-4 %
+// faster (280-286 against 284-294 ms at 1 thread, 155-162 against 163-185 at 2; 2026-12-07,
+// docs/benchmarks.md). A primitive whose only
 // implementation is oneDNN's reference kernel ("ref:any") is declined: im2col + OpenBLAS is far
 // faster.
 //
@@ -184,6 +188,10 @@ void build(Primitive& p, Kind kind, const ConvGeometry& g, bool bias, bool relu,
     check(api().attr_set_post_ops(attr.attr, attr.ops), "post ops");
   }
   const dnnl_memory_desc_t* bias_md = bias ? &d.bias : nullptr;
+  if (g.channels_last && kind != Kind::forward) {  // the backward on NHWC itself (file comment)
+    d.src = d.src_user;
+    d.dst = d.dst_user;
+  }
   dnnl_convolution_desc_t fwd{};
   check(
       api().conv_forward_desc_init(&fwd, training ? dnnl_forward_training : dnnl_forward_inference,
