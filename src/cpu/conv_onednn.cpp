@@ -14,7 +14,7 @@
 // the activation reorders it saved were 99 ms; 2026-12-05). Its backward data and backward
 // weights do take the NHWC activations as they are (grad_out, x, grad_input): oneDNN keeps its
 // jit kernels for them, and the reorders they saved made ResNet-18's channels_last step 1-4 %
-// faster (280-286 against 284-294 ms at 1 thread, 155-162 against 163-185 at 2; 2026-12-07,
+// faster (280-287 against 284-294 ms at 1 thread, 155-162 against 163-185 at 2; 2026-12-07,
 // docs/benchmarks.md). A primitive whose only
 // implementation is oneDNN's reference kernel ("ref:any") is declined: im2col + OpenBLAS is far
 // faster.
