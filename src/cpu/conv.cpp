@@ -224,6 +224,21 @@ void for_each_output_pixel(const Window2d& w, Fn&& fn) {
                });
 }
 
+// One window tap over a pixel's c channels: each channel compares src[j] with its best so far
+// and takes the tap's cell `here` with it (selects, as max_pool_tap_row); apart and vectorised,
+// as the plane kernel's rows are (in the pixel loop's lambda the compiler kept it scalar: the
+// 3×3/2 pool of ResNet-18's channels_last stem took 13.8 ms a step against 4.6 for NCHW).
+template <typename T>
+EMBER_VECTORIZE void max_pool_tap_channels(const T* __restrict src, T* __restrict best,
+                                           int64_t* __restrict at, int64_t c, int64_t here) {
+  for (int64_t j = 0; j < c; ++j) {
+    const T v = src[j];
+    const bool take = (v > best[j]) | (v != v);
+    best[j] = take ? v : best[j];
+    at[j] = take ? here : at[j];
+  }
+}
+
 template <typename T>
 void max_pool2d_nhwc(const Window2d& w, T* out, int64_t* indices, const T* in) {
   const int64_t c = w.channels;
@@ -241,16 +256,9 @@ void max_pool2d_nhwc(const Window2d& w, T* out, int64_t* indices, const T* in) {
       at[j] = h0 * w.width + w0;
     }
     for (int64_t y = h0; y < h1; y += w.dilation_h)
-      for (int64_t x = w0; x < w1; x += w.dilation_w) {
-        const T* src = in + ((n * w.height + y) * w.width + x) * c;
-        const int64_t here = y * w.width + x;
-        for (int64_t j = 0; j < c; ++j) {  // selects, as max_pool_plane
-          const T v = src[j];
-          const bool take = (v > best[j]) | (v != v);
-          best[j] = take ? v : best[j];
-          at[j] = take ? here : at[j];
-        }
-      }
+      for (int64_t x = w0; x < w1; x += w.dilation_w)
+        max_pool_tap_channels(in + ((n * w.height + y) * w.width + x) * c, best, at, c,
+                              y * w.width + x);
   });
 }
 
