@@ -126,6 +126,15 @@ void col2im_typed(const Window2d& w, T* __restrict grad_in, const T* __restrict 
 
 // ---- max pooling ----
 
+// PyTorch's rule for one candidate v at position `idx`: a larger value or a NaN takes the place.
+// Bitwise | and selects, not || and branches: this form vectorises.
+template <typename T>
+inline __attribute__((always_inline)) void take_max(T v, T& best, int64_t& at, int64_t idx) {
+  const bool take = (v > best) | (v != v);
+  best = take ? v : best;
+  at = take ? idx : at;
+}
+
 // The common 2×2, stride 2, no padding, no dilation window (every CNN's MaxPool2d(2)).
 // Branch-free, so random data costs no mispredictions and the loop vectorises; the scan
 // order and rule are PyTorch's (a larger value or a NaN takes the place).
@@ -134,19 +143,11 @@ EMBER_VECTORIZE void max_pool_2x2_row(const T* __restrict r0, const T* __restric
                                       T* __restrict out, int64_t* __restrict idx, int64_t ow,
                                       int64_t base, int64_t width) {
   for (int64_t ox = 0; ox < ow; ++ox) {
-    const T a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
-    // Bitwise | and selects, not || and branches: this form vectorises.
-    T best = a;
-    int64_t off = 0;  // of the winner from a
-    const bool tb = (b > best) | (b != b);
-    best = tb ? b : best;
-    off = tb ? 1 : off;
-    const bool tc = (c > best) | (c != c);
-    best = tc ? c : best;
-    off = tc ? width : off;
-    const bool td = (d > best) | (d != d);
-    best = td ? d : best;
-    off = td ? width + 1 : off;
+    T best = r0[2 * ox];
+    int64_t off = 0;  // of the winner from r0[2·ox]
+    take_max(r0[2 * ox + 1], best, off, 1);
+    take_max(r1[2 * ox], best, off, width);
+    take_max(r1[2 * ox + 1], best, off, width + 1);
     out[ox] = best;
     idx[ox] = base + 2 * ox + off;
   }
@@ -170,8 +171,8 @@ EMBER_VECTORIZE void max_pool_tap_row(const T* __restrict src_row, T* __restrict
   for (int64_t ox = lo; ox < hi; ++ox) {
     const int64_t x = ox * stride + x_off;
     const T v = src_row[x];
-    const bool take = (v > best[ox]) | (v != v);
-    best[ox] = take ? v : best[ox];
+    const bool take = (v > best[ox]) | (v != v);  // take_max's rule, written out: through
+    best[ox] = take ? v : best[ox];               // references this loop stayed scalar
     at[ox] = take ? row_base + x : at[ox];
   }
 }
@@ -225,18 +226,13 @@ void for_each_output_pixel(const Window2d& w, Fn&& fn) {
 }
 
 // One window tap over a pixel's c channels: each channel compares src[j] with its best so far
-// and takes the tap's cell `here` with it (selects, as max_pool_tap_row); apart and vectorised,
+// and takes the tap's cell `here` with it (take_max); apart and vectorised,
 // as the plane kernel's rows are (in the pixel loop's lambda the compiler kept it scalar: the
 // 3×3/2 pool of ResNet-18's channels_last stem took 13.8 ms a step against 4.6 for NCHW).
 template <typename T>
 EMBER_VECTORIZE void max_pool_tap_channels(const T* __restrict src, T* __restrict best,
                                            int64_t* __restrict at, int64_t c, int64_t here) {
-  for (int64_t j = 0; j < c; ++j) {
-    const T v = src[j];
-    const bool take = (v > best[j]) | (v != v);
-    best[j] = take ? v : best[j];
-    at[j] = take ? here : at[j];
-  }
+  for (int64_t j = 0; j < c; ++j) take_max(src[j], best[j], at[j], here);
 }
 
 template <typename T>
