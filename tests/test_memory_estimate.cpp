@@ -4,15 +4,18 @@
 // model was made, within 15% on three models (an MLP, a CNN with batch norm and pooling, a
 // small GPT-2) on the CPU and, on the GPU machine, on CUDA. Also: the parts follow from the
 // parameters exactly, the estimate leaves the model and the process as they were, and bad
-// input is refused with a clear error.
+// input is refused with a clear error; a dry run for a cuDNN target traces no im2col temporaries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
 
+#include "core/alloc_trace.hpp"
 #include "cuda_skip.hpp"
+#include "ember/conv_backend.hpp"
 #include "ember/ember.hpp"
 #include "ember/memory_estimate.hpp"
 #include "ember/models/gpt2.hpp"
@@ -136,9 +139,58 @@ TEST(MemoryEstimateCuda, MlpWithinFifteenPercent) {
   SKIP_WITHOUT_CUDA();
   check_estimate(mlp_case(), Device::cuda(0));
 }
+// Restores the cuDNN switch a test changes.
+class CudnnSwitch {
+ public:
+  explicit CudnnSwitch(bool on) : previous_(cudnn_convolutions()) { set_cudnn_convolutions(on); }
+  ~CudnnSwitch() { set_cudnn_convolutions(previous_); }
+  CudnnSwitch(const CudnnSwitch&) = delete;
+  CudnnSwitch& operator=(const CudnnSwitch&) = delete;
+
+ private:
+  bool previous_;
+};
+
 TEST(MemoryEstimateCuda, CnnWithinFifteenPercent) {
   SKIP_WITHOUT_CUDA();
-  check_estimate(cnn_case(), Device::cuda(0));
+  for (const bool cudnn : {false, true}) {
+    SCOPED_TRACE(cudnn ? "cuDNN convolutions" : "im2col convolutions");
+    const CudnnSwitch use(cudnn);
+    check_estimate(cnn_case(), Device::cuda(0));
+  }
+}
+
+// The largest request a conv2d's forward and backward on the CPU make while planning for a GPU
+// (a memory estimate's dry run), with cuDNN convolutions on or off.
+int64_t largest_request_planning_for_gpu(bool cudnn) {
+  struct Largest final : core::AllocationObserver {
+    void allocated(const Storage*, size_t bytes) override {
+      largest = std::max(largest, static_cast<int64_t>(bytes));
+    }
+    void freed(const Storage*) override {}
+    int64_t largest = 0;
+  } observer;
+  const CudnnSwitch use(cudnn);
+  manual_seed(3);
+  const Tensor x = randn({4, 8, 16, 16}).requires_grad_();
+  const Tensor w = randn({16, 8, 3, 3}).requires_grad_();
+  const Tensor b = randn({16}).requires_grad_();
+  core::AllocationObserver* previous = core::set_allocation_observer(&observer);
+  {
+    const core::PlanningDeviceGuard plan(Device::cuda(0));
+    conv2d(x, w, b, {1, 1}, {1, 1}).sum().backward();
+  }
+  core::set_allocation_observer(previous);
+  return observer.largest;
+}
+
+// Note [A dry run for a cuDNN target]: the target's cuDNN makes the output [4, 16, 16, 16]
+// (65,536 bytes) and the gradients, never im2col's columns over the batch ([72, 4·256] f32:
+// 294,912 bytes), which a dry run for an im2col target does trace.
+TEST(MemoryEstimate, DryRunForACudnnTargetTracesNoIm2colColumns) {
+  constexpr int64_t kOutput = 4 * 16 * 16 * 16 * 4, kColumns = 72 * 4 * 256 * 4;
+  EXPECT_GE(largest_request_planning_for_gpu(false), kColumns);
+  EXPECT_EQ(largest_request_planning_for_gpu(true), kOutput);
 }
 TEST(MemoryEstimateCuda, GptWithinFifteenPercent) {
   SKIP_WITHOUT_CUDA();

@@ -31,6 +31,22 @@ class AllocationObserver {
 /// Installs `observer` for this thread (nullptr: none) and returns the one it replaces.
 AllocationObserver* set_allocation_observer(AllocationObserver* observer);
 
+/// While alive with `pause` true, this thread's allocations go unobserved (the observer is then
+/// told of their frees, as of any storage it never saw, and ignores them). A memory estimate's
+/// dry run leaves out this way the temporaries of a path its target does not take (Note [A dry
+/// run for a cuDNN target] in src/ops/conv_library.cpp).
+class ObserverPause {
+ public:
+  explicit ObserverPause(bool pause);
+  ~ObserverPause();
+  ObserverPause(const ObserverPause&) = delete;
+  ObserverPause& operator=(const ObserverPause&) = delete;
+
+ private:
+  bool paused_;
+  AllocationObserver* previous_ = nullptr;
+};
+
 /// The device whose algorithm choices ops follow on this thread: `actual` unless a
 /// PlanningDeviceGuard names another. estimate_training_memory's dry run on the CPU plans as
 /// its target would (a GPU convolution's im2col over the whole batch, its split-K weight

@@ -142,6 +142,13 @@ core::AllocationObserver* core::set_allocation_observer(core::AllocationObserver
   return previous;
 }
 
+core::ObserverPause::ObserverPause(bool pause) : paused_(pause) {
+  if (paused_) previous_ = set_allocation_observer(nullptr);
+}
+core::ObserverPause::~ObserverPause() {
+  if (paused_) set_allocation_observer(previous_);
+}
+
 namespace {
 thread_local std::optional<Device> t_planning_device;  // core/alloc_trace.hpp
 }  // namespace

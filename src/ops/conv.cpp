@@ -183,6 +183,14 @@ const void* advanced(const void* p, int64_t elements, DType dtype) {
   return static_cast<const char*>(p) + elements * static_cast<int64_t>(element_size(dtype));
 }
 
+// A temporary of the im2col path (columns, split-K partials, the bias-folded weight): left out
+// of a memory estimate's trace when its GPU target gives the convolution to cuDNN (Note [A dry
+// run for a cuDNN target] in conv_library.cpp).
+Tensor make_scratch(const Shape& shape, DType dtype, Device device) {
+  const core::ObserverPause untraced(ops::library_convolution_in_dry_run(device));
+  return ops::make_tensor(shape, dtype, device);
+}
+
 // run_gemm for the weight gradient (trans_b, K contiguous in A and B, C contiguous [m, n]).
 void run_weight_gemm(const Tensor& like, int64_t groups, const GroupGemm& g) {
   const int64_t s =
@@ -191,7 +199,7 @@ void run_weight_gemm(const Tensor& like, int64_t groups, const GroupGemm& g) {
           : 1;
   if (s == 1) return run_gemm(like, groups, g);
   const int64_t slice = g.k / s, rest = g.k - slice * s;
-  const Tensor part = ops::make_tensor({s, g.m, g.n}, like.dtype(), like.device());
+  const Tensor part = make_scratch({s, g.m, g.n}, like.dtype(), like.device());
   GroupGemm pg = g;
   pg.k = slice;
   pg.step_a = slice;
@@ -237,12 +245,12 @@ Tensor conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& weight, co
   const int64_t k = fold_bias ? kg + 1 : kg;
   Tensor wk = weight;
   if (fold_bias) {
-    wk = ops::make_tensor({o, k}, x.dtype(), x.device());
+    wk = make_scratch({o, k}, x.dtype(), x.device());
     be.copy(ops::sub_view(wk, 0, {o, kg}, {k, 1}), ops::sub_view(weight, 0, {o, kg}, {kg, 1}));
     be.copy(ops::sub_view(wk, kg, {o}, {k}), ops::view_of(bias));
   }
-  Tensor col = ops::make_tensor({fold_bias ? rows + 1 : rows, p.chunk * l}, x.dtype(), x.device());
-  Tensor y = p.chunk == 1 ? Tensor() : ops::make_tensor({o, p.chunk * l}, x.dtype(), x.device());
+  Tensor col = make_scratch({fold_bias ? rows + 1 : rows, p.chunk * l}, x.dtype(), x.device());
+  Tensor y = p.chunk == 1 ? Tensor() : make_scratch({o, p.chunk * l}, x.dtype(), x.device());
   int64_t ones_width = 0;  // the width the row of ones was last written for
   for (int64_t n0 = 0; n0 < n; n0 += p.chunk) {
     const int64_t nb = std::min(p.chunk, n - n0);
@@ -304,8 +312,8 @@ ConvGrads conv_backward(const ConvPlan& p, const Tensor& grad_out, const Tensor&
   }
   if (need_input && (n == 0 || l == 0)) be.fill(ops::view_of(r.input), 0.0);
   if (n == 0 || l == 0) return r;
-  Tensor col = ops::make_tensor({rows, p.chunk * l}, dt, dev);
-  Tensor gm = p.chunk == 1 ? Tensor() : ops::make_tensor({o, p.chunk * l}, dt, dev);
+  Tensor col = make_scratch({rows, p.chunk * l}, dt, dev);
+  Tensor gm = p.chunk == 1 ? Tensor() : make_scratch({o, p.chunk * l}, dt, dev);
   for (int64_t n0 = 0; n0 < n; n0 += p.chunk) {
     const int64_t nb = std::min(p.chunk, n - n0);
     backend::Window2d win = p.win;
