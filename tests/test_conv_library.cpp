@@ -159,6 +159,37 @@ TEST(ConvLibrary, Conv2dStrideLargerThanKernel) {
                        kF32);
 }
 
+// Note [Weight gradients of small output planes] (src/cpu/conv_onednn.cpp): with at most 4
+// output positions an image the weight's and bias's gradients are one GEMM over the batch's
+// patches, in NCHW's and NHWC's weight element orders; 6 positions stay with oneDNN's kernel.
+TEST(ConvLibrary, Conv2dSmallOutputPlanes) {
+  SKIP_WITHOUT_ONEDNN();
+  struct Case {
+    Shape x, w;
+    Size2d stride, padding, dilation;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{5, 6, 2, 2}, {7, 6, 3, 3}, 1, 1, 1, true},   // 2×2, padded
+      {{3, 5, 4, 4}, {4, 5, 3, 3}, 2, 1, 1, false},  // 2×2, stride 2
+      {{2, 3, 5, 4}, {6, 3, 3, 2}, Size2d(2, 3), Size2d(0, 1), Size2d(1, 2), true},  // 2×2
+      {{4, 8, 3, 3}, {5, 8, 3, 3}, 1, 0, 1, true},                                   // 1×1
+      {{2, 3, 1, 6}, {4, 3, 1, 3}, 1, 0, 1, true},                                   // 1×4
+      {{2, 3, 2, 5}, {4, 3, 1, 3}, 1, 0, 1, true},                                   // 2×3: oneDNN
+  };
+  uint64_t seed = 700;
+  for (const Case& c : cases) {
+    for (const bool nhwc : {false, true}) {
+      SCOPED_TRACE(c.x.to_string() + (nhwc ? " channels_last" : " NCHW"));
+      Tensor x = seeded_randn(c.x, ++seed);
+      if (nhwc) x = x.contiguous(MemoryFormat::channels_last);
+      check_against_im2col(
+          conv2d_fn(c.stride, c.padding, c.dilation, 1), x, seeded_randn(c.w, ++seed),
+          c.bias ? seeded_randn({c.w[0]}, ++seed) : Tensor(), ConvBackend::onednn, kF32);
+    }
+  }
+}
+
 TEST(ConvLibrary, Conv2dNonContiguousInput) {
   // x a permuted view ([N, H, W, C] memory): the op hands the library a contiguous copy, and
   // the gradient flows back through the permute.
