@@ -181,11 +181,13 @@ TEST(ConvLibrary, Conv2dSmallOutputPlanes) {
   for (const Case& c : cases) {
     for (const bool nhwc : {false, true}) {
       SCOPED_TRACE(c.x.to_string() + (nhwc ? " channels_last" : " NCHW"));
-      Tensor x = seeded_randn(c.x, ++seed);
+      seed += 3;
+      Tensor x = seeded_randn(c.x, seed);
       if (nhwc) x = x.contiguous(MemoryFormat::channels_last);
-      check_against_im2col(
-          conv2d_fn(c.stride, c.padding, c.dilation, 1), x, seeded_randn(c.w, ++seed),
-          c.bias ? seeded_randn({c.w[0]}, ++seed) : Tensor(), ConvBackend::onednn, kF32);
+      const Tensor w = seeded_randn(c.w, seed + 1);
+      const Tensor b = c.bias ? seeded_randn({c.w[0]}, seed + 2) : Tensor();
+      check_against_im2col(conv2d_fn(c.stride, c.padding, c.dilation, 1), x, w, b,
+                           ConvBackend::onednn, kF32);
     }
   }
 }
