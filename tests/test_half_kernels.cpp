@@ -258,10 +258,10 @@ NormRef f32_layer_norm(const NormData& d, const Shape& normalized, double eps) {
             w.defined() ? empty({n}, o) : Tensor(),
             b.defined() ? empty({n}, o) : Tensor()};
   const backend::Backend& be = backend::backend_for(dev);
-  be.layer_norm_forward(view(r.y, flat), view(r.mean), view(r.rstd), view(x, flat), vv(w), vv(b),
-                        eps);
-  be.layer_norm_backward(view(r.gx, flat), vv(r.gw), vv(r.gb), view(g, flat), view(x, flat),
-                         view(r.mean), view(r.rstd), vv(w), false);
+  be.layer_norm_forward(view(r.y, flat), backend::View{}, view(r.mean), view(r.rstd), view(x, flat),
+                        vv(w), vv(b), eps);
+  be.layer_norm_backward(view(r.gx, flat), backend::View{}, vv(r.gw), vv(r.gb), view(g, flat),
+                         view(x, flat), view(r.mean), view(r.rstd), vv(w), false);
   return r;
 }
 
@@ -322,25 +322,27 @@ void check_layer_norm_slots(Device device) {
       const TensorOptions o32{.dtype = DType::f32, .device = device};
       const backend::Backend& be = backend::backend_for(device);
       Tensor y = empty(d.x.shape(), o16), mean = empty({rows}, o32), rstd = empty({rows}, o32);
-      be.layer_norm_forward(view(y, flat), view(mean), view(rstd), view(d.x, flat), view(d.w, vec),
-                            view(d.b, vec), 1e-5);
+      be.layer_norm_forward(view(y, flat), backend::View{}, view(mean), view(rstd), view(d.x, flat),
+                            view(d.w, vec), view(d.b, vec), 1e-5);
       EXPECT_TRUE(same_bits(mean, r.mean, what + " mean"));
       EXPECT_TRUE(same_bits(rstd, r.rstd, what + " rstd"));
       // grad_x += d into a 16-bit buffer, against the f32 slot adding into its widened copy.
       manual_seed(seed + 1000);
       const Tensor pending = randn(d.x.shape()).to(dtype).to(device);
       Tensor gx = pending.clone(), gx32 = widened(pending);
-      be.layer_norm_backward(view(gx, flat), none(dtype, device), none(dtype, device),
-                             view(d.g, flat), view(d.x, flat), view(mean), view(rstd),
-                             view(d.w, vec), true);
-      be.layer_norm_backward(view(gx32, flat), none(DType::f32, device), none(DType::f32, device),
-                             view(widened(d.g), flat), view(widened(d.x), flat), view(r.mean),
-                             view(r.rstd), view(widened(d.w), vec), true);
+      be.layer_norm_backward(view(gx, flat), backend::View{}, none(dtype, device),
+                             none(dtype, device), view(d.g, flat), view(d.x, flat), view(mean),
+                             view(rstd), view(d.w, vec), true);
+      be.layer_norm_backward(view(gx32, flat), backend::View{}, none(DType::f32, device),
+                             none(DType::f32, device), view(widened(d.g), flat),
+                             view(widened(d.x), flat), view(r.mean), view(r.rstd),
+                             view(widened(d.w), vec), true);
       EXPECT_TRUE(same_bits(gx, gx32.to(dtype), what + " grad x accumulated"));
       // Only the column sums (grad_x not wanted).
       Tensor gw = empty({n}, o16), gb = empty({n}, o16);
-      be.layer_norm_backward(none(dtype, device), view(gw), view(gb), view(d.g, flat),
-                             view(d.x, flat), view(mean), view(rstd), view(d.w, vec), false);
+      be.layer_norm_backward(none(dtype, device), backend::View{}, view(gw), view(gb),
+                             view(d.g, flat), view(d.x, flat), view(mean), view(rstd),
+                             view(d.w, vec), false);
       EXPECT_TRUE(same_bits(gw, r.gw.to(dtype), what + " grad w alone"));
       EXPECT_TRUE(same_bits(gb, r.gb.to(dtype), what + " grad b alone"));
     }

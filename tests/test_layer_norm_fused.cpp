@@ -234,8 +234,8 @@ void check_slots_against_reference(Device device) {
         const backend::View bv = b.defined() ? strided_view(b) : no_view(dtype, device);
         const TensorOptions o{.dtype = dtype, .device = device};
         const Tensor y = empty(shape, o), mean = empty({s.rows}, o), rstd = empty({s.rows}, o);
-        be.layer_norm_forward(strided_view(y), strided_view(mean), strided_view(rstd),
-                              strided_view(x), wv, bv, kEps);
+        be.layer_norm_forward(strided_view(y), backend::View{}, strided_view(mean),
+                              strided_view(rstd), strided_view(x), wv, bv, kEps);
         expect_close(name_of("slot y", s, affine, dtype, device), doubles(y), r.y, tol);
         expect_close(name_of("slot mean", s, affine, dtype, device), doubles(mean), r.mean, tol);
         expect_close(name_of("slot rstd", s, affine, dtype, device), doubles(rstd), r.rstd, tol);
@@ -244,9 +244,9 @@ void check_slots_against_reference(Device device) {
         const std::vector<double> prior = normal(s.rows * s.n, seed + 1000, 0.0, 1.0);
         const Tensor gx = make(prior, shape, dtype, device);
         const Tensor gw = empty({s.n}, o), gb = empty({s.n}, o);
-        be.layer_norm_backward(strided_view(gx), strided_view(gw), strided_view(gb),
-                               strided_view(g), strided_view(x), strided_view(mean),
-                               strided_view(rstd), wv, true);
+        be.layer_norm_backward(strided_view(gx), backend::View{}, strided_view(gw),
+                               strided_view(gb), strided_view(g), strided_view(x),
+                               strided_view(mean), strided_view(rstd), wv, true);
         expect_close(name_of("slot dx accumulated", s, affine, dtype, device), doubles(gx),
                      plus(prior, r.dx), tol);
         expect_close(name_of("slot dweight", s, affine, dtype, device), doubles(gw), r.dw, tol);
@@ -254,25 +254,25 @@ void check_slots_against_reference(Device device) {
 
         // overwrite, no column sums.
         const Tensor gx2 = make(prior, shape, dtype, device);
-        be.layer_norm_backward(strided_view(gx2), no_view(dtype, device), no_view(dtype, device),
-                               strided_view(g), strided_view(x), strided_view(mean),
-                               strided_view(rstd), wv, false);
+        be.layer_norm_backward(strided_view(gx2), backend::View{}, no_view(dtype, device),
+                               no_view(dtype, device), strided_view(g), strided_view(x),
+                               strided_view(mean), strided_view(rstd), wv, false);
         expect_close(name_of("slot dx", s, affine, dtype, device), doubles(gx2), r.dx, tol);
 
         // only the column sums (grad_x not wanted), only one of them.
         const Tensor gw2 = empty({s.n}, o);
-        be.layer_norm_backward(no_view(dtype, device), strided_view(gw2), no_view(dtype, device),
-                               strided_view(g), strided_view(x), strided_view(mean),
-                               strided_view(rstd), wv, false);
+        be.layer_norm_backward(no_view(dtype, device), backend::View{}, strided_view(gw2),
+                               no_view(dtype, device), strided_view(g), strided_view(x),
+                               strided_view(mean), strided_view(rstd), wv, false);
         expect_close(name_of("slot dweight alone", s, affine, dtype, device), doubles(gw2), r.dw,
                      tol);
 
         // grad_x in grad_y's buffer (the slot allows it), accumulating.
         const Tensor shared = make(d.g, shape, dtype, device);
         const Tensor gb2 = empty({s.n}, o);
-        be.layer_norm_backward(strided_view(shared), no_view(dtype, device), strided_view(gb2),
-                               strided_view(shared), strided_view(x), strided_view(mean),
-                               strided_view(rstd), wv, true);
+        be.layer_norm_backward(strided_view(shared), backend::View{}, no_view(dtype, device),
+                               strided_view(gb2), strided_view(shared), strided_view(x),
+                               strided_view(mean), strided_view(rstd), wv, true);
         expect_close(name_of("slot dx into grad_y's buffer", s, affine, dtype, device),
                      doubles(shared), plus(d.g, r.dx), tol);
         expect_close(name_of("slot dbias, grad_y's buffer", s, affine, dtype, device), doubles(gb2),

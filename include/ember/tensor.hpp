@@ -233,6 +233,11 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;         // set on non-leaves made while recording
   std::weak_ptr<autograd::Node> grad_accumulator;  // cached for leaves that require grad
+  // The same values rounded to a 16-bit dtype, written by the op that made this tensor beside
+  // it; valid while the storage's version is low_copy_version (Note [A lower-precision copy
+  // beside a tensor] in src/ops/autocast.cpp).
+  std::shared_ptr<TensorImpl> low_copy;
+  uint64_t low_copy_version = 0;
 };
 
 // Every accessor of an empty handle (Tensor t; a moved-from tensor) throws ember::Error

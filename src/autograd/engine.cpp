@@ -4,7 +4,9 @@
 // many consumers will send it a gradient, and runs a node once all of them have. Each
 // node's incoming gradients are summed in `pending_grad`. Gradients are reduced to each
 // input's shape here (sum_to) and nowhere else.
+#include <array>
 #include <atomic>
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/anomaly.hpp"
@@ -193,6 +195,60 @@ static void hand_over_pending(Node& n, GradList& gi) {
   }
 }
 
+// The accumulating node whose apply() is running and, per edge (up to 32), the dtype of the copy
+// the node behind it wants of the gradient apply() finalises there (final_gradient_copy).
+thread_local const Node* t_applying = nullptr;
+thread_local uint32_t t_copy_edges = 0;
+thread_local std::array<DType, 32> t_copy_dtypes{};
+
+std::optional<DType> final_gradient_copy(size_t edge) {
+  if (!t_applying || edge >= 32 || !(t_copy_edges & (1u << edge))) return std::nullopt;
+  return t_copy_dtypes[edge];
+}
+
+// t_applying for one apply() (restored after, also when it throws or runs a nested backward).
+class ApplyingScope {
+ public:
+  explicit ApplyingScope(const Node* n)
+      : previous_(t_applying), previous_edges_(t_copy_edges), previous_dtypes_(t_copy_dtypes) {
+    t_applying = n;
+    t_copy_edges = 0;
+  }
+  ~ApplyingScope() {
+    t_applying = previous_;
+    t_copy_edges = previous_edges_;
+    t_copy_dtypes = previous_dtypes_;
+  }
+  ApplyingScope(const ApplyingScope&) = delete;
+  ApplyingScope& operator=(const ApplyingScope&) = delete;
+
+ private:
+  const Node* previous_;
+  uint32_t previous_edges_;
+  std::array<DType, 32> previous_dtypes_;
+};
+
+// Note [A lower-precision copy beside a tensor] (src/ops/autocast.cpp), in the backward: an
+// accumulating node is the last to add into edge i's gradient when the node behind the edge
+// waits on nothing else (pending_deps 1); if that node reads the gradient in a 16-bit dtype
+// too, apply() may write that copy as it writes the sum. A pending gradient handed over to be
+// added into loses any copy it had (the add happens in place).
+static void mark_final_copies(const Node& n, const GradList& gi) {
+  t_copy_edges = 0;
+  for (size_t i = 0; i < n.edges.size() && i < 32; ++i) {
+    if (gi[i].defined()) detail::TensorAccess::impl(gi[i])->low_copy.reset();
+    if (!(n.accumulates & (1u << i)) || !n.edges[i].node) continue;
+    const Node& m = *n.edges[i].node;
+    if (!m.reads_gradient_as || m.pending_deps != 1) continue;
+    bool twice = false;  // an input used twice by this node: not final after the first
+    for (size_t j = 0; j < n.edges.size(); ++j)
+      twice = twice || (j != i && n.edges[j].node.get() == &m);
+    if (twice) continue;
+    t_copy_edges |= 1u << i;
+    t_copy_dtypes[i] = *m.reads_gradient_as;
+  }
+}
+
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                  bool retain_graph, const std::vector<Tensor>& capture) {
   NoGradGuard no_grad;
@@ -311,8 +367,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (grad.defined()) {
       try {
         const core::profiler::BackwardScope profile(n->name, n->profile_module);
-        if (n->accumulates) [[unlikely]]
+        std::optional<ApplyingScope> applying;
+        if (n->accumulates) [[unlikely]] {
+          applying.emplace(n);
           hand_over_pending(*n, grad_inputs);
+          mark_final_copies(*n, grad_inputs);
+        }
         n->apply(grad, grad_inputs);
       } catch (const Error& e) {
         throw Error(detail::concat("backward of ", n->name, ": ", e.what()));
@@ -331,6 +391,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       Tensor& g = grad_inputs[i];
       if (g.defined()) {
         if (const SliceNode* sl = n->as_slice()) [[unlikely]] {
+          if (m->pending_grad.defined())  // written in place: a copy beside it would go stale
+            detail::TensorAccess::impl(m->pending_grad)->low_copy.reset();
           accumulate_slice(*sl, m->pending_grad, g, e.shape);
         } else {
           if (g.shape() != e.shape) g = sum_to(g, e.shape);

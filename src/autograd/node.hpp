@@ -66,7 +66,17 @@ struct Node {
   // Bit i: edge i's pending gradient may arrive in apply()'s grad_inputs[i] for apply to add
   // its own into (Note [Gradients accumulate where they land] in engine.cpp).
   uint32_t accumulates = 0;
+  // This node's backward also reads its incoming gradient in this 16-bit dtype (add_widened's
+  // narrow operand): the last node to add into that gradient may write the copy beside it
+  // (final_gradient_copy; Note [A lower-precision copy beside a tensor] in src/ops/autocast.cpp).
+  std::optional<DType> reads_gradient_as;
 };
+
+/// While an accumulating node's apply() runs: the dtype in which the node behind its edge
+/// `edge` will also read the gradient apply() returns there, when apply() is the last to add
+/// into that gradient, so its kernel may write that copy beside it (and attach it with
+/// ops::attach_low_copy); otherwise nothing.
+std::optional<DType> final_gradient_copy(size_t edge);
 
 /// Accumulates into a leaf's .grad (Note [Gradients stolen into the Persistent pool]).
 struct AccumulateGrad final : Node {

@@ -368,8 +368,10 @@ void layer_norm_forward_row(C* y, C* mean, C& rstd, const C* x, const C* w, cons
   }
 }
 
-template <NormKind kKind, typename T, typename C = Compute<T>>
-void layer_norm_forward_typed(T* y, C* mean, C* rstd, const T* x, const C* w, const C* b,
+// y_low (may be null): each f32 row of y also rounded to L while it is in cache (Note [A
+// lower-precision copy beside a tensor]).
+template <NormKind kKind, typename T, typename L = BFloat16, typename C = Compute<T>>
+void layer_norm_forward_typed(T* y, L* y_low, C* mean, C* rstd, const T* x, const C* w, const C* b,
                               int64_t rows, int64_t n, double eps) {
   parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
     std::vector<C> scratch(kIsHalfLike<T> ? static_cast<size_t>(2 * n) : 0);
@@ -382,6 +384,8 @@ void layer_norm_forward_typed(T* y, C* mean, C* rstd, const T* x, const C* w, co
         round_from_f32(y + r * n, scratch.data() + n, n);
       } else {
         layer_norm_forward_row<kKind>(y + r * n, mr, rstd[r], x + r * n, w, b, n, eps);
+        if constexpr (std::is_same_v<T, float>)
+          if (y_low) round_from_f32(y_low + r * n, y + r * n, n);
       }
     }
   });
@@ -444,17 +448,25 @@ void layer_norm_backward_row_of(std::vector<C>& scratch, T* gx, double* pw, doub
 // its rows into its own f64 partials while it writes grad_x, and the partials are then summed
 // per column in block order: one pass over grad and x, the same bits with any thread count.
 // The sums are rounded to C, then to the parameters' dtype P (Note [16-bit layer norm]).
-template <NormKind kKind, typename T, typename P, typename C = Compute<T>>
-void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T* x, const C* mean,
-                               const C* rstd, const C* w, int64_t rows, int64_t n,
+// gx_low (may be null, an f32 T only): each finished row of gx also rounded to L (Note [A
+// lower-precision copy beside a tensor]).
+template <NormKind kKind, typename T, typename P, typename L, typename C = Compute<T>>
+void layer_norm_backward_typed(T* gx, L* gx_low, P* gw_out, P* gb_out, const T* g, const T* x,
+                               const C* mean, const C* rstd, const C* w, int64_t rows, int64_t n,
                                bool accumulate) {
+  const auto low_row = [&](int64_t r) {
+    if constexpr (std::is_same_v<T, float>)
+      if (gx_low && gx) round_from_f32(gx_low + r * n, gx + r * n, n);
+  };
   if (!gw_out && !gb_out) {
     if (!gx) return;
     parallel_for(rows, grain_for(n), [&](int64_t r0, int64_t r1) {
       std::vector<C> scratch;
-      for (int64_t r = r0; r < r1; ++r)
+      for (int64_t r = r0; r < r1; ++r) {
         layer_norm_backward_row_of<kKind, T, C>(scratch, gx, nullptr, nullptr, g, x, mean, rstd, w,
                                                 r, n, accumulate);
+        low_row(r);
+      }
     });
     return;
   }
@@ -474,9 +486,11 @@ void layer_norm_backward_typed(T* gx, P* gw_out, P* gb_out, const T* g, const T*
     for (int64_t k = k0; k < k1; ++k) {
       double* pw = gw_out ? partial.data() + k * 2 * n : nullptr;
       double* pb = gb_out ? partial.data() + (k * 2 + 1) * n : nullptr;
-      for (int64_t r = k * per_block; r < std::min(rows, (k + 1) * per_block); ++r)
+      for (int64_t r = k * per_block; r < std::min(rows, (k + 1) * per_block); ++r) {
         layer_norm_backward_row_of<kKind, T, C>(scratch, gx, pw, pb, g, x, mean, rstd, w, r, n,
                                                 accumulate);
+        low_row(r);
+      }
     }
   });
   parallel_for(n, grain_for(blocks), [&](int64_t j0, int64_t j1) {
@@ -596,23 +610,35 @@ namespace {
 
 // layer_norm's and rms_norm's slots (mean and bias: views with no data for rms).
 template <NormKind kKind>
-void norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
-                  const View& weight, const View& bias, double eps) {
+void norm_forward(const View& y, const View& y_low, const View& mean, const View& rstd,
+                  const View& x, const View& weight, const View& bias, double eps) {
+  EMBER_ASSERT(!y_low.data || (x.dtype == DType::f32 &&
+                               (y_low.dtype == DType::bf16 || y_low.dtype == DType::f16)),
+               "layer_norm_forward: a low copy is bf16 or f16 of an f32 output");
   dispatch_any_float(x.dtype, "layer_norm_forward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     const int64_t n = x.shape[1];
     const ParamAsCompute<C> w(weight, n), b(bias, n);
-    layer_norm_forward_typed<kKind, T>(static_cast<T*>(y.data), static_cast<C*>(mean.data),
-                                       static_cast<C*>(rstd.data), static_cast<const T*>(x.data),
-                                       w.get(), b.get(), x.shape[0], n, eps);
+    auto run = [&](auto* low) {
+      layer_norm_forward_typed<kKind, T>(static_cast<T*>(y.data), low, static_cast<C*>(mean.data),
+                                         static_cast<C*>(rstd.data), static_cast<const T*>(x.data),
+                                         w.get(), b.get(), x.shape[0], n, eps);
+    };
+    if (y_low.data && y_low.dtype == DType::f16)
+      run(static_cast<Half*>(y_low.data));
+    else
+      run(static_cast<BFloat16*>(y_low.data));
   });
 }
 
 template <NormKind kKind>
-void norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
-                   const View& grad_y, const View& x, const View& mean, const View& rstd,
-                   const View& weight, bool accumulate) {
+void norm_backward(const View& grad_x, const View& grad_x_low, const View& grad_weight,
+                   const View& grad_bias, const View& grad_y, const View& x, const View& mean,
+                   const View& rstd, const View& weight, bool accumulate) {
+  EMBER_ASSERT(!grad_x_low.data || (x.dtype == DType::f32 && (grad_x_low.dtype == DType::bf16 ||
+                                                              grad_x_low.dtype == DType::f16)),
+               "layer_norm_backward: a low copy is bf16 or f16 of an f32 gradient");
   dispatch_any_float(x.dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
@@ -623,11 +649,17 @@ void norm_backward(const View& grad_x, const View& grad_weight, const View& grad
                                      : dtype_of<C>();
     kernels::dispatch_layer_norm_param<T, C>(p, x.dtype, [&](auto param_tag) {
       using P = typename decltype(param_tag)::type;
-      layer_norm_backward_typed<kKind, T, P>(
-          static_cast<T*>(grad_x.data), static_cast<P*>(grad_weight.data),
-          static_cast<P*>(grad_bias.data), static_cast<const T*>(grad_y.data),
-          static_cast<const T*>(x.data), static_cast<const C*>(mean.data),
-          static_cast<const C*>(rstd.data), w.get(), x.shape[0], n, accumulate);
+      auto run = [&](auto* low) {
+        layer_norm_backward_typed<kKind, T, P>(
+            static_cast<T*>(grad_x.data), low, static_cast<P*>(grad_weight.data),
+            static_cast<P*>(grad_bias.data), static_cast<const T*>(grad_y.data),
+            static_cast<const T*>(x.data), static_cast<const C*>(mean.data),
+            static_cast<const C*>(rstd.data), w.get(), x.shape[0], n, accumulate);
+      };
+      if (grad_x_low.data && grad_x_low.dtype == DType::f16)
+        run(static_cast<Half*>(grad_x_low.data));
+      else
+        run(static_cast<BFloat16*>(grad_x_low.data));
     });
   });
 }

@@ -51,12 +51,14 @@ constexpr int64_t kWarpRow = 1024;
 constexpr int kRowTeams = kBlock / kWarp;  // warps (rows at a time) in a register-rows block
 constexpr int kMaxChunks = 8;
 
-template <NormKind kKind, typename T, typename P, int V, int kChunks>
+// y_low (may be null; an f32 T only): y rounded to L as well (Note [A lower-precision copy
+// beside a tensor] in src/ops/autocast.cpp).
+template <NormKind kKind, typename T, typename P, int V, int kChunks, typename L = __nv_bfloat16>
 __global__ void __launch_bounds__(kBlock)
-    layer_norm_forward_rows_kernel(T* __restrict y, Compute<T>* __restrict mean,
-                                   Compute<T>* __restrict rstd, const T* __restrict x,
-                                   const P* __restrict w, const P* __restrict b, int64_t rows,
-                                   int n, double eps) {
+    layer_norm_forward_rows_kernel(T* __restrict y, L* __restrict y_low,
+                                   Compute<T>* __restrict mean, Compute<T>* __restrict rstd,
+                                   const T* __restrict x, const P* __restrict w,
+                                   const P* __restrict b, int64_t rows, int n, double eps) {
   using C = Compute<T>;
   const int lane = threadIdx.x % kWarp, team = threadIdx.x / kWarp, nv = n / V;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowTeams + team; row < rows;
@@ -112,6 +114,12 @@ __global__ void __launch_bounds__(kBlock)
           o.v[k] = cast<T>(kernels::rms_norm_scale(h, wv.v[k]));
       }
       store_pack<T, V>(yr, idx, o);
+      if (y_low) {
+        Pack<L, V> lo;
+#pragma unroll
+        for (int k = 0; k < V; ++k) lo.v[k] = cast<L>(cast<C>(o.v[k]));
+        store_pack<L, V>(y_low + row * n, idx, lo);
+      }
     }
   }
 }
@@ -119,10 +127,11 @@ __global__ void __launch_bounds__(kBlock)
 // grad_x (null: not wanted) and, when `partial` is set, the block's column sums of grad·x̂ and
 // grad into partial[blockIdx.x] ([2][n], in C). With `partial`, the dynamic shared memory holds
 // a [2][n] accumulator of C per warp (kRowTeams·2·n elements).
-template <NormKind kKind, typename T, typename P, int V, int kChunks>
+template <NormKind kKind, typename T, typename P, int V, int kChunks, typename L = __nv_bfloat16>
 __global__ void __launch_bounds__(kBlock)
-    layer_norm_backward_rows_kernel(T* gx, Compute<T>* __restrict partial, const T* g,
-                                    const T* __restrict x, const Compute<T>* __restrict mean,
+    layer_norm_backward_rows_kernel(T* gx, L* __restrict gx_low, Compute<T>* __restrict partial,
+                                    const T* g, const T* __restrict x,
+                                    const Compute<T>* __restrict mean,
                                     const Compute<T>* __restrict rstd, const P* __restrict w,
                                     int64_t rows, int n, bool accumulate) {
   using C = Compute<T>;
@@ -197,6 +206,12 @@ __global__ void __launch_bounds__(kBlock)
         o.v[k] = cast<T>(accumulate ? cast<C>(o.v[k]) + d : d);
       }
       store_pack<T, V>(gx + off, idx, o);
+      if (gx_low) {  // Note [A lower-precision copy beside a tensor]
+        Pack<L, V> lo;
+#pragma unroll
+        for (int k = 0; k < V; ++k) lo.v[k] = cast<L>(cast<C>(o.v[k]));
+        store_pack<L, V>(gx_low + off, idx, lo);
+      }
     }
   }
   if (!partial) return;
@@ -431,10 +446,13 @@ namespace {
 
 // layer_norm's and rms_norm's slots (mean and bias: views with no data for rms).
 template <NormKind kKind>
-void norm_forward(const View& y, const View& mean, const View& rstd, const View& x,
-                  const View& weight, const View& bias, double eps) {
+void norm_forward(const View& y, const View& y_low, const View& mean, const View& rstd,
+                  const View& x, const View& weight, const View& bias, double eps) {
   const int64_t rows = x.shape[0], n = x.shape[1];
   if (rows == 0) return;
+  EMBER_ASSERT(!y_low.data || (x.dtype == DType::f32 &&
+                               (y_low.dtype == DType::bf16 || y_low.dtype == DType::f16)),
+               "layer_norm_forward: a low copy is bf16 or f16 of an f32 output");
   const cudaStream_t st = stream(x.device);
   dispatch_layer_norm(x.dtype, {&weight, &bias}, [&](auto tag, auto param_tag) {
     using T = typename decltype(tag)::type;
@@ -446,13 +464,25 @@ void norm_forward(const View& y, const View& mean, const View& rstd, const View&
     const T* xp = static_cast<const T*>(x.data);
     const P* wp = static_cast<const P*>(weight.data);
     const P* bp = static_cast<const P*>(bias.data);
+    // The low copy's pack: its own alignment must allow the width too.
     const int v = pack_width<T, P>(n, {yp, xp}, {wp, bp});
-    const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
-      constexpr auto kKernel =
-          layer_norm_forward_rows_kernel<kKind, T, P, decltype(vc)::value, decltype(cc)::value>;
-      kKernel<<<rows_grid<kKernel>(rows, x.device), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows,
-                                                                     static_cast<int>(n), eps);
-    });
+    const bool low_aligned =
+        !y_low.data ||
+        reinterpret_cast<uintptr_t>(y_low.data) % (2 * static_cast<uintptr_t>(v)) == 0;
+    const bool fast = low_aligned && with_register_rows<T>(n, v, [&](auto vc, auto cc) {
+                        auto launch = [&](auto* low) {
+                          using L = std::remove_pointer_t<decltype(low)>;
+                          constexpr auto kKernel =
+                              layer_norm_forward_rows_kernel<kKind, T, P, decltype(vc)::value,
+                                                             decltype(cc)::value, L>;
+                          kKernel<<<rows_grid<kKernel>(rows, x.device), kBlock, 0, st>>>(
+                              yp, low, mp, rp, xp, wp, bp, rows, static_cast<int>(n), eps);
+                        };
+                        if (y_low.data && y_low.dtype == DType::f16)
+                          launch(static_cast<__half*>(y_low.data));
+                        else
+                          launch(static_cast<__nv_bfloat16*>(y_low.data));
+                      });
     if (!fast && n <= kWarpRow)
       layer_norm_forward_kernel<kKind, T, P, kWarp>
           <<<team_grid(rows, kWarp), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
@@ -460,14 +490,18 @@ void norm_forward(const View& y, const View& mean, const View& rstd, const View&
       layer_norm_forward_kernel<kKind, T, P, kBlock>
           <<<team_grid(rows, kBlock), kBlock, 0, st>>>(yp, mp, rp, xp, wp, bp, rows, n, eps);
     EMBER_CUDA_LAUNCH_CHECK();
+    if (!fast && y_low.data) copy(y_low, y);  // the general path: the cast as a pass of its own
   });
 }
 
 template <NormKind kKind>
-void norm_backward(const View& grad_x, const View& grad_weight, const View& grad_bias,
-                   const View& grad_y, const View& x, const View& mean, const View& rstd,
-                   const View& weight, bool accumulate) {
+void norm_backward(const View& grad_x, const View& grad_x_low, const View& grad_weight,
+                   const View& grad_bias, const View& grad_y, const View& x, const View& mean,
+                   const View& rstd, const View& weight, bool accumulate) {
   const int64_t rows = x.shape[0], n = x.shape[1];
+  EMBER_ASSERT(!grad_x_low.data || (x.dtype == DType::f32 && (grad_x_low.dtype == DType::bf16 ||
+                                                              grad_x_low.dtype == DType::f16)),
+               "layer_norm_backward: a low copy is bf16 or f16 of an f32 gradient");
   const cudaStream_t st = stream(x.device);
   dispatch_layer_norm(x.dtype, {&grad_weight, &grad_bias, &weight}, [&](auto tag, auto param_tag) {
     using T = typename decltype(tag)::type;
@@ -497,19 +531,33 @@ void norm_backward(const View& grad_x, const View& grad_weight, const View& grad
       return static_cast<C*>(scratch->get());
     };
     const int v = pack_width<T, P>(n, {gx, g, xp}, {wp});
-    const bool fast = with_register_rows<T>(n, v, [&](auto vc, auto cc) {
-      constexpr auto kKernel =
-          layer_norm_backward_rows_kernel<kKind, T, P, decltype(vc)::value, decltype(cc)::value>;
-      // With the column sums: a [2][n] accumulator per warp in shared memory (64 KB or less).
-      const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(C) : 0;
-      constexpr auto kF32Twin =
-          layer_norm_backward_rows_kernel<kKind, C, C, decltype(vc)::value, decltype(cc)::value>;
-      const unsigned grid = rows_grid<kKernel, kF32Twin>(rows, x.device, smem);
-      C* partial = params ? partials(grid) : nullptr;
-      kKernel<<<grid, kBlock, smem, st>>>(gx, partial, g, xp, mp, rp, wp, rows, static_cast<int>(n),
-                                          accumulate);
-      EMBER_CUDA_LAUNCH_CHECK();
-    });
+    // The low copy's pack: its own alignment must allow the width too.
+    const bool low_aligned =
+        !grad_x_low.data ||
+        reinterpret_cast<uintptr_t>(grad_x_low.data) % (2 * static_cast<uintptr_t>(v)) == 0;
+    const bool fast =
+        low_aligned && with_register_rows<T>(n, v, [&](auto vc, auto cc) {
+          auto launch = [&](auto* low) {
+            using L = std::remove_pointer_t<decltype(low)>;
+            constexpr auto kKernel =
+                layer_norm_backward_rows_kernel<kKind, T, P, decltype(vc)::value,
+                                                decltype(cc)::value, L>;
+            // With the column sums: a [2][n] accumulator per warp in shared memory (64 KB or less).
+            const size_t smem = params ? static_cast<size_t>(kRowTeams * 2 * n) * sizeof(C) : 0;
+            constexpr auto kF32Twin =
+                layer_norm_backward_rows_kernel<kKind, C, C, decltype(vc)::value,
+                                                decltype(cc)::value, L>;
+            const unsigned grid = rows_grid<kKernel, kF32Twin>(rows, x.device, smem);
+            C* partial = params ? partials(grid) : nullptr;
+            kKernel<<<grid, kBlock, smem, st>>>(gx, low, partial, g, xp, mp, rp, wp, rows,
+                                                static_cast<int>(n), accumulate);
+            EMBER_CUDA_LAUNCH_CHECK();
+          };
+          if (grad_x_low.data && grad_x_low.dtype == DType::f16)
+            launch(static_cast<__half*>(grad_x_low.data));
+          else
+            launch(static_cast<__nv_bfloat16*>(grad_x_low.data));
+        });
     if (!fast && params) {  // before grad_x: grad_x may be grad_y's buffer
       // Parts of per_part rows: about 4 waves of blocks over the device (of the f32 twin's
       // blocks, so a 16-bit input's parts are the f32 kernel's: Note [16-bit layer norm]).
@@ -532,6 +580,7 @@ void norm_backward(const View& grad_x, const View& grad_weight, const View& grad
         layer_norm_backward_kernel<kKind, T, P, kBlock><<<team_grid(rows, kBlock), kBlock, 0, st>>>(
             gx, g, xp, mp, rp, wp, rows, n, accumulate);
       EMBER_CUDA_LAUNCH_CHECK();
+      if (grad_x_low.data) copy(grad_x_low, grad_x);  // the general path: a pass of its own
     }
     if (params) {
       layer_norm_merge_kernel<C, P>

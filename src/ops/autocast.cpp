@@ -14,6 +14,8 @@
 // forward ops used, as PyTorch's.
 #include "ember/autocast.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -47,7 +49,13 @@ void drop_cache() {
 bool castable(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
 Tensor cast_lower(const Tensor& t, DType to) {
-  if (!(t.requires_grad() && t.is_leaf())) return t.to(to);
+  if (!(t.requires_grad() && t.is_leaf())) {
+    // A cast that records no node may take the copy its producer wrote (Note [A
+    // lower-precision copy beside a tensor]).
+    if (!(grad_mode_enabled() && t.requires_grad()))
+      if (Tensor copy = ops::low_copy_of(t, to); copy.defined()) return copy;
+    return t.to(to);
+  }
   const CacheKey key{detail::TensorAccess::impl(t), t.version(), to, grad_mode_enabled()};
   auto& c = cache();
   if (auto it = c.find(key); it != c.end()) return it->second.cast;
@@ -188,6 +196,47 @@ DType widest_float(const Tensor* const* ts, size_t n, bool* mixed) {
   return widest;
 }
 }  // namespace
+
+// Note [A lower-precision copy beside a tensor]
+// Under autocast a pre-norm block's layer_norm computes in f32 and the linear after it casts
+// that output to bf16: a pass that reads 4 bytes an element and writes 2 (GPT-2 124M: 25 of
+// them a step, each over 12.6M elements). layer_norm's kernel instead rounds each output
+// element once more while it holds it and writes the bf16 copy beside the f32 output
+// (ops::want_low_copy, TensorImpl::low_copy); the linear's cast finds it (low_copy_of) and
+// reads nothing. The copy has the bits the cast would give (the same round-to-nearest-even),
+// so results are unchanged; it is valid while the storage's version is the one recorded (an
+// in-place write makes the cast run again), and it is freed with the f32 tensor or with the
+// last op that saved it. Only a cast that records no node may take it: autocast's linear
+// makes its casts without a graph (Note [Autocast's linear writes f32 gradients]), and so does
+// any autocast cast of a tensor that needs no gradient (inference); the differentiable .to()
+// of a tensor that does still builds its node and its own pass.
+namespace {
+std::atomic<bool>& low_copies_on() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("EMBER_LOW_COPY");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+}  // namespace
+
+bool low_copies_enabled() { return low_copies_on().load(std::memory_order_relaxed); }
+void set_low_copies(bool on) { low_copies_on().store(on, std::memory_order_relaxed); }
+
+Tensor low_copy_of(const Tensor& t, DType dtype) {
+  if (!t.defined()) return Tensor();
+  const TensorImpl& i = *detail::TensorAccess::impl(t);
+  if (!i.low_copy || i.low_copy->dtype != dtype || i.low_copy_version != t.version() ||
+      i.low_copy->shape != i.shape)
+    return Tensor();
+  return detail::TensorAccess::wrap(i.low_copy);
+}
+
+void attach_low_copy(const Tensor& t, const Tensor& low) {
+  TensorImpl& i = *detail::TensorAccess::impl(t);
+  i.low_copy = detail::TensorAccess::impl_ptr(low);
+  i.low_copy_version = t.version();
+}
 
 Tensor autocast_lower(const Tensor& t) {
   if (!t.defined() || !castable(t.dtype()) || t.dtype() == t_dtype) return t;

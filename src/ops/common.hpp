@@ -170,6 +170,20 @@ Tensor autocast_lower(const Tensor& t);
 /// The same for an op over a list of tensors (cat, stack): empty when nothing was cast.
 std::optional<std::vector<Tensor>> autocast_list(Op op, const std::vector<Tensor>& tensors);
 
+/// `t`'s copy in `dtype` that the op which made `t` wrote beside it, if it did and `t` has not
+/// been written since; else an empty handle (Note [A lower-precision copy beside a tensor]).
+Tensor low_copy_of(const Tensor& t, DType dtype);
+/// Records `low` (t's values rounded to low's dtype, same shape, contiguous) beside `t`.
+void attach_low_copy(const Tensor& t, const Tensor& low);
+/// Whether ops write low copies at all (on; EMBER_LOW_COPY=0 or set_low_copies(false) turns
+/// them off, for measuring and for tests that compare both ways).
+bool low_copies_enabled();
+void set_low_copies(bool on);
+/// Whether an op with an f32 output should write its low copy: autocast is on (and copies are).
+inline bool want_low_copy(DType out) {
+  return out == DType::f32 && autocast_enabled() && low_copies_enabled();
+}
+
 /// `t` cast to `dtype` (itself when it has it already).
 inline Tensor cast_to(const Tensor& t, DType dtype) {
   return t.defined() && t.dtype() != dtype ? t.to(dtype) : t;

@@ -86,12 +86,17 @@ std::optional<Tensor> add_widened(const Tensor& a, const Tensor& b) {
   ops::check_supported(Op::add, wide);
   Tensor out = ops::make_tensor(a.shape(), DType::f32, a.device());
   ops::backend_of(a).add_widened(ops::view_of(out), ops::view_of(wide), ops::view_of(narrow));
-  if (autograd::needs_grad(a, b))
-    autograd::record(Op::add, out, {&a, &b},
-                     [a_wide, low = narrow.dtype()](const Tensor& g, GradList& gi) {
-                       gi[a_wide ? 0 : 1] = g;
-                       gi[a_wide ? 1 : 0] = g.to(low);
-                     });
+  if (autograd::needs_grad(a, b)) {
+    autograd::Node& node = autograd::record(
+        Op::add, out, {&a, &b}, [a_wide, low = narrow.dtype()](const Tensor& g, GradList& gi) {
+          gi[a_wide ? 0 : 1] = g;
+          // The copy the last node to add into g may have written beside it (Note [A
+          // lower-precision copy beside a tensor] in src/ops/autocast.cpp), else the cast.
+          const Tensor copy = ops::low_copy_of(g, low);
+          gi[a_wide ? 1 : 0] = copy.defined() ? copy : g.to(low);
+        });
+    if (narrow.requires_grad()) node.reads_gradient_as = narrow.dtype();
+  }
   return out;
 }
 }  // namespace

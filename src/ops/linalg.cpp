@@ -611,7 +611,8 @@ std::optional<Tensor> autocast_linear(const Tensor& x, const Tensor& weight, con
   Tensor xl, wl, bl;
   {
     NoGradGuard no_grad;
-    xl = ops::cast_to(x, low);
+    xl = ops::low_copy_of(x, low);  // Note [A lower-precision copy beside a tensor]
+    if (!xl.defined()) xl = ops::cast_to(x, low);
     wl = ops::autocast_lower(weight);
     bl = ops::autocast_lower(bias);
   }

@@ -386,10 +386,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor mu = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   Tensor rstd = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   const Shape flat{rows, n};
+  // Note [A lower-precision copy beside a tensor] (src/ops/autocast.cpp): under autocast the
+  // f32 output is usually cast for a linear next; the kernel writes that copy too.
+  const Tensor y_low = rows > 0 && ops::want_low_copy(x.dtype())
+                           ? ops::make_tensor(x.shape(), autocast_dtype(), x.device())
+                           : Tensor();
   if (rows > 0)
-    ops::backend_of(x).layer_norm_forward(rows_view(y, flat), ops::view_of(mu), ops::view_of(rstd),
-                                          rows_view(xc, flat), vector_view(w, param_dtype),
-                                          vector_view(b, param_dtype), eps);
+    ops::backend_of(x).layer_norm_forward(
+        rows_view(y, flat), y_low.defined() ? rows_view(y_low, flat) : backend::View{},
+        ops::view_of(mu), ops::view_of(rstd), rows_view(xc, flat), vector_view(w, param_dtype),
+        vector_view(b, param_dtype), eps);
+  if (y_low.defined()) ops::attach_low_copy(y, y_low);
   if (autograd::needs_grad(x, weight, bias)) {
     const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.requires_grad();
     autograd::Node& node = autograd::record(
@@ -404,10 +411,21 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           const Tensor gb =
               nb ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
+          // Note [A lower-precision copy beside a tensor]: when this is the last gradient x's
+          // node waits for and that node reads it in 16 bits too (the residual stream's add of a
+          // block's bf16 output), the kernel writes that copy of grad_x's final values.
+          const std::optional<DType> low = nx && xs.dtype() == DType::f32 && flat.numel() > 0 &&
+                                                   ops::low_copies_enabled() &&
+                                                   (gx.into_pending || !gi[0].defined())
+                                               ? autograd::final_gradient_copy(0)
+                                               : std::nullopt;
+          const Tensor gx_low = low ? ops::make_tensor(xs.shape(), *low, xs.device()) : Tensor();
           ops::backend_of(xs).layer_norm_backward(
-              rows_view(gx.t, flat), vector_view(gw, param_dtype), vector_view(gb, param_dtype),
-              rows_view(g, flat), rows_view(xs, flat), ops::view_of(sm.get()),
-              ops::view_of(sr.get()), vector_view(sw.get(), param_dtype), gx.into_pending);
+              rows_view(gx.t, flat), gx_low.defined() ? rows_view(gx_low, flat) : backend::View{},
+              vector_view(gw, param_dtype), vector_view(gb, param_dtype), rows_view(g, flat),
+              rows_view(xs, flat), ops::view_of(sm.get()), ops::view_of(sr.get()),
+              vector_view(sw.get(), param_dtype), gx.into_pending);
+          if (gx_low.defined()) ops::attach_low_copy(gx.t, gx_low);
           if (nx && !gx.into_pending) autograd::accumulate(gi[0], gx.t);
           if (nw) gi[1] = gw.reshape(wshape);
           if (nb) gi[2] = gb.reshape(bshape);
