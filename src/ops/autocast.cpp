@@ -210,6 +210,15 @@ DType widest_float(const Tensor* const* ts, size_t n, bool* mixed) {
 // makes its casts without a graph (Note [Autocast's linear writes f32 gradients]), and so does
 // any autocast cast of a tensor that needs no gradient (inference); the differentiable .to()
 // of a tensor that does still builds its node and its own pass.
+// The backward has the same pass the other way: a block's bf16 output enters the f32 residual
+// stream through add_widened, whose backward casts the stream's gradient to bf16 for it (24
+// casts a GPT-2 step). That gradient is finished by layer_norm's backward, which adds its
+// own into it in place (Note [Gradients accumulate where they land] in engine.cpp): when the
+// engine sees that the add's node waits for nothing else and reads its gradient in bf16
+// (Node::reads_gradient_as), it tells layer_norm's node (autograd::final_gradient_copy), whose
+// kernel writes the rounded copy of the sum as it stores it; the add's backward takes it. A
+// pending gradient handed to a node to add into, or written in place by a slice, loses its copy.
+// EMBER_LOW_COPY=0 (set_low_copies) turns both directions off.
 namespace {
 std::atomic<bool>& low_copies_on() {
   static std::atomic<bool> on = [] {
