@@ -1,7 +1,7 @@
 // tests/test_low_copy.cpp — Note [A lower-precision copy beside a tensor] (src/ops/autocast.cpp):
-// under autocast layer_norm writes its f32 output's bf16 / f16 copy beside it, with the bits
-// the cast gives, on both kernel paths (register rows and the general one); an in-place write
-// retires it; and autocast's linear, which takes it instead of casting, gives the same output
+// under autocast layer_norm (and rms_norm) writes its f32 output's bf16 / f16 copy beside it, with
+// the bits the cast gives, on both kernel paths (register rows and the general one); an in-place
+// write retires it; and autocast's linear, which takes it instead of casting, gives the same output
 // and gradients bit for bit as when it must cast. In the backward, layer_norm's kernel writes the
 // residual stream's gradient's copy when it finalises a gradient the residual add reads in bf16
 // (three casts fewer in a two-block net, the same bits). On the CPU here, on CUDA on the GPU
@@ -34,30 +34,37 @@ void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what)
 
 // Widths that take the register-rows kernel (768), a row too long for it (1,100: the general
 // path, then the cast as a pass of its own on CUDA) and an unvectorised one (5).
+// layer_norm(x) with weight and bias, or rms_norm(x) with the weight.
+Tensor norm_of(bool rms, const Tensor& x, int64_t n, const Tensor& w, const Tensor& b) {
+  return rms ? rms_norm(x, Shape{n}, w) : layer_norm(x, Shape{n}, w, b);
+}
+
 void check_layer_norm_copy(Device device) {
-  for (const DType low : {DType::bf16, DType::f16}) {
-    for (const int64_t n : {768, 1100, 5}) {
-      SCOPED_TRACE(std::string(dtype_name(low)) + " n=" + std::to_string(n));
-      const Tensor x = (seeded_randn({6, n}, 11 + n) * 3.0 + 0.5).to(device);
-      const Tensor w = seeded_randn({n}, 12).to(device), b = seeded_randn({n}, 13).to(device);
-      Tensor y;
-      {
-        AutocastGuard autocast(low);
-        y = layer_norm(x, Shape{n}, w, b);
+  for (const bool rms : {false, true})
+    for (const DType low : {DType::bf16, DType::f16}) {
+      for (const int64_t n : {768, 1100, 5}) {
+        SCOPED_TRACE(std::string(rms ? "rms_norm " : "layer_norm ") + std::string(dtype_name(low)) +
+                     " n=" + std::to_string(n));
+        const Tensor x = (seeded_randn({6, n}, 11 + n) * 3.0 + 0.5).to(device);
+        const Tensor w = seeded_randn({n}, 12).to(device), b = seeded_randn({n}, 13).to(device);
+        Tensor y;
+        {
+          AutocastGuard autocast(low);
+          y = norm_of(rms, x, n, w, b);
+        }
+        EXPECT_EQ(y.dtype(), DType::f32) << "autocast's norms stay f32";
+        const Tensor copy = ops::low_copy_of(y, low);
+        expect_same_bits(copy, y.to(low), "the copy against the cast");
+        EXPECT_EQ(copy.dtype(), low);
+        EXPECT_FALSE(ops::low_copy_of(y, low == DType::bf16 ? DType::f16 : DType::bf16).defined())
+            << "a copy is of one dtype";
+        {
+          NoGradGuard no_grad;
+          y.add_(1.0);
+        }
+        EXPECT_FALSE(ops::low_copy_of(y, low).defined()) << "an in-place write retires the copy";
       }
-      EXPECT_EQ(y.dtype(), DType::f32) << "autocast's layer_norm stays f32";
-      const Tensor copy = ops::low_copy_of(y, low);
-      expect_same_bits(copy, y.to(low), "the copy against the cast");
-      EXPECT_EQ(copy.dtype(), low);
-      EXPECT_FALSE(ops::low_copy_of(y, low == DType::bf16 ? DType::f16 : DType::bf16).defined())
-          << "a copy is of one dtype";
-      {
-        NoGradGuard no_grad;
-        y.add_(1.0);
-      }
-      EXPECT_FALSE(ops::low_copy_of(y, low).defined()) << "an in-place write retires the copy";
     }
-  }
   const Tensor x = seeded_randn({4, 32}, 14).to(device);
   EXPECT_FALSE(ops::low_copy_of(layer_norm(x, Shape{32}), DType::bf16).defined())
       << "no copy outside autocast";
@@ -152,7 +159,7 @@ struct ResidualRun {
 //   h = x + linear(layer_norm(x)); out = h + linear(layer_norm(h)); loss Σ out·r.
 // h's gradient is the residual add's pass-through plus layer_norm(h)'s, which its kernel adds
 // last; h's add reads it in bf16 for its block's output.
-ResidualRun run_residual(Device device, bool copies) {
+ResidualRun run_residual(Device device, bool copies, bool rms) {
   const CopiesSwitch use(copies);
   const int64_t n = 256;
   auto leaf = [&](const Tensor& t) { return t.to(device).requires_grad_(true); };
@@ -172,7 +179,7 @@ ResidualRun run_residual(Device device, bool copies) {
     Tensor h = leaves[0];
     for (int i = 0; i < 2; ++i) {
       const Tensor* p = &leaves[1 + 4 * i];
-      h = h + linear(layer_norm(h, Shape{n}, p[2], p[3]), p[0], p[1]);
+      h = h + linear(norm_of(rms, h, n, p[2], p[3]), p[0], p[1]);
     }
     out = h;
   }
@@ -187,14 +194,20 @@ ResidualRun run_residual(Device device, bool copies) {
 }
 
 void check_residual(Device device) {
-  const ResidualRun on = run_residual(device, true), off = run_residual(device, false);
-  ASSERT_EQ(on.values.size(), off.values.size());
-  for (size_t i = 0; i < on.values.size(); ++i)
-    expect_same_bits(on.values[i], off.values[i],
-                     i == 0 ? std::string("output") : "gradient of leaf " + std::to_string(i - 1));
-  // Two forward casts of layer_norm's outputs and the backward cast of h's gradient.
-  EXPECT_EQ(off.copies - on.copies, 3)
-      << "copies: " << on.copies << " with, " << off.copies << " without";
+  for (const bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms_norm" : "layer_norm");
+    const ResidualRun on = run_residual(device, true, rms), off = run_residual(device, false, rms);
+    ASSERT_EQ(on.values.size(), off.values.size());
+    for (size_t i = 0; i < on.values.size(); ++i) {
+      if (rms && (i == 5 || i == 9)) continue;  // rms_norm has no bias: those leaves get none
+      expect_same_bits(
+          on.values[i], off.values[i],
+          i == 0 ? std::string("output") : "gradient of leaf " + std::to_string(i - 1));
+    }
+    // Two forward casts of the norms' outputs and the backward cast of h's gradient.
+    EXPECT_EQ(off.copies - on.copies, 3)
+        << "copies: " << on.copies << " with, " << off.copies << " without";
+  }
 }
 
 TEST(LowCopy, ResidualGradientCopyGivesTheCastsBits) { check_residual(Device::cpu()); }

@@ -198,19 +198,18 @@ DType widest_float(const Tensor* const* ts, size_t n, bool* mixed) {
 }  // namespace
 
 // Note [A lower-precision copy beside a tensor]
-// Under autocast a pre-norm block's layer_norm computes in f32 and the linear after it casts
-// that output to bf16: a pass that reads 4 bytes an element and writes 2 (GPT-2 124M: 25 of
-// them a step, each over 12.6M elements). layer_norm's kernel instead rounds each output
-// element once more while it holds it and writes the bf16 copy beside the f32 output
-// (ops::want_low_copy, TensorImpl::low_copy); the linear's cast finds it (low_copy_of) and
-// reads nothing. The copy has the bits the cast would give (the same round-to-nearest-even),
-// so results are unchanged; it is valid while the storage's version is the one recorded (an
-// in-place write makes the cast run again), and it is freed with the f32 tensor or with the
-// last op that saved it. Only a cast that records no node may take it: autocast's linear
-// makes its casts without a graph (Note [Autocast's linear writes f32 gradients]), and so does
-// any autocast cast of a tensor that needs no gradient (inference); the differentiable .to()
-// of a tensor that does still builds its node and its own pass.
-// The backward has the same pass the other way: a block's bf16 output enters the f32 residual
+// Under autocast a pre-norm block's layer_norm (or rms_norm) computes in f32 and the linear after
+// it casts that output to bf16: a pass that reads 4 bytes an element and writes 2 (GPT-2 124M: 25
+// of them a step, each over 12.6M elements). layer_norm's kernel instead rounds each output element
+// once more while it holds it and writes the bf16 copy beside the f32 output (ops::want_low_copy,
+// TensorImpl::low_copy); the linear's cast finds it (low_copy_of) and reads nothing. The copy has
+// the bits the cast would give (the same round-to-nearest-even), so results are unchanged; it is
+// valid while the storage's version is the one recorded (an in-place write makes the cast run
+// again), and it is freed with the f32 tensor or with the last op that saved it. Only a cast that
+// records no node may take it: autocast's linear makes its casts without a graph (Note [Autocast's
+// linear writes f32 gradients]), and so does any autocast cast of a tensor that needs no gradient
+// (inference); the differentiable .to() of a tensor that does still builds its node and its own
+// pass. The backward has the same pass the other way: a block's bf16 output enters the f32 residual
 // stream through add_widened, whose backward casts the stream's gradient to bf16 for it (24
 // casts a GPT-2 step). That gradient is finished by layer_norm's backward, which adds its
 // own into it in place (Note [Gradients accumulate where they land] in engine.cpp): when the

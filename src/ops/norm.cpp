@@ -334,6 +334,29 @@ GradX grad_x_of(const GradList& gi, const Tensor& xs, bool nx) {
   return {ops::make_tensor(xs.shape(), xs.dtype(), xs.device()), false};
 }
 
+// Note [A lower-precision copy beside a tensor] (src/ops/autocast.cpp), for layer_norm and
+// rms_norm: the forward's copy of y under autocast (undefined when none is wanted) ...
+Tensor forward_low_copy(const Tensor& x, int64_t rows) {
+  return rows > 0 && ops::want_low_copy(x.dtype())
+             ? ops::make_tensor(x.shape(), autocast_dtype(), x.device())
+             : Tensor();
+}
+
+// ... and the backward's copy of grad_x, when this node is the last to add into the gradient
+// and x's node reads it in 16 bits too (the residual stream's add of a block's bf16 output).
+Tensor backward_low_copy(const Tensor& xs, const Shape& flat, bool nx, const GradX& gx,
+                         const GradList& gi) {
+  if (!nx || xs.dtype() != DType::f32 || flat.numel() == 0 || !ops::low_copies_enabled() ||
+      !(gx.into_pending || !gi[0].defined()))
+    return Tensor();
+  const std::optional<DType> low = autograd::final_gradient_copy(0);
+  return low ? ops::make_tensor(xs.shape(), *low, xs.device()) : Tensor();
+}
+
+backend::View low_view(const Tensor& low, const Shape& flat) {
+  return low.defined() ? rows_view(low, flat) : backend::View{};
+}
+
 // layer_norm's and rms_norm's shape and device checks: x ends with normalized_shape, the
 // weight and bias (either undefined: left out) have that shape and x's device.
 void check_normalized(Op op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
@@ -386,16 +409,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor mu = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   Tensor rstd = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   const Shape flat{rows, n};
-  // Note [A lower-precision copy beside a tensor] (src/ops/autocast.cpp): under autocast the
-  // f32 output is usually cast for a linear next; the kernel writes that copy too.
-  const Tensor y_low = rows > 0 && ops::want_low_copy(x.dtype())
-                           ? ops::make_tensor(x.shape(), autocast_dtype(), x.device())
-                           : Tensor();
+  const Tensor y_low = forward_low_copy(x, rows);  // for the linear that usually comes next
   if (rows > 0)
     ops::backend_of(x).layer_norm_forward(
-        rows_view(y, flat), y_low.defined() ? rows_view(y_low, flat) : backend::View{},
-        ops::view_of(mu), ops::view_of(rstd), rows_view(xc, flat), vector_view(w, param_dtype),
-        vector_view(b, param_dtype), eps);
+        rows_view(y, flat), low_view(y_low, flat), ops::view_of(mu), ops::view_of(rstd),
+        rows_view(xc, flat), vector_view(w, param_dtype), vector_view(b, param_dtype), eps);
   if (y_low.defined()) ops::attach_low_copy(y, y_low);
   if (autograd::needs_grad(x, weight, bias)) {
     const bool nx = x.requires_grad(), nw = weight.requires_grad(), nb = bias.requires_grad();
@@ -411,20 +429,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
           const Tensor gb =
               nb ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
-          // Note [A lower-precision copy beside a tensor]: when this is the last gradient x's
-          // node waits for and that node reads it in 16 bits too (the residual stream's add of a
-          // block's bf16 output), the kernel writes that copy of grad_x's final values.
-          const std::optional<DType> low = nx && xs.dtype() == DType::f32 && flat.numel() > 0 &&
-                                                   ops::low_copies_enabled() &&
-                                                   (gx.into_pending || !gi[0].defined())
-                                               ? autograd::final_gradient_copy(0)
-                                               : std::nullopt;
-          const Tensor gx_low = low ? ops::make_tensor(xs.shape(), *low, xs.device()) : Tensor();
+          const Tensor gx_low = backward_low_copy(xs, flat, nx, gx, gi);
           ops::backend_of(xs).layer_norm_backward(
-              rows_view(gx.t, flat), gx_low.defined() ? rows_view(gx_low, flat) : backend::View{},
-              vector_view(gw, param_dtype), vector_view(gb, param_dtype), rows_view(g, flat),
-              rows_view(xs, flat), ops::view_of(sm.get()), ops::view_of(sr.get()),
-              vector_view(sw.get(), param_dtype), gx.into_pending);
+              rows_view(gx.t, flat), low_view(gx_low, flat), vector_view(gw, param_dtype),
+              vector_view(gb, param_dtype), rows_view(g, flat), rows_view(xs, flat),
+              ops::view_of(sm.get()), ops::view_of(sr.get()), vector_view(sw.get(), param_dtype),
+              gx.into_pending);
           if (gx_low.defined()) ops::attach_low_copy(gx.t, gx_low);
           if (nx && !gx.into_pending) autograd::accumulate(gi[0], gx.t);
           if (nw) gi[1] = gw.reshape(wshape);
@@ -468,9 +478,12 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   const DType stats_dtype = is_half_float(x.dtype()) ? DType::f32 : x.dtype();
   Tensor rstd = ops::make_tensor(Shape{rows}, stats_dtype, x.device());
   const Shape flat{rows, n};
+  const Tensor y_low = forward_low_copy(x, rows);
   if (rows > 0)
-    ops::backend_of(x).rms_norm_forward(rows_view(y, flat), ops::view_of(rstd), rows_view(xc, flat),
+    ops::backend_of(x).rms_norm_forward(rows_view(y, flat), low_view(y_low, flat),
+                                        ops::view_of(rstd), rows_view(xc, flat),
                                         vector_view(w, param_dtype), e);
+  if (y_low.defined()) ops::attach_low_copy(y, y_low);
   if (autograd::needs_grad(x, weight)) {
     const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
     autograd::Node& node = autograd::record(
@@ -482,10 +495,12 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
           const GradX gx = grad_x_of(gi, xs, nx);
           const Tensor gw =
               nw ? ops::make_tensor(Shape{flat[1]}, param_dtype, xs.device()) : Tensor();
+          const Tensor gx_low = backward_low_copy(xs, flat, nx, gx, gi);
           ops::backend_of(xs).rms_norm_backward(
-              rows_view(gx.t, flat), vector_view(gw, param_dtype), rows_view(g, flat),
-              rows_view(xs, flat), ops::view_of(sr.get()), vector_view(sw.get(), param_dtype),
-              gx.into_pending);
+              rows_view(gx.t, flat), low_view(gx_low, flat), vector_view(gw, param_dtype),
+              rows_view(g, flat), rows_view(xs, flat), ops::view_of(sr.get()),
+              vector_view(sw.get(), param_dtype), gx.into_pending);
+          if (gx_low.defined()) ops::attach_low_copy(gx.t, gx_low);
           if (nx && !gx.into_pending) autograd::accumulate(gi[0], gx.t);
           if (nw) gi[1] = gw.reshape(wshape);
         });
