@@ -335,6 +335,15 @@ std::string refusal(cudnnBackendDescriptor_t config, DType dtype, bool det) {
         (cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
          cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
       return "computes f32 in TF32";
+    // f32 at f32's accuracy: no transform-domain algorithms (FFT, Winograd), no reduced-precision
+    // reductions (a candidate cause of Note [cuDNN convolutions are opt-in for now]'s 2.5 %).
+    if (dtype == DType::f32 && !ember::detail::allow_tf32())
+      for (const cudnnBackendNumericalNote_t note :
+           {CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION, CUDNN_NUMERICAL_NOTE_FFT,
+            CUDNN_NUMERICAL_NOTE_WINOGRAD, CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4,
+            CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6, CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13})
+        if (cudnn::engine_has_note(config, note))
+          return "computes f32 with FFT, Winograd or a reduced-precision reduction";
     if (det && cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
       return "noted nondeterministic";
   } catch (const BuildError&) {
