@@ -71,7 +71,7 @@ struct Config {
   std::string torch_mode;
   bool torch_channels_last = false;
   bool channels_last = false;  // ember's model and input channels_last (NHWC)
-  bool cudnn = false;          // ember's GPU convolutions through cuDNN
+  bool cudnn = true;           // ember's GPU convolutions through cuDNN (the library's default)
   bool profile = false;        // 3 steps under ember's Profiler after the timing
 };
 

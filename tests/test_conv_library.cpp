@@ -491,8 +491,8 @@ TEST(ConvLibrary, ConvTransposeOutputPaddingPastTheStrideFallsBack) {
 
 // ---- cuDNN (the GPU machine runs these; they skip without a CUDA device) ----
 
-// cuDNN convolutions on for one test (they are opt-in: Note [cuDNN convolutions are opt-in
-// for now] in src/ops/conv_library.cpp).
+// cuDNN convolutions on for one test (the default, unless EMBER_CONV_CUDNN=0: Note [cuDNN
+// convolutions by default] in src/ops/conv_library.cpp).
 struct CudnnConvolutionsOn : ember_test::CudnnConvolutionsScope {
   CudnnConvolutionsOn() : ember_test::CudnnConvolutionsScope(true) {}
 };

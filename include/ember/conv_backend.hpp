@@ -5,7 +5,7 @@
 //
 // conv1d, conv2d and conv3d (forward and backward, any groups, stride, padding and dilation)
 // run through the device's convolution library when it takes the call: oneDNN on the CPU
-// (opened at run time, libdnnl.so.2), cuDNN on a GPU (opt-in for now: set_cudnn_convolutions).
+// (opened at run time, libdnnl.so.2), cuDNN on a GPU (set_cudnn_convolutions(false) turns it off).
 // Otherwise, or when switched off, they
 // run as im2col + GEMM, ember's own path (docs/vision.md, "Convolution backends").
 #pragma once
@@ -38,11 +38,9 @@ std::string conv_fallback_reason();
 void set_conv_library(bool on);
 bool conv_library();
 
-/// GPU convolutions take cuDNN only when this is on (default off, or EMBER_CONV_CUDNN=1 at
-/// start): on the H200 cuDNN's first-ranked engines broke a captured CNN step's bitwise match
-/// with its eager step and left f32 ResNet gradients up to 2.6e-2 from the CPU's
-/// (docs/layers.md).
-/// Example: set_cudnn_convolutions(true);
+/// GPU convolutions take cuDNN while this is on (the default; EMBER_CONV_CUDNN=0 at start turns
+/// it off): off, they run im2col + cuBLASLt (for A/B benchmarks and tests; docs/layers.md).
+/// Example: set_cudnn_convolutions(false);
 void set_cudnn_convolutions(bool on);
 bool cudnn_convolutions();
 

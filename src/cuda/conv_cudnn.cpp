@@ -336,7 +336,8 @@ std::string refusal(cudnnBackendDescriptor_t config, DType dtype, bool det) {
          cudnn::engine_has_note(config, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
       return "computes f32 in TF32";
     // f32 at f32's accuracy: no transform-domain algorithms (FFT, Winograd), no reduced-precision
-    // reductions (a candidate cause of Note [cuDNN convolutions are opt-in for now]'s 2.5 %).
+    // reductions: with them ResNet-18's conv1 weight gradient was 2.5 % from the CPU's on the
+    // H100 (Note [cuDNN convolutions by default] in src/ops/conv_library.cpp).
     if (dtype == DType::f32 && !ember::detail::allow_tf32())
       for (const cudnnBackendNumericalNote_t note :
            {CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION, CUDNN_NUMERICAL_NOTE_FFT,
