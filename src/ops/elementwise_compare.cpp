@@ -13,7 +13,6 @@ namespace ember {
 
 using autograd::GradList;
 using autograd::SavedTensor;
-using backend::BinaryOp;
 using backend::UnaryOp;
 
 namespace ops {
