@@ -159,9 +159,10 @@ TEST(ConvLibrary, Conv2dStrideLargerThanKernel) {
                        kF32);
 }
 
-// Note [Weight gradients of small output planes] (src/cpu/conv_onednn.cpp): with at most 4
-// output positions an image the weight's and bias's gradients are one GEMM over the batch's
-// patches, in NCHW's and NHWC's weight element orders; 6 positions stay with oneDNN's kernel.
+// Notes [Weight gradients of small output planes] and [Convolutions onto small planes]
+// (src/cpu/conv_small_plane.cpp): with at most 4 output positions an image the weight's and
+// bias's gradients are one GEMM over the batch's patches (NCHW), and every pass is GEMMs over
+// the windows' valid taps (NHWC); 6 positions stay with oneDNN's kernels.
 TEST(ConvLibrary, Conv2dSmallOutputPlanes) {
   SKIP_WITHOUT_ONEDNN();
   struct Case {
@@ -176,6 +177,8 @@ TEST(ConvLibrary, Conv2dSmallOutputPlanes) {
       {{4, 8, 3, 3}, {5, 8, 3, 3}, 1, 0, 1, true},                                   // 1×1
       {{2, 3, 1, 6}, {4, 3, 1, 3}, 1, 0, 1, true},                                   // 1×4
       {{2, 3, 2, 5}, {4, 3, 1, 3}, 1, 0, 1, true},                                   // 2×3: oneDNN
+      {{3, 5, 2, 1}, {4, 5, 2, 2}, 1, Size2d(0, 2), 1, true},  // 1×4, two windows on padding only
+      {{2, 4, 4, 4}, {5, 4, 3, 3}, 1, 1, 2, false},            // 2×2, dilated: runs of one tap
   };
   uint64_t seed = 700;
   for (const Case& c : cases) {

@@ -7,9 +7,9 @@
 //
 // Shape letters: N batch, C input channels, O output channels, G groups, S spatial dims
 // (1, 2 or 3), in[S], k[S], out[S] the input, kernel and output sizes.
-// Layout (channels_last = false, the only layout today): x [N, C, in...], weight
-// [O, C/G, k...], out [N, O, out...], bias [O], every buffer contiguous. channels_last is
-// reserved for NHWC tensors (issue 29 item 2): every slot declines it until then.
+// Layout: x [N, C, in...], weight [O, C/G, k...], out [N, O, out...], bias [O], every buffer
+// contiguous; with channels_last the same dims stored NHWC (NDHWC): x [N, in..., C], weight
+// [O, k..., C/G], out [N, out..., O] (Note [Memory formats] in src/ops/conv_library.cpp).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ struct ConvGeometry {
   DType dtype = DType::f32;  // of x, weight, bias, out and every gradient
   int device = 0;
   int spatial = 2;             // 1, 2 or 3
-  bool channels_last = false;  // reserved (NHWC); declined by every slot for now
+  bool channels_last = false;  // NHWC (NDHWC) buffers: x, out and their gradients, and the weight
   int64_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
   int64_t input[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, output[3] = {1, 1, 1};
   int64_t stride[3] = {1, 1, 1}, padding[3] = {0, 0, 0}, dilation[3] = {1, 1, 1};

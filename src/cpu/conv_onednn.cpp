@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/conv_small_plane.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/onednn_loader.hpp"
 #include "cpu/parallel.hpp"
@@ -343,117 +344,15 @@ void execute(const Primitive& p, const std::vector<void*>& data) {
   api().stream_wait(onednn_thread_stream());
 }
 
-// Note [Weight gradients of small output planes]
-// oneDNN 2.6's jit backward-weights kernel ran ResNet-18's last stage (3×3, 512 → 512 onto 2×2
-// planes, batch 32 of 64×64) at ~50 GFLOP/s on this AVX-512 CPU, 12.2 ms a call at 1 thread
-// against 5.1 ms for the same convolution's forward: with 4 output positions an image each of
-// its passes has little to sum. With so few positions the whole batch's patches are small
-// (P = N·oh·ow rows of C·kh·kw: 2.4 MB there), so the weight's gradient is one GEMM over every
-// position at once, dW[O, C·K] = G[P, O]ᵀ · patches[P, C·K], with the bias's gradient (G's
-// column sums) beside it (GemmArgs::bias_grad). A patch row is in the weight's own element
-// order — (c, i, j) for NCHW, (i, j, c) for NHWC — so dW lands in the user's layout with no
-// reorder. There the GEMM (oneDNN's matmul) takes 7.2 ms at 1 thread, 4.1 at 2, and the
-// step's weight gradients 88-90 ms against 98-106 (three steps under the Profiler, 2026-12-07).
-// Taken for f32 2-D convolutions with one group and at most kSmallPlane output positions an
-// image; at 4×4 (256 → 256, P = 512) one GEMM of the same shape class timed no faster than
-// oneDNN's kernel (6.1 ms each).
-constexpr int64_t kSmallPlane = 4;
-
-bool small_plane(const ConvGeometry& g) {
-  const int64_t plane = g.output[0] * g.output[1];
-  return g.dtype == DType::f32 && g.spatial == 2 && g.groups == 1 && plane >= 1 &&
-         plane <= kSmallPlane && g.batch >= 1;
-}
-
-// patches[P, C·kh·kw] of x for the positions p = (n, oy, ox): row p holds the window under
-// output position p in the weight's element order, zeros where it leaves the input.
-void small_plane_patches(const ConvGeometry& g, float* __restrict patches,
-                         const float* __restrict x) {
-  const int64_t c_in = g.in_channels, h = g.input[0], w = g.input[1];
-  const int64_t kh = g.kernel[0], kw = g.kernel[1], k = kh * kw, rows = c_in * k;
-  const int64_t oh = g.output[0], ow = g.output[1], plane = oh * ow;
-  parallel_for(g.batch * plane, std::max<int64_t>(1, 32768 / rows), [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const int64_t n = p / plane, oy = p % plane / ow, ox = p % ow;
-      float* __restrict row = patches + p * rows;
-      for (int64_t i = 0; i < kh; ++i) {
-        const int64_t iy = oy * g.stride[0] - g.padding[0] + i * g.dilation[0];
-        for (int64_t j = 0; j < kw; ++j) {
-          const int64_t ix = ox * g.stride[1] - g.padding[1] + j * g.dilation[1];
-          const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-          if (g.channels_last) {
-            float* __restrict d = row + (i * kw + j) * c_in;
-            if (!inside) {
-              std::fill(d, d + c_in, 0.0f);
-              continue;
-            }
-            const float* __restrict s = x + ((n * h + iy) * w + ix) * c_in;
-            std::copy(s, s + c_in, d);
-          } else {
-            float* __restrict d = row + i * kw + j;
-            if (!inside) {
-              for (int64_t c = 0; c < c_in; ++c) d[c * k] = 0.0f;
-              continue;
-            }
-            const float* __restrict s = x + (n * c_in * h + iy) * w + ix;
-            for (int64_t c = 0; c < c_in; ++c) d[c * k] = s[c * h * w];
-          }
-        }
-      }
-    }
-  });
-}
-
-// A Pass-pool buffer of `count` floats for one call.
-struct FloatScratch {
-  explicit FloatScratch(int64_t count) : bytes(static_cast<size_t>(count) * sizeof(float)) {}
-  float* get() const { return static_cast<float*>(buffer.get()); }
-  size_t bytes;
-  Buffer buffer{bytes};
-};
-
-// Note [Weight gradients of small output planes].
-void small_plane_weight_grad(const ConvBackwardArgs& a) {
-  const ConvGeometry& g = a.geo;
-  const int64_t plane = g.output[0] * g.output[1], positions = g.batch * plane;
-  const int64_t o = g.out_channels, rows = g.in_channels * g.kernel[0] * g.kernel[1];
-  const FloatScratch patches(positions * rows);
-  small_plane_patches(g, patches.get(), static_cast<const float*>(a.x));
-  // G[P, O]: grad_out itself for NHWC; gathered from [N, O, plane] for NCHW.
-  const float* grad = static_cast<const float*>(a.grad_out);
-  std::optional<FloatScratch> gathered;
-  if (!g.channels_last) {
-    gathered.emplace(positions * o);
-    float* __restrict gt = gathered->get();
-    parallel_for(g.batch, std::max<int64_t>(1, 32768 / (o * plane)), [&](int64_t b, int64_t e) {
-      for (int64_t n = b; n < e; ++n)
-        for (int64_t c = 0; c < o; ++c)
-          for (int64_t l = 0; l < plane; ++l)
-            gt[(n * plane + l) * o + c] = grad[(n * o + c) * plane + l];
-    });
-    grad = gt;
-  }
-  GemmArgs m;
-  m.dtype = DType::f32;
-  m.trans_a = true;
-  m.m = o;
-  m.n = rows;
-  m.k = positions;
-  m.a = grad;
-  m.lda = o;
-  m.b = patches.get();
-  m.ldb = rows;
-  m.c = a.grad_weight;
-  m.ldc = rows;
-  m.bias_grad = a.grad_bias;
-  gemm(m);
-}
-
 }  // namespace
 
 ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  if (small_plane_products(g)) {  // Note [Convolutions onto small planes]
+    small_plane_forward(a);
+    return ConvLibraryStatus::done();
+  }
   const bool bias = a.bias != nullptr, training = a.need_grad_input || a.need_grad_weight;
   const Primitive& p = primitive_for(Kind::forward, g, bias, a.relu, training);
   if (!p.error.empty()) return ConvLibraryStatus::declined("oneDNN forward: " + p.error);
@@ -475,6 +374,10 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
 ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  if (small_plane_products(g)) {  // Note [Convolutions onto small planes]
+    small_plane_backward_data(a);
+    return ConvLibraryStatus::done();
+  }
   const Primitive& p = primitive_for(Kind::backward_data, g, false, false, true);
   if (!p.error.empty()) return ConvLibraryStatus::declined("oneDNN backward data: " + p.error);
   execute(p, {const_cast<void*>(a.grad_out), const_cast<void*>(a.weight), a.grad_input});
@@ -484,7 +387,7 @@ ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
 ConvLibraryStatus conv_library_backward_filter(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
-  if (small_plane(g)) {  // Note [Weight gradients of small output planes]
+  if (small_plane(g)) {  // Notes in conv_small_plane.cpp
     small_plane_weight_grad(a);
     return ConvLibraryStatus::done();
   }
