@@ -36,7 +36,10 @@
 // neighbours). ResNet-18's 2×2 stage, 1 thread (GEMMs alone, this machine): forward 4.6 ms
 // against oneDNN's 4.9 + 1.6 of reorder, weight gradient 3.3 against 6.5 (one GEMM over the
 // patches); the input's gradient no faster than oneDNN's 4.8 + 1.7 at 1 thread, 2.3 against
-// 2.4 + 1.0 at 2.
+// 2.4 + 1.0 at 2. The whole channels_last step went from 256.7 to 235.5 ms at 1 thread
+// (bench_resnet --device cpu, alternating runs, 2026-12-07). The weight gradient's GEMMs a tap
+// on 4×4 planes too (256 → 256) made that step 5 ms faster at 1 thread but 3-11 ms slower at 2
+// (OpenBLAS's threads against oneDNN's kernel), so planes above kSmallPlane stay with oneDNN.
 #include "cpu/conv_small_plane.hpp"
 
 #include <algorithm>
