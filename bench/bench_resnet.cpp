@@ -11,8 +11,10 @@
 //                [--channels-last on|off] [--cudnn on|off]   (ember's layout and GPU convolutions)
 //                [--profile on|off]   (then 3 steps under ember's Profiler: the per-op table)
 //   defaults: the GPU when there is one: resnet50,resnet18, batch 128 of 224×224, bf16
-//             autocast, PyTorch eager and torch.compile with channels_last (the issue's
-//             targets); else the CPU: resnet18, batch 32 of 64×64, f32, 1 and 2 threads.
+//             autocast, PyTorch eager and torch.compile (the targets); else the CPU:
+//             resnet18, batch 32 of 64×64, f32, 1 and 2 threads, PyTorch eager. Both sides
+//             channels_last on either device (the layout both run vision fastest in:
+//             docs/vision.md); --channels-last off --torch-channels-last off compares NCHW.
 //
 //   step:   zero_grad (set to none), forward and cross_entropy (under AutocastGuard(bf16) with
 //           --precision bf16), backward, SGD(lr, momentum, weight_decay).step(); train mode
@@ -112,7 +114,8 @@ Config parse(int argc, char** argv) {
   c.steps = c.cuda ? 20 : 10;
   c.warmup = 3;
   c.torch_mode = c.cuda ? "both" : "eager";
-  c.torch_channels_last = c.cuda;
+  c.torch_channels_last = true;
+  c.channels_last = true;
   if (a.size() % 2 != 0) usage("every flag takes a value");
   for (size_t i = 0; i < a.size(); i += 2) {
     const std::string& f = a[i];
