@@ -8,7 +8,8 @@
 //                [--precision f32|bf16] [--lr 0.1] [--momentum 0.9] [--weight-decay 1e-4]
 //                [--threads 1,2] [--steps N] [--warmup N] [--torch on|off]
 //                [--torch-mode eager|compile|both] [--torch-channels-last on|off]
-//                [--channels-last on|off] [--cudnn on|off]   (ember's layout and GPU convolutions)
+//                [--channels-last on|off] [--cudnn auto|on|off]   (ember's layout and GPU
+//                convolutions)
 //                [--profile on|off]   (then 3 steps under ember's Profiler: the per-op table)
 //   defaults: the GPU when there is one: resnet50,resnet18, batch 128 of 224×224, bf16
 //             autocast, PyTorch eager and torch.compile (the targets); else the CPU:
@@ -73,7 +74,7 @@ struct Config {
   std::string torch_mode;
   bool torch_channels_last = false;
   bool channels_last = false;  // ember's model and input channels_last (NHWC)
-  bool cudnn = true;           // ember's GPU convolutions through cuDNN (the library's default)
+  std::string cudnn = "auto";  // ember's GPU convolutions: the library's default, or on / off
   bool profile = false;        // 3 steps under ember's Profiler after the timing
 };
 
@@ -84,7 +85,7 @@ struct Config {
       "resnet18[,resnet50,mobilenet_v2]] [--batch N] [--size S] [--precision f32|bf16] [--lr X] "
       "[--momentum X] [--weight-decay X] [--threads 1,2] [--steps N] [--warmup N] "
       "[--torch on|off] [--torch-mode eager|compile|both] [--channels-last on|off] "
-      "[--cudnn on|off] [--torch-channels-last "
+      "[--cudnn auto|on|off] [--torch-channels-last "
       "on|off]\n",
       why.c_str());
   std::exit(2);
@@ -153,8 +154,8 @@ Config parse(int argc, char** argv) {
       c.torch_channels_last = v == "on";
     else if (f == "--channels-last" && (v == "on" || v == "off"))
       c.channels_last = v == "on";
-    else if (f == "--cudnn" && (v == "on" || v == "off"))
-      c.cudnn = v == "on";
+    else if (f == "--cudnn" && (v == "on" || v == "off" || v == "auto"))
+      c.cudnn = v;
     else if (f == "--profile" && (v == "on" || v == "off"))
       c.profile = v == "on";
     else
@@ -229,7 +230,7 @@ bool run_model(const Config& c, const std::string& model, const std::filesystem:
   ember::io::write_safetensors(batch, {{"x", x}, {"y", y}}, {});
   net->to(device);
   if (c.channels_last) net->to(ember::MemoryFormat::channels_last);
-  ember::set_cudnn_convolutions(c.cudnn);
+  if (c.cudnn != "auto") ember::set_cudnn_convolutions(c.cudnn == "on");
   net->train();
   EmberStep step{
       net,
@@ -241,7 +242,10 @@ bool run_model(const Config& c, const std::string& model, const std::filesystem:
                model.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.size),
                static_cast<long long>(c.size), c.bf16 ? "bf16 autocast" : "f32",
                c.cuda ? "cuda:0" : "CPU", c.channels_last ? "channels_last" : "NCHW",
-               c.cuda ? (c.cudnn ? ", cuDNN" : ", im2col") : "");
+               c.cuda ? (c.cudnn == "auto" ? ", cuDNN by default"
+                         : c.cudnn == "on" ? ", cuDNN"
+                                           : ", im2col")
+                      : "");
 
   // ---- validate: the first steps' losses from the same weights on the same batch
   std::vector<double> ember_losses;

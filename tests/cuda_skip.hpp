@@ -37,10 +37,25 @@ class SettingScope {
 /// Deterministic mode for the scope:
 ///   const DeterministicScope deterministic_mode;  // on until the scope ends
 using DeterministicScope = SettingScope<&ember::deterministic, &ember::set_deterministic>;
-/// GPU convolutions on cuDNN (set_cudnn_convolutions) for the scope:
-///   const CudnnConvolutionsScope cudnn(true);
-using CudnnConvolutionsScope =
-    SettingScope<&ember::cudnn_convolutions, &ember::set_cudnn_convolutions>;
+/// The GPU convolutions' cuDNN mode (set_cudnn_convolutions) for the scope, the previous mode
+/// restored at its end:
+///   const CudnnConvolutionsScope cudnn(true);  // CudnnConvolutions::always; false: off
+class CudnnConvolutionsScope {
+ public:
+  explicit CudnnConvolutionsScope(bool on)
+      : CudnnConvolutionsScope(on ? ember::CudnnConvolutions::always
+                                  : ember::CudnnConvolutions::off) {}
+  explicit CudnnConvolutionsScope(ember::CudnnConvolutions mode)
+      : previous_(ember::cudnn_convolution_mode()) {
+    ember::set_cudnn_convolutions(mode);
+  }
+  ~CudnnConvolutionsScope() { ember::set_cudnn_convolutions(previous_); }
+  CudnnConvolutionsScope(const CudnnConvolutionsScope&) = delete;
+  CudnnConvolutionsScope& operator=(const CudnnConvolutionsScope&) = delete;
+
+ private:
+  ember::CudnnConvolutions previous_;
+};
 /// Poisoned allocations (set_poison_allocations) for the scope:
 ///   const PoisonScope poison;  // fresh blocks read as NaN until the scope ends
 using PoisonScope = SettingScope<&ember::poison_allocations, &ember::set_poison_allocations>;

@@ -516,6 +516,43 @@ TEST(CudaConvLibrary, StatusNamesCudnn) {
   EXPECT_NE(conv_library_status(kGpu).find("cuDNN 9."), std::string::npos);
 }
 
+// The three modes and their shorthands (Note [cuDNN convolutions by default]); this one runs
+// anywhere: only the setting is read back.
+TEST(ConvLibrary, CudnnModesAndTheirShorthands) {
+  const ember_test::CudnnConvolutionsScope restore(cudnn_convolution_mode());
+  set_cudnn_convolutions(CudnnConvolutions::automatic);
+  EXPECT_TRUE(cudnn_convolutions());
+  set_cudnn_convolutions(false);
+  EXPECT_EQ(cudnn_convolution_mode(), CudnnConvolutions::off);
+  EXPECT_FALSE(cudnn_convolutions());
+  set_cudnn_convolutions(true);
+  EXPECT_EQ(cudnn_convolution_mode(), CudnnConvolutions::always);
+  EXPECT_TRUE(cudnn_convolutions());
+}
+
+// By default f32 without TF32 runs im2col + cuBLAS, saying why; 16-bit convolutions and f32 with
+// TF32 allowed take cuDNN; CudnnConvolutions::always gives it f32 too.
+TEST(CudaConvLibrary, AutomaticModeKeepsPreciseF32OnIm2col) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  const ember_test::CudnnConvolutionsScope automatic(CudnnConvolutions::automatic);
+  const Tensor x = seeded_randn({2, 3, 9, 8}, 150).to(kGpu),
+               w = seeded_randn({4, 3, 3, 3}, 151).to(kGpu);
+  ASSERT_EQ(get_float32_matmul_precision(), "highest");
+  conv2d(x, w, Tensor(), 1, 1);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::im2col);
+  EXPECT_NE(conv_fallback_reason().find("f32 without TF32"), std::string::npos)
+      << conv_fallback_reason();
+  conv2d(x.to(DType::bf16), w.to(DType::bf16), Tensor(), 1, 1);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
+  set_float32_matmul_precision("high");
+  conv2d(x, w, Tensor(), 1, 1);
+  set_float32_matmul_precision("highest");
+  EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
+  set_cudnn_convolutions(CudnnConvolutions::always);
+  conv2d(x, w, Tensor(), 1, 1);
+  EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
+}
+
 TEST(CudaConvLibrary, Conv2dPaddedWithBiasF32) {
   SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
   check_against_im2col(conv2d_fn(1, 1, 1, 1), seeded_randn({4, 3, 17, 16}, 101),

@@ -139,17 +139,8 @@ TEST(MemoryEstimateCuda, MlpWithinFifteenPercent) {
   SKIP_WITHOUT_CUDA();
   check_estimate(mlp_case(), Device::cuda(0));
 }
-// Restores the cuDNN switch a test changes.
-class CudnnSwitch {
- public:
-  explicit CudnnSwitch(bool on) : previous_(cudnn_convolutions()) { set_cudnn_convolutions(on); }
-  ~CudnnSwitch() { set_cudnn_convolutions(previous_); }
-  CudnnSwitch(const CudnnSwitch&) = delete;
-  CudnnSwitch& operator=(const CudnnSwitch&) = delete;
-
- private:
-  bool previous_;
-};
+// cuDNN for every convolution (true) or none, the previous mode restored after.
+using CudnnSwitch = ember_test::CudnnConvolutionsScope;
 
 TEST(MemoryEstimateCuda, CnnWithinFifteenPercent) {
   SKIP_WITHOUT_CUDA();

@@ -5,7 +5,8 @@
 //
 // conv1d, conv2d and conv3d (forward and backward, any groups, stride, padding and dilation)
 // run through the device's convolution library when it takes the call: oneDNN on the CPU
-// (opened at run time, libdnnl.so.2), cuDNN on a GPU (set_cudnn_convolutions(false) turns it off).
+// (opened at run time, libdnnl.so.2), cuDNN on a GPU (by default for f16, bf16 and TF32 f32:
+// CudnnConvolutions below; set_cudnn_convolutions(false) turns it off).
 // Otherwise, or when switched off, they
 // run as im2col + GEMM, ember's own path (docs/vision.md, "Convolution backends").
 #pragma once
@@ -38,8 +39,19 @@ std::string conv_fallback_reason();
 void set_conv_library(bool on);
 bool conv_library();
 
-/// GPU convolutions take cuDNN while this is on (the default; EMBER_CONV_CUDNN=0 at start turns
-/// it off): off, they run im2col + cuBLASLt (for A/B benchmarks and tests; docs/layers.md).
+/// Which GPU convolutions take cuDNN; the others run im2col + cuBLASLt (docs/layers.md).
+enum class CudnnConvolutions : uint8_t {
+  off,        // none (EMBER_CONV_CUDNN=0 at start)
+  automatic,  // the default: f16 and bf16, and f32 where TF32 is allowed
+              // (set_float32_matmul_precision("high")); f32 without TF32 runs im2col + cuBLAS,
+              // which measured faster than cuDNN's precise engines
+  always,     // every dtype cuDNN takes (EMBER_CONV_CUDNN=1 at start)
+};
+/// Example: set_cudnn_convolutions(CudnnConvolutions::always);
+void set_cudnn_convolutions(CudnnConvolutions mode);
+CudnnConvolutions cudnn_convolution_mode();
+/// Shorthands: true is CudnnConvolutions::always, false off; cudnn_convolutions() says whether
+/// the mode is other than off.
 /// Example: set_cudnn_convolutions(false);
 void set_cudnn_convolutions(bool on);
 bool cudnn_convolutions();

@@ -187,7 +187,7 @@ const void* advanced(const void* p, int64_t elements, DType dtype) {
 // of a memory estimate's trace when its GPU target gives the convolution to cuDNN (Note [A dry
 // run for a cuDNN target] in conv_library.cpp).
 Tensor make_scratch(const Shape& shape, DType dtype, Device device) {
-  const core::ObserverPause untraced(ops::library_convolution_in_dry_run(device));
+  const core::ObserverPause untraced(ops::library_convolution_in_dry_run(device, dtype));
   return ops::make_tensor(shape, dtype, device);
 }
 

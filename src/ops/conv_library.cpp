@@ -22,6 +22,7 @@
 
 #include "core/alloc_trace.hpp"
 #include "ember/conv_backend.hpp"
+#include "ember/runtime.hpp"
 
 namespace ember {
 
@@ -53,12 +54,37 @@ std::atomic<bool>& library_on() {
 // dry run tracing im2col's columns (Note [A dry run for a cuDNN target]). With both fixed the
 // whole GPU suite passed with cuDNN on (H100, 2026-12-07: 5,553 run, 0 failed), and cuDNN ran
 // ResNet-18's bf16 channels_last step in 9.9 ms against 34.9 with im2col.
-std::atomic<bool>& cudnn_on() {
-  static std::atomic<bool> on = [] {
+// But f32 without TF32 leaves cuDNN only its precise engines, and on them the Fashion-MNIST
+// CNN's captured step (f32, batch 128 of 28×28) took 0.805 ms on the H200 (2026-12-07) against
+// 0.52 on im2col + cuBLAS (H100, 2026-12-06; PyTorch's graph 0.68-0.70 on both): so the default
+// (CudnnConvolutions::automatic) gives cuDNN 16-bit convolutions and f32 ones where TF32 is
+// allowed, and keeps f32 without TF32 on im2col; CudnnConvolutions::always (EMBER_CONV_CUDNN=1)
+// gives it every dtype.
+std::atomic<CudnnConvolutions>& cudnn_mode() {
+  static std::atomic<CudnnConvolutions> mode = [] {
     const char* v = std::getenv("EMBER_CONV_CUDNN");
-    return !(v && std::strcmp(v, "0") == 0);
+    if (v && std::strcmp(v, "0") == 0) return CudnnConvolutions::off;
+    if (v && std::strcmp(v, "1") == 0) return CudnnConvolutions::always;
+    return CudnnConvolutions::automatic;
   }();
-  return on;
+  return mode;
+}
+
+// Why the GPU's cuDNN does not take a convolution of `dtype` ("" when it may).
+std::string cudnn_declines(DType dtype) {
+  switch (cudnn_mode().load(std::memory_order_relaxed)) {
+    case CudnnConvolutions::off:
+      return "cuDNN convolutions are switched off (set_cudnn_convolutions(false) or "
+             "EMBER_CONV_CUDNN=0; Note [cuDNN convolutions by default])";
+    case CudnnConvolutions::automatic:
+      if (dtype == DType::f32 && !detail::allow_tf32())
+        return "f32 without TF32 runs im2col + cuBLAS by default, faster than cuDNN's precise "
+               "engines (CudnnConvolutions::always or EMBER_CONV_CUDNN=1 takes cuDNN; Note "
+               "[cuDNN convolutions by default])";
+      return "";
+    case CudnnConvolutions::always: return "";
+  }
+  return "";
 }
 
 void note(ConvBackend backend, std::string reason) {
@@ -81,18 +107,17 @@ bool offered(const ops::ConvLibraryCall& c) {
          "the library path is switched off (set_conv_library(false) or EMBER_CONV_IM2COL=1)");
     return false;
   }
-  if (ops::library_convolution_in_dry_run(c.x->device())) {
+  if (ops::library_convolution_in_dry_run(c.x->device(), c.geo.dtype)) {
     note(ConvBackend::im2col,
          "a memory estimate's dry run for a cuDNN target (Note [A dry run for a cuDNN target])");
     return false;
   }
   // core::planning_device: a memory estimate's CPU dry run for a GPU takes the GPU's path.
-  if (core::planning_device(c.x->device()).is_cuda() &&
-      !cudnn_on().load(std::memory_order_relaxed)) {
-    note(ConvBackend::im2col,
-         "cuDNN convolutions are switched off (set_cudnn_convolutions(false) or "
-         "EMBER_CONV_CUDNN=0; Note [cuDNN convolutions by default])");
-    return false;
+  if (core::planning_device(c.x->device()).is_cuda()) {
+    if (std::string why = cudnn_declines(c.geo.dtype); !why.empty()) {
+      note(ConvBackend::im2col, std::move(why));
+      return false;
+    }
   }
   if (c.out_shape.numel() == 0 || c.x->numel() == 0) {
     note(ConvBackend::im2col, "an empty input or output (nothing for a library to compute)");
@@ -132,9 +157,9 @@ namespace ops {
 // convolution on the im2col path (not oneDNN's, which the target does not have) and makes
 // those temporaries with the trace paused (make_scratch in conv.cpp). Counting them put a
 // CNN's estimate 17.2 % above its cuDNN step on the H100 (2026-12-05).
-bool library_convolution_in_dry_run(Device actual) {
+bool library_convolution_in_dry_run(Device actual, DType dtype) {
   return !actual.is_cuda() && core::planning_device(actual).is_cuda() &&
-         library_on().load(std::memory_order_relaxed) && cudnn_on().load(std::memory_order_relaxed);
+         library_on().load(std::memory_order_relaxed) && cudnn_declines(dtype).empty();
 }
 
 namespace {
@@ -322,9 +347,17 @@ void set_conv_library(bool on) { library_on().store(on, std::memory_order_relaxe
 
 bool conv_library() { return library_on().load(std::memory_order_relaxed); }
 
-void set_cudnn_convolutions(bool on) { cudnn_on().store(on, std::memory_order_relaxed); }
+void set_cudnn_convolutions(CudnnConvolutions mode) {
+  cudnn_mode().store(mode, std::memory_order_relaxed);
+}
 
-bool cudnn_convolutions() { return cudnn_on().load(std::memory_order_relaxed); }
+CudnnConvolutions cudnn_convolution_mode() { return cudnn_mode().load(std::memory_order_relaxed); }
+
+void set_cudnn_convolutions(bool on) {
+  set_cudnn_convolutions(on ? CudnnConvolutions::always : CudnnConvolutions::off);
+}
+
+bool cudnn_convolutions() { return cudnn_convolution_mode() != CudnnConvolutions::off; }
 
 std::string conv_library_status(Device device) {
   try {

@@ -63,7 +63,7 @@ ConvGradients composite_conv_grads(
 /// Whether a convolution on `actual` is a memory estimate's dry run for a GPU target whose
 /// cuDNN would take it: the im2col path computes it, its temporaries left out of the trace
 /// (Note [A dry run for a cuDNN target] in conv_library.cpp).
-bool library_convolution_in_dry_run(Device actual);
+bool library_convolution_in_dry_run(Device actual, DType dtype);
 
 /// The layout a convolution of x [N, C, ...] with `weight` runs in: channels_last (4-d) or
 /// channels_last_3d (5-d) when either operand's suggested format is that (as torch), else
