@@ -52,6 +52,7 @@
 #include "cpu/kernels.hpp"
 #include "cpu/onednn_loader.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/pass_buffer.hpp"
 #include "ember/error.hpp"
 
 namespace ember::cpu {
@@ -296,7 +297,7 @@ std::string precheck(const ConvGeometry& g) {
   return "";
 }
 
-using Buffer = OnednnBuffer;
+using Buffer = PassBuffer;
 
 // A memory object over `data` for one call.
 struct Memory : OnednnMemory {

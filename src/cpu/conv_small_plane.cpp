@@ -49,6 +49,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/pass_buffer.hpp"
 
 namespace ember::cpu {
 
@@ -62,21 +63,10 @@ namespace {
 constexpr int64_t kSmallPlane = 4;
 
 // A Pass-pool buffer of `count` floats for one call.
-class FloatScratch {
- public:
-  explicit FloatScratch(int64_t count) : bytes_(static_cast<size_t>(count) * sizeof(float)) {
-    if (bytes_) ptr_ = allocate(0, bytes_, Pool::Pass, &block_);
-  }
-  ~FloatScratch() {
-    if (ptr_) deallocate(0, ptr_, block_, Pool::Pass);
-  }
-  FloatScratch(const FloatScratch&) = delete;
-  FloatScratch& operator=(const FloatScratch&) = delete;
-  float* get() const { return static_cast<float*>(ptr_); }
-
- private:
-  size_t bytes_ = 0, block_ = 0;
-  void* ptr_ = nullptr;
+struct FloatScratch {
+  explicit FloatScratch(int64_t count) : buffer(static_cast<size_t>(count) * sizeof(float)) {}
+  float* get() const { return buffer.as<float>(); }
+  PassBuffer buffer;
 };
 
 // One GEMM of Note [Convolutions onto small planes]: output position `p`, the input pixel `in`

@@ -35,6 +35,7 @@
 
 #include "cpu/onednn_loader.hpp"
 #include "cpu/parallel.hpp"
+#include "cpu/pass_buffer.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -217,7 +218,7 @@ const Matmul& matmul_for(const GemmArgs& g) {
 
 void run(const Matmul& p, const GemmArgs& g) {
   onednn_take_threads();
-  OnednnBuffer scratch(p.scratchpad_bytes);
+  PassBuffer scratch(p.scratchpad_bytes);
   std::unique_ptr<OnednnMemory> scratch_mem;
   if (p.scratchpad_bytes)
     scratch_mem = std::make_unique<OnednnMemory>(p.scratchpad, scratch.get(), "gemm");

@@ -140,13 +140,6 @@ void onednn_check(dnnl_status_t s, const char* what) {
   if (s != dnnl_success) throw OnednnDeclined{std::string(what) + ": " + onednn_status_name(s)};
 }
 
-OnednnBuffer::OnednnBuffer(size_t bytes) {
-  if (bytes) ptr_ = allocate(0, bytes, Pool::Pass, &block_);
-}
-OnednnBuffer::~OnednnBuffer() {
-  if (ptr_) deallocate(0, ptr_, block_, Pool::Pass);
-}
-
 OnednnMemory::OnednnMemory(const dnnl_memory_desc_t& d, void* data, const char* op) {
   if (onednn().memory_create(&m_, &d, onednn().engine, data) != dnnl_success)
     ember::detail::throw_error(ember::detail::concat(op, " (oneDNN): dnnl_memory_create failed"));

@@ -121,21 +121,6 @@ struct OnednnAttr {
   }
 };
 
-/// A buffer from ember's CPU Pass pool for the scope of one call (oneDNN's scratchpad, a
-/// reordered operand); no allocation for 0 bytes.
-class OnednnBuffer {
- public:
-  explicit OnednnBuffer(size_t bytes);
-  ~OnednnBuffer();
-  OnednnBuffer(const OnednnBuffer&) = delete;
-  OnednnBuffer& operator=(const OnednnBuffer&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t block_ = 0;
-};
-
 /// A memory object over `data` (not owned) for one call; `op` names the caller in errors.
 class OnednnMemory {
  public:
