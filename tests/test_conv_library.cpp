@@ -160,9 +160,8 @@ TEST(ConvLibrary, Conv2dStrideLargerThanKernel) {
 }
 
 // Notes [Weight gradients of small output planes] and [Convolutions onto small planes]
-// (src/cpu/conv_small_plane.cpp): with at most 4 output positions an image the weight's and
-// bias's gradients are one GEMM over the batch's patches (NCHW), and every pass is GEMMs over
-// the windows' valid taps (NHWC); 6 positions stay with oneDNN's kernels.
+// (src/cpu/conv_small_plane.cpp): with at most 4 output positions an image every pass is GEMMs
+// over the windows' valid taps (NCHW between transposes); 6 positions stay with oneDNN.
 TEST(ConvLibrary, Conv2dSmallOutputPlanes) {
   SKIP_WITHOUT_ONEDNN();
   struct Case {

@@ -44,7 +44,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -350,7 +349,7 @@ void execute(const Primitive& p, const std::vector<void*>& data) {
 ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
-  if (small_plane_products(g)) {  // Note [Convolutions onto small planes]
+  if (small_plane(g)) {  // Note [Convolutions onto small planes]
     small_plane_forward(a);
     return ConvLibraryStatus::done();
   }
@@ -362,7 +361,7 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
     const Primitive& b = primitive_for(Kind::backward_data, g, false, false, true);
     if (!b.error.empty()) return ConvLibraryStatus::declined("oneDNN backward data: " + b.error);
   }
-  if (a.need_grad_weight && !small_plane(g)) {
+  if (a.need_grad_weight) {
     const Primitive& b = primitive_for(Kind::backward_weights, g, bias, false, true);
     if (!b.error.empty()) return ConvLibraryStatus::declined("oneDNN backward weights: " + b.error);
   }
@@ -375,7 +374,7 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
 ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
-  if (small_plane_products(g)) {  // Note [Convolutions onto small planes]
+  if (small_plane(g)) {  // Note [Convolutions onto small planes]
     small_plane_backward_data(a);
     return ConvLibraryStatus::done();
   }

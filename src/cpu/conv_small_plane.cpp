@@ -5,20 +5,17 @@
 // oneDNN 2.6's jit backward-weights kernel ran ResNet-18's last stage (3×3, 512 → 512 onto 2×2
 // planes, batch 32 of 64×64) at ~50 GFLOP/s on this AVX-512 CPU, 12.2 ms a call at 1 thread
 // against 5.1 ms for the same convolution's forward: with 4 output positions an image each of
-// its passes has little to sum. With so few positions the whole batch's patches are small
-// (P = N·oh·ow rows of C·kh·kw: 2.4 MB there), so the weight's gradient is one GEMM over every
-// position at once, dW[O, C·K] = G[P, O]ᵀ · patches[P, C·K], with the bias's gradient (G's
-// column sums) beside it (GemmArgs::bias_grad). A patch row is in the weight's own element
-// order — (c, i, j) for NCHW — so dW lands in the user's layout with no reorder. There the GEMM
-// (oneDNN's matmul) takes 7.2 ms at 1 thread, 4.1 at 2, and the step's weight gradients 88-90 ms
-// against 98-106 (three steps under the Profiler, 2026-12-07). Taken for f32 2-D convolutions
-// with one group and at most kSmallPlane output positions an image; at 4×4 (256 → 256, P = 512)
-// one GEMM of the same shape class timed no faster than oneDNN's kernel (6.1 ms each). NHWC
-// geometries take the products of the Note below instead.
+// its passes has little to sum. With so few positions the whole batch's rows are small, so the
+// weight's gradient is GEMMs over every position at once: first (2026-12-07, tenth session) one
+// GEMM over the batch's patches, dW[O, C·K] = G[P, O]ᵀ · patches[P, C·K], 7.2 ms at 1 thread;
+// now one GEMM a tap over the rows where the tap is valid (Note [Convolutions onto small
+// planes]), 3.3 ms. At 4×4 (256 → 256) the GEMMs a tap made the ResNet-18 step 5 ms faster at 1
+// thread but 3-11 ms slower at 2 (OpenBLAS's threads against oneDNN's kernel), so planes above
+// kSmallPlane positions stay with oneDNN.
 //
 // Note [Convolutions onto small planes]
 // On such planes most of a window is padding: a 3×3 window over a 2×2 input with padding 1
-// covers 4 input pixels and 5 zeros, so the patches' GEMM above spends 5/9 of its work on
+// covers 4 input pixels and 5 zeros, so a GEMM over the patches spends 5/9 of its work on
 // zeros, and oneDNN's forward and backward data each first reorder the weight into a blocked
 // layout (1.6-1.7 ms for a 512 × 512 × 3 × 3 weight at 1 thread, once for each pass). In
 // channels_last (x [N, H, W, C], weight [O, kh, kw, C], out [N, oh, ow, O]) a run of horizontally
@@ -33,18 +30,18 @@
 // gathered (a few MB), dW[:, i, j, :] = G_tapᵀ · X_tap. No weight reorder, no padded product.
 // The bias joins the first product of each position and its gradient is G's column sums.
 // Dilation above 1 along a row splits the runs into single taps (their pixels are not
-// neighbours). ResNet-18's 2×2 stage, 1 thread (GEMMs alone, this machine): forward 4.6 ms
-// against oneDNN's 4.9 + 1.6 of reorder, weight gradient 3.3 against 6.5 (one GEMM over the
-// patches); the input's gradient no faster than oneDNN's 4.8 + 1.7 at 1 thread, 2.3 against
-// 2.4 + 1.0 at 2. The whole channels_last step went from 256.7 to 235.5 ms at 1 thread
-// (bench_resnet --device cpu, alternating runs, 2026-12-07). The weight gradient's GEMMs a tap
-// on 4×4 planes too (256 → 256) made that step 5 ms faster at 1 thread but 3-11 ms slower at 2
-// (OpenBLAS's threads against oneDNN's kernel), so planes above kSmallPlane stay with oneDNN.
+// neighbours). An NCHW convolution runs the same products between transposes: its activations
+// (a few hundred KB here) and its weight ([O, C, K] → [O, K, C], one pass over it where oneDNN
+// made one reorder a pass), and the weight's gradient back. ResNet-18's 2×2 stage, 1 thread
+// (GEMMs alone, this machine): forward 4.6 ms against oneDNN's 4.9 + 1.6 of reorder, weight
+// gradient 3.3 against 6.5 over the patches; the input's gradient no faster than oneDNN's
+// 4.8 + 1.7 at 1 thread, 2.3 against 2.4 + 1.0 at 2. The whole step (bench_resnet --device cpu,
+// alternating runs, 2026-12-07): channels_last 256.7 → 235.5 ms at 1 thread; NCHW 279 → 264
+// (against oneDNN's passes and the patches' GEMM).
 #include "cpu/conv_small_plane.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "cpu/kernels.hpp"
@@ -133,67 +130,6 @@ void column_sums(const float* __restrict grad, int64_t rows, int64_t o, float* _
   });
 }
 
-// patches[P, C·kh·kw] of an NCHW x for the positions p = (n, oy, ox): row p holds the window
-// under output position p in the weight's element order (c, i, j), zeros where it leaves the
-// input.
-void nchw_patches(const ConvGeometry& g, float* __restrict patches, const float* __restrict x) {
-  const int64_t c_in = g.in_channels, h = g.input[0], w = g.input[1];
-  const int64_t kh = g.kernel[0], kw = g.kernel[1], k = kh * kw, rows = c_in * k;
-  const int64_t oh = g.output[0], ow = g.output[1], plane = oh * ow;
-  parallel_for(g.batch * plane, std::max<int64_t>(1, 32768 / rows), [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const int64_t n = p / plane, oy = p % plane / ow, ox = p % ow;
-      float* __restrict row = patches + p * rows;
-      for (int64_t i = 0; i < kh; ++i) {
-        const int64_t iy = oy * g.stride[0] - g.padding[0] + i * g.dilation[0];
-        for (int64_t j = 0; j < kw; ++j) {
-          const int64_t ix = ox * g.stride[1] - g.padding[1] + j * g.dilation[1];
-          float* __restrict d = row + i * kw + j;
-          if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
-            for (int64_t c = 0; c < c_in; ++c) d[c * k] = 0.0f;
-            continue;
-          }
-          const float* __restrict s = x + (n * c_in * h + iy) * w + ix;
-          for (int64_t c = 0; c < c_in; ++c) d[c * k] = s[c * h * w];
-        }
-      }
-    }
-  });
-}
-
-// Note [Weight gradients of small output planes], for NCHW.
-void nchw_weight_grad(const ConvBackwardArgs& a) {
-  const ConvGeometry& g = a.geo;
-  const int64_t plane = g.output[0] * g.output[1], positions = g.batch * plane;
-  const int64_t o = g.out_channels, rows = g.in_channels * g.kernel[0] * g.kernel[1];
-  const FloatScratch patches(positions * rows);
-  nchw_patches(g, patches.get(), static_cast<const float*>(a.x));
-  // G[P, O], gathered from [N, O, plane].
-  const float* grad = static_cast<const float*>(a.grad_out);
-  const FloatScratch gathered(positions * o);
-  float* __restrict gt = gathered.get();
-  parallel_for(g.batch, std::max<int64_t>(1, 32768 / (o * plane)), [&](int64_t b, int64_t e) {
-    for (int64_t n = b; n < e; ++n)
-      for (int64_t c = 0; c < o; ++c)
-        for (int64_t l = 0; l < plane; ++l)
-          gt[(n * plane + l) * o + c] = grad[(n * o + c) * plane + l];
-  });
-  GemmArgs m;
-  m.dtype = DType::f32;
-  m.trans_a = true;
-  m.m = o;
-  m.n = rows;
-  m.k = positions;
-  m.a = gt;
-  m.lda = o;
-  m.b = patches.get();
-  m.ldb = rows;
-  m.c = a.grad_weight;
-  m.ldc = rows;
-  m.bias_grad = a.grad_bias;
-  gemm(m);
-}
-
 // Note [Convolutions onto small planes]: one GEMM a tap over the rows where it is valid.
 void nhwc_weight_grad(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
@@ -257,9 +193,9 @@ bool small_plane(const ConvGeometry& g) {
          plane <= kSmallPlane && g.batch >= 1;
 }
 
-bool small_plane_products(const ConvGeometry& g) { return small_plane(g) && g.channels_last; }
+namespace {
 
-void small_plane_forward(const ConvForwardArgs& a) {
+void nhwc_forward(const ConvForwardArgs& a) {
   const ConvGeometry& g = a.geo;
   const Sizes s(g);
   const int64_t plane = s.plane, o = s.o, c = s.c;
@@ -303,7 +239,7 @@ void small_plane_forward(const ConvForwardArgs& a) {
   }
 }
 
-void small_plane_backward_data(const ConvBackwardArgs& a) {
+void nhwc_backward_data(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   const Sizes s(g);
   const float* grad = static_cast<const float*>(a.grad_out);
@@ -324,11 +260,84 @@ void small_plane_backward_data(const ConvBackwardArgs& a) {
   }
 }
 
+// dst[i][y][x] = src[i][x][y] for src [n, a, b]: NCHW ↔ NHWC activations (a, b = C and the
+// plane, or the plane and C) and the weight's [O, C, K] ↔ [O, K, C].
+void swap_last_two(float* __restrict dst, const float* __restrict src, int64_t n, int64_t a,
+                   int64_t b) {
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, a * b)),
+               [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const float* __restrict s = src + i * a * b;
+                   float* __restrict d = dst + i * a * b;
+                   for (int64_t y = 0; y < b; ++y)
+                     for (int64_t x = 0; x < a; ++x) d[y * a + x] = s[x * b + y];
+                 }
+               });
+}
+
+// An NCHW operand in NHWC order: [n, a, b] → [n, b, a] in a Pass-pool buffer.
+struct Transposed {
+  Transposed(const void* src, int64_t n, int64_t a, int64_t b) : buffer(n * a * b) {
+    swap_last_two(buffer.get(), static_cast<const float*>(src), n, a, b);
+  }
+  explicit Transposed(int64_t count) : buffer(count) {}
+  float* get() const { return buffer.get(); }
+  FloatScratch buffer;
+};
+
+ConvGeometry as_channels_last(const ConvGeometry& g) {
+  ConvGeometry h = g;
+  h.channels_last = true;
+  return h;
+}
+
+}  // namespace
+
+// An NCHW geometry runs the NHWC products between transposes of its operands (Note
+// [Convolutions onto small planes]): the weight's costs one pass over it, as oneDNN's reorder did.
+void small_plane_forward(const ConvForwardArgs& a) {
+  if (a.geo.channels_last) return nhwc_forward(a);
+  const ConvGeometry& g = a.geo;
+  const Sizes s(g);
+  const Transposed x(a.x, g.batch, s.c, s.hw), w(a.weight, s.o, s.c, s.ld / s.c);
+  const Transposed out(g.batch * s.plane * s.o);
+  ConvForwardArgs h = a;
+  h.geo = as_channels_last(g);
+  h.x = x.get();
+  h.weight = w.get();
+  h.out = out.get();
+  nhwc_forward(h);
+  swap_last_two(static_cast<float*>(a.out), out.get(), g.batch, s.plane, s.o);
+}
+
+void small_plane_backward_data(const ConvBackwardArgs& a) {
+  if (a.geo.channels_last) return nhwc_backward_data(a);
+  const ConvGeometry& g = a.geo;
+  const Sizes s(g);
+  const Transposed grad(a.grad_out, g.batch, s.o, s.plane), w(a.weight, s.o, s.c, s.ld / s.c);
+  const Transposed gx(g.batch * s.hw * s.c);
+  ConvBackwardArgs h = a;
+  h.geo = as_channels_last(g);
+  h.grad_out = grad.get();
+  h.weight = w.get();
+  h.grad_input = gx.get();
+  nhwc_backward_data(h);
+  swap_last_two(static_cast<float*>(a.grad_input), gx.get(), g.batch, s.hw, s.c);
+}
+
 void small_plane_weight_grad(const ConvBackwardArgs& a) {
-  if (a.geo.channels_last)
-    nhwc_weight_grad(a);
-  else
-    nchw_weight_grad(a);
+  if (a.geo.channels_last) return nhwc_weight_grad(a);
+  const ConvGeometry& g = a.geo;
+  const Sizes s(g);
+  const Transposed x(a.x, g.batch, s.c, s.hw), grad(a.grad_out, g.batch, s.o, s.plane);
+  const Transposed dw(s.o * s.ld);
+  ConvBackwardArgs h = a;
+  h.geo = as_channels_last(g);
+  h.x = x.get();
+  h.grad_out = grad.get();
+  h.grad_weight = dw.get();
+  nhwc_weight_grad(h);
+  swap_last_two(static_cast<float*>(a.grad_weight), dw.get(), s.o, s.ld / s.c, s.c);
 }
 
 }  // namespace ember::cpu

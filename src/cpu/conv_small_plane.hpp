@@ -7,18 +7,15 @@
 
 namespace ember::cpu {
 
-/// f32 2-D convolutions with one group onto at most 4 output positions an image: the weight's
-/// gradient is GEMMs (Note [Weight gradients of small output planes]).
+/// f32 2-D convolutions with one group onto at most 4 output positions an image: every pass
+/// is GEMMs over the windows' valid taps (Notes [Convolutions onto small planes] and [Weight
+/// gradients of small output planes]), in either layout.
 bool small_plane(const backend::ConvGeometry& g);
 
-/// small_plane and channels_last: the forward and the input's gradient are GEMMs too, over the
-/// window's valid taps only (Note [Convolutions onto small planes]).
-bool small_plane_products(const backend::ConvGeometry& g);
-
-/// The forward of a small_plane_products geometry.
+/// The forward of a small_plane geometry.
 void small_plane_forward(const backend::ConvForwardArgs& a);
 
-/// The input's gradient of a small_plane_products geometry.
+/// The input's gradient of a small_plane geometry.
 void small_plane_backward_data(const backend::ConvBackwardArgs& a);
 
 /// The weight's (and bias's) gradient of a small_plane geometry.
