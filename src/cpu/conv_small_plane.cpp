@@ -285,59 +285,68 @@ struct Transposed {
   FloatScratch buffer;
 };
 
-ConvGeometry as_channels_last(const ConvGeometry& g) {
-  ConvGeometry h = g;
-  h.channels_last = true;
-  return h;
-}
+// An NCHW convolution's operands in the NHWC order its products read (Note [Convolutions onto
+// small planes]): each [n, a, b] block transposed to [n, b, a], and back for the results.
+struct Nhwc {
+  explicit Nhwc(const ConvGeometry& g) : geo(g), s(g) { geo.channels_last = true; }
+  Transposed x(const void* p) const { return Transposed(p, geo.batch, s.c, s.hw); }
+  Transposed grad_out(const void* p) const { return Transposed(p, geo.batch, s.o, s.plane); }
+  Transposed weight(const void* p) const { return Transposed(p, s.o, s.c, s.ld / s.c); }
+  void out_back(void* out, const Transposed& t) const {
+    swap_last_two(static_cast<float*>(out), t.get(), geo.batch, s.plane, s.o);
+  }
+  void grad_input_back(void* gx, const Transposed& t) const {
+    swap_last_two(static_cast<float*>(gx), t.get(), geo.batch, s.hw, s.c);
+  }
+  void grad_weight_back(void* dw, const Transposed& t) const {
+    swap_last_two(static_cast<float*>(dw), t.get(), s.o, s.ld / s.c, s.c);
+  }
+  ConvGeometry geo;  // the geometry, channels_last
+  Sizes s;
+};
 
 }  // namespace
 
-// An NCHW geometry runs the NHWC products between transposes of its operands (Note
-// [Convolutions onto small planes]): the weight's costs one pass over it, as oneDNN's reorder did.
+// An NCHW geometry runs the NHWC products between transposes of its operands; the weight's
+// costs one pass over it, as oneDNN's reorder did.
 void small_plane_forward(const ConvForwardArgs& a) {
   if (a.geo.channels_last) return nhwc_forward(a);
-  const ConvGeometry& g = a.geo;
-  const Sizes s(g);
-  const Transposed x(a.x, g.batch, s.c, s.hw), w(a.weight, s.o, s.c, s.ld / s.c);
-  const Transposed out(g.batch * s.plane * s.o);
+  const Nhwc n(a.geo);
+  const Transposed x = n.x(a.x), w = n.weight(a.weight), out(a.geo.batch * n.s.plane * n.s.o);
   ConvForwardArgs h = a;
-  h.geo = as_channels_last(g);
+  h.geo = n.geo;
   h.x = x.get();
   h.weight = w.get();
   h.out = out.get();
   nhwc_forward(h);
-  swap_last_two(static_cast<float*>(a.out), out.get(), g.batch, s.plane, s.o);
+  n.out_back(a.out, out);
 }
 
 void small_plane_backward_data(const ConvBackwardArgs& a) {
   if (a.geo.channels_last) return nhwc_backward_data(a);
-  const ConvGeometry& g = a.geo;
-  const Sizes s(g);
-  const Transposed grad(a.grad_out, g.batch, s.o, s.plane), w(a.weight, s.o, s.c, s.ld / s.c);
-  const Transposed gx(g.batch * s.hw * s.c);
+  const Nhwc n(a.geo);
+  const Transposed grad = n.grad_out(a.grad_out), w = n.weight(a.weight);
+  const Transposed gx(a.geo.batch * n.s.hw * n.s.c);
   ConvBackwardArgs h = a;
-  h.geo = as_channels_last(g);
+  h.geo = n.geo;
   h.grad_out = grad.get();
   h.weight = w.get();
   h.grad_input = gx.get();
   nhwc_backward_data(h);
-  swap_last_two(static_cast<float*>(a.grad_input), gx.get(), g.batch, s.hw, s.c);
+  n.grad_input_back(a.grad_input, gx);
 }
 
 void small_plane_weight_grad(const ConvBackwardArgs& a) {
   if (a.geo.channels_last) return nhwc_weight_grad(a);
-  const ConvGeometry& g = a.geo;
-  const Sizes s(g);
-  const Transposed x(a.x, g.batch, s.c, s.hw), grad(a.grad_out, g.batch, s.o, s.plane);
-  const Transposed dw(s.o * s.ld);
+  const Nhwc n(a.geo);
+  const Transposed x = n.x(a.x), grad = n.grad_out(a.grad_out), dw(n.s.o * n.s.ld);
   ConvBackwardArgs h = a;
-  h.geo = as_channels_last(g);
+  h.geo = n.geo;
   h.x = x.get();
   h.grad_out = grad.get();
   h.grad_weight = dw.get();
   nhwc_weight_grad(h);
-  swap_last_two(static_cast<float*>(a.grad_weight), dw.get(), s.o, s.ld / s.c, s.c);
+  n.grad_weight_back(a.grad_weight, dw);
 }
 
 }  // namespace ember::cpu
