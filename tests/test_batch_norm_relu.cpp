@@ -131,6 +131,60 @@ TEST(BatchNormRelu, CudaMatchesTheCpu) {
   }
 }
 
+// Channels-last shapes that take the 16-byte packs of src/cuda/batch_norm.cu (Notes [Column
+// sums in packs] and [Channel affine in packs]): 64 channels over parts long enough for the
+// unrolled rows and a tail (33·32·32 rows), 320 channels over two column blocks whose second is
+// mostly past the last channel, 24 channels (a whole pack for f32 and f64, none for 16-bit
+// data), and a batch smaller than a block's rows; training with a residual and the ReLU gate.
+// The GPU against the CPU on the same values: the statistics (through the running buffers)
+// and the backward's sums (the weight and bias gradients) tightly, the 16-bit outputs and
+// input gradient within a rounding of their dtype.
+TEST(BatchNormRelu, CudaChannelsLastPacksMatchTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  struct Dims {
+    int64_t n, c, h, w;
+  };
+  for (const Dims s :
+       {Dims{33, 64, 32, 32}, Dims{8, 320, 32, 32}, Dims{4, 24, 20, 20}, Dims{2, 8, 3, 5}})
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " [" + std::to_string(s.n) + ", " +
+                   std::to_string(s.c) + ", " + std::to_string(s.h) + ", " + std::to_string(s.w) +
+                   "] channels_last");
+      const bool half = dtype == DType::bf16 || dtype == DType::f16;
+      const DType per_channel = half ? DType::f32 : dtype;
+      const auto run = [&](Device device) {
+        manual_seed(12);
+        const Shape shape{s.n, s.c, s.h, s.w};
+        Tensor x = (randn(shape) * 1.5f + 0.7f).to(dtype).to(device);
+        x = x.contiguous(MemoryFormat::channels_last).detach().requires_grad_(true);
+        const Tensor r = randn(shape).to(dtype).to(device).contiguous(MemoryFormat::channels_last);
+        Tensor w = (randn({s.c}) * 0.5f + 1.0f).to(per_channel).to(device).detach();
+        Tensor b = randn({s.c}).to(per_channel).to(device).detach();
+        w.requires_grad_(true);
+        b.requires_grad_(true);
+        Tensor rm = zeros({s.c}, {.dtype = per_channel}).to(device);
+        Tensor rv = ones({s.c}, {.dtype = per_channel}).to(device);
+        const Tensor y = batch_norm_relu(x, rm, rv, w, b, true, 0.5, 1e-5, r);
+        sum(mul(y, randn(shape).to(dtype).to(device))).backward();
+        const auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::f64); };
+        return BnRun{host(y),  host(x.grad()), host(w.grad()), host(b.grad()),
+                     Tensor(), host(rm),       host(rv)};
+      };
+      const BnRun g = run(Device::cuda(0)), h = run(Device::cpu());
+      const double sums = dtype == DType::f64 ? 1e-12 : half ? 1e-4 : 1e-5;
+      const double data = dtype == DType::f64    ? 1e-12
+                          : dtype == DType::bf16 ? 1e-2
+                          : dtype == DType::f16  ? 2e-3
+                                                 : 1e-4;
+      ember_test::expect_close(g.running_mean, h.running_mean, sums, sums, "running mean");
+      ember_test::expect_close(g.running_var, h.running_var, sums, sums, "running var");
+      ember_test::expect_close(g.gw, h.gw, sums, sums, "weight gradient");
+      ember_test::expect_close(g.gb, h.gb, sums, sums, "bias gradient");
+      ember_test::expect_close(g.y, h.y, data, data, "output");
+      ember_test::expect_close(g.gx, h.gx, data, data, "input gradient");
+    }
+}
+
 TEST(BatchNormRelu, F64GradientsMatchFiniteDifferences) {
   manual_seed(5);
   for (const bool training : {true, false}) {

@@ -214,28 +214,37 @@ struct AffineOperands {
   bool relu;
 };
 
-// One element of channel ch: kernels::channel_affine_element in P (16-bit data widened
-// exactly), rounded to T; av, gv, bv, rv are the element's a, gate, b and residual (read only
-// where the operand is present).
+// One element: kernels::channel_affine_element in P (16-bit data widened exactly), rounded to
+// T; av, gv, bv, rv are the element's a, gate, b and residual (read only where the operand is
+// present), sa, sb, sh its channel's scale_a, scale_b and shift (sb and sh 0 where absent).
 template <typename T, typename P>
-__device__ inline T affine_element(const AffineOperands<T, P>& f, T av, T gv, T bv, T rv,
-                                   uint32_t ch) {
+__device__ inline T affine_element(const AffineOperands<T, P>& f, T av, T gv, T bv, T rv, P sa,
+                                   P sb, P sh) {
   P a = cast<P>(av);
   if (f.gate) a = kernels::gated(a, cast<P>(gv));
-  return kernels::channel_affine_element<T, P>(
-      a, f.sa[ch], f.b != nullptr, f.b ? cast<P>(bv) : P(0), f.b ? f.sb[ch] : P(0),
-      f.shift ? f.shift[ch] : P(0), f.res != nullptr, f.res ? cast<P>(rv) : P(0), f.relu,
-      [](P v) { return cast<T>(v); });
+  return kernels::channel_affine_element<T, P>(a, sa, f.b != nullptr, f.b ? cast<P>(bv) : P(0), sb,
+                                               sh, f.res != nullptr, f.res ? cast<P>(rv) : P(0),
+                                               f.relu, [](P v) { return cast<T>(v); });
+}
+
+// Channel ch's scale_a, scale_b and shift (0 where absent).
+template <typename T, typename P>
+__device__ inline void channel_values(const AffineOperands<T, P>& f, uint32_t ch, P& sa, P& sb,
+                                      P& sh) {
+  sa = f.sa[ch];
+  sb = f.b ? f.sb[ch] : P(0);
+  sh = f.shift ? f.shift[ch] : P(0);
 }
 
 template <typename T, typename P>
 __global__ void affine_kernel(AffineOperands<T, P> f, int64_t total, int64_t s, int64_t c) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const auto ch = static_cast<uint32_t>((e / s) % c);
+    P sa, sb, sh;
+    channel_values(f, static_cast<uint32_t>((e / s) % c), sa, sb, sh);
     const T av = f.a[e];
     f.out[e] = affine_element<T, P>(f, av, f.gate ? f.gate[e] : av, f.b ? f.b[e] : av,
-                                    f.res ? f.res[e] : av, ch);
+                                    f.res ? f.res[e] : av, sa, sb, sh);
   }
 }
 
@@ -249,7 +258,8 @@ __global__ void affine_kernel(AffineOperands<T, P> f, int64_t total, int64_t s, 
 // kernel adds the parts (32 thread rows per column, then in order: deterministic, no atomics). The
 // statistics come from Σx and Σx² in f64 (one pass: the f64 sums keep E[x²] - E[x]² accurate far
 // beyond f32 data's precision); the backward's sums are Σg and Σg·(x - mean), as the [N, C, S]
-// kernels'.
+// kernels'. Where C allows, a thread takes a 16-byte pack of channels (Note [Column sums in
+// packs]).
 constexpr int kColX = 32, kColY = 16, kColUnroll = 4, kMergeY = 32;
 
 enum class ColumnSums { stats, backward };
@@ -340,25 +350,122 @@ __global__ void __launch_bounds__(kColX* kMergeY)
   }
 }
 
-// Both kernels over [rows, c] (row-major) into out0, out1 [c]. The parts: enough blocks to fill
-// the device several times over (at most 2048 in all), at least kColY·kColUnroll rows each.
+// Note [Column sums in packs]
+// With 2-byte elements a thread of columns_kernel reads 2 bytes a load: on an H100 ResNet-50's
+// bf16 batch norms ran their statistics at 1.0-1.6 TB/s and their backward sums at 0.9-1.5
+// (a micro benchmark over its nine shapes, 2026-12-07: 495 and 1,442 µs for one of each). When
+// C is a multiple of a 16-byte pack of T (V elements) and the data is 16-byte aligned, a thread
+// takes V adjacent channels instead: 16-byte loads, kPackUnroll rows of every operand loaded
+// before any is added, each term still in f64 (the terms computed in f32 measured no faster).
+// A block of kPackThreads threads is bx = min(32, C/V) packs wide and by = kPackThreads/bx rows
+// tall, and about kPackBlocks blocks share the rows (a fixed count, so the grouping of the sums
+// depends on the shape alone, never on the device): with 4 or 8 times as many blocks each
+// channel's parts took longer to merge than they saved, and the sums ran 10-40 % slower.
+// Thread rows are added in order through shared memory, the parts by columns_merge_kernel:
+// deterministic. The same benchmark: 293 and 749 µs (stats 1.9-2.7 TB/s on the large shapes,
+// backward sums 2.5-2.9), the f64 results within 1e-15 of the element kernel's.
+constexpr int kPackThreads = 256, kPackUnroll = 4, kPackBlocks = 256;
+
+// Pack `idx` of V elements of T at p (a 64-bit index).
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> pack_at(const T* p, int64_t idx) {
+  return reinterpret_cast<const Pack<T, V>*>(p)[idx];
+}
+
+template <typename T, typename P, ColumnSums kKind, int V>
+__global__ void __launch_bounds__(kPackThreads)
+    columns_pack_kernel(double* __restrict partial, const T* __restrict a, const T* __restrict x,
+                        const P* __restrict mean, const T* __restrict gate, int64_t rows, int64_t c,
+                        int64_t per_part) {
+  __shared__ double sums[kPackThreads * V];
+  const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t cp = c / V, jp = static_cast<int64_t>(blockIdx.x) * bx + tx;
+  const int64_t p = blockIdx.y, r0 = p * per_part, r1 = min(rows, r0 + per_part);
+  double s0[V], s1[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) s0[k] = s1[k] = 0.0;
+  if (jp < cp) {
+    P mu[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) mu[k] = kKind == ColumnSums::backward ? mean[jp * V + k] : P(0);
+    const auto add = [&](const Pack<T, V>& pa, const Pack<T, V>& px, const Pack<T, V>& pg) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const double v = gate ? kernels::gated(wide(pa.v[k]), wide(pg.v[k])) : wide(pa.v[k]);
+        s0[k] += v;
+        if constexpr (kKind == ColumnSums::stats)
+          s1[k] += v * v;
+        else
+          s1[k] += v * (wide(px.v[k]) - static_cast<double>(mu[k]));
+      }
+    };
+    int64_t r = r0 + ty;
+    for (; r + (kPackUnroll - 1) * by < r1; r += kPackUnroll * by) {
+      Pack<T, V> pa[kPackUnroll], px[kPackUnroll], pg[kPackUnroll];
+#pragma unroll
+      for (int u = 0; u < kPackUnroll; ++u) {
+        const int64_t idx = (r + u * by) * cp + jp;
+        pa[u] = pack_at<T, V>(a, idx);
+        px[u] = kKind == ColumnSums::backward ? pack_at<T, V>(x, idx) : pa[u];
+        pg[u] = gate ? pack_at<T, V>(gate, idx) : pa[u];
+      }
+#pragma unroll
+      for (int u = 0; u < kPackUnroll; ++u) add(pa[u], px[u], pg[u]);
+    }
+    for (; r < r1; r += by) {
+      const int64_t idx = r * cp + jp;
+      const Pack<T, V> pa = pack_at<T, V>(a, idx);
+      add(pa, kKind == ColumnSums::backward ? pack_at<T, V>(x, idx) : pa,
+          gate ? pack_at<T, V>(gate, idx) : pa);
+    }
+  }
+  // The block's thread rows in order, one sum at a time: a thread a column of bx·V.
+  const int w = bx * V, t = ty * bx + tx;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * w + t;
+  for (int which = 0; which < 2; ++which) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[ty * w + tx * V + k] = which == 0 ? s0[k] : s1[k];
+    __syncthreads();
+    if (t < w && j < c) {
+      double total = 0.0;
+      for (int y = 0; y < by; ++y) total += sums[y * w + t];
+      partial[(p * 2 + which) * c + j] = total;
+    }
+    __syncthreads();
+  }
+}
+
+// The column sums over [rows, c] (row-major) into out0, out1 [c]: in packs where Note [Column
+// sums in packs] applies, else columns_kernel with enough blocks to fill the device several
+// times over (at most 2048 in all), at least kColY·kColUnroll rows each; then the merge.
 template <typename T, typename P, ColumnSums kKind>
 void column_sums(int device, P* out0, P* out1, const T* a, const T* x, const P* mean, const T* gate,
                  int64_t rows, int64_t c) {
   const cudaStream_t st = stream(device);
-  const int64_t col_blocks = (c + kColX - 1) / kColX;
+  constexpr int kV = static_cast<int>(16 / sizeof(T));
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool packs = c % kV == 0 && aligned(a) && aligned(x) && aligned(gate);
+  const int bx = packs ? static_cast<int>(std::min<int64_t>(32, c / kV)) : kColX;
+  const int by = packs ? kPackThreads / bx : kColY;
+  const int64_t col_blocks = packs ? (c / kV + bx - 1) / bx : (c + kColX - 1) / kColX;
   const int64_t parts =
-      std::clamp<int64_t>(rows / (kColY * kColUnroll), 1, std::max<int64_t>(1, 2048 / col_blocks));
+      packs ? std::clamp<int64_t>(kPackBlocks / col_blocks, 1, std::max<int64_t>(1, rows / by))
+            : std::clamp<int64_t>(rows / (kColY * kColUnroll), 1,
+                                  std::max<int64_t>(1, 2048 / col_blocks));
   const int64_t per_part = (rows + parts - 1) / parts;
   Scratch partial(device, static_cast<size_t>(parts * 2 * c) * sizeof(double));
   auto* part = static_cast<double*>(partial.get());
-  columns_kernel<T, P, kKind>
-      <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts)), dim3(kColX, kColY),
-         0, st>>>(part, a, x, mean, gate, rows, c, per_part);
+  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(parts));
+  if (packs)
+    columns_pack_kernel<T, P, kKind, kV>
+        <<<grid, dim3(bx, by), 0, st>>>(part, a, x, mean, gate, rows, c, per_part);
+  else
+    columns_kernel<T, P, kKind>
+        <<<grid, dim3(kColX, kColY), 0, st>>>(part, a, x, mean, gate, rows, c, per_part);
   EMBER_CUDA_LAUNCH_CHECK();
   columns_merge_kernel<P, kKind>
-      <<<static_cast<unsigned>(col_blocks), dim3(kColX, kMergeY), 0, st>>>(out0, out1, part, parts,
-                                                                           c, rows);
+      <<<static_cast<unsigned>((c + kColX - 1) / kColX), dim3(kColX, kMergeY), 0, st>>>(
+          out0, out1, part, parts, c, rows);
   EMBER_CUDA_LAUNCH_CHECK();
 }
 
@@ -476,10 +583,15 @@ void batch_norm_backward_reduce(const View& sum_g, const View& sum_gx, const Vie
 // 32-bit division per pack. Otherwise the element kernel above runs. Both compute each element
 // alike (same operations, same rounding), so the two give the same bits. ResNet-50's step
 // (bf16, channels_last, batch 128) spent 13.1 ms of its 45.7 on the element kernel on an H100.
+// Channels innermost, a pack's V channels also take their scale and shift as packs of P (two
+// 16-byte loads for f32 values of 16-bit data, when those are aligned to a whole pack) instead
+// of 3·V scalar loads: ResNet-50's affines went from 1.9-2.9 TB/s to 2.7-3.1 on an H100 (the
+// micro benchmark of Note [Column sums in packs]; wider C gained most).
 template <typename T, typename P, int V, bool kInner>
 __global__ void __launch_bounds__(kBlock)
     affine_pack_kernel(AffineOperands<T, P> f, uint32_t packs, uint32_t per, uint32_t c) {
-  // kInner: per = C / V (packs in a row of channels); else per = S / V (packs in a plane).
+  // kInner: per = C / V (packs in a row of channels), the pack's V channels' values loaded as
+  // packs of P too; else per = S / V (packs in a plane), one channel a pack.
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += gridDim.x * blockDim.x) {
     const Pack<T, V> ra = load_pack<T, V>(f.a, static_cast<int>(i));
     Pack<T, V> rg = ra, rb = ra, rr = ra;
@@ -487,10 +599,22 @@ __global__ void __launch_bounds__(kBlock)
     if (f.b) rb = load_pack<T, V>(f.b, static_cast<int>(i));
     if (f.res) rr = load_pack<T, V>(f.res, static_cast<int>(i));
     Pack<T, V> o;
-    const uint32_t c0 = kInner ? (i % per) * V : (i / per) % c;
+    if constexpr (kInner) {
+      const int at = static_cast<int>(i % per);
+      const Pack<P, V> sa = load_pack<P, V>(f.sa, at);
+      const Pack<P, V> sb = f.b ? load_pack<P, V>(f.sb, at) : filled<P, V>(P(0));
+      const Pack<P, V> sh = f.shift ? load_pack<P, V>(f.shift, at) : filled<P, V>(P(0));
 #pragma unroll
-    for (int k = 0; k < V; ++k)
-      o.v[k] = affine_element<T, P>(f, ra.v[k], rg.v[k], rb.v[k], rr.v[k], kInner ? c0 + k : c0);
+      for (int k = 0; k < V; ++k)
+        o.v[k] =
+            affine_element<T, P>(f, ra.v[k], rg.v[k], rb.v[k], rr.v[k], sa.v[k], sb.v[k], sh.v[k]);
+    } else {
+      P sa, sb, sh;
+      channel_values(f, (i / per) % c, sa, sb, sh);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        o.v[k] = affine_element<T, P>(f, ra.v[k], rg.v[k], rb.v[k], rr.v[k], sa, sb, sh);
+    }
     store_pack<T, V>(f.out, static_cast<int>(i), o);
   }
 }
@@ -516,7 +640,13 @@ void channel_affine(const backend::ChannelAffine& args) {
                                  args.relu};
     constexpr int kV = static_cast<int>(16 / sizeof(T));
     const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-    const bool inner = d.s == 1 && d.c % kV == 0, planes = d.s % kV == 0;
+    // the channels-innermost packs load V per-channel values of P at a time too
+    const auto channel_aligned = [](const void* q) {
+      return reinterpret_cast<uintptr_t>(q) % (sizeof(P) * kV) == 0;
+    };
+    const bool inner = d.s == 1 && d.c % kV == 0 && channel_aligned(f.sa) &&
+                       channel_aligned(f.sb) && channel_aligned(f.shift);
+    const bool planes = d.s % kV == 0;
     const int64_t packs = total / kV;
     if ((inner || planes) && packs <= std::numeric_limits<int32_t>::max() && aligned(f.out) &&
         aligned(f.a) && aligned(f.gate) && aligned(f.b) && aligned(f.res)) {

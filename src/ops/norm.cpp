@@ -29,7 +29,7 @@ using autograd::SavedTensor;
 namespace {
 
 // The [N, C, S] view of a contiguous tensor with at least 2 dims; a channels_last one is
-// [N·S, C, 1] (Note [Batch norm with the channels innermost] in src/cuda/norm.cu): the same
+// [N·S, C, 1] (Note [Batch norm with the channels innermost] in src/cuda/batch_norm.cu): the same
 // per-channel walk with the channels innermost.
 backend::View nc3(const Tensor& t, MemoryFormat format = MemoryFormat::contiguous) {
   const int64_t n = t.shape()[0], c = t.shape()[1];
