@@ -79,8 +79,8 @@ double run_dot_dev(const T* __restrict g, const T* __restrict x, int64_t s, doub
 }
 
 // Note [Batch norm with the channels innermost] (src/cuda/batch_norm.cu): S = 1 ([rows, C]
-// row-major: a channels_last tensor, or BatchNorm1d's [N, C]) walks rows, not channels. Blocks of rows
-// add their f64 column sums apart (row(acc, r) adds row r's kSums terms into acc[k·C + j]) and
+// row-major: a channels_last tensor, or BatchNorm1d's [N, C]) walks rows, not channels. Blocks of
+// rows add their f64 column sums apart (row(acc, r) adds row r's kSums terms into acc[k·C + j]) and
 // the blocks are added in order: the same result for every thread count.
 template <int kSums, typename Row>
 std::vector<double> column_sums(int64_t rows, int64_t c, Row&& row) {
