@@ -120,6 +120,55 @@ ConvFn conv2d_fn(Size2d stride, Size2d padding, Size2d dilation, int64_t groups)
   };
 }
 
+// Note [A convolution's input gradient added where it lands] (src/ops/conv_library.cpp): a
+// residual block relu(batch_norm(conv(x)) + x), whose input's gradient is the shortcut's (it
+// arrives first) plus the convolution's. x's gradient with the library on or off (im2col),
+// and the calls of the engine's `add` in the backward (the separate pass the library's
+// accumulation saves).
+struct JoinRun {
+  Tensor gx;
+  int64_t backward_adds = 0;
+  ConvBackend backend = ConvBackend::none;
+};
+
+JoinRun run_join(bool library, Device device, DType dtype, MemoryFormat format) {
+  set_conv_library(library);
+  Tensor x = seeded_randn({4, 16, 10, 10}, 160).to(device).to(dtype).contiguous(format).detach();
+  x.requires_grad_(true);
+  const Tensor w = (seeded_randn({16, 16, 3, 3}, 161) * 0.2f).to(device).to(dtype);
+  const Tensor r = seeded_randn({4, 16, 10, 10}, 162).to(device).to(dtype).contiguous(format);
+  const TensorOptions f32{.dtype = DType::f32, .device = device};
+  const Tensor rm = zeros({16}, f32), rv = ones({16}, f32);
+  const Tensor y = conv2d(x, w.contiguous(format), Tensor(), 1, 1);
+  JoinRun run;
+  run.backend = conv_last_backend();
+  const Tensor out = batch_norm_relu(y, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, x);
+  const Tensor loss = sum(mul(out, r));
+  Profiler prof;
+  loss.backward();
+  prof.stop();
+  for (const ProfileRow& row : prof.rows())
+    if (row.name == "add" && row.phase == ProfilePhase::backward) run.backward_adds += row.calls;
+  set_conv_library(true);
+  run.gx = x.grad().to(Device::cpu()).to(DType::f32);
+  return run;
+}
+
+// On the CPU oneDNN's backward data cannot add into its output: the node adds, and x's
+// gradient is the im2col route's.
+TEST(ConvLibrary, InputGradientJoinsTheShortcutsWhenTheSlotDeclines) {
+  SKIP_WITHOUT_ONEDNN();
+  for (const MemoryFormat format : {MemoryFormat::channels_last, MemoryFormat::contiguous}) {
+    SCOPED_TRACE(format == MemoryFormat::channels_last ? "channels_last" : "contiguous");
+    const JoinRun lib = run_join(true, Device::cpu(), DType::f32, format);
+    const JoinRun ref = run_join(false, Device::cpu(), DType::f32, format);
+    ASSERT_EQ(lib.backend, ConvBackend::onednn);
+    ASSERT_EQ(ref.backend, ConvBackend::im2col);
+    EXPECT_GE(ref.backward_adds, 1) << "the block's input gets two gradients";
+    expect_close(lib.gx, ref.gx, kF32, "x's gradient");
+  }
+}
+
 TEST(ConvLibrary, StatusNamesOneDnnAndItsCache) {
   SKIP_WITHOUT_ONEDNN();
   const std::string s = conv_library_status();
@@ -550,6 +599,26 @@ TEST(CudaConvLibrary, AutomaticModeKeepsPreciseF32OnIm2col) {
   set_cudnn_convolutions(CudnnConvolutions::always);
   conv2d(x, w, Tensor(), 1, 1);
   EXPECT_EQ(conv_last_backend(), ConvBackend::cudnn) << conv_fallback_reason();
+}
+
+// On a GPU cuDNN's backward data adds the convolution's gradient into the shortcut's (beta 1):
+// no `add` of the engine in the backward, and x's gradient is the im2col route's within the
+// dtype's rounding, channels_last and NCHW, f32 (cuDNN always) and bf16.
+TEST(CudaConvLibrary, InputGradientAddedIntoTheShortcuts) {
+  SKIP_WITHOUT_CUDA_OR_FAIL_WITHOUT_CUDNN();
+  const ember_test::CudnnConvolutionsScope cudnn(true);
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const MemoryFormat format : {MemoryFormat::channels_last, MemoryFormat::contiguous}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) +
+                   (format == MemoryFormat::channels_last ? " channels_last" : " contiguous"));
+      const JoinRun lib = run_join(true, kGpu, dtype, format);
+      const JoinRun ref = run_join(false, kGpu, dtype, format);
+      ASSERT_EQ(lib.backend, ConvBackend::cudnn) << conv_fallback_reason();
+      ASSERT_EQ(ref.backend, ConvBackend::im2col);
+      EXPECT_GE(ref.backward_adds, 1) << "the block's input gets two gradients";
+      EXPECT_EQ(lib.backward_adds, 0) << "cuDNN's backward data did not add into the shortcut's";
+      expect_close(lib.gx, ref.gx, dtype == DType::bf16 ? kCudnnBf16 : kCudnnF32, "x's gradient");
+    }
 }
 
 TEST(CudaConvLibrary, Conv2dPaddedWithBiasF32) {

@@ -150,9 +150,13 @@ void AccumulateGrad::apply(const Tensor& grad_out, GradList&) {
 // tensor's only one (impl_ptr is a reference, so 1; add hands one tensor to both its inputs,
 // and another node may still have to read this very buffer), no view shares its storage, and
 // it is contiguous and of `shape`.
+// Only this handle sees p's values, laid out densely (row-major or channels-last: the node
+// checks the layout it writes), with the edge's shape.
 static bool sole_owner(const Tensor& p, const Shape& shape) {
   return detail::TensorAccess::impl_ptr(p).use_count() == 1 && p.storage().use_count() == 1 &&
-         p.is_contiguous() && p.shape() == shape;
+         (p.is_contiguous() || p.is_contiguous(MemoryFormat::channels_last) ||
+          p.is_contiguous(MemoryFormat::channels_last_3d)) &&
+         p.shape() == shape;
 }
 
 static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& g,
@@ -180,9 +184,11 @@ static void accumulate_slice(const SliceNode& s, Tensor& pending, const Tensor& 
 // whose kernel can add into its output instead (LayerNorm's backward, a GEMM with beta 1)
 // sets bit i of Node::accumulates; before apply(), the engine then hands it edge i's pending
 // gradient in grad_inputs[i] when nothing else can see that buffer (its only handle is the
-// pending one, no view shares its storage, contiguous, of the edge's shape), and apply()
-// returns in grad_inputs[i] that gradient plus its own (autograd::accumulate when its kernel
-// cannot). Values are the plain sum's up to the order of the two addends.
+// pending one, no view shares its storage, dense row-major or channels-last, of the edge's
+// shape), and apply() returns in grad_inputs[i] that gradient plus its own
+// (autograd::accumulate when its kernel cannot, or the buffer is not in the layout its kernel
+// writes). Values are the plain sum's up to the order of the two addends (and, where a kernel
+// adds in its own accumulator, one rounding fewer).
 static void hand_over_pending(Node& n, GradList& gi) {
   for (size_t i = 0; i < n.edges.size() && i < 32; ++i) {
     if (!(n.accumulates & (1u << i)) || !n.edges[i].node) continue;

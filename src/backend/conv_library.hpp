@@ -65,7 +65,9 @@ struct ConvForwardArgs {
 
 /// backward_data: grad_input = conv's input gradient from grad_out and weight.
 /// backward_filter: grad_weight (and grad_bias = grad_out summed over N and out..., when
-/// non-null) from grad_out and x. Outputs are overwritten.
+/// non-null) from grad_out and x. Outputs are overwritten, except that backward_data with
+/// `accumulate` adds its gradient into grad_input's values (a slot that cannot declines it;
+/// Note [A convolution's input gradient added where it lands] in src/ops/conv_library.cpp).
 struct ConvBackwardArgs {
   ConvGeometry geo;
   const void* grad_out = nullptr;  // [N, O, out...]
@@ -74,6 +76,7 @@ struct ConvBackwardArgs {
   void* grad_input = nullptr;      // data
   void* grad_weight = nullptr;     // filter
   void* grad_bias = nullptr;       // filter, optional
+  bool accumulate = false;         // data: grad_input += instead of =
 };
 
 /// What a library slot did: handled, or declined with the reason (nothing written then):

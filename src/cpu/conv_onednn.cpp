@@ -374,6 +374,8 @@ ConvLibraryStatus conv_library_forward(const ConvForwardArgs& a) {
 ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
   const ConvGeometry& g = a.geo;
   if (std::string why = precheck(g); !why.empty()) return ConvLibraryStatus::declined(why);
+  if (a.accumulate)
+    return ConvLibraryStatus::declined("oneDNN's backward data overwrites its output (no sum)");
   if (small_plane(g)) {  // Note [Convolutions onto small planes]
     small_plane_backward_data(a);
     return ConvLibraryStatus::done();

@@ -178,7 +178,7 @@ class Graph {
   // One convolution operation of `kind`: (a, b) -> out are (x, w) -> y, (dy, w) -> dx or
   // (x, dy) -> dw.
   void convolution_op(Kind kind, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t a,
-                      cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out) {
+                      cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t out, float beta = 0.0f) {
     struct Attrs {
       cudnnBackendDescriptorType_t type;
       cudnnBackendAttributeName_t alpha, beta, desc, a, b, out;
@@ -206,7 +206,7 @@ class Graph {
     };
     const Attrs& at = kAttrs[static_cast<int>(kind)];
     auto op = std::make_unique<Desc>(at.type);
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f;
     set(op->get(), at.alpha, CUDNN_TYPE_FLOAT, 1, &alpha, "conv alpha");
     set(op->get(), at.beta, CUDNN_TYPE_FLOAT, 1, &beta, "conv beta");
     set_desc(op->get(), at.desc, conv, "conv desc");
@@ -257,13 +257,16 @@ class Graph {
   int64_t next_virtual_ = kFirstVirtual;
 };
 
-// Note [The convolution graphs]; fused: the forward with bias (and ReLU) in the graph.
-void build(Graph& gr, Kind kind, const ConvGeometry& g, bool fused_bias, bool fused_relu) {
+// Note [The convolution graphs]; fused: the forward with bias (and ReLU) in the graph;
+// accumulate: the backward data adds into dx (beta 1).
+void build(Graph& gr, Kind kind, const ConvGeometry& g, bool fused_bias, bool fused_relu,
+           bool accumulate) {
   const Layout l = layout_of(g);
   const cudnnDataType_t io = io_type(g.dtype);
   cudnnBackendDescriptor_t conv = gr.convolution(l);
   auto x = gr.tensor(kX, io, l.x), w = gr.tensor(kW, io, l.w), y = gr.tensor(kY, io, l.y);
-  if (kind == Kind::backward_data) return gr.convolution_op(kind, conv, y, w, x);
+  if (kind == Kind::backward_data)
+    return gr.convolution_op(kind, conv, y, w, x, accumulate ? 1.0f : 0.0f);
   if (kind == Kind::backward_filter) return gr.convolution_op(kind, conv, x, y, w);
   if (!fused_bias && !fused_relu) return gr.convolution_op(kind, conv, x, w, y);
   cudnnBackendDescriptor_t v = gr.virt(l.y);
@@ -405,27 +408,29 @@ Cache& cache() {
   return *c;
 }
 
-std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu,
+std::vector<int64_t> key_of(Kind kind, const ConvGeometry& g, bool bias, bool relu, bool accumulate,
                             int64_t alignment, bool det, bool timed) {
   std::vector<int64_t> k = backend::key_of(g);
-  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, alignment, det, timed,
+  k.insert(k.end(), {static_cast<int64_t>(kind), bias, relu, accumulate, alignment, det, timed,
                      g.dtype == DType::f32 && ember::detail::allow_tf32()});
   return k;
 }
 
-// The cached plan (built on first use); null with *why when no engine runs the graph.
+// The cached plan (built on first use); null with *why when no engine runs the graph. An
+// accumulating plan is never timed (its trial runs would add into the caller's dx).
 Plan* plan_for(Kind kind, const ConvGeometry& g, bool bias, bool relu, int64_t alignment,
-               std::string* why) {
+               std::string* why, bool accumulate = false) {
   Cache& c = cache();
   const bool det = !nondeterministic_engines_allowed();
-  const bool timed = autotune_level() > 0 && !ember::deterministic();
+  const bool timed = autotune_level() > 0 && !ember::deterministic() && !accumulate;
   std::lock_guard<std::mutex> lock(c.mutex);
-  std::unique_ptr<Plan>& slot = c.plans[key_of(kind, g, bias, relu, alignment, det, timed)];
+  std::unique_ptr<Plan>& slot =
+      c.plans[key_of(kind, g, bias, relu, accumulate, alignment, det, timed)];
   if (!slot) {
     slot = std::make_unique<Plan>();
     try {
       Graph gr(alignment, g.channels_last);
-      build(gr, kind, g, bias, relu);
+      build(gr, kind, g, bias, relu, accumulate);
       // Note [One cuDNN handle, one thread at a time]
       std::lock_guard<std::mutex> lock(cudnn::handle_mutex(g.device));
       make_plan(*slot, gr, handle(g.device), g.dtype, det, timed);
@@ -561,8 +566,10 @@ ConvLibraryStatus conv_library_backward_data(const ConvBackwardArgs& a) {
   if (std::string why = precheck(g); !why.empty()) return declined(g, why);
   std::string why;
   Plan* p = plan_for(Kind::backward_data, g, false, false,
-                     alignment_of({a.grad_out, a.weight, a.grad_input}), &why);
-  if (!p) return declined(g, why);
+                     alignment_of({a.grad_out, a.weight, a.grad_input}), &why, a.accumulate);
+  // An accumulating graph no engine takes leaves the convolution on cuDNN (the op runs the
+  // plain one and adds): not a fallback for conv_fallback_reason to report.
+  if (!p) return a.accumulate ? ConvLibraryStatus::declined(why) : declined(g, why);
   try {
     execute(g, *p, {kX, kW, kY},
             {a.grad_input, const_cast<void*>(a.weight), const_cast<void*>(a.grad_out)});

@@ -329,7 +329,8 @@ struct GradX {
 };
 GradX grad_x_of(const GradList& gi, const Tensor& xs, bool nx) {
   if (!nx) return {};
-  if (gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device())
+  if (gi[0].defined() && gi[0].dtype() == xs.dtype() && gi[0].device() == xs.device() &&
+      gi[0].is_contiguous())
     return {gi[0], true};
   return {ops::make_tensor(xs.shape(), xs.dtype(), xs.device()), false};
 }
