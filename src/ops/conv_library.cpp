@@ -200,7 +200,7 @@ void record_library_backward(const ConvLibraryCall& c, Tensor& out, ConvFallback
         // x's pending gradient, when the engine handed it over (accumulates)
         Tensor pending = std::move(gi[0]);
         gi[0] = Tensor();
-        if (need_x && pending.defined() && pending.dtype() == gc.dtype() &&
+        if (need_x && !transposed && pending.defined() && pending.dtype() == gc.dtype() &&
             pending.device() == gc.device() && pending.is_contiguous(format)) {
           backend::ConvBackwardArgs b = backward_args(geo, gc);
           b.weight = ws.data_ptr();
