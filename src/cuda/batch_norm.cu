@@ -264,16 +264,26 @@ constexpr int kColX = 32, kColY = 16, kColUnroll = 4, kMergeY = 32;
 
 enum class ColumnSums { stats, backward };
 
-// The terms of one element: (x, x²) for the statistics, (g, g·(x - mean)) for the backward.
+// The terms of one element, added in f64: (x, x²) for the statistics, (g, g·(x - mean)) for
+// the backward; av the summed operand, xv the backward's x, gv the gate (read when gated).
 template <typename T, ColumnSums kKind>
-__device__ inline void column_terms(double& s0, double& s1, const T* a, const T* x, const T* gate,
-                                    int64_t at, double mu) {
-  const double v = gate ? kernels::gated(wide(a[at]), wide(gate[at])) : wide(a[at]);
+__device__ inline void column_terms(double& s0, double& s1, T av, T xv, T gv, bool gated,
+                                    double mu) {
+  const double v = gated ? kernels::gated(wide(av), wide(gv)) : wide(av);
   s0 += v;
   if constexpr (kKind == ColumnSums::stats)
     s1 += v * v;
   else
-    s1 += v * (wide(x[at]) - mu);
+    s1 += v * (wide(xv) - mu);
+}
+
+// column_terms of element `at` of the operands (x only for the backward, gate when non-null).
+template <typename T, ColumnSums kKind>
+__device__ inline void element_terms(double& s0, double& s1, const T* a, const T* x, const T* gate,
+                                     int64_t at, double mu) {
+  const T av = a[at];
+  column_terms<T, kKind>(s0, s1, av, kKind == ColumnSums::backward ? x[at] : av,
+                         gate ? gate[at] : av, gate != nullptr, mu);
 }
 
 // Rows of a part are dealt to the kColY thread rows kColUnroll at a time (independent loads in
@@ -294,9 +304,9 @@ __global__ void __launch_bounds__(kColX* kColY)
     for (; r + (kColUnroll - 1) * kColY < r1; r += kColUnroll * kColY) {
 #pragma unroll
       for (int u = 0; u < kColUnroll; ++u)
-        column_terms<T, kKind>(s0[u], s1[u], a, x, gate, (r + u * kColY) * c + j, mu);
+        element_terms<T, kKind>(s0[u], s1[u], a, x, gate, (r + u * kColY) * c + j, mu);
     }
-    for (; r < r1; r += kColY) column_terms<T, kKind>(s0[0], s1[0], a, x, gate, r * c + j, mu);
+    for (; r < r1; r += kColY) element_terms<T, kKind>(s0[0], s1[0], a, x, gate, r * c + j, mu);
   }
   double t0 = 0.0, t1 = 0.0;
 #pragma unroll
@@ -391,14 +401,9 @@ __global__ void __launch_bounds__(kPackThreads)
     for (int k = 0; k < V; ++k) mu[k] = kKind == ColumnSums::backward ? mean[jp * V + k] : P(0);
     const auto add = [&](const Pack<T, V>& pa, const Pack<T, V>& px, const Pack<T, V>& pg) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const double v = gate ? kernels::gated(wide(pa.v[k]), wide(pg.v[k])) : wide(pa.v[k]);
-        s0[k] += v;
-        if constexpr (kKind == ColumnSums::stats)
-          s1[k] += v * v;
-        else
-          s1[k] += v * (wide(px.v[k]) - static_cast<double>(mu[k]));
-      }
+      for (int k = 0; k < V; ++k)
+        column_terms<T, kKind>(s0[k], s1[k], pa.v[k], px.v[k], pg.v[k], gate != nullptr,
+                               static_cast<double>(mu[k]));
     };
     int64_t r = r0 + ty;
     for (; r + (kPackUnroll - 1) * by < r1; r += kPackUnroll * by) {
