@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ember/ember.hpp"
+#include "error_of.hpp"
 
 namespace {
 
@@ -84,6 +85,20 @@ TEST(Factories, ArangeLinspace) {
   expect_floats_equal(linspace(2, 7, 1), {2}, "linspace steps=1");
   Tensor l = linspace(0, 1, 101, {.dtype = DType::f64});
   EXPECT_DOUBLE_EQ(l.to_vector<double>().back(), 1.0);  // end is included exactly
+  // start + step·i with the product rounded before the sum, in every element (not one fused
+  // multiply-add, not a running sum): the values the GPU test below expects too.
+  const std::vector<double> a = arange(0.1, 1000.1, 0.1, {.dtype = DType::f64}).to_vector<double>();
+  ASSERT_EQ(a.size(), 10000u);
+  int64_t fused_differs = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    volatile double term = 0.1 * static_cast<double>(k);
+    ASSERT_EQ(a[k], 0.1 + term) << "element " << k;
+    fused_differs += std::fma(0.1, static_cast<double>(k), 0.1) != a[k];
+  }
+  EXPECT_GT(fused_differs, 0);  // the case tells the two roundings from one
+  test_util::expect_error([] { (void)arange(0, std::numeric_limits<double>::infinity()); },
+                          {"arange: start 0, end inf, step 1 (expected finite values)"});
+  test_util::expect_error([] { (void)arange(std::nan(""), 3); }, {"expected finite values"});
 }
 
 // arange on a GPU is made on the device (no host buffer copied in, so it can run inside a
@@ -97,7 +112,8 @@ TEST(Factories, ArangeOnTheGpuEqualsTheCpu) {
   for (const Case& c :
        {Case{0, 10, 1, DType::f32}, Case{-3.5, 7.2, 0.3, DType::f64}, Case{5, -5, -1.5, DType::f32},
         Case{0, 100, 7, DType::i64}, Case{0, 1, 0.1, DType::f32}, Case{-2, 2, 0.25, DType::i32},
-        Case{0, 3, 0.5, DType::bf16}}) {
+        Case{0, 3, 0.5, DType::bf16}, Case{0.1, 1000.1, 0.1, DType::f64},
+        Case{-7, 70000, 3, DType::i64}, Case{0, 0, 1, DType::f32}}) {
     const Tensor cpu = arange(c.start, c.end, c.step, {.dtype = c.dtype});
     const Tensor gpu = arange(c.start, c.end, c.step, {.dtype = c.dtype, .device = Device::cuda()});
     ASSERT_EQ(gpu.shape(), cpu.shape()) << dtype_name(c.dtype);

@@ -35,6 +35,17 @@ void fill(const View& out, double value) {
   });
 }
 
+void arange(const View& out, double start, double step) {
+  const int64_t n = out.shape.numel();
+  dispatch_all(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = static_cast<T*>(out.data);
+    parallel_for(n, kGrainCheap, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = cast<T>(kernels::arange_value(start, step, i));
+    });
+  });
+}
+
 namespace {
 
 EMBER_VECTORIZE_WIDE void bf16_from_f32(uint16_t* __restrict o, const float* __restrict x,

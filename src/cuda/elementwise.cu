@@ -125,6 +125,12 @@ __global__ void fill_kernel(Geometry<1> g, T* out, T value) {
   }
 }
 
+template <typename T>
+__global__ void arange_kernel(T* out, int64_t n, double start, double step) {
+  chain_enter();
+  EMBER_CUDA_KERNEL_LOOP(i, n) out[i] = cast<T>(kernels::arange_value(start, step, i));
+}
+
 template <typename To, typename From>
 __global__ void copy_flat_kernel(To* out, const From* in, int64_t n) {
   chain_enter();
@@ -413,6 +419,17 @@ void fill(const View& out, double value) {
       launch_chained<fill_flat_kernel<T>>(l.grid, l.block, st, dst, g.numel, v);
     else
       launch_chained<fill_kernel<T>>(l.grid, l.block, st, g, static_cast<T*>(out.data), v);
+  });
+}
+
+void arange(const View& out, double start, double step) {
+  const int64_t n = out.shape.numel();
+  if (n == 0) return;
+  dispatch_all(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const FlatLaunch l = flat_launch(n);
+    launch_chained<arange_kernel<T>>(l.grid, l.block, stream_for(out), static_cast<T*>(out.data), n,
+                                     start, step);
   });
 }
 

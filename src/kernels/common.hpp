@@ -45,6 +45,18 @@ EMBER_HD inline To float_to_integer(From x) {
   }
 }
 
+/// arange's i-th value, start + step·i in f64, on both backends alike: the product is rounded
+/// before the sum (never one fused multiply-add, which nvcc and a host compiled for FMA would
+/// otherwise make of it), as the step-by-step host loop it replaced computed it.
+EMBER_HD inline double arange_value(double start, double step, int64_t i) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(start, __dmul_rn(step, static_cast<double>(i)));
+#else
+  const volatile double term = step * static_cast<double>(i);
+  return start + term;
+#endif
+}
+
 /// A type carried as a value: dispatch calls f(Tag<T>{}); `typename decltype(tag)::type` is T.
 template <typename T>
 struct Tag {

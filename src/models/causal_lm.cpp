@@ -221,10 +221,7 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
                   "]: one entry per past and new position of each row)");
     }
     const bool cache_path = cache && T <= kCachePathMaxT;  // Note [Attention through the cache]
-    if (cache_path) {
-      attention.seqlens = full({B}, static_cast<double>(past), on_ids);
-      if (am.defined()) attention.key_mask = am;
-    }
+    if (cache_path && am.defined()) attention.key_mask = am;
     if (am.defined() && (!positions.defined() || !cache_path)) {
       const std::vector<int64_t> m = am.to(DType::i64).contiguous().to_vector<int64_t>();
       const int64_t S = past + T;
@@ -248,7 +245,12 @@ Tensor CausalLMImpl::forward(const Tensor& ids, const CausalLMOptions& options) 
     } else if (!positions.defined()) {
       positions = arange(static_cast<double>(past), static_cast<double>(past + T), 1.0, on_ids)
                       .reshape({1, T});
+      // The cache's length is the first of these positions: a view of it (no launch at B = 1).
+      if (cache_path)
+        attention.seqlens = positions.narrow(1, 0, 1).reshape({1}).expand({B}).contiguous();
     }
+    if (cache_path && !attention.seqlens.defined())
+      attention.seqlens = full({B}, static_cast<double>(past), on_ids);
     if (!cache_path && past > 0 && !am.defined()) {  // a chunk after a past: bottom-right causal
       std::vector<uint8_t> allow(static_cast<size_t>(T * (past + T)));
       for (int64_t i = 0; i < T; ++i)

@@ -49,23 +49,16 @@ Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }
 
 Tensor arange(double start, double end, double step, TensorOptions o) {
+  EMBER_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "arange: start ",
+              start, ", end ", end, ", step ", step, " (expected finite values)");
   EMBER_CHECK(step != 0.0, "arange: step is 0 (expected a non-zero step)");
   EMBER_CHECK((end - start) / step >= 0.0, "arange: the range [", start, ", ", end,
               ") is empty or has the wrong direction for step ", step);
   const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-  if (!o.dtype) o.dtype = default_dtype();
-  const Device dev = device_or_default(o);
-  if (dev.is_cuda() && n > 0) {
-    // Made on the device (start + step·i in f64, then the dtype, as the host loop below), so
-    // no host buffer is copied: it runs inside a captured step and queues no pageable copy.
-    NoGradGuard no_grad;
-    const Tensor i =
-        cumsum(ones({n}, {.dtype = DType::i64, .device = dev}), 0).to(DType::f64) - 1.0;
-    return finish((i * step + start).to(*o.dtype), o);
-  }
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<double>(i);
-  return from_vector(v, {n}, o);
+  // One kernel on either device (no host buffer copied: it runs inside a captured step).
+  Tensor t = ops::make_tensor({n}, dtype_or_default(o), device_or_default(o));
+  ops::backend_of(t).arange(ops::view_of(t), start, step);
+  return finish(t, o);
 }
 Tensor arange(double end, TensorOptions o) { return arange(0.0, end, 1.0, o); }
 
