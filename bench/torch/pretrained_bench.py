@@ -8,8 +8,9 @@ Makes the model with transformers from its config (GPT-2 124M in f32; a Llama 3.
 model in bf16: 16 layers, width 2048, 32 heads over 8 key heads, SwiGLU 8192, vocabulary
 128256, tied embeddings, llama3 rope scaling), random weights (seed 0), save_pretrained into
 DIR, writes the logits of the prompt (ids (i * 7919 + 13) % vocab) to DIR/hf_logits.safetensors
-(`logits`: the model in its dtype; `logits_f32`: the same weights computed in f32), then times greedy generate() at batch 1 in bf16 (all new tokens made). Prints one JSON
-line.
+(`logits`: the model in its file's dtype; `logits_f32` and `logits_bf16`: the same weights
+loaded by from_pretrained in f32 and in bf16), then times greedy generate() at batch 1 in bf16
+(all new tokens made). Prints one JSON line.
 """
 import argparse
 import json
@@ -53,12 +54,15 @@ with torch.no_grad():
     f32 = Model.from_pretrained(a.out, dtype=torch.float32).cuda().eval()
     logits_f32 = f32(ids).logits[0].float()
     del f32
-    model = Model.from_pretrained(a.out, dtype=dtype).cuda().eval()
-    logits = model(ids).logits[0].float()
-save_file({"logits": logits.cpu().contiguous(), "logits_f32": logits_f32.cpu().contiguous()},
-          a.out + "/hf_logits.safetensors")
+    if dtype != torch.bfloat16:  # the file's dtype too, besides f32 and bf16
+        logits = Model.from_pretrained(a.out, dtype=dtype).cuda().eval()(ids).logits[0].float()
+    model = Model.from_pretrained(a.out, dtype=torch.bfloat16).cuda().eval()
+    logits_bf16 = model(ids).logits[0].float()
+    if dtype == torch.bfloat16:
+        logits = logits_bf16
+save_file({"logits": logits.cpu().contiguous(), "logits_f32": logits_f32.cpu().contiguous(),
+           "logits_bf16": logits_bf16.cpu().contiguous()}, a.out + "/hf_logits.safetensors")
 params = sum(p.numel() for p in model.parameters())
-model = model.to(torch.bfloat16)
 kw = dict(attention_mask=torch.ones_like(ids), do_sample=False, pad_token_id=0)
 with torch.no_grad():
     model.generate(ids, max_new_tokens=8, min_new_tokens=8, **kw)
