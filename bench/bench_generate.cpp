@@ -23,9 +23,9 @@
 // f32, or a Llama 3.2 1B shaped model in bf16, random weights): ember loads the folder with
 // models::from_pretrained (timed again warm: GB/s), its logits of the prompt must match
 // transformers' (f32: every logit within 1e-3; bf16, against transformers' model loaded in bf16:
-// relative RMS under 5%, the same top token at 85% of the positions), then greedy decoding at batch 1,
-// eager and captured, against transformers' generate() and the memory-bandwidth bound (the
-// bf16 weights read once per token at 4.8 TB/s).
+// relative RMS under 5%, the same top token at 85% of the positions), then greedy decoding at
+// batch 1, eager and captured, against transformers' generate() and the memory-bandwidth bound
+// (the bf16 weights read once per token at 4.8 TB/s).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
