@@ -369,3 +369,21 @@ TEST(KvAttention, CapturedReplayReadsTheLengthsOnTheDevice) {
 }
 
 }  // namespace
+
+// Whether the backend rotates inside its kernel is a question the op asks the kernel table,
+// not device work: a Profiler records the rotations and the attention, not the question.
+TEST(KvAttention, TheProfilerDoesNotCountTheRotaryQuestionAsAKernel) {
+  Problem p;
+  manual_seed(23);
+  const Tensor cos = randn({1, 1, p.T, p.E}), sin = randn({1, 1, p.T, p.E});
+  Profiler prof;
+  (void)attention_with_kv_cache(p.q, p.k_cache, p.v_cache, p.k, p.v, p.seqlens(),
+                                {.rotary_cos = cos, .rotary_sin = sin});
+  prof.stop();
+  int64_t attention = 0;
+  for (const auto& k : prof.kernels()) {
+    EXPECT_NE(k.name, "kv_cache_rotary_fits");
+    attention += k.name == "kv_cache_attention" ? k.calls : 0;
+  }
+  EXPECT_EQ(attention, 1);
+}

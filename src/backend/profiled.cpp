@@ -3,8 +3,8 @@
 // these tables instead of the backends' own: each slot is a wrapper, generated from
 // slots.def, that records the call as a kernel range of the op that made it, with a device
 // timing mark (the device runtime's) on each side, and then calls the backend's own slot. The
-// kernel table's queries (sdpa_status, conv_library_status) pass straight through; the device
-// services are the runtime's and are not recorded.
+// kernel table's queries (sdpa_status, conv_library_status, kv_cache_rotary_fits) pass
+// straight through; the device services are the runtime's and are not recorded.
 #include "backend/backend.hpp"
 #include "backend/device_runtime.hpp"
 #include "backend/slot_index.hpp"

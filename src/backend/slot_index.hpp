@@ -26,7 +26,8 @@ static_assert(sizeof(kSlotNames) / sizeof(kSlotNames[0]) == kSlotCount);
 /// Kernel-table slots that are queries, not device work (the device services proper are the
 /// runtime's, runtime_slots.def): the profiler never records them and they launch nothing.
 constexpr bool is_service(int slot) {
-  constexpr std::string_view kServices[] = {"sdpa_status", "conv_library_status"};
+  constexpr std::string_view kServices[] = {"sdpa_status", "conv_library_status",
+                                            "kv_cache_rotary_fits"};
   for (const std::string_view s : kServices)
     if (s == kSlotNames[slot]) return true;
   return false;
